@@ -53,6 +53,7 @@ class Channel:
         self.on_closed = on_closed
         self.on_authenticated: Callable[[Channel], None] | None = None
         self.close_reason: str | None = None
+        self.authenticated = conn.state is protocol.State.AUTHENTICATED
         self._send_lock = threading.Lock()
         self._reactor = reactor or reactor_mod.get_reactor()
         self._fileno = stream.fileno()
@@ -128,6 +129,7 @@ class Channel:
                 self.on_message(self, event.segments)
             elif isinstance(event, protocol.Authenticated):
                 self._flush_handshake()
+                self.authenticated = True
                 self.state = ChannelState.ACTIVE
                 if self.on_authenticated is not None:
                     self.on_authenticated(self)

@@ -88,7 +88,7 @@ class ProcServer:
 
     def _on_closed(self, channel: Channel, reason: str) -> None:
         self.channels.discard(channel)
-        if channel.conn.state is not protocol.State.AUTHENTICATED and "handshake" not in reason:
+        if not channel.authenticated:
             print(f"procmesh: refused connection from {channel.label}: {reason}", file=sys.stderr)
         elif reason.startswith("protocol error"):
             print(f"procmesh: dropped connection from {channel.label}: {reason}", file=sys.stderr)

@@ -17,22 +17,37 @@ import cloudpickle
 OUT_OF_BAND_BYTES = 64 * 1024
 
 
-def _rebuild_bytes(buffer: Any) -> bytes:
-    return bytes(buffer)
+class _OutOfBand:
+    """Carries a large ``bytes`` as a pickle-5 buffer; it unpickles as plain ``bytes``."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return bytes, (pickle.PickleBuffer(self.data),)
 
 
-class _Pickler(cloudpickle.Pickler):
-    def reducer_override(self, obj: Any) -> Any:
-        if type(obj) is bytes and len(obj) >= OUT_OF_BAND_BYTES:
-            return _rebuild_bytes, (pickle.PickleBuffer(obj),)
-        return super().reducer_override(obj)
+def _lift(obj: Any, depth: int = 2) -> Any:
+    """Wrap large bytes near the top of ``obj`` (the pickler never asks about bytes itself)."""
+    kind = type(obj)
+    if kind is bytes:
+        return _OutOfBand(obj) if len(obj) >= OUT_OF_BAND_BYTES else obj
+    if depth == 0:
+        return obj
+    if kind is tuple or kind is list:
+        return kind(_lift(item, depth - 1) for item in obj)
+    if kind is dict:
+        return {key: _lift(value, depth - 1) for key, value in obj.items()}
+    return obj
 
 
 def dumps(obj: Any) -> list[bytes | memoryview]:
     """``[pickle stream, buffer, buffer, ...]``; the buffers are views, not copies."""
     buffers: list[pickle.PickleBuffer] = []
     out = io.BytesIO()
-    _Pickler(out, protocol=5, buffer_callback=buffers.append).dump(obj)
+    cloudpickle.Pickler(out, protocol=5, buffer_callback=buffers.append).dump(_lift(obj))
     return [out.getbuffer(), *(b.raw() for b in buffers)]
 
 

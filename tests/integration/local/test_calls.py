@@ -1,0 +1,107 @@
+"""Endpoints and adverbs on real proc servers.
+
+Aspects: call gives a ValueMesh laid out like the mesh; call_one needs one actor; choose; stream
+yields every result; broadcast reaches every actor; async endpoints; current_rank is relative to
+the slice; several actor meshes share procs; messages from one caller stay in order.
+"""
+
+import pytest
+
+from mesh_client import NotAnEndpoint, ValueMesh
+from tests.integration.local.actors import Recorder
+
+
+@pytest.fixture(scope="module")
+def rec(procs):
+    return procs.spawn("rec", Recorder, "first")
+
+
+def test_call_gathers_one_value_per_point(rec):
+    result = rec.echo.call(7).get()
+    assert isinstance(result, ValueMesh)
+    assert [(dict(p), v) for p, v in result] == [
+        ({"hosts": 0, "gpus": 0}, 7),
+        ({"hosts": 0, "gpus": 1}, 7),
+        ({"hosts": 1, "gpus": 0}, 7),
+        ({"hosts": 1, "gpus": 1}, 7),
+    ]
+
+
+def test_each_point_is_its_own_process(rec):
+    pids = [w["pid"] for w in rec.where.call().get().values()]
+    assert len(set(pids)) == 4
+
+
+def test_call_one_requires_exactly_one_actor(rec):
+    with pytest.raises(ValueError, match="call_one requires exactly 1 actor, but mesh has 4"):
+        rec.echo.call_one(1)
+    assert rec.slice(hosts=1, gpus=0).echo.call_one("x").get() == "x"
+
+
+def test_current_rank_is_relative_to_the_slice(rec):
+    sliced = rec.slice(hosts=1)
+    info = sliced.where.call().get()
+    assert info.item(gpus=1)["message_rank"] == {"gpus": 1}
+    assert info.item(gpus=1)["size"] == {"gpus": 2}
+    # the absolute rank stays the actor's place in the mesh it was spawned on
+    assert info.item(gpus=1)["rank"] == {"hosts": 1, "gpus": 1}
+
+
+def test_choose_reaches_one_actor(rec):
+    assert rec.echo.choose(5).get() == 5
+
+
+def test_stream_yields_every_result(rec):
+    futures = list(rec.where.stream())
+    assert len(futures) == 4
+    assert sorted(tuple(f.get()["rank"].values()) for f in futures) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+def test_broadcast_reaches_every_actor(procs):
+    r = procs.spawn("bcast", Recorder)
+    assert r.record.broadcast("hello") is None
+    # the next call from the same caller is handled after the broadcast
+    assert list(r.history.call().get().values()) == [["hello"]] * 4
+
+
+def test_async_endpoints(rec):
+    assert list(rec.add_later.call(2, 3).get().values()) == [5] * 4
+
+
+def test_futures_can_be_awaited(rec):
+    import asyncio
+
+    async def main():
+        return await rec.slice(hosts=0, gpus=0).add_later.call_one(1, 1)
+
+    assert asyncio.run(main()) == 2
+
+
+def test_messages_from_one_caller_stay_in_order(procs):
+    r = procs.spawn("order", Recorder).slice(hosts=0, gpus=1)
+    futures = [r.record.call_one(i) for i in range(500)]
+    assert [f.get() for f in futures] == list(range(1, 501))
+    assert r.history.call_one().get() == list(range(500))
+
+
+def test_several_actor_meshes_share_the_procs(procs, rec):
+    other = procs.spawn("second", Recorder, "second")
+    a = rec.where.call().get()
+    b = other.where.call().get()
+    assert [v["pid"] for v in a.values()] == [v["pid"] for v in b.values()]
+    assert {v["tag"] for v in b.values()} == {"second"}
+
+
+def test_a_method_without_endpoint_names_the_fix(rec):
+    with pytest.raises(NotAnEndpoint, match="add a @endpoint decorator"):
+        rec.not_an_endpoint  # noqa: B018
+
+
+def test_large_payloads_roundtrip(rec):
+    blob = bytes(range(256)) * 8192  # 2 MiB
+    assert rec.slice(hosts=0, gpus=0).echo.call_one(blob).get() == blob
+
+
+def test_spawn_refuses_non_actor_classes(procs):
+    with pytest.raises(ValueError, match="not an Actor subclass"):
+        procs.spawn("x", dict)

@@ -1,0 +1,75 @@
+"""Every error path reaches the caller with what failed and where, and never hangs.
+
+Aspects: an endpoint exception returns as ActorError with the remote traceback and the actor
+lives on; an unpicklable exception still arrives; a failing __init__ fails spawn; kill -9 of a
+proc fails its pending and later calls with the proc's name and how it died; other procs go on.
+"""
+
+import os
+import signal
+import time
+
+import pytest
+
+from mesh_client import ActorError, RemoteException, SupervisionError, this_host
+from tests.integration.local.actors import FailingInit, RaisesUnpicklable, Recorder
+
+
+def test_endpoint_error_carries_the_remote_traceback_and_the_actor_lives(procs):
+    rec = procs.spawn("err", Recorder)
+    one = rec.slice(hosts=0, gpus=1)
+    with pytest.raises(ActorError) as info:
+        one.fail.call_one("missing-key").get()
+    err = info.value
+    assert isinstance(err.exception, KeyError)
+    assert "err.fail() failed on t[hosts=0,gpus=1]" in str(err)
+    assert "Remote traceback" in str(err) and "in fail" in str(err)
+    assert one.echo.call_one("still alive").get() == "still alive"
+
+
+def test_call_raises_if_any_point_failed(procs):
+    rec = procs.spawn("err2", Recorder)
+    with pytest.raises(ActorError, match="KeyError"):
+        rec.fail.call("x").get()
+
+
+def test_unpicklable_exceptions_still_arrive(procs):
+    actor = procs.spawn("unpick", RaisesUnpicklable).slice(hosts=0, gpus=0)
+    with pytest.raises(ActorError) as info:
+        actor.go.call_one().get()
+    assert isinstance(info.value.exception, RemoteException)
+    assert "Unpicklable: secret state" in str(info.value)
+
+
+def test_failing_init_fails_spawn_with_its_traceback(procs):
+    with pytest.raises(ActorError) as info:
+        procs.spawn("broken", FailingInit)
+    assert "__init__ of FailingInit" in str(info.value)
+    assert "cannot build the model" in str(info.value)
+    assert "in __init__" in str(info.value)
+
+
+def test_kill_9_fails_pending_and_later_calls_promptly():
+    with this_host().spawn_procs(per_host={"gpus": 2}, name="victim") as mesh:
+        rec = mesh.spawn("rec", Recorder)
+        doomed = rec.slice(gpus=1)
+        pid = doomed.where.call_one().get()["pid"]
+        pending = doomed.sleep.call_one(60)
+        os.kill(pid, signal.SIGKILL)
+        started = time.monotonic()
+        with pytest.raises(SupervisionError) as info:
+            pending.get(timeout=30)
+        assert time.monotonic() - started < 30
+        assert "victim[gpus=1]" in str(info.value) and "killed by SIGKILL" in str(info.value)
+        with pytest.raises(SupervisionError, match="killed by SIGKILL"):
+            doomed.echo.call_one(1).get(timeout=30)
+        with pytest.raises(SupervisionError, match="victim\\[gpus=1\\]"):
+            rec.echo.call(1).get(timeout=30)
+        # the surviving proc still answers
+        assert rec.slice(gpus=0).echo.call_one("ok").get(timeout=30) == "ok"
+
+
+def test_get_with_timeout_raises_timeout(procs):
+    rec = procs.spawn("slow", Recorder).slice(hosts=1, gpus=1)
+    with pytest.raises(TimeoutError):
+        rec.sleep.call_one(2).get(timeout=0.05)

@@ -1,0 +1,122 @@
+"""Procs start with their command and bootstrap, and stop without leaving anything behind.
+
+Aspects: bootstrap_command env per point; bootstrap runs before any actor; a failing bootstrap
+fails spawn_procs; stop and the context manager end every process; a controller killed with -9
+takes its procs with it; the proc server does not import torch by itself.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from mesh_client import ActorError, ProcStartError, default_bootstrap_cmd, this_host
+from tests.integration.local.actors import Recorder
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is gone for our purposes
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split()[2] != "Z"
+
+
+def _wait_gone(pids, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+    return [p for p in pids if _alive(p)]
+
+
+def set_marker():
+    os.environ["TEST_BOOTSTRAPPED"] = "yes"
+
+
+def test_bootstrap_command_and_bootstrap_shape_each_proc():
+    base = default_bootstrap_cmd()
+
+    def command(point):
+        return base.with_env({"TEST_DEVICE": str(10 + point["gpus"])})
+
+    with this_host().spawn_procs(per_host={"gpus": 2}, bootstrap_command=command, bootstrap=set_marker) as mesh:
+        info = mesh.spawn("r", Recorder).where.call().get()
+        assert info.item(gpus=0)["env"] == {"TEST_DEVICE": "10", "TEST_BOOTSTRAPPED": "yes"}
+        assert info.item(gpus=1)["env"] == {"TEST_DEVICE": "11", "TEST_BOOTSTRAPPED": "yes"}
+        assert not any(v["torch_loaded"] for v in info.values())
+
+
+def broken_bootstrap():
+    raise OSError("no such device")
+
+
+def test_failing_bootstrap_fails_spawn_procs_and_cleans_up():
+    with pytest.raises(ActorError, match="no such device"):
+        this_host().spawn_procs(per_host={"gpus": 2}, bootstrap=broken_bootstrap)
+
+
+def test_a_proc_that_cannot_start_is_reported():
+    bad = default_bootstrap_cmd().with_env({"PROCMESH_MEMORY_FRACTION": "2"})
+    with pytest.raises(ProcStartError, match="exited with code 2 before it was ready"):
+        this_host().spawn_procs(per_host={"gpus": 1}, bootstrap_command=bad)
+
+
+def test_stop_ends_every_process():
+    mesh = this_host().spawn_procs(per_host={"gpus": 3})
+    pids = [v["pid"] for v in mesh.spawn("r", Recorder).where.call().get().values()]
+    assert all(_alive(p) for p in pids)
+    mesh.stop().get()
+    assert _wait_gone(pids) == []
+
+
+def test_killed_controller_takes_its_procs_along(tmp_path):
+    script = tmp_path / "controller.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import os, sys, time
+            from mesh_client import this_host
+            from tests.integration.local.actors import Recorder
+            mesh = this_host().spawn_procs(per_host={"gpus": 2})
+            pids = [v["pid"] for v in mesh.spawn("r", Recorder).where.call().get().values()]
+            print(" ".join(map(str, pids)), flush=True)
+            time.sleep(600)
+            """
+        )
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    ctl = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, cwd=root, env=dict(os.environ, PYTHONPATH=root))
+    try:
+        pids = [int(p) for p in ctl.stdout.readline().split()]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        ctl.send_signal(signal.SIGKILL)
+        ctl.wait()
+        assert _wait_gone(pids) == []
+    finally:
+        ctl.kill()
+
+
+def test_controller_exit_stops_procs(tmp_path):
+    script = tmp_path / "controller.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            from mesh_client import this_host
+            from tests.integration.local.actors import Recorder
+            mesh = this_host().spawn_procs(per_host={"gpus": 2})
+            print(" ".join(str(v["pid"]) for v in mesh.spawn("r", Recorder).where.call().get().values()))
+            """
+        )
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=root, env=dict(os.environ, PYTHONPATH=root), timeout=120)
+    assert out.returncode == 0, out.stderr
+    pids = [int(p) for p in out.stdout.split()]
+    assert len(pids) == 2
+    assert _wait_gone(pids) == []

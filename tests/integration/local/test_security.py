@@ -1,0 +1,116 @@
+"""The proc server on the network: nothing is unpickled before authentication, and no bad peer
+can crash it or disturb others.
+
+Aspects: a wrong token is refused with a reason; a pickle sent before authenticating is never
+executed; garbage, truncated and oversized frames close only that connection; the server keeps
+serving its real clients throughout; describe answers an authenticated operator without pickles.
+"""
+
+import os
+import pickle
+import socket
+
+import pytest
+
+from mesh_client._src.runtime import channel, describe
+from mesh_client._src.wire import errors, frames
+from tests.integration.local.actors import Recorder
+
+
+@pytest.fixture(scope="module")
+def target(procs):
+    rec = procs.spawn("sec", Recorder).slice(hosts=0, gpus=0)
+    address = procs._group.addresses[0]
+    return rec, address
+
+
+def _hello(address):
+    sock = socket.create_connection(address, timeout=10)
+    head = sock.recv(frames.HEADER.size + 8 + 32)
+    assert head[:2] == frames.MAGIC
+    return sock
+
+
+def _read_all(sock):
+    chunks = []
+    while True:
+        try:
+            data = sock.recv(65536)
+        except ConnectionResetError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    return b"".join(chunks)
+
+
+class _Exploit:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.path}",))
+
+
+def test_wrong_token_is_refused_and_others_are_served(target):
+    rec, address = target
+    with pytest.raises(errors.AuthenticationError, match="wrong mesh token"):
+        channel.connect(address, b"not-the-token", on_message=lambda *a: None, on_closed=lambda *a: None)
+    assert rec.echo.call_one("fine").get() == "fine"
+
+
+def test_a_pickle_before_authentication_is_never_executed(target, tmp_path):
+    rec, address = target
+    marker = tmp_path / "pwned"
+    payload = pickle.dumps((1, 1, _Exploit(marker)))
+    sock = _hello(address)
+    sock.sendall(frames.encode_bytes(frames.Kind.MESSAGE, [payload]))
+    reply = _read_all(sock)
+    sock.close()
+    assert b"unexpected MESSAGE frame" in reply
+    assert not marker.exists()
+    assert rec.echo.call_one("after").get() == "after"
+
+
+@pytest.mark.parametrize(
+    "junk",
+    [
+        b"\x00" * 64,
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+        frames.HEADER.pack(frames.MAGIC, frames.VERSION, frames.Kind.AUTH, 1, 0) + frames.LENGTH.pack(2**40),
+        frames.encode_bytes(frames.Kind.AUTH, [b"short"]),
+        frames.HEADER.pack(frames.MAGIC, frames.VERSION, frames.Kind.AUTH, 1, 0)[:5],  # truncated
+    ],
+)
+def test_bad_frames_close_only_that_connection(target, junk):
+    rec, address = target
+    sock = _hello(address)
+    sock.sendall(junk)
+    sock.shutdown(socket.SHUT_WR)
+    _read_all(sock)
+    sock.close()
+    assert rec.echo.call_one("alive").get() == "alive"
+
+
+def test_oversized_frames_after_authentication_are_refused(procs):
+    address = procs._group.addresses[1]
+    closed = []
+    ch = channel.connect(address, procs._group.token, on_message=lambda *a: None, on_closed=lambda c, r: closed.append(r))
+    # Announce 20 GiB (above the 16 GiB default limit) without sending it.
+    head = frames.HEADER.pack(frames.MAGIC, frames.VERSION, frames.Kind.MESSAGE, 1, 0) + frames.LENGTH.pack(20 * 1024**3)
+    ch.stream.write([head])
+    import time
+
+    deadline = time.monotonic() + 10
+    while not closed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert closed and "exceeds the limit" in closed[0]
+    rec = procs.spawn("after-big", Recorder).slice(hosts=0, gpus=1)
+    assert rec.echo.call_one(1).get() == 1
+
+
+def test_describe_answers_an_authenticated_client(procs):
+    info = describe.describe_proc(procs._group.addresses[3], procs._group.token)
+    assert info["mesh"] == "t" and info["rank"] == 3 and info["coords"] == {"hosts": 1, "gpus": 1}
+    with pytest.raises(errors.AuthenticationError):
+        describe.describe_proc(procs._group.addresses[3], b"bad")

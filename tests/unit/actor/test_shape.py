@@ -1,0 +1,68 @@
+"""Shapes, points, slicing and value meshes, as Monarch defines them."""
+
+import pytest
+
+from mesh_client import Extent, Point, Shape, ValueMesh
+
+
+def test_point_coordinates_are_row_major():
+    extent = Extent(["hosts", "gpus"], [2, 3])
+    point = Point(4, extent)
+    assert dict(point) == {"hosts": 1, "gpus": 1}
+    assert point.rank == 4 and point.size("gpus") == 3
+    assert extent.nelements == 6
+
+
+def test_int_slice_drops_the_dimension_and_keeps_proc_indices():
+    shape = Shape(["hosts", "gpus"], [2, 3])
+    sliced = shape.slice(hosts=1)
+    assert sliced.labels == ("gpus",) and sliced.sizes == (3,)
+    assert sliced.ranks == (3, 4, 5)
+
+
+def test_range_slice_keeps_the_dimension():
+    shape = Shape(["hosts", "gpus"], [2, 4])
+    sliced = shape.slice(gpus=slice(1, 4, 2))
+    assert sliced.labels == ("hosts", "gpus") and sliced.sizes == (2, 2)
+    assert sliced.ranks == (1, 3, 5, 7)
+    assert sliced.slice(hosts=0, gpus=1).ranks == (3,)
+
+
+def test_slice_errors_say_what_was_wrong():
+    shape = Shape(["gpus"], [2])
+    with pytest.raises(TypeError, match="unknown dimension 'host'"):
+        shape.slice(host=0)
+    with pytest.raises(IndexError, match="gpus=2 is out of range"):
+        shape.slice(gpus=2)
+
+
+def test_sizes_must_be_positive_and_labels_unique():
+    with pytest.raises(ValueError, match="at least 1"):
+        Shape(["gpus"], [0])
+    with pytest.raises(ValueError, match="unique"):
+        Shape(["a", "a"], [1, 1])
+
+
+def test_value_mesh_item_needs_every_label():
+    vm = ValueMesh(Shape(["hosts", "gpus"], [2, 2]), ["a", "b", "c", "d"])
+    assert vm.item(hosts=1, gpus=0) == "c"
+    with pytest.raises(KeyError, match="missing coordinate"):
+        vm.item(hosts=1)
+    with pytest.raises(KeyError, match="unknown dimension"):
+        vm.item(hosts=0, gpus=0, x=1)
+
+
+def test_value_mesh_iterates_points_and_values():
+    vm = ValueMesh(Shape(["gpus"], [3]), [10, 11, 12])
+    assert [(dict(p), v) for p, v in vm] == [({"gpus": 0}, 10), ({"gpus": 1}, 11), ({"gpus": 2}, 12)]
+    assert list(vm.values()) == [10, 11, 12]
+    assert len(vm) == 3
+    assert vm.slice(gpus=slice(1, 3)).item(gpus=0) == 11
+    assert vm.slice(gpus=2).item() == 12
+    assert vm.flatten("rank").item(rank=1) == 11
+
+
+def test_value_mesh_of_a_slice_is_indexed_by_the_slice():
+    # ranks of the shape point into a bigger mesh; values are laid out by the slice itself
+    vm = ValueMesh(Shape(["gpus"], [2], ranks=[5, 7]), ["x", "y"])
+    assert vm.item(gpus=1) == "y"
