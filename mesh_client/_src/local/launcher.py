@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 from mesh_client._src.actor import messages
 from mesh_client._src.actor.shape import Point
+from mesh_client._src.local import forks
 from mesh_client._src.local.bootstrap import BootstrapCommand, default_bootstrap_cmd
 from mesh_client._src.runtime import peers
 
@@ -52,7 +53,7 @@ class LocalProcs:
         self.token = token
         self._points = list(points)
         self._command = command
-        self.processes: list[subprocess.Popen[bytes]] = []
+        self.processes: list[subprocess.Popen[bytes] | forks.ForkedProc] = []
         self.addresses: list[tuple[str, int]] = []
         self._peers: list[peers.Peer] = []
         _live.add(self)
@@ -62,7 +63,9 @@ class LocalProcs:
         readers: dict[int, int] = {}
         try:
             for index, point in enumerate(self._points):
-                readers[self._launch(index, point)] = index
+                fd = self._launch(index, point)
+                if fd is not None:
+                    readers[fd] = index
             self.addresses = self._await_ready(readers)
         except BaseException:
             self.kill()
@@ -72,24 +75,27 @@ class LocalProcs:
                 os.close(fd)
         return self.addresses
 
-    def _launch(self, index: int, point: Point) -> int:
+    def _launch(self, index: int, point: Point) -> int | None:
+        """Start one proc; returns the read end of its ready pipe, or None if forked."""
         spec = self._command
         cmd = spec(point) if callable(spec) else (spec or default_bootstrap_cmd())
         if not isinstance(cmd, BootstrapCommand):
             raise TypeError(f"bootstrap_command must give a BootstrapCommand, got {type(cmd).__name__}")
-        read_fd, write_fd = os.pipe()
         env = cmd.environment(os.environ)
         env.update(
             PROCMESH_TOKEN=self.token,
             PROCMESH_LISTEN_HOST=env.get("PROCMESH_LISTEN_HOST", "127.0.0.1"),
             PROCMESH_PORT="0",
-            PROCMESH_READY_FD=str(write_fd),
-            PROCMESH_LIFELINE="stdin",
             PROCMESH_MESH=self.name,
             PROCMESH_RANK=str(index),
             PROCMESH_COORDS=json.dumps(dict(point)),
             PROCMESH_SYS_PATH=json.dumps([p for p in sys.path if p]),
         )
+        if forks.eligible(cmd.argv(), cmd.program, default_bootstrap_cmd().argv(), cmd.env, cmd.inherit_env):
+            self.processes.append(forks.get_zygote().fork(env))
+            return None
+        read_fd, write_fd = os.pipe()
+        env.update(PROCMESH_READY_FD=str(write_fd), PROCMESH_LIFELINE="stdin")
         try:
             proc = subprocess.Popen(cmd.argv(), executable=cmd.program, env=env, stdin=subprocess.PIPE, pass_fds=(write_fd,))
         finally:
@@ -98,35 +104,55 @@ class LocalProcs:
         return read_fd
 
     def _await_ready(self, readers: dict[int, int]) -> list[tuple[str, int]]:
-        addresses: list[tuple[str, int] | None] = [None] * len(readers)
+        addresses: list[tuple[str, int] | None] = [None] * len(self.processes)
         buffers = {fd: b"" for fd in readers}
         waiting = set(readers)
+        forked = [i for i, p in enumerate(self.processes) if isinstance(p, forks.ForkedProc)]
         deadline = time.monotonic() + START_TIMEOUT
-        while waiting:
+        while waiting or forked:
             left = deadline - time.monotonic()
             if left <= 0:
-                stuck = [self.labels[readers[fd]] for fd in waiting]
+                stuck = [self.labels[readers[fd]] for fd in waiting] + [self.labels[i] for i in forked]
                 raise ProcStartError(f"procs {stuck} did not report ready within {START_TIMEOUT:.0f} s (PROCMESH_START_TIMEOUT)")
-            ready, _, _ = select.select(list(waiting), [], [], left)
+            for i in list(forked):
+                proc = self.processes[i]
+                assert isinstance(proc, forks.ForkedProc)
+                if proc.address is not None:
+                    host, _, port = proc.address.rpartition(":")
+                    addresses[i] = (host, int(port))
+                    forked.remove(i)
+                elif proc.returncode is not None:
+                    self._failed_start(i)
+            if not waiting:
+                if not forked:
+                    break
+                zygote = forks.get_zygote()
+                with zygote.changed:
+                    zygote.changed.wait(min(left, 0.5))
+                continue
+            ready, _, _ = select.select(list(waiting), [], [], min(left, 0.005) if forked else left)
             for fd in ready:
                 chunk = os.read(fd, 256)
                 index = readers[fd]
                 if not chunk:
-                    proc = self.processes[index]
-                    try:
-                        proc.wait(timeout=2)
-                    except subprocess.TimeoutExpired:
-                        pass
-                    raise ProcStartError(
-                        f"proc {self.labels[index]} {describe_exit(proc.returncode)} before it was ready "
-                        f"(command: {' '.join(proc.args)}); its error output is above"
-                    )
+                    self._failed_start(index)
                 buffers[fd] += chunk
                 if buffers[fd].endswith(b"\n"):
                     host, _, port = buffers[fd].decode().strip().rpartition(":")
                     addresses[index] = (host, int(port))
                     waiting.discard(fd)
         return [a for a in addresses if a is not None]
+
+    def _failed_start(self, index: int) -> None:
+        proc = self.processes[index]
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        raise ProcStartError(
+            f"proc {self.labels[index]} {describe_exit(proc.returncode)} before it was ready "
+            f"(command: {' '.join(proc.args)}); its error output is above"
+        )
 
     def watch(self, group_peers: Sequence[peers.Peer]) -> None:
         """Let failed calls say how each proc died."""

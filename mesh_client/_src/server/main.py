@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -13,7 +14,7 @@ from mesh_client._src.server import gpu
 from mesh_client._src.server.dispatch import ProcServer
 
 
-def serve(cfg: config_mod.ServerConfig) -> int:
+def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None) -> int:
     """Listen, announce readiness, serve until STOP, SIGTERM or the lifeline closes."""
     for entry in cfg.sys_path:
         if entry not in sys.path:
@@ -42,7 +43,11 @@ def serve(cfg: config_mod.ServerConfig) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     if cfg.lifeline:
         threading.Thread(target=_watch_lifeline, args=(stopping,), daemon=True, name="lifeline").start()
-    if cfg.ready_fd is not None:
+    if announce is not None:  # forked by the zygote: tell the controller through it
+        fd, ident = announce
+        os.write(fd, (json.dumps({"id": ident, "address": f"{host}:{port}"}) + "\n").encode())
+        os.close(fd)
+    elif cfg.ready_fd is not None:
         os.write(cfg.ready_fd, f"{host}:{port}\n".encode())
         os.close(cfg.ready_fd)
     else:

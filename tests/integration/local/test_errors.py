@@ -11,7 +11,13 @@ import time
 
 import pytest
 
-from mesh_client import ActorError, RemoteException, SupervisionError, this_host
+from mesh_client import (
+    ActorError,
+    RemoteException,
+    SupervisionError,
+    default_bootstrap_cmd,
+    this_host,
+)
 from tests.integration.local.actors import FailingInit, RaisesUnpicklable, Recorder
 
 
@@ -49,8 +55,13 @@ def test_failing_init_fails_spawn_with_its_traceback(procs):
     assert "in __init__" in str(info.value)
 
 
-def test_kill_9_fails_pending_and_later_calls_promptly():
-    with this_host().spawn_procs(per_host={"gpus": 2}, name="victim") as mesh:
+# Procs are forked from the zygote by default; a start-up variable makes the launcher exec them.
+LAUNCHES = {"forked": None, "exec": default_bootstrap_cmd().with_env({"PYTHONHASHSEED": "0"})}
+
+
+@pytest.mark.parametrize("launch", sorted(LAUNCHES))
+def test_kill_9_fails_pending_and_later_calls_promptly(launch):
+    with this_host().spawn_procs(per_host={"gpus": 2}, name="victim", bootstrap_command=LAUNCHES[launch]) as mesh:
         rec = mesh.spawn("rec", Recorder)
         doomed = rec.slice(gpus=1)
         pid = doomed.where.call_one().get()["pid"]

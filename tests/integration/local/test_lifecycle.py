@@ -67,8 +67,9 @@ def test_a_proc_that_cannot_start_is_reported():
         this_host().spawn_procs(per_host={"gpus": 1}, bootstrap_command=bad)
 
 
-def test_stop_ends_every_process():
-    mesh = this_host().spawn_procs(per_host={"gpus": 3})
+@pytest.mark.parametrize("command", [None, default_bootstrap_cmd().with_env({"PYTHONHASHSEED": "0"})], ids=["forked", "exec"])
+def test_stop_ends_every_process(command):
+    mesh = this_host().spawn_procs(per_host={"gpus": 3}, bootstrap_command=command)
     pids = [v["pid"] for v in mesh.spawn("r", Recorder).where.call().get().values()]
     assert all(_alive(p) for p in pids)
     mesh.stop().get()

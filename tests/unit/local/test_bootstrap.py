@@ -52,3 +52,13 @@ def test_server_config_reads_token_file(tmp_path):
 def test_server_config_errors_name_the_variable(env, match):
     with pytest.raises(config.ConfigError, match=match):
         config.from_env(env)
+
+
+def test_only_plain_proc_server_commands_are_forked():
+    from mesh_client._src.local.forks import eligible
+
+    default = default_bootstrap_cmd()
+    assert eligible(default.argv(), default.program, default.argv(), {"CUDA_VISIBLE_DEVICES": "1"}, True)
+    assert not eligible(default.argv(), default.program, default.argv(), {"PYTHONPATH": "/x"}, True)
+    assert not eligible(default.argv(), default.program, default.argv(), {}, False)
+    assert not eligible(["/usr/bin/env", "python"], "/usr/bin/env", default.argv(), {}, True)

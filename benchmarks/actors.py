@@ -1,0 +1,236 @@
+"""Actor-call benchmark: procmesh beside a raw pickle-over-TCP baseline and torchmonarch 0.7.
+
+One run, one machine: the same workload (a no-op and an echo endpoint on local procs) through
+procmesh, through Monarch's identical API when ``torchmonarch`` is installed (the ``bench``
+extra; skipped with a note otherwise), and the smallest possible socket round trip.
+
+    python benchmarks/actors.py            # table
+    python benchmarks/actors.py --json     # JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import pickle
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+# Targets from the issue, relative to the same run where they name a baseline.
+TARGETS = {
+    "call_one_p50_us": "<= 3x raw round trip",
+    "pipelined_calls_per_s": ">= 20000",
+    "fanout8_p50_us": "<= 1000",
+    "echo_1mib_p50_us": "<= 1500",
+    "spawn8_first_call_s": "<= 0.6",
+}
+
+MIB = 1 << 20
+
+
+def pct(samples: list[float], q: float) -> float:
+    s = sorted(samples)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+# The workload, written once against the Monarch API; run with mesh_client or monarch.actor.
+
+
+def workload(api: str, calls: int) -> dict[str, float]:
+    actor_api = importlib.import_module(api)
+
+    class Echo(actor_api.Actor):
+        @actor_api.endpoint
+        def noop(self) -> None:
+            return None
+
+        @actor_api.endpoint
+        def echo(self, value: bytes) -> bytes:
+            return value
+
+    out: dict[str, float] = {}
+    spawns = []
+    for _ in range(3):
+        started = time.perf_counter()
+        procs = actor_api.this_host().spawn_procs(per_host={"gpus": 8})
+        actors = procs.spawn("echo", Echo)
+        actors.noop.call().get()
+        spawns.append(time.perf_counter() - started)
+        procs.stop().get()
+    out["spawn8_first_call_s"] = sorted(spawns)[1]
+
+    procs = actor_api.this_host().spawn_procs(per_host={"gpus": 8})
+    actors = procs.spawn("echo", Echo)
+    one = actors.slice(gpus=0)
+    for _ in range(200):
+        one.noop.call_one().get()
+    lat = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        one.noop.call_one().get()
+        lat.append(time.perf_counter() - t)
+    out["call_one_p50_us"] = pct(lat, 0.5) * 1e6
+    out["call_one_p99_us"] = pct(lat, 0.99) * 1e6
+
+    n = calls * 5
+    t = time.perf_counter()
+    futures = [one.noop.call_one() for _ in range(n)]
+    for f in futures:
+        f.get()
+    out["pipelined_calls_per_s"] = n / (time.perf_counter() - t)
+
+    lat = []
+    for _ in range(max(100, calls // 4)):
+        t = time.perf_counter()
+        actors.noop.call().get()
+        lat.append(time.perf_counter() - t)
+    out["fanout8_p50_us"] = pct(lat, 0.5) * 1e6
+
+    blob = os.urandom(MIB)
+    lat = []
+    for _ in range(max(50, calls // 20)):
+        t = time.perf_counter()
+        back = one.echo.call_one(blob).get()
+        lat.append(time.perf_counter() - t)
+    assert back == blob
+    out["echo_1mib_p50_us"] = pct(lat, 0.5) * 1e6
+    procs.stop().get()
+    return out
+
+
+# The baseline: length-prefixed pickles over one TCP connection to a plain echo process.
+
+ECHO_SERVER = r"""
+import pickle, socket, struct, sys
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+print(srv.getsockname()[1], flush=True)
+conn, _ = srv.accept(); conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+def recv(n):
+    buf = bytearray(n); view = memoryview(buf); got = 0
+    while got < n:
+        k = conn.recv_into(view[got:])
+        if not k: sys.exit(0)
+        got += k
+    return buf
+while True:
+    (n,) = struct.unpack("!Q", recv(8))
+    msg = pickle.loads(recv(n))
+    data = pickle.dumps(msg, protocol=5)
+    conn.sendall(struct.pack("!Q", len(data)) + data)
+"""
+
+
+def raw_baseline(calls: int) -> dict[str, float]:
+    server = subprocess.Popen([sys.executable, "-c", ECHO_SERVER], stdout=subprocess.PIPE)
+    try:
+        port = int(server.stdout.readline())
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def roundtrip(obj: object) -> object:
+            data = pickle.dumps(obj, protocol=5)
+            sock.sendall(struct.pack("!Q", len(data)) + data)
+            head = b""
+            while len(head) < 8:
+                head += sock.recv(8 - len(head))
+            (n,) = struct.unpack("!Q", head)
+            buf = bytearray(n)
+            view = memoryview(buf)
+            got = 0
+            while got < n:
+                got += sock.recv_into(view[got:])
+            return pickle.loads(buf)
+
+        for _ in range(200):
+            roundtrip(("noop", (), {}))
+        lat = []
+        for _ in range(calls):
+            t = time.perf_counter()
+            roundtrip(("noop", (), {}))
+            lat.append(time.perf_counter() - t)
+        blob = os.urandom(MIB)
+        big = []
+        for _ in range(max(50, calls // 20)):
+            t = time.perf_counter()
+            roundtrip(("echo", (blob,), {}))
+            big.append(time.perf_counter() - t)
+        sock.close()
+        return {
+            "call_one_p50_us": pct(lat, 0.5) * 1e6,
+            "call_one_p99_us": pct(lat, 0.99) * 1e6,
+            "echo_1mib_p50_us": pct(big, 0.5) * 1e6,
+        }
+    finally:
+        server.kill()
+        server.wait()
+
+
+def monarch_in_subprocess(calls: int) -> dict[str, float] | str:
+    if importlib.util.find_spec("monarch") is None:
+        return "torchmonarch not installed (pip install 'procmesh[bench]'); skipped"
+    proc = subprocess.run(
+        [sys.executable, __file__, "--worker", "monarch.actor", "--calls", str(calls)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if proc.returncode != 0:
+        return f"torchmonarch run failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run(calls: int, with_monarch: bool) -> dict[str, object]:
+    results: dict[str, object] = {"raw_tcp": raw_baseline(calls), "procmesh": workload("mesh_client", calls)}
+    results["torchmonarch"] = monarch_in_subprocess(calls) if with_monarch else "skipped (--no-monarch)"
+    results["targets"] = TARGETS
+    return results
+
+
+def table(results: dict[str, object]) -> str:
+    ours = results["procmesh"]
+    raw = results["raw_tcp"]
+    mon = results["torchmonarch"]
+    assert isinstance(ours, dict) and isinstance(raw, dict)
+    rows = [
+        ("call_one p50 (us)", "call_one_p50_us", "{:.0f}"),
+        ("call_one p99 (us)", "call_one_p99_us", "{:.0f}"),
+        ("pipelined calls/s", "pipelined_calls_per_s", "{:.0f}"),
+        ("call() fan-out to 8 p50 (us)", "fanout8_p50_us", "{:.0f}"),
+        ("1 MiB echo p50 (us)", "echo_1mib_p50_us", "{:.0f}"),
+        ("spawn 8 procs + first call (s)", "spawn8_first_call_s", "{:.3f}"),
+    ]
+    lines = [f"{'metric':32} {'procmesh':>10} {'raw TCP':>10} {'monarch':>10}  target"]
+    for label, key, fmt in rows:
+        cells = [fmt.format(d[key]) if isinstance(d, dict) and key in d else "-" for d in (ours, raw, mon)]
+        lines.append(f"{label:32} {cells[0]:>10} {cells[1]:>10} {cells[2]:>10}  {TARGETS.get(key, '')}")
+    ratio = ours["call_one_p50_us"] / raw["call_one_p50_us"]
+    lines.append(f"call_one p50 / raw round trip: {ratio:.2f}x")
+    if isinstance(mon, dict):
+        lines.append(f"torchmonarch call_one p50 / procmesh: {mon['call_one_p50_us'] / ours['call_one_p50_us']:.1f}x")
+    else:
+        lines.append(f"torchmonarch: {mon}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--calls", type=int, default=4000, help="samples per latency figure")
+    parser.add_argument("--no-monarch", action="store_true", help="skip torchmonarch even if installed")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(workload(args.worker, args.calls)))
+        return
+    results = run(args.calls, not args.no_monarch)
+    print(json.dumps(results, indent=2) if args.json else table(results))
+
+
+if __name__ == "__main__":
+    main()
