@@ -1,0 +1,58 @@
+"""procmesh's client: Monarch-style actors on proc meshes, locally and on Kubernetes.
+
+Port a Monarch program by changing ``from monarch.actor import ...`` to
+``from mesh_client import ...``.
+"""
+
+from mesh_client._src.actor.actor import Actor
+from mesh_client._src.actor.actor_mesh import ActorEndpoint, ActorMesh
+from mesh_client._src.actor.context import (
+    ActorInstance,
+    Context,
+    context,
+    current_rank,
+    current_size,
+)
+from mesh_client._src.actor.endpoint import Endpoint, endpoint
+from mesh_client._src.actor.errors import (
+    ActorError,
+    NotAnEndpoint,
+    RemoteException,
+    SupervisionError,
+)
+from mesh_client._src.actor.proc_mesh import ProcMesh
+from mesh_client._src.actor.shape import Extent, Point, Shape
+from mesh_client._src.actor.value_mesh import ValueMesh
+from mesh_client._src.local.bootstrap import BootstrapCommand, default_bootstrap_cmd
+from mesh_client._src.local.host_mesh import HostMesh, this_host, this_proc
+from mesh_client._src.local.launcher import ProcStartError
+from mesh_client._src.runtime.futures import Future
+
+__all__ = [
+    "Actor",
+    "ActorEndpoint",
+    "ActorError",
+    "ActorInstance",
+    "ActorMesh",
+    "BootstrapCommand",
+    "Context",
+    "Endpoint",
+    "Extent",
+    "Future",
+    "HostMesh",
+    "NotAnEndpoint",
+    "Point",
+    "ProcMesh",
+    "ProcStartError",
+    "RemoteException",
+    "Shape",
+    "SupervisionError",
+    "ValueMesh",
+    "context",
+    "current_rank",
+    "current_size",
+    "default_bootstrap_cmd",
+    "endpoint",
+    "this_host",
+    "this_proc",
+]

@@ -1,0 +1,128 @@
+"""Sharing GPUs between actors: the "Sharing GPUs Between Actors" program on procmesh.
+
+A policy and a trainer, each a proc mesh with one proc per GPU in DEVICE_IDS, pinned with
+``bootstrap_command`` and capped with a memory-fraction ``bootstrap``: they share the GPUs
+concurrently, then take turns, and a frozen reference model is co-located in the trainer's procs.
+
+Runs as written on a machine with GPUs 0 and 1 (set PROCMESH_DEVICE_IDS=0 for one GPU). Without
+CUDA it says so and runs the same steps on the CPU, so CI exercises it.
+
+    python examples/sharing_gpus.py
+"""
+
+import os
+from functools import partial
+
+import torch
+
+from mesh_client import Actor, default_bootstrap_cmd, endpoint, this_host
+
+DEVICE_IDS = [int(i) for i in os.environ.get("PROCMESH_DEVICE_IDS", "0,1").split(",")]
+HIDDEN = 1024
+BATCH = 64
+
+CUDA = torch.cuda.is_available()
+if CUDA and max(DEVICE_IDS) >= torch.cuda.device_count():
+    raise SystemExit(f"this host has no GPU {max(DEVICE_IDS)}; edit DEVICE_IDS or set PROCMESH_DEVICE_IDS")
+if not CUDA:
+    print("note: CUDA is not available; running on the CPU, without pinning or memory caps")
+DEVICE = "cuda" if CUDA else "cpu"
+
+
+def on_gpus(device_ids):
+    """Coordinate gpus=i runs on GPU device_ids[i]: each proc sees exactly one device as cuda."""
+    base = default_bootstrap_cmd()
+
+    def command(point):
+        return base.with_env({"CUDA_VISIBLE_DEVICES": str(device_ids[point["gpus"]])})
+
+    return command
+
+
+def memory_cap(fraction):
+    """The bootstrap: cap this process's PyTorch allocator before any actor runs."""
+    if CUDA:
+        return partial(torch.cuda.set_per_process_memory_fraction, fraction)
+    return None
+
+
+class GpuActor(Actor):
+    @endpoint
+    def memory(self):
+        return {
+            "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "allocated": torch.cuda.memory_allocated() if CUDA else 0,
+            "reserved": torch.cuda.memory_reserved() if CUDA else 0,
+        }
+
+
+class Policy(GpuActor):
+    def __init__(self):
+        self.model = torch.nn.Linear(HIDDEN, HIDDEN, device=DEVICE)
+
+    @endpoint
+    def generate(self):
+        with torch.no_grad():
+            return self.model(torch.randn(BATCH, HIDDEN, device=DEVICE)).norm().item()
+
+
+class Trainer(GpuActor):
+    def __init__(self):
+        self.model = torch.nn.Linear(HIDDEN, HIDDEN, device=DEVICE)
+        self.optim = torch.optim.SGD(self.model.parameters(), lr=1e-3, foreach=True)
+
+    @endpoint
+    def train_step(self):
+        loss = self.model(torch.randn(BATCH, HIDDEN, device=DEVICE)).pow(2).mean()
+        loss.backward()
+        self.optim.step()
+        self.optim.zero_grad()
+        return loss.item()
+
+
+def report(label, role):
+    for usage in role.memory.call().get().values():
+        print(label, usage)
+
+
+def main():
+    # Concurrent sharing: the same list for both roles, so proc i of each shares GPU DEVICE_IDS[i].
+    policy_procs = this_host().spawn_procs(
+        per_host={"gpus": len(DEVICE_IDS)},
+        bootstrap_command=on_gpus(DEVICE_IDS),
+        bootstrap=memory_cap(0.3),
+        name="policy",
+    )
+    trainer_procs = this_host().spawn_procs(
+        per_host={"gpus": len(DEVICE_IDS)},
+        bootstrap_command=on_gpus(DEVICE_IDS),
+        bootstrap=memory_cap(0.6),
+        name="trainer",
+    )
+    policy = policy_procs.spawn("policy", Policy)
+    trainer = trainer_procs.spawn("trainer", Trainer)
+
+    generated = policy.generate.call()
+    losses = trainer.train_step.call()
+    print("generated:", generated.get().item(gpus=0), "loss:", losses.get().item(gpus=0))
+
+    # Taking turns: wait for each call before issuing the next, so one role computes at a time.
+    for step in range(3):
+        policy.generate.call().get()
+        loss = trainer.train_step.call().get().item(gpus=0)
+        print(f"step {step}: loss={loss:.4f}")
+
+    # Co-locating: the reference model shares the trainer's processes, context and cap.
+    report("policy", policy)
+    report("trainer", trainer)
+    reference = trainer_procs.spawn("reference", Policy)
+    reference.generate.call().get()
+    report("trainer + reference", trainer)
+
+    policy_procs.stop().get()
+    trainer_procs.stop().get()
+    print("Example completed successfully!")
+
+
+if __name__ == "__main__":
+    main()

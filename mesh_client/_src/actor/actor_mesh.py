@@ -1,0 +1,173 @@
+"""Actor meshes and their endpoints' adverbs: call, call_one, choose, stream, broadcast.
+
+An :class:`ActorMesh` is a picklable reference (proc addresses, token, actor id, endpoint names),
+so it can be passed to actors in other procs and called from there directly.
+"""
+
+from __future__ import annotations
+
+import functools
+import queue
+import random
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any, Generic, TypeVar
+
+from mesh_client._src.actor import messages
+from mesh_client._src.actor.errors import NotAnEndpoint
+from mesh_client._src.actor.procs import ProcGroup
+from mesh_client._src.actor.shape import MeshTrait, Shape
+from mesh_client._src.actor.value_mesh import ValueMesh
+from mesh_client._src.runtime.futures import Future
+from mesh_client._src.wire import serialization
+
+T = TypeVar("T")
+
+
+class ActorMesh(MeshTrait, Generic[T]):
+    """One actor per point of a proc mesh; ``mesh.method`` gives that endpoint's adverbs."""
+
+    def __init__(
+        self,
+        group: ProcGroup,
+        shape: Shape,
+        actor_id: str,
+        name: str,
+        class_name: str,
+        endpoints: frozenset[str],
+    ) -> None:
+        self._group = group
+        self._shape = shape
+        self._actor_id = actor_id
+        self._name = name
+        self._class_name = class_name
+        self._endpoints = endpoints
+        self._bound: dict[str, ActorEndpoint[Any]] = {}
+
+    def _with_shape(self, shape: Shape) -> ActorMesh[T]:
+        return ActorMesh(self._group, shape, self._actor_id, self._name, self._class_name, self._endpoints)
+
+    def __getattr__(self, attr: str) -> ActorEndpoint[Any]:
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        bound = self._bound.get(attr)
+        if bound is not None:
+            return bound
+        if attr not in self._endpoints:
+            raise NotAnEndpoint(
+                f"{self._class_name}.{attr} is not an endpoint of actor mesh {self._name!r}"
+                f" (endpoints: {sorted(self._endpoints)}); add a @endpoint decorator to it"
+            )
+        bound = self._bound[attr] = ActorEndpoint(self, attr)
+        return bound
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            ActorMesh,
+            (self._group, self._shape, self._actor_id, self._name, self._class_name, self._endpoints),
+        )
+
+    def __repr__(self) -> str:
+        return f"<ActorMesh {self._name!r} ({self._class_name}) {self.sizes}>"
+
+    @property
+    def initialized(self) -> Future[None]:
+        """Done: ``spawn`` returns once every ``__init__`` has finished."""
+        fut: Future[None] = Future()
+        fut.set_result(None)
+        return fut
+
+    def stop(self, reason: str = "stopped by client") -> Future[None]:
+        """Stop these actors (their ``__cleanup__`` runs); the procs stay."""
+        futs = [
+            self._group.peers[p].request(
+                (messages.STOP_ACTOR, self._actor_id),
+                (),
+                functools.partial(messages.decode_reply, f"stop of {self._name}", self._group.labels[p]),
+            )
+            for p in self._shape.ranks
+        ]
+        return gather(futs, lambda values: None)
+
+
+R = TypeVar("R")
+
+
+class ActorEndpoint(Generic[R]):
+    """One endpoint of an actor mesh, with the adverbs of Monarch's ``Endpoint``."""
+
+    def __init__(self, mesh: ActorMesh[Any], method: str) -> None:
+        self._mesh = mesh
+        self._method = method
+        self._what = f"Actor call {mesh._name}.{method}()"
+
+    def _send(self, indices: Sequence[int], args: tuple[Any, ...], kwargs: dict[str, Any], reply: bool = True) -> list[Future[Any]]:
+        mesh = self._mesh
+        shape, group = mesh._shape, mesh._group
+        payload = serialization.dumps((args, kwargs))
+        futs = []
+        for i in indices:
+            p = shape.ranks[i]
+            futs.append(
+                group.peers[p].request(
+                    (messages.CALL, mesh._actor_id, self._method, i, shape.labels, shape.sizes),
+                    payload,
+                    functools.partial(messages.decode_reply, self._what, group.labels[p]),
+                    reply=reply,
+                )
+            )
+        return futs
+
+    def call(self, *args: Any, **kwargs: Any) -> Future[ValueMesh[R]]:
+        """Every actor of the mesh; the future gives a ValueMesh (raises if any call failed)."""
+        shape = self._mesh._shape
+        futs = self._send(range(len(shape)), args, kwargs)
+        return gather(futs, lambda values: ValueMesh(shape, values))
+
+    def call_one(self, *args: Any, **kwargs: Any) -> Future[R]:
+        n = len(self._mesh._shape)
+        if n != 1:
+            raise ValueError(
+                f"call_one requires exactly 1 actor, but mesh has {n}; slice it first, e.g. mesh.slice(gpus=0)"
+            )
+        return self._send((0,), args, kwargs)[0]
+
+    def choose(self, *args: Any, **kwargs: Any) -> Future[R]:
+        return self._send((random.randrange(len(self._mesh._shape)),), args, kwargs)[0]
+
+    def stream(self, *args: Any, **kwargs: Any) -> Iterator[Future[R]]:
+        futs = self._send(range(len(self._mesh._shape)), args, kwargs)
+        arrived: queue.SimpleQueue[Future[R]] = queue.SimpleQueue()
+        for fut in futs:
+            fut.add_done_callback(arrived.put)
+        return (arrived.get() for _ in futs)
+
+    def broadcast(self, *args: Any, **kwargs: Any) -> None:
+        self._send(range(len(self._mesh._shape)), args, kwargs, reply=False)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"{self._mesh._name}.{self._method} is an endpoint of a remote actor mesh; "
+            f"use .call(...), .call_one(...), .choose(...), .stream(...) or .broadcast(...)"
+        )
+
+
+def gather(futs: list[Future[Any]], build: Any) -> Future[Any]:
+    """One future for many: done when all are, then ``build([values])`` (first error raises)."""
+    out: Future[Any] = Future(lambda _: build([f.get() for f in futs]))
+    if not futs:
+        out.set_raw(None)
+        return out
+    remaining = [len(futs)]
+    lock = threading.Lock()
+
+    def one_done(_: Future[Any]) -> None:
+        with lock:
+            remaining[0] -= 1
+            last = remaining[0] == 0
+        if last:
+            out.set_raw(None)
+
+    for fut in futs:
+        fut.add_done_callback(one_done)
+    return out

@@ -1,0 +1,59 @@
+"""Who is running and which message it handles: ``context()``, ``current_rank()``, ``current_size()``.
+
+The proc server (:mod:`mesh_client._src.server.actors`) sets the context of its actor thread
+before each message; outside any actor the root client context applies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from typing import Any
+
+from mesh_client._src.actor.shape import Extent, Point
+
+_EMPTY = Point(0, Extent((), ()))
+
+
+@dataclasses.dataclass
+class ActorInstance:
+    """The running actor: its absolute ``rank`` in the mesh it was spawned on, and its names."""
+
+    name: str
+    actor_id: str
+    class_name: str
+    rank: Point
+    proc_mesh: Any = None  # the ProcMesh it was spawned on (None for the client)
+    proc: Any = None  # this proc alone, as a one-point ProcMesh (None for the client)
+    proc_id: str = ""
+
+
+@dataclasses.dataclass
+class Context:
+    actor_instance: ActorInstance
+    message_rank: Point
+
+
+_CLIENT = Context(ActorInstance("client", "client", "Client", _EMPTY, proc_id=f"client:{os.getpid()}"), _EMPTY)
+_state = threading.local()
+
+
+def context() -> Context:
+    """The current actor and message, or the root client context outside actors."""
+    return getattr(_state, "context", None) or _CLIENT
+
+
+def current_rank() -> Point:
+    """The position of this actor within the slice the current message was sent to."""
+    return context().message_rank
+
+
+def current_size() -> dict[str, int]:
+    """Sizes of the slice the current message was sent to."""
+    return dict(context().message_rank.extent)
+
+
+def enter(ctx: Context | None) -> None:
+    """Set this thread's context (used by the proc server around each message)."""
+    _state.context = ctx

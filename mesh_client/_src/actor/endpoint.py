@@ -1,0 +1,109 @@
+"""``@endpoint``: marks the actor methods that callers may reach, and types their adverbs.
+
+At run time the decorator only tags the function, so inside the actor ``self.method(x)`` stays
+an ordinary call. For type checkers it returns an :class:`Endpoint`, so that
+``mesh.method.call(x)`` checks ``x`` against the method's parameters and gives each adverb its
+own return type (as Monarch's ``Endpoint`` protocol does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, overload
+
+if TYPE_CHECKING:
+    from mesh_client._src.actor.value_mesh import ValueMesh
+    from mesh_client._src.runtime.futures import Future
+
+P = ParamSpec("P")
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+MARK = "__procmesh_endpoint__"
+
+
+class Endpoint(Protocol, Generic[P, R_co]):
+    """What ``actor_mesh.method`` offers; each adverb's return type says what it means."""
+
+    def call(self, *args: P.args, **kwargs: P.kwargs) -> Future[ValueMesh[R_co]]:
+        """Send to every actor of the (sliced) mesh; gather one value per point."""
+        ...
+
+    def call_one(self, *args: P.args, **kwargs: P.kwargs) -> Future[R_co]:
+        """Send to the only actor of the mesh; an error unless the mesh has exactly one."""
+        ...
+
+    def choose(self, *args: P.args, **kwargs: P.kwargs) -> Future[R_co]:
+        """Send to one actor picked at random."""
+        ...
+
+    def stream(self, *args: P.args, **kwargs: P.kwargs) -> Iterator[Future[R_co]]:
+        """Send to every actor; yield futures in the order their results arrive."""
+        ...
+
+    def broadcast(self, *args: P.args, **kwargs: P.kwargs) -> None:
+        """Send to every actor without waiting; no delivery guarantee, errors go to the proc's log."""
+        ...
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Any: ...
+
+
+@overload
+def endpoint(method: Callable[Concatenate[Any, P], Awaitable[R]]) -> Endpoint[P, R]: ...
+
+
+@overload
+def endpoint(method: Callable[Concatenate[Any, P], R]) -> Endpoint[P, R]: ...
+
+
+@overload
+def endpoint(
+    method: None = None,
+    *,
+    propagate: Any = None,
+    explicit_response_port: bool = False,
+    instrument: bool = True,
+) -> Callable[[Callable[Concatenate[Any, P], R]], Endpoint[P, R]]: ...
+
+
+def endpoint(
+    method: Callable[..., Any] | None = None,
+    *,
+    propagate: Any = None,
+    explicit_response_port: bool = False,
+    instrument: bool = True,
+) -> Any:
+    """Make an actor method callable through actor meshes (``def`` or ``async def``).
+
+    Args:
+        method: the method, when used bare as ``@endpoint``.
+        propagate, instrument: accepted for Monarch compatibility; they change nothing here.
+        explicit_response_port: not supported; raises if set.
+
+    Example::
+
+        class Counter(Actor):
+            @endpoint
+            def add(self, n: int) -> int: ...
+
+        counters.add.call(1).get()
+    """
+    if explicit_response_port:
+        raise NotImplementedError("explicit_response_port=True is not supported by procmesh; return the value instead")
+
+    def mark(fn: Callable[..., Any]) -> Any:
+        if not callable(fn):
+            raise TypeError(f"@endpoint decorates methods, not {type(fn).__name__}")
+        setattr(fn, MARK, True)
+        return fn
+
+    return mark(method) if method is not None else mark
+
+
+def is_endpoint(obj: Any) -> bool:
+    return callable(obj) and getattr(obj, MARK, False) is True
+
+
+def endpoint_names(cls: type) -> frozenset[str]:
+    """Names of the endpoints of an actor class, inherited ones included."""
+    return frozenset(name for name in dir(cls) if not name.startswith("__") and is_endpoint(getattr(cls, name, None)))

@@ -1,0 +1,39 @@
+"""Errors the actor API raises in the caller, each saying what failed and where."""
+
+from __future__ import annotations
+
+
+class ActorError(Exception):
+    """An endpoint (or ``__init__``) raised; ``exception`` is the remote exception.
+
+    The actor lives on after an endpoint error; ``str()`` includes the remote traceback.
+    """
+
+    def __init__(self, exception: BaseException, message: str = "A remote actor call failed.", traceback: str = "") -> None:
+        super().__init__(exception, message, traceback)
+        self.exception = exception
+        self.message = message
+        self.remote_traceback = traceback
+
+    def __str__(self) -> str:
+        text = self.message
+        if self.remote_traceback:
+            text += "\n\nRemote traceback:\n" + self.remote_traceback.rstrip()
+        return text
+
+
+class SupervisionError(RuntimeError):
+    """The proc hosting an actor is gone (died, was killed or stopped): the call cannot complete."""
+
+
+class RemoteException(Exception):
+    """Stands in for a remote exception that could not be pickled back to the caller."""
+
+    def __init__(self, type_name: str, text: str) -> None:
+        super().__init__(f"{type_name}: {text}")
+        self.type_name = type_name
+        self.text = text
+
+
+class NotAnEndpoint(AttributeError):
+    """The attribute exists on the actor class but is not decorated with ``@endpoint``."""

@@ -1,0 +1,74 @@
+"""The actor layer's messages: operation codes, header layouts, and decoding replies into values
+or errors. Shared by the client (:mod:`.actor_mesh`, :mod:`.proc_mesh`) and the proc server.
+
+Request header: ``(call_id, op, *fields)``. Reply header: ``(call_id, status)``, payload after it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import traceback
+from types import TracebackType
+from typing import Any
+
+from mesh_client._src.actor.errors import ActorError, RemoteException, SupervisionError
+from mesh_client._src.runtime import peers
+from mesh_client._src.runtime.ops import BOOTSTRAP, CALL, DESCRIBE, SPAWN, STOP, STOP_ACTOR  # noqa: F401
+from mesh_client._src.wire import serialization
+
+
+@dataclasses.dataclass
+class Failure:
+    """An exception raised in a proc, as it travels back to the caller."""
+
+    exception: BaseException | None
+    type_name: str
+    text: str
+    traceback: str
+
+    @classmethod
+    def capture(cls, exc: BaseException) -> Failure:
+        tb = "".join(traceback.format_exception(type(exc), exc, _user_frames(exc.__traceback__)))
+        keep: BaseException | None = exc
+        try:
+            serialization.dumps(exc)
+        except Exception:
+            keep = None
+        return cls(keep, type(exc).__qualname__, str(exc), tb)
+
+    def to_error(self, message: str) -> ActorError:
+        exc = self.exception if self.exception is not None else RemoteException(self.type_name, self.text)
+        return ActorError(exc, f"{message}: {self.type_name}: {self.text}", self.traceback)
+
+
+_SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _user_frames(tb: TracebackType | None) -> TracebackType | None:
+    """Skip the proc server's own frames at the top, so tracebacks start in user code."""
+    start = tb
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_SRC):
+        tb = tb.tb_next
+    return tb or start
+
+
+def encode_failure(exc: BaseException) -> list[Any]:
+    try:
+        return serialization.dumps(Failure.capture(exc))
+    except Exception:  # the exception pickled, but something in it refused at the last moment
+        failure = Failure.capture(exc)
+        failure.exception = None
+        return serialization.dumps(failure)
+
+
+def decode_reply(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:
+    """Turn a raw reply into its value, or raise ActorError / SupervisionError."""
+    status, data, extra = raw
+    if status == peers.OK:
+        return serialization.loads(data) if data else None
+    if status == peers.ERROR:
+        failure: Failure = serialization.loads(data)
+        raise failure.to_error(f"{what} failed on {where}")
+    peer: peers.Peer = extra
+    raise SupervisionError(f"{what} failed: {peer.describe_loss(data)}")

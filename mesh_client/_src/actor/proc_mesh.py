@@ -1,0 +1,124 @@
+"""Proc meshes: spawn actor meshes on them, slice them, stop them.
+
+A :class:`ProcMesh` is a view (a :class:`~.shape.Shape`) over a :class:`~.procs.ProcGroup`.
+Backends create the group; this module is backend-free.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from mesh_client._src.actor import messages
+from mesh_client._src.actor.actor import Actor
+from mesh_client._src.actor.actor_mesh import ActorMesh, gather
+from mesh_client._src.actor.endpoint import endpoint_names
+from mesh_client._src.actor.procs import ProcGroup
+from mesh_client._src.actor.shape import MeshTrait, Shape
+from mesh_client._src.runtime.futures import Future
+from mesh_client._src.wire import serialization
+
+T = TypeVar("T", bound=Actor)
+
+
+class ProcMesh(MeshTrait):
+    """Procs laid out on named dimensions; ``spawn`` puts one actor on each."""
+
+    def __init__(self, group: ProcGroup, shape: Shape) -> None:
+        self._group = group
+        self._shape = shape
+        self._stopped = False
+
+    def _with_shape(self, shape: Shape) -> ProcMesh:
+        return ProcMesh(self._group, shape)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ProcMesh, (self._group, self._shape))
+
+    def __repr__(self) -> str:
+        return f"<ProcMesh {self._group.name!r} {self.sizes}>"
+
+    @property
+    def name(self) -> str:
+        return self._group.name
+
+    @property
+    def initialized(self) -> Future[None]:
+        fut: Future[None] = Future()
+        fut.set_result(None)
+        return fut
+
+    def spawn(self, name: str, Class: type[T], *args: Any, **kwargs: Any) -> T:
+        """Start ``Class(*args, **kwargs)`` in every proc; returns once every ``__init__`` ran.
+
+        Raises ActorError with the remote traceback if an ``__init__`` raised, so the failure
+        shows at the line that caused it.
+        """
+        if not (isinstance(Class, type) and issubclass(Class, Actor)):
+            raise ValueError(f"{Class!r} is not an Actor subclass; derive it from mesh_client.Actor")
+        actor_id = f"{name}-{uuid.uuid4().hex[:12]}"
+        payload = serialization.dumps((Class, args, kwargs, self))
+        group, shape = self._group, self._shape
+        futs = [
+            group.peers[p].request(
+                (messages.SPAWN, actor_id, name, i, shape.labels, shape.sizes),
+                payload,
+                functools.partial(messages.decode_reply, f"__init__ of {Class.__qualname__} ({name!r})", group.labels[p]),
+            )
+            for i, p in enumerate(shape.ranks)
+        ]
+        gather(futs, lambda values: None).get()
+        mesh: ActorMesh[T] = ActorMesh(group, shape, actor_id, name, Class.__qualname__, endpoint_names(Class))
+        return mesh  # type: ignore[return-value]
+
+    def run(self, fn: Callable[[], Any]) -> Future[list[Any]]:
+        """Run ``fn`` in every proc (as ``bootstrap`` does); gives the list of results."""
+        return _run_everywhere(self._group, self._shape, fn)
+
+    def stop(self, reason: str = "stopped by client") -> Future[None]:
+        """Stop every proc of this mesh; the future completes once they are gone."""
+        fut: Future[None] = Future()
+        if self._stopped:
+            fut.set_result(None)
+            return fut
+        self._stopped = True
+        try:
+            if self._group.owner is not None:
+                self._group.owner.stop(list(self._shape.ranks), reason)
+            else:
+                gather(
+                    [self._group.peers[p].request((messages.STOP,), (), lambda raw: None) for p in self._shape.ranks],
+                    lambda values: None,
+                ).get()
+        except BaseException as exc:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(None)
+        return fut
+
+    def __enter__(self) -> ProcMesh:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop().get()
+
+    async def __aenter__(self) -> ProcMesh:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop().get()
+
+
+def _run_everywhere(group: ProcGroup, shape: Shape, fn: Callable[[], Any]) -> Future[list[Any]]:
+    payload = serialization.dumps(fn)
+    futs = [
+        group.peers[p].request(
+            (messages.BOOTSTRAP,),
+            payload,
+            functools.partial(messages.decode_reply, f"bootstrap {getattr(fn, '__qualname__', fn)!r}", group.labels[p]),
+        )
+        for p in shape.ranks
+    ]
+    return gather(futs, lambda values: values)

@@ -1,0 +1,43 @@
+"""The procs behind one root proc mesh: their addresses, the mesh token and their names.
+
+A :class:`ProcGroup` pickles as plain data, so meshes sent to another proc reconnect there; the
+backend that started the procs (``owner``) stays with the process that owns them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from mesh_client._src.runtime import peers
+
+
+class ProcOwner(Protocol):
+    """What a backend offers for the procs it started."""
+
+    def stop(self, indices: Sequence[int], reason: str) -> None: ...
+
+
+class ProcGroup:
+    """Addresses, token and labels of a root mesh's procs, and a lazily connected peer for each."""
+
+    def __init__(
+        self,
+        name: str,
+        addresses: Sequence[tuple[str, int]],
+        token: bytes,
+        labels: Sequence[str],
+        owner: ProcOwner | None = None,
+    ) -> None:
+        self.name = name
+        self.addresses = [(str(h), int(p)) for h, p in addresses]
+        self.token = token
+        self.labels = list(labels)
+        self.owner = owner
+        self.peers = [peers.get_peer(a, token, label) for a, label in zip(self.addresses, self.labels)]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ProcGroup, (self.name, self.addresses, self.token, self.labels))
+
+    def __repr__(self) -> str:
+        return f"<ProcGroup {self.name!r} of {len(self.addresses)} procs>"

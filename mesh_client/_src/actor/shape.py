@@ -1,0 +1,230 @@
+"""Named, ordered mesh dimensions and slicing, shared by proc, actor and value meshes.
+
+A :class:`Shape` is labels, sizes and, for each point in row-major order, the index of the proc
+(in the root mesh) that the point stands for. Slicing keeps those indices, so a slice of a slice
+still knows which procs it means.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TypeVar
+
+
+class Extent(Mapping[str, int]):
+    """Sizes by label, in order: ``Extent(["hosts", "gpus"], [2, 4])``."""
+
+    __slots__ = ("labels", "sizes")
+
+    def __init__(self, labels: Sequence[str], sizes: Sequence[int]) -> None:
+        self.labels = tuple(labels)
+        self.sizes = tuple(sizes)
+
+    @property
+    def nelements(self) -> int:
+        return math.prod(self.sizes)
+
+    def __getitem__(self, label: str) -> int:
+        try:
+            return self.sizes[self.labels.index(label)]
+        except ValueError:
+            raise KeyError(label) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.labels)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __repr__(self) -> str:
+        return "Extent(" + ", ".join(f"{k}={v}" for k, v in zip(self.labels, self.sizes)) + ")"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Extent) and (self.labels, self.sizes) == (other.labels, other.sizes)
+
+    def __hash__(self) -> int:
+        return hash((self.labels, self.sizes))
+
+
+class Point(Mapping[str, int]):
+    """A position in an extent: coordinates by label, and ``rank``, the row-major index."""
+
+    __slots__ = ("rank", "extent", "_coords")
+
+    def __init__(self, rank: int, extent: Extent) -> None:
+        self.rank = rank
+        self.extent = extent
+        coords = []
+        rest = rank
+        for size in reversed(extent.sizes):
+            rest, c = divmod(rest, size)
+            coords.append(c)
+        self._coords = tuple(reversed(coords))
+
+    def size(self, label: str) -> int:
+        return self.extent[label]
+
+    def __getitem__(self, label: str) -> int:
+        try:
+            return self._coords[self.extent.labels.index(label)]
+        except ValueError:
+            raise KeyError(label) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.extent.labels)
+
+    def __len__(self) -> int:
+        return len(self.extent.labels)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v}" for k, v in zip(self.extent.labels, self._coords))
+        return f"Point({inner})"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Point):
+            return self.rank == other.rank and self.extent == other.extent
+        return isinstance(other, Mapping) and dict(self) == dict(other)
+
+    def __hash__(self) -> int:
+        return hash((self.rank, self.extent))
+
+
+class Shape:
+    """Labels and sizes, plus the root-mesh index of each point (row-major)."""
+
+    __slots__ = ("labels", "sizes", "ranks")
+
+    def __init__(self, labels: Sequence[str], sizes: Sequence[int], ranks: Sequence[int] | None = None) -> None:
+        self.labels = tuple(labels)
+        self.sizes = tuple(int(s) for s in sizes)
+        if len(set(self.labels)) != len(self.labels):
+            raise ValueError(f"mesh labels must be unique, got {list(self.labels)}")
+        for label, size in zip(self.labels, self.sizes):
+            if size < 1:
+                raise ValueError(f"dimension {label!r} has size {size}; sizes must be at least 1")
+        n = math.prod(self.sizes)
+        self.ranks = tuple(range(n)) if ranks is None else tuple(ranks)
+        if len(self.ranks) != n:
+            raise ValueError(f"{len(self.ranks)} ranks for a shape of {n} points")
+
+    @classmethod
+    def from_sizes(cls, sizes: Mapping[str, int]) -> Shape:
+        return cls(list(sizes), list(sizes.values()))
+
+    @property
+    def extent(self) -> Extent:
+        return Extent(self.labels, self.sizes)
+
+    def __len__(self) -> int:
+        return len(self.ranks)
+
+    def __repr__(self) -> str:
+        return f"Shape({dict(zip(self.labels, self.sizes))})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Shape) and (self.labels, self.sizes, self.ranks) == (
+            other.labels,
+            other.sizes,
+            other.ranks,
+        )
+
+    def point(self, index: int) -> Point:
+        return Point(index, self.extent)
+
+    def points(self) -> Iterator[Point]:
+        extent = self.extent
+        return (Point(i, extent) for i in range(len(self.ranks)))
+
+    def index(self, coords: Mapping[str, int]) -> int:
+        """The row-major index of fully specified coordinates."""
+        extra = set(coords) - set(self.labels)
+        if extra:
+            raise KeyError(f"unknown dimension(s) {sorted(extra)}; this mesh has {list(self.labels)}")
+        missing = [label for label in self.labels if label not in coords]
+        if missing:
+            raise KeyError(f"missing coordinate(s) {missing}; give every dimension of {list(self.labels)}")
+        index = 0
+        for label, size in zip(self.labels, self.sizes):
+            c = coords[label]
+            if not 0 <= c < size:
+                raise IndexError(f"{label}={c} is out of range for size {size}")
+            index = index * size + c
+        return index
+
+    def slice(self, **dims: int | slice) -> Shape:
+        """An int drops the dimension, a slice keeps it restricted."""
+        for label in dims:
+            if label not in self.labels:
+                raise TypeError(f"unknown dimension {label!r}; this mesh has {list(self.labels)}")
+        selected: list[list[int]] = []
+        labels: list[str] = []
+        for label, size in zip(self.labels, self.sizes):
+            sel = dims.get(label, slice(None))
+            if isinstance(sel, slice):
+                picks = list(range(size))[sel]
+                if not picks:
+                    raise IndexError(f"slice {sel} of dimension {label!r} (size {size}) is empty")
+                labels.append(label)
+                selected.append(picks)
+            else:
+                index = int(sel)
+                if not -size <= index < size:
+                    raise IndexError(f"{label}={index} is out of range for size {size}")
+                selected.append([index % size])
+        ranks = []
+        for combo in itertools.product(*selected):
+            flat = 0
+            for c, size in zip(combo, self.sizes):
+                flat = flat * size + c
+            ranks.append(self.ranks[flat])
+        sizes = [len(s) for s, label in zip(selected, self.labels) if label in labels]
+        return Shape(labels, sizes, ranks)
+
+    def flatten(self, name: str) -> Shape:
+        return Shape([name], [len(self.ranks)], self.ranks)
+
+    def rename(self, **names: str) -> Shape:
+        return Shape([names.get(label, label) for label in self.labels], self.sizes, self.ranks)
+
+
+M = TypeVar("M", bound="MeshTrait")
+
+
+class MeshTrait:
+    """What every mesh offers: sizes, labels and slicing. Subclasses provide ``_shape``."""
+
+    _shape: Shape
+
+    def _with_shape(self: M, shape: Shape) -> M:
+        raise NotImplementedError
+
+    @property
+    def extent(self) -> Extent:
+        return self._shape.extent
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return dict(zip(self._shape.labels, self._shape.sizes))
+
+    @property
+    def _labels(self) -> tuple[str, ...]:
+        return self._shape.labels
+
+    def size(self, dim: str | None = None) -> int:
+        return len(self._shape) if dim is None else self.extent[dim]
+
+    def __len__(self) -> int:
+        return len(self._shape)
+
+    def slice(self: M, **dims: int | slice) -> M:
+        """``mesh.slice(gpus=0)`` drops a dimension; ``mesh.slice(gpus=slice(0, 2))`` narrows it."""
+        return self._with_shape(self._shape.slice(**dims))
+
+    def flatten(self: M, name: str) -> M:
+        return self._with_shape(self._shape.flatten(name))
+
+    def rename(self: M, **names: str) -> M:
+        return self._with_shape(self._shape.rename(**names))
+

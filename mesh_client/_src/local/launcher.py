@@ -1,0 +1,194 @@
+"""Starting, watching and stopping proc server processes on this machine.
+
+Each proc gets the mesh token in its environment, reports its address on a private pipe, and
+holds a lifeline (its stdin) to this process: if the controller dies, its procs exit too.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+from mesh_client._src.actor import messages
+from mesh_client._src.actor.shape import Point
+from mesh_client._src.local.bootstrap import BootstrapCommand, default_bootstrap_cmd
+from mesh_client._src.runtime import peers
+
+START_TIMEOUT = float(os.environ.get("PROCMESH_START_TIMEOUT", "120"))
+STOP_TIMEOUT = 5.0
+
+CommandSpec = BootstrapCommand | Callable[[Point], BootstrapCommand] | None
+
+
+class ProcStartError(RuntimeError):
+    """A proc exited or stayed silent before it was ready."""
+
+
+def describe_exit(returncode: int | None) -> str:
+    """'exited with code 3', 'killed by SIGKILL', or 'still running'."""
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited with code {returncode}"
+
+
+class LocalProcs:
+    """The processes of one local proc mesh (the ``owner`` of its ProcGroup)."""
+
+    def __init__(self, name: str, points: Sequence[Point], labels: Sequence[str], command: CommandSpec, token: str) -> None:
+        self.name = name
+        self.labels = list(labels)
+        self.token = token
+        self._points = list(points)
+        self._command = command
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.addresses: list[tuple[str, int]] = []
+        self._peers: list[peers.Peer] = []
+        _live.add(self)
+
+    def start(self) -> list[tuple[str, int]]:
+        """Launch every proc and wait until each reports its address."""
+        readers: dict[int, int] = {}
+        try:
+            for index, point in enumerate(self._points):
+                readers[self._launch(index, point)] = index
+            self.addresses = self._await_ready(readers)
+        except BaseException:
+            self.kill()
+            raise
+        finally:
+            for fd in readers:
+                os.close(fd)
+        return self.addresses
+
+    def _launch(self, index: int, point: Point) -> int:
+        spec = self._command
+        cmd = spec(point) if callable(spec) else (spec or default_bootstrap_cmd())
+        if not isinstance(cmd, BootstrapCommand):
+            raise TypeError(f"bootstrap_command must give a BootstrapCommand, got {type(cmd).__name__}")
+        read_fd, write_fd = os.pipe()
+        env = cmd.environment(os.environ)
+        env.update(
+            PROCMESH_TOKEN=self.token,
+            PROCMESH_LISTEN_HOST=env.get("PROCMESH_LISTEN_HOST", "127.0.0.1"),
+            PROCMESH_PORT="0",
+            PROCMESH_READY_FD=str(write_fd),
+            PROCMESH_LIFELINE="stdin",
+            PROCMESH_MESH=self.name,
+            PROCMESH_RANK=str(index),
+            PROCMESH_COORDS=json.dumps(dict(point)),
+            PROCMESH_SYS_PATH=json.dumps([p for p in sys.path if p]),
+        )
+        try:
+            proc = subprocess.Popen(cmd.argv(), executable=cmd.program, env=env, stdin=subprocess.PIPE, pass_fds=(write_fd,))
+        finally:
+            os.close(write_fd)
+        self.processes.append(proc)
+        return read_fd
+
+    def _await_ready(self, readers: dict[int, int]) -> list[tuple[str, int]]:
+        addresses: list[tuple[str, int] | None] = [None] * len(readers)
+        buffers = {fd: b"" for fd in readers}
+        waiting = set(readers)
+        deadline = time.monotonic() + START_TIMEOUT
+        while waiting:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                stuck = [self.labels[readers[fd]] for fd in waiting]
+                raise ProcStartError(f"procs {stuck} did not report ready within {START_TIMEOUT:.0f} s (PROCMESH_START_TIMEOUT)")
+            ready, _, _ = select.select(list(waiting), [], [], left)
+            for fd in ready:
+                chunk = os.read(fd, 256)
+                index = readers[fd]
+                if not chunk:
+                    proc = self.processes[index]
+                    try:
+                        proc.wait(timeout=2)
+                    except subprocess.TimeoutExpired:
+                        pass
+                    raise ProcStartError(
+                        f"proc {self.labels[index]} {describe_exit(proc.returncode)} before it was ready "
+                        f"(command: {' '.join(proc.args)}); its error output is above"
+                    )
+                buffers[fd] += chunk
+                if buffers[fd].endswith(b"\n"):
+                    host, _, port = buffers[fd].decode().strip().rpartition(":")
+                    addresses[index] = (host, int(port))
+                    waiting.discard(fd)
+        return [a for a in addresses if a is not None]
+
+    def watch(self, group_peers: Sequence[peers.Peer]) -> None:
+        """Let failed calls say how each proc died."""
+        self._peers = list(group_peers)
+        for index, peer in enumerate(group_peers):
+            peer.explain_loss = lambda reason, i=index: self.explain(i, reason)
+
+    def explain(self, index: int, reason: str) -> str:
+        proc = self.processes[index]
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return f"lost the connection to proc {self.labels[index]} (pid {proc.pid}, still running): {reason}"
+        return f"proc {self.labels[index]} (pid {proc.pid}) {describe_exit(proc.returncode)}"
+
+    def stop(self, indices: Sequence[int], reason: str) -> None:
+        """Ask the procs to stop, then make sure they are gone."""
+        asked = []
+        for i in indices:
+            if i < len(self._peers) and self.processes[i].poll() is None and not self._peers[i].lost:
+                asked.append(self._peers[i].request((messages.STOP,), (), lambda raw: None))
+        for fut in asked:
+            try:
+                fut.get(timeout=STOP_TIMEOUT)
+            except Exception:
+                pass
+        deadline = time.monotonic() + STOP_TIMEOUT
+        for i in indices:
+            proc = self.processes[i]
+            if proc.stdin:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for i in indices:
+            if i < len(self._peers):
+                peers.forget_peer(self._peers[i])
+        if all(p.poll() is not None for p in self.processes):
+            _live.discard(self)
+
+    def kill(self) -> None:
+        for proc in self.processes:
+            if proc.poll() is None:
+                proc.kill()
+        for proc in self.processes:
+            proc.wait()
+        _live.discard(self)
+
+
+_live: set[LocalProcs] = set()
+
+
+@atexit.register
+def _stop_all() -> None:
+    """Leave no proc behind when the controller exits."""
+    for procs in list(_live):
+        try:
+            procs.stop(range(len(procs.processes)), "controller exiting")
+        except Exception:
+            procs.kill()

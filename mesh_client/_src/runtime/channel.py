@@ -1,0 +1,205 @@
+"""One connection between a client and a proc server, driven by the reactor.
+
+A :class:`Channel` owns a stream and a sans-IO :class:`~mesh_client._src.wire.protocol.Connection`.
+The reactor calls :meth:`Channel.on_readable`; producers call :meth:`Channel.send` from their own
+threads. Wire errors are mapped here, at the edge, into one close reason.
+"""
+
+from __future__ import annotations
+
+import enum
+import socket
+import threading
+from collections.abc import Callable, Sequence
+
+from mesh_client._src.runtime import reactor as reactor_mod
+from mesh_client._src.runtime import streams
+from mesh_client._src.wire import errors, protocol
+
+READ_CHUNK = 256 * 1024
+
+
+class ChannelState(enum.Enum):
+    HANDSHAKE = "HANDSHAKE"
+    ACTIVE = "ACTIVE"
+    CLOSED = "CLOSED"
+
+
+class ChannelClosed(ConnectionError):
+    """Sending on a channel that is closed; ``reason`` says why it closed."""
+
+
+MessageHandler = Callable[["Channel", list], None]
+CloseHandler = Callable[["Channel", str], None]
+
+
+class Channel:
+    """An authenticated (or authenticating) connection registered with the reactor."""
+
+    def __init__(
+        self,
+        stream: streams.SocketStream,
+        conn: protocol.Connection,
+        *,
+        on_message: MessageHandler,
+        on_closed: CloseHandler,
+        label: str,
+        reactor: reactor_mod.Reactor | None = None,
+    ) -> None:
+        self.stream = stream
+        self.conn = conn
+        self.label = label
+        self.on_message = on_message
+        self.on_closed = on_closed
+        self.on_authenticated: Callable[[Channel], None] | None = None
+        self.close_reason: str | None = None
+        self._send_lock = threading.Lock()
+        self._reactor = reactor or reactor_mod.get_reactor()
+        self._fileno = stream.fileno()
+        self.state = (
+            ChannelState.ACTIVE if conn.state is protocol.State.AUTHENTICATED else ChannelState.HANDSHAKE
+        )
+
+    def __repr__(self) -> str:
+        return f"<Channel {self.label} {self.state.value}>"
+
+    def fileno(self) -> int:
+        return self._fileno
+
+    def start(self) -> None:
+        self._reactor.register(self)
+
+    # Writing (any thread) ---------------------------------------------------------------------
+
+    def send(self, segments: Sequence[bytes | bytearray | memoryview]) -> None:
+        """Send one message; raises :class:`ChannelClosed` if the connection is gone."""
+        if self.state is not ChannelState.ACTIVE:
+            raise ChannelClosed(self.close_reason or f"channel {self.label} is not active")
+        pieces = self.conn.send_message(segments)
+        try:
+            with self._send_lock:
+                self.stream.write(pieces)
+        except OSError as exc:
+            self.close(f"connection to {self.label} broke while sending: {exc}")
+            raise ChannelClosed(self.close_reason or str(exc)) from exc
+
+    def send_many(self, messages: Sequence[Sequence[bytes | bytearray | memoryview]]) -> None:
+        """Send several messages in one system call."""
+        if self.state is not ChannelState.ACTIVE:
+            raise ChannelClosed(self.close_reason or f"channel {self.label} is not active")
+        pieces: list[bytes | bytearray | memoryview] = []
+        for segments in messages:
+            pieces.extend(self.conn.send_message(segments))
+        try:
+            with self._send_lock:
+                self.stream.write(pieces)
+        except OSError as exc:
+            self.close(f"connection to {self.label} broke while sending: {exc}")
+            raise ChannelClosed(self.close_reason or str(exc)) from exc
+
+    # Reading (reactor thread) -----------------------------------------------------------------
+
+    def on_readable(self) -> None:
+        if self.state is ChannelState.CLOSED:
+            return
+        try:
+            view = self.conn.receive_buffer()
+            if view is not None:
+                self.conn.buffer_filled(self.stream.read_into(view))
+            else:
+                self.conn.receive_data(self.stream.read(READ_CHUNK))
+            self._drain_events()
+        except errors.AuthenticationError as exc:
+            self._flush_handshake()
+            self.close(str(exc))
+        except errors.ProtocolError as exc:
+            self._send_last_words(f"protocol error: {exc}")
+            self.close(f"protocol error from {self.label}: {exc}")
+        except OSError as exc:
+            self.close(f"connection to {self.label} failed: {exc}")
+
+    def _drain_events(self) -> None:
+        while True:
+            event = self.conn.next_event()
+            if event is protocol.NEED_DATA:
+                self._flush_handshake()
+                return
+            if isinstance(event, protocol.Message):
+                self.on_message(self, event.segments)
+            elif isinstance(event, protocol.Authenticated):
+                self._flush_handshake()
+                self.state = ChannelState.ACTIVE
+                if self.on_authenticated is not None:
+                    self.on_authenticated(self)
+            elif isinstance(event, protocol.Closed):
+                self.close(event.reason or f"{self.label} closed the connection")
+                return
+
+    def _flush_handshake(self) -> None:
+        data = self.conn.data_to_send()
+        if data:
+            try:
+                with self._send_lock:
+                    self.stream.write([data])
+            except OSError:
+                pass
+
+    def _send_last_words(self, reason: str) -> None:
+        try:
+            data = self.conn.send_error(reason)
+            with self._send_lock:
+                self.stream.write([data])
+        except OSError:
+            pass
+
+    def close(self, reason: str) -> None:
+        """Close once; the close handler learns the reason."""
+        with self._send_lock:
+            if self.state is ChannelState.CLOSED:
+                return
+            self.state = ChannelState.CLOSED
+            self.close_reason = reason
+        self._reactor.unregister(self)
+        # Unregister runs on the reactor thread before the descriptor may be reused.
+        self._reactor.call_soon(self.stream.close) if not self._reactor.on_thread else self.stream.close()
+        self.on_closed(self, reason)
+
+
+def connect(
+    address: tuple[str, int],
+    token: bytes,
+    *,
+    on_message: MessageHandler,
+    on_closed: CloseHandler,
+    timeout: float = 10.0,
+    label: str | None = None,
+) -> Channel:
+    """Connect and authenticate in the calling thread, then hand the channel to the reactor."""
+    label = label or f"{address[0]}:{address[1]}"
+    sock = socket.create_connection(address, timeout=timeout)
+    stream = streams.SocketStream(sock)
+    conn = protocol.Connection(protocol.Role.CLIENT, token)
+    conn.start()
+    try:
+        while conn.state is not protocol.State.AUTHENTICATED:
+            data = stream.read(4096)
+            conn.receive_data(data)
+            while True:
+                event = conn.next_event()
+                out = conn.data_to_send()
+                if out:
+                    stream.write([out])
+                if event is protocol.NEED_DATA or isinstance(event, protocol.Authenticated):
+                    break
+                if isinstance(event, protocol.Closed):
+                    raise errors.AuthenticationError(
+                        f"{label} closed the connection during the handshake"
+                        + (f": {event.reason}" if event.reason else "")
+                    )
+    except BaseException:
+        stream.close()
+        raise
+    sock.settimeout(None)
+    channel = Channel(stream, conn, on_message=on_message, on_closed=on_closed, label=label)
+    channel.start()
+    return channel

@@ -1,0 +1,11 @@
+"""Operation codes of requests to a proc server (the second field of a request header).
+
+Request header: ``(call_id, op, *fields)``; reply header: ``(call_id, status)``.
+"""
+
+CALL = 1  # (actor_id, method, index in slice, slice labels, slice sizes); payload (args, kwargs)
+SPAWN = 2  # (actor_id, name, index in mesh, labels, sizes); payload (cls, args, kwargs, proc mesh)
+BOOTSTRAP = 3  # (); payload: a callable run before any actor
+STOP_ACTOR = 4  # (actor_id,)
+STOP = 5  # (); the proc server replies, then exits
+DESCRIBE = 6  # (); reply: one JSON segment describing the proc (no pickle, for the operator)

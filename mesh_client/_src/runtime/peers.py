@@ -1,0 +1,151 @@
+"""Proc servers as a client sees them: one lazily connected :class:`Peer` per address and token.
+
+A peer numbers its requests, keeps the futures of those in flight, resolves them from the
+reactor when replies arrive, and fails every one of them at once when the connection drops,
+so a dead proc never leaves a caller hanging. Used by the actor layer for every call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mesh_client._src.runtime import channel as channel_mod
+from mesh_client._src.runtime import futures
+
+# Reply status codes, the second field of a reply's header.
+OK = 0
+ERROR = 1
+LOST = 2  # produced locally: the connection dropped before the reply came
+
+NO_REPLY = 0  # the call id of one-way messages
+
+_ids = itertools.count(1)
+
+Address = tuple[str, int]
+Segments = Sequence[bytes | bytearray | memoryview]
+
+
+class Peer:
+    """One proc server: connect on first use, fail everything pending when the link drops."""
+
+    def __init__(self, address: Address, token: bytes, label: str) -> None:
+        self.address = address
+        self.label = label
+        self._token = token
+        self._channel: channel_mod.Channel | None = None
+        self._connect_lock = threading.Lock()
+        self._pending: dict[int, futures.Future[Any]] = {}
+        self.lost: str | None = None  # why the connection ended, once it has
+        # Asked lazily, in the caller's thread, when a call fails because the link dropped.
+        self.explain_loss: Callable[[str], str] | None = None
+
+    def __repr__(self) -> str:
+        state = "lost" if self.lost else ("connected" if self._channel else "new")
+        return f"<Peer {self.label} {self.address[0]}:{self.address[1]} {state}, {len(self._pending)} pending>"
+
+    def _get_channel(self) -> channel_mod.Channel:
+        channel = self._channel
+        if channel is not None:
+            return channel
+        with self._connect_lock:
+            if self._channel is None:
+                if self.lost:
+                    raise channel_mod.ChannelClosed(self.lost)
+                self._channel = channel_mod.connect(
+                    self.address,
+                    self._token,
+                    on_message=self._on_message,
+                    on_closed=self._on_closed,
+                    label=self.label,
+                )
+            return self._channel
+
+    def connect(self) -> None:
+        """Connect now (raises on refusal or a wrong token)."""
+        self._get_channel()
+
+    def request(
+        self,
+        header: tuple[Any, ...],
+        payload: Segments,
+        decode: Callable[[Any], Any],
+        *,
+        reply: bool = True,
+    ) -> futures.Future[Any]:
+        """Send ``(call_id, *header)`` and ``payload``; the future decodes ``(status, segments, header)``."""
+        fut: futures.Future[Any] = futures.Future(decode)
+        call_id = next(_ids) if reply else NO_REPLY
+        if self.lost:
+            fut.set_raw((LOST, self.lost, self))
+            return fut
+        if reply:
+            self._pending[call_id] = fut
+        try:
+            channel = self._get_channel()
+            channel.send([pickle.dumps((call_id, *header), protocol=5), *payload])
+        except (OSError, channel_mod.ChannelClosed) as exc:
+            self._pending.pop(call_id, None)
+            fut.set_raw((LOST, self.lost or f"cannot reach {self.label}: {exc}", self))
+            return fut
+        if not reply:
+            fut.set_raw((OK, None, None))
+        elif self.lost:  # the link dropped between registering and sending
+            self._fail_pending()
+        return fut
+
+    def _on_message(self, channel: channel_mod.Channel, segments: list[Any]) -> None:
+        header = pickle.loads(segments[0])
+        fut = self._pending.pop(header[0], None)
+        if fut is not None:
+            fut.set_raw((header[1], segments[1:], header))
+
+    def _on_closed(self, channel: channel_mod.Channel, reason: str) -> None:
+        self.lost = reason
+        self._fail_pending()
+
+    def _fail_pending(self) -> None:
+        while self._pending:
+            try:
+                _, fut = self._pending.popitem()
+            except KeyError:
+                break
+            fut.set_raw((LOST, self.lost, self))
+
+    def describe_loss(self, reason: str) -> str:
+        if self.explain_loss is not None:
+            try:
+                return self.explain_loss(reason)
+            except Exception:
+                pass
+        return reason
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close("closed by this client")
+
+
+_peers: dict[tuple[Address, bytes], Peer] = {}
+_peers_lock = threading.Lock()
+
+
+def get_peer(address: Address, token: bytes, label: str | None = None) -> Peer:
+    """The shared peer for this address and token. A lost peer stays lost: its actors are gone."""
+    key = (address, token)
+    peer = _peers.get(key)
+    if peer is None:
+        with _peers_lock:
+            peer = _peers.get(key)
+            if peer is None:
+                peer = Peer(address, token, label or f"{address[0]}:{address[1]}")
+                _peers[key] = peer
+    return peer
+
+
+def forget_peer(peer: Peer) -> None:
+    with _peers_lock:
+        if _peers.get((peer.address, peer._token)) is peer:
+            del _peers[(peer.address, peer._token)]

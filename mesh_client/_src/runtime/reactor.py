@@ -1,0 +1,130 @@
+"""The I/O thread: one selector loop per process that reads every socket and runs timers.
+
+Callbacks that run here (frame handling, resolving futures, queueing work for actors) never
+block. Writes happen in the threads that produce the data (:mod:`.channel`), so a slow reader
+only slows its own writer.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import os
+import selectors
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+
+class Readable(Protocol):
+    def fileno(self) -> int: ...
+    def on_readable(self) -> None: ...
+
+
+class Reactor:
+    """A daemon thread running a selector; thread-safe ``register``, ``call_soon``, ``call_later``."""
+
+    def __init__(self, name: str = "procmesh-io") -> None:
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._pending: list[Callable[[], None]] = []
+        self._pending_lock = threading.Lock()
+        self._timers: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._pid = os.getpid()
+        self._thread.start()
+
+    @property
+    def on_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        with self._pending_lock:
+            self._pending.append(fn)
+        try:
+            self._wake_w.send(b"\0")
+        except (BlockingIOError, OSError):
+            pass  # the wake-up pipe is full: the loop is already going to wake
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> None:
+        when = time.monotonic() + delay
+        self.call_soon(lambda: heapq.heappush(self._timers, (when, next(self._seq), fn)))
+
+    def register(self, handler: Readable) -> None:
+        if self.on_thread:
+            self._selector.register(handler.fileno(), selectors.EVENT_READ, handler)
+        else:
+            self.call_soon(lambda: self._selector.register(handler.fileno(), selectors.EVENT_READ, handler))
+
+    def unregister(self, handler: Readable) -> None:
+        def drop() -> None:
+            try:
+                self._selector.unregister(handler.fileno())
+            except (KeyError, ValueError, OSError):
+                pass
+
+        if self.on_thread:
+            drop()
+        else:
+            self.call_soon(drop)
+
+    def _run(self) -> None:
+        while True:
+            timeout = None
+            if self._timers:
+                timeout = max(0.0, self._timers[0][0] - time.monotonic())
+            for key, _ in self._selector.select(timeout):
+                handler = key.data
+                if handler is None:
+                    try:
+                        self._wake_r.recv(4096)
+                    except BlockingIOError:
+                        pass
+                    continue
+                try:
+                    handler.on_readable()
+                except Exception as exc:  # a handler bug must not stop all I/O
+                    _report(f"procmesh: I/O handler {handler!r} failed: {exc!r}")
+            if self._pending:
+                with self._pending_lock:
+                    pending, self._pending = self._pending, []
+                for fn in pending:
+                    try:
+                        fn()
+                    except Exception as exc:
+                        _report(f"procmesh: I/O callback failed: {exc!r}")
+            now = time.monotonic()
+            while self._timers and self._timers[0][0] <= now:
+                _, _, fn = heapq.heappop(self._timers)
+                try:
+                    fn()
+                except Exception as exc:
+                    _report(f"procmesh: timer failed: {exc!r}")
+
+
+def _report(message: str) -> None:
+    import sys
+    import traceback
+
+    print(message, file=sys.stderr)
+    traceback.print_exc()
+
+
+_reactor: Reactor | None = None
+_reactor_lock = threading.Lock()
+
+
+def get_reactor() -> Reactor:
+    """The process's reactor, started on first use (and again in a forked child)."""
+    global _reactor
+    if _reactor is None or _reactor._pid != os.getpid():
+        with _reactor_lock:
+            if _reactor is None or _reactor._pid != os.getpid():
+                _reactor = Reactor()
+    return _reactor

@@ -1,0 +1,100 @@
+"""The byte stream under a connection: five methods, so tests can replay chunks without a socket."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+
+class Stream(Protocol):
+    def read(self, max_bytes: int) -> bytes: ...
+    def read_into(self, view: memoryview) -> int: ...
+    def write(self, pieces: Sequence[bytes | bytearray | memoryview]) -> None: ...
+    def close(self) -> None: ...
+    def get_extra_info(self, name: str) -> Any: ...
+
+
+# sendmsg accepts at most this many pieces at once (IOV_MAX is 1024 on Linux).
+_MAX_IOV = 512
+
+
+class SocketStream:
+    """A connected TCP socket. ``read`` returns b"" at end of stream."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def read(self, max_bytes: int) -> bytes:
+        return self.sock.recv(max_bytes)
+
+    def read_into(self, view: memoryview) -> int:
+        return self.sock.recv_into(view)
+
+    def write(self, pieces: Sequence[bytes | bytearray | memoryview]) -> None:
+        views = [memoryview(p).cast("B") for p in pieces if len(p)]
+        while views:
+            batch = views[:_MAX_IOV]
+            sent = self.sock.sendmsg(batch)
+            # Drop what went out; keep the unsent tail of a partially sent piece.
+            while sent and views:
+                n = views[0].nbytes
+                if sent >= n:
+                    sent -= n
+                    views.pop(0)
+                else:
+                    views[0] = views[0][sent:]
+                    sent = 0
+
+    def close(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+    def get_extra_info(self, name: str) -> Any:
+        if name == "peername":
+            return self.sock.getpeername()
+        if name == "sockname":
+            return self.sock.getsockname()
+        if name == "socket":
+            return self.sock
+        return None
+
+
+class MockStream:
+    """Replays a list of byte chunks and records what was written (for tests of the protocol)."""
+
+    def __init__(self, chunks: Sequence[bytes]) -> None:
+        self._chunks = list(chunks)
+        self.written = bytearray()
+        self.closed = False
+
+    def read(self, max_bytes: int) -> bytes:
+        if not self._chunks:
+            return b""
+        chunk = self._chunks.pop(0)
+        if len(chunk) > max_bytes:
+            self._chunks.insert(0, chunk[max_bytes:])
+            chunk = chunk[:max_bytes]
+        return chunk
+
+    def read_into(self, view: memoryview) -> int:
+        data = self.read(view.nbytes)
+        view[: len(data)] = data
+        return len(data)
+
+    def write(self, pieces: Sequence[bytes | bytearray | memoryview]) -> None:
+        for p in pieces:
+            self.written += p
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_extra_info(self, name: str) -> Any:
+        return ("mock", 0) if name == "peername" else None

@@ -1,0 +1,90 @@
+"""Starting and stopping a proc server process (``python -m mesh_client.proc_server``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import threading
+
+from mesh_client._src.server import config as config_mod
+from mesh_client._src.server import gpu
+from mesh_client._src.server.dispatch import ProcServer
+
+
+def serve(cfg: config_mod.ServerConfig) -> int:
+    """Listen, announce readiness, serve until STOP, SIGTERM or the lifeline closes."""
+    for entry in cfg.sys_path:
+        if entry not in sys.path:
+            sys.path.append(entry)
+    if cfg.memory_fraction is not None:
+        gpu.apply_memory_fraction(cfg.memory_fraction)
+
+    family = socket.AF_INET6 if ":" in cfg.host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((cfg.host, cfg.port))
+    listener.listen(256)
+    host, port = listener.getsockname()[:2]
+
+    stopping = threading.Event()
+    this_proc = _this_proc_mesh(cfg, host, port)
+    server = ProcServer(
+        listener,
+        cfg.token,
+        identity={"mesh": cfg.mesh, "rank": cfg.rank, "coords": cfg.coords, "address": f"{host}:{port}"},
+        on_stop=stopping.set,
+        this_proc=this_proc,
+        max_message_bytes=cfg.max_message_bytes,
+    )
+    server.start()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    if cfg.lifeline:
+        threading.Thread(target=_watch_lifeline, args=(stopping,), daemon=True, name="lifeline").start()
+    if cfg.ready_fd is not None:
+        os.write(cfg.ready_fd, f"{host}:{port}\n".encode())
+        os.close(cfg.ready_fd)
+    else:
+        print(f"procmesh: proc server {cfg.mesh}[{cfg.rank}] listening on {host}:{port}", file=sys.stderr, flush=True)
+
+    try:
+        while not stopping.wait(3600):
+            pass
+    except KeyboardInterrupt:
+        pass
+    server.cleanup_actors()
+    return 0
+
+
+def _watch_lifeline(stopping: threading.Event) -> None:
+    """The parent holds our stdin open; end of file means it died, so we go too."""
+    try:
+        while sys.stdin.buffer.read(1):
+            pass
+    except (OSError, ValueError):
+        pass
+    stopping.set()
+
+
+def _this_proc_mesh(cfg: config_mod.ServerConfig, host: str, port: int) -> object:
+    from mesh_client._src.actor.proc_mesh import ProcMesh
+    from mesh_client._src.actor.procs import ProcGroup
+    from mesh_client._src.actor.shape import Shape
+
+    connect_host = host if host not in ("0.0.0.0", "::") else "127.0.0.1"
+    group = ProcGroup(cfg.mesh or "proc", [(connect_host, port)], cfg.token, [f"{cfg.mesh or 'proc'}[{cfg.rank}]"])
+    return ProcMesh(group, Shape([], []))
+
+
+def main() -> None:
+    try:
+        cfg = config_mod.from_env(os.environ)
+    except config_mod.ConfigError as exc:
+        print(f"procmesh proc server: {exc}", file=sys.stderr)
+        sys.exit(2)
+    code = serve(cfg)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+

@@ -1,0 +1,19 @@
+"""Errors raised by the wire layer; the runtime maps them to connection failures."""
+
+from __future__ import annotations
+
+
+class WireError(Exception):
+    """Base class of everything the wire layer raises."""
+
+
+class ProtocolError(WireError):
+    """The peer sent bytes that are not a valid frame in the current state."""
+
+
+class FrameTooLarge(ProtocolError):
+    """A frame header announced more bytes than this side accepts."""
+
+
+class AuthenticationError(WireError):
+    """The peer did not prove it holds the mesh token, or refused ours."""

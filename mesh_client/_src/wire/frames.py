@@ -1,0 +1,63 @@
+"""Frame layout of the proc-server wire: a fixed header, segment lengths, then segments.
+
+Every frame is ``MAGIC (2) | version (1) | kind (1) | segment count (2) | reserved (2)``,
+followed by one unsigned 64-bit big-endian length per segment and the segments themselves.
+Segments carry what the layer above puts there (a pickled header, a pickled payload, raw
+out-of-band buffers); this module only counts bytes. It is used by :mod:`.protocol`.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Sequence
+
+from mesh_client._src.wire import errors
+
+MAGIC = b"PM"
+VERSION = 1
+HEADER = struct.Struct("!2sBBHH")
+LENGTH = struct.Struct("!Q")
+
+
+class Kind(enum.IntEnum):
+    """Frame kinds. The first four belong to the handshake and never carry pickles."""
+
+    HELLO = 1  # server -> client: 32-byte nonce
+    AUTH = 2  # client -> server: 32-byte nonce + 32-byte MAC
+    WELCOME = 3  # server -> client: 32-byte MAC proving the server holds the token too
+    REJECT = 4  # either way: a UTF-8 reason, then the sender closes
+    MESSAGE = 5  # after authentication: segments for the runtime
+    ERROR = 6  # after authentication: a UTF-8 reason, then the sender closes
+
+
+HANDSHAKE_KINDS = frozenset({Kind.HELLO, Kind.AUTH, Kind.WELCOME, Kind.REJECT})
+
+
+def encode(kind: Kind, segments: Sequence[bytes | bytearray | memoryview]) -> list[bytes | bytearray | memoryview]:
+    """Return the pieces of one frame, ready for ``socket.sendmsg`` (segments are not copied)."""
+    lengths = b"".join(LENGTH.pack(_nbytes(s)) for s in segments)
+    head = HEADER.pack(MAGIC, VERSION, int(kind), len(segments), 0) + lengths
+    return [head, *segments]
+
+
+def encode_bytes(kind: Kind, segments: Sequence[bytes | bytearray | memoryview]) -> bytes:
+    """One frame as a single bytes object (for small frames and tests)."""
+    return b"".join(bytes(p) for p in encode(kind, segments))
+
+
+def _nbytes(segment: bytes | bytearray | memoryview) -> int:
+    return segment.nbytes if isinstance(segment, memoryview) else len(segment)
+
+
+def parse_header(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[Kind, int]:
+    """Check the fixed header at ``offset`` and return (kind, segment count)."""
+    magic, version, kind, count, _ = HEADER.unpack_from(data, offset)
+    if magic != MAGIC:
+        raise errors.ProtocolError(f"bad frame magic {bytes(magic)!r}: the peer is not a procmesh proc server or client")
+    if version != VERSION:
+        raise errors.ProtocolError(f"wire version {version} is not supported (this side speaks {VERSION}); use the same procmesh version on both ends")
+    try:
+        return Kind(kind), count
+    except ValueError:
+        raise errors.ProtocolError(f"unknown frame kind {kind}") from None

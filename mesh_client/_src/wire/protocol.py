@@ -1,0 +1,308 @@
+"""Sans-IO state machine of one proc-server connection: bytes in, events out, bytes to send.
+
+Rule: everything that decides whether a byte may be interpreted lives here. Until the state is
+``AUTHENTICATED`` only handshake frames of at most ``MAX_HANDSHAKE_FRAME`` bytes are accepted and
+nothing is unpickled anywhere; the runtime (:mod:`mesh_client._src.runtime.connection`) only
+moves bytes between a socket and this object, as httpcore does around h11.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+from collections.abc import Callable, Sequence
+
+from mesh_client._src.wire import auth, errors, frames
+
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024**3
+
+
+class Role(enum.Enum):
+    CLIENT = "client"
+    SERVER = "server"
+
+
+class State(enum.Enum):
+    NEW = "NEW"
+    AWAIT_HELLO = "AWAIT_HELLO"  # client: waiting for the server's nonce
+    AWAIT_AUTH = "AWAIT_AUTH"  # server: waiting for the client's proof
+    AWAIT_WELCOME = "AWAIT_WELCOME"  # client: waiting for the server's proof
+    AUTHENTICATED = "AUTHENTICATED"
+    CLOSED = "CLOSED"
+
+
+# Which frame kinds each state accepts; anything else is a protocol error.
+ACCEPTS: dict[State, frozenset[frames.Kind]] = {
+    State.NEW: frozenset(),
+    State.AWAIT_HELLO: frozenset({frames.Kind.HELLO, frames.Kind.REJECT}),
+    State.AWAIT_AUTH: frozenset({frames.Kind.AUTH}),
+    State.AWAIT_WELCOME: frozenset({frames.Kind.WELCOME, frames.Kind.REJECT}),
+    State.AUTHENTICATED: frozenset({frames.Kind.MESSAGE, frames.Kind.ERROR}),
+    State.CLOSED: frozenset(),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Authenticated:
+    """Both sides proved they hold the token; messages may flow."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Message:
+    """One authenticated message: its segments, as written by the sender."""
+
+    segments: list[bytes | memoryview]
+
+
+@dataclasses.dataclass(frozen=True)
+class Closed:
+    """The peer ended the connection; ``reason`` is what it said, if anything."""
+
+    reason: str | None = None
+
+
+class _NeedData:
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+
+NEED_DATA = _NeedData()
+Event = Authenticated | Message | Closed
+
+
+class Connection:
+    """One end of a connection. Feed it with :meth:`receive_data`, drain :meth:`data_to_send`."""
+
+    MAX_HANDSHAKE_FRAME = 1024
+    MAX_SEGMENTS = 4096
+    # Frames larger than this get a dedicated buffer that the socket fills directly.
+    LARGE_FRAME = 64 * 1024
+
+    def __init__(
+        self,
+        role: Role,
+        token: bytes,
+        *,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        nonce: Callable[[int], bytes] = os.urandom,  # a fixed source for tests
+    ) -> None:
+        if not token:
+            raise ValueError("the mesh token is empty: set PROCMESH_TOKEN or PROCMESH_TOKEN_FILE")
+        self.role = role
+        self.state = State.NEW
+        self._token = token
+        self._nonce = nonce
+        self._max_message = max_message_bytes
+        self._server_nonce = b""
+        self._client_nonce = b""
+        self._out = bytearray()
+        self._buf = bytearray()
+        self._pos = 0
+        self._eof = False
+        # A large frame in progress: its kind, segment lengths and the buffer being filled.
+        self._big: tuple[frames.Kind, list[int], bytearray] | None = None
+        self._big_filled = 0
+
+    def __repr__(self) -> str:
+        return f"<wire.Connection {self.role.value} {self.state.value}>"
+
+    # Starting and the handshake ------------------------------------------------------------
+
+    def start(self) -> None:
+        """Begin the handshake: the server queues its nonce, the client waits for it."""
+        if self.state is not State.NEW:
+            raise errors.ProtocolError(f"start() called in state {self.state.value}")
+        if self.role is Role.SERVER:
+            self._server_nonce = self._nonce(auth.NONCE_BYTES)
+            self._queue(frames.Kind.HELLO, self._server_nonce)
+            self.state = State.AWAIT_AUTH
+        else:
+            self.state = State.AWAIT_HELLO
+
+    def _handshake(self, kind: frames.Kind, body: bytes) -> Event | None:
+        if kind is frames.Kind.REJECT:
+            self.state = State.CLOSED
+            raise errors.AuthenticationError(
+                f"the proc server refused the connection: {body.decode('utf-8', 'replace')}"
+            )
+        if kind is frames.Kind.HELLO:
+            if len(body) != auth.NONCE_BYTES:
+                raise errors.ProtocolError("malformed HELLO")
+            self._server_nonce = body
+            self._client_nonce = self._nonce(auth.NONCE_BYTES)
+            mac = auth.client_mac(self._token, self._server_nonce, self._client_nonce)
+            self._queue(frames.Kind.AUTH, self._client_nonce + mac)
+            self.state = State.AWAIT_WELCOME
+            return None
+        if kind is frames.Kind.AUTH:
+            if len(body) != auth.NONCE_BYTES + auth.MAC_BYTES:
+                raise errors.ProtocolError("malformed AUTH")
+            self._client_nonce, mac = body[: auth.NONCE_BYTES], body[auth.NONCE_BYTES :]
+            expected = auth.client_mac(self._token, self._server_nonce, self._client_nonce)
+            if not auth.verify(expected, mac):
+                self._queue(frames.Kind.REJECT, b"authentication failed: wrong mesh token")
+                self.state = State.CLOSED
+                raise errors.AuthenticationError("a peer presented a wrong mesh token")
+            self._queue(frames.Kind.WELCOME, auth.server_mac(self._token, self._server_nonce, self._client_nonce))
+            self.state = State.AUTHENTICATED
+            return Authenticated()
+        # WELCOME
+        expected = auth.server_mac(self._token, self._server_nonce, self._client_nonce)
+        if len(body) != auth.MAC_BYTES or not auth.verify(expected, body):
+            self.state = State.CLOSED
+            raise errors.AuthenticationError(
+                "the proc server could not prove it holds the mesh token: wrong token or not a procmesh server"
+            )
+        self.state = State.AUTHENTICATED
+        return Authenticated()
+
+    # Sending ---------------------------------------------------------------------------------
+
+    def _queue(self, kind: frames.Kind, body: bytes) -> None:
+        self._out += frames.encode_bytes(kind, [body])
+
+    def data_to_send(self) -> bytes:
+        """Bytes the handshake wants sent; empty when there are none."""
+        out, self._out = bytes(self._out), bytearray()
+        return out
+
+    def send_message(self, segments: Sequence[bytes | bytearray | memoryview]) -> list[bytes | bytearray | memoryview]:
+        """The pieces of one MESSAGE frame (no copy of the segments)."""
+        if self.state is not State.AUTHENTICATED:
+            raise errors.ProtocolError(f"cannot send a message in state {self.state.value}")
+        return frames.encode(frames.Kind.MESSAGE, segments)
+
+    def send_error(self, reason: str) -> bytes:
+        """A last frame telling the peer why we close; handshake states answer with REJECT."""
+        kind = frames.Kind.ERROR if self.state is State.AUTHENTICATED else frames.Kind.REJECT
+        self.state = State.CLOSED
+        return frames.encode_bytes(kind, [reason.encode("utf-8")[: self.MAX_HANDSHAKE_FRAME - 64]])
+
+    # Receiving -------------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        """Bytes from the peer; ``b""`` means end of stream."""
+        if not data:
+            self._eof = True
+            return
+        if self._big is not None:
+            raise errors.ProtocolError("receive_data() while a large frame wants receive_buffer()")
+        self._buf += data
+
+    def receive_buffer(self) -> memoryview | None:
+        """Where to read the rest of a large frame into, or None to use :meth:`receive_data`."""
+        if self._big is None:
+            return None
+        return memoryview(self._big[2])[self._big_filled :]
+
+    def buffer_filled(self, nbytes: int) -> None:
+        """Report that ``nbytes`` were read into the view from :meth:`receive_buffer`."""
+        if nbytes == 0:
+            self._eof = True
+        self._big_filled += nbytes
+
+    def next_event(self) -> Event | _NeedData:
+        """The next event, or NEED_DATA. Raises ProtocolError/AuthenticationError on bad input."""
+        while True:
+            if self.state is State.CLOSED:
+                return Closed("connection closed")
+            if self._big is not None:
+                kind, lengths, body = self._big
+                if self._big_filled < len(body):
+                    if self._eof:
+                        return self._truncated()
+                    return NEED_DATA
+                self._big = None
+                self._big_filled = 0
+                view = memoryview(body)
+                segments: list[bytes | memoryview] = []
+                at = 0
+                for n in lengths:
+                    segments.append(view[at : at + n])
+                    at += n
+                event = self._frame(kind, segments)
+                if event is not None:
+                    return event
+                continue
+            parsed = self._parse_small()
+            if parsed is NEED_DATA:
+                if self._eof:
+                    if len(self._buf) > self._pos:
+                        return self._truncated()
+                    self.state = State.CLOSED
+                    return Closed(None)
+                return NEED_DATA
+            if parsed is None:
+                continue  # a large frame was set up
+            event = self._frame(*parsed)
+            if event is not None:
+                return event
+
+    def _truncated(self) -> Closed:
+        self.state = State.CLOSED
+        raise errors.ProtocolError("the peer closed the connection in the middle of a frame")
+
+    def _parse_small(self) -> tuple[frames.Kind, list[bytes | memoryview]] | _NeedData | None:
+        buf, pos = self._buf, self._pos
+        avail = len(buf) - pos
+        if avail < frames.HEADER.size:
+            self._compact()
+            return NEED_DATA
+        kind, count = frames.parse_header(buf, pos)
+        self._check_kind(kind, count)
+        head = frames.HEADER.size + count * frames.LENGTH.size
+        if avail < head:
+            self._compact()
+            return NEED_DATA
+        lengths = [frames.LENGTH.unpack_from(buf, pos + frames.HEADER.size + i * 8)[0] for i in range(count)]
+        total = sum(lengths)
+        self._check_size(total)
+        if total >= self.LARGE_FRAME:
+            body = bytearray(total)
+            have = min(avail - head, total)
+            body[:have] = buf[pos + head : pos + head + have]
+            self._pos = pos + head + have
+            self._compact()
+            self._big = (kind, lengths, body)
+            self._big_filled = have
+            return None
+        if avail < head + total:
+            self._compact()
+            return NEED_DATA
+        at = pos + head
+        segments: list[bytes | memoryview] = []
+        for n in lengths:
+            segments.append(bytes(buf[at : at + n]))
+            at += n
+        self._pos = at
+        return kind, segments
+
+    def _compact(self) -> None:
+        if self._pos:
+            del self._buf[: self._pos]
+            self._pos = 0
+
+    def _check_kind(self, kind: frames.Kind, count: int) -> None:
+        if kind not in ACCEPTS[self.state]:
+            raise errors.ProtocolError(f"unexpected {kind.name} frame in state {self.state.value}")
+        if self.state is not State.AUTHENTICATED and count != 1:
+            raise errors.ProtocolError("handshake frames have exactly one segment")
+        if count > self.MAX_SEGMENTS:
+            raise errors.ProtocolError(f"frame has {count} segments; at most {self.MAX_SEGMENTS} are accepted")
+
+    def _check_size(self, total: int) -> None:
+        limit = self._max_message if self.state is State.AUTHENTICATED else self.MAX_HANDSHAKE_FRAME
+        if total > limit:
+            raise errors.FrameTooLarge(
+                f"frame of {total} bytes exceeds the limit of {limit} bytes in state {self.state.value}"
+                + ("; raise PROCMESH_MAX_MESSAGE_BYTES on the receiving side if this is intended" if self.state is State.AUTHENTICATED else "")
+            )
+
+    def _frame(self, kind: frames.Kind, segments: list[bytes | memoryview]) -> Event | None:
+        if kind is frames.Kind.MESSAGE:
+            return Message(segments)
+        if kind is frames.Kind.ERROR:
+            self.state = State.CLOSED
+            return Closed(bytes(segments[0]).decode("utf-8", "replace"))
+        return self._handshake(kind, bytes(segments[0]))

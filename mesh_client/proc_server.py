@@ -1,0 +1,13 @@
+"""The proc server entry point: ``python -m mesh_client.proc_server`` (or ``procmesh-proc-server``).
+
+Settings come from ``PROCMESH_*`` variables: ``PROCMESH_LISTEN_HOST``, ``PROCMESH_PORT``,
+``PROCMESH_TOKEN`` or ``PROCMESH_TOKEN_FILE`` (required), ``PROCMESH_MEMORY_FRACTION``,
+``PROCMESH_MESH``, ``PROCMESH_RANK``, ``PROCMESH_COORDS``, ``PROCMESH_MAX_MESSAGE_BYTES``.
+"""
+
+from mesh_client._src.server.main import main
+
+__all__ = ["main"]
+
+if __name__ == "__main__":
+    main()
