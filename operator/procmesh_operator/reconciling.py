@@ -24,6 +24,7 @@ from procmesh_operator import (
     kubeclient,
     metrics,
     names,
+    observing,
     placing,
     planning,
     queueing,
@@ -39,6 +40,7 @@ logger = logging.getLogger("procmesh_operator.reconcile")
 Key = tuple[str, str]
 CREATE_CONCURRENCY = 32
 WAITING_RECHECK_SECONDS = 5.0
+DESCRIBE_RETRY_SECONDS = 10.0
 
 
 def _ref(namespace: str, name: str) -> dict[str, str]:
@@ -65,6 +67,9 @@ class Controller:
         self._phases: dict[Key, str] = {}
         self._last_status_rv: dict[Key, str] = {}
         self._resync_task: asyncio.Task[None] | None = None
+        self._described: dict[str, str] = {}  # pod uid -> GPU its proc server reported
+        self._describe_tried: dict[str, float] = {}  # pod uid -> last failed attempt
+        self._tokens: dict[str, bytes] = {}  # mesh uid -> token
 
     # --- Lifecycle -----------------------------------------------------------------------------
 
@@ -113,6 +118,10 @@ class Controller:
         key = self.store.observe(event_type, body)
         if key is None:
             return
+        if event_type == "DELETED":
+            uid = str((body.get("metadata") or {}).get("uid", ""))
+            self._described.pop(uid, None)
+            self._describe_tried.pop(uid, None)
         self.enqueue(key)
         for dependent in self._colocated_by.get(key, ()):
             self.enqueue(dependent)
@@ -172,7 +181,10 @@ class Controller:
         except (kubeclient.ApiError, ChildConflict) as e:
             error, failure = str(e), e
         pods = self.store.pods_by_rank(key)
-        status = statuses.compute_status(mesh, previous, pods, plan, error)
+        if error is None and mesh.gpus.mode != specs.MODE_NONE:
+            await self._describe(mesh, pods)
+        status = statuses.compute_status(mesh, previous, pods, plan, error,
+                                         described=self._described)
         if statuses.differs(previous, status):
             try:
                 written = await self.client.merge_patch(
@@ -196,6 +208,38 @@ class Controller:
         if plan is not None and plan.waiting is not None:
             return WAITING_RECHECK_SECONDS
         return None
+
+    async def _describe(self, mesh: specs.MeshSpec, pods: Mapping[int, Mapping[str, Any]]) -> None:
+        """Ask each newly ready proc server which GPU it sees (once per pod incarnation)."""
+        todo = []
+        now = time.monotonic()
+        for pod in pods.values():
+            meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+            uid = str(meta.get("uid", ""))
+            if uid in self._described or not planning.is_ready(pod) or not status.get("podIP"):
+                continue
+            if now - self._describe_tried.get(uid, -1e9) < DESCRIBE_RETRY_SECONDS:
+                continue
+            todo.append((uid, f"{status['podIP']}:{mesh.port}"))
+        if not todo:
+            return
+        if mesh.uid not in self._tokens:
+            secret = await self.client.get(kubeclient.core_path(
+                mesh.namespace, "secrets", names.secret_name(mesh.name)))
+            self._tokens[mesh.uid] = token_of(secret).encode()
+        token = self._tokens[mesh.uid]
+
+        async def one(uid: str, address: str) -> None:
+            try:
+                gpu = await asyncio.to_thread(observing.describe_gpu, address, token)
+            except Exception as e:  # an old image, a busy proc: fall back to the pod's device
+                self._describe_tried[uid] = time.monotonic()
+                logger.info("describe of %s failed: %s", address, e)
+                return
+            if gpu is not None:
+                self._described[uid] = gpu
+
+        await asyncio.gather(*(one(uid, address) for uid, address in todo))
 
     async def _list_pods(self, namespace: str, mesh: str) -> list[dict[str, Any]]:
         listed = await self.client.list(kubeclient.pods_path(namespace),

@@ -76,7 +76,8 @@ def _condition(previous: list[Mapping[str, Any]] | None, type_: str, status: str
             "lastTransitionTime": since, "reason": reason, "message": message}
 
 
-def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None) -> dict[str, Any]:
+def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None,
+               described: Mapping[str, str] | None = None) -> dict[str, Any]:
     """One ``status.procs[]`` entry: what a client needs to reach the proc."""
     entry: dict[str, Any] = {"rank": rank, "coords": mesh.shape.coords(rank),
                              "pod": names.pod_name(mesh.name, rank), "ready": False}
@@ -90,7 +91,8 @@ def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None) -
         entry["address"] = f"{status['podIP']}:{mesh.port}"
     entry["ready"] = planning.is_ready(pod)
     entry["podPhase"] = "Terminating" if planning.is_terminating(pod) else planning.pod_phase(pod)
-    gpu = observing.observed_gpu(pod)
+    uid = str((pod.get("metadata") or {}).get("uid", ""))
+    gpu = observing.observed_gpu(pod, (described or {}).get(uid))
     if gpu is not None:
         entry["gpu"] = gpu
     return entry
@@ -98,9 +100,11 @@ def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None) -
 
 def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
                    pods: Mapping[int, Mapping[str, Any]], plan: planning.Plan | None,
-                   error: str | None = None, *, now: str | None = None) -> dict[str, Any]:
+                   error: str | None = None, *, now: str | None = None,
+                   described: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The status of ``mesh`` given its pods (by rank, as observed after the plan ran), the plan
-    (None when the reconcile failed before planning) and the error of the reconcile, if any."""
+    (None when the reconcile failed before planning), the error of the reconcile, if any, and
+    the GPUs the proc servers described (by pod uid)."""
     now = now or now_rfc3339()
     previous = previous or {}
     prev_conditions = previous.get("conditions")
@@ -185,7 +189,7 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         "readyProcs": ready,
         "restarts": restarts,
         "conditions": conditions,
-        "procs": [] if mesh.suspend else [proc_entry(mesh, r, pods.get(r))
+        "procs": [] if mesh.suspend else [proc_entry(mesh, r, pods.get(r), described)
                                           for r in range(mesh.size)],
     }
 
