@@ -69,6 +69,8 @@ class Api:
         session = getattr(self._local, "session", None)
         if session is None:
             session = requests.Session()
+            # Ignore REQUESTS_CA_BUNDLE and proxy variables: our CA only, straight to loopback.
+            session.trust_env = False
             session.verify = str(self._ca)
             session.cert = (str(self._cert), str(self._key))
             self._local.session = session
