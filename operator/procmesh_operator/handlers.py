@@ -52,17 +52,18 @@ def register(registry: kopf.OperatorRegistry,
         if controller is not None:
             await controller.stop()
 
+    # Async on purpose: kopf runs sync handlers in threads, and the queue lives in the loop.
     @kopf.on.event(names.GROUP, names.VERSION, names.PLURAL, registry=registry)
-    def mesh_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+    async def mesh_event(type: str | None, body: kopf.Body, **_: Any) -> None:
         holder["controller"].mesh_event(type, _plain(body))
 
     @kopf.on.event("", "v1", "pods", labels={names.MESH_LABEL: kopf.PRESENT},
                    registry=registry)
-    def pod_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+    async def pod_event(type: str | None, body: kopf.Body, **_: Any) -> None:
         holder["controller"].pod_event(type, _plain(body))
 
     @kopf.on.probe(id="meshes", registry=registry)
-    def meshes_probe(**_: Any) -> int:
+    async def meshes_probe(**_: Any) -> int:
         controller = holder.get("controller")
         return 0 if controller is None else controller.known_meshes()
 

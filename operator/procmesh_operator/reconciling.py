@@ -106,6 +106,8 @@ class Controller:
     def mesh_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
         key = (str(meta.get("namespace", "default")), str(meta.get("name")))
+        for dependent in self._colocated_by.get(key, ()):
+            self.enqueue(dependent)  # e.g. a mesh that waited for this one to exist
         if event_type == "DELETED":
             self._forget(key)
             return
@@ -131,7 +133,7 @@ class Controller:
         self._phases.pop(key, None)
         self._last_status_rv.pop(key, None)
         for deps in self._colocated_by.values():
-            deps.discard(key)
+            deps.discard(key)  # (meshes colocated with this one keep their entry: they wait)
         if self.queue is not None:
             self.queue.discard(key)
         self._publish_phases()

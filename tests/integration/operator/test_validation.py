@@ -26,7 +26,7 @@ BAD = [
     ("pinned-no-ids", {}, {"perHost": GPUS_2, "gpus": {"mode": "pinned"}},
      "gpus.deviceIDs is required in pinned mode"),
     ("ids-wrong-length", {}, {"perHost": GPUS_2, "gpus": {"mode": "pinned", "deviceIDs": [0]}},
-     "gpus.deviceIDs has 1 entries but the local dimension gpus has size 2"),
+     "one entry per point of the local (last perHost)"),
     ("ids-duplicate", {}, {"perHost": GPUS_2, "gpus": {"mode": "pinned", "deviceIDs": [1, 1]}},
      "must not list a device twice"),
     ("ids-bad", {}, {"perHost": GPUS_2, "gpus": {"mode": "pinned", "deviceIDs": [0, "x"]}},

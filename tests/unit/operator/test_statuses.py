@@ -96,3 +96,11 @@ def test_suspended():
 def test_reconcile_error_is_degraded_and_keeps_restarts():
     s = statuses.compute_status(mesh(), {"restarts": 4}, {}, None, "500 boom", now=T0)
     assert conds(s)["Degraded"]["reason"] == "ReconcileError" and s["restarts"] == 4
+
+
+def test_described_gpu_wins_over_rendered_device():
+    m = mesh(gpus={"mode": "pinned", "deviceIDs": [0, 1]})
+    p = pod(m, 0, placement=rendering.ProcPlacement("n1", "0"))
+    s = statuses.compute_status(m, None, {0: p}, planning.Plan(), now=T0,
+                                described={p["metadata"]["uid"]: "GPU-1234"})
+    assert s["procs"][0]["gpu"] == "GPU-1234"
