@@ -160,11 +160,12 @@ def _fits_on(node: NodeInfo, wanted: Mapping[str, list[budgets.DeviceUse]],
              settings: settings_.Settings) -> Refusal | None:
     """Can ``node`` take the procs in ``wanted`` (device -> new uses) on top of ``uses``?"""
     memory = node.gpu_memory_mib or settings.default_gpu_memory_mib
-    for device, new in sorted(wanted.items()):
+    for device in sorted(wanted):
         if device.isdigit() and int(device) >= node.gpu_count:
             return Refusal(DEVICE_NOT_FOUND,
                            f"GPU {device} does not exist on node {node.name}, which has "
                            f"{node.gpu_count} GPU(s); list devices 0..{node.gpu_count - 1}")
+    for device, new in sorted(wanted.items()):
         together = list(uses.get((node.name, device), [])) + new
         if budgets.overflow_mib(together, memory, settings.cuda_context_mib) > 0:
             return Refusal(BUDGET_EXCEEDED, budgets.describe(
