@@ -1,0 +1,239 @@
+"""Benchmark: a 64-proc ProcMesh from apply to Ready, beside a plain client loop, same run.
+
+Baseline: a client loop creates the same 64 pods (rendered by the operator's own pure builders,
+so the specs are identical: proc server, readiness probe, token volume) one by one, then waits
+on a watch until every pod is Ready. Operator: create one ProcMesh of 64 procs and wait on a
+watch until its Ready condition is True for its generation. Both run on the local control plane
+of tests/cluster with process nodes (started here unless --kubeconfig names a running cluster,
+which must then have the CRD applied); the operator runs as a subprocess
+(``python -m procmesh_operator``). Runs alternate, --repeat times; the table shows medians.
+Also reported: API requests the operator made per mesh (its procmesh_api_requests_total), and
+the requests of the baseline loop.
+
+    python benchmarks/operator.py [--procs 64] [--repeat 3] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from typing import Any
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+# This file is named like the standard library's `operator` (already imported at startup, so
+# not shadowed); drop its folder from the path anyway and put the repository first.
+sys.path[:] = [str(ROOT), str(ROOT / "operator")] + [
+    p for p in sys.path if pathlib.Path(p or ".").resolve() != pathlib.Path(__file__).parent]
+
+from kubernetes import client, config, watch  # noqa: E402
+from procmesh_operator import names, rendering, specs  # noqa: E402
+from procmesh_operator import settings as settings_  # noqa: E402
+
+TARGET_RATIO = 1.3
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def baseline_pods(namespace: str, procs: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The token Secret and the pods the operator would create, without owner references."""
+    mesh = specs.parse({"metadata": {"name": "base", "namespace": namespace, "uid": "none",
+                                     "generation": 1},
+                        "spec": {"hosts": 1, "perHost": [{"name": "procs", "size": procs}]}})
+    secret = rendering.render_secret(mesh, rendering.new_token())
+    pods = [rendering.render_pod(mesh, r, rendering.ProcPlacement(), settings_.Settings())
+            for r in range(procs)]
+    for obj in (secret, *pods):
+        del obj["metadata"]["ownerReferences"]
+    return secret, pods
+
+
+def pod_ready(pod: Any) -> bool:
+    return any(c.type == "Ready" and c.status == "True"
+               for c in (pod.status.conditions or [])) and pod.status.phase == "Running"
+
+
+def run_baseline(core: Any, namespace: str, procs: int) -> dict[str, Any]:
+    secret, pods = baseline_pods(namespace, procs)
+    requests = 0
+    started = time.monotonic()
+    core.create_namespaced_secret(namespace, secret)
+    requests += 1
+    for pod in pods:
+        core.create_namespaced_pod(namespace, pod)
+        requests += 1
+    ready: set[str] = set()
+    listed = core.list_namespaced_pod(namespace, label_selector=names.mesh_label_selector("base"))
+    requests += 1
+    ready |= {p.metadata.name for p in listed.items if pod_ready(p)}
+    if len(ready) < procs:
+        w = watch.Watch()
+        requests += 1
+        for event in w.stream(core.list_namespaced_pod, namespace,
+                              label_selector=names.mesh_label_selector("base"),
+                              resource_version=listed.metadata.resource_version,
+                              timeout_seconds=600):
+            pod = event["object"]
+            if pod_ready(pod):
+                ready.add(pod.metadata.name)
+            if len(ready) >= procs:
+                w.stop()
+    elapsed = time.monotonic() - started
+    return {"seconds": elapsed, "requests": requests}
+
+
+def mesh_ready(obj: dict[str, Any]) -> bool:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c["type"] == "Ready":
+            return c["status"] == "True" and \
+                c.get("observedGeneration") == obj["metadata"]["generation"]
+    return False
+
+
+def operator_requests(metrics_port: int) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    return int(sum(float(m.group(1)) for m in
+                   re.finditer(r"^procmesh_api_requests_total\{[^}]*\} ([0-9.e+]+)$", text,
+                               re.M)))
+
+
+def run_operator(custom: Any, namespace: str, procs: int, metrics_port: int) -> dict[str, Any]:
+    before = operator_requests(metrics_port)
+    body = {"apiVersion": names.API_VERSION, "kind": names.KIND, "metadata": {"name": "bench"},
+            "spec": {"hosts": 1, "perHost": [{"name": "procs", "size": procs}]}}
+    started = time.monotonic()
+    created = custom.create_namespaced_custom_object(names.GROUP, names.VERSION, namespace,
+                                                     names.PLURAL, body)
+    w = watch.Watch()
+    for event in w.stream(custom.list_namespaced_custom_object, names.GROUP, names.VERSION,
+                          namespace, names.PLURAL,
+                          resource_version=created["metadata"]["resourceVersion"],
+                          timeout_seconds=600):
+        if event["object"]["metadata"]["name"] == "bench" and mesh_ready(event["object"]):
+            w.stop()
+    elapsed = time.monotonic() - started
+    time.sleep(1.0)  # let the last status write and events settle before counting
+    return {"seconds": elapsed, "requests": operator_requests(metrics_port) - before}
+
+
+def wait_gone(core: Any, namespace: str) -> None:
+    while core.list_namespaced_pod(namespace).items:
+        time.sleep(0.2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--procs", type=int, default=64)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--kubeconfig", help="a running cluster (default: start one from tests/cluster)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = p.parse_args(argv)
+
+    cluster = None
+    if args.kubeconfig is None:
+        from tests.cluster.process_node.config import NodeConfig
+
+        from tests.cluster import controlplane
+
+        cluster = controlplane.Cluster(pathlib.Path(tempfile.mkdtemp(prefix="pm-bench-")))
+        cluster.up([NodeConfig("node-0", pods=max(110, 2 * args.procs + 10))])
+        kubeconfig = str(cluster.kubeconfig)
+        subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "apply", "-f",
+                        str(ROOT / "crds" / "procmesh.yaml")], check=True, capture_output=True)
+        subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "wait",
+                        "--for=condition=Established", "crd/procmeshes.procmesh.io"],
+                       check=True, capture_output=True)
+    else:
+        kubeconfig = args.kubeconfig
+    api = config.new_client_from_config(kubeconfig)
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    metrics_port, liveness_port = free_port(), free_port()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT), str(ROOT / "operator"), os.environ.get("PYTHONPATH", "")]))
+    log = open(tempfile.mktemp(prefix="pm-bench-operator-", suffix=".log"), "wb")
+    op = subprocess.Popen(
+        [sys.executable, "-m", "procmesh_operator", "-A", "--standalone", "--kubeconfig",
+         kubeconfig, "--metrics-port", str(metrics_port),
+         "--liveness", f"http://127.0.0.1:{liveness_port}/healthz"],
+        stdout=log, stderr=subprocess.STDOUT, env=env)
+    results: dict[str, list[dict[str, Any]]] = {"baseline": [], "operator": []}
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                operator_requests(metrics_port)
+                break
+            except OSError:
+                if time.monotonic() > deadline or op.poll() is not None:
+                    raise RuntimeError(f"the operator did not start; see {log.name}") from None
+                time.sleep(0.2)
+        for i in range(args.repeat):
+            order = ("baseline", "operator") if i % 2 == 0 else ("operator", "baseline")
+            for which in order:
+                namespace = f"bench-{which[:4]}-{uuid.uuid4().hex[:6]}"
+                core.create_namespace({"metadata": {"name": namespace}})
+                while True:  # pods need the namespace's default service account
+                    try:
+                        core.read_namespaced_service_account("default", namespace)
+                        break
+                    except client.ApiException:
+                        time.sleep(0.1)
+                if which == "baseline":
+                    results[which].append(run_baseline(core, namespace, args.procs))
+                else:
+                    results[which].append(run_operator(custom, namespace, args.procs,
+                                                       metrics_port))
+                core.delete_namespace(namespace)
+                wait_gone(core, namespace)
+    finally:
+        op.send_signal(signal.SIGTERM)
+        try:
+            op.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            op.kill()
+        if cluster is not None:
+            cluster.down()
+
+    base = statistics.median(r["seconds"] for r in results["baseline"])
+    oper = statistics.median(r["seconds"] for r in results["operator"])
+    report = {
+        "procs": args.procs, "repeat": args.repeat,
+        "baseline_seconds": [round(r["seconds"], 3) for r in results["baseline"]],
+        "operator_seconds": [round(r["seconds"], 3) for r in results["operator"]],
+        "baseline_median_seconds": round(base, 3), "operator_median_seconds": round(oper, 3),
+        "ratio": round(oper / base, 3), "target_ratio": TARGET_RATIO,
+        "baseline_requests": results["baseline"][0]["requests"],
+        "operator_requests_per_mesh": [r["requests"] for r in results["operator"]],
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"{args.procs}-proc mesh, apply -> Ready, median of {args.repeat} "
+              f"(alternating order)")
+        print(f"{'':28}{'seconds':>10}{'API requests':>16}")
+        print(f"{'plain client loop':28}{base:>10.2f}{report['baseline_requests']:>16}")
+        print(f"{'ProcMesh + operator':28}{oper:>10.2f}"
+              f"{statistics.median(report['operator_requests_per_mesh']):>16.0f}")
+        print(f"ratio operator/baseline: {report['ratio']:.2f} (target <= {TARGET_RATIO})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

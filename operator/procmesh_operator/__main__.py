@@ -1,0 +1,117 @@
+"""Entry point: ``procmesh-operator`` / ``python -m procmesh_operator``.
+
+Loads credentials (in-cluster service account, else the current kubeconfig context), starts the
+Prometheus metrics server, registers :mod:`.handlers` in a fresh kopf registry and runs kopf:
+watching one or more namespaces or all of them, with peering so that only one replica is active,
+a liveness endpoint, and structured (JSON) logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Any
+
+import kopf
+import kubernetes
+import prometheus_client
+
+from procmesh_operator import __version__, handlers, kubeclient, metrics, reconciling
+from procmesh_operator import settings as settings_
+
+LOG_FORMATS = {"json": kopf.LogFormat.JSON, "full": kopf.LogFormat.FULL,
+               "plain": kopf.LogFormat.PLAIN}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="procmesh-operator", description=(
+        "Reconcile ProcMesh resources (procmesh.io/v1alpha1) into proc server pods."))
+    scope = p.add_mutually_exclusive_group(required=True)
+    scope.add_argument("-n", "--namespace", action="append", metavar="NS",
+                       help="watch this namespace (repeatable; globs as in kopf)")
+    scope.add_argument("-A", "--all-namespaces", action="store_true",
+                       help="watch every namespace")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, else $KUBECONFIG "
+                                        "or ~/.kube/config)")
+    p.add_argument("--context", help="kubeconfig context (default: the current one)")
+    p.add_argument("--liveness", default="http://127.0.0.1:8080/healthz", metavar="URL",
+                   help="liveness endpoint ('' to disable); in a pod use http://0.0.0.0:8080/healthz")
+    p.add_argument("--metrics-address", default="127.0.0.1", help="Prometheus metrics bind address")
+    p.add_argument("--metrics-port", type=int, default=9090, help="metrics port (0 disables)")
+    p.add_argument("--peering", metavar="NAME",
+                   help="kopf peering object that must exist (crds/kopf-peering.yaml), so that "
+                        "only one replica acts; without it, peering 'procmesh' is used if the "
+                        "peering CRDs are installed, else the operator runs standalone")
+    p.add_argument("--standalone", action="store_true", help="no peering")
+    p.add_argument("--priority", type=int, default=0, help="peering priority of this replica")
+    p.add_argument("--log-format", choices=sorted(LOG_FORMATS), default="json")
+    p.add_argument("--verbose", action="store_true")
+    p.add_argument("--debug", action="store_true")
+    defaults = settings_.Settings()
+    p.add_argument("--default-image", default=defaults.default_image)
+    p.add_argument("--cuda-context-mib", type=int, default=defaults.cuda_context_mib)
+    p.add_argument("--default-gpu-memory-mib", type=int, default=defaults.default_gpu_memory_mib)
+    p.add_argument("--resync-seconds", type=float, default=defaults.resync_seconds)
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return p.parse_args(argv)
+
+
+def load_configuration(kubeconfig: str | None, context: str | None) -> Any:
+    """A kubernetes client Configuration: in-cluster if possible (and no kubeconfig was named),
+    else the kubeconfig."""
+    config = kubernetes.client.Configuration()
+    if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        kubernetes.config.load_incluster_config(client_configuration=config)
+    else:
+        kubernetes.config.load_kube_config(config_file=kubeconfig, context=context,
+                                           client_configuration=config)
+    return config
+
+
+def connection_info(config: Any) -> kopf.ConnectionInfo:
+    """kopf's credentials from the same Configuration our own client uses."""
+    header = (config.get_api_key_with_prefix("BearerToken")
+              or config.get_api_key_with_prefix("authorization") or "")
+    parts = header.split(" ", 1)
+    scheme, token = (parts[0], parts[1]) if len(parts) == 2 else (None, parts[0] or None)
+    return kopf.ConnectionInfo(
+        server=config.host, ca_path=config.ssl_ca_cert, insecure=not config.verify_ssl,
+        scheme=scheme, token=token, certificate_path=config.cert_file,
+        private_key_path=config.key_file)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the operator until SIGINT/SIGTERM."""
+    args = parse_args(argv)
+    kopf.configure(debug=args.debug, verbose=args.verbose, log_format=LOG_FORMATS[args.log_format])
+    logging.getLogger("procmesh_operator").setLevel(logging.DEBUG if args.debug else logging.INFO)
+    config = load_configuration(args.kubeconfig, args.context)
+    settings = settings_.Settings(
+        default_image=args.default_image, cuda_context_mib=args.cuda_context_mib,
+        default_gpu_memory_mib=args.default_gpu_memory_mib, resync_seconds=args.resync_seconds)
+    if args.metrics_port:
+        prometheus_client.start_http_server(args.metrics_port, addr=args.metrics_address)
+
+    def make_controller() -> reconciling.Controller:
+        client = kubeclient.KubeClient(config, on_request=metrics.count_request)
+        return reconciling.Controller(client, settings)
+
+    registry = kopf.OperatorRegistry()
+    handlers.register(registry, make_controller, lambda **_: connection_info(config),
+                      peering_name=handlers.DEFAULT_PEERING if args.peering is None else None)
+    kopf.run(
+        registry=registry,
+        clusterwide=args.all_namespaces,
+        namespaces=args.namespace or (),
+        standalone=True if args.standalone else None,
+        priority=args.priority,
+        peering_name=args.peering,
+        liveness_endpoint=args.liveness or None,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

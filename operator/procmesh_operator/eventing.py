@@ -1,0 +1,112 @@
+"""Kubernetes Events about a ProcMesh, posted for notable transitions, and mirrored to the log.
+
+:mod:`.reconciling` decides *which* transitions matter (:func:`transitions`, pure) and posts
+them with :class:`EventPoster` (core/v1 Events, so ``kubectl describe pm`` shows them).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+from procmesh_operator import kubeclient, names, planning, statuses
+
+logger = logging.getLogger("procmesh_operator.events")
+
+NORMAL = "Normal"
+WARNING = "Warning"
+MAX_MESSAGE = 1024
+
+
+def _reason_of(status: Mapping[str, Any] | None, type_: str) -> tuple[str | None, str | None]:
+    c = statuses.condition((status or {}).get("conditions"), type_)
+    return (None, None) if c is None else (c.get("status"), c.get("reason"))
+
+
+def _failure_detail(pod: Mapping[str, Any] | None) -> str:
+    if pod is None:
+        return ""
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        term = (cs.get("state") or {}).get("terminated")
+        if term:
+            return f" (exit code {term.get('exitCode')}, {term.get('reason') or 'terminated'})"
+    return f" (pod phase {planning.pod_phase(pod)})"
+
+
+def transitions(old: Mapping[str, Any] | None, new: Mapping[str, Any], plan: planning.Plan | None,
+                created: list[str], pods_before: Mapping[int, Mapping[str, Any]],
+                mesh_name: str) -> list[tuple[str, str, str]]:
+    """The ``(type, reason, message)`` events that the change from ``old`` to ``new`` status
+    (and what the plan did) deserves. Pure."""
+    events: list[tuple[str, str, str]] = []
+    if created:
+        events.append((NORMAL, "CreatedProcs", f"created {len(created)} pod(s): "
+                       + ", ".join(created[:8]) + (" ..." if len(created) > 8 else "")))
+    if plan is not None:
+        for pod_name in plan.restarted:
+            if pod_name == mesh_name:
+                failed = [names.pod_name(mesh_name, r) + _failure_detail(p)
+                          for r, p in sorted(pods_before.items()) if planning.is_failed(p)]
+                events.append((WARNING, "ProcFailed", "proc failed: " + ", ".join(failed)
+                               + f"; restarting the whole mesh (restart {plan.restarts})"))
+            else:
+                rank = names.rank_of_pod_name(mesh_name, pod_name)
+                detail = _failure_detail(pods_before.get(rank)) if rank is not None else ""
+                events.append((WARNING, "ProcFailed", f"proc {pod_name} failed{detail}; "
+                               f"restarting it (restart {plan.restarts})"))
+    for type_ in (statuses.READY, statuses.PROGRESSING, statuses.DEGRADED, statuses.GPU_BUDGET):
+        before, after = _reason_of(old, type_), _reason_of(new, type_)
+        if before == after:
+            continue
+        c = statuses.condition(new.get("conditions"), type_) or {}
+        status, reason = after
+        message = str(c.get("message") or "")
+        if type_ == statuses.READY and status == "True":
+            events.append((NORMAL, "MeshReady", message))
+        elif type_ == statuses.READY and reason == statuses.SUSPENDED:
+            events.append((NORMAL, "Suspended", message))
+        elif type_ == statuses.READY and before[1] == statuses.SUSPENDED:
+            events.append((NORMAL, "Resumed", "spec.suspend is false: recreating the procs"))
+        elif type_ == statuses.GPU_BUDGET and status == "False":
+            events.append((WARNING, str(reason), message))
+        elif type_ == statuses.PROGRESSING and status == "False" and reason not in (
+                statuses.ALL_PROCS_READY, statuses.SUSPENDED) and reason not in \
+                statuses.BUDGET_REFUSALS:
+            events.append((WARNING, str(reason), message))
+        elif type_ == statuses.DEGRADED and status == "True" and \
+                reason == statuses.RECONCILE_ERROR:
+            events.append((WARNING, str(reason), message))
+    return events
+
+
+class EventPoster:
+    """Posts core/v1 Events on behalf of the operator."""
+
+    def __init__(self, client: kubeclient.KubeClient) -> None:
+        self._client = client
+        self._instance = socket.gethostname()
+
+    async def post(self, mesh: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        meta = mesh.get("metadata") or {}
+        namespace = str(meta.get("namespace", "default"))
+        ref = {"apiVersion": names.API_VERSION, "kind": names.KIND, "name": meta.get("name"),
+               "namespace": namespace, "uid": meta.get("uid")}
+        log = logger.warning if type_ == WARNING else logger.info
+        log("%s: %s", reason, message, extra={"k8s_ref": ref, "event_reason": reason})
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{meta.get('name')}.", "namespace": namespace},
+            "involvedObject": ref, "type": type_, "reason": reason,
+            "message": message[:MAX_MESSAGE], "count": 1,
+            "firstTimestamp": now, "lastTimestamp": now,
+            "source": {"component": names.MANAGED_BY},
+            "reportingComponent": names.MANAGED_BY, "reportingInstance": self._instance,
+        }
+        try:
+            await self._client.create(kubeclient.core_path(namespace, "events"), body)
+        except kubeclient.ApiError as e:  # events are best effort
+            logger.debug("could not post event %s: %s", reason, e)

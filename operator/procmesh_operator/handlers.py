@@ -1,0 +1,73 @@
+"""Thin kopf handlers: they feed events to the :class:`~procmesh_operator.reconciling.Controller`.
+
+Every ProcMesh event and every proc pod event enqueues the mesh it concerns; the reconcile
+itself (level-based, coalesced per mesh) lives in :mod:`.reconciling`. Only ``on.event``
+handlers are used, so kopf writes nothing to our objects (no finalizers, no progress
+annotations): deletion is left to garbage collection through owner references.
+:func:`register` installs the handlers into a registry (a fresh one per test, as in kopf).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import kopf
+
+from procmesh_operator import names, reconciling
+
+DEFAULT_PEERING = "procmesh"
+
+
+def register(registry: kopf.OperatorRegistry,
+             make_controller: Callable[[], reconciling.Controller],
+             login: Callable[..., kopf.ConnectionInfo], *,
+             peering_name: str | None = None) -> None:
+    """Install the operator's handlers into ``registry``. The controller is made at startup,
+    inside kopf's event loop, by ``make_controller``."""
+    holder: dict[str, reconciling.Controller] = {}
+
+    @kopf.on.login(registry=registry)
+    def login_handler(**kwargs: Any) -> kopf.ConnectionInfo:
+        return login(**kwargs)
+
+    @kopf.on.startup(registry=registry)
+    async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+        # We post our own Events for mesh transitions; kopf would post one per handler log line.
+        settings.posting.enabled = False
+        # Long watches get silently stuck behind some load balancers (kopf#585, #957).
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+        settings.watching.connect_timeout = 10
+        if peering_name is not None:  # auto-detected: used only if the peering CRDs exist
+            settings.peering.name = peering_name
+        controller = make_controller()
+        controller.start()
+        holder["controller"] = controller
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(**_: Any) -> None:
+        controller = holder.pop("controller", None)
+        if controller is not None:
+            await controller.stop()
+
+    # Async on purpose: kopf runs sync handlers in threads, and the queue lives in the loop.
+    @kopf.on.event(names.GROUP, names.VERSION, names.PLURAL, registry=registry)
+    async def mesh_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+        holder["controller"].mesh_event(type, _plain(body))
+
+    @kopf.on.event("", "v1", "pods", labels={names.MESH_LABEL: kopf.PRESENT},
+                   registry=registry)
+    async def pod_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+        holder["controller"].pod_event(type, _plain(body))
+
+    @kopf.on.probe(id="meshes", registry=registry)
+    async def meshes_probe(**_: Any) -> int:
+        controller = holder.get("controller")
+        return 0 if controller is None else controller.known_meshes()
+
+
+def _plain(body: kopf.Body) -> dict[str, Any]:
+    """A detached plain-dict copy (kopf's Body is a live view of the latest event)."""
+    return copy.deepcopy(dict(body))

@@ -1,0 +1,173 @@
+"""A small async client for the Kubernetes REST API: JSON in, JSON out, every request counted.
+
+The only module of the operator that speaks HTTP. It takes a ``kubernetes.client.Configuration``
+(loaded by :mod:`.__main__` from the kubeconfig or in-cluster) for the server, TLS material and
+token, and returns plain dicts, which is what :mod:`.rendering` builds and :mod:`.planning`
+reads. Errors become :class:`ApiError` with the server's status code and message.
+Used by :mod:`.reconciling` and :mod:`.stores`; unit tests fake it at this level.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import aiohttp
+
+from procmesh_operator import names
+
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class ApiError(Exception):
+    """A non-2xx answer from the API server."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+
+def pods_path(namespace: str, name: str | None = None) -> str:
+    base = f"/api/v1/namespaces/{namespace}/pods"
+    return base if name is None else f"{base}/{name}"
+
+
+def core_path(namespace: str, plural: str, name: str | None = None) -> str:
+    base = f"/api/v1/namespaces/{namespace}/{plural}"
+    return base if name is None else f"{base}/{name}"
+
+
+def mesh_path(namespace: str, name: str | None = None, *, status: bool = False) -> str:
+    base = f"/apis/{names.GROUP}/{names.VERSION}/namespaces/{namespace}/{names.PLURAL}"
+    if name is not None:
+        base = f"{base}/{name}"
+    return f"{base}/status" if status else base
+
+
+def _resource_of(path: str) -> str:
+    """The resource in an API path (``pods``, ``procmeshes/status``), for the request counter."""
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    rest = parts[2:] if parts[0] == "api" else parts[3:]  # drop api/v1 or apis/<group>/<version>
+    if len(rest) >= 2 and rest[0] == "namespaces":
+        rest = rest[2:] or ["namespaces"]
+    resource = rest[0]
+    return f"{resource}/{rest[2]}" if len(rest) == 3 else resource
+
+
+class KubeClient:
+    """Async JSON access to one API server. Create inside the running event loop."""
+
+    def __init__(self, config: Any, *,
+                 on_request: Callable[[str, str, int], None] | None = None) -> None:
+        self._config = config
+        self._on_request = on_request
+        self._session: aiohttp.ClientSession | None = None
+        #: Requests made, by (verb, resource): what the benchmark reports per mesh.
+        self.counts: dict[tuple[str, str], int] = {}
+
+    def _ssl(self) -> ssl.SSLContext | bool:
+        config = self._config
+        if not str(config.host).startswith("https"):
+            return False
+        ctx = ssl.create_default_context(cafile=config.ssl_ca_cert or None)
+        if not config.verify_ssl:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        if config.cert_file:
+            ctx.load_cert_chain(config.cert_file, config.key_file)
+        return ctx
+
+    def _headers(self) -> dict[str, str]:
+        config = self._config
+        hook = getattr(config, "refresh_api_key_hook", None)
+        if hook is not None:
+            hook(config)  # in-cluster: re-reads the rotated service account token when due
+        token = (config.get_api_key_with_prefix("BearerToken")
+                 or config.get_api_key_with_prefix("authorization"))
+        headers = {"Accept": "application/json", "User-Agent": "procmesh-operator"}
+        if token:
+            headers["Authorization"] = token if " " in token else f"Bearer {token}"
+        return headers
+
+    async def _ensure(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=64, ssl=self._ssl())
+            self._session = aiohttp.ClientSession(
+                base_url=None, connector=connector,
+                timeout=aiohttp.ClientTimeout(total=60, connect=10))
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def request(self, method: str, path: str, *, params: Mapping[str, str] | None = None,
+                      body: Any = None, content_type: str = "application/json") -> Any:
+        """One API call; returns the decoded JSON body or raises :class:`ApiError`."""
+        session = await self._ensure()
+        headers = self._headers()
+        if body is not None:
+            headers["Content-Type"] = content_type
+        url = str(self._config.host).rstrip("/") + path
+        async with session.request(method, url, params=params, json=body,
+                                   headers=headers) as response:
+            key = (method.lower(), _resource_of(path))
+            self.counts[key] = self.counts.get(key, 0) + 1
+            if self._on_request is not None:
+                self._on_request(key[0], key[1], response.status)
+            data = await response.json(content_type=None) if response.content_length != 0 \
+                else None
+            if response.status >= 400:
+                data = data if isinstance(data, dict) else {}
+                raise ApiError(response.status, str(data.get("reason") or response.reason),
+                               str(data.get("message") or data))
+            return data
+
+    # --- Verbs ---------------------------------------------------------------------------------
+
+    async def get(self, path: str) -> dict[str, Any]:
+        return dict(await self.request("GET", path))
+
+    async def get_or_none(self, path: str) -> dict[str, Any] | None:
+        try:
+            return await self.get(path)
+        except ApiError as e:
+            if e.not_found:
+                return None
+            raise
+
+    async def list(self, path: str, *, label_selector: str | None = None) -> dict[str, Any]:
+        params = {"labelSelector": label_selector} if label_selector else None
+        return dict(await self.request("GET", path, params=params))
+
+    async def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(await self.request("POST", path, body=body))
+
+    async def merge_patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(await self.request("PATCH", path, body=body, content_type=MERGE_PATCH))
+
+    async def delete(self, path: str, *, uid: str | None = None) -> dict[str, Any] | None:
+        """Delete, only the incarnation ``uid`` if given; None when it is already gone."""
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1",
+                                "propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            result = await self.request("DELETE", path, body=body)
+        except ApiError as e:
+            if e.not_found or e.conflict:  # gone, or a newer incarnation holds the name
+                return None
+            raise
+        return dict(result) if isinstance(result, dict) else None

@@ -1,0 +1,286 @@
+"""Where each proc runs: its node (colocation, pinned hosts) and, in pinned mode, its device.
+
+Pure. :mod:`.planning` calls :func:`place` for the ranks it is about to create, with what the
+reconciler observed (the mesh's own pods, the colocated mesh and its pods, nodes, and every other
+proc pod that pins a device); the result feeds :func:`procmesh_operator.rendering.render_pod`.
+
+* none / plugin mode: the scheduler picks (plugin mode: the device plugin picks the GPU).
+* colocateWith: the proc at point p goes to the node of the other mesh's proc at p (in pinned
+  mode, to its device too), so the other mesh's proc must be scheduled first.
+* pinned mode otherwise: the operator picks one node per host index (first fit by name, among
+  Ready, schedulable GPU nodes that match template.nodeSelector and where the budget fits), so
+  that it can check devices and budgets before any pod exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from procmesh_operator import budgets, names, rendering, specs
+from procmesh_operator import settings as settings_
+
+GFD_COUNT_LABEL = "nvidia.com/gpu.count"
+GFD_MEMORY_LABEL = "nvidia.com/gpu.memory"
+
+# Reasons of a refused placement (see statuses.py for their conditions).
+INVALID_COLOCATION = "InvalidColocation"
+DEVICE_NOT_FOUND = "DeviceNotFound"
+BUDGET_EXCEEDED = "GPUBudgetExceeded"
+NO_NODE_FITS = "NoNodeFits"
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeInfo:
+    """What placement needs to know about a node."""
+
+    name: str
+    labels: Mapping[str, str]
+    gpu_count: int
+    gpu_memory_mib: int | None
+    schedulable: bool
+
+
+def node_info(node: Mapping[str, Any], resource_name: str = "nvidia.com/gpu") -> NodeInfo:
+    """Read a Node object: GFD labels first, then the device plugin's capacity."""
+    meta = node.get("metadata") or {}
+    status = node.get("status") or {}
+    labels = meta.get("labels") or {}
+    count = labels.get(GFD_COUNT_LABEL) or (status.get("capacity") or {}).get(resource_name) or 0
+    memory = labels.get(GFD_MEMORY_LABEL)
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                for c in status.get("conditions") or [])
+    unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
+    return NodeInfo(
+        name=str(meta.get("name", "")),
+        labels=labels,
+        gpu_count=_int(count),
+        gpu_memory_mib=_int(memory) if memory is not None else None,
+        schedulable=ready and not unschedulable,
+    )
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """Placement is impossible as specified: a reason (CamelCase) and a message naming the fix."""
+
+    reason: str
+    message: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """The outcome: placements for the requested ranks, or why not (refused or waiting)."""
+
+    procs: Mapping[int, rendering.ProcPlacement] = dataclasses.field(default_factory=dict)
+    refusal: Refusal | None = None
+    waiting: str | None = None  # a message: what must happen first (e.g. partner scheduling)
+
+
+def pod_node(pod: Mapping[str, Any]) -> str | None:
+    """The node a pod runs on, or the node the operator pinned it to before scheduling."""
+    spec = pod.get("spec") or {}
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return spec.get("nodeName") or annotations.get(names.NODE_ANNOTATION)
+
+
+def is_live(pod: Mapping[str, Any]) -> bool:
+    """A pod that holds (or will hold) its resources: not terminating and not finished."""
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return (pod.get("status") or {}).get("phase") not in ("Failed", "Succeeded")
+
+
+def device_uses(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], list[budgets.DeviceUse]]:
+    """Group the live pinned proc pods by ``(node, device)`` from their annotations."""
+    out: dict[tuple[str, str], list[budgets.DeviceUse]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        device = annotations.get(names.GPU_DEVICE_ANNOTATION)
+        node = pod_node(pod)
+        if device is None or node is None or not is_live(pod):
+            continue
+        raw = annotations.get(names.MEMORY_FRACTION_ANNOTATION)
+        fraction = float(raw) if raw is not None else None
+        out.setdefault((node, device), []).append(budgets.DeviceUse(str(meta.get("name")), fraction))
+    return out
+
+
+def check_colocation(mesh: specs.MeshSpec, partner: specs.MeshSpec | None) -> Refusal | None:
+    """What the API server cannot judge about colocateWith: existence, shape and GPU mode."""
+    if mesh.colocate_with is None:
+        return None
+    if partner is None:
+        return Refusal(INVALID_COLOCATION,
+                       f"spec.colocateWith names ProcMesh {mesh.colocate_with!r}, which does not "
+                       f"exist in namespace {mesh.namespace!r}; create it first or fix the name")
+    if partner.shape.sizes != mesh.shape.sizes:
+        return Refusal(INVALID_COLOCATION,
+                       f"spec.colocateWith: ProcMesh {partner.name!r} has shape "
+                       f"{list(partner.shape.dims)}, this mesh has {list(mesh.shape.dims)}; "
+                       f"colocated meshes need the same hosts and perHost sizes")
+    pinned = (mesh.gpus.mode == specs.MODE_PINNED, partner.gpus.mode == specs.MODE_PINNED)
+    if pinned[0] != pinned[1]:
+        return Refusal(INVALID_COLOCATION,
+                       f"spec.colocateWith: this mesh has gpus.mode {mesh.gpus.mode!r} and "
+                       f"{partner.name!r} has {partner.gpus.mode!r}; sharing a pinned device "
+                       f"needs both meshes in pinned mode")
+    if pinned[0] and mesh.gpus.device_ids is not None \
+            and mesh.gpus.device_ids != partner.gpus.device_ids:
+        return Refusal(INVALID_COLOCATION,
+                       f"spec.gpus.deviceIDs {list(mesh.gpus.device_ids)} differ from those of "
+                       f"{partner.name!r} ({list(partner.gpus.device_ids or [])}); a colocated "
+                       f"pinned mesh shares its partner's devices: omit deviceIDs or copy them")
+    return None
+
+
+def device_for(mesh: specs.MeshSpec, rank: int, partner: specs.MeshSpec | None) -> str | None:
+    """The physical device of ``rank`` in pinned mode (one per local index, every host)."""
+    if mesh.gpus.mode != specs.MODE_PINNED:
+        return None
+    ids = mesh.gpus.device_ids
+    if ids is None and partner is not None:
+        ids = partner.gpus.device_ids
+    if not ids:
+        return None
+    return ids[mesh.shape.local_index(rank)]
+
+
+def _fits_on(node: NodeInfo, wanted: Mapping[str, list[budgets.DeviceUse]],
+             uses: Mapping[tuple[str, str], list[budgets.DeviceUse]],
+             settings: settings_.Settings) -> Refusal | None:
+    """Can ``node`` take the procs in ``wanted`` (device -> new uses) on top of ``uses``?"""
+    memory = node.gpu_memory_mib or settings.default_gpu_memory_mib
+    for device in sorted(wanted):
+        if device.isdigit() and int(device) >= node.gpu_count:
+            return Refusal(DEVICE_NOT_FOUND,
+                           f"GPU {device} does not exist on node {node.name}, which has "
+                           f"{node.gpu_count} GPU(s); list devices 0..{node.gpu_count - 1}")
+    for device, new in sorted(wanted.items()):
+        together = list(uses.get((node.name, device), [])) + new
+        if budgets.overflow_mib(together, memory, settings.cuda_context_mib) > 0:
+            return Refusal(BUDGET_EXCEEDED, budgets.describe(
+                device, node.name, together, memory, settings.cuda_context_mib))
+    return None
+
+
+def place(mesh: specs.MeshSpec, ranks: Sequence[int], *,
+          own_pods: Mapping[int, Mapping[str, Any]],
+          partner: specs.MeshSpec | None,
+          partner_pods: Mapping[int, Mapping[str, Any]],
+          nodes: Mapping[str, NodeInfo],
+          other_pods: Iterable[Mapping[str, Any]],
+          settings: settings_.Settings) -> Placement:
+    """Place ``ranks`` of ``mesh`` (see the module docstring for the rules).
+
+    ``own_pods`` and ``partner_pods`` are keyed by rank; ``other_pods`` are all other proc pods
+    the operator knows (any mesh), read for the devices they pin; ``nodes`` by name (needed in
+    pinned mode only)."""
+    refusal = check_colocation(mesh, partner)
+    if refusal is not None:
+        return Placement(refusal=refusal)
+    if not ranks:
+        return Placement()
+    pinned = mesh.gpus.mode == specs.MODE_PINNED
+    fraction = mesh.gpus.memory_fraction
+
+    if mesh.colocate_with is not None:
+        out: dict[int, rendering.ProcPlacement] = {}
+        for rank in ranks:
+            pod = partner_pods.get(rank)
+            node = (pod.get("spec") or {}).get("nodeName") if pod and is_live(pod) else None
+            if node is None:
+                return Placement(waiting=f"waiting for {names.pod_name(mesh.colocate_with, rank)} "
+                                         f"of ProcMesh {mesh.colocate_with!r} to be scheduled")
+            out[rank] = rendering.ProcPlacement(node=node, device=device_for(mesh, rank, partner))
+        if pinned:
+            uses = device_uses([*other_pods, *(p for p in own_pods.values() if is_live(p))])
+            by_node: dict[str, dict[str, list[budgets.DeviceUse]]] = {}
+            for rank, p in out.items():
+                by_node.setdefault(str(p.node), {}).setdefault(str(p.device), []).append(
+                    budgets.DeviceUse(names.pod_name(mesh.name, rank), fraction))
+            for node_name, wanted in sorted(by_node.items()):
+                node = nodes.get(node_name)
+                if node is None:
+                    return Placement(refusal=Refusal(
+                        DEVICE_NOT_FOUND, f"node {node_name} of the colocated procs is not found"))
+                refusal = _fits_on(node, wanted, uses, settings)
+                if refusal is not None:
+                    return Placement(refusal=refusal)
+        return Placement(procs=out)
+
+    if not pinned:
+        return Placement(procs={rank: rendering.ProcPlacement() for rank in ranks})
+    return _place_pinned_hosts(mesh, ranks, own_pods, nodes, other_pods, settings)
+
+
+def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
+                        own_pods: Mapping[int, Mapping[str, Any]],
+                        nodes: Mapping[str, NodeInfo],
+                        other_pods: Iterable[Mapping[str, Any]],
+                        settings: settings_.Settings) -> Placement:
+    shape = mesh.shape
+    fraction = mesh.gpus.memory_fraction
+    own_live = {r: p for r, p in own_pods.items() if is_live(p)}
+    uses = device_uses([*other_pods, *own_live.values()])
+    host_nodes: dict[int, str] = {}
+    for rank, pod in own_live.items():
+        node = pod_node(pod)
+        if node is not None:
+            host_nodes.setdefault(shape.host_of(rank), node)
+    wanted_by_host: dict[int, dict[str, list[budgets.DeviceUse]]] = {}
+    for rank in ranks:
+        device = device_for(mesh, rank, None)
+        wanted_by_host.setdefault(shape.host_of(rank), {}).setdefault(str(device), []).append(
+            budgets.DeviceUse(names.pod_name(mesh.name, rank), fraction))
+    selector = mesh.template.get("nodeSelector") or {}
+    for host, wanted in sorted(wanted_by_host.items()):
+        if host in host_nodes:
+            node = nodes.get(host_nodes[host])
+            if node is None:
+                return Placement(refusal=Refusal(
+                    DEVICE_NOT_FOUND, f"node {host_nodes[host]} of host {host} is not found"))
+            refusal = _fits_on(node, wanted, uses, settings)
+            if refusal is not None:
+                return Placement(refusal=refusal)
+        else:
+            taken = set(host_nodes.values())
+            reasons: list[str] = []
+            for node in sorted(nodes.values(), key=lambda n: n.name):
+                if node.name in taken:
+                    continue
+                if not node.schedulable:
+                    reasons.append(f"{node.name}: not ready or unschedulable")
+                    continue
+                if any(node.labels.get(k) != v for k, v in selector.items()):
+                    reasons.append(f"{node.name}: does not match template.nodeSelector")
+                    continue
+                if node.gpu_count == 0:
+                    reasons.append(f"{node.name}: has no GPUs")
+                    continue
+                refusal = _fits_on(node, wanted, uses, settings)
+                if refusal is not None:
+                    reasons.append(refusal.message)
+                    continue
+                host_nodes[host] = node.name
+                break
+            else:
+                detail = "; ".join(reasons) or "the cluster has no nodes"
+                return Placement(refusal=Refusal(
+                    NO_NODE_FITS, f"no node can take host {host} of this pinned mesh "
+                                  f"(devices {sorted(wanted)}): {detail}"))
+        for device, new in wanted.items():
+            uses.setdefault((host_nodes[host], device), []).extend(new)
+    return Placement(procs={
+        rank: rendering.ProcPlacement(node=host_nodes[shape.host_of(rank)],
+                                      device=device_for(mesh, rank, None))
+        for rank in ranks})

@@ -1,0 +1,91 @@
+"""A per-mesh work queue: many triggers, one reconcile at a time per mesh, coalesced.
+
+kopf delivers events per object, so the pods of one mesh would otherwise reconcile the mesh
+concurrently. :class:`WorkQueue` keeps one worker task per key: a trigger marks the key dirty;
+the worker reconciles until the key stays clean, so a burst of pod events costs one or two
+reconciles. Failures are retried with exponential backoff; a worker may ask to be run again
+after a delay. Used by :mod:`.handlers` (triggers) and :mod:`.reconciling` (the worker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable, Hashable
+
+logger = logging.getLogger(__name__)
+
+BACKOFF_BASE = 0.5
+BACKOFF_MAX = 30.0
+
+
+@dataclasses.dataclass
+class _Slot:
+    dirty: bool = False
+    task: asyncio.Task[None] | None = None
+    timer: asyncio.TimerHandle | None = None
+    failures: int = 0
+
+
+class WorkQueue:
+    """Runs ``worker(key)`` whenever ``key`` is enqueued, never twice at once for one key.
+
+    ``worker`` returns None or a delay in seconds after which to run again."""
+
+    def __init__(self, worker: Callable[[Hashable], Awaitable[float | None]]) -> None:
+        self._worker = worker
+        self._slots: dict[Hashable, _Slot] = {}
+        self._closed = False
+
+    def enqueue(self, key: Hashable, delay: float = 0.0) -> None:
+        if self._closed:
+            return
+        slot = self._slots.setdefault(key, _Slot())
+        if delay > 0:
+            if slot.timer is not None:
+                slot.timer.cancel()
+            slot.timer = asyncio.get_running_loop().call_later(delay, self.enqueue, key)
+            return
+        slot.dirty = True
+        if slot.task is None:
+            slot.task = asyncio.get_running_loop().create_task(self._run(key, slot))
+
+    def keys(self) -> list[Hashable]:
+        return list(self._slots)
+
+    def discard(self, key: Hashable) -> None:
+        """Stop timers for a key (its object is gone); a running reconcile finishes."""
+        slot = self._slots.get(key)
+        if slot is not None and slot.timer is not None:
+            slot.timer.cancel()
+            slot.timer = None
+
+    async def _run(self, key: Hashable, slot: _Slot) -> None:
+        try:
+            while slot.dirty and not self._closed:
+                slot.dirty = False
+                try:
+                    delay = await self._worker(key)
+                    slot.failures = 0
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    slot.failures += 1
+                    delay = min(BACKOFF_BASE * 2 ** (slot.failures - 1), BACKOFF_MAX)
+                    logger.exception("reconcile of %s failed; retrying in %.1fs", key, delay)
+                if delay is not None and not slot.dirty:
+                    self.enqueue(key, delay)
+        finally:
+            slot.task = None
+
+    async def close(self) -> None:
+        self._closed = True
+        tasks = []
+        for slot in self._slots.values():
+            if slot.timer is not None:
+                slot.timer.cancel()
+            if slot.task is not None:
+                slot.task.cancel()
+                tasks.append(slot.task)
+        await asyncio.gather(*tasks, return_exceptions=True)

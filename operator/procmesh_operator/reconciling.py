@@ -1,0 +1,369 @@
+"""The effectful reconcile of one ProcMesh, in a fixed order: secret -> service -> pods -> status.
+
+:class:`Controller` owns the API client, the pod cache (:mod:`.stores`) and the work queue
+(:mod:`.queueing`); :mod:`.handlers` feeds it events. One reconcile reads the mesh (fresh),
+ensures the token Secret and the headless Service, plans with :func:`planning.plan`, deletes
+then creates pods, and writes :func:`statuses.compute_status` through the status subresource
+only when it changed. It stops at the first API error, records it in the status, and lets the
+queue retry with backoff. Pinned placement runs under one lock, so two meshes cannot claim the
+same device budget at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import time
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from procmesh_operator import (
+    eventing,
+    kubeclient,
+    metrics,
+    names,
+    observing,
+    placing,
+    planning,
+    queueing,
+    rendering,
+    specs,
+    statuses,
+    stores,
+)
+from procmesh_operator import settings as settings_
+
+logger = logging.getLogger("procmesh_operator.reconcile")
+
+Key = tuple[str, str]
+CREATE_CONCURRENCY = 32
+WAITING_RECHECK_SECONDS = 5.0
+DESCRIBE_RETRY_SECONDS = 10.0
+
+
+def _ref(namespace: str, name: str) -> dict[str, str]:
+    return {"apiVersion": names.API_VERSION, "kind": names.KIND, "name": name,
+            "namespace": namespace}
+
+
+class ChildConflict(Exception):
+    """A Secret or Service with a derived name exists and belongs to someone else."""
+
+
+class Controller:
+    """Everything one operator process knows and does about ProcMeshes."""
+
+    def __init__(self, client: kubeclient.KubeClient, settings: settings_.Settings) -> None:
+        self.client = client
+        self.settings = settings
+        self.store = stores.PodStore()
+        self.queue: queueing.WorkQueue | None = None  # made in start(), inside the event loop
+        self.events = eventing.EventPoster(client)
+        self._ensured: dict[tuple[str, str], float] = {}  # (mesh uid, kind) -> when checked
+        self._placement_lock = asyncio.Lock()
+        self._colocated_by: dict[Key, set[Key]] = {}  # partner -> meshes colocated with it
+        self._phases: dict[Key, str] = {}
+        self._last_status_rv: dict[Key, str] = {}
+        self._resync_task: asyncio.Task[None] | None = None
+        self._described: dict[str, str] = {}  # pod uid -> GPU its proc server reported
+        self._describe_tried: dict[str, float] = {}  # pod uid -> last failed attempt
+        self._tokens: dict[str, bytes] = {}  # mesh uid -> token
+
+    # --- Lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.queue = queueing.WorkQueue(self._work)
+        self._resync_task = asyncio.get_running_loop().create_task(self._resync())
+
+    async def stop(self) -> None:
+        if self._resync_task is not None:
+            self._resync_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._resync_task
+        if self.queue is not None:
+            await self.queue.close()
+        await self.client.close()
+
+    async def _resync(self) -> None:
+        """Level-based safety net: reconcile every known mesh now and then, events or not."""
+        while True:
+            await asyncio.sleep(self.settings.resync_seconds)
+            for key in list(self._phases):
+                self.enqueue(key)
+
+    def known_meshes(self) -> int:
+        """How many meshes this operator has reconciled (for the liveness probe's payload)."""
+        return len(self._phases)
+
+    def enqueue(self, key: Key, delay: float = 0.0) -> None:
+        if self.queue is not None:
+            self.queue.enqueue(key, delay)
+
+    # --- Triggers (from handlers.py) -----------------------------------------------------------
+
+    def mesh_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        key = (str(meta.get("namespace", "default")), str(meta.get("name")))
+        for dependent in self._colocated_by.get(key, ()):
+            self.enqueue(dependent)  # e.g. a mesh that waited for this one to exist
+        if event_type == "DELETED":
+            self._forget(key)
+            return
+        if meta.get("resourceVersion") and \
+                meta.get("resourceVersion") == self._last_status_rv.get(key):
+            return  # the echo of our own status write
+        self.enqueue(key)
+
+    def pod_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        key = self.store.observe(event_type, body)
+        if key is None:
+            return
+        if event_type == "DELETED":
+            uid = str((body.get("metadata") or {}).get("uid", ""))
+            self._described.pop(uid, None)
+            self._describe_tried.pop(uid, None)
+        self.enqueue(key)
+        for dependent in self._colocated_by.get(key, ()):
+            self.enqueue(dependent)
+
+    def _forget(self, key: Key) -> None:
+        self.store.unprime(key)
+        self._phases.pop(key, None)
+        self._last_status_rv.pop(key, None)
+        for deps in self._colocated_by.values():
+            deps.discard(key)  # (meshes colocated with this one keep their entry: they wait)
+        if self.queue is not None:
+            self.queue.discard(key)
+        self._publish_phases()
+
+    def _publish_phases(self) -> None:
+        counts: dict[str, int] = {}
+        for phase in self._phases.values():
+            counts[phase] = counts.get(phase, 0) + 1
+        metrics.set_phases(counts, (statuses.PHASE_PROGRESSING, statuses.PHASE_READY,
+                                    statuses.PHASE_DEGRADED, statuses.PHASE_FAILED,
+                                    statuses.PHASE_SUSPENDED))
+
+    # --- The reconcile -------------------------------------------------------------------------
+
+    async def _work(self, key: Hashable) -> float | None:
+        assert isinstance(key, tuple)
+        started = time.monotonic()
+        try:
+            return await self.reconcile(key)
+        except Exception:
+            metrics.RECONCILE_ERRORS.inc()
+            raise
+        finally:
+            metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
+
+    async def reconcile(self, key: Key) -> float | None:
+        """Reconcile one mesh; returns when to look again (seconds), or None."""
+        namespace, name = key
+        body = await self.client.get_or_none(kubeclient.mesh_path(namespace, name))
+        if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
+            self._forget(key)  # garbage collection removes the children
+            return None
+        mesh = specs.parse(body)
+        previous = body.get("status") or {}
+        if mesh.colocate_with:
+            self._colocated_by.setdefault((namespace, mesh.colocate_with), set()).add(key)
+        await self.store.prime(key, lambda: self._list_pods(namespace, name))
+        pods_before = self.store.pods_by_rank(key)
+        plan: planning.Plan | None = None
+        created: list[str] = []
+        error: str | None = None
+        failure: BaseException | None = None
+        try:
+            await self._ensure_secret(mesh)
+            await self._ensure_service(mesh)
+            plan, created = await self._reconcile_pods(mesh, previous)
+        except (kubeclient.ApiError, ChildConflict) as e:
+            error, failure = str(e), e
+        pods = self.store.pods_by_rank(key)
+        if error is None and mesh.gpus.mode != specs.MODE_NONE:
+            await self._describe(mesh, pods)
+        status = statuses.compute_status(mesh, previous, pods, plan, error,
+                                         described=self._described)
+        if statuses.differs(previous, status):
+            try:
+                written = await self.client.merge_patch(
+                    kubeclient.mesh_path(namespace, name, status=True), {"status": status})
+                self._last_status_rv[key] = str(
+                    (written.get("metadata") or {}).get("resourceVersion"))
+            except kubeclient.ApiError as e:
+                if e.not_found:
+                    self._forget(key)
+                    return None
+                raise
+        for type_, reason, message in eventing.transitions(previous, status, plan, created,
+                                                           pods_before, name):
+            await self.events.post(body, type_, reason, message)
+        if plan is not None and plan.restarted:
+            metrics.RESTARTS.labels(policy=mesh.restart_policy).inc(len(plan.restarted))
+        self._phases[key] = str(status["phase"])
+        self._publish_phases()
+        if failure is not None:
+            raise failure
+        if plan is not None and plan.waiting is not None:
+            return WAITING_RECHECK_SECONDS
+        return None
+
+    async def _describe(self, mesh: specs.MeshSpec, pods: Mapping[int, Mapping[str, Any]]) -> None:
+        """Ask each newly ready proc server which GPU it sees (once per pod incarnation)."""
+        todo = []
+        now = time.monotonic()
+        for pod in pods.values():
+            meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+            uid = str(meta.get("uid", ""))
+            if uid in self._described or not planning.is_ready(pod) or not status.get("podIP"):
+                continue
+            if now - self._describe_tried.get(uid, -1e9) < DESCRIBE_RETRY_SECONDS:
+                continue
+            todo.append((uid, f"{status['podIP']}:{mesh.port}"))
+        if not todo:
+            return
+        if mesh.uid not in self._tokens:
+            secret = await self.client.get(kubeclient.core_path(
+                mesh.namespace, "secrets", names.secret_name(mesh.name)))
+            self._tokens[mesh.uid] = token_of(secret).encode()
+        token = self._tokens[mesh.uid]
+
+        async def one(uid: str, address: str) -> None:
+            try:
+                gpu = await asyncio.to_thread(observing.describe_gpu, address, token)
+            except Exception as e:  # an old image, a busy proc: fall back to the pod's device
+                self._describe_tried[uid] = time.monotonic()
+                logger.info("describe of %s failed: %s", address, e)
+                return
+            if gpu is not None:
+                self._described[uid] = gpu
+
+        await asyncio.gather(*(one(uid, address) for uid, address in todo))
+
+    async def _list_pods(self, namespace: str, mesh: str) -> list[dict[str, Any]]:
+        listed = await self.client.list(kubeclient.pods_path(namespace),
+                                        label_selector=names.mesh_label_selector(mesh))
+        items = listed.get("items") or []
+        for item in items:  # list items carry no kind/apiVersion; the store does not need them
+            item.setdefault("metadata", {}).setdefault("namespace", namespace)
+        return list(items)
+
+    # --- secret -> service -> pods -------------------------------------------------------------
+
+    def _recently_ensured(self, mesh: specs.MeshSpec, kind: str) -> bool:
+        when = self._ensured.get((mesh.uid, kind))
+        return when is not None and time.monotonic() - when < self.settings.resync_seconds
+
+    async def _ensure_child(self, mesh: specs.MeshSpec, kind: str, path: str,
+                            render: Any) -> None:
+        """Create the child if absent; accept it if this mesh owns it; never update it (the
+        token must not rotate)."""
+        if self._recently_ensured(mesh, kind):
+            return
+        existing = await self.client.get_or_none(path)
+        if existing is None:
+            try:
+                existing = await self.client.create(path.rsplit("/", 1)[0], render())
+            except kubeclient.ApiError as e:
+                if not e.conflict:
+                    raise
+                existing = await self.client.get(path)
+        owners = (existing.get("metadata") or {}).get("ownerReferences") or []
+        if not any(o.get("uid") == mesh.uid for o in owners):
+            raise ChildConflict(
+                f"{kind} {path.rsplit('/', 1)[1]} exists and is not owned by this ProcMesh; "
+                f"delete it or rename the mesh")
+        self._ensured[(mesh.uid, kind)] = time.monotonic()
+
+    async def _ensure_secret(self, mesh: specs.MeshSpec) -> None:
+        await self._ensure_child(
+            mesh, "Secret", kubeclient.core_path(mesh.namespace, "secrets",
+                                                 names.secret_name(mesh.name)),
+            lambda: rendering.render_secret(mesh, rendering.new_token()))
+
+    async def _ensure_service(self, mesh: specs.MeshSpec) -> None:
+        await self._ensure_child(
+            mesh, "Service", kubeclient.core_path(mesh.namespace, "services",
+                                                  names.service_name(mesh.name)),
+            lambda: rendering.render_service(mesh))
+
+    async def _reconcile_pods(self, mesh: specs.MeshSpec, previous: Mapping[str, Any]
+                              ) -> tuple[planning.Plan, list[str]]:
+        key = (mesh.namespace, mesh.name)
+        restarts = int(previous.get("restarts") or 0)
+        partner: specs.MeshSpec | None = None
+        partner_pods: dict[int, dict[str, Any]] = {}
+        if mesh.colocate_with:
+            partner_key = (mesh.namespace, mesh.colocate_with)
+            partner_body = await self.client.get_or_none(
+                kubeclient.mesh_path(mesh.namespace, mesh.colocate_with))
+            if partner_body is not None:
+                partner = specs.parse(partner_body)
+                await self.store.prime(partner_key, lambda: self._list_pods(*partner_key))
+                partner_pods = self.store.pods_by_rank(partner_key)
+        pods = self.store.pods_by_rank(key)
+        needs_devices = (mesh.gpus.mode == specs.MODE_PINNED and not mesh.suspend
+                         and len(pods) < mesh.size)
+        lock = self._placement_lock if needs_devices else contextlib.nullcontext()
+        async with lock:
+            nodes: dict[str, placing.NodeInfo] = {}
+            others: list[dict[str, Any]] = []
+            if needs_devices:
+                # Placement is decided on a fresh read: the budget must see every pinned proc.
+                listed_nodes = await self.client.list("/api/v1/nodes")
+                nodes = {n.name: n for n in (placing.node_info(item) for item in
+                                             listed_nodes.get("items") or [])}
+                listed = await self.client.list("/api/v1/pods", label_selector=names.MESH_LABEL)
+                others = [p for p in listed.get("items") or [] if stores.mesh_key_of(p) != key]
+            plan = planning.plan(mesh, restarts=restarts, pods=pods, partner=partner,
+                                 partner_pods=partner_pods, nodes=nodes, other_pods=others,
+                                 settings=self.settings)
+            await self._delete_pods(mesh, plan)
+            created = await self._create_pods(mesh, plan)
+        return plan, created
+
+    async def _delete_pods(self, mesh: specs.MeshSpec, plan: planning.Plan) -> None:
+        async def delete(name: str, uid: str) -> None:
+            result = await self.client.delete(kubeclient.pods_path(mesh.namespace, name), uid=uid)
+            meta = (result or {}).get("metadata") or {}
+            if result is not None and meta.get("deletionTimestamp") and meta.get("uid") == uid:
+                self.store.upsert(result)  # graceful: terminating until the kubelet is done
+            else:
+                self.store.forget(mesh.namespace, mesh.name, name, uid)
+
+        await asyncio.gather(*(delete(n, u) for n, u in plan.deletes))
+
+    async def _create_pods(self, mesh: specs.MeshSpec, plan: planning.Plan) -> list[str]:
+        semaphore = asyncio.Semaphore(CREATE_CONCURRENCY)
+        created: list[str] = []
+
+        async def create(rank: int, placement: rendering.ProcPlacement) -> None:
+            pod = rendering.render_pod(mesh, rank, placement, self.settings)
+            path = kubeclient.pods_path(mesh.namespace)
+            async with semaphore:
+                try:
+                    result = await self.client.create(path, pod)
+                    created.append(pod["metadata"]["name"])
+                except kubeclient.ApiError as e:
+                    if not e.conflict:
+                        raise
+                    # Created by an earlier run whose watch event has not arrived yet.
+                    result = await self.client.get(
+                        kubeclient.pods_path(mesh.namespace, pod["metadata"]["name"]))
+            self.store.upsert(result)
+
+        results = await asyncio.gather(*(create(r, p) for r, p in sorted(plan.creates.items())),
+                                       return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        created.sort(key=lambda n: int(n.rsplit("-", 1)[1]))
+        return created
+
+
+def token_of(secret: Mapping[str, Any]) -> str:
+    """The mesh token in a token Secret as returned by the API (for clients and tests)."""
+    return base64.b64decode((secret.get("data") or {})[names.TOKEN_KEY]).decode()

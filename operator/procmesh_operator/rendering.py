@@ -1,0 +1,235 @@
+"""Pure builders for the children of a ProcMesh: token Secret, headless Service, proc pods.
+
+Like KubeRay's ``BuildPod``: every function returns a plain dict and never calls the API; flags
+come in as :class:`~procmesh_operator.settings.Settings`. :mod:`.reconciling` creates what these
+return; names and labels come from :mod:`.names`; where a pod runs and which device it names
+comes from :mod:`.placing` as a :class:`ProcPlacement`.
+
+The pod runs the proc server (``python -m mesh_client.proc_server``) with the PROCMESH_* env
+contract of mesh_client: bound to the pod IP, token read from the mounted Secret.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import dataclasses
+import json
+import secrets
+from typing import Any
+
+from procmesh_operator import names, specs
+from procmesh_operator import settings as settings_
+
+PROC_SERVER_COMMAND = ["python", "-m", "mesh_client.proc_server"]
+
+#: GPU Feature Discovery label present on nodes with NVIDIA GPUs (plugin mode's node affinity).
+GFD_PRESENT_LABEL = "nvidia.com/gpu.present"
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcPlacement:
+    """Where one proc goes, as decided by :mod:`.placing`: a node (or the scheduler's choice)
+    and, in pinned mode, the physical device the proc must see."""
+
+    node: str | None = None
+    device: str | None = None
+
+
+def owner_reference(mesh: specs.MeshSpec) -> dict[str, Any]:
+    """The controller owner reference that lets garbage collection delete the children."""
+    return {
+        "apiVersion": names.API_VERSION,
+        "kind": names.KIND,
+        "name": mesh.name,
+        "uid": mesh.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _metadata(mesh: specs.MeshSpec, name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": mesh.namespace,
+        "labels": labels,
+        "ownerReferences": [owner_reference(mesh)],
+    }
+
+
+def new_token() -> str:
+    """A fresh random mesh token (64 hex characters)."""
+    return secrets.token_hex(32)
+
+
+def render_secret(mesh: specs.MeshSpec, token: str) -> dict[str, Any]:
+    """The per-mesh token Secret. ``token`` is passed in, so rendering stays deterministic;
+    :mod:`.reconciling` creates it once and never rotates it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _metadata(mesh, names.secret_name(mesh.name), names.mesh_labels(mesh.name)),
+        "type": "Opaque",
+        "data": {names.TOKEN_KEY: base64.b64encode(token.encode()).decode()},
+    }
+
+
+def render_service(mesh: specs.MeshSpec) -> dict[str, Any]:
+    """The headless Service: DNS names for every proc, published before they are ready so peers
+    can resolve each other while starting (jobset#504, lws#85)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(mesh, names.service_name(mesh.name), names.mesh_labels(mesh.name)),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": names.mesh_selector(mesh.name),
+            "ports": [{"name": names.PORT_NAME, "port": mesh.port, "targetPort": mesh.port,
+                       "protocol": "TCP"}],
+        },
+    }
+
+
+def pod_labels(mesh: specs.MeshSpec, rank: int) -> dict[str, str]:
+    """User template labels, then ours (ours win): mesh, rank and one label per coordinate."""
+    labels = {str(k): str(v) for k, v in (mesh.template.get("labels") or {}).items()}
+    labels.update(names.mesh_labels(mesh.name))
+    labels[names.RANK_LABEL] = str(rank)
+    for dim, index in mesh.shape.coords(rank).items():
+        labels[names.coord_label(dim)] = str(index)
+    return labels
+
+
+def proc_env(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement) -> list[dict[str, Any]]:
+    """The proc server's env contract (PROCMESH_*) plus the GPU visibility variables."""
+    env: list[dict[str, Any]] = [
+        {"name": "PROCMESH_LISTEN_HOST",
+         "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}}},
+        {"name": "PROCMESH_PORT", "value": str(mesh.port)},
+        {"name": "PROCMESH_TOKEN_FILE", "value": names.TOKEN_PATH},
+        {"name": "PROCMESH_MESH", "value": mesh.name},
+        {"name": "PROCMESH_RANK", "value": str(rank)},
+        {"name": "PROCMESH_COORDS",
+         "value": json.dumps(mesh.shape.coords(rank), separators=(",", ":"))},
+    ]
+    if mesh.gpus.memory_fraction is not None and mesh.gpus.mode != specs.MODE_NONE:
+        env.append({"name": "PROCMESH_MEMORY_FRACTION", "value": repr(mesh.gpus.memory_fraction)})
+    if mesh.gpus.mode == specs.MODE_PINNED:
+        # The runtime mounts exactly this physical GPU; inside, it is renumbered to 0 (DESIGN.md).
+        env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": str(placement.device)})
+        env.append({"name": "CUDA_VISIBLE_DEVICES", "value": "0"})
+    elif mesh.gpus.mode == specs.MODE_NONE:
+        # Without a request the NVIDIA runtime may expose every GPU (k8s-device-plugin#1605).
+        env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"})
+    return env
+
+
+def _merged_env(mesh: specs.MeshSpec, ours: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """User env first, minus any variable we set, then ours: the contract cannot be overridden."""
+    taken = {e["name"] for e in ours}
+    user = [copy.deepcopy(e) for e in mesh.template.get("env") or [] if e.get("name") not in taken]
+    return user + ours
+
+
+def _resources(mesh: specs.MeshSpec) -> dict[str, Any]:
+    resources = copy.deepcopy(dict(mesh.template.get("resources") or {}))
+    if mesh.gpus.mode == specs.MODE_PLUGIN:
+        # One unit of the (usually time-sliced) GPU resource; the device plugin picks the device.
+        name = mesh.gpus.resource_name
+        resources.setdefault("limits", {})[name] = 1
+        if name in (resources.get("requests") or {}):
+            resources["requests"][name] = 1
+    return resources
+
+
+def _node_affinity_terms(terms: list[dict[str, Any]], extra: dict[str, Any]) -> list[dict[str, Any]]:
+    """AND ``extra`` (matchExpressions / matchFields) into every user term (terms are ORed)."""
+    if not terms:
+        terms = [{}]
+    out = []
+    for term in terms:
+        term = copy.deepcopy(term)
+        for key, items in extra.items():
+            term[key] = list(term.get(key) or []) + items
+        out.append(term)
+    return out
+
+
+def _affinity(mesh: specs.MeshSpec, placement: ProcPlacement) -> dict[str, Any] | None:
+    affinity = copy.deepcopy(dict(mesh.template.get("affinity") or {}))
+    extra: dict[str, Any] = {}
+    if mesh.gpus.mode == specs.MODE_PLUGIN:
+        extra["matchExpressions"] = [
+            {"key": GFD_PRESENT_LABEL, "operator": "In", "values": ["true"]}]
+    if placement.node is not None:
+        # Like a DaemonSet: the scheduler still checks fit, but only this node qualifies.
+        extra["matchFields"] = [
+            {"key": "metadata.name", "operator": "In", "values": [placement.node]}]
+    if extra:
+        node_affinity = affinity.setdefault("nodeAffinity", {})
+        required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+        required["nodeSelectorTerms"] = _node_affinity_terms(
+            required.get("nodeSelectorTerms") or [], extra)
+    return affinity or None
+
+
+def render_pod(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement,
+               settings: settings_.Settings) -> dict[str, Any]:
+    """The pod of the proc at ``rank``: the proc server container, env, probe, token volume."""
+    template = mesh.template
+    name = names.pod_name(mesh.name, rank)
+    annotations = {str(k): str(v) for k, v in (template.get("annotations") or {}).items()}
+    annotations[names.GENERATION_ANNOTATION] = str(mesh.generation)
+    if placement.device is not None:
+        annotations[names.GPU_DEVICE_ANNOTATION] = placement.device
+    if placement.node is not None:
+        annotations[names.NODE_ANNOTATION] = placement.node
+    if mesh.gpus.memory_fraction is not None and mesh.gpus.mode != specs.MODE_NONE:
+        annotations[names.MEMORY_FRACTION_ANNOTATION] = repr(mesh.gpus.memory_fraction)
+    container: dict[str, Any] = {
+        "name": names.CONTAINER_NAME,
+        "image": template.get("image") or settings.default_image,
+        "command": list(PROC_SERVER_COMMAND),
+        "env": _merged_env(mesh, proc_env(mesh, rank, placement)),
+        "ports": [{"name": names.PORT_NAME, "containerPort": mesh.port, "protocol": "TCP"}],
+        "readinessProbe": {
+            "tcpSocket": {"port": mesh.port},
+            "periodSeconds": settings.readiness_period_seconds,
+            "failureThreshold": 3,
+        },
+        "volumeMounts": [{"name": names.TOKEN_VOLUME, "mountPath": names.TOKEN_DIR,
+                          "readOnly": True}],
+    }
+    if template.get("imagePullPolicy"):
+        container["imagePullPolicy"] = template["imagePullPolicy"]
+    resources = _resources(mesh)
+    if resources:
+        container["resources"] = resources
+    pod_spec: dict[str, Any] = {
+        "hostname": name,
+        "subdomain": names.service_name(mesh.name),
+        # The operator owns restarts (spec.restartPolicy); a kubelet restart in place would hide
+        # the failure and silently drop the proc's actors.
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": settings.termination_grace_period_seconds,
+        "containers": [container],
+        "volumes": [{"name": names.TOKEN_VOLUME, "secret": {
+            "secretName": names.secret_name(mesh.name),
+            "items": [{"key": names.TOKEN_KEY, "path": names.TOKEN_KEY}],
+            "defaultMode": 0o440,
+        }}],
+    }
+    for field in ("nodeSelector", "tolerations", "schedulerName", "serviceAccountName",
+                  "priorityClassName"):
+        if template.get(field):
+            pod_spec[field] = copy.deepcopy(template[field])
+    affinity = _affinity(mesh, placement)
+    if affinity:
+        pod_spec["affinity"] = affinity
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {**_metadata(mesh, name, pod_labels(mesh, rank)), "annotations": annotations},
+        "spec": pod_spec,
+    }

@@ -1,0 +1,31 @@
+"""Operator-wide settings, passed as arguments to the pure functions (never read from os.environ).
+
+Built once by :mod:`.__main__` from the command line; :mod:`.rendering` reads the image and the
+grace period, :mod:`.budgets` the CUDA context size and the device memory fallback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+DEFAULT_IMAGE = "procmesh/proc-server:0.1.0"
+DEFAULT_PORT = 26600
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What the operator assumes about the cluster and the proc server image."""
+
+    #: Image of the proc server when spec.template.image is empty.
+    default_image: str = DEFAULT_IMAGE
+    #: CUDA context (plus cuBLAS workspace) memory per process, counted in every device budget.
+    cuda_context_mib: int = 768
+    #: Device memory when a node has no GPU Feature Discovery label ``nvidia.com/gpu.memory``.
+    default_gpu_memory_mib: int = 81920
+    #: Grace period of proc pods; short, so a RestartMesh does not wait half a minute per attempt.
+    termination_grace_period_seconds: int = 5
+    #: Readiness probe period of the proc server's TCP port.
+    readiness_period_seconds: int = 1
+    #: How often every known mesh is reconciled even without events (level-based safety net).
+    resync_seconds: float = 30.0

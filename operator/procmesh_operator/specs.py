@@ -1,0 +1,83 @@
+"""The ProcMesh spec as typed, defaulted values, parsed from the resource body.
+
+The API server applies the CRD's schema defaults, but the pure functions must not trust that
+(unit tests and objects created before a default existed), so every default is repeated here and
+matches ``crds/procmesh.yaml``. Read by :mod:`.rendering`, :mod:`.placing`, :mod:`.planning`
+and :mod:`.statuses`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from procmesh_operator import settings as settings_
+from procmesh_operator import shapes
+
+MODE_NONE = "none"
+MODE_PLUGIN = "plugin"
+MODE_PINNED = "pinned"
+
+NEVER = "Never"
+RESTART_PROC = "RestartProc"
+RESTART_MESH = "RestartMesh"
+
+
+@dataclasses.dataclass(frozen=True)
+class GPUs:
+    mode: str = MODE_NONE
+    device_ids: tuple[str, ...] | None = None
+    resource_name: str = settings_.DEFAULT_GPU_RESOURCE
+    memory_fraction: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class MeshSpec:
+    """One ProcMesh: identity (name, namespace, uid, generation) and its spec with defaults."""
+
+    name: str
+    namespace: str
+    uid: str
+    generation: int
+    shape: shapes.Shape
+    gpus: GPUs
+    colocate_with: str | None
+    template: Mapping[str, Any]
+    restart_policy: str
+    max_restarts: int
+    suspend: bool
+    port: int
+
+    @property
+    def size(self) -> int:
+        return self.shape.size
+
+
+def parse(body: Mapping[str, Any]) -> MeshSpec:
+    """Read a ProcMesh body (a dict as the API returns it) into a :class:`MeshSpec`."""
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    per_host = [(str(d["name"]), int(d["size"])) for d in spec.get("perHost") or []]
+    gpus = spec.get("gpus") or {}
+    raw_ids = gpus.get("deviceIDs")
+    fraction = gpus.get("memoryFraction")
+    return MeshSpec(
+        name=str(meta.get("name", "")),
+        namespace=str(meta.get("namespace", "default")),
+        uid=str(meta.get("uid", "")),
+        generation=int(meta.get("generation") or 0),
+        shape=shapes.mesh_shape(int(spec.get("hosts", 1)), per_host or [("procs", 1)]),
+        gpus=GPUs(
+            mode=str(gpus.get("mode", MODE_NONE)),
+            device_ids=None if raw_ids is None else tuple(str(x) for x in raw_ids),
+            resource_name=str(gpus.get("resourceName") or settings_.DEFAULT_GPU_RESOURCE),
+            memory_fraction=None if fraction is None else float(fraction),
+        ),
+        colocate_with=spec.get("colocateWith") or None,
+        template=spec.get("template") or {},
+        restart_policy=str(spec.get("restartPolicy", RESTART_PROC)),
+        max_restarts=int(spec.get("maxRestarts", 3)),
+        suspend=bool(spec.get("suspend", False)),
+        port=int(spec.get("port", settings_.DEFAULT_PORT)),
+    )

@@ -1,0 +1,71 @@
+"""``python -m tests.cluster up|down|status|add-node``: the test cluster from a shell.
+
+``up`` returns once the control plane and one process node are healthy, leaves them running in
+the background and prints the admin kubeconfig's path; ``down`` stops everything. The folder is
+``$PROCMESH_CLUSTER_DIR`` (default ``/tmp/procmesh-cluster``). See :mod:`tests.cluster.controlplane`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from tests.cluster import controlplane, processes
+from tests.cluster.process_node.config import NodeConfig
+
+
+def _node_args(parser: argparse.ArgumentParser, default_name: str) -> None:
+    parser.add_argument("--node-name", default=default_name)
+    parser.add_argument("--gpus", type=int, default=0, help="physical GPUs of the node")
+    parser.add_argument("--gpu-replicas", type=int, default=1, help="time-slicing replicas per GPU")
+    parser.add_argument("--gpu-resource", default="nvidia.com/gpu")
+    parser.add_argument("--host-gpus", default=None,
+                        help="comma-separated host CUDA indices backing the node's GPUs")
+
+
+def _node(args: argparse.Namespace) -> NodeConfig:
+    host = tuple(int(i) for i in args.host_gpus.split(",")) if args.host_gpus else None
+    return NodeConfig(name=args.node_name, gpus=args.gpus, gpu_replicas=args.gpu_replicas,
+                      gpu_resource=args.gpu_resource, host_gpus=host)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line entry point."""
+    parser = argparse.ArgumentParser(prog="python -m tests.cluster", description=__doc__)
+    parser.add_argument("--dir", default=None, help="cluster folder (default: $PROCMESH_CLUSTER_DIR "
+                        f"or {controlplane.DEFAULT_DIR})")
+    commands = parser.add_subparsers(dest="command", required=True)
+    up = commands.add_parser("up", help="start the control plane and one process node")
+    _node_args(up, "node-0")
+    up.add_argument("--no-node", action="store_true", help="start no process node")
+    commands.add_parser("down", help="stop everything")
+    commands.add_parser("status", help="print which processes run")
+    add = commands.add_parser("add-node", help="start one more process node")
+    _node_args(add, "node-1")
+    args = parser.parse_args(argv)
+
+    cluster = controlplane.Cluster(args.dir)
+    if args.command == "up":
+        started = time.monotonic()
+        cluster.up([] if args.no_node else [_node(args)])
+        print(f"cluster up in {time.monotonic() - started:.1f} s", file=sys.stderr)
+        print(cluster.kubeconfig)
+    elif args.command == "add-node":
+        cluster.add_node(_node(args))
+    elif args.command == "down":
+        cluster.down()
+    elif args.command == "status":
+        run = cluster.layout.run
+        for name in controlplane.COMPONENTS:
+            pid = processes.read_pidfile(run / f"{name}.pid")
+            print(f"{name}: {'running, pid ' + str(pid) if pid else 'stopped'}")
+        for node in cluster.nodes() if cluster.layout.nodes.exists() else []:
+            pid = processes.read_pidfile(cluster.layout.nodes / node.name / "agent.pid")
+            print(f"process node {node.name}: {'running, pid ' + str(pid) if pid else 'stopped'}")
+        print(f"kubeconfig: {cluster.kubeconfig}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

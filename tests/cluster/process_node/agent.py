@@ -1,0 +1,138 @@
+"""The process node's main loop: register the Node, heartbeat, watch bound pods, run workers.
+
+Watches pods with ``fieldSelector=spec.nodeName=<node>`` (the only listing the Node authorizer
+allows), hands each pod to a :class:`tests.cluster.process_node.pods.PodWorker`, and on SIGTERM
+stops every pod's processes before exiting. Started by :mod:`tests.cluster.controlplane` as
+``python -m tests.cluster.process_node <node folder>``.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import requests
+
+from tests.cluster.process_node import addresses, api, gpus, pods, registration
+from tests.cluster.process_node.config import NodeConfig
+
+Obj = dict[str, Any]
+
+
+class Stop(Exception):
+    """Raised in the main thread by SIGTERM/SIGINT to leave the watch."""
+
+
+class Agent:
+    """One node: its registration, heartbeat and pod workers."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.config = NodeConfig.load(folder / "node.json")
+        self.api = api.Api(folder / "node.kubeconfig", folder / "credentials")
+        devices = gpus.devices(self.config)
+        self.ctx = pods.NodeContext(
+            api=self.api, config=self.config, folder=folder,
+            apiserver_port=urlparse(self.api.server).port or 443, devices=devices,
+            allocator=gpus.Allocator(devices, self.config.gpu_replicas),
+            pod_ips=addresses.PodIPs(self.config.pod_cidr),
+        )
+        self.workers: dict[str, pods.PodWorker] = {}
+        self.pods_path = "/api/v1/pods"
+        self.selector = f"spec.nodeName={self.config.name}"
+
+    def start(self) -> None:
+        version = self.api.get("/version")["gitVersion"]
+        since = api.now()
+        node = registration.register(self.api, self.config, version, since)
+        self.heartbeat = registration.Heartbeat(self.api, self.config, node["metadata"]["uid"], version, since)
+        self.heartbeat.renew()
+        self.heartbeat.start()
+        print(f"process node {self.config.name} registered; pods get {self.config.pod_cidr}", flush=True)
+
+    # Pods...
+
+    def dispatch(self, pod: Obj) -> None:
+        uid = pod["metadata"]["uid"]
+        worker = self.workers.get(uid)
+        if worker is not None and not worker.finished:
+            worker.update(pod)
+            return
+        if worker is not None:
+            del self.workers[uid]
+        phase = (pod.get("status") or {}).get("phase")
+        deleting = pod["metadata"].get("deletionTimestamp")
+        if phase in ("Succeeded", "Failed") and not deleting:
+            return  # finished before this agent started; nothing left to run
+        worker = pods.PodWorker(self.ctx, pod)
+        self.workers[uid] = worker
+        worker.start()
+
+    def forget(self, pod: Obj) -> None:
+        worker = self.workers.pop(pod["metadata"]["uid"], None)
+        if worker is not None:
+            worker.removed()
+
+    def sync(self) -> str:
+        """List the node's pods, dispatch each, and return the list's resourceVersion."""
+        listing = self.api.request("GET", self.pods_path, params={"fieldSelector": self.selector})
+        seen = set()
+        for pod in listing["items"]:
+            seen.add(pod["metadata"]["uid"])
+            self.dispatch(pod)
+        for uid in [u for u in self.workers if u not in seen]:
+            self.workers.pop(uid).removed()
+        return str(listing["metadata"]["resourceVersion"])
+
+    def watch(self) -> None:
+        """List then watch, forever; re-list after any error or expiry."""
+        while True:
+            try:
+                version = self.sync()
+                for event in self.api.watch(self.pods_path, {"fieldSelector": self.selector,
+                                                             "resourceVersion": version}):
+                    kind, obj = event["type"], event["object"]
+                    if kind in ("ADDED", "MODIFIED"):
+                        self.dispatch(obj)
+                    elif kind == "DELETED":
+                        self.forget(obj)
+                    elif kind == "ERROR":
+                        break
+            except (api.ApiError, requests.RequestException, ValueError) as error:
+                print(f"watch: {error}; listing again", flush=True)
+                time.sleep(1)
+
+    def shutdown(self) -> None:
+        for worker in self.workers.values():
+            worker.shutdown()
+        for worker in self.workers.values():
+            worker.join(timeout=30)
+
+
+def main(folder: Path) -> int:
+    """Run the agent of the node kept in ``folder`` until SIGTERM."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    agent = Agent(folder)
+    try:
+        agent.start()
+        agent.watch()
+    except Stop:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        agent.shutdown()
+        print("process node stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1])))

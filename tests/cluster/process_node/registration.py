@@ -1,0 +1,151 @@
+"""The Node object and its heartbeat: what makes the scheduler see a process node.
+
+:func:`node_object` and :func:`node_status` are pure renderings of a :class:`NodeConfig`
+(capacity and allocatable with the GPU resource, GPU Feature Discovery labels, addresses,
+conditions). :class:`Heartbeat` renews the ``kube-node-lease`` Lease every 10 s, as the kubelet
+does, and re-posts the Ready condition now and then. Used by :mod:`.agent`.
+"""
+
+from __future__ import annotations
+
+import platform
+import threading
+from typing import Any
+
+import requests
+
+from tests.cluster.process_node import api as api_mod
+from tests.cluster.process_node.config import NodeConfig
+
+LEASE_SECONDS = 40
+RENEW_SECONDS = 10
+STATUS_SECONDS = 60
+
+
+def gfd_labels(config: NodeConfig) -> dict[str, str]:
+    """The labels NVIDIA GPU Feature Discovery sets (none on a node without GPUs)."""
+    if config.gpus == 0:
+        return {}
+    return {
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.count": str(config.gpus),
+        "nvidia.com/gpu.product": config.gpu_product,
+        "nvidia.com/gpu.memory": str(config.gpu_memory_mib),
+        "nvidia.com/gpu.replicas": str(config.gpu_replicas),
+        "nvidia.com/gpu.sharing-strategy": "time-slicing" if config.gpu_replicas > 1 else "none",
+    }
+
+
+def node_object(config: NodeConfig) -> dict[str, Any]:
+    """The Node as registered (metadata and spec)."""
+    labels = {
+        "kubernetes.io/hostname": config.name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "procmesh.io/process-node": "true",
+        **gfd_labels(config),
+        **config.labels,
+    }
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": config.name, "labels": labels},
+        "spec": {"taints": [dict(t) for t in config.taints]} if config.taints else {},
+    }
+
+
+def resources(config: NodeConfig) -> dict[str, str]:
+    """Capacity, which is also what is allocatable (nothing is reserved)."""
+    found = {"cpu": config.cpu, "memory": config.memory, "pods": str(config.pods),
+             "ephemeral-storage": "100Gi"}
+    if config.gpus:
+        found[config.gpu_resource] = str(config.gpus * config.gpu_replicas)
+    return found
+
+
+def node_status(config: NodeConfig, kubelet_version: str, stamp: str, since: str) -> dict[str, Any]:
+    """The Node's status: Ready (heartbeat ``stamp``, true ``since``), resources, addresses, info."""
+
+    def condition(kind: str, status: str, reason: str, message: str) -> dict[str, str]:
+        return {"type": kind, "status": status, "reason": reason, "message": message,
+                "lastHeartbeatTime": stamp, "lastTransitionTime": since}
+
+    return {
+        "capacity": resources(config),
+        "allocatable": resources(config),
+        "conditions": [
+            condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "no memory pressure"),
+            condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "no disk pressure"),
+            condition("PIDPressure", "False", "KubeletHasSufficientPID", "enough PIDs"),
+            condition("Ready", "True", "KubeletReady", "procmesh process node is posting ready status"),
+        ],
+        "addresses": [{"type": "InternalIP", "address": config.host_ip},
+                      {"type": "Hostname", "address": config.name}],
+        "nodeInfo": {
+            "architecture": "amd64", "operatingSystem": "linux",
+            "kubeletVersion": kubelet_version, "kubeProxyVersion": "",
+            "containerRuntimeVersion": "procmesh://0.1",
+            "kernelVersion": platform.release(), "osImage": "procmesh process node",
+            "machineID": config.name, "systemUUID": config.name, "bootID": config.name,
+        },
+    }
+
+
+def register(api: api_mod.Api, config: NodeConfig, kubelet_version: str, since: str) -> dict[str, Any]:
+    """Create (or adopt) the Node and post its status; returns the Node."""
+    body = node_object(config)
+    try:
+        node = api.create("/api/v1/nodes", body)
+    except api_mod.ApiError as error:
+        if error.status != 409:
+            raise
+        node = api.patch(f"/api/v1/nodes/{config.name}", {"metadata": {"labels": body["metadata"]["labels"]}})
+    api.patch(f"/api/v1/nodes/{config.name}/status",
+              {"status": node_status(config, kubelet_version, api_mod.now(), since)})
+    return node
+
+
+class Heartbeat(threading.Thread):
+    """Renews the node's Lease every 10 s and re-posts the Ready condition every minute."""
+
+    def __init__(self, api: api_mod.Api, config: NodeConfig, node_uid: str, kubelet_version: str,
+                 since: str) -> None:
+        super().__init__(name="heartbeat", daemon=True)
+        self.api, self.config, self.node_uid = api, config, node_uid
+        self.kubelet_version, self.since = kubelet_version, since
+        self.stopping = threading.Event()
+
+    def _lease(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": self.config.name, "namespace": "kube-node-lease",
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Node",
+                                              "name": self.config.name, "uid": self.node_uid}]},
+            "spec": {"holderIdentity": self.config.name, "leaseDurationSeconds": LEASE_SECONDS,
+                     "renewTime": api_mod.now_micro()},
+        }
+
+    def renew(self) -> None:
+        path = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{self.config.name}"
+        try:
+            self.api.patch(path, {"spec": {"renewTime": api_mod.now_micro(),
+                                           "holderIdentity": self.config.name,
+                                           "leaseDurationSeconds": LEASE_SECONDS}},
+                           content_type=api_mod.MERGE)
+        except api_mod.ApiError as error:
+            if error.status != 404:
+                raise
+            self.api.create("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", self._lease())
+
+    def run(self) -> None:
+        since_status = 0.0
+        while not self.stopping.is_set():
+            try:
+                self.renew()
+                since_status += RENEW_SECONDS
+                if since_status >= STATUS_SECONDS:
+                    since_status = 0.0
+                    self.api.patch(f"/api/v1/nodes/{self.config.name}/status", {"status": node_status(
+                        self.config, self.kubelet_version, api_mod.now(), self.since)})
+            except (api_mod.ApiError, requests.RequestException) as error:
+                print(f"heartbeat failed: {error}", flush=True)
+            self.stopping.wait(RENEW_SECONDS)

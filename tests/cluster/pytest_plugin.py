@@ -1,0 +1,99 @@
+"""Pytest fixtures for the local cluster, imported by ``tests/integration/conftest.py``.
+
+``cluster`` (session) starts the control plane and one process node (``node-0``, no GPUs) in a
+temporary folder and stops everything at the end; it yields the
+:class:`tests.cluster.controlplane.Cluster` (``.kubeconfig``, ``.add_node(NodeConfig(...))``).
+``kube`` (session) is a ``kubernetes.client.ApiClient`` for the admin kubeconfig. ``namespace``
+(function) is a fresh namespace with its ``default`` service account ready, deleted afterwards.
+When a test fails, the output of the containers it ran is added to its report.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.cluster import binaries, controlplane, testing
+from tests.cluster.process_node.config import NodeConfig
+
+DEFAULT_NODE = "node-0"
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.Cluster]:
+    """A running control plane with one process node; torn down, leaving no process."""
+    absent = binaries.missing(binaries.CONTROL_PLANE)
+    if absent:
+        message = f"cluster binaries missing ({', '.join(absent)}): run `bash tests/cluster/build.sh`"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    instance = controlplane.Cluster(tmp_path_factory.mktemp("cluster"))
+    instance.up([NodeConfig(DEFAULT_NODE)])
+    try:
+        yield instance
+    finally:
+        instance.down()
+
+
+@pytest.fixture(scope="session")
+def kube(cluster: controlplane.Cluster) -> Iterator[Any]:
+    """A ``kubernetes.client.ApiClient`` authenticated as cluster admin."""
+    from kubernetes import client, config
+
+    api_client = config.new_client_from_config(str(cluster.kubeconfig))
+    try:
+        yield api_client
+    finally:
+        api_client.close()
+        client.Configuration.set_default(None)
+
+
+@pytest.fixture
+def namespace(kube: Any) -> Iterator[str]:
+    """A fresh namespace whose ``default`` service account and root CA exist already."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(kube)
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    testing.wait_for(lambda: core.read_namespaced_service_account("default", name), "default service account")
+    testing.wait_for(lambda: core.read_namespaced_config_map("kube-root-ca.crt", name), "kube-root-ca.crt")
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    item.stash[_STARTED] = time.time()
+    yield
+
+
+_STARTED = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    funcargs = getattr(item, "funcargs", {})
+    instance = funcargs.get("cluster")
+    if not report.failed or call.when != "call" or instance is None:
+        return
+    namespace = funcargs.get("namespace")
+    output = testing.all_output(instance, namespace, since=item.stash.get(_STARTED, 0.0))
+    report.sections.append(("container output", output or "(no container output)"))
+    agents = []
+    for log in sorted(instance.root.glob("nodes/*/agent.log")):
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+        agents.append(f"--- {log.parent.name} ---\n{tail}")
+    report.sections.append(("process node logs", "\n".join(agents)))
+
+
+__all__ = ["DEFAULT_NODE", "NodeConfig", "cluster", "kube", "namespace",
+           "pytest_runtest_call", "pytest_runtest_makereport"]

@@ -1,0 +1,56 @@
+"""Fixtures for the operator's integration tests: the CRD applied, the operator running as a real
+subprocess (``python -m procmesh_operator``) against the local control plane of tests/cluster,
+and a GPU process node. No mocks; waits are level-based and nothing asserts on durations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.cluster import controlplane
+from tests.cluster.process_node.config import NodeConfig
+from tests.integration.operator.support import GPU_NODE, ROOT, OperatorProcess, kubectl
+
+
+@pytest.fixture(scope="session")
+def crd(cluster: controlplane.Cluster) -> None:
+    kubectl(cluster, "apply", "-f", str(ROOT / "crds" / "procmesh.yaml"))
+    kubectl(cluster, "wait", "--for=condition=Established", "--timeout=60s",
+            "crd/procmeshes.procmesh.io")
+
+
+@pytest.fixture(scope="session")
+def gpu_node(cluster: controlplane.Cluster) -> str:
+    """A second process node with two emulated GPUs (GFD labels, nvidia.com/gpu: 2)."""
+    cluster.add_node(NodeConfig(GPU_NODE, gpus=2))
+    return GPU_NODE
+
+
+@pytest.fixture(scope="session")
+def operator(cluster: controlplane.Cluster, crd: None, gpu_node: str,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    op = OperatorProcess(cluster, tmp_path_factory.mktemp("operator"))
+    op.start()
+    try:
+        yield op
+    finally:
+        op.stop()
+
+
+@pytest.fixture
+def custom(kube: Any) -> Any:
+    from kubernetes import client
+
+    return client.CustomObjectsApi(kube)
+
+
+@pytest.fixture
+def core(kube: Any) -> Any:
+    from kubernetes import client
+
+    return client.CoreV1Api(kube)
+
+

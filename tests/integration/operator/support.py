@@ -1,0 +1,157 @@
+"""Helpers for the operator's integration tests: kubectl, the operator subprocess, mesh
+manifests, level-based waits on conditions, the client's describe call. Fixtures are in
+conftest.py next to this file.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import urllib.request
+from typing import Any
+
+from tests.cluster import controlplane, testing
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+GPU_NODE = "gpu-node"
+
+
+def kubectl(cluster: controlplane.Cluster, *args: str, input: str | None = None,
+            check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(["kubectl", "--kubeconfig", str(cluster.kubeconfig), *args],
+                            input=input, capture_output=True, text=True, timeout=120)
+    if check and result.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr}")
+    return result
+
+
+class OperatorProcess:
+    """The operator as a subprocess; stop/start/kill like a pod would be."""
+
+    def __init__(self, cluster: controlplane.Cluster, folder: pathlib.Path) -> None:
+        self.cluster = cluster
+        self.folder = folder
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.runs = 0
+        self.metrics_port = controlplane.free_port()
+        self.liveness_port = controlplane.free_port()
+
+    @property
+    def log(self) -> pathlib.Path:
+        return self.folder / f"operator-{self.runs}.log"
+
+    def start(self) -> None:
+        self.runs += 1
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "operator"),
+                                             env.get("PYTHONPATH", "")])
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "procmesh_operator", "--all-namespaces", "--standalone",
+                 "--kubeconfig", str(self.cluster.kubeconfig),
+                 "--liveness", f"http://127.0.0.1:{self.liveness_port}/healthz",
+                 "--metrics-port", str(self.metrics_port), "--log-format", "json"],
+                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
+        testing.wait_for(self.healthy, "operator liveness endpoint")
+
+    def healthy(self) -> bool:
+        assert self.proc is not None and self.proc.poll() is None, self.log.read_text()[-3000:]
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.liveness_port}/healthz",
+                                    timeout=2) as r:
+            return r.status == 200
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
+                                    timeout=5) as r:
+            return r.read().decode()
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+# --- Helpers ---------------------------------------------------------------------------------
+
+def mesh_manifest(name: str, **spec: Any) -> dict[str, Any]:
+    spec.setdefault("perHost", [{"name": "procs", "size": 2}])
+    return {"apiVersion": "procmesh.io/v1alpha1", "kind": "ProcMesh",
+            "metadata": {"name": name}, "spec": spec}
+
+
+def create_mesh(custom: Any, namespace: str, name: str, **spec: Any) -> dict[str, Any]:
+    return custom.create_namespaced_custom_object(
+        "procmesh.io", "v1alpha1", namespace, "procmeshes", mesh_manifest(name, **spec))
+
+
+def get_mesh(custom: Any, namespace: str, name: str) -> dict[str, Any]:
+    return custom.get_namespaced_custom_object("procmesh.io", "v1alpha1", namespace,
+                                               "procmeshes", name)
+
+
+def patch_mesh(custom: Any, namespace: str, name: str, spec: dict[str, Any]) -> None:
+    custom.patch_namespaced_custom_object("procmesh.io", "v1alpha1", namespace, "procmeshes",
+                                          name, {"spec": spec})
+
+
+def condition(mesh: dict[str, Any], type_: str) -> dict[str, Any]:
+    for c in (mesh.get("status") or {}).get("conditions") or []:
+        if c["type"] == type_:
+            return c
+    return {}
+
+
+def wait_condition(custom: Any, namespace: str, name: str, type_: str, status: str,
+                   reason: str | None = None) -> dict[str, Any]:
+    """Wait until the condition holds for the mesh's current generation; return the mesh."""
+    def check() -> dict[str, Any] | None:
+        mesh = get_mesh(custom, namespace, name)
+        c = condition(mesh, type_)
+        ok = (c.get("status") == status and (reason is None or c.get("reason") == reason)
+              and c.get("observedGeneration") == mesh["metadata"]["generation"])
+        return mesh if ok else None
+    return testing.wait_for(check, f"{namespace}/{name} {type_}={status} {reason or ''}")
+
+
+def wait_ready(custom: Any, namespace: str, name: str) -> dict[str, Any]:
+    return wait_condition(custom, namespace, name, "Ready", "True")
+
+
+def mesh_pods(core: Any, namespace: str, name: str) -> list[Any]:
+    return core.list_namespaced_pod(namespace, label_selector=f"procmesh.io/mesh={name}").items
+
+
+def token(core: Any, namespace: str, name: str) -> bytes:
+    secret = core.read_namespaced_secret(f"{name}-token", namespace)
+    return base64.b64decode(secret.data["token"])
+
+
+def describe(address: str, token_: bytes) -> dict[str, Any]:
+    """The client's authenticated describe call to one proc server."""
+    from mesh_client._src.runtime import describe as describing
+
+    host, _, port = address.rpartition(":")
+    return describing.describe_proc((host, int(port)), token_)
+
+
+def events(core: Any, namespace: str, name: str) -> list[Any]:
+    return [e for e in core.list_namespaced_event(namespace).items
+            if e.involved_object.kind == "ProcMesh" and e.involved_object.name == name]
+
+
+def env_of(pod: Any) -> dict[str, str]:
+    return {e.name: e.value for e in pod.spec.containers[0].env if e.value is not None}
+
+
+def dump(obj: Any) -> str:
+    return json.dumps(obj, indent=1, default=str)

@@ -1,0 +1,81 @@
+"""Killing a proc restarts it per spec.restartPolicy, counted in status.restarts; restarting the
+operator in the middle of creating a mesh leaves no duplicate and no orphan."""
+
+import os
+import signal
+
+import pytest
+
+from tests.cluster import testing
+from tests.integration.operator import support
+
+pytestmark = pytest.mark.cluster
+
+
+def kill_proc(address: str, token: bytes) -> None:
+    """Kill the proc server behind ``address`` (its pid, from the authenticated describe)."""
+    os.kill(support.describe(address, token)["pid"], signal.SIGKILL)
+
+
+def uids(core, namespace, name):
+    return {p.metadata.name: p.metadata.uid for p in support.mesh_pods(core, namespace, name)}
+
+
+@pytest.mark.parametrize("policy", ["RestartProc", "RestartMesh"])
+def test_killed_proc_is_restarted(operator, namespace, custom, core, policy):
+    support.create_mesh(custom, namespace, "rs", perHost=[{"name": "procs", "size": 3}],
+                        restartPolicy=policy, maxRestarts=2)
+    mesh = support.wait_ready(custom, namespace, "rs")
+    before = uids(core, namespace, "rs")
+    kill_proc(mesh["status"]["procs"][1]["address"], support.token(core, namespace, "rs"))
+
+    def restarted_and_ready():
+        m = support.get_mesh(custom, namespace, "rs")
+        ready = support.condition(m, "Ready").get("status") == "True"
+        return m if ready and m["status"]["restarts"] == 1 else None
+
+    mesh = testing.wait_for(restarted_and_ready, "restart counted and mesh Ready again")
+    after = uids(core, namespace, "rs")
+    assert len(after) == 3
+    changed = {name for name in after if after[name] != before[name]}
+    assert changed == ({"rs-1"} if policy == "RestartProc" else {"rs-0", "rs-1", "rs-2"})
+    failed = [e for e in support.events(core, namespace, "rs") if e.reason == "ProcFailed"]
+    assert failed and failed[0].type == "Warning"
+
+
+def test_never_policy_and_restart_limit(operator, namespace, custom, core):
+    support.create_mesh(custom, namespace, "nv", perHost=[{"name": "procs", "size": 2}],
+                        restartPolicy="Never")
+    mesh = support.wait_ready(custom, namespace, "nv")
+    kill_proc(mesh["status"]["procs"][0]["address"], support.token(core, namespace, "nv"))
+    mesh = support.wait_condition(custom, namespace, "nv", "Degraded", "True", "ProcFailed")
+    assert mesh["status"]["restarts"] == 0 and mesh["status"]["readyProcs"] == 1
+    assert mesh["status"]["procs"][0]["podPhase"] == "Failed"
+
+    support.create_mesh(custom, namespace, "lim", perHost=[{"name": "procs", "size": 1}],
+                        restartPolicy="RestartProc", maxRestarts=0)
+    mesh = support.wait_ready(custom, namespace, "lim")
+    kill_proc(mesh["status"]["procs"][0]["address"], support.token(core, namespace, "lim"))
+    mesh = support.wait_condition(custom, namespace, "lim", "Degraded", "True",
+                                  "RestartLimitReached")
+    assert mesh["status"]["restarts"] == 0
+
+
+def test_operator_restart_mid_creation_leaves_no_duplicates(operator, namespace, custom, core):
+    support.create_mesh(custom, namespace, "big", perHost=[{"name": "procs", "size": 12}])
+    testing.wait_for(lambda: len(support.mesh_pods(core, namespace, "big")) >= 1,
+                     "the first pods")
+    operator.stop(signal.SIGKILL)  # no graceful shutdown: whatever was in flight is lost
+    token = support.token(core, namespace, "big")
+    operator.start()
+    mesh = support.wait_ready(custom, namespace, "big")
+    pods = support.mesh_pods(core, namespace, "big")
+    assert sorted(p.metadata.name for p in pods) == sorted(f"big-{r}" for r in range(12))
+    assert all(p.metadata.owner_references[0].uid == mesh["metadata"]["uid"] for p in pods)
+    assert support.token(core, namespace, "big") == token
+    secrets = [s for s in core.list_namespaced_secret(namespace).items
+               if s.metadata.name.startswith("big")]
+    assert len(secrets) == 1
+    services = [s for s in core.list_namespaced_service(namespace).items
+                if s.metadata.name.startswith("big")]
+    assert len(services) == 1

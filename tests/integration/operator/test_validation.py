@@ -1,0 +1,90 @@
+"""Every validation rule of the CRD: `kubectl apply` refuses a bad manifest with a clear message
+and creates nothing. Plus the immutability rules on update."""
+
+import json
+
+import pytest
+
+from tests.integration.operator import support
+
+pytestmark = pytest.mark.cluster
+
+GPUS_2 = [{"name": "gpus", "size": 2}]
+
+BAD = [
+    ("name-too-long", {"name": "m" * 53}, {}, "at most 52 characters"),
+    ("not-dns-1035", {"name": "9lives"}, {}, "DNS-1035 label"),
+    ("zero-hosts", {}, {"hosts": 0}, "should be greater than or equal to 1"),
+    ("zero-size", {}, {"perHost": [{"name": "gpus", "size": 0}]},
+     "should be greater than or equal to 1"),
+    ("no-dims", {}, {"perHost": []}, "should have at least 1 items"),
+    ("reserved-dim", {}, {"perHost": [{"name": "hosts", "size": 2}]}, "is reserved"),
+    ("dup-dim", {}, {"perHost": [{"name": "a", "size": 2}, {"name": "a", "size": 1}]},
+     "Duplicate value"),
+    ("too-many-procs", {}, {"hosts": 1000, "perHost": [{"name": "g", "size": 20}]},
+     "at most 10000 procs"),
+    ("pinned-no-ids", {}, {"perHost": GPUS_2, "gpus": {"mode": "pinned"}},
+     "gpus.deviceIDs is required in pinned mode"),
+    ("ids-wrong-length", {}, {"perHost": GPUS_2, "gpus": {"mode": "pinned", "deviceIDs": [0]}},
+     "one entry per point of the local (last perHost)"),
+    ("ids-duplicate", {}, {"perHost": GPUS_2, "gpus": {"mode": "pinned", "deviceIDs": [1, 1]}},
+     "must not list a device twice"),
+    ("ids-bad", {}, {"perHost": GPUS_2, "gpus": {"mode": "pinned", "deviceIDs": [0, "x"]}},
+     "device indices"),
+    ("ids-not-pinned", {}, {"perHost": GPUS_2, "gpus": {"mode": "plugin", "deviceIDs": [0, 1]}},
+     "only valid with gpus.mode pinned"),
+    ("fraction-zero", {}, {"perHost": GPUS_2, "gpus": {"mode": "plugin", "memoryFraction": 0}},
+     "should be greater than 0"),
+    ("fraction-above-one", {}, {"perHost": GPUS_2,
+                                "gpus": {"mode": "plugin", "memoryFraction": 1.5}},
+     "should be less than or equal to 1"),
+    ("fraction-no-gpu", {}, {"perHost": GPUS_2, "gpus": {"memoryFraction": 0.5}},
+     "needs gpus.mode plugin or pinned"),
+    ("resource-not-plugin", {}, {"perHost": GPUS_2,
+                                 "gpus": {"mode": "none", "resourceName": "nvidia.com/gpu"}},
+     "only valid with gpus.mode plugin"),
+    ("bad-mode", {}, {"perHost": GPUS_2, "gpus": {"mode": "mps"}}, "Unsupported value"),
+    ("bad-policy", {}, {"perHost": GPUS_2, "restartPolicy": "Always"}, "Unsupported value"),
+    ("colocate-self", {"name": "selfish"}, {"perHost": GPUS_2, "colocateWith": "selfish"},
+     "must name another ProcMesh"),
+    ("reserved-env", {}, {"perHost": GPUS_2, "template": {"env": [
+        {"name": "PROCMESH_RANK", "value": "3"}]}}, "set by the operator"),
+    ("reserved-label", {}, {"perHost": GPUS_2, "template": {"labels": {
+        "procmesh.io/mesh": "x"}}}, "set by the operator"),
+    ("low-port", {}, {"perHost": GPUS_2, "port": 80}, "greater than or equal to 1024"),
+    ("no-perhost", {}, {"hosts": 1}, "spec.perHost: Required value"),
+]
+
+
+@pytest.mark.parametrize("case,meta,spec,message", BAD, ids=[b[0] for b in BAD])
+def test_bad_manifest_is_refused(cluster, crd, namespace, case, meta, spec, message):
+    manifest = {"apiVersion": "procmesh.io/v1alpha1", "kind": "ProcMesh",
+                "metadata": {"name": meta.get("name", case)},
+                "spec": {"perHost": [{"name": "procs", "size": 1}], **spec}}
+    if "perHost" not in spec and "hosts" in spec and case == "no-perhost":
+        del manifest["spec"]["perHost"]
+    result = support.kubectl(cluster, "apply", "-n", namespace, "-f", "-",
+                             input=json.dumps(manifest), check=False)
+    assert result.returncode != 0, result.stdout
+    assert message in result.stderr, result.stderr
+    listed = support.kubectl(cluster, "get", "pm", "-n", namespace, "-o", "name").stdout
+    assert listed.strip() == ""
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("hosts", 2, "hosts is immutable"),
+    ("perHost", [{"name": "procs", "size": 3}], "perHost is immutable"),
+    ("gpus", {"mode": "plugin"}, "gpus is immutable"),
+    ("port", 27000, "port is immutable"),
+    ("colocateWith", "other", "colocateWith is immutable"),
+])
+def test_immutable_fields(cluster, crd, namespace, custom, field, value, message):
+    support.create_mesh(custom, namespace, "fixed", perHost=[{"name": "procs", "size": 1}],
+                        suspend=True)
+    patch = json.dumps({"spec": {field: value}})
+    result = support.kubectl(cluster, "patch", "pm", "fixed", "-n", namespace, "--type=merge",
+                             "-p", patch, check=False)
+    assert result.returncode != 0 and message in result.stderr, result.stderr
+    # Mutable fields still change.
+    support.kubectl(cluster, "patch", "pm", "fixed", "-n", namespace, "--type=merge",
+                    "-p", json.dumps({"spec": {"maxRestarts": 7}}))

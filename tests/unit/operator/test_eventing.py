@@ -1,0 +1,38 @@
+"""Which transitions become Events (pure), with the failing pod's exit code in the message."""
+
+from procmesh_operator import eventing, placing, planning, statuses
+
+from .builders import mesh, pod
+
+T = "2026-01-01T00:00:00Z"
+
+
+def test_ready_event_once():
+    m = mesh()
+    before = statuses.compute_status(m, None, {}, planning.Plan(), now=T)
+    after = statuses.compute_status(m, before, {0: pod(m, 0), 1: pod(m, 1)}, planning.Plan(),
+                                    now=T)
+    events = eventing.transitions(before, after, planning.Plan(), [], {}, "m")
+    assert ("Normal", "MeshReady", "2 of 2 procs ready") in events
+    assert eventing.transitions(after, after, planning.Plan(), [], {}, "m") == []
+
+
+def test_refusal_is_one_warning():
+    m = mesh(gpus={"mode": "pinned", "deviceIDs": [0, 1]})
+    p = planning.Plan(refusal=placing.Refusal(placing.BUDGET_EXCEEDED, "too much"))
+    after = statuses.compute_status(m, None, {}, p, now=T)
+    events = eventing.transitions(None, after, p, [], {}, "m")
+    assert events == [("Warning", "GPUBudgetExceeded", "too much")]
+
+
+def test_restart_event_carries_exit_code():
+    m = mesh()
+    failed = pod(m, 1, phase="Failed")
+    failed["status"]["containerStatuses"] = [
+        {"state": {"terminated": {"exitCode": 137, "reason": "Error"}}}]
+    p = planning.Plan(restarts=1, restarted=("m-1",))
+    status = statuses.compute_status(m, None, {0: pod(m, 0)}, p, now=T)
+    events = eventing.transitions(status, status, p, ["m-2"], {1: failed}, "m")
+    assert ("Normal", "CreatedProcs", "created 1 pod(s): m-2") in events
+    assert any(e[1] == "ProcFailed" and "exit code 137" in e[2] and "restart 1" in e[2]
+               for e in events)

@@ -1,0 +1,40 @@
+"""The command line: a namespace scope is required; kopf credentials mirror the client's."""
+
+import pytest
+from procmesh_operator import __main__ as main_module
+from procmesh_operator import kubeclient
+
+
+def test_scope_is_required_and_exclusive():
+    with pytest.raises(SystemExit):
+        main_module.parse_args([])
+    with pytest.raises(SystemExit):
+        main_module.parse_args(["-n", "a", "-A"])
+    args = main_module.parse_args(["-n", "a", "-n", "b"])
+    assert args.namespace == ["a", "b"] and not args.all_namespaces
+    assert args.liveness.startswith("http://127.0.0.1:")
+    assert main_module.parse_args(["-A"]).all_namespaces
+
+
+def test_connection_info_from_configuration():
+    import kubernetes
+
+    config = kubernetes.client.Configuration()
+    config.host = "https://127.0.0.1:6443"
+    config.ssl_ca_cert = "/ca.crt"
+    config.api_key = {"authorization": "Bearer abc"}
+    info = main_module.connection_info(config)
+    assert (info.server, info.ca_path, info.scheme, info.token) == (
+        "https://127.0.0.1:6443", "/ca.crt", "Bearer", "abc")
+
+
+@pytest.mark.parametrize("path,resource", [
+    ("/api/v1/namespaces/ns/pods", "pods"),
+    ("/api/v1/namespaces/ns/pods/m-1", "pods"),
+    ("/api/v1/pods", "pods"),
+    ("/api/v1/nodes", "nodes"),
+    ("/apis/procmesh.io/v1alpha1/namespaces/ns/procmeshes/m/status", "procmeshes/status"),
+    ("/apis/procmesh.io/v1alpha1/namespaces/ns/procmeshes/m", "procmeshes"),
+])
+def test_request_counter_resource(path, resource):
+    assert kubeclient._resource_of(path) == resource

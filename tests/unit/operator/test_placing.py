@@ -1,0 +1,148 @@
+"""Placement: colocation checks, pinned first-fit over nodes, device existence, budgets.
+
+Aspects: scheduler's choice for none/plugin; colocateWith waits for, then follows, the partner;
+colocation refusals (missing, shape, mode, devices); pinned hosts on distinct nodes; existing
+pods fix a host's node; budget across meshes; missing devices; node filters.
+"""
+
+from procmesh_operator import names, placing, rendering
+
+from .builders import SETTINGS, mesh, node, pod
+
+PINNED = {"mode": "pinned", "deviceIDs": [0, 1], "memoryFraction": 0.4}
+
+
+def place(m, ranks, **kw):
+    kw.setdefault("own_pods", {})
+    kw.setdefault("partner", None)
+    kw.setdefault("partner_pods", {})
+    kw.setdefault("nodes", {})
+    kw.setdefault("other_pods", [])
+    return placing.place(m, ranks, settings=SETTINGS, **kw)
+
+
+def test_cpu_and_plugin_meshes_leave_nodes_to_the_scheduler():
+    for gpus in ({}, {"mode": "plugin"}):
+        result = place(mesh(gpus=gpus), [0, 1])
+        assert result.refusal is None
+        assert result.procs == {0: rendering.ProcPlacement(), 1: rendering.ProcPlacement()}
+
+
+def test_colocated_waits_for_partner_then_follows_it():
+    policy = mesh("policy", gpus=PINNED)
+    trainer = mesh("trainer", gpus={"mode": "pinned", "memoryFraction": 0.5},
+                   colocateWith="policy")
+    nodes = {"n1": node("n1"), "n2": node("n2")}
+    waiting = place(trainer, [0, 1], partner=policy, nodes=nodes,
+                    partner_pods={0: pod(policy, 0, node=None)})
+    assert waiting.waiting is not None and "policy-0" in waiting.waiting and not waiting.procs
+    partner_pods = {0: pod(policy, 0, node="n2", placement=rendering.ProcPlacement("n2", "0")),
+                    1: pod(policy, 1, node="n2", placement=rendering.ProcPlacement("n2", "1"))}
+    result = place(trainer, [0, 1], partner=policy, partner_pods=partner_pods, nodes=nodes,
+                   other_pods=list(partner_pods.values()))
+    assert result.refusal is None, result.refusal
+    assert result.procs == {0: rendering.ProcPlacement("n2", "0"),
+                            1: rendering.ProcPlacement("n2", "1")}
+
+
+def test_colocated_cpu_mesh_follows_partner_node():
+    a, b = mesh("a"), mesh("b", colocateWith="a")
+    result = place(b, [1], partner=a, partner_pods={1: pod(a, 1, node="n7")})
+    assert result.procs == {1: rendering.ProcPlacement(node="n7")}
+
+
+def test_colocation_refusals():
+    trainer = mesh("trainer", colocateWith="policy")
+    assert place(trainer, [0]).refusal.reason == placing.INVALID_COLOCATION
+    assert "does not exist" in place(trainer, [0]).refusal.message
+    other_shape = mesh("policy", per_host=(("gpus", 4),))
+    refusal = place(trainer, [0], partner=other_shape).refusal
+    assert refusal.reason == placing.INVALID_COLOCATION and "same hosts and perHost" in \
+        refusal.message
+    pinned_partner = mesh("policy", gpus=PINNED)
+    assert "pinned mode" in place(trainer, [0], partner=pinned_partner).refusal.message
+    other_devices = mesh("trainer", colocateWith="policy",
+                         gpus={"mode": "pinned", "deviceIDs": [1, 0]})
+    assert "differ" in place(other_devices, [0], partner=pinned_partner).refusal.message
+
+
+def test_colocated_budget_refused_with_both_procs_named():
+    policy = mesh("policy", gpus={"mode": "pinned", "deviceIDs": [0, 1], "memoryFraction": 0.6})
+    trainer = mesh("trainer", gpus={"mode": "pinned", "memoryFraction": 0.5},
+                   colocateWith="policy")
+    partner_pods = {r: pod(policy, r, node="n1",
+                           placement=rendering.ProcPlacement("n1", str(r))) for r in (0, 1)}
+    result = place(trainer, [0, 1], partner=policy, partner_pods=partner_pods,
+                   nodes={"n1": node("n1")}, other_pods=list(partner_pods.values()))
+    assert result.refusal.reason == placing.BUDGET_EXCEEDED
+    assert "policy-0=0.6" in result.refusal.message and "trainer-0=0.5" in result.refusal.message
+    assert not result.procs
+
+
+def test_pinned_hosts_get_distinct_nodes_first_fit():
+    m = mesh(hosts=2, gpus=PINNED)
+    nodes = {n: node(n) for n in ("n3", "n1", "n2")}
+    result = place(m, [0, 1, 2, 3], nodes=nodes)
+    assert [result.procs[r] for r in range(4)] == [
+        rendering.ProcPlacement("n1", "0"), rendering.ProcPlacement("n1", "1"),
+        rendering.ProcPlacement("n2", "0"), rendering.ProcPlacement("n2", "1")]
+
+
+def test_existing_pod_fixes_its_hosts_node():
+    m = mesh(gpus=PINNED)
+    own = {0: pod(m, 0, node="n2", placement=rendering.ProcPlacement("n2", "0"))}
+    result = place(m, [1], own_pods=own, nodes={"n1": node("n1"), "n2": node("n2")})
+    assert result.procs == {1: rendering.ProcPlacement("n2", "1")}
+
+
+def test_budget_counts_other_meshes_and_skips_full_nodes():
+    other = mesh("other", gpus={"mode": "pinned", "deviceIDs": [0, 1], "memoryFraction": 0.7})
+    others = [pod(other, r, node="n1", placement=rendering.ProcPlacement("n1", str(r)))
+              for r in (0, 1)]
+    m = mesh(gpus=PINNED)
+    result = place(m, [0, 1], nodes={"n1": node("n1"), "n2": node("n2")}, other_pods=others)
+    assert {p.node for p in result.procs.values()} == {"n2"}
+    refused = place(m, [0, 1], nodes={"n1": node("n1")}, other_pods=others)
+    assert refused.refusal.reason == placing.NO_NODE_FITS
+    assert "other-0=0.7" in refused.refusal.message
+
+
+def test_failed_and_terminating_pods_hold_no_budget():
+    other = mesh("other", gpus={"mode": "pinned", "deviceIDs": [0, 1], "memoryFraction": 0.7})
+    others = [pod(other, 0, node="n1", phase="Failed",
+                  placement=rendering.ProcPlacement("n1", "0")),
+              pod(other, 1, node="n1", terminating=True,
+                  placement=rendering.ProcPlacement("n1", "1"))]
+    result = place(mesh(gpus=PINNED), [0, 1], nodes={"n1": node("n1")}, other_pods=others)
+    assert result.refusal is None
+
+
+def test_missing_devices_and_node_filters():
+    m = mesh(gpus={"mode": "pinned", "deviceIDs": [0, 3]}, template={"nodeSelector": {"a": "b"}})
+    nodes = {"n1": node("n1", gpus=2, labels={"a": "b"}), "n2": node("n2", gpus=8),
+             "n3": node("n3", ready=False, labels={"a": "b"}),
+             "n4": node("n4", gpus=0, labels={"a": "b"})}
+    refusal = place(m, [0, 1], nodes=nodes).refusal
+    assert refusal.reason == placing.NO_NODE_FITS
+    for fragment in ("GPU 3 does not exist on node n1", "n2: does not match",
+                     "n3: not ready", "n4: has no GPUs"):
+        assert fragment in refusal.message
+    nodes["n5"] = node("n5", gpus=4, labels={"a": "b"})
+    assert {p.node for p in place(m, [0, 1], nodes=nodes).procs.values()} == {"n5"}
+
+
+def test_node_info_reads_gfd_labels_then_capacity():
+    info = placing.node_info({"metadata": {"name": "n1", "labels": {
+        "nvidia.com/gpu.count": "2", "nvidia.com/gpu.memory": "143771"}},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    assert (info.gpu_count, info.gpu_memory_mib, info.schedulable) == (2, 143771, True)
+    info = placing.node_info({"metadata": {"name": "n2"}, "spec": {"unschedulable": True},
+                              "status": {"capacity": {"nvidia.com/gpu": "4"}}})
+    assert (info.gpu_count, info.gpu_memory_mib, info.schedulable) == (4, None, False)
+
+
+def test_device_uses_reads_annotations():
+    m = mesh(gpus=PINNED)
+    p = pod(m, 1, node=None, placement=rendering.ProcPlacement("n4", "1"))
+    uses = placing.device_uses([p])
+    assert uses == {("n4", "1"): [placing.budgets.DeviceUse(names.pod_name("m", 1), 0.4)]}

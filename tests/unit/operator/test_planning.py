@@ -1,0 +1,71 @@
+"""One reconcile's decision: create missing pods, restart by policy, suspend, refuse.
+
+Aspects: creation of missing ranks; RestartProc deletes the failed incarnation and counts;
+RestartMesh deletes all and waits for them to be gone; Never keeps failures; maxRestarts;
+suspend deletes everything; terminating pods are not recreated early; refusals create nothing.
+"""
+
+from procmesh_operator import planning
+
+from .builders import SETTINGS, mesh, node, pod
+
+
+def plan(m, pods, restarts=0, **kw):
+    return planning.plan(m, restarts=restarts, pods=pods, settings=SETTINGS, **kw)
+
+
+def test_creates_missing_ranks_only():
+    m = mesh(per_host=(("procs", 3),))
+    p = plan(m, {1: pod(m, 1)})
+    assert sorted(p.creates) == [0, 2] and not p.deletes and p.restarts == 0
+
+
+def test_restart_proc_deletes_failed_incarnation_and_counts():
+    m = mesh(per_host=(("procs", 2),), restartPolicy="RestartProc", maxRestarts=2)
+    pods = {0: pod(m, 0), 1: pod(m, 1, phase="Failed", uid="dead")}
+    p = plan(m, pods, restarts=1)
+    assert p.deletes == (("m-1", "dead"),) and p.restarts == 2 and p.restarted == ("m-1",)
+    assert not p.creates  # the name is free only once the old pod is gone
+    again = plan(m, {0: pod(m, 0)}, restarts=2)
+    assert sorted(again.creates) == [1] and again.restarts == 2
+
+
+def test_restart_limit_keeps_failure():
+    m = mesh(per_host=(("procs", 2),), restartPolicy="RestartProc", maxRestarts=1)
+    p = plan(m, {0: pod(m, 0), 1: pod(m, 1, phase="Failed")}, restarts=1)
+    assert not p.deletes and p.restart_limit_reached and p.failed == (1,) and p.restarts == 1
+
+
+def test_never_keeps_failure_without_counting():
+    m = mesh(per_host=(("procs", 2),), restartPolicy="Never")
+    p = plan(m, {0: pod(m, 0), 1: pod(m, 1, phase="Succeeded")})
+    assert not p.deletes and not p.creates and p.failed == (1,) and p.restarts == 0
+
+
+def test_restart_mesh_deletes_all_then_waits_until_gone():
+    m = mesh(per_host=(("procs", 3),), restartPolicy="RestartMesh")
+    pods = {0: pod(m, 0), 1: pod(m, 1, phase="Failed"), 2: pod(m, 2)}
+    p = plan(m, pods)
+    assert sorted(n for n, _ in p.deletes) == ["m-0", "m-1", "m-2"]
+    assert p.restarts == 1 and p.restarted == ("m",) and not p.creates
+    draining = plan(m, {2: pod(m, 2, terminating=True)}, restarts=1)
+    assert not draining.creates and not draining.deletes
+    assert sorted(plan(m, {}, restarts=1).creates) == [0, 1, 2]
+
+
+def test_terminating_pod_is_not_replaced_early():
+    m = mesh(per_host=(("procs", 2),))
+    p = plan(m, {0: pod(m, 0, terminating=True), 1: pod(m, 1)})
+    assert not p.creates and not p.deletes
+
+
+def test_suspend_deletes_every_live_pod_and_creates_nothing():
+    m = mesh(per_host=(("procs", 3),), suspend=True)
+    p = plan(m, {0: pod(m, 0), 1: pod(m, 1, terminating=True)}, restarts=2)
+    assert p.deletes == (("m-0", "pod-uid-m-0"),) and not p.creates and p.restarts == 2
+
+
+def test_refusal_creates_nothing():
+    m = mesh(gpus={"mode": "pinned", "deviceIDs": [0, 5]})
+    p = plan(m, {}, nodes={"n1": node("n1", gpus=2)})
+    assert p.refusal is not None and not p.creates

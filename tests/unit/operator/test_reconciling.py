@@ -1,0 +1,149 @@
+"""The ordered reconcile against a fake of our own API wrapper (kubeclient.KubeClient), as kopf's
+tests do: the raw HTTP layer is never reached.
+
+Aspects: secret -> service -> pods order; a second reconcile creates nothing (idempotent);
+a 409 on create (an earlier run's pod) is taken as done; the token Secret is never replaced;
+status is written only when it changed; an API error is recorded as Degraded and re-raised.
+"""
+
+import asyncio
+import copy
+
+import pytest
+from procmesh_operator import kubeclient, reconciling
+
+from .builders import SETTINGS, mesh_body
+
+
+class FakeClient:
+    """An in-memory API server for the paths the controller uses."""
+
+    def __init__(self, objects):
+        self.objects = {k: copy.deepcopy(v) for k, v in objects.items()}
+        self.calls = []
+        self.fail_on = None
+        self.rv = 100
+
+    def _stamp(self, body):
+        self.rv += 1
+        body.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
+        body["metadata"].setdefault("uid", f"uid-{self.rv}")
+        return body
+
+    async def get_or_none(self, path):
+        self.calls.append(("get", path))
+        return copy.deepcopy(self.objects.get(path))
+
+    async def get(self, path):
+        found = await self.get_or_none(path)
+        if found is None:
+            raise kubeclient.ApiError(404, "NotFound", path)
+        return found
+
+    async def list(self, path, *, label_selector=None):
+        self.calls.append(("list", path))
+        key, _, value = (label_selector or "").partition("=")
+        items = [copy.deepcopy(o) for p, o in self.objects.items()
+                 if p.startswith(path + "/") and (not key or
+                                                  (o["metadata"].get("labels") or {}).get(key)
+                                                  == (value or
+                                                      (o["metadata"].get("labels") or {}).get(key)))]
+        return {"items": items}
+
+    async def create(self, path, body):
+        self.calls.append(("create", path))
+        if self.fail_on == "create":
+            raise kubeclient.ApiError(500, "InternalError", "boom")
+        name = body["metadata"].get("name") or body["metadata"]["generateName"] + str(self.rv)
+        target = f"{path}/{name}"
+        if target in self.objects:
+            raise kubeclient.ApiError(409, "AlreadyExists", target)
+        self.objects[target] = self._stamp(copy.deepcopy(dict(body)))
+        return copy.deepcopy(self.objects[target])
+
+    async def merge_patch(self, path, body):
+        self.calls.append(("patch", path))
+        target = path.removesuffix("/status")
+        self.objects[target]["status"] = copy.deepcopy(body["status"])
+        return copy.deepcopy(self._stamp(self.objects[target]))
+
+    async def delete(self, path, *, uid=None):
+        self.calls.append(("delete", path))
+        return copy.deepcopy(self.objects.pop(path, None))
+
+    async def close(self):
+        pass
+
+
+MESH_PATH = kubeclient.mesh_path("ns", "m")
+
+
+def controller(objects):
+    client = FakeClient(objects)
+    return reconciling.Controller(client, SETTINGS), client
+
+
+def creates(client):
+    return [p for verb, p in client.calls if verb == "create" and "/events" not in p]
+
+
+def test_order_and_idempotence():
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),))})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert creates(client) == ["/api/v1/namespaces/ns/secrets", "/api/v1/namespaces/ns/services",
+                               "/api/v1/namespaces/ns/pods", "/api/v1/namespaces/ns/pods"]
+    token = client.objects["/api/v1/namespaces/ns/secrets/m-token"]["data"]["token"]
+    status = client.objects[MESH_PATH]["status"]
+    assert status["desiredProcs"] == 2 and status["phase"] == "Progressing"
+    client.calls.clear()
+    ctl._ensured.clear()  # as after a resync period: the children are checked again
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert creates(client) == []
+    assert not [c for c in client.calls if c[0] == "patch"]  # nothing changed: no write
+    assert client.objects["/api/v1/namespaces/ns/secrets/m-token"]["data"]["token"] == token
+
+
+def test_restarted_operator_adopts_existing_pods():
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),))})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    fresh, _ = controller({})
+    fresh.client = client  # a new process: empty cache, same cluster
+    client.calls.clear()
+    asyncio.run(fresh.reconcile(("ns", "m")))
+    assert creates(client) == []
+
+
+def test_create_conflict_is_done():
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),))})
+    ctl.store._primed.add(("ns", "m"))  # a stale cache that has not seen m-0 yet
+    client.objects["/api/v1/namespaces/ns/pods/m-0"] = {
+        "metadata": {"name": "m-0", "namespace": "ns", "uid": "old", "resourceVersion": "5",
+                     "labels": {"procmesh.io/mesh": "m"}}, "spec": {}, "status": {}}
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert ctl.store.pods_by_rank(("ns", "m"))[0]["metadata"]["uid"] == "old"
+
+
+def test_foreign_secret_is_a_conflict():
+    ctl, client = controller({
+        MESH_PATH: mesh_body("m"),
+        "/api/v1/namespaces/ns/secrets/m-token": {"metadata": {"name": "m-token"}, "data": {}}})
+    with pytest.raises(reconciling.ChildConflict):
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    degraded = [c for c in client.objects[MESH_PATH]["status"]["conditions"]
+                if c["type"] == "Degraded"][0]
+    assert degraded["reason"] == "ReconcileError" and "not owned" in degraded["message"]
+    assert not [p for p in creates(client) if p.endswith("/pods")]
+
+
+def test_api_error_is_recorded_and_raised():
+    ctl, client = controller({MESH_PATH: mesh_body("m")})
+    client.fail_on = "create"
+    with pytest.raises(kubeclient.ApiError):
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    assert client.objects[MESH_PATH]["status"]["phase"] == "Degraded"
+
+
+def test_deleted_mesh_is_forgotten():
+    ctl, client = controller({})
+    assert asyncio.run(ctl.reconcile(("ns", "gone"))) is None
+    assert creates(client) == []

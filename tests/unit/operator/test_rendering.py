@@ -1,0 +1,153 @@
+"""Pod, Service and Secret rendering (like KubeRay's pod_test.go): env, labels, GPUs, affinity.
+
+Aspects: the proc server command and env contract; token volume; labels per coordinate;
+pinned env; plugin resource and GFD affinity; node pinning ANDed into user affinity; user env,
+labels and template fields; the headless Service; the Secret.
+"""
+
+import base64
+import json
+
+from procmesh_operator import names, rendering
+
+from .builders import SETTINGS, mesh
+
+
+def env_of(pod):
+    c = pod["spec"]["containers"][0]
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in c["env"]}
+
+
+def test_proc_server_contract():
+    m = mesh("trainer", hosts=2, per_host=(("gpus", 2),), port=27000)
+    pod = rendering.render_pod(m, 3, rendering.ProcPlacement(), SETTINGS)
+    c = pod["spec"]["containers"][0]
+    assert c["command"] == ["python", "-m", "mesh_client.proc_server"]
+    assert c["image"] == "procmesh/proc-server:0.1.0"
+    env = env_of(pod)
+    assert env["PROCMESH_LISTEN_HOST"] == {"fieldRef": {"apiVersion": "v1",
+                                                       "fieldPath": "status.podIP"}}
+    assert env["PROCMESH_PORT"] == "27000"
+    assert env["PROCMESH_MESH"] == "trainer"
+    assert env["PROCMESH_RANK"] == "3"
+    assert json.loads(env["PROCMESH_COORDS"]) == {"hosts": 1, "gpus": 1}
+    assert env["PROCMESH_TOKEN_FILE"] == "/var/run/procmesh/token"
+    assert "PROCMESH_MEMORY_FRACTION" not in env
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "void"
+    assert c["readinessProbe"]["tcpSocket"] == {"port": 27000}
+    assert c["volumeMounts"][0]["mountPath"] == names.TOKEN_DIR
+    volume = pod["spec"]["volumes"][0]
+    assert volume["secret"]["secretName"] == "trainer-token"
+    assert volume["secret"]["items"] == [{"key": "token", "path": "token"}]
+
+
+def test_identity_labels_owner():
+    m = mesh("trainer", hosts=2, per_host=(("gpus", 2),))
+    pod = rendering.render_pod(m, 2, rendering.ProcPlacement(), SETTINGS)
+    meta = pod["metadata"]
+    assert meta["name"] == "trainer-2" and meta["namespace"] == "ns"
+    assert meta["labels"][names.MESH_LABEL] == "trainer"
+    assert meta["labels"][names.RANK_LABEL] == "2"
+    assert meta["labels"]["coord.procmesh.io/hosts"] == "1"
+    assert meta["labels"]["coord.procmesh.io/gpus"] == "0"
+    owner = meta["ownerReferences"][0]
+    assert owner["kind"] == "ProcMesh" and owner["uid"] == "uid-trainer" and owner["controller"]
+    assert pod["spec"]["hostname"] == "trainer-2"
+    assert pod["spec"]["subdomain"] == "trainer-procs"
+    assert pod["spec"]["restartPolicy"] == "Never"
+
+
+def test_pinned_mode_names_exactly_its_device():
+    m = mesh(gpus={"mode": "pinned", "deviceIDs": [3, 5], "memoryFraction": 0.25})
+    pod = rendering.render_pod(m, 1, rendering.ProcPlacement(node="n2", device="5"), SETTINGS)
+    env = env_of(pod)
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "5"
+    assert env["CUDA_VISIBLE_DEVICES"] == "0"
+    assert env["PROCMESH_MEMORY_FRACTION"] == "0.25"
+    assert "resources" not in pod["spec"]["containers"][0]  # no GPU request in pinned mode
+    assert pod["metadata"]["annotations"][names.GPU_DEVICE_ANNOTATION] == "5"
+    terms = pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In",
+                                       "values": ["n2"]}]}]
+
+
+def test_plugin_mode_requests_resource_with_gfd_affinity():
+    m = mesh(gpus={"mode": "plugin", "resourceName": "nvidia.com/gpu.shared",
+                   "memoryFraction": 0.5},
+             template={"resources": {"limits": {"cpu": "1"}}})
+    pod = rendering.render_pod(m, 0, rendering.ProcPlacement(), SETTINGS)
+    c = pod["spec"]["containers"][0]
+    assert c["resources"]["limits"] == {"cpu": "1", "nvidia.com/gpu.shared": 1}
+    env = env_of(pod)
+    assert "NVIDIA_VISIBLE_DEVICES" not in env and "CUDA_VISIBLE_DEVICES" not in env
+    assert env["PROCMESH_MEMORY_FRACTION"] == "0.5"
+    terms = pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "In",
+                                            "values": ["true"]}]}]
+
+
+def test_node_pin_is_anded_into_every_user_term():
+    user_terms = [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+                  {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}]
+    m = mesh(template={"affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": user_terms}}}})
+    pod = rendering.render_pod(m, 0, rendering.ProcPlacement(node="n9"), SETTINGS)
+    terms = pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert len(terms) == 2
+    for term in terms:
+        assert term["matchFields"] == [{"key": "metadata.name", "operator": "In",
+                                        "values": ["n9"]}]
+    assert user_terms[0].get("matchFields") is None  # the spec was not mutated
+
+
+def test_template_passthrough_and_env_precedence():
+    m = mesh(template={
+        "image": "me/img:1", "imagePullPolicy": "IfNotPresent",
+        "env": [{"name": "FOO", "value": "bar"}, {"name": "CUDA_VISIBLE_DEVICES", "value": "7"}],
+        "nodeSelector": {"pool": "gpu"}, "tolerations": [{"key": "gpu", "operator": "Exists"}],
+        "schedulerName": "volcano", "serviceAccountName": "sa", "priorityClassName": "high",
+        "labels": {"kueue.x-k8s.io/queue-name": "q", names.MESH_LABEL: "spoof"},
+        "annotations": {"scheduling.k8s.io/group-name": "g"}},
+        gpus={"mode": "pinned", "deviceIDs": [0, 1]})
+    pod = rendering.render_pod(m, 0, rendering.ProcPlacement(node="n1", device="0"), SETTINGS)
+    spec = pod["spec"]
+    assert spec["containers"][0]["image"] == "me/img:1"
+    assert spec["containers"][0]["imagePullPolicy"] == "IfNotPresent"
+    env = env_of(pod)
+    assert env["FOO"] == "bar" and env["CUDA_VISIBLE_DEVICES"] == "0"
+    assert [e["name"] for e in spec["containers"][0]["env"]].count("CUDA_VISIBLE_DEVICES") == 1
+    assert spec["nodeSelector"] == {"pool": "gpu"}
+    assert spec["schedulerName"] == "volcano" and spec["serviceAccountName"] == "sa"
+    assert spec["priorityClassName"] == "high"
+    assert spec["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
+    assert pod["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "q"
+    assert pod["metadata"]["labels"][names.MESH_LABEL] == "m"
+    assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "g"
+
+
+def test_service_is_headless_and_publishes_not_ready():
+    svc = rendering.render_service(mesh("trainer"))
+    assert svc["metadata"]["name"] == "trainer-procs"
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["publishNotReadyAddresses"] is True
+    assert svc["spec"]["selector"] == {names.MESH_LABEL: "trainer"}
+    assert svc["spec"]["ports"][0]["port"] == 26600
+
+
+def test_secret_holds_the_given_token():
+    token = rendering.new_token()
+    assert len(token) == 64 and token != rendering.new_token()
+    secret = rendering.render_secret(mesh("trainer"), token)
+    assert secret["metadata"]["name"] == "trainer-token"
+    assert base64.b64decode(secret["data"]["token"]).decode() == token
+    assert secret["metadata"]["ownerReferences"][0]["name"] == "trainer"
+
+
+def test_rendering_is_deterministic():
+    m = mesh(gpus={"mode": "plugin"})
+    a = rendering.render_pod(m, 1, rendering.ProcPlacement(), SETTINGS)
+    b = rendering.render_pod(m, 1, rendering.ProcPlacement(), SETTINGS)
+    assert a == b

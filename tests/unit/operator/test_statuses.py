@@ -1,0 +1,106 @@
+"""compute_status: counts, conditions (all four, with observedGeneration), phase, procs[].
+
+Aspects: progress then Ready; transition times kept; refusals; restart limit; suspend; errors;
+procs[] entries (address, node, gpu); no write when nothing changed.
+"""
+
+from procmesh_operator import placing, planning, rendering, statuses
+
+from .builders import mesh, pod
+
+T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z"
+
+
+def conds(status):
+    return {c["type"]: c for c in status["conditions"]}
+
+
+def test_all_conditions_present_with_generation():
+    m = mesh(generation=7)
+    s = statuses.compute_status(m, None, {}, planning.Plan(), now=T0)
+    assert set(conds(s)) == {"Ready", "Progressing", "Degraded", "GPUBudgetSatisfied"}
+    assert all(c["observedGeneration"] == 7 for c in s["conditions"])
+    assert s["observedGeneration"] == 7 and s["phase"] == "Progressing"
+    assert conds(s)["Progressing"]["reason"] == statuses.CREATING_PROCS
+    assert conds(s)["GPUBudgetSatisfied"]["reason"] == statuses.NO_GPUS
+
+
+def test_ready_and_transition_times():
+    m = mesh()
+    starting = statuses.compute_status(m, None, {0: pod(m, 0, ready=False)}, planning.Plan(),
+                                       now=T0)
+    ready = statuses.compute_status(m, starting, {0: pod(m, 0), 1: pod(m, 1)}, planning.Plan(),
+                                    now=T1)
+    c = conds(ready)
+    assert ready["readyProcs"] == ready["desiredProcs"] == 2 and ready["phase"] == "Ready"
+    assert c["Ready"]["status"] == "True" and c["Ready"]["lastTransitionTime"] == T1
+    assert c["Degraded"]["lastTransitionTime"] == T0  # unchanged status keeps its time
+    assert c["Progressing"]["status"] == "False"
+    assert not statuses.differs(ready, statuses.compute_status(
+        m, ready, {0: pod(m, 0), 1: pod(m, 1)}, planning.Plan(), now="2027-01-01T00:00:00Z"))
+
+
+def test_procs_entries():
+    m = mesh(gpus={"mode": "pinned", "deviceIDs": [0, 1]}, port=26601)
+    pods = {1: pod(m, 1, node="n4", ip="127.0.3.4",
+                   placement=rendering.ProcPlacement("n4", "1"))}
+    s = statuses.compute_status(m, None, pods, planning.Plan(), now=T0)
+    assert s["procs"][0] == {"rank": 0, "coords": {"hosts": 0, "gpus": 0}, "pod": "m-0",
+                             "ready": False}
+    assert s["procs"][1] == {"rank": 1, "coords": {"hosts": 0, "gpus": 1}, "pod": "m-1",
+                             "node": "n4", "address": "127.0.3.4:26601", "ready": True,
+                             "podPhase": "Running", "gpu": "1"}
+
+
+def test_budget_refusal():
+    refusal = placing.Refusal(placing.BUDGET_EXCEEDED, "too much on GPU 0")
+    s = statuses.compute_status(mesh(gpus={"mode": "pinned", "deviceIDs": [0, 1]}), None, {},
+                                planning.Plan(refusal=refusal), now=T0)
+    c = conds(s)
+    assert c["GPUBudgetSatisfied"]["status"] == "False"
+    assert c["GPUBudgetSatisfied"]["reason"] == "GPUBudgetExceeded"
+    assert c["Ready"]["reason"] == "GPUBudgetExceeded" and c["Progressing"]["status"] == "False"
+    assert s["phase"] == "Failed"
+
+
+def test_colocation_refusal_leaves_budget_unknown():
+    refusal = placing.Refusal(placing.INVALID_COLOCATION, "no such mesh")
+    c = conds(statuses.compute_status(mesh(), None, {}, planning.Plan(refusal=refusal), now=T0))
+    assert c["GPUBudgetSatisfied"]["status"] == "Unknown"
+    assert c["Ready"]["reason"] == "InvalidColocation"
+
+
+def test_restart_limit_and_restarts_count():
+    m = mesh(maxRestarts=2)
+    p = planning.Plan(restarts=2, failed=(1,), restart_limit_reached=True)
+    s = statuses.compute_status(m, None, {0: pod(m, 0), 1: pod(m, 1, phase="Failed")}, p,
+                                now=T0)
+    c = conds(s)
+    assert s["restarts"] == 2 and c["Degraded"]["reason"] == "RestartLimitReached"
+    assert c["Progressing"]["status"] == "False" and s["phase"] == "Failed"
+
+
+def test_restarting_is_progressing():
+    m = mesh()
+    s = statuses.compute_status(m, None, {0: pod(m, 0)},
+                                planning.Plan(restarts=1, restarted=("m-1",)), now=T0)
+    assert conds(s)["Progressing"]["reason"] == "Restarting" and s["restarts"] == 1
+
+
+def test_suspended():
+    s = statuses.compute_status(mesh(suspend=True), None, {}, planning.Plan(), now=T0)
+    assert s["phase"] == "Suspended" and s["desiredProcs"] == 0 and s["procs"] == []
+    assert conds(s)["Ready"]["reason"] == "Suspended"
+
+
+def test_reconcile_error_is_degraded_and_keeps_restarts():
+    s = statuses.compute_status(mesh(), {"restarts": 4}, {}, None, "500 boom", now=T0)
+    assert conds(s)["Degraded"]["reason"] == "ReconcileError" and s["restarts"] == 4
+
+
+def test_described_gpu_wins_over_rendered_device():
+    m = mesh(gpus={"mode": "pinned", "deviceIDs": [0, 1]})
+    p = pod(m, 0, placement=rendering.ProcPlacement("n1", "0"))
+    s = statuses.compute_status(m, None, {0: p}, planning.Plan(), now=T0,
+                                described={p["metadata"]["uid"]: "GPU-1234"})
+    assert s["procs"][0]["gpu"] == "GPU-1234"
