@@ -37,6 +37,7 @@ sys.path[:] = [str(ROOT), str(ROOT / "operator")] + [
     p for p in sys.path if pathlib.Path(p or ".").resolve() != pathlib.Path(__file__).parent]
 
 from kubernetes import client, config, watch  # noqa: E402
+
 from procmesh_operator import names, rendering, specs  # noqa: E402
 from procmesh_operator import settings as settings_  # noqa: E402
 
@@ -148,9 +149,8 @@ def main(argv: list[str] | None = None) -> int:
 
     cluster = None
     if args.kubeconfig is None:
-        from tests.cluster.process_node.config import NodeConfig
-
         from tests.cluster import controlplane
+        from tests.cluster.process_node.config import NodeConfig
 
         cluster = controlplane.Cluster(pathlib.Path(tempfile.mkdtemp(prefix="pm-bench-")))
         cluster.up([NodeConfig("node-0", pods=max(110, 2 * args.procs + 10))])

@@ -1,6 +1,7 @@
 """The command line: a namespace scope is required; kopf credentials mirror the client's."""
 
 import pytest
+
 from procmesh_operator import __main__ as main_module
 from procmesh_operator import kubeclient
 

@@ -10,6 +10,7 @@ import asyncio
 import copy
 
 import pytest
+
 from procmesh_operator import kubeclient, reconciling
 
 from .builders import SETTINGS, mesh_body

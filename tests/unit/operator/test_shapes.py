@@ -1,6 +1,7 @@
 """Rank arithmetic: row-major order, round trips, the hosts and local dimensions."""
 
 import pytest
+
 from procmesh_operator import shapes
 
 
