@@ -73,6 +73,11 @@ class ProcMesh(MeshTrait):
         mesh: ActorMesh[T] = ActorMesh(group, shape, actor_id, name, Class.__qualname__, endpoint_names(Class))
         return mesh  # type: ignore[return-value]
 
+    def _elastic(self) -> tuple[str, int, int]:
+        """(run id, restart count, max restarts) for torchelastic; backends may know better."""
+        info = getattr(self._group.owner, "elastic_info", None)
+        return info() if info is not None else (self._group.run_id, 0, 0)
+
     def run(self, fn: Callable[[], Any]) -> Future[list[Any]]:
         """Run ``fn`` in every proc (as ``bootstrap`` does); gives the list of results."""
         return _run_everywhere(self._group, self._shape, fn)

@@ -6,6 +6,7 @@ backend that started the procs (``owner``) stays with the process that owns them
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -34,6 +35,7 @@ class ProcGroup:
         self.token = token
         self.labels = list(labels)
         self.owner = owner
+        self.run_id = f"{name}-{uuid.uuid4().hex[:12]}"  # names one run of this group's procs
         self.peers = [peers.get_peer(a, token, label) for a, label in zip(self.addresses, self.labels)]
 
     def __reduce__(self) -> tuple[Any, ...]:

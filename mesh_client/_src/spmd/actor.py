@@ -1,0 +1,123 @@
+"""``SPMDActor`` and ``setup_torch_elastic_env``: run torchrun-style programs on a proc mesh."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import socket
+import sys
+from typing import Any
+
+from mesh_client._src.actor.actor import Actor
+from mesh_client._src.actor.context import context, current_rank
+from mesh_client._src.actor.endpoint import endpoint
+from mesh_client._src.actor.proc_mesh import ProcMesh
+from mesh_client._src.spmd.elastic_env import torchelastic_env
+
+
+def _proc_ip() -> str:
+    """This proc's IP: the address its proc server listens on (a pod IP on Kubernetes)."""
+    proc = context().actor_instance.proc
+    host = proc._group.addresses[0][0] if proc is not None else ""
+    if host and host not in ("0.0.0.0", "::"):
+        return host
+    return socket.gethostbyname(socket.gethostname())
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class SPMDActor(Actor):
+    """Sets torchrun's worker environment from its place in the mesh, and runs SPMD scripts.
+
+    Ranks come from the point the actor was spawned at; the last dimension is local and the
+    ``hosts`` dimension forms the groups.
+    """
+
+    def __init__(self, run_id: str | None = None, restart_count: int = 0, max_restarts: int = 0) -> None:
+        point = current_rank()
+        self._coords = dict(point)
+        self._labels = list(point.extent.labels)
+        self._sizes = list(point.extent.sizes)
+        self._run_id = run_id or context().actor_instance.actor_id
+        self._restart_count = restart_count
+        self._max_restarts = max_restarts
+
+    @endpoint
+    def get_host_port(self, use_ipaddr: Any = None) -> tuple[str, int]:
+        """This proc's IP and a port that was free on it (the master, when called on rank 0)."""
+        host = _proc_ip()
+        return host, _free_port(host)
+
+    @endpoint
+    def setup_env(self, master_addr: str, master_port: int) -> dict[str, str]:
+        """Set the torchelastic variables in this proc (later actors in the proc see them too)."""
+        env = torchelastic_env(
+            self._coords,
+            self._labels,
+            self._sizes,
+            master_addr=master_addr,
+            master_port=int(master_port),
+            run_id=self._run_id,
+            restart_count=self._restart_count,
+            max_restarts=self._max_restarts,
+        )
+        os.environ.update(env)
+        return env
+
+    @endpoint
+    def main(self, master_addr: str, master_port: int, script_args: list[str]) -> bool:
+        """Run ``["-m", module, *args]`` or ``[script, *args]`` here, as torchrun would."""
+        self.setup_env(master_addr, master_port)
+        if not script_args:
+            raise ValueError('script_args is empty: give ["-m", "module", ...] or ["script.py", ...]')
+        saved = sys.argv
+        try:
+            if script_args[0] == "-m":
+                if len(script_args) < 2:
+                    raise ValueError('"-m" needs a module name after it')
+                sys.argv = [script_args[1], *script_args[2:]]
+                runpy.run_module(script_args[1], run_name="__main__", alter_sys=True)
+            else:
+                sys.argv = list(script_args)
+                runpy.run_path(script_args[0], run_name="__main__")
+        finally:
+            sys.argv = saved
+        return True
+
+
+def _spawn(proc_mesh: ProcMesh) -> Any:
+    run_id, restarts, max_restarts = proc_mesh._elastic()
+    return proc_mesh.spawn("_SPMDActor", SPMDActor, run_id, restarts, max_restarts)
+
+
+def setup_torch_elastic_env(
+    proc_mesh: ProcMesh, master_addr: str | None = None, master_port: int | None = None, use_ipaddr: Any = None
+) -> None:
+    """Set torchrun's worker environment in every proc of ``proc_mesh``.
+
+    Without a master, the proc at the all-zero point is the master: its IP, and a port free there.
+    """
+    if (master_addr is None) != (master_port is None):
+        raise ValueError("give both master_addr and master_port, or neither")
+    actors = _spawn(proc_mesh)
+    if master_addr is None:
+        first = actors.slice(**dict.fromkeys(proc_mesh._labels, 0))
+        master_addr, master_port = first.get_host_port.call_one(use_ipaddr).get()
+    actors.setup_env.call(master_addr, master_port).get()
+
+
+async def setup_torch_elastic_env_async(
+    proc_mesh: ProcMesh, master_addr: str | None = None, master_port: int | None = None, use_ipaddr: Any = None
+) -> None:
+    """The same as :func:`setup_torch_elastic_env`, for async controllers."""
+    if (master_addr is None) != (master_port is None):
+        raise ValueError("give both master_addr and master_port, or neither")
+    actors = _spawn(proc_mesh)
+    if master_addr is None:
+        first = actors.slice(**dict.fromkeys(proc_mesh._labels, 0))
+        master_addr, master_port = await first.get_host_port.call_one(use_ipaddr)
+    await actors.setup_env.call(master_addr, master_port)

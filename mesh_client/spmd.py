@@ -1,0 +1,10 @@
+"""torchrun-style SPMD on proc meshes, as ``monarch.spmd``: ``from mesh_client.spmd import ...``."""
+
+from mesh_client._src.spmd.actor import (
+    SPMDActor,
+    setup_torch_elastic_env,
+    setup_torch_elastic_env_async,
+)
+from mesh_client._src.spmd.elastic_env import torchelastic_env
+
+__all__ = ["SPMDActor", "setup_torch_elastic_env", "setup_torch_elastic_env_async", "torchelastic_env"]
