@@ -88,6 +88,8 @@ class ProcServer:
 
     def _on_closed(self, channel: Channel, reason: str) -> None:
         self.channels.discard(channel)
+        if "closed the connection" in reason:
+            return  # a readiness probe, or a client that left
         if not channel.authenticated:
             print(f"procmesh: refused connection from {channel.label}: {reason}", file=sys.stderr)
         elif reason.startswith("protocol error"):

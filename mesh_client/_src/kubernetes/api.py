@@ -1,0 +1,144 @@
+"""The few Kubernetes API calls the client makes, with refusals turned into errors that name the
+missing permission. Wraps the official ``kubernetes`` client (imported only here)."""
+
+from __future__ import annotations
+
+import base64
+import os
+from typing import Any
+
+from mesh_client._src.kubernetes.errors import (
+    KubernetesMeshError,
+    MeshAccessDenied,
+    MeshNotFound,
+    MeshNotReady,
+)
+
+GROUP, VERSION, PLURAL = "procmesh.io", "v1alpha1", "procmeshes"
+SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def _client_module() -> Any:
+    try:
+        import kubernetes
+    except ImportError:  # pragma: no cover - depends on the extra
+        raise ImportError("the Kubernetes backend needs the kubernetes extra: pip install 'procmesh[kubernetes]'") from None
+    return kubernetes
+
+
+def make_api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """In a pod: the service account. Elsewhere: the kubeconfig (KUBECONFIG or ~/.kube/config)."""
+    kubernetes = _client_module()
+    if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(SA_NAMESPACE):
+        config = kubernetes.client.Configuration()
+        kubernetes.config.load_incluster_config(client_configuration=config)
+        return kubernetes.client.ApiClient(config)
+    return kubernetes.config.new_client_from_config(config_file=kubeconfig, context=context)
+
+
+def default_namespace(kubeconfig: str | None = None, context: str | None = None) -> str:
+    if os.path.exists(SA_NAMESPACE) and kubeconfig is None:
+        with open(SA_NAMESPACE) as f:
+            return f.read().strip()
+    try:
+        kubernetes = _client_module()
+        _, active = kubernetes.config.list_kube_config_contexts(config_file=kubeconfig)
+        if context is not None:
+            contexts, _ = kubernetes.config.list_kube_config_contexts(config_file=kubeconfig)
+            active = next((c for c in contexts if c["name"] == context), active)
+        return (active.get("context") or {}).get("namespace") or "default"
+    except Exception:
+        return "default"
+
+
+class KubeApi:
+    """ProcMeshes, their pods and token Secrets in one namespace."""
+
+    def __init__(self, api_client: Any, namespace: str) -> None:
+        kubernetes = _client_module()
+        self.namespace = namespace
+        self._exc = kubernetes.client.ApiException
+        self.custom = kubernetes.client.CustomObjectsApi(api_client)
+        self.core = kubernetes.client.CoreV1Api(api_client)
+        self._sanitize = api_client.sanitize_for_serialization
+
+    def _refused(self, exc: Any, verb: str, resource: str, name: str = "") -> KubernetesMeshError:
+        what = f"{resource} {self.namespace}/{name}" if name else f"{resource} in namespace {self.namespace}"
+        if exc.status == 403:
+            return MeshAccessDenied(
+                f"the API server refused to {verb} {what}: this client needs the '{verb}' permission on "
+                f"{resource} in namespace {self.namespace} (the Helm chart's client role grants it: "
+                f"clientRole.create=true, bound to this service account)"
+            )
+        if exc.status == 404 and resource == "procmeshes":
+            return MeshNotFound(
+                f"ProcMesh {self.namespace}/{name} does not exist; 'kubectl get procmeshes -n {self.namespace}' "
+                f"lists the meshes there (is the namespace right?)"
+            )
+        if exc.status == 404 and resource == "secrets":
+            return MeshNotReady(f"the token Secret {self.namespace}/{name} does not exist yet; the operator creates it", "TokenNotCreated")
+        return KubernetesMeshError(f"cannot {verb} {what}: {exc.status} {exc.reason}: {_message(exc)}")
+
+    def get_mesh(self, name: str) -> dict[str, Any]:
+        try:
+            return self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name)
+        except self._exc as exc:
+            raise self._refused(exc, "get", "procmeshes", name) from None
+
+    def create_mesh(self, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, body)
+        except self._exc as exc:
+            if exc.status == 422 or exc.status == 400:
+                raise KubernetesMeshError(f"the API server refused ProcMesh {body['metadata']['name']}: {_message(exc)}") from None
+            if exc.status == 409:
+                raise KubernetesMeshError(
+                    f"ProcMesh {self.namespace}/{body['metadata']['name']} already exists; attach() to it, "
+                    f"or pick another name"
+                ) from None
+            raise self._refused(exc, "create", "procmeshes", body["metadata"]["name"]) from None
+
+    def delete_mesh(self, name: str) -> None:
+        try:
+            self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name, propagation_policy="Background")
+        except self._exc as exc:
+            if exc.status != 404:
+                raise self._refused(exc, "delete", "procmeshes", name) from None
+
+    def read_token(self, secret: str) -> bytes:
+        try:
+            obj = self.core.read_namespaced_secret(secret, self.namespace)
+        except self._exc as exc:
+            raise self._refused(exc, "get", "secrets", secret) from None
+        data = (obj.data or {}).get("token")
+        if not data:
+            raise KubernetesMeshError(f"Secret {self.namespace}/{secret} has no 'token' key")
+        return base64.b64decode(data).strip()
+
+    def pods(self, mesh: str) -> list[dict[str, Any]]:
+        try:
+            items = self.core.list_namespaced_pod(self.namespace, label_selector=f"procmesh.io/mesh={mesh}").items
+        except self._exc as exc:
+            if exc.status == 403:
+                return []  # pods are only for better messages; the mesh status suffices
+            raise self._refused(exc, "list", "pods") from None
+        return [self._sanitize(p) for p in items]
+
+    def pod(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self._sanitize(self.core.read_namespaced_pod(name, self.namespace))
+        except self._exc as exc:
+            if exc.status == 404:
+                return None
+            if exc.status == 403:
+                return {}
+            raise self._refused(exc, "get", "pods", name) from None
+
+
+def _message(exc: Any) -> str:
+    import json
+
+    try:
+        return json.loads(exc.body).get("message", exc.body)
+    except Exception:
+        return str(exc.body or exc.reason)

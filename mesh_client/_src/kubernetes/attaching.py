@@ -1,0 +1,156 @@
+"""``attach()``: a ProcMesh resource as a proc mesh of this client.
+
+Waits until the mesh is Ready (with a progress line on a terminal), reads the proc addresses
+from ``status.procs`` and the token from the mesh's Secret, connects to every proc server, and
+runs ``bootstrap`` there. When a proc dies, failed calls say what its pod's status says.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mesh_client._src.actor.proc_mesh import ProcMesh
+from mesh_client._src.actor.procs import ProcGroup
+from mesh_client._src.actor.shape import Shape
+from mesh_client._src.kubernetes import api as api_mod
+from mesh_client._src.kubernetes import assessing
+from mesh_client._src.kubernetes.errors import MeshNotReady
+
+DEFAULT_TIMEOUT = 600.0
+
+
+class KubernetesProcs:
+    """The owner of an attached mesh's ProcGroup: explains deaths, and deletes only what it made."""
+
+    def __init__(self, api: api_mod.KubeApi, mesh: dict[str, Any], pod_names: Sequence[str], created: bool) -> None:
+        self.api = api
+        self.name = mesh["metadata"]["name"]
+        self.pod_names = list(pod_names)
+        self.created = created
+        spec, status = mesh.get("spec") or {}, mesh.get("status") or {}
+        self._elastic = (
+            f"{self.name}-{mesh['metadata'].get('uid', '')[:8]}",
+            int(status.get("restarts") or 0),
+            int(spec.get("maxRestarts") or 0),
+        )
+        self.group: ProcGroup | None = None
+
+    def elastic_info(self) -> tuple[str, int, int]:
+        return self._elastic
+
+    def explain(self, index: int, reason: str) -> str:
+        """Ask the API server how the proc's pod ended (its status may lag by a moment)."""
+        name = self.pod_names[index]
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                story = assessing.describe_death(self.api.pod(name), name)
+            except Exception:
+                story = None
+            if story or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        return f"proc {self.api.namespace}/{self.name} rank {index} ({name}) is gone: {story or reason}"
+
+    def stop(self, indices: Sequence[int], reason: str) -> None:
+        """Disconnect; delete the ProcMesh only if this client created it."""
+        if self.group is not None:
+            for peer in self.group.peers:
+                peer.close()
+        if self.created:
+            self.api.delete_mesh(self.name)
+
+
+def wait_ready(api: api_mod.KubeApi, name: str, timeout: float, progress: bool | None = None) -> dict[str, Any]:
+    """Poll until Ready; raise MeshNotReady at once for fatal causes, or with the cause at timeout."""
+    show = sys.stderr.isatty() if progress is None else progress
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    last_line = ""
+    while True:
+        mesh = api.get_mesh(name)
+        verdict = assessing.assess(mesh, api.pods(name) if not _looks_ready(mesh) else [])
+        if verdict.ready:
+            if show and last_line:
+                print(f"\rProcMesh {api.namespace}/{name}: {verdict.progress}".ljust(len(last_line) + 1), file=sys.stderr)
+            return mesh
+        if verdict.fatal:
+            raise MeshNotReady(f"ProcMesh {api.namespace}/{name} cannot become Ready: {verdict.problem}", verdict.reason)
+        if time.monotonic() >= deadline:
+            raise MeshNotReady(
+                f"ProcMesh {api.namespace}/{name} was not Ready after {timeout:.0f} s: {verdict.problem} "
+                f"('kubectl describe procmesh {name} -n {api.namespace}' shows its conditions and events)",
+                verdict.reason,
+            )
+        if show:
+            line = f"\rProcMesh {api.namespace}/{name}: {verdict.progress}"
+            print(line.ljust(len(last_line)), end="", file=sys.stderr, flush=True)
+            last_line = line
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.5)
+
+
+def _looks_ready(mesh: dict[str, Any]) -> bool:
+    return assessing.condition(mesh, "Ready").get("status") == "True"
+
+
+def connect_mesh(
+    api: api_mod.KubeApi,
+    mesh: dict[str, Any],
+    *,
+    created: bool,
+    bootstrap: Callable[[], Any] | None = None,
+) -> ProcMesh:
+    """Build the proc mesh from a Ready resource: addresses, token, shape; connect; bootstrap."""
+    name = mesh["metadata"]["name"]
+    spec, status = mesh["spec"], mesh["status"]
+    dims = [(d["name"], int(d["size"])) for d in spec.get("perHost") or []]
+    shape = Shape(["hosts", *(n for n, _ in dims)], [int(spec.get("hosts", 1)), *(s for _, s in dims)])
+    procs = sorted(status["procs"], key=lambda p: p["rank"])
+    if [p["rank"] for p in procs] != list(range(len(shape))):
+        raise MeshNotReady(f"ProcMesh {api.namespace}/{name} status lists ranks {[p['rank'] for p in procs]}, expected 0..{len(shape) - 1}")
+    addresses = []
+    for p in procs:
+        host, _, port = p["address"].rpartition(":")
+        addresses.append((host.strip("[]"), int(port)))
+    token = api.read_token(f"{name}-token")
+    labels = [
+        f"{api.namespace}/{name}[{','.join(f'{k}={v}' for k, v in point.items())}] (pod {p['pod']})"
+        for point, p in zip(shape.points(), procs)
+    ]
+    owner = KubernetesProcs(api, mesh, [p["pod"] for p in procs], created)
+    group = ProcGroup(name, addresses, token, labels, owner=owner)
+    owner.group = group
+    for index, peer in enumerate(group.peers):
+        peer.explain_loss = lambda reason, i=index: owner.explain(i, reason)
+    proc_mesh = ProcMesh(group, shape)
+    for peer in group.peers:
+        peer.connect()
+    if bootstrap is not None:
+        proc_mesh.run(bootstrap).get()
+    return proc_mesh
+
+
+def attach(
+    name: str,
+    namespace: str | None = None,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    bootstrap: Callable[[], Any] | None = None,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    api_client: Any = None,
+    progress: bool | None = None,
+) -> ProcMesh:
+    """The proc mesh of an existing ProcMesh resource, once it is Ready.
+
+    Its extent is ``hosts`` followed by the ``perHost`` dimensions. ``stop()`` on it only
+    disconnects: the resource belongs to whoever created it.
+    """
+    client = api_client or api_mod.make_api_client(kubeconfig, context)
+    api = api_mod.KubeApi(client, namespace or api_mod.default_namespace(kubeconfig, context))
+    mesh = wait_ready(api, name, timeout, progress)
+    return connect_mesh(api, mesh, created=False, bootstrap=bootstrap)

@@ -1,0 +1,92 @@
+"""``KubernetesHostMesh``: hosts of a cluster; ``spawn_procs`` creates a ProcMesh and attaches."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mesh_client._src.actor.proc_mesh import ProcMesh
+from mesh_client._src.actor.shape import MeshTrait, Shape
+from mesh_client._src.kubernetes import api as api_mod
+from mesh_client._src.kubernetes import attaching, manifests
+
+_names = itertools.count()
+
+
+class KubernetesHostMesh(MeshTrait):
+    """``hosts`` nodes' worth of procs in ``namespace``; each ``spawn_procs`` is one ProcMesh.
+
+    ``image`` and ``template`` (the ProcMesh ``spec.template``: resources, env, nodeSelector,
+    tolerations, affinity, schedulerName, serviceAccountName, labels, annotations) apply to
+    every mesh it spawns.
+    """
+
+    def __init__(
+        self,
+        hosts: int = 1,
+        namespace: str | None = None,
+        *,
+        image: str | None = None,
+        template: Mapping[str, Any] | None = None,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        api_client: Any = None,
+        timeout: float = attaching.DEFAULT_TIMEOUT,
+    ) -> None:
+        self._shape = Shape(["hosts"], [hosts])
+        self.hosts = hosts
+        client = api_client or api_mod.make_api_client(kubeconfig, context)
+        self.api = api_mod.KubeApi(client, namespace or api_mod.default_namespace(kubeconfig, context))
+        self.template = dict(template or {})
+        if image:
+            self.template["image"] = image
+        self.timeout = timeout
+
+    def _with_shape(self, shape: Shape) -> KubernetesHostMesh:
+        raise NotImplementedError("slicing a Kubernetes host mesh is not supported; spawn with fewer hosts")
+
+    def __repr__(self) -> str:
+        return f"<KubernetesHostMesh {self.api.namespace} hosts={self.hosts}>"
+
+    def spawn_procs(
+        self,
+        per_host: Mapping[str, int] | None = None,
+        bootstrap: Callable[[], Any] | None = None,
+        name: str | None = None,
+        *,
+        gpus: Any = None,
+        memory_fraction: float | None = None,
+        colocate_with: ProcMesh | str | None = None,
+        restart_policy: str | None = None,
+        max_restarts: int | None = None,
+        port: int | None = None,
+    ) -> ProcMesh:
+        """Create a ProcMesh of ``hosts`` x ``per_host`` procs, wait until Ready, and attach.
+
+        ``gpus``: None, ``"plugin"``, or device IDs (pinned); ``memory_fraction`` caps each proc's
+        PyTorch allocator before any actor runs. ``colocate_with`` (a mesh or its name) puts proc
+        p on the node (pinned: the device) of that mesh's proc p. ``stop()`` deletes the resource.
+        """
+        name = name or f"procs-{os.getpid()}-{next(_names)}"
+        other = colocate_with.name if isinstance(colocate_with, ProcMesh) else colocate_with
+        body = manifests.proc_mesh_manifest(
+            name,
+            hosts=self.hosts,
+            per_host=dict(per_host or {}),
+            gpus=gpus,
+            memory_fraction=memory_fraction,
+            colocate_with=other,
+            template=self.template,
+            restart_policy=restart_policy,
+            max_restarts=max_restarts,
+            port=port,
+        )
+        self.api.create_mesh(body)
+        try:
+            mesh = attaching.wait_ready(self.api, name, self.timeout)
+            return attaching.connect_mesh(self.api, mesh, created=True, bootstrap=bootstrap)
+        except BaseException:
+            self.api.delete_mesh(name)
+            raise

@@ -1,0 +1,19 @@
+"""ProcMesh resources as proc meshes: ``attach`` to one, or create them from a host mesh.
+
+    from mesh_client.kubernetes import KubernetesHostMesh, attach
+
+    trainer = attach("trainer", namespace="rl")                 # an existing ProcMesh
+    hosts = KubernetesHostMesh(hosts=1, namespace="rl")
+    policy = hosts.spawn_procs(per_host={"gpus": 2}, gpus=[0, 1], memory_fraction=0.3)
+"""
+
+from mesh_client._src.kubernetes.attaching import attach
+from mesh_client._src.kubernetes.errors import (
+    KubernetesMeshError,
+    MeshAccessDenied,
+    MeshNotFound,
+    MeshNotReady,
+)
+from mesh_client._src.kubernetes.host_mesh import KubernetesHostMesh
+
+__all__ = ["KubernetesHostMesh", "KubernetesMeshError", "MeshAccessDenied", "MeshNotFound", "MeshNotReady", "attach"]

@@ -1,0 +1,71 @@
+"""Reading a ProcMesh and its pods into ready / waiting / stuck, and the manifest spawn_procs makes."""
+
+import pytest
+
+from mesh_client._src.kubernetes import assessing, manifests
+
+
+def mesh(conditions=(), procs=(), generation=1, observed=1, **status):
+    return {
+        "metadata": {"name": "m", "generation": generation},
+        "status": {"observedGeneration": observed, "conditions": list(conditions), "procs": list(procs), **status},
+    }
+
+
+def cond(type_, status, reason, message=""):
+    return {"type": type_, "status": status, "reason": reason, "message": message}
+
+
+READY_PROCS = [{"rank": 0, "address": "10.0.0.1:26600", "ready": True}]
+
+
+def test_ready_needs_the_current_generation_and_every_address():
+    assert assessing.assess(mesh([cond("Ready", "True", "AllProcsReady")], READY_PROCS), []).ready
+    assert not assessing.assess(mesh([cond("Ready", "True", "AllProcsReady")], READY_PROCS, generation=2), []).ready
+    assert not assessing.assess(mesh([cond("Ready", "True", "AllProcsReady")], [{"rank": 0, "ready": True}]), []).ready
+
+
+def test_a_refused_budget_is_fatal_with_the_operator_message():
+    v = assessing.assess(mesh([cond("GPUBudgetSatisfied", "False", "GPUBudgetExceeded", "device 0 on n1: 1.4 > 1")]), [])
+    assert v.fatal and v.reason == "GPUBudgetExceeded" and "device 0 on n1" in v.problem
+
+
+def test_an_image_that_cannot_be_pulled_is_fatal():
+    pod = {"metadata": {"name": "m-0"}, "status": {"phase": "Pending", "containerStatuses": [
+        {"state": {"waiting": {"reason": "ImagePullBackOff", "message": "pull access denied for x/y"}}}]}}
+    v = assessing.assess(mesh([cond("Ready", "False", "ProcsNotReady")]), [pod])
+    assert v.fatal and "pod m-0: ImagePullBackOff: pull access denied for x/y" == v.problem
+
+
+def test_unschedulable_pods_keep_waiting_with_the_scheduler_message():
+    pod = {"metadata": {"name": "m-0"}, "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/2 nodes are available"}]}}
+    v = assessing.assess(mesh([cond("Ready", "False", "ProcsNotReady")]), [pod, pod])
+    assert not v.fatal and v.reason == "Unschedulable"
+    assert v.problem == "pod m-0 is Pending: 0/2 nodes are available (and 1 more)"
+
+
+def test_no_status_means_no_operator():
+    v = assessing.assess({"metadata": {"name": "m", "generation": 1}}, [])
+    assert "operator" in v.problem and not v.fatal
+
+
+def test_death_story_from_the_container_status():
+    pod = {"spec": {"nodeName": "n1"}, "status": {"containerStatuses": [
+        {"restartCount": 0, "state": {"terminated": {"exitCode": 137, "reason": "Error", "signal": 9}}}]}}
+    assert assessing.describe_death(pod, "m-1") == (
+        "its container in pod m-1 on node n1 terminated (exit code 137, signal 9, Error); restarts: 0"
+    )
+    assert assessing.describe_death(None, "m-1") == "pod m-1 was deleted"
+
+
+def test_manifest_modes():
+    pinned = manifests.proc_mesh_manifest("p", hosts=1, per_host={"gpus": 2}, gpus=[0, 1], memory_fraction=0.3)
+    assert pinned["spec"]["gpus"] == {"mode": "pinned", "deviceIDs": [0, 1], "memoryFraction": 0.3}
+    assert pinned["spec"]["perHost"] == [{"name": "gpus", "size": 2}]
+    plugin = manifests.proc_mesh_manifest("q", hosts=2, per_host={"gpus": 1}, gpus="plugin", colocate_with="p")
+    assert plugin["spec"]["gpus"] == {"mode": "plugin"} and plugin["spec"]["colocateWith"] == "p"
+    with pytest.raises(ValueError, match="'hosts' dimension"):
+        manifests.proc_mesh_manifest("r", hosts=1, per_host={"hosts": 2})
+    with pytest.raises(ValueError, match="gpus=3"):
+        manifests.gpus_spec(3, None)
