@@ -7,9 +7,15 @@ concurrently, then take turns, and a frozen reference model is co-located in the
 Runs as written on a machine with GPUs 0 and 1 (set PROCMESH_DEVICE_IDS=0 for one GPU). Without
 CUDA it says so and runs the same steps on the CPU, so CI exercises it.
 
-    python examples/sharing_gpus.py
+    python examples/sharing_gpus.py                                  # local procs
+    python examples/sharing_gpus.py --kubernetes [--namespace NS]    # two ProcMeshes, created here
+    python examples/sharing_gpus.py --attach [--namespace NS]        # kubectl apply -f examples/meshes/rl-pinned-pair.yaml first
+
+On Kubernetes the policy and the trainer are ProcMeshes pinned to the same devices, the trainer
+colocated with the policy, each proc capped by the operator's memory-fraction bootstrap.
 """
 
+import argparse
 import os
 from functools import partial
 
@@ -85,7 +91,7 @@ def report(label, role):
         print(label, usage)
 
 
-def main():
+def local_meshes():
     # Concurrent sharing: the same list for both roles, so proc i of each shares GPU DEVICE_IDS[i].
     policy_procs = this_host().spawn_procs(
         per_host={"gpus": len(DEVICE_IDS)},
@@ -99,17 +105,59 @@ def main():
         bootstrap=memory_cap(0.6),
         name="trainer",
     )
+    return policy_procs, trainer_procs
+
+
+def kubernetes_meshes(namespace):
+    # The same two roles as ProcMeshes: pinned to DEVICE_IDS, the trainer on the policy's devices.
+    from mesh_client.kubernetes import KubernetesHostMesh
+
+    hosts = KubernetesHostMesh(hosts=1, namespace=namespace)
+    policy_procs = hosts.spawn_procs(
+        per_host={"gpus": len(DEVICE_IDS)}, gpus=DEVICE_IDS, memory_fraction=0.3, name="policy"
+    )
+    trainer_procs = hosts.spawn_procs(
+        per_host={"gpus": len(DEVICE_IDS)}, gpus="pinned", memory_fraction=0.6, colocate_with=policy_procs, name="trainer"
+    )
+    return policy_procs, trainer_procs
+
+
+def attached_meshes(namespace):
+    # Meshes someone applied: kubectl apply -f examples/meshes/rl-pinned-pair.yaml
+    from mesh_client.kubernetes import attach
+
+    return attach("policy", namespace), attach("trainer", namespace)
+
+
+def first(values):
+    """The value at the first point, whatever the dimensions (Kubernetes meshes add ``hosts``)."""
+    return values.item(**dict.fromkeys(values.sizes, 0))
+
+
+def main():
+    parser = argparse.ArgumentParser(description="Two roles sharing GPUs")
+    parser.add_argument("--kubernetes", action="store_true", help="create the two meshes as ProcMeshes")
+    parser.add_argument("--attach", action="store_true", help="attach to ProcMeshes 'policy' and 'trainer'")
+    parser.add_argument("--namespace", default=None)
+    args = parser.parse_args()
+    if args.kubernetes:
+        policy_procs, trainer_procs = kubernetes_meshes(args.namespace)
+    elif args.attach:
+        policy_procs, trainer_procs = attached_meshes(args.namespace)
+    else:
+        policy_procs, trainer_procs = local_meshes()
+
     policy = policy_procs.spawn("policy", Policy)
     trainer = trainer_procs.spawn("trainer", Trainer)
 
     generated = policy.generate.call()
     losses = trainer.train_step.call()
-    print("generated:", generated.get().item(gpus=0), "loss:", losses.get().item(gpus=0))
+    print("generated:", first(generated.get()), "loss:", first(losses.get()))
 
     # Taking turns: wait for each call before issuing the next, so one role computes at a time.
     for step in range(3):
         policy.generate.call().get()
-        loss = trainer.train_step.call().get().item(gpus=0)
+        loss = first(trainer.train_step.call().get())
         print(f"step {step}: loss={loss:.4f}")
 
     # Co-locating: the reference model shares the trainer's processes, context and cap.

@@ -76,17 +76,24 @@ class SPMDActor(Actor):
             raise ValueError('script_args is empty: give ["-m", "module", ...] or ["script.py", ...]')
         saved = sys.argv
         try:
-            if script_args[0] == "-m":
-                if len(script_args) < 2:
-                    raise ValueError('"-m" needs a module name after it')
-                sys.argv = [script_args[1], *script_args[2:]]
-                runpy.run_module(script_args[1], run_name="__main__", alter_sys=True)
-            else:
-                sys.argv = list(script_args)
-                runpy.run_path(script_args[0], run_name="__main__")
+            self._run(script_args)
+        except SystemExit as exc:  # a script ending with sys.exit(): success only for 0 / None
+            if exc.code not in (None, 0):
+                raise RuntimeError(f"{' '.join(script_args)} exited with code {exc.code}") from exc
         finally:
             sys.argv = saved
         return True
+
+    @staticmethod
+    def _run(script_args: list[str]) -> None:
+        if script_args[0] == "-m":
+            if len(script_args) < 2:
+                raise ValueError('"-m" needs a module name after it')
+            sys.argv = [script_args[1], *script_args[2:]]
+            runpy.run_module(script_args[1], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = list(script_args)
+            runpy.run_path(script_args[0], run_name="__main__")
 
 
 def _spawn(proc_mesh: ProcMesh) -> Any:

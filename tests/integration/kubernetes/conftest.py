@@ -1,3 +1,3 @@
 """The Kubernetes backend's tests run against the operator on the local control plane."""
 
-from tests.integration.operator.conftest import core, crd, custom, gpu_node, operator  # noqa: F401
+from tests.integration.operator.conftest import core, crd, custom, devices_free, gpu_node, operator  # noqa: F401

@@ -22,7 +22,7 @@ def test_missing_mesh(kube, namespace, operator):
         attach("ghost", namespace, api_client=kube, timeout=5)
 
 
-def test_refused_gpu_budget_fails_at_once(kube, custom, namespace, operator, gpu_node):
+def test_refused_gpu_budget_fails_at_once(kube, custom, namespace, operator, gpu_node, devices_free):
     hosts = KubernetesHostMesh(hosts=1, namespace=namespace, api_client=kube, timeout=120)
     with pytest.raises(MeshNotReady) as info:
         # two procs pinned to the same device at 0.7 each cannot fit one GPU

@@ -54,3 +54,15 @@ def core(kube: Any) -> Any:
     return client.CoreV1Api(kube)
 
 
+
+
+@pytest.fixture
+def devices_free(core: Any) -> None:
+    """Budgets are cluster-wide: wait until earlier tests' pinned procs are gone."""
+    from tests.cluster import testing
+
+    def free() -> bool:
+        pods = core.list_pod_for_all_namespaces(label_selector="procmesh.io/mesh").items
+        return not [p for p in pods if "procmesh.io/gpu-device" in (p.metadata.annotations or {})]
+
+    testing.wait_for(free, "no pinned proc left from earlier tests")

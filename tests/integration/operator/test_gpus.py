@@ -8,21 +8,11 @@ refused; plugin mode lands only on nodes with the resource.
 
 import pytest
 
-from tests.cluster import testing
 from tests.integration.operator import support
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("devices_free")]
 
 GPUS_2 = [{"name": "gpus", "size": 2}]
-
-
-@pytest.fixture(autouse=True)
-def devices_free(core):
-    """Budgets are cluster-wide: wait until earlier tests' pinned procs are gone."""
-    def free():
-        pods = core.list_pod_for_all_namespaces(label_selector="procmesh.io/mesh").items
-        return not [p for p in pods if "procmesh.io/gpu-device" in (p.metadata.annotations or {})]
-    testing.wait_for(free, "no pinned proc left from earlier tests")
 
 
 def test_pinned_pair_shares_devices(operator, namespace, custom, core, gpu_node):
