@@ -28,7 +28,7 @@ TARGETS = {
     "pipelined_calls_per_s": ">= 20000",
     "fanout8_p50_us": "<= 1000",
     "echo_1mib_p50_us": "<= 1500",
-    "spawn8_first_call_s": "<= 0.6",
+    "spawn8_first_call_s": "<= 0.6 (local)",
 }
 
 MIB = 1 << 20
@@ -42,8 +42,10 @@ def pct(samples: list[float], q: float) -> float:
 # The workload, written once against the Monarch API; run with mesh_client or monarch.actor.
 
 
-def workload(api: str, calls: int) -> dict[str, float]:
+def workload(api: str, calls: int, hosts: object = None) -> dict[str, float]:
+    """The figures for one API; ``hosts`` spawns the procs (default: ``this_host()``)."""
     actor_api = importlib.import_module(api)
+    hosts = hosts or actor_api.this_host()
 
     class Echo(actor_api.Actor):
         @actor_api.endpoint
@@ -58,14 +60,14 @@ def workload(api: str, calls: int) -> dict[str, float]:
     spawns = []
     for _ in range(3):
         started = time.perf_counter()
-        procs = actor_api.this_host().spawn_procs(per_host={"gpus": 8})
+        procs = hosts.spawn_procs(per_host={"gpus": 8})
         actors = procs.spawn("echo", Echo)
         actors.noop.call().get()
         spawns.append(time.perf_counter() - started)
         procs.stop().get()
     out["spawn8_first_call_s"] = sorted(spawns)[1]
 
-    procs = actor_api.this_host().spawn_procs(per_host={"gpus": 8})
+    procs = hosts.spawn_procs(per_host={"gpus": 8})
     actors = procs.spawn("echo", Echo)
     one = actors.slice(gpus=0)
     for _ in range(200):
@@ -185,9 +187,32 @@ def monarch_in_subprocess(calls: int) -> dict[str, float] | str:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run(calls: int, with_monarch: bool) -> dict[str, object]:
+def kubernetes_figures(calls: int, kubeconfig: str | None) -> dict[str, float]:
+    """The same workload with procs as pods (process node, operator), and attach of 16 procs."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from benchmarks import cluster_env
+    from mesh_client.kubernetes import KubernetesHostMesh, attach
+
+    with cluster_env.cluster_with_operator(kubeconfig) as (config, _):
+        hosts = KubernetesHostMesh(hosts=1, namespace="default", kubeconfig=config)
+        out = workload("mesh_client", calls, hosts)
+        big = hosts.spawn_procs(per_host={"procs": 16}, name="attach16")  # Ready when it returns
+        times = []
+        for _ in range(5):
+            started = time.perf_counter()
+            mesh = attach("attach16", "default", kubeconfig=config, progress=False)
+            times.append(time.perf_counter() - started)
+            mesh.stop().get()  # disconnects only
+        out["attach16_s"] = sorted(times)[len(times) // 2]
+        big.stop().get()
+    return out
+
+
+def run(calls: int, with_monarch: bool, with_kubernetes: bool, kubeconfig: str | None = None) -> dict[str, object]:
     results: dict[str, object] = {"raw_tcp": raw_baseline(calls), "procmesh": workload("mesh_client", calls)}
     results["torchmonarch"] = monarch_in_subprocess(calls) if with_monarch else "skipped (--no-monarch)"
+    if with_kubernetes:
+        results["procmesh_kubernetes"] = kubernetes_figures(calls, kubeconfig)
     results["targets"] = TARGETS
     return results
 
@@ -196,6 +221,7 @@ def table(results: dict[str, object]) -> str:
     ours = results["procmesh"]
     raw = results["raw_tcp"]
     mon = results["torchmonarch"]
+    kube = results.get("procmesh_kubernetes")
     assert isinstance(ours, dict) and isinstance(raw, dict)
     rows = [
         ("call_one p50 (us)", "call_one_p50_us", "{:.0f}"),
@@ -205,16 +231,22 @@ def table(results: dict[str, object]) -> str:
         ("1 MiB echo p50 (us)", "echo_1mib_p50_us", "{:.0f}"),
         ("spawn 8 procs + first call (s)", "spawn8_first_call_s", "{:.3f}"),
     ]
-    lines = [f"{'metric':32} {'procmesh':>10} {'raw TCP':>10} {'monarch':>10}  target"]
-    for label, key, fmt in rows:
-        cells = [fmt.format(d[key]) if isinstance(d, dict) and key in d else "-" for d in (ours, raw, mon)]
-        lines.append(f"{label:32} {cells[0]:>10} {cells[1]:>10} {cells[2]:>10}  {TARGETS.get(key, '')}")
+    lines = [f"{'metric':32} {'procmesh':>10} {'raw TCP':>10} {'monarch':>10} {'k8s pods':>10}  target"]
+    for label, key, fmt in rows + [("attach to a Ready 16-proc mesh (s)", "attach16_s", "{:.3f}")]:
+        cells = [fmt.format(d[key]) if isinstance(d, dict) and key in d else "-" for d in (ours, raw, mon, kube)]
+        lines.append(f"{label:32} {cells[0]:>10} {cells[1]:>10} {cells[2]:>10} {cells[3]:>10}  {TARGETS.get(key, '')}")
     ratio = ours["call_one_p50_us"] / raw["call_one_p50_us"]
     lines.append(f"call_one p50 / raw round trip: {ratio:.2f}x")
     if isinstance(mon, dict):
         lines.append(f"torchmonarch call_one p50 / procmesh: {mon['call_one_p50_us'] / ours['call_one_p50_us']:.1f}x")
     else:
         lines.append(f"torchmonarch: {mon}")
+    if isinstance(kube, dict):
+        worst = max(
+            (kube[k] / ours[k] if k != "pipelined_calls_per_s" else ours[k] / kube[k]) - 1
+            for k in ("call_one_p50_us", "pipelined_calls_per_s", "fanout8_p50_us", "echo_1mib_p50_us")
+        )
+        lines.append(f"Kubernetes backend vs local, worst call figure: {100 * worst:+.1f}% (target within 10%)")
     return "\n".join(lines)
 
 
@@ -223,12 +255,14 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--calls", type=int, default=4000, help="samples per latency figure")
     parser.add_argument("--no-monarch", action="store_true", help="skip torchmonarch even if installed")
+    parser.add_argument("--kubernetes", action="store_true", help="also measure procs as pods (starts the local control plane)")
+    parser.add_argument("--kubeconfig", help="with --kubernetes: a running cluster with the CRD, instead of starting one")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         print(json.dumps(workload(args.worker, args.calls)))
         return
-    results = run(args.calls, not args.no_monarch)
+    results = run(args.calls, not args.no_monarch, args.kubernetes, args.kubeconfig)
     print(json.dumps(results, indent=2) if args.json else table(results))
 
 

@@ -17,16 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
-import re
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
 import uuid
 from typing import Any
 
@@ -38,18 +32,11 @@ sys.path[:] = [str(ROOT), str(ROOT / "operator")] + [
 
 from kubernetes import client, config, watch  # noqa: E402
 
+from benchmarks import cluster_env  # noqa: E402
 from procmesh_operator import names, rendering, specs  # noqa: E402
 from procmesh_operator import settings as settings_  # noqa: E402
 
 TARGET_RATIO = 1.3
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def baseline_pods(namespace: str, procs: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -107,16 +94,8 @@ def mesh_ready(obj: dict[str, Any]) -> bool:
     return False
 
 
-def operator_requests(metrics_port: int) -> int:
-    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    return int(sum(float(m.group(1)) for m in
-                   re.finditer(r"^procmesh_api_requests_total\{[^}]*\} ([0-9.e+]+)$", text,
-                               re.M)))
-
-
 def run_operator(custom: Any, namespace: str, procs: int, metrics_port: int) -> dict[str, Any]:
-    before = operator_requests(metrics_port)
+    before = cluster_env.operator_requests(metrics_port)
     body = {"apiVersion": names.API_VERSION, "kind": names.KIND, "metadata": {"name": "bench"},
             "spec": {"hosts": 1, "perHost": [{"name": "procs", "size": procs}]}}
     started = time.monotonic()
@@ -131,7 +110,7 @@ def run_operator(custom: Any, namespace: str, procs: int, metrics_port: int) -> 
             w.stop()
     elapsed = time.monotonic() - started
     time.sleep(1.0)  # let the last status write and events settle before counting
-    return {"seconds": elapsed, "requests": operator_requests(metrics_port) - before}
+    return {"seconds": elapsed, "requests": cluster_env.operator_requests(metrics_port) - before}
 
 
 def wait_gone(core: Any, namespace: str) -> None:
@@ -147,43 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = p.parse_args(argv)
 
-    cluster = None
-    if args.kubeconfig is None:
-        from tests.cluster import controlplane
-        from tests.cluster.process_node.config import NodeConfig
-
-        cluster = controlplane.Cluster(pathlib.Path(tempfile.mkdtemp(prefix="pm-bench-")))
-        cluster.up([NodeConfig("node-0", pods=max(110, 2 * args.procs + 10))])
-        kubeconfig = str(cluster.kubeconfig)
-        subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "apply", "-f",
-                        str(ROOT / "crds" / "procmesh.yaml")], check=True, capture_output=True)
-        subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "wait",
-                        "--for=condition=Established", "crd/procmeshes.procmesh.io"],
-                       check=True, capture_output=True)
-    else:
-        kubeconfig = args.kubeconfig
-    api = config.new_client_from_config(kubeconfig)
-    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    metrics_port, liveness_port = free_port(), free_port()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT), str(ROOT / "operator"), os.environ.get("PYTHONPATH", "")]))
-    log = open(tempfile.mktemp(prefix="pm-bench-operator-", suffix=".log"), "wb")
-    op = subprocess.Popen(
-        [sys.executable, "-m", "procmesh_operator", "-A", "--standalone", "--kubeconfig",
-         kubeconfig, "--metrics-port", str(metrics_port),
-         "--liveness", f"http://127.0.0.1:{liveness_port}/healthz"],
-        stdout=log, stderr=subprocess.STDOUT, env=env)
     results: dict[str, list[dict[str, Any]]] = {"baseline": [], "operator": []}
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                operator_requests(metrics_port)
-                break
-            except OSError:
-                if time.monotonic() > deadline or op.poll() is not None:
-                    raise RuntimeError(f"the operator did not start; see {log.name}") from None
-                time.sleep(0.2)
+    with cluster_env.cluster_with_operator(args.kubeconfig, max(110, 2 * args.procs + 10)) as (kubeconfig, metrics_port):
+        api = config.new_client_from_config(kubeconfig)
+        core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
         for i in range(args.repeat):
             order = ("baseline", "operator") if i % 2 == 0 else ("operator", "baseline")
             for which in order:
@@ -202,14 +148,6 @@ def main(argv: list[str] | None = None) -> int:
                                                        metrics_port))
                 core.delete_namespace(namespace)
                 wait_gone(core, namespace)
-    finally:
-        op.send_signal(signal.SIGTERM)
-        try:
-            op.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            op.kill()
-        if cluster is not None:
-            cluster.down()
 
     base = statistics.median(r["seconds"] for r in results["baseline"])
     oper = statistics.median(r["seconds"] for r in results["operator"])

@@ -18,6 +18,7 @@ from mesh_client._src.actor.shape import Shape
 from mesh_client._src.kubernetes import api as api_mod
 from mesh_client._src.kubernetes import assessing
 from mesh_client._src.kubernetes.errors import MeshNotReady
+from mesh_client._src.runtime import peers
 
 DEFAULT_TIMEOUT = 600.0
 
@@ -60,6 +61,7 @@ class KubernetesProcs:
         if self.group is not None:
             for peer in self.group.peers:
                 peer.close()
+                peers.forget_peer(peer)
         if self.created:
             self.api.delete_mesh(self.name)
 
