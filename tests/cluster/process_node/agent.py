@@ -66,7 +66,7 @@ class Agent:
             meta = worker.pod["metadata"]
             if (meta["namespace"], meta["name"]) != (namespace, name):
                 continue
-            for entry in worker.containers:
+            for entry in worker.init_containers + worker.containers:
                 if entry.name == container:
                     run = entry.runs - 1 if previous else entry.runs
                     if run < 1:

@@ -19,6 +19,11 @@ def test_phase_follows_the_containers():
     assert status.phase([backoff]) == "Running"
     assert status.phase([ok, ok]) == "Succeeded"
     assert status.phase([ok, bad]) == "Failed"
+    # Init containers first: Pending while one runs or waits, Failed if one failed for good.
+    assert status.phase([creating], [running]) == "Pending"
+    assert status.phase([creating], [ok, backoff]) == "Pending"
+    assert status.phase([creating], [bad]) == "Failed"
+    assert status.phase([running], [ok]) == "Running"
 
 
 def test_conditions_keep_their_transition_time_and_honour_readiness_gates():
@@ -41,12 +46,12 @@ def test_strategic_patch_clears_the_other_state_keys():
 
 def test_unsupported_fields_are_listed_with_their_paths():
     pod = {"spec": {
-        "hostNetwork": True, "initContainers": [{"name": "i"}],
+        "hostNetwork": True, "initContainers": [{"name": "i", "restartPolicy": "Always"}],
         "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "x"}}, {"name": "ok", "emptyDir": {}}],
         "containers": [{"name": "c", "lifecycle": {"preStop": {}}, "readinessProbe": {"grpc": {"port": 1}}}],
     }}
     found = support.unsupported(pod)
     assert [f.split(":")[0] for f in found] == [
-        "spec.hostNetwork", "spec.initContainers", "spec.volumes[0].persistentVolumeClaim",
+        "spec.hostNetwork", "spec.volumes[0].persistentVolumeClaim", "spec.initContainers[0].restartPolicy",
         "spec.containers[0].lifecycle", "spec.containers[0].readinessProbe"]
     assert support.unsupported({"spec": {"containers": [{"name": "c", "image": "x"}]}}) == []
