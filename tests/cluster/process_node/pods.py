@@ -145,7 +145,10 @@ class PodWorker(threading.Thread):
         self.unsupported = support.unsupported(self.pod)
         if self.unsupported:
             self.notify(support.REASON, "; ".join(self.unsupported), "Warning")
-        self.pod_ip = self.ctx.pod_ips.acquire(self.uid)
+        if self.pod["spec"].get("hostNetwork"):
+            self.pod_ip = self.ctx.config.host_ip  # as the kubelet does: the pod IP is the node's
+        else:
+            self.pod_ip = self.ctx.pod_ips.acquire(self.uid)
         backoff = containers.Backoff(self.ctx.config.backoff_initial_seconds,
                                      self.ctx.config.backoff_max_seconds)
         for spec in self.pod["spec"].get("initContainers") or []:

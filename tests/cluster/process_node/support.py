@@ -22,7 +22,7 @@ PROBE_KINDS = ("exec", "httpGet", "tcpSocket")
 
 def _truthy_pod_fields(spec: dict[str, Any]) -> list[str]:
     found = []
-    for field in ("hostNetwork", "hostPID", "hostIPC", "shareProcessNamespace"):
+    for field in ("hostPID", "hostIPC", "shareProcessNamespace"):
         if spec.get(field):
             found.append(f"spec.{field}: processes share the host's namespaces anyway")
     for field in ("ephemeralContainers", "hostAliases", "resourceClaims",

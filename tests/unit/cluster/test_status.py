@@ -46,12 +46,12 @@ def test_strategic_patch_clears_the_other_state_keys():
 
 def test_unsupported_fields_are_listed_with_their_paths():
     pod = {"spec": {
-        "hostNetwork": True, "initContainers": [{"name": "i", "restartPolicy": "Always"}],
+        "hostPID": True, "initContainers": [{"name": "i", "restartPolicy": "Always"}],
         "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "x"}}, {"name": "ok", "emptyDir": {}}],
         "containers": [{"name": "c", "lifecycle": {"preStop": {}}, "readinessProbe": {"grpc": {"port": 1}}}],
     }}
     found = support.unsupported(pod)
     assert [f.split(":")[0] for f in found] == [
-        "spec.hostNetwork", "spec.volumes[0].persistentVolumeClaim", "spec.initContainers[0].restartPolicy",
+        "spec.hostPID", "spec.volumes[0].persistentVolumeClaim", "spec.initContainers[0].restartPolicy",
         "spec.containers[0].lifecycle", "spec.containers[0].readinessProbe"]
     assert support.unsupported({"spec": {"containers": [{"name": "c", "image": "x"}]}}) == []
