@@ -23,6 +23,10 @@ def test_get_nodes_shows_the_ready_process_node(cluster):
     assert lines[0].split()[:2] == ["NAME", "STATUS"]
     rows = {line.split()[0]: line.split() for line in lines[1:]}
     assert rows["node-0"][1] == "Ready"
+    # The node's heartbeat is a Lease it renews.
+    lease = _kubectl(cluster, "get", "lease", "-n", "kube-node-lease", "node-0",
+                     "-o", "jsonpath={.spec.holderIdentity}")
+    assert lease == "node-0"
 
 
 def test_get_pods_shows_a_running_pod_with_its_ip_and_node(cluster, kube, namespace):
@@ -38,3 +42,13 @@ def test_get_pods_shows_a_running_pod_with_its_ip_and_node(cluster, kube, namesp
     assert header[:5] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
     assert row[:4] == ["web", "1/1", "Running", "0"]
     assert pod.status.pod_ip in row and "node-0" in row
+
+
+def test_logs_shows_what_the_container_printed(cluster, kube, namespace):
+    core = client.CoreV1Api(kube)
+    core.create_namespaced_pod(namespace, testing.python_pod(
+        "talker", "print('first'); print('second')"))
+    testing.wait_for(lambda: core.read_namespaced_pod("talker", namespace).status.phase == "Succeeded", "done")
+
+    assert _kubectl(cluster, "logs", "-n", namespace, "talker") == "first\nsecond\n"
+    assert _kubectl(cluster, "logs", "-n", namespace, "talker", "--tail=1") == "second\n"
