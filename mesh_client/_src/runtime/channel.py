@@ -84,20 +84,6 @@ class Channel:
             self.close(f"connection to {self.label} broke while sending: {exc}")
             raise ChannelClosed(self.close_reason or str(exc)) from exc
 
-    def send_many(self, messages: Sequence[Sequence[bytes | bytearray | memoryview]]) -> None:
-        """Send several messages in one system call."""
-        if self.state is not ChannelState.ACTIVE:
-            raise ChannelClosed(self.close_reason or f"channel {self.label} is not active")
-        pieces: list[bytes | bytearray | memoryview] = []
-        for segments in messages:
-            pieces.extend(self.conn.send_message(segments))
-        try:
-            with self._send_lock:
-                self.stream.write(pieces)
-        except OSError as exc:
-            self.close(f"connection to {self.label} broke while sending: {exc}")
-            raise ChannelClosed(self.close_reason or str(exc)) from exc
-
     # Reading (reactor thread) -----------------------------------------------------------------
 
     def on_readable(self) -> None:
