@@ -34,10 +34,20 @@ class Kind(enum.IntEnum):
 HANDSHAKE_KINDS = frozenset({Kind.HELLO, Kind.AUTH, Kind.WELCOME, Kind.REJECT})
 
 
+_HEADS: dict[int, struct.Struct] = {}
+
+
+def head_struct(count: int) -> struct.Struct:
+    """The fixed header and ``count`` lengths as one struct (cached: frames have few shapes)."""
+    st = _HEADS.get(count)
+    if st is None:
+        st = _HEADS[count] = struct.Struct(f"!2sBBHH{count}Q")
+    return st
+
+
 def encode(kind: Kind, segments: Sequence[bytes | bytearray | memoryview]) -> list[bytes | bytearray | memoryview]:
     """Return the pieces of one frame, ready for ``socket.sendmsg`` (segments are not copied)."""
-    lengths = b"".join(LENGTH.pack(_nbytes(s)) for s in segments)
-    head = HEADER.pack(MAGIC, VERSION, int(kind), len(segments), 0) + lengths
+    head = head_struct(len(segments)).pack(MAGIC, VERSION, kind, len(segments), 0, *map(_nbytes, segments))
     return [head, *segments]
 
 
@@ -47,7 +57,7 @@ def encode_bytes(kind: Kind, segments: Sequence[bytes | bytearray | memoryview])
 
 
 def _nbytes(segment: bytes | bytearray | memoryview) -> int:
-    return segment.nbytes if isinstance(segment, memoryview) else len(segment)
+    return segment.nbytes if type(segment) is memoryview else len(segment)
 
 
 def parse_header(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[Kind, int]:

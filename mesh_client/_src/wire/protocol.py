@@ -101,7 +101,7 @@ class Connection:
         self._pos = 0
         self._eof = False
         # A large frame in progress: its kind, segment lengths and the buffer being filled.
-        self._big: tuple[frames.Kind, list[int], bytearray] | None = None
+        self._big: tuple[frames.Kind, Sequence[int], bytearray] | None = None
         self._big_filled = 0
 
     def __repr__(self) -> str:
@@ -255,7 +255,7 @@ class Connection:
         if avail < head:
             self._compact()
             return NEED_DATA
-        lengths = [frames.LENGTH.unpack_from(buf, pos + frames.HEADER.size + i * 8)[0] for i in range(count)]
+        lengths = frames.head_struct(count).unpack_from(buf, pos)[5:]
         total = sum(lengths)
         self._check_size(total)
         if total >= self.LARGE_FRAME:
@@ -275,7 +275,11 @@ class Connection:
         for n in lengths:
             segments.append(bytes(buf[at : at + n]))
             at += n
-        self._pos = at
+        if at == len(buf):  # the common case: the buffer held exactly this frame
+            buf.clear()
+            self._pos = 0
+        else:
+            self._pos = at
         return kind, segments
 
     def _compact(self) -> None:

@@ -43,8 +43,27 @@ def _lift(obj: Any, depth: int = 2) -> Any:
     return obj
 
 
+_PLAIN_ATOMS = (type(None), bool, int, float, str)
+
+
+def _plain(obj: Any, depth: int = 3) -> bool:
+    """Small data that the standard pickler handles exactly like cloudpickle (no code, no classes)."""
+    kind = type(obj)
+    if kind in _PLAIN_ATOMS or (kind is bytes and len(obj) < OUT_OF_BAND_BYTES):
+        return True
+    if depth == 0:
+        return False
+    if kind is tuple or kind is list:
+        return len(obj) <= 16 and all(_plain(item, depth - 1) for item in obj)
+    if kind is dict:
+        return len(obj) <= 16 and all(type(k) is str and _plain(v, depth - 1) for k, v in obj.items())
+    return False
+
+
 def dumps(obj: Any) -> list[bytes | memoryview]:
     """``[pickle stream, buffer, buffer, ...]``; the buffers are views, not copies."""
+    if _plain(obj):  # the fast path for small arguments and results (a third of the cost)
+        return [pickle.dumps(obj, protocol=5)]
     buffers: list[pickle.PickleBuffer] = []
     out = io.BytesIO()
     cloudpickle.Pickler(out, protocol=5, buffer_callback=buffers.append).dump(_lift(obj))
