@@ -1,4 +1,6 @@
-"""Integration-test fixtures: the local Kubernetes cluster of tests/cluster (see its README)."""
+"""Integration-test fixtures: the local Kubernetes cluster of tests/cluster (see its README), and
+the operator's fixtures, defined once so that every test shares one cluster, one CRD, one GPU
+node and one operator."""
 
 from tests.cluster.pytest_plugin import (  # noqa: F401 - fixtures and hooks are found by name
     cluster,
@@ -6,4 +8,12 @@ from tests.cluster.pytest_plugin import (  # noqa: F401 - fixtures and hooks are
     namespace,
     pytest_runtest_call,
     pytest_runtest_makereport,
+)
+from tests.integration.operator.fixtures import (  # noqa: F401
+    core,
+    crd,
+    custom,
+    devices_free,
+    gpu_node,
+    operator,
 )

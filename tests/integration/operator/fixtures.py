@@ -1,4 +1,4 @@
-"""Fixtures for the operator's integration tests: the CRD applied, the operator running as a real
+"""Fixtures shared by the integration tests of the operator, the Kubernetes backend and the chart:
 subprocess (``python -m procmesh_operator``) against the local control plane of tests/cluster,
 and a GPU process node. No mocks; waits are level-based and nothing asserts on durations.
 """
