@@ -20,7 +20,7 @@ GOMOD_DIR = Path(__file__).resolve().parent / "gomod"
 BIN_DIR_ENV = "PROCMESH_CLUSTER_BIN_DIR"
 
 #: Bump when the build flags change, so cached binaries are rebuilt.
-RECIPE = "v1: CGO_ENABLED=0 -trimpath -ldflags=-s -w, k8s version stamped"
+RECIPE = "v2: CGO_ENABLED=0 -trimpath -ldflags=-s -w, k8s and helm versions stamped"
 
 #: The binaries the control plane needs, and helm (used by the chart tests).
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")

@@ -23,11 +23,12 @@ from tests.cluster import binaries
 KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
 
-def _kube_version() -> str:
-    text = (binaries.GOMOD_DIR / "kubernetes" / "go.mod").read_text()
-    match = re.search(r"^require k8s\.io/kubernetes (v\S+)$", text, re.M)
+def _pinned(module: str, path: str) -> str:
+    """The version ``gomod/<module>/go.mod`` requires of ``path``."""
+    text = (binaries.GOMOD_DIR / module / "go.mod").read_text()
+    match = re.search(rf"^\s*(?:require\s+)?{re.escape(path)} (v\S+)", text, re.M)
     if not match:
-        raise RuntimeError("gomod/kubernetes/go.mod does not pin k8s.io/kubernetes")
+        raise RuntimeError(f"gomod/{module}/go.mod does not pin {path}")
     return match.group(1)
 
 
@@ -56,7 +57,8 @@ def _go(args: list[str], module: str, jobs: int) -> None:
 
 def build(target: Path, jobs: int) -> None:
     """Build every binary of :data:`tests.cluster.binaries.ALL` into ``target``."""
-    version = _kube_version()
+    version = _pinned("kubernetes", "k8s.io/kubernetes")
+    helm_version = _pinned("helm", "helm.sh/helm/v3")
     # The three Kubernetes commands in one invocation, so they share compiled packages.
     _go(
         ["-ldflags", _kube_ldflags(version), "-o", f"{target}/",
@@ -64,7 +66,8 @@ def build(target: Path, jobs: int) -> None:
         "kubernetes", jobs,
     )
     _go(["-ldflags", "-s -w", "-o", str(target / "etcd"), "go.etcd.io/etcd/server/v3"], "etcd", jobs)
-    _go(["-ldflags", "-s -w", "-o", str(target / "helm"), "helm.sh/helm/v3/cmd/helm"], "helm", jobs)
+    helm_flags = f"-s -w -X helm.sh/helm/v3/internal/version.version={helm_version}"
+    _go(["-ldflags", helm_flags, "-o", str(target / "helm"), "helm.sh/helm/v3/cmd/helm"], "helm", jobs)
 
 
 def ensure(jobs: int = 2, force: bool = False) -> Path:
@@ -80,6 +83,7 @@ def ensure(jobs: int = 2, force: bool = False) -> Path:
         if final.exists():
             shutil.rmtree(final)
         os.rename(scratch, final)
+        final.chmod(0o755)
         os.mkdir(scratch)  # so TemporaryDirectory's cleanup finds something to remove
     print(f"built {', '.join(binaries.ALL)} into {final} in {time.monotonic() - started:.0f} s", flush=True)
     return final

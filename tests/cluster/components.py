@@ -100,6 +100,9 @@ def apiserver(binary: Path, layout: Layout, ports: Ports) -> list[str]:
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--allow-privileged=true",
         "--kubelet-preferred-address-types=InternalIP",
+        f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+        f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+        f"--kubelet-certificate-authority={pki / 'ca.crt'}",
         "--profiling=false",
     ]
 

@@ -139,6 +139,9 @@ class Cluster:
         ca = pki.make_ca(folder)
         pki.make_cert(ca, folder, "apiserver", "kube-apiserver", sans=pki.APISERVER_SANS, server=True)
         pki.make_service_account_keys(folder)
+        # The apiserver's identity towards process nodes (kubectl logs goes through it).
+        pki.make_cert(ca, folder, "apiserver-kubelet-client", "kube-apiserver-kubelet-client",
+                      organization="system:masters")
         server = f"https://127.0.0.1:{ports.apiserver}"
         admin = pki.make_cert(ca, folder, "admin", "procmesh-admin", organization="system:masters")
         kubeconfigs.write(self.kubeconfig, server, ca.cert, admin, "procmesh-admin")
@@ -183,6 +186,9 @@ class Cluster:
         ca = pki.KeyPair(self.layout.pki / "ca.crt", self.layout.pki / "ca.key")
         pair = pki.make_cert(ca, folder, "node", f"system:node:{node.name}", organization="system:nodes")
         kubeconfigs.write(folder / "node.kubeconfig", self.server, ca.cert, pair, f"system:node:{node.name}")
+        # The serving certificate of the node's log endpoint, verified by the apiserver.
+        pki.make_cert(ca, folder, "serving", f"system:node:{node.name}", organization="system:nodes",
+                      sans=(f"IP:{node.host_ip}",), server=True)
         argv = [sys.executable, "-m", "tests.cluster.process_node", str(folder)]
         env = dict(os.environ)
         # The agent runs from the repository root so `tests.cluster` imports in its pods' Python too.

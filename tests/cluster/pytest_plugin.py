@@ -26,7 +26,16 @@ DEFAULT_NODE = "node-0"
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.Cluster]:
-    """A running control plane with one process node; torn down, leaving no process."""
+    """A running control plane with one process node; torn down, leaving no process.
+
+    With ``PROCMESH_CLUSTER_REUSE=1``, a cluster already started by ``python -m tests.cluster up``
+    (in ``$PROCMESH_CLUSTER_DIR``) is used as it is and left running: quicker local iterations.
+    """
+    if os.environ.get("PROCMESH_CLUSTER_REUSE") == "1":
+        running = controlplane.Cluster()
+        if running.running():
+            yield running
+            return
     absent = binaries.missing(binaries.CONTROL_PLANE)
     if absent:
         message = f"cluster binaries missing ({', '.join(absent)}): run `bash tests/cluster/build.sh`"

@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 
 import requests
 
-from tests.cluster.process_node import addresses, api, gpus, pods, registration
+from tests.cluster.process_node import addresses, api, gpus, logserver, pods, registration
 from tests.cluster.process_node.config import NodeConfig
 
 Obj = dict[str, Any]
@@ -46,15 +46,37 @@ class Agent:
         self.selector = f"spec.nodeName={self.config.name}"
 
     def start(self) -> None:
+        self.logs = logserver.LogServer(self.config.host_ip, self.folder / "serving.crt",
+                                        self.folder / "serving.key", self.api.ca_file, self.find_output)
+        self.logs.start()
         version = self.api.get("/version")["gitVersion"]
         since = api.now()
-        node = registration.register(self.api, self.config, version, since)
-        self.heartbeat = registration.Heartbeat(self.api, self.config, node["metadata"]["uid"], version, since)
+        node = registration.register(self.api, self.config, version, since, self.logs.port)
+        self.heartbeat = registration.Heartbeat(self.api, self.config, node["metadata"]["uid"], version,
+                                                since, self.logs.port)
         self.heartbeat.renew()
         self.heartbeat.start()
         print(f"process node {self.config.name} registered; pods get {self.config.pod_cidr}", flush=True)
 
     # Pods...
+
+    def find_output(self, namespace: str, name: str, container: str, previous: bool) -> tuple[Path, bool] | None:
+        """The output file of a container's current (or previous) run, and whether it runs."""
+        for worker in list(self.workers.values()):
+            meta = worker.pod["metadata"]
+            if (meta["namespace"], meta["name"]) != (namespace, name):
+                continue
+            for entry in worker.init_containers + worker.containers:
+                if entry.name == container:
+                    run = entry.runs - 1 if previous else entry.runs
+                    if run < 1:
+                        return None
+                    return entry.log_path(run), entry.running and not previous
+        files = sorted(self.folder.glob(f"pods/{namespace}_{name}_*/{container}-*.log"),
+                       key=lambda p: (p.stat().st_mtime, int(p.stem.rsplit("-", 1)[1])))
+        if len(files) < (2 if previous else 1):
+            return None
+        return files[-2] if previous else files[-1], False
 
     def dispatch(self, pod: Obj) -> None:
         uid = pod["metadata"]["uid"]

@@ -61,9 +61,11 @@ class Container:
     """The runs of one container; not thread-safe except :meth:`wake` callbacks from probers."""
 
     def __init__(self, spec: Obj, pod: Obj, pod_dir: Path, pod_ip: str, backoff: Backoff,
-                 notify: Notify, wake: Callable[[], None]) -> None:
+                 notify: Notify, wake: Callable[[], None], init: bool = False) -> None:
         self.spec, self.name = spec, spec["name"]
         self.restart_policy = pod["spec"].get("restartPolicy", "Always")
+        if init and self.restart_policy == "Always":
+            self.restart_policy = "OnFailure"  # an init container that succeeded is never rerun
         self.grace = float(pod["spec"].get("terminationGracePeriodSeconds", 30))
         self.pod_uid = pod["metadata"]["uid"]
         self.pod_dir, self.pod_ip, self.backoff = pod_dir, pod_ip, backoff
@@ -93,6 +95,10 @@ class Container:
     def done(self) -> bool:
         """Terminated for good: it will not be restarted."""
         return "terminated" in self.state and self.proc is None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.done and self.state["terminated"]["exitCode"] == 0
 
     @property
     def ready(self) -> bool:

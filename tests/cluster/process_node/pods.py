@@ -99,6 +99,7 @@ class PodWorker(threading.Thread):
         self.shutting_down = False  # the node stops; leave the pod object alone
         self.finished = False
         self.containers: list[containers.Container] = []
+        self.init_containers: list[containers.Container] = []
         self.volume_dirs: dict[str, Path] | None = None
         self.allocated: dict[str, list[gpus.Device]] = {}
         self.pod_ip = ""
@@ -144,9 +145,15 @@ class PodWorker(threading.Thread):
         self.unsupported = support.unsupported(self.pod)
         if self.unsupported:
             self.notify(support.REASON, "; ".join(self.unsupported), "Warning")
-        self.pod_ip = self.ctx.pod_ips.acquire(self.uid)
+        if self.pod["spec"].get("hostNetwork"):
+            self.pod_ip = self.ctx.config.host_ip  # as the kubelet does: the pod IP is the node's
+        else:
+            self.pod_ip = self.ctx.pod_ips.acquire(self.uid)
         backoff = containers.Backoff(self.ctx.config.backoff_initial_seconds,
                                      self.ctx.config.backoff_max_seconds)
+        for spec in self.pod["spec"].get("initContainers") or []:
+            self.init_containers.append(containers.Container(
+                spec, self.pod, self.dir, self.pod_ip, backoff, self.notify, self.wake, init=True))
         for spec in self.pod["spec"]["containers"]:
             self.containers.append(containers.Container(
                 spec, self.pod, self.dir, self.pod_ip, backoff, self.notify, self.wake))
@@ -157,10 +164,17 @@ class PodWorker(threading.Thread):
             if self.pod["metadata"].get("deletionTimestamp"):
                 self._terminate()
                 return
-            for container in self.containers:
-                container.tick(lambda c=container: self._launch(c))
-            self._report()
-            if all(c.done for c in self.containers):
+            pending = next((c for c in self.init_containers if not c.succeeded), None)
+            if pending is not None:
+                # Init containers run one at a time, in order, each to success.
+                pending.tick(lambda c=pending: self._launch(c))
+                initialized = False
+            else:
+                initialized = True
+                for container in self.containers:
+                    container.tick(lambda c=container: self._launch(c))
+            self._report(initialized)
+            if all(c.done for c in self.containers) or (pending is not None and pending.done):
                 self._release()
             self._wake.wait(TICK_SECONDS)
             self._wake.clear()
@@ -222,11 +236,16 @@ class PodWorker(threading.Thread):
 
     # Status...
 
-    def _report(self) -> None:
+    def _report(self, initialized: bool = True) -> None:
+        statuses = [c.status() for c in self.containers]
+        if not initialized:
+            for entry in statuses:
+                entry["state"] = {"waiting": {"reason": "PodInitializing"}}
         computed = status.compute(
-            self.pod, [c.status() for c in self.containers], pod_ip=self.pod_ip,
+            self.pod, statuses, pod_ip=self.pod_ip,
             host_ip=self.ctx.config.host_ip, start_time=self.start_time,
-            unsupported=self.unsupported, now=api.now())
+            unsupported=self.unsupported, now=api.now(),
+            init_statuses=[c.status() for c in self.init_containers])
         if computed == self.sent:
             return
         body = {"metadata": {"uid": self.uid}, "status": status.strategic(computed)}
@@ -244,14 +263,15 @@ class PodWorker(threading.Thread):
     # Stopping...
 
     def _stop_containers(self, grace: float) -> None:
-        for container in self.containers:
+        every = self.init_containers + self.containers
+        for container in every:
             container.signal_stop()
         deadline = time.monotonic() + grace
-        while any(c.running for c in self.containers):
+        while any(c.running for c in every):
             if time.monotonic() > deadline:
-                for container in self.containers:
+                for container in every:
                     container.kill()
-            for container in self.containers:
+            for container in every:
                 container.tick(lambda: None)
             time.sleep(0.05)
 
@@ -261,7 +281,7 @@ class PodWorker(threading.Thread):
         grace = meta.get("deletionGracePeriodSeconds")
         if grace is None:
             grace = self.pod["spec"].get("terminationGracePeriodSeconds", 30)
-        if any(c.running for c in self.containers):
+        if any(c.running for c in self.init_containers + self.containers):
             self.notify("Killing", "Stopping containers", "Normal")
         self._stop_containers(float(grace))
         self._report()

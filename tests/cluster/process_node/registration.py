@@ -62,8 +62,9 @@ def resources(config: NodeConfig) -> dict[str, str]:
     return found
 
 
-def node_status(config: NodeConfig, kubelet_version: str, stamp: str, since: str) -> dict[str, Any]:
-    """The Node's status: Ready (heartbeat ``stamp``, true ``since``), resources, addresses, info."""
+def node_status(config: NodeConfig, kubelet_version: str, stamp: str, since: str, port: int) -> dict[str, Any]:
+    """The Node's status: Ready (heartbeat ``stamp``, true ``since``), resources, addresses, info,
+    and ``port`` of the node's log endpoint (:mod:`.logserver`)."""
 
     def condition(kind: str, status: str, reason: str, message: str) -> dict[str, str]:
         return {"type": kind, "status": status, "reason": reason, "message": message,
@@ -78,6 +79,7 @@ def node_status(config: NodeConfig, kubelet_version: str, stamp: str, since: str
             condition("PIDPressure", "False", "KubeletHasSufficientPID", "enough PIDs"),
             condition("Ready", "True", "KubeletReady", "procmesh process node is posting ready status"),
         ],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
         "addresses": [{"type": "InternalIP", "address": config.host_ip},
                       {"type": "Hostname", "address": config.name}],
         "nodeInfo": {
@@ -90,7 +92,8 @@ def node_status(config: NodeConfig, kubelet_version: str, stamp: str, since: str
     }
 
 
-def register(api: api_mod.Api, config: NodeConfig, kubelet_version: str, since: str) -> dict[str, Any]:
+def register(api: api_mod.Api, config: NodeConfig, kubelet_version: str, since: str,
+             port: int) -> dict[str, Any]:
     """Create (or adopt) the Node and post its status; returns the Node."""
     body = node_object(config)
     try:
@@ -100,7 +103,7 @@ def register(api: api_mod.Api, config: NodeConfig, kubelet_version: str, since: 
             raise
         node = api.patch(f"/api/v1/nodes/{config.name}", {"metadata": {"labels": body["metadata"]["labels"]}})
     api.patch(f"/api/v1/nodes/{config.name}/status",
-              {"status": node_status(config, kubelet_version, api_mod.now(), since)})
+              {"status": node_status(config, kubelet_version, api_mod.now(), since, port)})
     return node
 
 
@@ -108,10 +111,10 @@ class Heartbeat(threading.Thread):
     """Renews the node's Lease every 10 s and re-posts the Ready condition every minute."""
 
     def __init__(self, api: api_mod.Api, config: NodeConfig, node_uid: str, kubelet_version: str,
-                 since: str) -> None:
+                 since: str, port: int) -> None:
         super().__init__(name="heartbeat", daemon=True)
         self.api, self.config, self.node_uid = api, config, node_uid
-        self.kubelet_version, self.since = kubelet_version, since
+        self.kubelet_version, self.since, self.port = kubelet_version, since, port
         self.stopping = threading.Event()
 
     def _lease(self) -> dict[str, Any]:
@@ -145,7 +148,7 @@ class Heartbeat(threading.Thread):
                 if since_status >= STATUS_SECONDS:
                     since_status = 0.0
                     self.api.patch(f"/api/v1/nodes/{self.config.name}/status", {"status": node_status(
-                        self.config, self.kubelet_version, api_mod.now(), self.since)})
+                        self.config, self.kubelet_version, api_mod.now(), self.since, self.port)})
             except (api_mod.ApiError, requests.RequestException) as error:
                 print(f"heartbeat failed: {error}", flush=True)
             self.stopping.wait(RENEW_SECONDS)

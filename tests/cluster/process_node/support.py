@@ -22,10 +22,10 @@ PROBE_KINDS = ("exec", "httpGet", "tcpSocket")
 
 def _truthy_pod_fields(spec: dict[str, Any]) -> list[str]:
     found = []
-    for field in ("hostNetwork", "hostPID", "hostIPC", "shareProcessNamespace"):
+    for field in ("hostPID", "hostIPC", "shareProcessNamespace"):
         if spec.get(field):
             found.append(f"spec.{field}: processes share the host's namespaces anyway")
-    for field in ("initContainers", "ephemeralContainers", "hostAliases", "resourceClaims",
+    for field in ("ephemeralContainers", "hostAliases", "resourceClaims",
                   "runtimeClassName", "activeDeadlineSeconds"):
         if spec.get(field) not in (None, [], {}):
             found.append(f"spec.{field}: not implemented by the process node")
@@ -38,8 +38,8 @@ def _truthy_pod_fields(spec: dict[str, Any]) -> list[str]:
     return found
 
 
-def _container_fields(index: int, container: dict[str, Any]) -> list[str]:
-    where = f"spec.containers[{index}]"
+def _container_fields(index: int, container: dict[str, Any], kind: str = "containers") -> list[str]:
+    where = f"spec.{kind}[{index}]"
     found = []
     if container.get("securityContext"):
         found.append(f"{where}.securityContext: processes run as the node's user, unconfined")
@@ -51,7 +51,7 @@ def _container_fields(index: int, container: dict[str, Any]) -> list[str]:
     if container.get("volumeDevices"):
         found.append(f"{where}.volumeDevices: block devices are not supported")
     if container.get("restartPolicy"):
-        found.append(f"{where}.restartPolicy: per-container restart policies are not supported")
+        found.append(f"{where}.restartPolicy: per-container restart policies (sidecars) are not supported")
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
         spec = container.get(probe)
         if spec and not any(k in spec for k in PROBE_KINDS):
@@ -83,6 +83,8 @@ def unsupported(pod: dict[str, Any]) -> list[str]:
     """Field paths of ``pod`` the process node does not apply, each with why."""
     spec = pod.get("spec") or {}
     found = _truthy_pod_fields(spec) + _volume_fields(spec)
+    for i, container in enumerate(spec.get("initContainers") or []):
+        found += _container_fields(i, container, "initContainers")
     for i, container in enumerate(spec.get("containers") or []):
         found += _container_fields(i, container)
     return found

@@ -38,3 +38,13 @@ def test_get_pods_shows_a_running_pod_with_its_ip_and_node(cluster, kube, namesp
     assert header[:5] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
     assert row[:4] == ["web", "1/1", "Running", "0"]
     assert pod.status.pod_ip in row and "node-0" in row
+
+
+def test_logs_shows_what_the_container_printed(cluster, kube, namespace):
+    core = client.CoreV1Api(kube)
+    core.create_namespaced_pod(namespace, testing.python_pod(
+        "talker", "print('first'); print('second')"))
+    testing.wait_for(lambda: core.read_namespaced_pod("talker", namespace).status.phase == "Succeeded", "done")
+
+    assert _kubectl(cluster, "logs", "-n", namespace, "talker") == "first\nsecond\n"
+    assert _kubectl(cluster, "logs", "-n", namespace, "talker", "--tail=1") == "second\n"

@@ -37,3 +37,23 @@ def test_failing_command_fails_the_pod(cluster, kube, namespace):
 
     assert done.status.phase == "Failed"
     assert done.status.container_statuses[0].state.terminated.exit_code == 3
+
+
+def test_init_containers_run_first_in_order(cluster, kube, namespace):
+    core = client.CoreV1Api(kube)
+    shared = {"volumeMounts": [{"name": "work", "mountPath": "/work-dir"}]}
+    step = "import sys; open('/work-dir/steps', 'a').write(sys.argv[1] + '\\n')"
+    pod = testing.python_pod("ordered", "print(open('/work-dir/steps').read(), end='')", container=shared)
+    pod["spec"]["volumes"] = [{"name": "work", "emptyDir": {}}]
+    pod["spec"]["initContainers"] = [
+        {"name": f"init-{i}", "image": "ignored", "command": ["python", "-c", step, f"init-{i}"], **shared}
+        for i in (1, 2)]
+    core.create_namespaced_pod(namespace, pod)
+
+    done = testing.wait_for(
+        lambda: (p := core.read_namespaced_pod("ordered", namespace)).status.phase in ("Succeeded", "Failed") and p,
+        "pod to finish")
+
+    assert done.status.phase == "Succeeded"
+    assert [s.state.terminated.exit_code for s in done.status.init_container_statuses] == [0, 0]
+    assert testing.pod_output(cluster, namespace, "ordered") == "init-1\ninit-2\n"

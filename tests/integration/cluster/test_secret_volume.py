@@ -1,6 +1,7 @@
 """A Secret mounted as a volume appears at its path, inside the pod's own mount namespace only."""
 
 import os
+import shutil
 
 import pytest
 from kubernetes import client
@@ -11,7 +12,7 @@ pytestmark = pytest.mark.cluster
 
 READ = """
 import os, pathlib
-root = pathlib.Path('/etc/procmesh-test/secret')
+root = pathlib.Path(os.environ['MOUNT'])
 print(sorted(p.name for p in root.iterdir()))
 print((root / 'token').read_text())
 print(oct(os.stat(root / 'token').st_mode & 0o777))
@@ -27,8 +28,10 @@ def test_mounted_secret_is_visible_to_the_pod_only(cluster, kube, namespace):
     core = client.CoreV1Api(kube)
     core.create_namespaced_secret(namespace, {"metadata": {"name": "mesh-token"},
                                               "stringData": {"token": "abc123", "other": "x"}})
+    mount = f"/tmp/procmesh-test-{namespace}/secret"
     pod = testing.python_pod("reader", READ, container={
-        "volumeMounts": [{"name": "token", "mountPath": "/etc/procmesh-test/secret", "readOnly": True}]})
+        "env": [{"name": "MOUNT", "value": mount}],
+        "volumeMounts": [{"name": "token", "mountPath": mount, "readOnly": True}]})
     pod["spec"]["volumes"] = [{"name": "token", "secret": {"secretName": "mesh-token", "defaultMode": 0o400}}]
     core.create_namespaced_pod(namespace, pod)
 
@@ -38,4 +41,5 @@ def test_mounted_secret_is_visible_to_the_pod_only(cluster, kube, namespace):
     lines = testing.pod_output(cluster, namespace, "reader").splitlines()
     assert lines == ["['other', 'token']", "abc123", "0o400", "read-only"]
     # The mount lived in the pod's private mount namespace: the host sees no secret there.
-    assert not os.path.exists("/etc/procmesh-test/secret/token")
+    assert not os.path.exists(f"{mount}/token")
+    shutil.rmtree(f"/tmp/procmesh-test-{namespace}")  # the empty mount point the node created
