@@ -11,7 +11,7 @@ import argparse
 import sys
 import time
 
-from tests.cluster import controlplane, processes
+from tests.cluster import binaries, controlplane, processes
 from tests.cluster.process_node.config import NodeConfig
 
 
@@ -45,6 +45,14 @@ def main(argv: list[str] | None = None) -> int:
     _node_args(add, "node-1")
     args = parser.parse_args(argv)
 
+    try:
+        return _run(args)
+    except (binaries.BinariesMissing, controlplane.ClusterError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
     cluster = controlplane.Cluster(args.dir)
     if args.command == "up":
         started = time.monotonic()

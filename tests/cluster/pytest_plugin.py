@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import pytest
@@ -77,23 +77,23 @@ def namespace(kube: Any) -> Iterator[str]:
     core.delete_namespace(name)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    item.stash[_STARTED] = time.time()
-    yield
-
-
 _STARTED = pytest.StashKey[float]()
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
-    report = outcome.get_result()
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    item.stash[_STARTED] = time.time()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
     funcargs = getattr(item, "funcargs", {})
     instance = funcargs.get("cluster")
     if not report.failed or call.when != "call" or instance is None:
-        return
+        return report
     namespace = funcargs.get("namespace")
     output = testing.all_output(instance, namespace, since=item.stash.get(_STARTED, 0.0))
     report.sections.append(("container output", output or "(no container output)"))
@@ -102,6 +102,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
         agents.append(f"--- {log.parent.name} ---\n{tail}")
     report.sections.append(("process node logs", "\n".join(agents)))
+    return report
 
 
 __all__ = ["DEFAULT_NODE", "NodeConfig", "cluster", "kube", "namespace",

@@ -24,7 +24,7 @@ class ConfigError(ValueError):
     """The container cannot be configured (the kubelet's CreateContainerConfigError)."""
 
 
-_SUFFIXES = {
+_SUFFIXES: dict[str, Decimal | int] = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
     "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": 1,
     "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
@@ -128,9 +128,9 @@ def container_env(pod: Obj, container: Obj, *, pod_ip: str, host_ip: str, lookup
                     continue
                 raise ConfigError(f"{kind[:-1]} {source[field]['name']!r} not found")
             for key in keys(obj):
-                value = decoded(obj, key)
-                if value is not None:
-                    env[prefix + key] = value.decode(errors="replace")
+                raw = decoded(obj, key)
+                if raw is not None:
+                    env[prefix + key] = raw.decode(errors="replace")
     for var in container.get("env") or []:
         name = var["name"]
         source = var.get("valueFrom")

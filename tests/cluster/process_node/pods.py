@@ -10,6 +10,7 @@ grace period) and confirms the deletion. Created by :mod:`.agent`, which feeds i
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sys
 import threading
@@ -167,12 +168,12 @@ class PodWorker(threading.Thread):
             pending = next((c for c in self.init_containers if not c.succeeded), None)
             if pending is not None:
                 # Init containers run one at a time, in order, each to success.
-                pending.tick(lambda c=pending: self._launch(c))
+                pending.tick(functools.partial(self._launch, pending))
                 initialized = False
             else:
                 initialized = True
                 for container in self.containers:
-                    container.tick(lambda c=container: self._launch(c))
+                    container.tick(functools.partial(self._launch, container))
             self._report(initialized)
             if all(c.done for c in self.containers) or (pending is not None and pending.done):
                 self._release()

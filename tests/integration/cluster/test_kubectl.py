@@ -23,6 +23,10 @@ def test_get_nodes_shows_the_ready_process_node(cluster):
     assert lines[0].split()[:2] == ["NAME", "STATUS"]
     rows = {line.split()[0]: line.split() for line in lines[1:]}
     assert rows["node-0"][1] == "Ready"
+    # The node's heartbeat is a Lease it renews.
+    lease = _kubectl(cluster, "get", "lease", "-n", "kube-node-lease", "node-0",
+                     "-o", "jsonpath={.spec.holderIdentity}")
+    assert lease == "node-0"
 
 
 def test_get_pods_shows_a_running_pod_with_its_ip_and_node(cluster, kube, namespace):
