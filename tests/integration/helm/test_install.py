@@ -81,18 +81,24 @@ def test_second_replica_waits_through_peering(cluster, release, core, custom, na
     support.install(cluster, sets={"replicaCount": 2})
     pods = support.wait_operator_running(core, count=2)
 
-    def roles() -> tuple[list[str], list[str]] | None:
-        logs = {p.metadata.name: support.operator_log(cluster, p.metadata.name) for p in pods}
-        paused = [n for n, log in logs.items() if "Pausing operations in favour of" in log]
-        active = [n for n in logs if n not in paused]
-        return (active, paused) if len(paused) == 1 else None
+    def roles() -> tuple[str, str] | None:
+        # Peers are keyed by pod name (POD_ID); the highest priority acts, the other waits.
+        peering = custom.get_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings",
+                                                   "procmesh")
+        peers = {k: v["priority"] for k, v in (peering.get("status") or {}).items()
+                 if k in {p.metadata.name for p in pods}}
+        if len(peers) != 2:
+            return None
+        ordered = sorted(peers, key=peers.get)
+        return ordered[1], ordered[0]
 
-    active, paused = testing.wait_for(roles, "one paused replica")
-    assert len(active) == 1
+    active, waiting = testing.wait_for(roles, "both replicas in the peering object")
     create_mesh(custom, namespace, "during-ha")
     wait_ready(custom, namespace, "during-ha")
-    # The active replica goes; a waiting one (or its replacement) takes over.
-    core.delete_namespaced_pod(active[0], support.RELEASE_NAMESPACE)
+    assert "during-ha" in support.operator_log(cluster, active)
+    assert "during-ha" not in support.operator_log(cluster, waiting)
+    # The active replica goes; the waiting one (or a replacement) takes over.
+    core.delete_namespaced_pod(active, support.RELEASE_NAMESPACE)
     create_mesh(custom, namespace, "after-failover")
     wait_ready(custom, namespace, "after-failover")
     support.install(cluster)  # back to one replica
