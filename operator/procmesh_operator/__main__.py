@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import random
 import sys
 from typing import Any
 
@@ -45,7 +46,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "only one replica acts; without it, peering 'procmesh' is used if the "
                         "peering CRDs are installed, else the operator runs standalone")
     p.add_argument("--standalone", action="store_true", help="no peering")
-    p.add_argument("--priority", type=int, default=0, help="peering priority of this replica")
+    p.add_argument("--priority", type=parse_priority, default=0, metavar="INT|random",
+                   help="peering priority of this replica; 'random' gives replicas of one "
+                        "Deployment distinct priorities (equal priorities pause them all)")
     p.add_argument("--log-format", choices=sorted(LOG_FORMATS), default="json")
     p.add_argument("--verbose", action="store_true")
     p.add_argument("--debug", action="store_true")
@@ -56,6 +59,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--resync-seconds", type=float, default=defaults.resync_seconds)
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return p.parse_args(argv)
+
+
+def parse_priority(value: str) -> int:
+    """An integer, or ``random``: a random positive one (kopf pauses peers of equal priority,
+    and the replicas of a Deployment share their arguments)."""
+    if value == "random":
+        return random.SystemRandom().randint(1, 2**31 - 1)
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is neither an integer nor 'random'") from None
 
 
 def load_configuration(kubeconfig: str | None, context: str | None) -> Any:

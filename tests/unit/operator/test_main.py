@@ -39,3 +39,11 @@ def test_connection_info_from_configuration():
 ])
 def test_request_counter_resource(path, resource):
     assert kubeclient._resource_of(path) == resource
+
+
+def test_priority_is_an_integer_or_random() -> None:
+    assert main_module.parse_args(["-A", "--priority", "5"]).priority == 5
+    drawn = {main_module.parse_args(["-A", "--priority", "random"]).priority for _ in range(5)}
+    assert all(p > 0 for p in drawn) and len(drawn) > 1  # replicas must not tie
+    with pytest.raises(SystemExit):
+        main_module.parse_args(["-A", "--priority", "high"])

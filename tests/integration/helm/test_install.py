@@ -1,0 +1,161 @@
+"""helm install, upgrade and uninstall on the local control plane, with the operator's own pod on
+the process node (the chart's service account, projected token and RBAC; in-cluster config).
+
+The tests share one release (module fixture) and run in file order: install and reconcile,
+peering with two replicas, a CRD upgrade, uninstall with and without the keep option.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import urllib.request
+
+import pytest
+import yaml
+
+from tests.cluster import testing
+from tests.integration.helm import support
+from tests.integration.operator.support import (
+    create_mesh,
+    describe,
+    events,
+    get_mesh,
+    kubectl,
+    token,
+    wait_ready,
+)
+
+pytestmark = pytest.mark.cluster
+
+CRD = "procmeshes.procmesh.io"
+#: What a refused request looks like in the operator's log (kopf's and ours).
+FORBIDDEN = re.compile(r"\b403\b|[Ff]orbidden|Not enough permissions")
+
+
+@pytest.fixture(scope="module")
+def release(cluster, namespaces, core):
+    support.install(cluster)
+    yield support.wait_operator_running(core)
+    support.uninstall(cluster)
+
+
+def crd_exists(cluster) -> bool:
+    return kubectl(cluster, "get", "crd", CRD, check=False).returncode == 0
+
+
+def test_operator_pod_reconciles_a_mesh(cluster, release, core, custom, namespace):
+    [pod] = support.wait_operator_running(core)
+    assert pod.spec.service_account_name == support.FULLNAME
+    assert pod.spec.node_name == "node-0"
+    create_mesh(custom, namespace, "m", perHost=[{"name": "procs", "size": 2}])
+    mesh = wait_ready(custom, namespace, "m")
+    assert [p["ready"] for p in mesh["status"]["procs"]] == [True, True]
+    # The client's path: the token Secret, then each proc server directly.
+    answer = describe(mesh["status"]["procs"][1]["address"], token(core, namespace, "m"))
+    assert answer["rank"] == 1
+    assert any(e.reason == "MeshReady" for e in events(core, namespace, "m"))
+
+
+def test_operator_log_has_no_forbidden_request(cluster, release, core):
+    [pod] = support.wait_operator_running(core)
+    log = support.operator_log(cluster, pod.metadata.name)
+    assert log, "no operator output"
+    messages = [json.loads(line).get("message", "") for line in log.splitlines()
+                if line.startswith("{")]
+    assert messages, log[-2000:]
+    assert not [m for m in messages if FORBIDDEN.search(m)]
+
+
+def test_metrics_service_serves_the_operator_metrics(release, core):
+    [pod] = support.wait_operator_running(core)
+    service = core.read_namespaced_service(f"{support.FULLNAME}-metrics", support.RELEASE_NAMESPACE)
+    assert [(p.name, p.port) for p in service.spec.ports] == [("metrics", 9090)]
+    assert service.spec.selector.items() <= pod.metadata.labels.items()
+    with urllib.request.urlopen(f"http://{pod.status.pod_ip}:9090/metrics", timeout=10) as r:
+        assert "procmesh_" in r.read().decode()
+
+
+def test_second_replica_waits_through_peering(cluster, release, core, custom, namespace):
+    support.install(cluster, sets={"replicaCount": 2})
+    pods = support.wait_operator_running(core, count=2)
+
+    def roles() -> tuple[str, str] | None:
+        # Peers are keyed by pod name (POD_ID); the highest priority acts, the other waits.
+        peering = custom.get_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings",
+                                                   "procmesh")
+        peers = {k: v["priority"] for k, v in (peering.get("status") or {}).items()
+                 if k in {p.metadata.name for p in pods}}
+        if len(peers) != 2:
+            return None
+        ordered = sorted(peers, key=peers.get)
+        return ordered[1], ordered[0]
+
+    active, waiting = testing.wait_for(roles, "both replicas in the peering object")
+    create_mesh(custom, namespace, "during-ha")
+    wait_ready(custom, namespace, "during-ha")
+    assert "during-ha" in support.operator_log(cluster, active)
+    assert "during-ha" not in support.operator_log(cluster, waiting)
+    # The active replica goes; the waiting one (or a replacement) takes over.
+    core.delete_namespaced_pod(active, support.RELEASE_NAMESPACE)
+    create_mesh(custom, namespace, "after-failover")
+    wait_ready(custom, namespace, "after-failover")
+    support.install(cluster)  # back to one replica
+    support.wait_operator_running(core)
+
+
+def test_upgrade_changes_the_crd_and_keeps_meshes(cluster, release, core, custom, namespace,
+                                                  tmp_path):
+    create_mesh(custom, namespace, "kept")
+    before = wait_ready(custom, namespace, "kept")
+    chart = tmp_path / "procmesh-operator"
+    shutil.copytree(support.CHART, chart)
+    crd_file = chart / "files" / "procmesh.yaml"
+    crd = yaml.safe_load(crd_file.read_text())
+    spec_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec_schema["properties"]["upgradeMarker"] = {"type": "string",
+                                                  "description": "added by the upgrade test"}
+    crd_file.write_text(yaml.safe_dump(crd, sort_keys=False))
+    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
+    meta["version"] = "0.1.1"
+    (chart / "Chart.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+
+    support.install(cluster, chart=chart)
+
+    served = kubectl(cluster, "get", "crd", CRD, "-o",
+                     "jsonpath={.spec.versions[0].schema.openAPIV3Schema.properties.spec"
+                     ".properties.upgradeMarker.type}").stdout
+    assert served == "string"
+    after = wait_ready(custom, namespace, "kept")
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]
+    # The new field is stored, not pruned.
+    custom.patch_namespaced_custom_object("procmesh.io", "v1alpha1", namespace, "procmeshes",
+                                          "kept", {"spec": {"upgradeMarker": "yes"}})
+    assert get_mesh(custom, namespace, "kept")["spec"]["upgradeMarker"] == "yes"
+    history = support.helm(cluster, "history", support.RELEASE, "-n", support.RELEASE_NAMESPACE,
+                           "-o", "json").stdout
+    assert '"chart":"procmesh-operator-0.1.1"' in history.replace(" ", "")
+    support.install(cluster)  # back to the chart of this checkout
+
+
+def test_uninstall_keeps_the_crd_and_the_meshes(cluster, release, core, custom, namespace):
+    create_mesh(custom, namespace, "survivor")
+    wait_ready(custom, namespace, "survivor")
+    support.uninstall(cluster)
+    testing.wait_for(lambda: not support.operator_pods(core), "operator pods gone")
+    deployments = kubectl(cluster, "get", "deploy", "-n", support.RELEASE_NAMESPACE,
+                          "-o", "name").stdout
+    assert deployments.strip() == ""
+    assert crd_exists(cluster)
+    assert get_mesh(custom, namespace, "survivor")["metadata"]["name"] == "survivor"
+
+
+def test_uninstall_without_keep_removes_the_crd(cluster, release, core, custom, namespace):
+    support.install(cluster, sets={"crds.keep": False})  # adopts the kept CRD
+    support.wait_operator_running(core)
+    create_mesh(custom, namespace, "doomed")
+    wait_ready(custom, namespace, "doomed")
+    support.uninstall(cluster)
+    testing.wait_for(lambda: not crd_exists(cluster), "the CRD deleted")
+    assert kubectl(cluster, "get", "procmeshes", "-n", namespace, check=False).returncode != 0

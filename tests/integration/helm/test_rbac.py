@@ -1,0 +1,97 @@
+"""The chart's RBAC is enough, and every rule matters: remove one and the loss shows.
+
+Installed in namespaced mode (a Role and a RoleBinding per watched namespace). A helm
+post-renderer (drop_rule.py) takes one permission out of the operator's roles; the operator must
+then report the 403 (in the mesh's Degraded condition, or in its log when it cannot even write
+status), and the mesh must not become Ready. Not a silent retry.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cluster import testing
+from tests.integration.helm import support
+from tests.integration.operator.support import (
+    condition,
+    create_mesh,
+    get_mesh,
+    kubectl,
+    mesh_pods,
+    wait_condition,
+    wait_ready,
+)
+
+pytestmark = pytest.mark.cluster
+
+WATCHED = "team-a"
+OPERATOR_USER = f"system:serviceaccount:{support.RELEASE_NAMESPACE}:{support.FULLNAME}"
+
+
+@pytest.fixture(scope="module")
+def release(cluster, namespaces, core):
+    support.install(cluster, "namespaced.yaml")
+    yield support.wait_operator_running(core)
+    kubectl(cluster, "delete", "procmeshes", "--all", "-n", WATCHED, "--wait=true", check=False)
+    support.uninstall(cluster)
+
+
+def can_i(cluster, verb: str, resource: str) -> bool:
+    result = kubectl(cluster, "auth", "can-i", verb, resource, "-n", WATCHED,
+                     "--as", OPERATOR_USER, check=False)
+    return result.stdout.strip() == "yes"
+
+
+def test_namespaced_install_reconciles_a_mesh(cluster, release, custom):
+    create_mesh(custom, WATCHED, "full-rights")
+    wait_ready(custom, WATCHED, "full-rights")
+    # Namespaced mode: nothing namespaced is granted outside the watched namespaces.
+    outside = kubectl(cluster, "auth", "can-i", "create", "pods", "-n", "default",
+                      "--as", OPERATOR_USER, check=False).stdout.strip()
+    assert outside == "no"
+
+
+@pytest.mark.parametrize("resource,verb", [("secrets", "create"), ("pods", "create")])
+def test_missing_rule_shows_as_403_in_the_mesh_status(cluster, release, core, custom, tmp_path,
+                                                      resource, verb):
+    support.install(cluster, "namespaced.yaml",
+                    extra=support.post_renderer(tmp_path, resource, verb))
+    try:
+        assert not can_i(cluster, verb, resource)
+        name = f"no-{verb}-{resource}"
+        create_mesh(custom, WATCHED, name)
+        mesh = wait_condition(custom, WATCHED, name, "Degraded", "True")
+        message = condition(mesh, "Degraded")["message"]
+        assert "403" in message and f'cannot {verb} resource "{resource}"' in message, message
+        assert condition(mesh, "Ready").get("status") != "True"
+        assert not mesh_pods(core, WATCHED, name)
+    finally:
+        support.install(cluster, "namespaced.yaml")
+    # With the rule back, the same mesh recovers: the failure was the rule, nothing else.
+    wait_ready(custom, WATCHED, name)
+
+
+def test_missing_status_rule_shows_in_the_operator_log(cluster, release, core, custom,
+                                                       tmp_path):
+    support.install(cluster, "namespaced.yaml",
+                    extra=support.post_renderer(tmp_path, "procmeshes/status", "patch"))
+    try:
+        assert not can_i(cluster, "patch", "procmeshes/status")
+        [pod] = support.wait_operator_running(core)
+        create_mesh(custom, WATCHED, "no-status")
+
+        def refused() -> list[str]:
+            log = support.operator_log(cluster, pod.metadata.name)
+            records = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+            texts = [f"{r.get('message', '')}\n{r.get('exc_info', '')}" for r in records]
+            return [t for t in texts if "no-status" in t and "403 Forbidden" in t
+                    and 'cannot patch resource "procmeshes/status"' in t]
+
+        lines = testing.wait_for(refused, "the operator logging the refused status write")
+        assert "failed" in lines[0]
+        assert not (get_mesh(custom, WATCHED, "no-status").get("status") or {}).get("readyProcs")
+    finally:
+        support.install(cluster, "namespaced.yaml")
+    wait_ready(custom, WATCHED, "no-status")

@@ -1,0 +1,91 @@
+"""The chart renders, and the API server accepts what it renders.
+
+Aspects:
+- helm lint passes with the defaults and with every values file;
+- a wrong value fails at template time with a message that names it (values.schema.json);
+- every manifest rendered from every values file passes a server-side dry run;
+- the rendered CRD is crds/procmesh.yaml, with the keep annotation only when asked;
+- namespaced mode grants nothing namespaced cluster-wide.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tests.integration.helm import support
+from tests.integration.operator.support import ROOT, kubectl
+
+pytestmark = pytest.mark.cluster
+
+VALUES_FILES = [(), ("namespaced.yaml",), ("ha.yaml",), ("minimal.yaml",),
+                ("namespaced.yaml", "ha.yaml")]
+
+
+@pytest.mark.parametrize("files", VALUES_FILES, ids=lambda f: "+".join(f) or "defaults")
+def test_lint(cluster, files):
+    support.helm(cluster, "lint", "--strict", str(support.CHART),
+                 *support.value_args(*files))
+
+
+@pytest.mark.parametrize("sets,message", [
+    ({"replicaCount": "two"}, "/replicaCount"),
+    ({"watch.allNamespaces": False}, "/watch/namespaces"),
+    ({"operator.logFormat": "xml"}, "/operator/logFormat"),
+    ({"replicas": 2}, "'replicas' not allowed"),
+    ({"watch.namespaces": ["Team_A"]}, "/watch/namespaces/0"),
+    ({"peering.enabled": False, "replicaCount": 2}, "needs peering.enabled"),
+])
+def test_wrong_values_fail_with_a_message(cluster, sets, message):
+    result = support.helm(cluster, "template", "x", str(support.CHART), "--kube-version",
+                          support.KUBE_VERSION, *support.value_args(sets=sets), check=False)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("files", VALUES_FILES, ids=lambda f: "+".join(f) or "defaults")
+def test_server_accepts_every_rendered_manifest(cluster, namespaces, files):
+    # helm installs the chart's crds/ (the kopf peering CRDs) before the templates; do the same.
+    kubectl(cluster, "apply", "--server-side", "-f", str(support.CHART / "crds"))
+    kubectl(cluster, "wait", "--for=condition=Established", "--timeout=60s",
+            "crd/clusterkopfpeerings.kopf.dev", "crd/kopfpeerings.kopf.dev")
+    docs = support.render(cluster, *files)
+    assert docs
+    for doc in docs:
+        namespace = doc["metadata"].get("namespace")
+        args = ["-n", namespace] if namespace else []
+        result = kubectl(cluster, "apply", "--server-side", "--dry-run=server",
+                         "--field-manager=helm-test", *args, "-f", "-",
+                         input=yaml.safe_dump(doc), check=False)
+        assert result.returncode == 0, (
+            f"{doc['kind']}/{doc['metadata']['name']} refused: {result.stderr}")
+
+
+def test_rendered_crd_is_the_source_crd(cluster):
+    source = yaml.safe_load((ROOT / "crds" / "procmesh.yaml").read_text())
+    for keep in (True, False):
+        crds = [d for d in support.render(cluster, sets={"crds.keep": keep})
+                if d["kind"] == "CustomResourceDefinition"]
+        assert [c["metadata"]["name"] for c in crds] == [source["metadata"]["name"]]
+        assert crds[0]["spec"] == source["spec"]
+        annotations = crds[0]["metadata"].get("annotations") or {}
+        assert (annotations.get("helm.sh/resource-policy") == "keep") is keep
+    kinds = {d["kind"] for d in support.render(cluster, sets={"crds.install": False})}
+    assert "CustomResourceDefinition" not in kinds
+
+
+def test_namespaced_mode_is_namespaced(cluster):
+    docs = support.render(cluster, "namespaced.yaml")
+    roles = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in docs
+             if d["kind"] in ("Role", "RoleBinding")}
+    assert roles == {(ns, support.FULLNAME) for ns in ("team-a", "team-b")}
+    cluster_rules = [r for d in docs if d["kind"] == "ClusterRole" for r in d["rules"]]
+    granted = {res for r in cluster_rules for res in r["resources"]}
+    assert granted == {"customresourcedefinitions", "namespaces"}  # read-only, for kopf
+    assert all(set(r["verbs"]) <= {"list", "watch"} for r in cluster_rules)
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--namespace=team-a" in args and "--namespace=team-b" in args
+    assert "--all-namespaces" not in args
+    peerings = [d for d in docs if d["kind"] == "KopfPeering"]
+    assert {p["metadata"]["namespace"] for p in peerings} == {"team-a", "team-b"}
