@@ -17,27 +17,26 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
-R_co = TypeVar("R_co", covariant=True)
 
 MARK = "__procmesh_endpoint__"
 
 
-class Endpoint(Protocol, Generic[P, R_co]):
+class Endpoint(Protocol, Generic[P, R]):
     """What ``actor_mesh.method`` offers; each adverb's return type says what it means."""
 
-    def call(self, *args: P.args, **kwargs: P.kwargs) -> Future[ValueMesh[R_co]]:
+    def call(self, *args: P.args, **kwargs: P.kwargs) -> Future[ValueMesh[R]]:
         """Send to every actor of the (sliced) mesh; gather one value per point."""
         ...
 
-    def call_one(self, *args: P.args, **kwargs: P.kwargs) -> Future[R_co]:
+    def call_one(self, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
         """Send to the only actor of the mesh; an error unless the mesh has exactly one."""
         ...
 
-    def choose(self, *args: P.args, **kwargs: P.kwargs) -> Future[R_co]:
+    def choose(self, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
         """Send to one actor picked at random."""
         ...
 
-    def stream(self, *args: P.args, **kwargs: P.kwargs) -> Iterator[Future[R_co]]:
+    def stream(self, *args: P.args, **kwargs: P.kwargs) -> Iterator[Future[R]]:
         """Send to every actor; yield futures in the order their results arrive."""
         ...
 

@@ -44,6 +44,10 @@ def describe_exit(returncode: int | None) -> str:
     return f"exited with code {returncode}"
 
 
+def _command_line(args: object) -> str:
+    return " ".join(map(str, args)) if isinstance(args, (list, tuple)) else str(args)
+
+
 class LocalProcs:
     """The processes of one local proc mesh (the ``owner`` of its ProcGroup)."""
 
@@ -151,7 +155,7 @@ class LocalProcs:
             pass
         raise ProcStartError(
             f"proc {self.labels[index]} {describe_exit(proc.returncode)} before it was ready "
-            f"(command: {' '.join(proc.args)}); its error output is above"
+            f"(command: {_command_line(proc.args)}); its error output is above"
         )
 
     def watch(self, group_peers: Sequence[peers.Peer]) -> None:

@@ -120,8 +120,12 @@ class Future(Generic[R]):
             loop = asyncio.get_running_loop()
             waiter = loop.create_future()
 
+            def resolve() -> None:
+                if not waiter.done():
+                    waiter.set_result(None)
+
             def wake(_: Future[R]) -> None:
-                loop.call_soon_threadsafe(lambda: waiter.done() or waiter.set_result(None))
+                loop.call_soon_threadsafe(resolve)
 
             self.add_done_callback(wake)
             yield from waiter.__await__()

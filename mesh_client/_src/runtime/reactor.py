@@ -57,10 +57,10 @@ class Reactor:
         self.call_soon(lambda: heapq.heappush(self._timers, (when, next(self._seq), fn)))
 
     def register(self, handler: Readable) -> None:
-        if self.on_thread:
+        def add() -> None:
             self._selector.register(handler.fileno(), selectors.EVENT_READ, handler)
-        else:
-            self.call_soon(lambda: self._selector.register(handler.fileno(), selectors.EVENT_READ, handler))
+
+        add() if self.on_thread else self.call_soon(add)
 
     def unregister(self, handler: Readable) -> None:
         def drop() -> None:

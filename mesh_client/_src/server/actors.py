@@ -105,7 +105,7 @@ class ActorRunner:
         assert self._context is not None
         ctx_mod.enter(ctx_mod.Context(self._context.actor_instance, Point(index, Extent(labels, sizes))))
         fn = getattr(type(self._instance), method, None)
-        if not is_endpoint(fn):
+        if fn is None or not is_endpoint(fn):
             raise AttributeError(f"{type(self._instance).__qualname__}.{method} is not an endpoint")
         result = fn(self._instance, *args, **kwargs)
         if inspect.isawaitable(result):
@@ -126,7 +126,8 @@ class ActorRunner:
             if inspect.isawaitable(result):
                 import asyncio
 
-                asyncio.run(result) if self._loop is None else self._loop.run_until_complete(result)
+                loop = self._loop or asyncio.new_event_loop()
+                loop.run_until_complete(result)
         except Exception:
             print(f"procmesh: __cleanup__ of actor {self.name!r} raised:", file=sys.stderr)
             traceback.print_exc()

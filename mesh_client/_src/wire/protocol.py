@@ -226,7 +226,7 @@ class Connection:
                     return event
                 continue
             parsed = self._parse_small()
-            if parsed is NEED_DATA:
+            if isinstance(parsed, _NeedData):
                 if self._eof:
                     if len(self._buf) > self._pos:
                         return self._truncated()
@@ -235,7 +235,7 @@ class Connection:
                 return NEED_DATA
             if parsed is None:
                 continue  # a large frame was set up
-            event = self._frame(*parsed)
+            event = self._frame(parsed[0], parsed[1])
             if event is not None:
                 return event
 
