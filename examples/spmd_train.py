@@ -23,10 +23,15 @@ def worker(steps: int) -> None:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     cuda = torch.cuda.is_available()
+    if cuda:
+        # A pinned proc sees its one GPU as cuda:0; an unpinned one picks by LOCAL_RANK.
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
     dist.init_process_group("nccl" if cuda else "gloo")
-    device = torch.device("cuda", 0) if cuda else torch.device("cpu")  # each proc sees its GPU as 0
     torch.manual_seed(0)
-    model = DDP(torch.nn.Linear(32, 1).to(device), device_ids=[0] if cuda else None)
+    model = DDP(torch.nn.Linear(32, 1).to(device), device_ids=[device.index] if cuda else None)
     optim = torch.optim.SGD(model.parameters(), lr=0.05)
     g = torch.Generator().manual_seed(int(os.environ["RANK"]))
     w_true = torch.arange(32, dtype=torch.float32) / 32
