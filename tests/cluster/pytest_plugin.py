@@ -10,10 +10,12 @@ When a test fails, the output of the containers it ran is added to its report.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,23 +38,31 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.C
         if running.running():
             yield running
             return
-    absent = binaries.missing(binaries.CONTROL_PLANE)
+    with started_cluster(tmp_path_factory.mktemp("cluster"), NodeConfig(DEFAULT_NODE), binaries.CONTROL_PLANE) as instance:
+        yield instance
+
+
+@contextlib.contextmanager
+def started_cluster(folder: Path, node: NodeConfig, needs: Sequence[str]) -> Iterator[controlplane.Cluster]:
+    """A control plane with ``node`` in ``folder``, stopped on exit; skipped (failed under CI)
+    when a binary in ``needs`` is missing."""
+    absent = binaries.missing(needs)
     if absent:
         message = f"cluster binaries missing ({', '.join(absent)}): run `bash tests/cluster/build.sh`"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    instance = controlplane.Cluster(tmp_path_factory.mktemp("cluster"))
-    instance.up([NodeConfig(DEFAULT_NODE)])
+    instance = controlplane.Cluster(folder)
+    instance.up([node])
     try:
         yield instance
     finally:
         instance.down()
 
 
-@pytest.fixture(scope="session")
-def kube(cluster: controlplane.Cluster) -> Iterator[Any]:
-    """A ``kubernetes.client.ApiClient`` authenticated as cluster admin."""
+@contextlib.contextmanager
+def admin_client(cluster: controlplane.Cluster) -> Iterator[Any]:
+    """A ``kubernetes.client.ApiClient`` for the cluster's admin kubeconfig, closed on exit."""
     from kubernetes import client, config
 
     api_client = config.new_client_from_config(str(cluster.kubeconfig))
@@ -61,6 +71,13 @@ def kube(cluster: controlplane.Cluster) -> Iterator[Any]:
     finally:
         api_client.close()
         client.Configuration.set_default(None)
+
+
+@pytest.fixture(scope="session")
+def kube(cluster: controlplane.Cluster) -> Iterator[Any]:
+    """A ``kubernetes.client.ApiClient`` authenticated as cluster admin."""
+    with admin_client(cluster) as api_client:
+        yield api_client
 
 
 @pytest.fixture

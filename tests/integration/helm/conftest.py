@@ -10,43 +10,28 @@ with the session cluster's.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.cluster import binaries, controlplane, testing
+from tests.cluster import binaries, controlplane, pytest_plugin, testing
 from tests.cluster.process_node.config import NodeConfig
 from tests.integration.helm import support
 
 
 @pytest.fixture(scope="package")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.Cluster]:
-    absent = binaries.missing(binaries.ALL)
-    if absent:
-        message = f"binaries missing ({', '.join(absent)}): run `bash tests/cluster/build.sh`"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    instance = controlplane.Cluster(tmp_path_factory.mktemp("helm-cluster"))
-    instance.up([NodeConfig("node-0", index=200)])
-    try:
+    node = NodeConfig("node-0", index=200)
+    with pytest_plugin.started_cluster(tmp_path_factory.mktemp("helm-cluster"), node, binaries.ALL) as instance:
         yield instance
-    finally:
-        instance.down()
 
 
 @pytest.fixture(scope="package")
 def kube(cluster: controlplane.Cluster) -> Iterator[Any]:
-    from kubernetes import config
-
-    api_client = config.new_client_from_config(str(cluster.kubeconfig))
-    try:
+    with pytest_plugin.admin_client(cluster) as api_client:
         yield api_client
-    finally:
-        api_client.close()
 
 
 @pytest.fixture

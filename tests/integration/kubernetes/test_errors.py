@@ -25,12 +25,10 @@ def test_missing_mesh(kube, namespace, operator):
 def test_refused_gpu_budget_fails_at_once(kube, custom, namespace, operator, gpu_node, devices_free):
     hosts = KubernetesHostMesh(hosts=1, namespace=namespace, api_client=kube, timeout=120)
     with pytest.raises(MeshNotReady) as info:
-        # two procs pinned to the same device at 0.7 each cannot fit one GPU
-        hosts.spawn_procs(per_host={"gpus": 1}, gpus=[0], memory_fraction=0.7, name="greedy-a")
-        hosts.spawn_procs(per_host={"gpus": 1}, gpus=[0], memory_fraction=0.7, name="greedy-b")
-    # with one emulated GPU node the operator finds no node whose device 0 has room left
+        # the whole device plus a CUDA context fits no GPU of any node
+        hosts.spawn_procs(per_host={"gpus": 1}, gpus=[0], memory_fraction=1.0, name="greedy")
     assert info.value.reason in ("GPUBudgetExceeded", "NoNodeFits")
-    assert "cannot become Ready" in str(info.value) and "greedy-b" in str(info.value)
+    assert "cannot become Ready" in str(info.value) and "CUDA context" in str(info.value)
 
 
 def test_unschedulable_pods_report_the_scheduler_message(kube, custom, namespace, operator):
