@@ -29,6 +29,7 @@ class ProcGroup:
         token: bytes,
         labels: Sequence[str],
         owner: ProcOwner | None = None,
+        opener: Any = None,  # how this client reaches the procs (default: TCP); never pickled
     ) -> None:
         self.name = name
         self.addresses = [(str(h), int(p)) for h, p in addresses]
@@ -36,7 +37,10 @@ class ProcGroup:
         self.labels = list(labels)
         self.owner = owner
         self.run_id = f"{name}-{uuid.uuid4().hex[:12]}"  # names one run of this group's procs
-        self.peers = [peers.get_peer(a, token, label) for a, label in zip(self.addresses, self.labels)]
+        if opener is None:
+            self.peers = [peers.get_peer(a, token, label) for a, label in zip(self.addresses, self.labels)]
+        else:  # private peers: another mesh object in this process may reach the procs directly
+            self.peers = [peers.Peer(a, token, label, opener) for a, label in zip(self.addresses, self.labels)]
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (ProcGroup, (self.name, self.addresses, self.token, self.labels))

@@ -57,6 +57,7 @@ class KubeApi:
     def __init__(self, api_client: Any, namespace: str) -> None:
         kubernetes = _client_module()
         self.namespace = namespace
+        self.api_client = api_client
         self._exc = kubernetes.client.ApiException
         self.custom = kubernetes.client.CustomObjectsApi(api_client)
         self.core = kubernetes.client.CoreV1Api(api_client)

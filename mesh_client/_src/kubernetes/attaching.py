@@ -16,7 +16,7 @@ from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import Shape
 from mesh_client._src.kubernetes import api as api_mod
-from mesh_client._src.kubernetes import assessing
+from mesh_client._src.kubernetes import assessing, forwarding
 from mesh_client._src.kubernetes.errors import MeshNotReady
 from mesh_client._src.runtime import peers
 
@@ -105,8 +105,13 @@ def connect_mesh(
     *,
     created: bool,
     bootstrap: Callable[[], Any] | None = None,
+    via_api_server: bool = False,
 ) -> ProcMesh:
-    """Build the proc mesh from a Ready resource: addresses, token, shape; connect; bootstrap."""
+    """Build the proc mesh from a Ready resource: addresses, token, shape; connect; bootstrap.
+
+    ``via_api_server`` reaches each proc by a port-forward through the API server instead of
+    its pod IP.
+    """
     name = mesh["metadata"]["name"]
     spec, status = mesh["spec"], mesh["status"]
     dims = [(d["name"], int(d["size"])) for d in spec.get("perHost") or []]
@@ -124,7 +129,11 @@ def connect_mesh(
         for point, p in zip(shape.points(), procs)
     ]
     owner = KubernetesProcs(api, mesh, [p["pod"] for p in procs], created)
-    group = ProcGroup(name, addresses, token, labels, owner=owner)
+    opener = None
+    if via_api_server:
+        pods = {a: p["pod"] for a, p in zip(addresses, procs)}
+        opener = forwarding.port_forward_opener(api.api_client, api.namespace, pods)
+    group = ProcGroup(name, addresses, token, labels, owner=owner, opener=opener)
     owner.group = group
     for index, peer in enumerate(group.peers):
         peer.explain_loss = lambda reason, i=index: owner.explain(i, reason)
@@ -146,13 +155,16 @@ def attach(
     context: str | None = None,
     api_client: Any = None,
     progress: bool | None = None,
+    via_api_server: bool = False,
 ) -> ProcMesh:
     """The proc mesh of an existing ProcMesh resource, once it is Ready.
 
     Its extent is ``hosts`` followed by the ``perHost`` dimensions. ``stop()`` on it only
-    disconnects: the resource belongs to whoever created it.
+    disconnects: the resource belongs to whoever created it. ``via_api_server=True`` reaches the
+    procs by port-forwards through the API server (needs ``create`` on ``pods/portforward``), for
+    clients that cannot reach pod IPs.
     """
     client = api_client or api_mod.make_api_client(kubeconfig, context)
     api = api_mod.KubeApi(client, namespace or api_mod.default_namespace(kubeconfig, context))
     mesh = wait_ready(api, name, timeout, progress)
-    return connect_mesh(api, mesh, created=False, bootstrap=bootstrap)
+    return connect_mesh(api, mesh, created=False, bootstrap=bootstrap, via_api_server=via_api_server)

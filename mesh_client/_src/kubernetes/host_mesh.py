@@ -34,6 +34,7 @@ class KubernetesHostMesh(MeshTrait):
         context: str | None = None,
         api_client: Any = None,
         timeout: float = attaching.DEFAULT_TIMEOUT,
+        via_api_server: bool = False,
     ) -> None:
         self._shape = Shape(["hosts"], [hosts])
         self.hosts = hosts
@@ -43,6 +44,7 @@ class KubernetesHostMesh(MeshTrait):
         if image:
             self.template["image"] = image
         self.timeout = timeout
+        self.via_api_server = via_api_server  # port-forward through the API server, not pod IPs
 
     def _with_shape(self, shape: Shape) -> KubernetesHostMesh:
         raise NotImplementedError("slicing a Kubernetes host mesh is not supported; spawn with fewer hosts")
@@ -86,7 +88,9 @@ class KubernetesHostMesh(MeshTrait):
         self.api.create_mesh(body)
         try:
             mesh = attaching.wait_ready(self.api, name, self.timeout)
-            return attaching.connect_mesh(self.api, mesh, created=True, bootstrap=bootstrap)
+            return attaching.connect_mesh(
+                self.api, mesh, created=True, bootstrap=bootstrap, via_api_server=self.via_api_server
+            )
         except BaseException:
             self.api.delete_mesh(name)
             raise

@@ -157,6 +157,14 @@ class Channel:
         self.on_closed(self, reason)
 
 
+Opener = Callable[[tuple[str, int], float], streams.SocketStream]
+
+
+def open_tcp(address: tuple[str, int], timeout: float) -> streams.SocketStream:
+    """A direct TCP connection: the default way to reach a proc server."""
+    return streams.SocketStream(socket.create_connection(address, timeout=timeout))
+
+
 def connect(
     address: tuple[str, int],
     token: bytes,
@@ -165,11 +173,13 @@ def connect(
     on_closed: CloseHandler,
     timeout: float = 10.0,
     label: str | None = None,
+    opener: Opener = open_tcp,
 ) -> Channel:
     """Connect and authenticate in the calling thread, then hand the channel to the reactor."""
     label = label or f"{address[0]}:{address[1]}"
-    sock = socket.create_connection(address, timeout=timeout)
-    stream = streams.SocketStream(sock)
+    stream = opener(address, timeout)
+    sock = stream.sock
+    sock.settimeout(timeout)
     conn = protocol.Connection(protocol.Role.CLIENT, token)
     conn.start()
     try:

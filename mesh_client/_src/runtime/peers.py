@@ -32,8 +32,9 @@ Segments = Sequence[bytes | bytearray | memoryview]
 class Peer:
     """One proc server: connect on first use, fail everything pending when the link drops."""
 
-    def __init__(self, address: Address, token: bytes, label: str) -> None:
+    def __init__(self, address: Address, token: bytes, label: str, opener: channel_mod.Opener | None = None) -> None:
         self.address = address
+        self._opener = opener or channel_mod.open_tcp
         self.label = label
         self._token = token
         self._channel: channel_mod.Channel | None = None
@@ -61,6 +62,7 @@ class Peer:
                     on_message=self._on_message,
                     on_closed=self._on_closed,
                     label=self.label,
+                    opener=self._opener,
                 )
             return self._channel
 

@@ -24,7 +24,8 @@ class SocketStream:
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def fileno(self) -> int:
         return self.sock.fileno()

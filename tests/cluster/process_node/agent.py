@@ -47,7 +47,8 @@ class Agent:
 
     def start(self) -> None:
         self.logs = logserver.LogServer(self.config.host_ip, self.folder / "serving.crt",
-                                        self.folder / "serving.key", self.api.ca_file, self.find_output)
+                                        self.folder / "serving.key", self.api.ca_file, self.find_output,
+                                        self.pod_ip)
         self.logs.start()
         version = self.api.get("/version")["gitVersion"]
         since = api.now()
@@ -59,6 +60,14 @@ class Agent:
         print(f"process node {self.config.name} registered; pods get {self.config.pod_cidr}", flush=True)
 
     # Pods...
+
+    def pod_ip(self, namespace: str, name: str) -> str | None:
+        """The IP of a running pod on this node (for port-forward)."""
+        for worker in list(self.workers.values()):
+            meta = worker.pod["metadata"]
+            if (meta["namespace"], meta["name"]) == (namespace, name) and worker.pod_ip:
+                return worker.pod_ip
+        return None
 
     def find_output(self, namespace: str, name: str, container: str, previous: bool) -> tuple[Path, bool] | None:
         """The output file of a container's current (or previous) run, and whether it runs."""

@@ -1,4 +1,5 @@
-"""The node's kubelet endpoint, for ``kubectl logs``: HTTPS ``/containerLogs/<ns>/<pod>/<container>``.
+"""The node's kubelet endpoint, for ``kubectl logs``: HTTPS ``/containerLogs/<ns>/<pod>/<container>``,
+and ``/portForward/<ns>/<pod>`` (:mod:`.portforward`).
 
 The apiserver proxies ``pods/log`` to ``https://<InternalIP>:<daemonEndpoints port>``. This server
 binds the node's loopback address, presents a serving certificate signed by the cluster CA and
@@ -16,6 +17,8 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
+
+from tests.cluster.process_node import portforward
 
 #: ``find(namespace, pod, container, previous)``: the output file and whether that run still runs.
 Finder = Callable[[str, str, str, bool], "tuple[Path, bool] | None"]
@@ -37,6 +40,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         url = urllib.parse.urlsplit(self.path)
         parts = url.path.strip("/").split("/")
+        if len(parts) == 3 and parts[0] == "portForward" and self.server.pod_ip is not None:
+            ports = [int(p) for p in urllib.parse.parse_qs(url.query).get("port", []) if p.isdigit()]
+            portforward.serve(self, parts[1], parts[2], ports, self.server.pod_ip)
+            return
         if len(parts) != 4 or parts[0] != "containerLogs":
             self.send_error(404, "only /containerLogs/<namespace>/<pod>/<container> is served")
             return
@@ -87,7 +94,8 @@ class LogServer(http.server.ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, host: str, cert: Path, key: Path, ca: Path, find: Finder) -> None:
+    def __init__(self, host: str, cert: Path, key: Path, ca: Path, find: Finder,
+                 pod_ip: Callable[[str, str], str | None] | None = None) -> None:
         super().__init__((host, 0), _Handler)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(str(cert), str(key))
@@ -95,6 +103,7 @@ class LogServer(http.server.ThreadingHTTPServer):
         context.verify_mode = ssl.CERT_REQUIRED
         self.socket = context.wrap_socket(self.socket, server_side=True)
         self.find = find
+        self.pod_ip = pod_ip
         self.port = int(self.server_address[1])
 
     def start(self) -> None:

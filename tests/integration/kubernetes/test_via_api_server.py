@@ -1,0 +1,56 @@
+"""Reaching procs through the API server (a port-forward per proc) instead of their pod IPs:
+calls work end to end, the client's RBAC governs the forward, and the mesh token still guards
+the proc server behind it."""
+
+import pytest
+from kubernetes import client
+
+from mesh_client.kubernetes import KubernetesHostMesh, MeshAccessDenied, attach
+from tests.cluster import testing
+from tests.integration.local.actors import Recorder
+from tests.integration.operator.support import create_mesh
+
+pytestmark = pytest.mark.cluster
+
+
+def test_calls_through_port_forwards(kube, custom, namespace, operator):
+    create_mesh(custom, namespace, "forwarded", hosts=1, perHost=[{"name": "gpus", "size": 2}])
+    mesh = attach("forwarded", namespace, api_client=kube, timeout=120, via_api_server=True)
+    rec = mesh.spawn("rec", Recorder)
+    assert list(rec.echo.call("through").get().values()) == ["through", "through"]
+    big = bytes(range(256)) * 8192
+    assert rec.slice(hosts=0, gpus=1).echo.call_one(big).get() == big
+    stream = mesh._group.peers[0]._channel.stream
+    assert type(stream).__name__ == "ForwardedStream"  # not a TCP connection to the pod IP
+    mesh.stop().get()
+
+
+def test_spawn_procs_through_port_forwards(kube, namespace, operator):
+    hosts = KubernetesHostMesh(hosts=1, namespace=namespace, api_client=kube, timeout=120, via_api_server=True)
+    mesh = hosts.spawn_procs(per_host={"gpus": 1}, name="remote")
+    assert mesh.spawn("rec", Recorder).echo.call_one(7).get() == 7
+    mesh.stop().get()
+
+
+def test_the_forward_needs_the_portforward_permission(cluster, kube, custom, namespace, operator):
+    create_mesh(custom, namespace, "guarded", hosts=1, perHost=[{"name": "gpus", "size": 1}])
+    core, rbac = client.CoreV1Api(kube), client.RbacAuthorizationV1Api(kube)
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "remote"}})
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": "remote"}, "rules": [
+        {"apiGroups": ["procmesh.io"], "resources": ["procmeshes"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]})
+    rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": "remote"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "remote"},
+        "subjects": [{"kind": "ServiceAccount", "name": "remote", "namespace": namespace}]})
+    token = core.create_namespaced_service_account_token("remote", namespace, {"spec": {"expirationSeconds": 600}}).status.token
+    config = client.Configuration()
+    config.host = kube.configuration.host
+    config.ssl_ca_cert = str(cluster.layout.pki / "ca.crt")
+    config.api_key = {"authorization": f"Bearer {token}"}
+    with client.ApiClient(config) as remote:
+        testing.wait_for(lambda: client.CustomObjectsApi(remote).get_namespaced_custom_object(
+            "procmesh.io", "v1alpha1", namespace, "procmeshes", "guarded"), "the role took effect")
+        with pytest.raises(MeshAccessDenied, match="pods/portforward"):
+            attach("guarded", namespace, api_client=remote, timeout=120, via_api_server=True)
