@@ -75,3 +75,33 @@ def all_output(cluster: controlplane.Cluster, namespace: str | None = None, sinc
             node = path.parts[-4]
             parts.append(f"--- {node}/{path.parent.name}/{path.name} ---\n{path.read_text(errors='replace')}")
     return "\n".join(parts)
+
+
+def service_account_client(cluster: controlplane.Cluster, kube: Any, namespace: str, name: str,
+                           rules: list[dict[str, Any]]) -> Any:
+    """An ApiClient acting as a new service account that a Role grants exactly ``rules``.
+
+    Waits until the first rule's grant is visible. The caller closes the client.
+    """
+    from kubernetes import client
+
+    core, rbac = client.CoreV1Api(kube), client.RbacAuthorizationV1Api(kube)
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": name}, "rules": rules})
+    rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]})
+    token = core.create_namespaced_service_account_token(
+        name, namespace, {"spec": {"expirationSeconds": 600}}).status.token
+    config = client.Configuration()
+    config.host = kube.configuration.host
+    config.ssl_ca_cert = str(cluster.layout.pki / "ca.crt")
+    config.api_key = {"authorization": f"Bearer {token}"}
+    api_client = client.ApiClient(config)
+    review = {"spec": {"resourceAttributes": {
+        "namespace": namespace, "group": rules[0]["apiGroups"][0], "resource": rules[0]["resources"][0],
+        "verb": rules[0]["verbs"][0]}}}
+    wait_for(lambda: client.AuthorizationV1Api(api_client).create_self_subject_access_review(review).status.allowed,
+             f"the {name} role took effect")
+    return api_client

@@ -10,13 +10,12 @@ with the session cluster's.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.cluster import binaries, controlplane, pytest_plugin, testing
+from tests.cluster import binaries, controlplane, pytest_plugin
 from tests.cluster.process_node.config import NodeConfig
 from tests.integration.helm import support
 
@@ -32,19 +31,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.C
 def kube(cluster: controlplane.Cluster) -> Iterator[Any]:
     with pytest_plugin.admin_client(cluster) as api_client:
         yield api_client
-
-
-@pytest.fixture
-def namespace(kube: Any) -> Iterator[str]:
-    from kubernetes import client
-
-    core = client.CoreV1Api(kube)
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    testing.wait_for(lambda: core.read_namespaced_service_account("default", name),
-                     "default service account")
-    yield name
-    core.delete_namespace(name)
 
 
 @pytest.fixture(scope="package")

@@ -2,7 +2,6 @@
 Ready (with the operator's or the scheduler's reason), and a token the client may not read."""
 
 import pytest
-from kubernetes import client
 
 from mesh_client.kubernetes import (
     KubernetesHostMesh,
@@ -43,24 +42,11 @@ def test_unschedulable_pods_report_the_scheduler_message(kube, custom, namespace
 
 def test_unreadable_token_names_the_missing_permission(cluster, kube, custom, namespace, operator):
     create_mesh(custom, namespace, "private", hosts=1, perHost=[{"name": "gpus", "size": 1}])
-    core = client.CoreV1Api(kube)
-    rbac = client.RbacAuthorizationV1Api(kube)
-    core.create_namespaced_service_account(namespace, {"metadata": {"name": "viewer"}})
-    rbac.create_namespaced_role(namespace, {"metadata": {"name": "see-meshes"}, "rules": [
+    rules = [
         {"apiGroups": ["procmesh.io"], "resources": ["procmeshes"], "verbs": ["get", "list"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]})
-    rbac.create_namespaced_role_binding(namespace, {
-        "metadata": {"name": "viewer-sees"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "see-meshes"},
-        "subjects": [{"kind": "ServiceAccount", "name": "viewer", "namespace": namespace}]})
-    token = core.create_namespaced_service_account_token("viewer", namespace, {"spec": {"expirationSeconds": 600}}).status.token
-    config = client.Configuration()
-    config.host = kube.configuration.host
-    config.ssl_ca_cert = str(cluster.layout.pki / "ca.crt")
-    config.api_key = {"authorization": f"Bearer {token}"}
-    with client.ApiClient(config) as as_viewer:
-        testing.wait_for(lambda: client.CustomObjectsApi(as_viewer).get_namespaced_custom_object(
-            "procmesh.io", "v1alpha1", namespace, "procmeshes", "private"), "the viewer role took effect")
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+    ]
+    with testing.service_account_client(cluster, kube, namespace, "viewer", rules) as as_viewer:
         with pytest.raises(MeshAccessDenied) as info:
             attach("private", namespace, api_client=as_viewer, timeout=120)
     assert f"'get' permission on secrets in namespace {namespace}" in str(info.value)

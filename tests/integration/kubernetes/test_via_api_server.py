@@ -3,7 +3,6 @@ calls work end to end, the client's RBAC governs the forward, and the mesh token
 the proc server behind it."""
 
 import pytest
-from kubernetes import client
 
 from mesh_client.kubernetes import KubernetesHostMesh, MeshAccessDenied, attach
 from tests.cluster import testing
@@ -34,23 +33,11 @@ def test_spawn_procs_through_port_forwards(kube, namespace, operator):
 
 def test_the_forward_needs_the_portforward_permission(cluster, kube, custom, namespace, operator):
     create_mesh(custom, namespace, "guarded", hosts=1, perHost=[{"name": "gpus", "size": 1}])
-    core, rbac = client.CoreV1Api(kube), client.RbacAuthorizationV1Api(kube)
-    core.create_namespaced_service_account(namespace, {"metadata": {"name": "remote"}})
-    rbac.create_namespaced_role(namespace, {"metadata": {"name": "remote"}, "rules": [
+    rules = [
         {"apiGroups": ["procmesh.io"], "resources": ["procmeshes"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]})
-    rbac.create_namespaced_role_binding(namespace, {
-        "metadata": {"name": "remote"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "remote"},
-        "subjects": [{"kind": "ServiceAccount", "name": "remote", "namespace": namespace}]})
-    token = core.create_namespaced_service_account_token("remote", namespace, {"spec": {"expirationSeconds": 600}}).status.token
-    config = client.Configuration()
-    config.host = kube.configuration.host
-    config.ssl_ca_cert = str(cluster.layout.pki / "ca.crt")
-    config.api_key = {"authorization": f"Bearer {token}"}
-    with client.ApiClient(config) as remote:
-        testing.wait_for(lambda: client.CustomObjectsApi(remote).get_namespaced_custom_object(
-            "procmesh.io", "v1alpha1", namespace, "procmeshes", "guarded"), "the role took effect")
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+    ]
+    with testing.service_account_client(cluster, kube, namespace, "remote", rules) as remote:
         with pytest.raises(MeshAccessDenied, match="pods/portforward"):
             attach("guarded", namespace, api_client=remote, timeout=120, via_api_server=True)
