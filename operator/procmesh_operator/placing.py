@@ -209,11 +209,7 @@ def place(mesh: specs.MeshSpec, ranks: Sequence[int], *,
                 by_node.setdefault(str(p.node), {}).setdefault(str(p.device), []).append(
                     budgets.DeviceUse(names.pod_name(mesh.name, rank), fraction))
             for node_name, wanted in sorted(by_node.items()):
-                node = nodes.get(node_name)
-                if node is None:
-                    return Placement(refusal=Refusal(
-                        DEVICE_NOT_FOUND, f"node {node_name} of the colocated procs is not found"))
-                refusal = _fits_on(node, wanted, uses, settings)
+                refusal = _check_node(nodes, node_name, "the colocated procs", wanted, uses, settings)
                 if refusal is not None:
                     return Placement(refusal=refusal)
         return Placement(procs=out)
@@ -221,6 +217,17 @@ def place(mesh: specs.MeshSpec, ranks: Sequence[int], *,
     if not pinned:
         return Placement(procs={rank: rendering.ProcPlacement() for rank in ranks})
     return _place_pinned_hosts(mesh, ranks, own_pods, nodes, other_pods, settings)
+
+
+def _check_node(nodes: Mapping[str, NodeInfo], node_name: str, whose: str,
+                wanted: Mapping[str, list[budgets.DeviceUse]],
+                uses: Mapping[tuple[str, str], list[budgets.DeviceUse]],
+                settings: settings_.Settings) -> Refusal | None:
+    """Refuse if the node already chosen for ``whose`` is gone or its devices cannot take ``wanted``."""
+    node = nodes.get(node_name)
+    if node is None:
+        return Refusal(DEVICE_NOT_FOUND, f"node {node_name} of {whose} is not found")
+    return _fits_on(node, wanted, uses, settings)
 
 
 def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
@@ -245,11 +252,7 @@ def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
     selector = mesh.template.get("nodeSelector") or {}
     for host, wanted in sorted(wanted_by_host.items()):
         if host in host_nodes:
-            node = nodes.get(host_nodes[host])
-            if node is None:
-                return Placement(refusal=Refusal(
-                    DEVICE_NOT_FOUND, f"node {host_nodes[host]} of host {host} is not found"))
-            refusal = _fits_on(node, wanted, uses, settings)
+            refusal = _check_node(nodes, host_nodes[host], f"host {host}", wanted, uses, settings)
             if refusal is not None:
                 return Placement(refusal=refusal)
         else:
