@@ -24,6 +24,7 @@ from pathlib import Path
 
 from tests.cluster import binaries, components, kubeconfigs, pki, processes
 from tests.cluster.process_node import config as node_config
+from tests.cluster.process_node import slots
 
 #: The folder ``python -m tests.cluster`` uses unless $PROCMESH_CLUSTER_DIR names another.
 DEFAULT_DIR = Path(os.environ.get("TMPDIR", "/tmp")) / "procmesh-cluster"
@@ -173,11 +174,15 @@ class Cluster:
 
     def add_node(self, node: node_config.NodeConfig, wait: bool = True) -> node_config.NodeConfig:
         """Start a process node (its own agent process); by default wait until it is Ready."""
-        taken = {n.index for n in self.nodes()}
+        # The slot (addresses, pod range) is unique on the machine, not only in this cluster.
         if node.index < 0:
-            node = dataclasses.replace(node, index=next(i for i in range(250) if i not in taken))
-        elif node.index in taken:
-            raise ClusterError(f"node index {node.index} is taken")
+            index, slot = slots.reserve()
+            node = dataclasses.replace(node, index=index)
+        else:
+            held = slots.try_reserve(node.index)
+            if held is None:
+                raise ClusterError(f"node slot {node.index} is held by a running process node")
+            slot = held
         folder = self.layout.nodes / node.name
         if folder.exists():
             raise ClusterError(f"node {node.name!r} exists already")
@@ -194,7 +199,11 @@ class Cluster:
         # The agent runs from the repository root so `tests.cluster` imports in its pods' Python too.
         repo = Path(__file__).resolve().parents[2]
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(repo), env.get("PYTHONPATH")) if p)
-        processes.spawn(argv, folder / "agent.pid", folder / "agent.log", env=env, cwd=repo)
+        try:
+            processes.spawn(argv, folder / "agent.pid", folder / "agent.log", env=env, cwd=repo,
+                            pass_fds=(slot,))
+        finally:
+            os.close(slot)  # the agent holds the slot from here on, until it exits
         if wait:
             self.wait_node_ready(node.name)
         return node

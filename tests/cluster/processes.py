@@ -51,12 +51,15 @@ def spawn(
     logfile: Path,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> subprocess.Popen[bytes]:
-    """Start ``argv`` detached in a new session, logging to ``logfile``, and record its pid."""
+    """Start ``argv`` detached in a new session, logging to ``logfile``, and record its pid;
+    ``pass_fds`` stay open in the child (a node's slot lock)."""
     with open(logfile, "ab") as log:
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             env=dict(env) if env is not None else None, cwd=cwd, start_new_session=True,
+            pass_fds=pass_fds,
         )
     write_pidfile(pidfile, proc.pid)
     return proc

@@ -16,7 +16,8 @@ from typing import Any
 class NodeConfig:
     """What a process node advertises and how it runs pods.
 
-    ``index`` (unique per cluster, assigned by the launcher when left at -1) picks the node's
+    ``index`` (unique on the machine: a slot of :mod:`.slots`, held by the running agent and
+    assigned by the launcher when left at -1) picks the node's
     loopback address ``127.0.1.<index+1>`` and its pod range ``127.<index+10>.0.0/16``.
     ``gpus`` physical devices are backed by the host's CUDA devices ``host_gpus`` (default
     ``0..gpus-1``), each advertised ``gpu_replicas`` times (time-slicing) as ``gpu_resource``.

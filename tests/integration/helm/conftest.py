@@ -22,7 +22,7 @@ from tests.integration.helm import support
 
 @pytest.fixture(scope="package")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.Cluster]:
-    node = NodeConfig("node-0", index=200)
+    node = NodeConfig("node-0")  # its slot is machine-wide: no clash with the session cluster
     with pytest_plugin.started_cluster(tmp_path_factory.mktemp("helm-cluster"), node, binaries.ALL) as instance:
         yield instance
 
