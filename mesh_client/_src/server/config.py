@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from mesh_client._src.wire import protocol
 
 DEFAULT_PORT = 26600
+DEFAULT_MAX_UNAUTHENTICATED = 256
+DEFAULT_HANDSHAKE_TIMEOUT_SECONDS = 10.0
 
 
 class ConfigError(ValueError):
@@ -28,6 +30,9 @@ class ServerConfig:
     memory_fraction: float | None = None
     sys_path: tuple[str, ...] = ()
     max_message_bytes: int = protocol.DEFAULT_MAX_MESSAGE_BYTES
+    # The pre-authentication budget: connections still in the handshake, and their deadline.
+    max_unauthenticated: int = DEFAULT_MAX_UNAUTHENTICATED
+    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT_SECONDS
 
 
 def from_env(env: Mapping[str, str]) -> ServerConfig:
@@ -50,6 +55,20 @@ def from_env(env: Mapping[str, str]) -> ServerConfig:
         coords = json.loads(coords_text) if coords_text else {}
     except json.JSONDecodeError:
         raise ConfigError(f"PROCMESH_COORDS={coords_text!r} is not a JSON object") from None
+    max_unauthenticated = _int(env, "PROCMESH_MAX_UNAUTHENTICATED", DEFAULT_MAX_UNAUTHENTICATED)
+    if max_unauthenticated < 1:
+        raise ConfigError(
+            f"PROCMESH_MAX_UNAUTHENTICATED={max_unauthenticated} must be at least 1, or no client could connect"
+        )
+    timeout_text = env.get("PROCMESH_HANDSHAKE_TIMEOUT_SECONDS")
+    handshake_timeout = DEFAULT_HANDSHAKE_TIMEOUT_SECONDS
+    if timeout_text:
+        try:
+            handshake_timeout = float(timeout_text)
+        except ValueError:
+            raise ConfigError(f"PROCMESH_HANDSHAKE_TIMEOUT_SECONDS={timeout_text!r} is not a number") from None
+        if not handshake_timeout > 0:
+            raise ConfigError(f"PROCMESH_HANDSHAKE_TIMEOUT_SECONDS={timeout_text} must be positive")
     ready = env.get("PROCMESH_READY_FD")
     path = env.get("PROCMESH_SYS_PATH")
     return ServerConfig(
@@ -64,6 +83,8 @@ def from_env(env: Mapping[str, str]) -> ServerConfig:
         memory_fraction=memory_fraction,
         sys_path=tuple(json.loads(path)) if path else (),
         max_message_bytes=_int(env, "PROCMESH_MAX_MESSAGE_BYTES", protocol.DEFAULT_MAX_MESSAGE_BYTES),
+        max_unauthenticated=max_unauthenticated,
+        handshake_timeout=handshake_timeout,
     )
 
 

@@ -1,7 +1,13 @@
-"""Accepting connections and routing their messages to actors, on the reactor thread.
+"""Admitting connections and routing their messages to actors, on the reactor thread.
 
 Nothing here blocks or runs user code: a CALL or SPAWN is queued for the actor's thread
 (:mod:`.actors`), BOOTSTRAP runs on a worker thread, DESCRIBE and STOP are answered at once.
+
+Before a peer proves it holds the token it gets a budget, not a blank cheque: at most
+``max_unauthenticated`` such connections at once (more are closed at once), a small read
+buffer (:mod:`mesh_client._src.runtime.channel`), a handshake deadline whose timer is cancelled
+when the channel closes, and refusals that are logged at a rate limit (:mod:`.throttling`).
+Sockets come from :mod:`.accepting`, which also survives descriptor exhaustion.
 """
 
 from __future__ import annotations
@@ -10,19 +16,19 @@ import json
 import os
 import pickle
 import socket
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from mesh_client._src.actor import messages
 from mesh_client._src.runtime import peers, reactor, streams
-from mesh_client._src.runtime.channel import Channel, ChannelState
-from mesh_client._src.server import gpu
+from mesh_client._src.runtime.channel import Channel, ChannelState, CloseKind
+from mesh_client._src.server import accepting, gpu, throttling
 from mesh_client._src.server.actors import ActorRunner, reply
 from mesh_client._src.wire import protocol, serialization
 
 HANDSHAKE_TIMEOUT = 10.0
+MAX_UNAUTHENTICATED = 256
 
 
 class ProcServer:
@@ -37,7 +43,12 @@ class ProcServer:
         on_stop: Callable[[], None],
         this_proc: Any = None,
         max_message_bytes: int = protocol.DEFAULT_MAX_MESSAGE_BYTES,
+        max_unauthenticated: int = MAX_UNAUTHENTICATED,
+        handshake_timeout: float = HANDSHAKE_TIMEOUT,
+        log_period: float = 10.0,
     ) -> None:
+        if max_unauthenticated < 1:
+            raise ValueError(f"max_unauthenticated={max_unauthenticated}: at least 1 connection must be able to authenticate")
         self.listener = listener
         self.token = token
         self.identity = identity
@@ -46,25 +57,39 @@ class ProcServer:
         self.max_message_bytes = max_message_bytes
         self.actors: dict[str, ActorRunner] = {}
         self.channels: set[Channel] = set()
+        # Channels still in the handshake, each with the timer that closes it at its deadline.
+        self.handshaking: dict[Channel, reactor.Timer] = {}
+        self.max_unauthenticated = max_unauthenticated
+        self.handshake_timeout = handshake_timeout
         self.reactor = reactor.get_reactor()
-        listener.setblocking(False)
+        self.refusals = throttling.RateLimitedLog("refused connections", self.reactor.call_later, period=log_period)
+        self.drops = throttling.RateLimitedLog("dropped connections", self.reactor.call_later, period=log_period)
+        self.acceptor = accepting.Acceptor(
+            listener,
+            self.reactor,
+            self._admit,
+            log=throttling.RateLimitedLog("accept() failures", self.reactor.call_later, period=log_period),
+        )
 
     def __repr__(self) -> str:
         host, port = self.listener.getsockname()[:2]
-        return f"<ProcServer {host}:{port}, {len(self.actors)} actors, {len(self.channels)} connections>"
+        return (
+            f"<ProcServer {host}:{port}, {len(self.actors)} actors, {len(self.channels)} connections"
+            f" ({len(self.handshaking)} authenticating)>"
+        )
 
     def start(self) -> None:
-        self.reactor.register(self)
-
-    def fileno(self) -> int:
-        return self.listener.fileno()
+        self.acceptor.start()
 
     # Connections -----------------------------------------------------------------------------
 
-    def on_readable(self) -> None:
-        try:
-            sock, peer = self.listener.accept()
-        except (BlockingIOError, InterruptedError):
+    def _admit(self, sock: socket.socket, peer: tuple[str, int]) -> None:
+        if len(self.handshaking) >= self.max_unauthenticated:
+            sock.close()
+            self.refusals.note(
+                f"procmesh: refused connection from {peer[0]}:{peer[1]}: {self.max_unauthenticated} connections"
+                " are already authenticating (PROCMESH_MAX_UNAUTHENTICATED)"
+            )
             return
         sock.setblocking(True)
         conn = protocol.Connection(protocol.Role.SERVER, self.token, max_message_bytes=self.max_message_bytes)
@@ -76,24 +101,35 @@ class ProcServer:
             label=f"{peer[0]}:{peer[1]}",
             reactor=self.reactor,
         )
+        channel.on_authenticated = self._authenticated
         self.channels.add(channel)
+        # The timer's only reference to the channel goes when it is cancelled (on close).
+        self.handshaking[channel] = self.reactor.call_later(self.handshake_timeout, lambda: self._expire(channel))
         conn.start()
         channel._flush_handshake()
         channel.start()
-        self.reactor.call_later(HANDSHAKE_TIMEOUT, lambda: self._expire(channel))
 
     def _expire(self, channel: Channel) -> None:
         if channel.state is ChannelState.HANDSHAKE:
-            channel.close("no authentication within the handshake timeout")
+            channel.close(f"no authentication within {self.handshake_timeout:g} s")
+
+    def _authenticated(self, channel: Channel) -> None:
+        timer = self.handshaking.pop(channel, None)
+        if timer is not None:
+            timer.cancel()
 
     def _on_closed(self, channel: Channel, reason: str) -> None:
         self.channels.discard(channel)
-        if "closed the connection" in reason:
-            return  # a readiness probe, or a client that left
+        timer = self.handshaking.pop(channel, None)
+        if timer is not None:
+            timer.cancel()
+        kind = channel.close_kind
         if not channel.authenticated:
-            print(f"procmesh: refused connection from {channel.label}: {reason}", file=sys.stderr)
-        elif reason.startswith("protocol error"):
-            print(f"procmesh: dropped connection from {channel.label}: {reason}", file=sys.stderr)
+            if channel.bytes_received == 0 and kind in (CloseKind.PEER_LEFT, CloseKind.IO_ERROR):
+                return  # a TCP connect and close (a readiness or liveness probe): not a refusal
+            self.refusals.note(f"procmesh: refused connection from {channel.label}: {reason}")
+        elif kind is CloseKind.PROTOCOL_ERROR:
+            self.drops.note(f"procmesh: dropped connection from {channel.label}: {reason}")
 
     # Messages --------------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None)
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((cfg.host, cfg.port))
-    listener.listen(256)
+    listener.listen(1024)
     host, port = listener.getsockname()[:2]
 
     stopping = threading.Event()
@@ -38,6 +38,8 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None)
         on_stop=stopping.set,
         this_proc=this_proc,
         max_message_bytes=cfg.max_message_bytes,
+        max_unauthenticated=cfg.max_unauthenticated,
+        handshake_timeout=cfg.handshake_timeout,
     )
     server.start()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
