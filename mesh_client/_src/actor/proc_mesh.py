@@ -17,6 +17,7 @@ from mesh_client._src.actor.actor_mesh import ActorMesh, gather
 from mesh_client._src.actor.endpoint import endpoint_names
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import MeshTrait, Shape
+from mesh_client._src.runtime import peers
 from mesh_client._src.runtime.futures import Future
 from mesh_client._src.wire import serialization
 
@@ -69,7 +70,7 @@ class ProcMesh(MeshTrait):
             )
             for i, p in enumerate(shape.ranks)
         ]
-        gather(futs, lambda values: None).get()
+        gather(futs, lambda values: None, fail_fast=peers.is_lost).get()
         mesh: ActorMesh[T] = ActorMesh(group, shape, actor_id, name, Class.__qualname__, endpoint_names(Class))
         return mesh  # type: ignore[return-value]
 
@@ -126,4 +127,4 @@ def _run_everywhere(group: ProcGroup, shape: Shape, fn: Callable[[], Any]) -> Fu
         )
         for p in shape.ranks
     ]
-    return gather(futs, lambda values: values)
+    return gather(futs, lambda values: values, fail_fast=peers.is_lost)

@@ -25,6 +25,12 @@ NO_REPLY = 0  # the call id of one-way messages
 
 _ids = itertools.count(1)
 
+
+def is_lost(fut: futures.Future[Any]) -> bool:
+    """Whether a request's future completed because its proc's connection dropped."""
+    raw = fut.peek_raw()
+    return isinstance(raw, tuple) and len(raw) == 3 and raw[0] == LOST
+
 Address = tuple[str, int]
 Segments = Sequence[bytes | bytearray | memoryview]
 

@@ -1,0 +1,53 @@
+"""A dead proc fails a mesh-wide call at once, whatever the survivors are doing.
+
+Aspects: ``call()`` raises SupervisionError naming the dead proc and how it died while the
+survivors are still inside a long endpoint; ``stream()`` yields the dead proc's failure and
+then every survivor's result; a later ``call()`` fails at once too.
+"""
+
+import os
+import signal
+
+import pytest
+
+from mesh_client import SupervisionError, this_host
+from tests.integration.local.actors import Recorder
+
+# Survivors sleep far longer than any get() below waits, so an answer means nobody waited for them.
+SURVIVOR_SLEEP = 600.0
+WAIT = 10.0
+
+
+def test_call_fails_fast_when_one_proc_dies_while_the_others_are_busy():
+    with this_host().spawn_procs(per_host={"gpus": 4}, name="ff") as mesh:
+        rec = mesh.spawn("rec", Recorder)
+        pids = rec.where.call().get(timeout=WAIT)
+        victim = pids.item(gpus=2)["pid"]
+        pending = rec.sleep.call(SURVIVOR_SLEEP)
+        # The survivors' sleep has started before the kill (their actor threads run in order).
+        os.kill(victim, signal.SIGKILL)
+        with pytest.raises(SupervisionError) as info:
+            pending.get(timeout=WAIT)
+        assert "ff[gpus=2]" in str(info.value) and "killed by SIGKILL" in str(info.value)
+        with pytest.raises(SupervisionError, match=r"ff\[gpus=2\]"):
+            rec.echo.call(1).get(timeout=WAIT)
+        for _point, proc in pids.items():
+            if proc["pid"] != victim:
+                os.kill(proc["pid"], signal.SIGKILL)  # do not wait 600 s for the sleepers to stop
+
+
+def test_stream_yields_the_dead_procs_failure_and_every_survivor():
+    with this_host().spawn_procs(per_host={"gpus": 3}, name="fs") as mesh:
+        rec = mesh.spawn("rec", Recorder)
+        victim = rec.slice(gpus=1).where.call_one().get(timeout=WAIT)["pid"]
+        # Survivors answer after a short sleep; the victim is killed while it sleeps too.
+        futs = rec.sleep.stream(2.0)
+        os.kill(victim, signal.SIGKILL)
+        outcomes = []
+        for fut in futs:
+            try:
+                outcomes.append(fut.get(timeout=WAIT))
+            except SupervisionError as exc:
+                assert "fs[gpus=1]" in str(exc)
+                outcomes.append("dead")
+        assert outcomes == ["dead", 2.0, 2.0]
