@@ -1,0 +1,239 @@
+"""Fault and attack scenarios, each a named function returning a dict of figures (no assertions).
+
+    python benchmarks/faults.py                          # every scenario, as a table
+    python benchmarks/faults.py --scenario flood --json  # one scenario, JSON
+    python benchmarks/faults.py --connections 20000      # a smaller flood
+
+Scenarios register themselves with :func:`scenario`; each section below owns its scenarios.
+Every figure that has a baseline carries it in the same dict, measured in the same run.
+
+Floods (issue 12): 10^5 hostile connections to one local proc server (connect and close,
+garbage, an oversized frame header, a wrong token, idle connections held open; see
+:mod:`benchmarks.flooding`), once as is and once with the proc server's ``RLIMIT_NOFILE`` at 64.
+Figures: the proc server's RSS before, at peak and after, its CPU seconds during the flood, a
+legitimate client's call latency (p50, p99) during the flood beside the same client with no
+flood, the legitimate calls that failed, and the log lines the proc server wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import flooding  # noqa: E402
+
+MIB = 1 << 20
+
+
+# The registry -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    name: str
+    help: str
+    run: Callable[[argparse.Namespace], dict[str, Any]]
+
+
+SCENARIOS: dict[str, Scenario] = {}
+
+
+def scenario(name: str, help: str) -> Callable[[Callable[[argparse.Namespace], dict[str, Any]]], Callable[[argparse.Namespace], dict[str, Any]]]:
+    """Register ``fn(args) -> figures`` under ``name``."""
+
+    def register(fn: Callable[[argparse.Namespace], dict[str, Any]]) -> Callable[[argparse.Namespace], dict[str, Any]]:
+        if name in SCENARIOS:
+            raise ValueError(f"scenario {name!r} is registered twice")
+        SCENARIOS[name] = Scenario(name, help, fn)
+        return fn
+
+    return register
+
+
+def pct(samples: list[float], q: float) -> float:
+    s = sorted(samples)
+    return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
+
+
+# Floods -------------------------------------------------------------------------------------
+
+
+def _pinger() -> type:
+    from mesh_client import Actor, endpoint
+
+    class Pinger(Actor):
+        @endpoint
+        def ping(self) -> None:
+            return None
+
+        @endpoint
+        def pid(self) -> int:
+            return os.getpid()
+
+    return Pinger
+
+
+def _latencies_us(endpoint: Any, count: int, gap: float = 0.002) -> list[float]:
+    out = []
+    for _ in range(count):
+        t = time.perf_counter()
+        endpoint.call_one().get(timeout=30)
+        out.append((time.perf_counter() - t) * 1e6)
+        time.sleep(gap)
+    return out
+
+
+def _count_lines(path: str) -> int:
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for _ in f)
+    except FileNotFoundError:
+        return 0
+
+
+def flood_figures(
+    connections: int,
+    *,
+    nofile: int | None = None,
+    hold: int = 300,
+    deadline: float = 120.0,
+    baseline_calls: int = 1000,
+    settle: float = 2.0,
+) -> dict[str, Any]:
+    """One proc server, a legitimate client on it, and a flood from another process."""
+    from mesh_client import this_host
+
+    with tempfile.TemporaryDirectory(prefix="procmesh-flood-") as tmp:
+        log = os.path.join(tmp, "proc.stderr")
+        command = flooding.proc_command(nofile, log)
+        with this_host().spawn_procs(per_host={"procs": 1}, name="flood", bootstrap_command=command) as mesh:
+            client = mesh.spawn("pinger", _pinger()).slice(procs=0)
+            pid = client.pid.call_one().get(timeout=30)
+            port = flooding.listening_port(pid)
+            baseline = _latencies_us(client.ping, baseline_calls)
+            rss_before = flooding.rss_bytes(pid)
+            cpu_before = flooding.cpu_seconds(pid)
+            lines_before = _count_lines(log)
+
+            peak = [rss_before]
+            sampling = threading.Event()
+
+            def sample() -> None:
+                while not sampling.wait(0.02):
+                    peak[0] = max(peak[0], flooding.rss_bytes(pid))
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+            flooder = subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.flooding", "--port", str(port), "--connections", str(connections),
+                 "--hold", str(hold), "--deadline", str(deadline)],
+                cwd=ROOT, env=env, stdout=subprocess.PIPE,
+            )
+            during: list[float] = []
+            failed = 0
+            while flooder.poll() is None:
+                t = time.perf_counter()
+                try:
+                    client.ping.call_one().get(timeout=30)
+                except Exception:
+                    failed += 1
+                    continue
+                during.append((time.perf_counter() - t) * 1e6)
+                time.sleep(0.002)
+            out, _ = flooder.communicate(timeout=30)
+            flood = json.loads(out or b"{}")
+            cpu_during = flooding.cpu_seconds(pid) - cpu_before
+            time.sleep(settle)  # the proc sees the flooder's last connections close
+            sampling.set()
+            sampler.join()
+            after = _latencies_us(client.ping, 100)
+            rss_after = flooding.rss_bytes(pid)
+            lines = _count_lines(log) - lines_before
+            with open(log, "rb") as f:
+                log_tail = f.read().decode("utf-8", "replace").splitlines()[-3:]
+    return {
+        "connections_attempted": flood.get("attempted", 0),
+        "connections_made": sum(flood.get(k, 0) for k in flooding.KINDS),
+        "connect_failures": flood.get("connect-failed", 0) + flood.get("connect-timeout", 0),
+        "flood_seconds": round(flood.get("seconds", 0.0), 2),
+        "nofile": nofile,
+        "rss_before_mib": round(rss_before / MIB, 1),
+        "rss_peak_mib": round(peak[0] / MIB, 1),
+        "rss_after_mib": round(rss_after / MIB, 1),
+        "cpu_seconds": round(cpu_during, 2),
+        "legit_calls_during": len(during),
+        "legit_calls_failed": failed,
+        "legit_p50_us": round(pct(during, 0.5)),
+        "legit_p99_us": round(pct(during, 0.99)),
+        "legit_after_p50_us": round(pct(after, 0.5)),
+        "baseline_p50_us": round(pct(baseline, 0.5)),
+        "baseline_p99_us": round(pct(baseline, 0.99)),
+        "log_lines": lines,
+        "log_tail": log_tail,
+    }
+
+
+@scenario("flood", "10^5 hostile connections to one proc server (scale with --connections)")
+def flood_scenario(args: argparse.Namespace) -> dict[str, Any]:
+    return flood_figures(args.connections, deadline=args.deadline)
+
+
+@scenario("flood-nofile64", "the same flood with the proc server's RLIMIT_NOFILE at 64 and 100 idle connections held")
+def flood_nofile_scenario(args: argparse.Namespace) -> dict[str, Any]:
+    return flood_figures(args.connections, nofile=64, hold=100, deadline=args.deadline)
+
+
+# Output -------------------------------------------------------------------------------------
+
+TARGETS = {
+    "rss_peak_mib": "<= before + 64",
+    "rss_after_mib": "<= before + 64",
+    "legit_p99_us": "<= 10000",
+    "legit_calls_failed": "0",
+}
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    names = list(results)
+    keys: list[str] = []
+    for figures in results.values():
+        keys += [k for k in figures if k not in keys and not isinstance(figures[k], list)]
+    width = max(map(len, names + ["metric"])) + 2
+    lines = [f"{'metric':28}" + "".join(f"{n:>{width}}" for n in names) + "  target"]
+    for key in keys:
+        row = f"{key:28}" + "".join(f"{str(results[n].get(key, '-')):>{width}}" for n in names)
+        lines.append(row + (f"  {TARGETS[key]}" if key in TARGETS else ""))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), help="run only these (repeatable)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--connections", type=int, default=100_000, help="hostile connections per flood")
+    parser.add_argument("--deadline", type=float, default=60.0, help="seconds a flood may last at most")
+    args = parser.parse_args()
+    results = {}
+    for name in args.scenario or list(SCENARIOS):
+        print(f"running {name} ...", file=sys.stderr, flush=True)
+        results[name] = SCENARIOS[name].run(args)
+    print(json.dumps(results, indent=2) if args.json else table(results))
+
+
+if __name__ == "__main__":
+    main()
