@@ -27,7 +27,7 @@ class Acceptor:
 
     # Connections accepted per wake-up: enough to drain a burst, few enough to keep serving
     # the other sockets of this reactor in between.
-    BATCH = 64
+    BATCH = 8
 
     def __init__(
         self,
