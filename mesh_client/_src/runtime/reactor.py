@@ -149,12 +149,12 @@ class Reactor:
             now = time.monotonic()
             while self._timers and self._timers[0][0] <= now:
                 _, _, timer = heapq.heappop(self._timers)
-                fn = timer.fn
-                if fn is None:
+                due = timer.fn
+                if due is None:
                     continue
                 timer.fn = None
                 try:
-                    fn()
+                    due()
                 except Exception as exc:
                     _report(f"procmesh: timer failed: {exc!r}")
 

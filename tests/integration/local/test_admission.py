@@ -11,7 +11,6 @@ import select
 import socket
 import time
 
-
 from benchmarks import flooding
 from mesh_client import this_host
 from tests.integration.local.actors import Caller
