@@ -13,6 +13,10 @@ garbage, an oversized frame header, a wrong token, idle connections held open; s
 Figures: the proc server's RSS before, at peak and after, its CPU seconds during the flood, a
 legitimate client's call latency (p50, p99) during the flood beside the same client with no
 flood, the legitimate calls that failed, and the log lines the proc server wrote.
+
+A dead member of a mesh-wide call (issue 12, item 4): one proc of four SIGKILLed while every
+actor sleeps 60 s; time from the kill to ``call()`` raising SupervisionError, beside the time
+for a ``call_one()`` to the killed proc itself (which never waited for anyone).
 """
 
 from __future__ import annotations
@@ -199,6 +203,70 @@ def flood_nofile_scenario(args: argparse.Namespace) -> dict[str, Any]:
     return flood_figures(args.connections, nofile=64, hold=100, deadline=args.deadline)
 
 
+# A dead member of a mesh-wide call ------------------------------------------------------------
+
+
+def _sleeper() -> type:
+    from mesh_client import Actor, endpoint
+
+    class Sleeper(Actor):
+        @endpoint
+        def pid(self) -> int:
+            return os.getpid()
+
+        @endpoint
+        def sleep(self, seconds: float) -> None:
+            time.sleep(seconds)
+
+    return Sleeper
+
+
+def fail_fast_figures(rounds: int, procs: int = 4, survivor_sleep: float = 60.0) -> dict[str, Any]:
+    """SIGKILL one proc of a mesh whose every actor is inside a long call: time from the kill to
+    the mesh-wide ``call()`` failing, beside the same for a ``call_one()`` to the killed proc."""
+    import signal
+
+    from mesh_client import SupervisionError, this_host
+
+    mesh_ms: list[float] = []
+    one_ms: list[float] = []
+    wrong = 0
+    for r in range(rounds):
+        with this_host().spawn_procs(per_host={"procs": procs}, name=f"ff{r}") as mesh:
+            actors = mesh.spawn("sleeper", _sleeper())
+            pids = list(actors.pid.call().get(timeout=30).values())
+            victim = pids[r % procs]
+            whole = actors.sleep.call(survivor_sleep)
+            alone = actors.slice(procs=r % procs).sleep.call_one(survivor_sleep)
+            time.sleep(0.05)  # every actor is inside sleep()
+            killed = time.perf_counter()
+            os.kill(victim, signal.SIGKILL)
+            for fut, out in ((whole, mesh_ms), (alone, one_ms)):
+                try:
+                    fut.get(timeout=survivor_sleep / 2)
+                    wrong += 1
+                except SupervisionError:
+                    out.append((time.perf_counter() - killed) * 1e3)
+                except TimeoutError:
+                    wrong += 1
+            for pid in pids:  # do not wait for the survivors' sleep on the way out
+                if pid != victim:
+                    os.kill(pid, signal.SIGKILL)
+    return {
+        "rounds": rounds,
+        "call_error_p50_ms": round(pct(mesh_ms, 0.5), 2),
+        "call_error_max_ms": round(max(mesh_ms, default=float("nan")), 2),
+        "call_one_error_p50_ms": round(pct(one_ms, 0.5), 2),
+        "call_one_error_max_ms": round(max(one_ms, default=float("nan")), 2),
+        "not_supervision_error": wrong,
+    }
+
+
+@scenario("call-fail-fast", "SIGKILL one of 4 procs while all are busy: time until call() fails")
+def fail_fast_scenario(args: argparse.Namespace) -> dict[str, Any]:
+    return fail_fast_figures(args.rounds)
+
+
 # Output -------------------------------------------------------------------------------------
 
 TARGETS = {
@@ -206,6 +274,8 @@ TARGETS = {
     "rss_after_mib": "<= before + 64",
     "legit_p99_us": "<= 10000",
     "legit_calls_failed": "0",
+    "call_error_max_ms": "<= 100",
+    "not_supervision_error": "0",
 }
 
 
@@ -228,6 +298,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--connections", type=int, default=100_000, help="hostile connections per flood")
     parser.add_argument("--deadline", type=float, default=60.0, help="seconds a flood may last at most")
+    parser.add_argument("--rounds", type=int, default=20, help="kills for call-fail-fast")
     args = parser.parse_args()
     results = {}
     for name in args.scenario or list(SCENARIOS):

@@ -73,7 +73,7 @@ class RateLimitedLog:
 class Backoff:
     """Growing delays (doubling from ``first`` up to ``cap``) until :meth:`reset`."""
 
-    def __init__(self, first: float = 0.005, cap: float = 0.25) -> None:
+    def __init__(self, first: float = 0.001, cap: float = 0.25) -> None:
         self.first = first
         self.cap = cap
         self._next = first
