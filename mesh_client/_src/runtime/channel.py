@@ -2,7 +2,12 @@
 
 A :class:`Channel` owns a stream and a sans-IO :class:`~mesh_client._src.wire.protocol.Connection`.
 The reactor calls :meth:`Channel.on_readable`; producers call :meth:`Channel.send` from their own
-threads. Wire errors are mapped here, at the edge, into one close reason.
+threads. Wire errors are mapped here, at the edge, into one close reason and a :class:`CloseKind`.
+
+The channel only uses the five methods of :class:`~mesh_client._src.runtime.streams.Stream`;
+the socket behind it (``get_extra_info("socket")``) matters only to :meth:`Channel.start`, which
+registers it with the reactor. Tests drive a channel over an in-memory stream by calling
+:meth:`Channel.on_readable` themselves.
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ class Channel:
 
     def __init__(
         self,
-        stream: streams.SocketStream,
+        stream: streams.Stream,
         conn: protocol.Connection,
         *,
         on_message: MessageHandler,
@@ -73,7 +78,7 @@ class Channel:
         self.authenticated = conn.state is protocol.State.AUTHENTICATED
         self._send_lock = threading.Lock()
         self._reactor = reactor or reactor_mod.get_reactor()
-        self._fileno = stream.fileno()
+        self._fileno = -1  # set by start(): the socket registered with the reactor
         self._chunk = memoryview(bytearray(READ_CHUNK if self.authenticated else HANDSHAKE_READ_CHUNK))
         self.state = (
             ChannelState.ACTIVE if conn.state is protocol.State.AUTHENTICATED else ChannelState.HANDSHAKE
@@ -86,6 +91,14 @@ class Channel:
         return self._fileno
 
     def start(self) -> None:
+        """Hand the channel to the reactor, which calls :meth:`on_readable` from then on."""
+        sock = self.stream.get_extra_info("socket")
+        if sock is None:
+            raise TypeError(
+                f"channel {self.label}: its stream has no socket for the reactor to watch; "
+                "drive an in-memory stream by calling on_readable() instead"
+            )
+        self._fileno = sock.fileno()
         self._reactor.register(self)
 
     # Writing (any thread) ---------------------------------------------------------------------
@@ -176,9 +189,12 @@ class Channel:
             self.state = ChannelState.CLOSED
             self.close_reason = reason
             self.close_kind = kind
-        self._reactor.unregister(self)
-        # Unregister runs on the reactor thread before the descriptor may be reused.
-        self._reactor.call_soon(self.stream.close) if not self._reactor.on_thread else self.stream.close()
+        if self._fileno < 0:  # never registered (an in-memory stream)
+            self.stream.close()
+        else:
+            self._reactor.unregister(self)
+            # Unregister runs on the reactor thread before the descriptor may be reused.
+            self._reactor.call_soon(self.stream.close) if not self._reactor.on_thread else self.stream.close()
         self.on_closed(self, reason)
 
 
@@ -203,8 +219,8 @@ def connect(
     """Connect and authenticate in the calling thread, then hand the channel to the reactor."""
     label = label or f"{address[0]}:{address[1]}"
     stream = opener(address, timeout)
-    sock = stream.sock
-    sock.settimeout(timeout)
+    sock = stream.get_extra_info("socket")
+    sock.settimeout(timeout)  # bounds the handshake's reads
     conn = protocol.Connection(protocol.Role.CLIENT, token)
     conn.start()
     try:

@@ -6,12 +6,11 @@ Used by the operator to publish the GPU each proc really sees, and by tests.
 from __future__ import annotations
 
 import json
-import pickle
 import socket
 from typing import Any
 
 from mesh_client._src.runtime import ops, streams
-from mesh_client._src.wire import errors, protocol
+from mesh_client._src.wire import envelopes, errors, protocol
 
 
 def describe_proc(address: tuple[str, int], token: bytes, timeout: float = 5.0) -> dict[str, Any]:
@@ -30,7 +29,7 @@ def describe_proc(address: tuple[str, int], token: bytes, timeout: float = 5.0) 
             if event is protocol.NEED_DATA:
                 conn.receive_data(stream.read(65536))
             elif isinstance(event, protocol.Authenticated) and not sent:
-                stream.write(conn.send_message([pickle.dumps((1, ops.DESCRIBE), protocol=5)]))
+                stream.write(conn.send_message(envelopes.encode_request(1, (ops.DESCRIBE,), ())))
                 sent = True
             elif isinstance(event, protocol.Message):
                 # The reply header is a pickle of two ints; parse it without unpickling.

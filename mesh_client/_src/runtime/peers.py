@@ -8,20 +8,19 @@ so a dead proc never leaves a caller hanging. Used by the actor layer for every 
 from __future__ import annotations
 
 import itertools
-import pickle
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from mesh_client._src.runtime import channel as channel_mod
 from mesh_client._src.runtime import futures
+from mesh_client._src.wire import envelopes
 
-# Reply status codes, the second field of a reply's header.
-OK = 0
-ERROR = 1
-LOST = 2  # produced locally: the connection dropped before the reply came
-
-NO_REPLY = 0  # the call id of one-way messages
+# Reply status codes and the one-way call id, defined with the envelopes they travel in.
+OK = envelopes.OK
+ERROR = envelopes.ERROR
+LOST = envelopes.LOST
+NO_REPLY = envelopes.NO_REPLY
 
 _ids = itertools.count(1)
 
@@ -94,7 +93,7 @@ class Peer:
             self._pending[call_id] = fut
         try:
             channel = self._get_channel()
-            channel.send([pickle.dumps((call_id, *header), protocol=5), *payload])
+            channel.send(envelopes.encode_request(call_id, header, payload))
         except (OSError, channel_mod.ChannelClosed) as exc:
             self._pending.pop(call_id, None)
             fut.set_raw((LOST, self.lost or f"cannot reach {self.label}: {exc}", self))
@@ -106,10 +105,10 @@ class Peer:
         return fut
 
     def _on_message(self, channel: channel_mod.Channel, segments: list[Any]) -> None:
-        header = pickle.loads(segments[0])
-        fut = self._pending.pop(header[0], None)
+        reply = envelopes.decode_reply(segments)  # MalformedMessage closes the channel
+        fut = self._pending.pop(reply.call_id, None)
         if fut is not None:
-            fut.set_raw((header[1], segments[1:], header))
+            fut.set_raw((reply.status, reply.payload, reply.header))
 
     def _on_closed(self, channel: channel_mod.Channel, reason: str) -> None:
         self.lost = reason

@@ -1,4 +1,7 @@
-"""The byte stream under a connection: five methods, so tests can replay chunks without a socket."""
+"""The byte stream under a connection: five methods, so tests can replay chunks without a socket.
+
+``get_extra_info("socket")`` is how the reactor finds what to watch; an in-memory stream has none.
+"""
 
 from __future__ import annotations
 
@@ -26,9 +29,6 @@ class SocketStream:
         self.sock = sock
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def fileno(self) -> int:
-        return self.sock.fileno()
 
     def read(self, max_bytes: int) -> bytes:
         return self.sock.recv(max_bytes)

@@ -7,7 +7,6 @@ and pickling results happen on the actor's thread, so a slow actor never stalls 
 from __future__ import annotations
 
 import inspect
-import pickle
 import queue
 import sys
 import threading
@@ -20,7 +19,7 @@ from mesh_client._src.actor.endpoint import is_endpoint
 from mesh_client._src.actor.shape import Extent, Point
 from mesh_client._src.runtime import peers
 from mesh_client._src.runtime.channel import Channel, ChannelClosed
-from mesh_client._src.wire import serialization
+from mesh_client._src.wire import envelopes, serialization
 
 Work = tuple[int, Channel, tuple[Any, ...], list[Any]]
 
@@ -33,7 +32,7 @@ def reply(channel: Channel, call_id: int, status: int, payload: list[Any]) -> No
             print(f"procmesh: a broadcast failed (no caller to tell):\n{failure.traceback}", file=sys.stderr)
         return
     try:
-        channel.send([pickle.dumps((call_id, status), protocol=5), *payload])
+        channel.send(envelopes.encode_reply(call_id, status, payload))
     except ChannelClosed:
         pass
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import socket
 import threading
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from mesh_client._src.runtime import peers, reactor, streams
 from mesh_client._src.runtime.channel import Channel, ChannelState, CloseKind
 from mesh_client._src.server import accepting, gpu, throttling
 from mesh_client._src.server.actors import ActorRunner, reply
-from mesh_client._src.wire import protocol, serialization
+from mesh_client._src.wire import envelopes, protocol, serialization
 
 HANDSHAKE_TIMEOUT = 10.0
 MAX_UNAUTHENTICATED = 256
@@ -92,13 +91,20 @@ class ProcServer:
             )
             return
         sock.setblocking(True)
+        channel = self.open_channel(streams.SocketStream(sock), f"{peer[0]}:{peer[1]}")
+        if channel.state is not ChannelState.CLOSED:
+            channel.start()
+
+    def open_channel(self, stream: streams.Stream, label: str) -> Channel:
+        """A server channel over ``stream`` with its HELLO sent and its handshake deadline set;
+        :meth:`_admit` then hands it to the reactor (tests drive in-memory ones directly)."""
         conn = protocol.Connection(protocol.Role.SERVER, self.token, max_message_bytes=self.max_message_bytes)
         channel = Channel(
-            streams.SocketStream(sock),
+            stream,
             conn,
             on_message=self._on_message,
             on_closed=self._on_closed,
-            label=f"{peer[0]}:{peer[1]}",
+            label=label,
             reactor=self.reactor,
         )
         channel.on_authenticated = self._authenticated
@@ -107,7 +113,7 @@ class ProcServer:
         self.handshaking[channel] = self.reactor.call_later(self.handshake_timeout, lambda: self._expire(channel))
         conn.start()
         channel._flush_handshake()
-        channel.start()
+        return channel
 
     def _expire(self, channel: Channel) -> None:
         if channel.state is ChannelState.HANDSHAKE:
@@ -134,27 +140,27 @@ class ProcServer:
     # Messages --------------------------------------------------------------------------------
 
     def _on_message(self, channel: Channel, segments: list[Any]) -> None:
-        header = pickle.loads(segments[0])
-        call_id, op = header[0], header[1]
+        request = envelopes.decode_request(segments)  # MalformedMessage closes the channel
+        header, call_id, op, payload = request.header, request.call_id, request.op, request.payload
         if op == messages.CALL:
             runner = self.actors.get(header[2])
             if runner is None:
                 self._fail(channel, call_id, LookupError(f"no actor {header[2]!r} in this proc; it was stopped or never spawned"))
             else:
-                runner.submit((call_id, channel, header, segments[1:]))
+                runner.submit((call_id, channel, header, payload))
         elif op == messages.SPAWN:
             actor_id = header[2]
             runner = ActorRunner(actor_id, header[3], self._actor_exited, self.this_proc)
             self.actors[actor_id] = runner
-            runner.submit((call_id, channel, header, segments[1:]))
+            runner.submit((call_id, channel, header, payload))
         elif op == messages.STOP_ACTOR:
             runner = self.actors.get(header[2])
             if runner is None:
                 reply(channel, call_id, peers.OK, [])
             else:
-                runner.submit((call_id, channel, header, segments[1:]))
+                runner.submit((call_id, channel, header, payload))
         elif op == messages.BOOTSTRAP:
-            threading.Thread(target=self._bootstrap, args=(channel, call_id, segments[1:]), daemon=True).start()
+            threading.Thread(target=self._bootstrap, args=(channel, call_id, payload), daemon=True).start()
         elif op == messages.DESCRIBE:
             description = dict(self.identity, pid=os.getpid(), gpu=gpu.visible_gpu(), actors=len(self.actors))
             reply(channel, call_id, peers.OK, [json.dumps(description).encode()])
