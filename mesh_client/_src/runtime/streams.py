@@ -76,6 +76,15 @@ class MockStream:
         self.written = bytearray()
         self.closed = False
 
+    def feed(self, *chunks: bytes) -> None:
+        """More bytes from the peer, for a test that answers what the other side wrote."""
+        self._chunks.extend(chunks)
+
+    @property
+    def pending(self) -> int:
+        """Chunks not read yet; reading with none left gives end of stream."""
+        return len(self._chunks)
+
     def read(self, max_bytes: int) -> bytes:
         if not self._chunks:
             return b""
