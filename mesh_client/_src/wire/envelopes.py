@@ -10,10 +10,9 @@ Used by :mod:`mesh_client._src.runtime.peers` (client) and :mod:`mesh_client._sr
 
 from __future__ import annotations
 
-import dataclasses
 import pickle
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from mesh_client._src.wire import errors
 
@@ -31,24 +30,15 @@ class MalformedMessage(errors.ProtocolError):
     """An authenticated peer sent a message whose envelope is not a request or reply."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Request:
-    """``header`` is the whole envelope ``(call_id, op, *fields)``, as the handlers index it."""
-
-    header: tuple[Any, ...]
+# Named tuples, not dataclasses: one of each is made per message, on the I/O thread.
+class Request(NamedTuple):
+    call_id: int
+    op: int
+    header: tuple[Any, ...]  # the whole envelope (call_id, op, *fields), as the handlers index it
     payload: list[Any]
 
-    @property
-    def call_id(self) -> int:
-        return int(self.header[0])
 
-    @property
-    def op(self) -> int:
-        return int(self.header[1])
-
-
-@dataclasses.dataclass(frozen=True)
-class Reply:
+class Reply(NamedTuple):
     call_id: int
     status: int
     payload: list[Any]
@@ -60,31 +50,25 @@ def encode_request(call_id: int, header: tuple[Any, ...], payload: Sequence[Segm
     return [pickle.dumps((call_id, *header), protocol=5), *payload]
 
 
-def decode_request(segments: Sequence[Any]) -> Request:
-    header = _envelope(segments, "request")
-    if len(header) < 2 or not isinstance(header[1], int):
-        raise MalformedMessage(f"a request envelope is (call_id, op, ...), got {len(header)} fields")
-    return Request(header, list(segments[1:]))
+def decode_request(segments: list[Any]) -> Request:
+    try:
+        header = pickle.loads(segments[0])
+        call_id, op = header[0], header[1]
+    except Exception as exc:
+        raise MalformedMessage(f"a request envelope is a pickled (call_id, op, ...) tuple: {exc!r}") from None
+    if type(header) is not tuple or type(op) is not int:
+        raise MalformedMessage(f"a request envelope is a (call_id, op, ...) tuple, got {type(header).__name__}")
+    return Request(call_id, op, header, segments[1:])
 
 
 def encode_reply(call_id: int, status: int, payload: Sequence[Segment]) -> list[Segment]:
     return [pickle.dumps((call_id, status), protocol=5), *payload]
 
 
-def decode_reply(segments: Sequence[Any]) -> Reply:
-    header = _envelope(segments, "reply")
-    if len(header) < 2 or not isinstance(header[1], int):
-        raise MalformedMessage(f"a reply envelope is (call_id, status), got {len(header)} fields")
-    return Reply(header[0], header[1], list(segments[1:]), header)
-
-
-def _envelope(segments: Sequence[Any], what: str) -> tuple[Any, ...]:
-    if not segments:
-        raise MalformedMessage(f"an empty message where a {what} was expected")
+def decode_reply(segments: list[Any]) -> Reply:
     try:
         header = pickle.loads(segments[0])
+        call_id, status = header
     except Exception as exc:
-        raise MalformedMessage(f"the {what} envelope does not unpickle: {exc!r}") from None
-    if type(header) is not tuple or not header or not isinstance(header[0], int):
-        raise MalformedMessage(f"the {what} envelope is not a tuple starting with a call id")
-    return header
+        raise MalformedMessage(f"a reply envelope is a pickled (call_id, status) pair: {exc!r}") from None
+    return Reply(call_id, status, segments[1:], header)
