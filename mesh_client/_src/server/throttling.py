@@ -7,6 +7,7 @@ exhaustion. Pure logic: the clock and the scheduler are injected, so tests drive
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -38,31 +39,32 @@ class RateLimitedLog:
         self._last = ""
         self.lines_written = 0
         self.events = 0
+        # Channels close on any thread (a failed send closes on the sender's), so one lock.
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<RateLimitedLog {self.what}: {self.events} events, {self.lines_written} lines>"
 
     def note(self, line: str) -> None:
         """One event; ``line`` says what happened (written now only if the log was quiet)."""
-        self.events += 1
-        if self._open:
-            self._count += 1
-            self._last = line
-            return
+        with self._lock:
+            self.events += 1
+            if self._open:
+                self._count += 1
+                self._last = line
+                return
+            self._open = True
         self._emit(line)
-        self._open = True
         self._schedule(self.period, self._end_period)
 
     def _end_period(self) -> None:
-        if not self._count:
-            self._open = False
-            return
-        self._emit(
-            f"procmesh: {self._count} more {self.what} in the last {self.period:g} s"
-            f" (the last: {self._last})"
-        )
-        self._count = 0
-        self._last = ""
+        with self._lock:
+            count, last = self._count, self._last
+            self._count, self._last = 0, ""
+            if not count:
+                self._open = False
+                return
+        self._emit(f"procmesh: {count} more {self.what} in the last {self.period:g} s (the last: {last})")
         self._schedule(self.period, self._end_period)
 
     def _emit(self, line: str) -> None:
