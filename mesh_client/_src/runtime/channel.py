@@ -90,6 +90,11 @@ class Channel:
     def fileno(self) -> int:
         return self._fileno
 
+    @property
+    def prioritized(self) -> bool:
+        """Authenticated channels are read before unauthenticated ones (see the reactor)."""
+        return self.authenticated
+
     def start(self) -> None:
         """Hand the channel to the reactor, which calls :meth:`on_readable` from then on."""
         sock = self.stream.get_extra_info("socket")

@@ -19,6 +19,9 @@ from typing import Protocol
 
 
 class Readable(Protocol):
+    """What the reactor watches. A handler with a true ``prioritized`` attribute is served
+    before the others that are ready at the same time."""
+
     def fileno(self) -> int: ...
     def on_readable(self) -> None: ...
 
@@ -126,7 +129,10 @@ class Reactor:
                 heapq.heappop(self._timers)
             if self._timers:
                 timeout = max(0.0, self._timers[0][0] - time.monotonic())
-            for key, _ in self._selector.select(timeout):
+            events = self._selector.select(timeout)
+            if len(events) > 1:  # authenticated peers first: a flood of strangers waits its turn
+                events.sort(key=_priority)
+            for key, _ in events:
                 handler = key.data
                 if handler is None:
                     try:
@@ -157,6 +163,12 @@ class Reactor:
                     due()
                 except Exception as exc:
                     _report(f"procmesh: timer failed: {exc!r}")
+
+
+def _priority(event: tuple[selectors.SelectorKey, int]) -> int:
+    """Sort key of a ready handler: 0 for those marked ``prioritized`` (and the wake-up pipe)."""
+    handler = event[0].data
+    return 0 if handler is None or getattr(handler, "prioritized", False) else 1
 
 
 def _report(message: str) -> None:

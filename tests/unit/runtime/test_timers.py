@@ -1,7 +1,8 @@
-"""The reactor's timers, on a real reactor thread.
+"""The reactor's timers and its order of service, on a real reactor thread.
 
 Aspects: a timer runs once after its delay; a cancelled one never runs and lets go of its
-callback (and what the callback refers to) at once; many cancelled timers do not pile up.
+callback (and what the callback refers to) at once; many cancelled timers do not pile up;
+handlers marked prioritized are served first among those ready together.
 """
 
 import gc
@@ -59,3 +60,38 @@ def test_cancelled_timers_are_purged_from_the_heap():
     loop.call_soon(measure)
     assert seen.wait(10)
     assert sizes[0] <= reactor.Reactor.PURGE_AT
+
+
+class Recording:
+    def __init__(self, name, sock, order, prioritized):
+        self.name, self.sock, self.order, self.prioritized = name, sock, order, prioritized
+
+    def fileno(self):
+        return self.sock.fileno()
+
+    def on_readable(self):
+        self.sock.recv(16)
+        self.order.append(self.name)
+
+
+def test_prioritized_handlers_are_served_first_when_ready_together():
+    import socket
+
+    loop = reactor.Reactor("test-priority")
+    order, pairs = [], [socket.socketpair() for _ in range(4)]
+    handlers = [Recording(f"stranger{i}", pairs[i][0], order, False) for i in range(3)]
+    handlers.append(Recording("peer", pairs[3][0], order, True))
+    for h in handlers:
+        loop.register(h)
+    registered, hold, release = threading.Event(), threading.Event(), threading.Event()
+    loop.call_soon(registered.set)
+    assert registered.wait(10)
+    loop.call_soon(lambda: (hold.set(), release.wait(10)))  # keep the loop busy while all become ready
+    assert hold.wait(10)
+    for _, theirs in pairs:
+        theirs.send(b"x")
+    release.set()
+    done = threading.Event()
+    loop.call_later(0.2, done.set)
+    assert done.wait(10)
+    assert order[0] == "peer" and sorted(order) == ["peer", "stranger0", "stranger1", "stranger2"]
