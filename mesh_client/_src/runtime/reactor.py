@@ -66,7 +66,7 @@ class Reactor:
 
     @property
     def on_thread(self) -> bool:
-        return threading.current_thread() is self._thread
+        return threading.get_ident() == self._thread.ident  # cheaper than current_thread()
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         with self._pending_lock:
