@@ -255,6 +255,7 @@ def fail_fast_figures(rounds: int, procs: int = 4, survivor_sleep: float = 60.0)
     return {
         "rounds": rounds,
         "call_error_p50_ms": round(pct(mesh_ms, 0.5), 2),
+        "call_error_p90_ms": round(pct(mesh_ms, 0.9), 2),
         "call_error_max_ms": round(max(mesh_ms, default=float("nan")), 2),
         "call_one_error_p50_ms": round(pct(one_ms, 0.5), 2),
         "call_one_error_max_ms": round(max(one_ms, default=float("nan")), 2),
