@@ -17,8 +17,8 @@ import socket
 import threading
 from collections.abc import Callable, Sequence
 
+from mesh_client._src.runtime import handshaking, streams
 from mesh_client._src.runtime import reactor as reactor_mod
-from mesh_client._src.runtime import streams
 from mesh_client._src.wire import errors, protocol
 
 # Small frames are read through one reused buffer: a fresh 256 KiB bytes per recv would cost
@@ -229,21 +229,7 @@ def connect(
     conn = protocol.Connection(protocol.Role.CLIENT, token)
     conn.start()
     try:
-        while conn.state is not protocol.State.AUTHENTICATED:
-            data = stream.read(4096)
-            conn.receive_data(data)
-            while True:
-                event = conn.next_event()
-                out = conn.data_to_send()
-                if out:
-                    stream.write([out])
-                if event is protocol.NEED_DATA or isinstance(event, protocol.Authenticated):
-                    break
-                if isinstance(event, protocol.Closed):
-                    raise errors.AuthenticationError(
-                        f"{label} closed the connection during the handshake"
-                        + (f": {event.reason}" if event.reason else "")
-                    )
+        handshaking.authenticate(stream, conn, label)
     except BaseException:
         stream.close()
         raise
