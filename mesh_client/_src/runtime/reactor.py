@@ -87,6 +87,10 @@ class Reactor:
             self.call_soon(lambda: self._push_timer(entry))
         return timer
 
+    # Handlers not marked prioritized served per pass of the loop, so that a burst of them
+    # (a flood of unauthenticated connections) delays an authenticated reply by a bounded time.
+    OTHERS_PER_PASS = 32
+
     # Cancelled timers stay in the heap (as empty handles) until due; past this many, and more
     # than half the heap, the heap is rebuilt so a flood of short-lived timers cannot pile up.
     PURGE_AT = 1024
@@ -132,6 +136,11 @@ class Reactor:
             events = self._selector.select(timeout)
             if len(events) > 1:  # authenticated peers first: a flood of strangers waits its turn
                 events.sort(key=_priority)
+                if len(events) > self.OTHERS_PER_PASS:
+                    # The selector is level-triggered: those left out are ready again at the next
+                    # select, after prioritized handlers, callbacks and timers have had a turn.
+                    others = next((i for i, e in enumerate(events) if _priority(e)), len(events))
+                    del events[others + self.OTHERS_PER_PASS :]
             for key, _ in events:
                 handler = key.data
                 if handler is None:

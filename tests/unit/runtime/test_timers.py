@@ -2,7 +2,8 @@
 
 Aspects: a timer runs once after its delay; a cancelled one never runs and lets go of its
 callback (and what the callback refers to) at once; many cancelled timers do not pile up;
-handlers marked prioritized are served first among those ready together.
+handlers marked prioritized are served first among those ready together, and the others at
+most OTHERS_PER_PASS per pass.
 """
 
 import gc
@@ -95,3 +96,27 @@ def test_prioritized_handlers_are_served_first_when_ready_together():
     loop.call_later(0.2, done.set)
     assert done.wait(10)
     assert order[0] == "peer" and sorted(order) == ["peer", "stranger0", "stranger1", "stranger2"]
+
+
+def test_a_burst_of_unprioritized_handlers_is_served_over_several_passes():
+    import socket
+
+    loop = reactor.Reactor("test-budget")
+    order, pairs = [], [socket.socketpair() for _ in range(100)]
+    for i, (ours, _) in enumerate(pairs):
+        loop.register(Recording(f"stranger{i}", ours, order, False))
+    registered, hold, release = threading.Event(), threading.Event(), threading.Event()
+    loop.call_soon(registered.set)
+    assert registered.wait(10)
+    loop.call_soon(lambda: (hold.set(), release.wait(10)))
+    assert hold.wait(10)
+    for _, theirs in pairs:
+        theirs.send(b"x")
+    served_in_first_pass = []
+    loop.call_soon(lambda: served_in_first_pass.append(len(order)))  # runs after the next pass
+    release.set()
+    done = threading.Event()
+    loop.call_later(0.5, done.set)
+    assert done.wait(10)
+    assert served_in_first_pass == [reactor.Reactor.OTHERS_PER_PASS]
+    assert len(order) == 100
