@@ -28,6 +28,8 @@ class Acceptor:
     # Connections accepted per wake-up: enough to drain a burst, few enough to keep serving
     # the other sockets of this reactor in between.
     BATCH = 8
+    # New connections are strangers: the reactor serves authenticated channels first.
+    prioritized = False
 
     def __init__(
         self,
