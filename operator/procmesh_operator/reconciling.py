@@ -1,8 +1,10 @@
-"""The effectful reconcile of one ProcMesh, in a fixed order: secret -> service -> pods -> status.
+"""The effectful reconcile of one ProcMesh, in a fixed order: secret -> access role -> service ->
+pods -> status.
 
 :class:`Controller` owns the API client, the pod cache (:mod:`.stores`) and the work queue
 (:mod:`.queueing`); :mod:`.handlers` feeds it events. One reconcile reads the mesh (fresh),
-ensures the token Secret and the headless Service, plans with :func:`planning.plan`, deletes
+creates the token Secret (create-only: it never reads one), ensures the mesh's access Role and
+the headless Service, plans with :func:`planning.plan`, deletes
 then creates pods, and writes :func:`statuses.compute_status` through the status subresource
 only when it changed. It stops at the first API error, records it in the status, and lets the
 queue retry with backoff. Pinned placement runs under one lock, so two meshes cannot claim the
@@ -12,7 +14,6 @@ same device budget at once.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import time
@@ -49,7 +50,7 @@ def _ref(namespace: str, name: str) -> dict[str, str]:
 
 
 class ChildConflict(Exception):
-    """A Secret or Service with a derived name exists and belongs to someone else."""
+    """A Role or Service with a derived name exists and belongs to someone else."""
 
 
 class Controller:
@@ -178,6 +179,7 @@ class Controller:
         failure: BaseException | None = None
         try:
             await self._ensure_secret(mesh)
+            await self._ensure_access_role(mesh)
             await self._ensure_service(mesh)
             plan, created = await self._reconcile_pods(mesh, previous)
         except (kubeclient.ApiError, ChildConflict) as e:
@@ -225,11 +227,11 @@ class Controller:
             todo.append((uid, f"{status['podIP']}:{mesh.port}"))
         if not todo:
             return
-        if mesh.uid not in self._tokens:
-            secret = await self.client.get(kubeclient.core_path(
-                mesh.namespace, "secrets", names.secret_name(mesh.name)))
-            self._tokens[mesh.uid] = token_of(secret).encode()
-        token = self._tokens[mesh.uid]
+        token = self._tokens.get(mesh.uid)
+        if token is None:
+            # The operator never reads a Secret: it knows only the tokens it generated itself
+            # (in this process). Other meshes report the device the operator placed them on.
+            return
 
         async def one(uid: str, address: str) -> None:
             try:
@@ -279,10 +281,29 @@ class Controller:
         self._ensured[(mesh.uid, kind)] = time.monotonic()
 
     async def _ensure_secret(self, mesh: specs.MeshSpec) -> None:
+        """Create ``<mesh>-token`` once; never read it (the operator holds no ``get secrets``).
+
+        AlreadyExists is taken as done without looking: an earlier run (or the creator) made it.
+        A mesh with ``spec.tokenSecretName`` brings its own Secret: nothing to do here.
+        """
+        if mesh.token_secret_name is not None or self._recently_ensured(mesh, "Secret"):
+            return
+        token = rendering.new_token()
+        try:
+            await self.client.create(kubeclient.core_path(mesh.namespace, "secrets"),
+                                     rendering.render_secret(mesh, token))
+            self._tokens[mesh.uid] = token.encode()
+        except kubeclient.ApiError as e:
+            if not e.conflict:
+                raise
+        self._ensured[(mesh.uid, "Secret")] = time.monotonic()
+
+    async def _ensure_access_role(self, mesh: specs.MeshSpec) -> None:
+        """The mesh's access Role (rendering.render_access_role), created once and never
+        updated: the operator may create Roles but never bind or change them."""
         await self._ensure_child(
-            mesh, "Secret", kubeclient.core_path(mesh.namespace, "secrets",
-                                                 names.secret_name(mesh.name)),
-            lambda: rendering.render_secret(mesh, rendering.new_token()))
+            mesh, "Role", kubeclient.roles_path(mesh.namespace, names.access_role_name(mesh.name)),
+            lambda: rendering.render_access_role(mesh))
 
     async def _ensure_service(self, mesh: specs.MeshSpec) -> None:
         await self._ensure_child(
@@ -363,7 +384,3 @@ class Controller:
         created.sort(key=lambda n: int(n.rsplit("-", 1)[1]))
         return created
 
-
-def token_of(secret: Mapping[str, Any]) -> str:
-    """The mesh token in a token Secret as returned by the API (for clients and tests)."""
-    return base64.b64decode((secret.get("data") or {})[names.TOKEN_KEY]).decode()

@@ -1,8 +1,10 @@
 """The ordered reconcile against a fake of our own API wrapper (kubeclient.KubeClient), as kopf's
 tests do: the raw HTTP layer is never reached.
 
-Aspects: secret -> service -> pods order; a second reconcile creates nothing (idempotent);
-a 409 on create (an earlier run's pod) is taken as done; the token Secret is never replaced;
+Aspects: secret -> access role -> service -> pods order; a second reconcile creates nothing
+(idempotent); a 409 on create (an earlier run's pod) is taken as done; the token Secret is never
+replaced and never read (not even on a 409); a creator's own Secret (spec.tokenSecretName) is
+left alone; a foreign Role of the derived name is a conflict;
 status is written only when it changed; an API error is recorded as Degraded and re-raised.
 """
 
@@ -77,6 +79,7 @@ class FakeClient:
 
 
 MESH_PATH = kubeclient.mesh_path("ns", "m")
+ROLES = kubeclient.roles_path("ns")
 
 
 def controller(objects):
@@ -91,7 +94,8 @@ def creates(client):
 def test_order_and_idempotence():
     ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),))})
     asyncio.run(ctl.reconcile(("ns", "m")))
-    assert creates(client) == ["/api/v1/namespaces/ns/secrets", "/api/v1/namespaces/ns/services",
+    assert creates(client) == ["/api/v1/namespaces/ns/secrets", ROLES,
+                               "/api/v1/namespaces/ns/services",
                                "/api/v1/namespaces/ns/pods", "/api/v1/namespaces/ns/pods"]
     token = client.objects["/api/v1/namespaces/ns/secrets/m-token"]["data"]["token"]
     status = client.objects[MESH_PATH]["status"]
@@ -99,7 +103,8 @@ def test_order_and_idempotence():
     client.calls.clear()
     ctl._ensured.clear()  # as after a resync period: the children are checked again
     asyncio.run(ctl.reconcile(("ns", "m")))
-    assert creates(client) == []
+    # Create-only: the Secret is tried again (a 409, as it cannot be read), nothing else is.
+    assert creates(client) == ["/api/v1/namespaces/ns/secrets"]
     assert not [c for c in client.calls if c[0] == "patch"]  # nothing changed: no write
     assert client.objects["/api/v1/namespaces/ns/secrets/m-token"]["data"]["token"] == token
 
@@ -111,7 +116,7 @@ def test_restarted_operator_adopts_existing_pods():
     fresh.client = client  # a new process: empty cache, same cluster
     client.calls.clear()
     asyncio.run(fresh.reconcile(("ns", "m")))
-    assert creates(client) == []
+    assert creates(client) == ["/api/v1/namespaces/ns/secrets"]  # a 409: taken as done
 
 
 def test_create_conflict_is_done():
@@ -124,10 +129,35 @@ def test_create_conflict_is_done():
     assert ctl.store.pods_by_rank(("ns", "m"))[0]["metadata"]["uid"] == "old"
 
 
-def test_foreign_secret_is_a_conflict():
+def secret_reads(client):
+    return [p for verb, p in client.calls if verb in ("get", "list") and "/secrets" in p]
+
+
+def test_existing_secret_is_done_without_reading_it():
+    ctl, client = controller({
+        MESH_PATH: mesh_body("m", per_host=(("procs", 1),)),
+        "/api/v1/namespaces/ns/secrets/m-token": {"metadata": {"name": "m-token"}, "data": {}}})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert secret_reads(client) == []
+    assert client.objects["/api/v1/namespaces/ns/secrets/m-token"]["data"] == {}  # not replaced
+    assert [p for p in creates(client) if p.endswith("/pods")]
+
+
+def test_creators_secret_is_named_in_pods_and_role_and_never_created():
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),),
+                                                   tokenSecretName="m-token-abc")})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert "/api/v1/namespaces/ns/secrets" not in creates(client) and secret_reads(client) == []
+    pod = client.objects["/api/v1/namespaces/ns/pods/m-0"]
+    assert pod["spec"]["volumes"][0]["secret"]["secretName"] == "m-token-abc"
+    role = client.objects[f"{ROLES}/m-procmesh-access"]
+    assert role["rules"][1]["resourceNames"] == ["m-token-abc"]
+
+
+def test_foreign_role_is_a_conflict():
     ctl, client = controller({
         MESH_PATH: mesh_body("m"),
-        "/api/v1/namespaces/ns/secrets/m-token": {"metadata": {"name": "m-token"}, "data": {}}})
+        f"{ROLES}/m-procmesh-access": {"metadata": {"name": "m-procmesh-access"}, "rules": []}})
     with pytest.raises(reconciling.ChildConflict):
         asyncio.run(ctl.reconcile(("ns", "m")))
     degraded = [c for c in client.objects[MESH_PATH]["status"]["conditions"]
