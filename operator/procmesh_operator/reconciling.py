@@ -281,12 +281,15 @@ class Controller:
         self._ensured[(mesh.uid, kind)] = time.monotonic()
 
     async def _ensure_secret(self, mesh: specs.MeshSpec) -> None:
-        """Create ``<mesh>-token`` once; never read it (the operator holds no ``get secrets``).
+        """Create ``<mesh>-token``; never read it (the operator holds no ``get secrets``).
 
-        AlreadyExists is taken as done without looking: an earlier run (or the creator) made it.
-        A mesh with ``spec.tokenSecretName`` brings its own Secret: nothing to do here.
+        Only while the mesh has no pods: pods exist only after their Secret did, and a token
+        must not change under running procs. So deleting the Secret of a suspended mesh rotates
+        its token at resume (README, "Access and threat model"). AlreadyExists is taken as done
+        without looking. A mesh with ``spec.tokenSecretName`` brings its own Secret.
         """
-        if mesh.token_secret_name is not None or self._recently_ensured(mesh, "Secret"):
+        if mesh.token_secret_name is not None or self.store.pods_by_rank(
+                (mesh.namespace, mesh.name)):
             return
         token = rendering.new_token()
         try:
@@ -296,7 +299,6 @@ class Controller:
         except kubeclient.ApiError as e:
             if not e.conflict:
                 raise
-        self._ensured[(mesh.uid, "Secret")] = time.monotonic()
 
     async def _ensure_access_role(self, mesh: specs.MeshSpec) -> None:
         """The mesh's access Role (rendering.render_access_role), created once and never

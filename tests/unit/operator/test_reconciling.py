@@ -103,8 +103,7 @@ def test_order_and_idempotence():
     client.calls.clear()
     ctl._ensured.clear()  # as after a resync period: the children are checked again
     asyncio.run(ctl.reconcile(("ns", "m")))
-    # Create-only: the Secret is tried again (a 409, as it cannot be read), nothing else is.
-    assert creates(client) == ["/api/v1/namespaces/ns/secrets"]
+    assert creates(client) == []  # the mesh has pods, so its Secret exists
     assert not [c for c in client.calls if c[0] == "patch"]  # nothing changed: no write
     assert client.objects["/api/v1/namespaces/ns/secrets/m-token"]["data"]["token"] == token
 
@@ -116,7 +115,7 @@ def test_restarted_operator_adopts_existing_pods():
     fresh.client = client  # a new process: empty cache, same cluster
     client.calls.clear()
     asyncio.run(fresh.reconcile(("ns", "m")))
-    assert creates(client) == ["/api/v1/namespaces/ns/secrets"]  # a 409: taken as done
+    assert creates(client) == []
 
 
 def test_create_conflict_is_done():
@@ -178,3 +177,19 @@ def test_deleted_mesh_is_forgotten():
     ctl, client = controller({})
     assert asyncio.run(ctl.reconcile(("ns", "gone"))) is None
     assert creates(client) == []
+
+
+def test_suspended_mesh_without_its_secret_gets_a_new_token():
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),))})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    path = "/api/v1/namespaces/ns/secrets/m-token"
+    before = client.objects.pop(path)["data"]["token"]  # deleted while running: not recreated
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert path not in client.objects
+    client.objects[MESH_PATH]["spec"]["suspend"] = True
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert not ctl.store.pods_by_rank(("ns", "m"))
+    client.objects[MESH_PATH]["spec"]["suspend"] = False
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert client.objects[path]["data"]["token"] != before
+    assert ctl.store.pods_by_rank(("ns", "m"))
