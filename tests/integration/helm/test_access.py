@@ -3,9 +3,10 @@ admission policy lets only users who may create pods create (or change) a ProcMe
 Secret they made or may read.
 
 Aspects:
-- the client role alone: no Secret read (get, list), and no ProcMesh (no `create pods`);
+- the client role alone: no Secret read (get, list) or create, and no ProcMesh (no `create pods`);
 - the policy refuses a spec change from such a user too;
-- with `create pods` as well, spawn_procs works end to end through the policy;
+- with `create pods` and `create secrets` as well (rbac.clientRole.createMeshes), spawn_procs
+  works end to end through the policy;
 - a mesh naming another mesh's token Secret is refused.
 """
 
@@ -27,7 +28,8 @@ pytestmark = pytest.mark.cluster
 WATCHED = "team-a"
 #: A rule that grants nothing on meshes, Secrets or pod creation (service_account_client needs one).
 EVENTS_READER = [{"apiGroups": [""], "resources": ["events"], "verbs": ["list"]}]
-POD_CREATOR = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]
+#: What rbac.clientRole.createMeshes adds.
+MESH_CREATOR = [{"apiGroups": [""], "resources": ["pods", "secrets"], "verbs": ["create"]}]
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +62,7 @@ def test_client_role_alone_reads_no_secret_and_creates_no_mesh(cluster, kube, re
         bobs = client.CoreV1Api(bob)
         testing.wait_for(lambda: _can(bob, "create", "procmeshes", "procmesh.io"),
                          "the chart's client role bound to bob")
+        assert not _can(bob, "create", "secrets") and not _can(bob, "create", "pods")
         for read in (lambda: bobs.read_namespaced_secret("db-password", WATCHED),
                      lambda: bobs.list_namespaced_secret(WATCHED)):
             with pytest.raises(client.ApiException) as refused:
@@ -88,7 +91,7 @@ def test_spec_change_needs_pod_create_too(cluster, kube, release, custom):
 
 
 def test_creator_with_pod_create_spawns_through_the_policy(cluster, kube, release, custom):
-    with testing.service_account_client(cluster, kube, WATCHED, "carol", POD_CREATOR) as carol:
+    with testing.service_account_client(cluster, kube, WATCHED, "carol", MESH_CREATOR) as carol:
         testing.wait_for(lambda: _can(carol, "create", "procmeshes", "procmesh.io"),
                          "the chart's client role bound to carol")
         create_mesh(custom, WATCHED, "theirs", perHost=[{"name": "procs", "size": 1}])
