@@ -4,8 +4,7 @@ pods -> status.
 :class:`Controller` owns the API client, the pod cache (:mod:`.stores`) and the work queue
 (:mod:`.queueing`); :mod:`.handlers` feeds it events. One reconcile reads the mesh (fresh),
 creates the token Secret (create-only: it never reads one), ensures the mesh's access Role and
-the headless Service, plans with :func:`planning.plan`, deletes
-then creates pods, and writes :func:`statuses.compute_status` through the status subresource
+the headless Service, plans with :func:`planning.plan`, deletes then creates pods, and writes :func:`statuses.compute_status` through the status subresource
 only when it changed. It stops at the first API error, records it in the status, and lets the
 queue retry with backoff. Pinned placement runs under one lock, so two meshes cannot claim the
 same device budget at once.
@@ -385,4 +384,3 @@ class Controller:
                 raise result
         created.sort(key=lambda n: int(n.rsplit("-", 1)[1]))
         return created
-

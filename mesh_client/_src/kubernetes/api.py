@@ -32,6 +32,8 @@ def access_role_name(mesh: str) -> str:
 def token_secret_name(mesh: dict[str, Any]) -> str:
     """The mesh's token Secret: ``spec.tokenSecretName``, else the operator's ``<name>-token``."""
     return str((mesh.get("spec") or {}).get("tokenSecretName") or f"{mesh['metadata']['name']}-token")
+
+
 SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 

@@ -1,9 +1,9 @@
 """``attach()``: a ProcMesh resource as a proc mesh of this client.
 
 Waits until the mesh is Ready (with a progress line on a terminal), reads the proc addresses
-from ``status.procs`` and the token from the mesh's Secret (``spec.tokenSecretName``, default ``<name>-token``; what the mesh's
-access Role grants), connects to every proc server, and
-runs ``bootstrap`` there. When a proc dies, failed calls say what its pod's status says.
+from ``status.procs`` and the token from the mesh's Secret (``spec.tokenSecretName``, default
+``<name>-token``: what the mesh's access Role grants), connects to every proc server, and runs
+``bootstrap`` there. When a proc dies, failed calls say what its pod's status says.
 """
 
 from __future__ import annotations

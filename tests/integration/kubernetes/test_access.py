@@ -4,6 +4,7 @@ Aspects:
 - a service account bound to mesh A's Role (made by the operator) attaches to A and calls an
   actor; it cannot attach to B (MeshAccessDenied naming B's Role) nor read B's token or any
   other Secret;
+- a mesh's token opens no other mesh's procs;
 - a mesh spawned from Python brings its own token Secret (created, never read, by a client that
   may not read Secrets), owned by the mesh and collected with it;
 - proc pods get no service-account token unless the template asks;
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from mesh_client._src.wire import errors as wire_errors
 from mesh_client.kubernetes import KubernetesHostMesh, MeshAccessDenied, attach
 from tests.cluster import testing
 from tests.integration.local.actors import Recorder
@@ -83,6 +85,17 @@ def test_mesh_role_grants_that_mesh_and_nothing_else(cluster, kube, custom, core
         with pytest.raises(client.ApiException) as refused:
             alices.list_namespaced_secret(namespace)
         assert refused.value.status == 403
+
+
+def test_a_token_opens_its_own_mesh_only(custom, core, namespace, operator):
+    for name in ("tok-a", "tok-b"):
+        support.create_mesh(custom, namespace, name, perHost=[{"name": "procs", "size": 1}])
+    a, b = (support.wait_ready(custom, namespace, n)["status"]["procs"][0]["address"]
+            for n in ("tok-a", "tok-b"))
+    token_a = support.token(core, namespace, "tok-a")
+    assert support.describe(a, token_a)["pid"] > 0
+    with pytest.raises((OSError, wire_errors.WireError)):
+        support.describe(b, token_a)
 
 
 def test_spawned_mesh_brings_its_own_secret(cluster, kube, core, namespace, operator):
