@@ -282,22 +282,39 @@ class Controller:
     async def _ensure_secret(self, mesh: specs.MeshSpec) -> None:
         """Create ``<mesh>-token``; never read it (the operator holds no ``get secrets``).
 
-        Only while the mesh has no pods: pods exist only after their Secret did, and a token
-        must not change under running procs. So deleting the Secret of a suspended mesh rotates
-        its token at resume (README, "Access and threat model"). AlreadyExists is taken as done
-        without looking. A mesh with ``spec.tokenSecretName`` brings its own Secret.
+        Only while the mesh has no pods of its own: pods exist only after their Secret did, and
+        a token must not change under running procs (so deleting the Secret of a suspended mesh
+        rotates its token at resume). A mesh with ``spec.tokenSecretName`` brings its own.
+
+        AlreadyExists cannot be checked by reading. It is taken as done only when this process
+        created it, or when this mesh's access Role exists: that Role is created after the
+        Secret, so its existence means an earlier run created the Secret. Otherwise the Secret is someone
+        else's (an earlier mesh of this name that garbage collection is removing, or a Secret
+        planted to give this mesh a known token): a conflict, retried with backoff.
         """
-        if mesh.token_secret_name is not None or self.store.pods_by_rank(
-                (mesh.namespace, mesh.name)):
+        if mesh.token_secret_name is not None or any(
+                _owned_by(pod, mesh.uid)
+                for pod in self.store.pods_by_rank((mesh.namespace, mesh.name)).values()):
             return
         token = rendering.new_token()
         try:
             await self.client.create(kubeclient.core_path(mesh.namespace, "secrets"),
                                      rendering.render_secret(mesh, token))
             self._tokens[mesh.uid] = token.encode()
+            return
         except kubeclient.ApiError as e:
             if not e.conflict:
                 raise
+        if mesh.uid in self._tokens:
+            return  # this process created it (and then failed later, e.g. on the Role)
+        role = await self.client.get_or_none(
+            kubeclient.roles_path(mesh.namespace, names.access_role_name(mesh.name)))
+        if role is None or not _owned_by(role, mesh.uid):
+            raise ChildConflict(
+                f"Secret {names.secret_name(mesh.name)} exists but was not created for this "
+                f"ProcMesh: if an earlier mesh of this name was just deleted, this clears when "
+                f"garbage collection removes it; otherwise delete that Secret (the operator does "
+                f"not read Secrets, and will not give this mesh a token someone else made)")
 
     async def _ensure_access_role(self, mesh: specs.MeshSpec) -> None:
         """The mesh's access Role (rendering.render_access_role), created once and never
@@ -384,3 +401,8 @@ class Controller:
                 raise result
         created.sort(key=lambda n: int(n.rsplit("-", 1)[1]))
         return created
+
+
+def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:
+    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(o.get("uid") == uid for o in owners)

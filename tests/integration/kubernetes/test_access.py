@@ -8,6 +8,8 @@ Aspects:
 - a mesh spawned from Python brings its own token Secret (created, never read, by a client that
   may not read Secrets), owned by the mesh and collected with it;
 - proc pods get no service-account token unless the template asks;
+- a token Secret planted before its mesh is refused, and a mesh deleted and created again at
+  once does not adopt the old mesh's Secret;
 - the token rotates by deleting the Secret of a suspended mesh; deleting it under running procs
   changes nothing.
 """
@@ -177,3 +179,47 @@ def test_secret_deleted_under_running_procs_is_not_recreated(kube, custom, core,
     assert "keep-token" not in names  # no new token under procs that hold the old one
     address = mesh_body["status"]["procs"][0]["address"]
     assert support.describe(address, token)["pid"] > 0  # the running proc still takes it
+
+
+def test_a_mesh_recreated_at_once_gets_a_secret_of_its_own(kube, custom, core, namespace,
+                                                           operator):
+    support.create_mesh(custom, namespace, "again", perHost=[{"name": "procs", "size": 1}])
+    support.wait_ready(custom, namespace, "again")
+    custom.delete_namespaced_custom_object("procmesh.io", "v1alpha1", namespace, "procmeshes",
+                                           "again", propagation_policy="Background")
+    uid = support.create_mesh(custom, namespace, "again",
+                              perHost=[{"name": "procs", "size": 1}])["metadata"]["uid"]
+
+    def own_secret() -> bool:
+        # Adopting the old mesh's Secret would leave none at all once garbage collection
+        # removes it: the operator creates no Secret for a mesh whose pods exist.
+        found = [s for s in core.list_namespaced_secret(namespace).items
+                 if s.metadata.name == "again-token"]
+        return bool(found) and [o.uid for o in found[0].metadata.owner_references] == [uid]
+
+    testing.wait_for(own_secret, "a token Secret owned by the new mesh")
+
+    def own_pods_ready() -> bool:
+        pods = support.mesh_pods(core, namespace, "again")
+        mesh = support.get_mesh(custom, namespace, "again")
+        return bool(pods) and all(p.metadata.owner_references[0].uid == uid for p in pods) \
+            and support.condition(mesh, "Ready").get("status") == "True"
+
+    testing.wait_for(own_pods_ready, "the new mesh's own pods Ready")
+    mesh = attach("again", namespace, api_client=kube, timeout=120, progress=False)
+    try:
+        assert mesh.spawn("rec", Recorder).echo.call_one(5).get() == 5
+    finally:
+        mesh.stop().get()
+
+
+def test_a_planted_secret_is_refused_not_used(custom, core, namespace, operator):
+    core.create_namespaced_secret(namespace, {"metadata": {"name": "planted-token"},
+                                              "stringData": {"token": "0" * 64}})
+    support.create_mesh(custom, namespace, "planted", perHost=[{"name": "procs", "size": 1}])
+    mesh = support.wait_condition(custom, namespace, "planted", "Degraded", "True")
+    assert "was not created for this ProcMesh" in support.condition(mesh, "Degraded")["message"]
+    assert not support.mesh_pods(core, namespace, "planted")
+    core.delete_namespaced_secret("planted-token", namespace)
+    support.wait_ready(custom, namespace, "planted")
+    assert support.token(core, namespace, "planted") != b"0" * 64

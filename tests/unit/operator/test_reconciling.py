@@ -3,8 +3,9 @@ tests do: the raw HTTP layer is never reached.
 
 Aspects: secret -> access role -> service -> pods order; a second reconcile creates nothing
 (idempotent); a 409 on create (an earlier run's pod) is taken as done; the token Secret is never
-replaced and never read (not even on a 409); a creator's own Secret (spec.tokenSecretName) is
-left alone; a foreign Role of the derived name is a conflict;
+replaced and never read (not even on a 409, which counts as done only when the mesh's own Role
+exists, else as a conflict); a creator's own Secret (spec.tokenSecretName) is left alone; a
+foreign Role of the derived name is a conflict;
 status is written only when it changed; an API error is recorded as Degraded and re-raised.
 """
 
@@ -132,14 +133,31 @@ def secret_reads(client):
     return [p for verb, p in client.calls if verb in ("get", "list") and "/secrets" in p]
 
 
-def test_existing_secret_is_done_without_reading_it():
+def test_existing_secret_of_this_mesh_is_done_without_reading_it():
+    # An earlier run created the Secret and the Role (which comes after it), then stopped.
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),))})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    for path in [p for p in client.objects if "/pods/" in p]:
+        del client.objects[path]
+    fresh, _ = controller({})
+    fresh.client = client
+    client.calls.clear()
+    asyncio.run(fresh.reconcile(("ns", "m")))
+    assert secret_reads(client) == [] and [p for p in creates(client) if p.endswith("/pods")]
+
+
+def test_planted_secret_is_a_conflict_and_never_read():
     ctl, client = controller({
         MESH_PATH: mesh_body("m", per_host=(("procs", 1),)),
         "/api/v1/namespaces/ns/secrets/m-token": {"metadata": {"name": "m-token"}, "data": {}}})
-    asyncio.run(ctl.reconcile(("ns", "m")))
+    with pytest.raises(reconciling.ChildConflict):
+        asyncio.run(ctl.reconcile(("ns", "m")))
     assert secret_reads(client) == []
     assert client.objects["/api/v1/namespaces/ns/secrets/m-token"]["data"] == {}  # not replaced
-    assert [p for p in creates(client) if p.endswith("/pods")]
+    assert not [p for p in creates(client) if p.endswith("/pods") or p == ROLES]
+    degraded = [c for c in client.objects[MESH_PATH]["status"]["conditions"]
+                if c["type"] == "Degraded"][0]
+    assert "was not created for this ProcMesh" in degraded["message"]
 
 
 def test_creators_secret_is_named_in_pods_and_role_and_never_created():
