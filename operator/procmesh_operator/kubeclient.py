@@ -48,6 +48,11 @@ def core_path(namespace: str, plural: str, name: str | None = None) -> str:
     return base if name is None else f"{base}/{name}"
 
 
+def roles_path(namespace: str, name: str | None = None) -> str:
+    base = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles"
+    return f"{base}/{name}" if name else base
+
+
 def mesh_path(namespace: str, name: str | None = None, *, status: bool = False) -> str:
     base = f"/apis/{names.GROUP}/{names.VERSION}/namespaces/{namespace}/{names.PLURAL}"
     if name is not None:

@@ -40,6 +40,9 @@ TOKEN_VOLUME = "procmesh-token"
 TOKEN_DIR = "/var/run/procmesh"
 TOKEN_PATH = f"{TOKEN_DIR}/{TOKEN_KEY}"
 
+#: Role names are DNS subdomains (253 characters), so this suffix is not part of the length rule.
+ACCESS_ROLE_SUFFIX = "-procmesh-access"
+
 
 def pod_name(mesh: str, rank: int) -> str:
     """The pod of the proc at ``rank``: ``<mesh>-<rank>`` (also its hostname)."""
@@ -54,6 +57,12 @@ def service_name(mesh: str) -> str:
 def secret_name(mesh: str) -> str:
     """The per-mesh Secret whose key ``token`` the proc servers require and the client reads."""
     return f"{mesh}-token"
+
+
+def access_role_name(mesh: str) -> str:
+    """The Role that grants use of ``mesh`` (get its ProcMesh and its token Secret, nothing
+    else); the operator creates it, an admin binds it: ``--role=<mesh>-procmesh-access``."""
+    return f"{mesh}{ACCESS_ROLE_SUFFIX}"
 
 
 def coord_label(dim: str) -> str:

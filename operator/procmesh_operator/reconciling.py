@@ -1,9 +1,10 @@
-"""The effectful reconcile of one ProcMesh, in a fixed order: secret -> service -> pods -> status.
+"""The effectful reconcile of one ProcMesh, in a fixed order: secret -> access role -> service ->
+pods -> status.
 
 :class:`Controller` owns the API client, the pod cache (:mod:`.stores`) and the work queue
 (:mod:`.queueing`); :mod:`.handlers` feeds it events. One reconcile reads the mesh (fresh),
-ensures the token Secret and the headless Service, plans with :func:`planning.plan`, deletes
-then creates pods, and writes :func:`statuses.compute_status` through the status subresource
+creates the token Secret (create-only: it never reads one), ensures the mesh's access Role and
+the headless Service, plans with :func:`planning.plan`, deletes then creates pods, and writes :func:`statuses.compute_status` through the status subresource
 only when it changed. It stops at the first API error, records it in the status, and lets the
 queue retry with backoff. Pinned placement runs under one lock, so two meshes cannot claim the
 same device budget at once.
@@ -12,7 +13,6 @@ same device budget at once.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import time
@@ -49,7 +49,7 @@ def _ref(namespace: str, name: str) -> dict[str, str]:
 
 
 class ChildConflict(Exception):
-    """A Secret or Service with a derived name exists and belongs to someone else."""
+    """A Role or Service with a derived name exists and belongs to someone else."""
 
 
 class Controller:
@@ -178,6 +178,7 @@ class Controller:
         failure: BaseException | None = None
         try:
             await self._ensure_secret(mesh)
+            await self._ensure_access_role(mesh)
             await self._ensure_service(mesh)
             plan, created = await self._reconcile_pods(mesh, previous)
         except (kubeclient.ApiError, ChildConflict) as e:
@@ -225,11 +226,11 @@ class Controller:
             todo.append((uid, f"{status['podIP']}:{mesh.port}"))
         if not todo:
             return
-        if mesh.uid not in self._tokens:
-            secret = await self.client.get(kubeclient.core_path(
-                mesh.namespace, "secrets", names.secret_name(mesh.name)))
-            self._tokens[mesh.uid] = token_of(secret).encode()
-        token = self._tokens[mesh.uid]
+        token = self._tokens.get(mesh.uid)
+        if token is None:
+            # The operator never reads a Secret: it knows only the tokens it generated itself
+            # (in this process). Other meshes report the device the operator placed them on.
+            return
 
         async def one(uid: str, address: str) -> None:
             try:
@@ -279,10 +280,48 @@ class Controller:
         self._ensured[(mesh.uid, kind)] = time.monotonic()
 
     async def _ensure_secret(self, mesh: specs.MeshSpec) -> None:
+        """Create ``<mesh>-token``; never read it (the operator holds no ``get secrets``).
+
+        Only while the mesh has no pods of its own: pods exist only after their Secret did, and
+        a token must not change under running procs (so deleting the Secret of a suspended mesh
+        rotates its token at resume). A mesh with ``spec.tokenSecretName`` brings its own.
+
+        AlreadyExists cannot be checked by reading. It is taken as done only when this process
+        created it, or when this mesh's access Role exists: that Role is created after the
+        Secret, so its existence means an earlier run created the Secret. Otherwise the Secret is someone
+        else's (an earlier mesh of this name that garbage collection is removing, or a Secret
+        planted to give this mesh a known token): a conflict, retried with backoff.
+        """
+        if mesh.token_secret_name is not None or any(
+                _owned_by(pod, mesh.uid)
+                for pod in self.store.pods_by_rank((mesh.namespace, mesh.name)).values()):
+            return
+        token = rendering.new_token()
+        try:
+            await self.client.create(kubeclient.core_path(mesh.namespace, "secrets"),
+                                     rendering.render_secret(mesh, token))
+            self._tokens[mesh.uid] = token.encode()
+            return
+        except kubeclient.ApiError as e:
+            if not e.conflict:
+                raise
+        if mesh.uid in self._tokens:
+            return  # this process created it (and then failed later, e.g. on the Role)
+        role = await self.client.get_or_none(
+            kubeclient.roles_path(mesh.namespace, names.access_role_name(mesh.name)))
+        if role is None or not _owned_by(role, mesh.uid):
+            raise ChildConflict(
+                f"Secret {names.secret_name(mesh.name)} exists but was not created for this "
+                f"ProcMesh: if an earlier mesh of this name was just deleted, this clears when "
+                f"garbage collection removes it; otherwise delete that Secret (the operator does "
+                f"not read Secrets, and will not give this mesh a token someone else made)")
+
+    async def _ensure_access_role(self, mesh: specs.MeshSpec) -> None:
+        """The mesh's access Role (rendering.render_access_role), created once and never
+        updated: the operator may create Roles but never bind or change them."""
         await self._ensure_child(
-            mesh, "Secret", kubeclient.core_path(mesh.namespace, "secrets",
-                                                 names.secret_name(mesh.name)),
-            lambda: rendering.render_secret(mesh, rendering.new_token()))
+            mesh, "Role", kubeclient.roles_path(mesh.namespace, names.access_role_name(mesh.name)),
+            lambda: rendering.render_access_role(mesh))
 
     async def _ensure_service(self, mesh: specs.MeshSpec) -> None:
         await self._ensure_child(
@@ -364,6 +403,6 @@ class Controller:
         return created
 
 
-def token_of(secret: Mapping[str, Any]) -> str:
-    """The mesh token in a token Secret as returned by the API (for clients and tests)."""
-    return base64.b64decode((secret.get("data") or {})[names.TOKEN_KEY]).decode()
+def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:
+    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(o.get("uid") == uid for o in owners)

@@ -1,4 +1,5 @@
-"""Pure builders for the children of a ProcMesh: token Secret, headless Service, proc pods.
+"""Pure builders for the children of a ProcMesh: token Secret, access Role, headless Service,
+proc pods.
 
 Like KubeRay's ``BuildPod``: every function returns a plain dict and never calls the API; flags
 come in as :class:`~procmesh_operator.settings.Settings`. :mod:`.reconciling` creates what these
@@ -71,6 +72,24 @@ def render_secret(mesh: specs.MeshSpec, token: str) -> dict[str, Any]:
         "metadata": _metadata(mesh, names.secret_name(mesh.name), names.mesh_labels(mesh.name)),
         "type": "Opaque",
         "data": {names.TOKEN_KEY: base64.b64encode(token.encode()).decode()},
+    }
+
+
+def render_access_role(mesh: specs.MeshSpec) -> dict[str, Any]:
+    """The Role that grants use of this mesh and nothing else: get (and watch) this ProcMesh,
+    get its token Secret. Inert until an admin binds it (``kubectl create rolebinding
+    --role=<mesh>-procmesh-access``); the operator never binds anything."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _metadata(mesh, names.access_role_name(mesh.name),
+                              names.mesh_labels(mesh.name)),
+        "rules": [
+            {"apiGroups": [names.GROUP], "resources": [names.PLURAL],
+             "resourceNames": [mesh.name], "verbs": ["get", "watch"]},
+            {"apiGroups": [""], "resources": ["secrets"],
+             "resourceNames": [mesh.token_secret], "verbs": ["get"]},
+        ],
     }
 
 
@@ -214,8 +233,10 @@ def render_pod(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement,
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": settings.termination_grace_period_seconds,
         "containers": [container],
+        # The proc server never calls the API: no token unless the template asks (issue 12).
+        "automountServiceAccountToken": bool(template.get("automountServiceAccountToken", False)),
         "volumes": [{"name": names.TOKEN_VOLUME, "secret": {
-            "secretName": names.secret_name(mesh.name),
+            "secretName": mesh.token_secret,
             "items": [{"key": names.TOKEN_KEY, "path": names.TOKEN_KEY}],
             "defaultMode": 0o440,
         }}],

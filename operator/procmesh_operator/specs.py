@@ -12,8 +12,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from procmesh_operator import names, shapes
 from procmesh_operator import settings as settings_
-from procmesh_operator import shapes
 
 MODE_NONE = "none"
 MODE_PLUGIN = "plugin"
@@ -48,6 +48,12 @@ class MeshSpec:
     max_restarts: int
     suspend: bool
     port: int
+    token_secret_name: str | None = None  # spec.tokenSecretName: the creator made the Secret
+
+    @property
+    def token_secret(self) -> str:
+        """The token Secret's name: the creator's (spec.tokenSecretName) or the operator's."""
+        return self.token_secret_name or names.secret_name(self.name)
 
     @property
     def size(self) -> int:
@@ -80,4 +86,5 @@ def parse(body: Mapping[str, Any]) -> MeshSpec:
         max_restarts=int(spec.get("maxRestarts", 3)),
         suspend=bool(spec.get("suspend", False)),
         port=int(spec.get("port", settings_.DEFAULT_PORT)),
+        token_secret_name=spec.get("tokenSecretName") or None,
     )

@@ -1,5 +1,10 @@
 """The few Kubernetes API calls the client makes, with refusals turned into errors that name the
-missing permission. Wraps the official ``kubernetes`` client (imported only here)."""
+missing permission. Wraps the official ``kubernetes`` client (imported only here).
+
+Access is by mesh (README, "Access and threat model"): reading a mesh and its token is what the
+mesh's Role ``<mesh>-procmesh-access`` grants, so a refusal there names that Role. The client
+never needs to read any other Secret: for meshes it creates, it writes the token Secret itself.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,20 @@ from mesh_client._src.kubernetes.errors import (
 )
 
 GROUP, VERSION, PLURAL = "procmesh.io", "v1alpha1", "procmeshes"
+TOKEN_KEY = "token"
+ACCESS_ROLE_SUFFIX = "-procmesh-access"  # as procmesh_operator.names.access_role_name
+
+
+def access_role_name(mesh: str) -> str:
+    """The Role the operator creates for ``mesh``; binding it grants use of that mesh only."""
+    return f"{mesh}{ACCESS_ROLE_SUFFIX}"
+
+
+def token_secret_name(mesh: dict[str, Any]) -> str:
+    """The mesh's token Secret: ``spec.tokenSecretName``, else the operator's ``<name>-token``."""
+    return str((mesh.get("spec") or {}).get("tokenSecretName") or f"{mesh['metadata']['name']}-token")
+
+
 SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
@@ -80,10 +99,22 @@ class KubeApi:
             return MeshNotReady(f"the token Secret {self.namespace}/{name} does not exist yet; the operator creates it", "TokenNotCreated")
         return KubernetesMeshError(f"cannot {verb} {what}: {exc.status} {exc.reason}: {_message(exc)}")
 
+    def _mesh_denied(self, mesh: str, verb: str, resource: str, name: str) -> MeshAccessDenied:
+        role = access_role_name(mesh)
+        return MeshAccessDenied(
+            f"the API server refused to {verb} {resource} {self.namespace}/{name}: this client may not use "
+            f"ProcMesh {self.namespace}/{mesh}. Access is granted per mesh by binding its Role: "
+            f"kubectl create rolebinding <name> -n {self.namespace} --role={role} "
+            f"--user=<user> (or --serviceaccount=<namespace>:<name>); that Role grants '{verb}' on "
+            f"{resource} {name} and nothing else"
+        )
+
     def get_mesh(self, name: str) -> dict[str, Any]:
         try:
             return self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name)
         except self._exc as exc:
+            if exc.status == 403:
+                raise self._mesh_denied(name, "get", "procmeshes", name) from None
             raise self._refused(exc, "get", "procmeshes", name) from None
 
     def create_mesh(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -106,15 +137,45 @@ class KubeApi:
             if exc.status != 404:
                 raise self._refused(exc, "delete", "procmeshes", name) from None
 
-    def read_token(self, secret: str) -> bytes:
+    def read_token(self, mesh: str, secret: str) -> bytes:
+        """The token of ``mesh`` from its Secret (what the mesh's access Role lets one get)."""
         try:
             obj = self.core.read_namespaced_secret(secret, self.namespace)
         except self._exc as exc:
+            if exc.status == 403:
+                raise self._mesh_denied(mesh, "get", "secrets", secret) from None
             raise self._refused(exc, "get", "secrets", secret) from None
-        data = (obj.data or {}).get("token")
+        data = (obj.data or {}).get(TOKEN_KEY)
         if not data:
             raise KubernetesMeshError(f"Secret {self.namespace}/{secret} has no 'token' key")
         return base64.b64decode(data).strip()
+
+    def create_token_secret(self, mesh: dict[str, Any], token: bytes) -> None:
+        """Create the token Secret of a mesh this client just created, owned by that mesh (so
+        garbage collection deletes it with the mesh). Create only: this client never reads
+        Secrets, and a Secret of that name that already exists is someone else's: refused."""
+        meta = mesh["metadata"]
+        name = token_secret_name(mesh)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": name,
+                "labels": {"procmesh.io/mesh": meta["name"]},
+                "ownerReferences": [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "ProcMesh", "name": meta["name"], "uid": meta["uid"]}],
+            },
+            "type": "Opaque",
+            "data": {TOKEN_KEY: base64.b64encode(token).decode()},
+        }
+        try:
+            self.core.create_namespaced_secret(self.namespace, body)
+        except self._exc as exc:
+            if exc.status == 409:
+                raise KubernetesMeshError(
+                    f"Secret {self.namespace}/{name} already exists, so it is not this mesh's: someone created it "
+                    f"first (its token is theirs); spawn the mesh again, it picks a new Secret name"
+                ) from None
+            raise self._refused(exc, "create", "secrets", name) from None
 
     def pods(self, mesh: str) -> list[dict[str, Any]]:
         try:

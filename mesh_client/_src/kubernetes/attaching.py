@@ -1,8 +1,9 @@
 """``attach()``: a ProcMesh resource as a proc mesh of this client.
 
 Waits until the mesh is Ready (with a progress line on a terminal), reads the proc addresses
-from ``status.procs`` and the token from the mesh's Secret, connects to every proc server, and
-runs ``bootstrap`` there. When a proc dies, failed calls say what its pod's status says.
+from ``status.procs`` and the token from the mesh's Secret (``spec.tokenSecretName``, default
+``<name>-token``: what the mesh's access Role grants), connects to every proc server, and runs
+``bootstrap`` there. When a proc dies, failed calls say what its pod's status says.
 """
 
 from __future__ import annotations
@@ -106,11 +107,12 @@ def connect_mesh(
     created: bool,
     bootstrap: Callable[[], Any] | None = None,
     via_api_server: bool = False,
+    token: bytes | None = None,
 ) -> ProcMesh:
     """Build the proc mesh from a Ready resource: addresses, token, shape; connect; bootstrap.
 
     ``via_api_server`` reaches each proc by a port-forward through the API server instead of
-    its pod IP.
+    its pod IP. ``token``: the creator's own (it wrote the Secret); None reads the mesh's Secret.
     """
     name = mesh["metadata"]["name"]
     spec, status = mesh["spec"], mesh["status"]
@@ -123,7 +125,8 @@ def connect_mesh(
     for p in procs:
         host, _, port = p["address"].rpartition(":")
         addresses.append((host.strip("[]"), int(port)))
-    token = api.read_token(f"{name}-token")
+    if token is None:
+        token = api.read_token(name, api_mod.token_secret_name(mesh))
     labels = [
         f"{api.namespace}/{name}[{','.join(f'{k}={v}' for k, v in point.items())}] (pod {p['pod']})"
         for point, p in zip(shape.points(), procs)

@@ -1,8 +1,11 @@
 """The ordered reconcile against a fake of our own API wrapper (kubeclient.KubeClient), as kopf's
 tests do: the raw HTTP layer is never reached.
 
-Aspects: secret -> service -> pods order; a second reconcile creates nothing (idempotent);
-a 409 on create (an earlier run's pod) is taken as done; the token Secret is never replaced;
+Aspects: secret -> access role -> service -> pods order; a second reconcile creates nothing
+(idempotent); a 409 on create (an earlier run's pod) is taken as done; the token Secret is never
+replaced and never read (not even on a 409, which counts as done only when the mesh's own Role
+exists, else as a conflict); a creator's own Secret (spec.tokenSecretName) is left alone; a
+foreign Role of the derived name is a conflict;
 status is written only when it changed; an API error is recorded as Degraded and re-raised.
 """
 
@@ -77,6 +80,7 @@ class FakeClient:
 
 
 MESH_PATH = kubeclient.mesh_path("ns", "m")
+ROLES = kubeclient.roles_path("ns")
 
 
 def controller(objects):
@@ -91,7 +95,8 @@ def creates(client):
 def test_order_and_idempotence():
     ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),))})
     asyncio.run(ctl.reconcile(("ns", "m")))
-    assert creates(client) == ["/api/v1/namespaces/ns/secrets", "/api/v1/namespaces/ns/services",
+    assert creates(client) == ["/api/v1/namespaces/ns/secrets", ROLES,
+                               "/api/v1/namespaces/ns/services",
                                "/api/v1/namespaces/ns/pods", "/api/v1/namespaces/ns/pods"]
     token = client.objects["/api/v1/namespaces/ns/secrets/m-token"]["data"]["token"]
     status = client.objects[MESH_PATH]["status"]
@@ -99,7 +104,7 @@ def test_order_and_idempotence():
     client.calls.clear()
     ctl._ensured.clear()  # as after a resync period: the children are checked again
     asyncio.run(ctl.reconcile(("ns", "m")))
-    assert creates(client) == []
+    assert creates(client) == []  # the mesh has pods, so its Secret exists
     assert not [c for c in client.calls if c[0] == "patch"]  # nothing changed: no write
     assert client.objects["/api/v1/namespaces/ns/secrets/m-token"]["data"]["token"] == token
 
@@ -124,10 +129,52 @@ def test_create_conflict_is_done():
     assert ctl.store.pods_by_rank(("ns", "m"))[0]["metadata"]["uid"] == "old"
 
 
-def test_foreign_secret_is_a_conflict():
+def secret_reads(client):
+    return [p for verb, p in client.calls if verb in ("get", "list") and "/secrets" in p]
+
+
+def test_existing_secret_of_this_mesh_is_done_without_reading_it():
+    # An earlier run created the Secret and the Role (which comes after it), then stopped.
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),))})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    for path in [p for p in client.objects if "/pods/" in p]:
+        del client.objects[path]
+    fresh, _ = controller({})
+    fresh.client = client
+    client.calls.clear()
+    asyncio.run(fresh.reconcile(("ns", "m")))
+    assert secret_reads(client) == [] and [p for p in creates(client) if p.endswith("/pods")]
+
+
+def test_planted_secret_is_a_conflict_and_never_read():
+    ctl, client = controller({
+        MESH_PATH: mesh_body("m", per_host=(("procs", 1),)),
+        "/api/v1/namespaces/ns/secrets/m-token": {"metadata": {"name": "m-token"}, "data": {}}})
+    with pytest.raises(reconciling.ChildConflict):
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    assert secret_reads(client) == []
+    assert client.objects["/api/v1/namespaces/ns/secrets/m-token"]["data"] == {}  # not replaced
+    assert not [p for p in creates(client) if p.endswith("/pods") or p == ROLES]
+    degraded = [c for c in client.objects[MESH_PATH]["status"]["conditions"]
+                if c["type"] == "Degraded"][0]
+    assert "was not created for this ProcMesh" in degraded["message"]
+
+
+def test_creators_secret_is_named_in_pods_and_role_and_never_created():
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),),
+                                                   tokenSecretName="m-token-abc")})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert "/api/v1/namespaces/ns/secrets" not in creates(client) and secret_reads(client) == []
+    pod = client.objects["/api/v1/namespaces/ns/pods/m-0"]
+    assert pod["spec"]["volumes"][0]["secret"]["secretName"] == "m-token-abc"
+    role = client.objects[f"{ROLES}/m-procmesh-access"]
+    assert role["rules"][1]["resourceNames"] == ["m-token-abc"]
+
+
+def test_foreign_role_is_a_conflict():
     ctl, client = controller({
         MESH_PATH: mesh_body("m"),
-        "/api/v1/namespaces/ns/secrets/m-token": {"metadata": {"name": "m-token"}, "data": {}}})
+        f"{ROLES}/m-procmesh-access": {"metadata": {"name": "m-procmesh-access"}, "rules": []}})
     with pytest.raises(reconciling.ChildConflict):
         asyncio.run(ctl.reconcile(("ns", "m")))
     degraded = [c for c in client.objects[MESH_PATH]["status"]["conditions"]
@@ -148,3 +195,19 @@ def test_deleted_mesh_is_forgotten():
     ctl, client = controller({})
     assert asyncio.run(ctl.reconcile(("ns", "gone"))) is None
     assert creates(client) == []
+
+
+def test_suspended_mesh_without_its_secret_gets_a_new_token():
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),))})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    path = "/api/v1/namespaces/ns/secrets/m-token"
+    before = client.objects.pop(path)["data"]["token"]  # deleted while running: not recreated
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert path not in client.objects
+    client.objects[MESH_PATH]["spec"]["suspend"] = True
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert not ctl.store.pods_by_rank(("ns", "m"))
+    client.objects[MESH_PATH]["spec"]["suspend"] = False
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert client.objects[path]["data"]["token"] != before
+    assert ctl.store.pods_by_rank(("ns", "m"))

@@ -151,3 +151,24 @@ def test_rendering_is_deterministic():
     a = rendering.render_pod(m, 1, rendering.ProcPlacement(), SETTINGS)
     b = rendering.render_pod(m, 1, rendering.ProcPlacement(), SETTINGS)
     assert a == b
+
+
+def test_access_role_names_only_this_mesh_and_its_secret():
+    role = rendering.render_access_role(mesh("trainer"))
+    assert role["metadata"]["name"] == "trainer-procmesh-access"
+    assert role["metadata"]["ownerReferences"][0]["name"] == "trainer"
+    assert role["rules"] == [
+        {"apiGroups": ["procmesh.io"], "resources": ["procmeshes"],
+         "resourceNames": ["trainer"], "verbs": ["get", "watch"]},
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["trainer-token"],
+         "verbs": ["get"]}]
+    own = rendering.render_access_role(mesh("trainer", tokenSecretName="trainer-token-x1"))
+    assert own["rules"][1]["resourceNames"] == ["trainer-token-x1"]
+
+
+def test_no_service_account_token_unless_the_template_asks():
+    pod = rendering.render_pod(mesh("m"), 0, rendering.ProcPlacement(), SETTINGS)
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    asked = mesh("m", template={"automountServiceAccountToken": True})
+    pod = rendering.render_pod(asked, 0, rendering.ProcPlacement(), SETTINGS)
+    assert pod["spec"]["automountServiceAccountToken"] is True
