@@ -87,11 +87,33 @@ class Controller:
         await self.client.close()
 
     async def _resync(self) -> None:
-        """Level-based safety net: reconcile every known mesh now and then, events or not."""
+        """Level-based safety net: relist the pods (repairing any drift of the store from what
+        the API holds), then reconcile every known mesh, events or not."""
         while True:
             await asyncio.sleep(self.settings.resync_seconds)
+            try:
+                await self.relist()
+            except (kubeclient.ApiError, OSError, asyncio.TimeoutError) as e:
+                logger.warning("relist of proc pods failed (the next resync retries): %s", e)
             for key in list(self._phases):
                 self.enqueue(key)
+
+    async def relist(self) -> set[Key]:
+        """One list per namespace with primed meshes (not per mesh, not per event), applied with
+        :meth:`stores.PodStore.repair`; returns the meshes whose pods it changed."""
+        changed: set[Key] = set()
+        for namespace in sorted({ns for ns, _ in self.store.primed()}):
+            listed = await self.client.list(kubeclient.pods_path(namespace),
+                                            label_selector=names.MESH_LABEL)
+            items = listed.get("items") or []
+            for item in items:
+                item.setdefault("metadata", {}).setdefault("namespace", namespace)
+            list_rv = str((listed.get("metadata") or {}).get("resourceVersion") or "0")
+            changed |= self.store.repair(namespace, items,
+                                         int(list_rv) if list_rv.isdigit() else 0)
+        for key in changed:
+            logger.info("relist repaired the pod cache of %s/%s", *key)
+        return changed
 
     def known_meshes(self) -> int:
         """How many meshes this operator has reconciled (for the liveness probe's payload)."""

@@ -3,7 +3,8 @@ tests do: the raw HTTP layer is never reached.
 
 Aspects: secret -> service -> pods order; a second reconcile creates nothing (idempotent);
 a 409 on create (an earlier run's pod) is taken as done; the token Secret is never replaced;
-status is written only when it changed; an API error is recorded as Degraded and re-raised.
+status is written only when it changed; an API error is recorded as Degraded and re-raised;
+a relist repairs a pod cache that missed a deletion.
 """
 
 import asyncio
@@ -49,7 +50,7 @@ class FakeClient:
                                                   (o["metadata"].get("labels") or {}).get(key)
                                                   == (value or
                                                       (o["metadata"].get("labels") or {}).get(key)))]
-        return {"items": items}
+        return {"metadata": {"resourceVersion": str(self.rv)}, "items": items}
 
     async def create(self, path, body):
         self.calls.append(("create", path))
@@ -148,3 +149,16 @@ def test_deleted_mesh_is_forgotten():
     ctl, client = controller({})
     assert asyncio.run(ctl.reconcile(("ns", "gone"))) is None
     assert creates(client) == []
+
+
+def test_relist_repairs_a_missed_deletion():
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),))})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    del client.objects["/api/v1/namespaces/ns/pods/m-1"]  # deleted; the watch never said so
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert creates(client) == []  # the cache still believes in m-1
+    assert asyncio.run(ctl.relist()) == {("ns", "m")}
+    assert [c for c in client.calls if c[0] == "list"] == [("list", "/api/v1/namespaces/ns/pods")]
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert creates(client) == ["/api/v1/namespaces/ns/pods"]
