@@ -5,7 +5,9 @@
 ensures the token Secret and the headless Service, plans with :func:`planning.plan`, deletes
 then creates pods, and writes :func:`statuses.compute_status` through the status subresource
 only when it changed. It stops at the first API error, records it in the status, and lets the
-queue retry with backoff. Pinned placement runs under one lock, so two meshes cannot claim the
+queue retry with backoff. Node events keep a map of lost nodes (:mod:`.losses`); a node's
+transition requeues the meshes with pods on it, and a mesh with procs on a lost node is looked at
+again when their toleration runs out. Pinned placement runs under one lock, so two meshes cannot claim the
 same device budget at once.
 """
 
@@ -22,6 +24,7 @@ from typing import Any
 from procmesh_operator import (
     eventing,
     kubeclient,
+    losses,
     metrics,
     names,
     observing,
@@ -70,6 +73,7 @@ class Controller:
         self._described: dict[str, str] = {}  # pod uid -> GPU its proc server reported
         self._describe_tried: dict[str, float] = {}  # pod uid -> last failed attempt
         self._tokens: dict[str, bytes] = {}  # mesh uid -> token
+        self._losses: dict[str, losses.NodeLoss] = {}  # lost nodes by name (from the node watch)
 
     # --- Lifecycle -----------------------------------------------------------------------------
 
@@ -150,6 +154,24 @@ class Controller:
         for dependent in self._colocated_by.get(key, ()):
             self.enqueue(dependent)
 
+    def node_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """Track lost nodes; on a transition, look again at the meshes with pods there."""
+        name = str((body.get("metadata") or {}).get("name"))
+        before = self._losses.get(name)
+        if event_type == "DELETED":
+            after: losses.NodeLoss | None = losses.NodeLoss(name, losses.GONE, time.time())
+        else:
+            after = losses.loss_of(body, time.time())
+        if after is None:
+            self._losses.pop(name, None)
+        else:
+            self._losses[name] = after
+        if (before is None) != (after is None) or (before is not None and after is not None
+                                                   and before.status != after.status):
+            logger.info("node %s: %s", name, "Ready" if after is None else after.status)
+            for key in self.store.meshes_on_node(name):
+                self.enqueue(key)
+
     def _forget(self, key: Key) -> None:
         self.store.unprime(key)
         self._phases.pop(key, None)
@@ -229,9 +251,10 @@ class Controller:
         self._publish_phases()
         if failure is not None:
             raise failure
-        if plan is not None and plan.waiting is not None:
-            return WAITING_RECHECK_SECONDS
-        return None
+        again = [WAITING_RECHECK_SECONDS] if plan is not None and plan.waiting is not None else []
+        if plan is not None and plan.recheck is not None:
+            again.append(max(plan.recheck, 0.1))  # when a lost node's toleration runs out
+        return min(again) if again else None
 
     async def _describe(self, mesh: specs.MeshSpec, pods: Mapping[int, Mapping[str, Any]]) -> None:
         """Ask each newly ready proc server which GPU it sees (once per pod incarnation)."""
@@ -342,16 +365,21 @@ class Controller:
                 others = [p for p in listed.get("items") or [] if stores.mesh_key_of(p) != key]
             plan = planning.plan(mesh, restarts=restarts, pods=pods, partner=partner,
                                  partner_pods=partner_pods, nodes=nodes, other_pods=others,
-                                 settings=self.settings)
+                                 settings=self.settings, losses=self._losses, now=time.time())
             await self._delete_pods(mesh, plan)
             created = await self._create_pods(mesh, plan)
         return plan, created
 
     async def _delete_pods(self, mesh: specs.MeshSpec, plan: planning.Plan) -> None:
         async def delete(name: str, uid: str) -> None:
-            result = await self.client.delete(kubeclient.pods_path(mesh.namespace, name), uid=uid)
+            force = name in plan.force  # on a lost node: no kubelet will confirm a graceful one
+            result = await self.client.delete(kubeclient.pods_path(mesh.namespace, name), uid=uid,
+                                              grace_period_seconds=0 if force else None)
             meta = (result or {}).get("metadata") or {}
-            if result is not None and meta.get("deletionTimestamp") and meta.get("uid") == uid:
+            if force:
+                logger.info("force-deleted pod %s/%s on a lost node", mesh.namespace, name)
+            if result is not None and meta.get("deletionTimestamp") and meta.get("uid") == uid \
+                    and not force:
                 self.store.upsert(result)  # graceful: terminating until the kubelet is done
             else:
                 self.store.forget(mesh.namespace, mesh.name, name, uid)

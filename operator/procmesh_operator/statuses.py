@@ -32,6 +32,7 @@ CONDITION_TYPES = (READY, PROGRESSING, DEGRADED, GPU_BUDGET)
 # --- Reasons -----------------------------------------------------------------------------------
 ALL_PROCS_READY = "AllProcsReady"  # Ready=True, Progressing=False
 PROCS_NOT_READY = "ProcsNotReady"  # Ready=False while procs start
+NODE_LOST = "NodeLost"  # Ready=False: procs are on a NotReady/unreachable/deleted node
 CREATING_PROCS = "CreatingProcs"  # Progressing=True
 RESTARTING = "Restarting"  # Progressing=True after a restart by policy
 WAITING_FOR_COLOCATED = "WaitingForColocatedMesh"  # Progressing=True, budget Unknown
@@ -125,6 +126,8 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         ready_c = cond(READY, "True", ALL_PROCS_READY, f"{ready} of {desired} procs ready")
     elif refusal is not None:
         ready_c = cond(READY, "False", refusal.reason, refusal.message)
+    elif plan is not None and plan.lost:
+        ready_c = cond(READY, "False", NODE_LOST, node_lost_message(mesh, plan))
     else:
         ready_c = cond(READY, "False", PROCS_NOT_READY, f"{ready} of {desired} procs ready")
 
@@ -192,6 +195,15 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         "procs": [] if mesh.suspend else [proc_entry(mesh, r, pods.get(r), described)
                                           for r in range(mesh.size)],
     }
+
+
+def node_lost_message(mesh: specs.MeshSpec, plan: planning.Plan) -> str:
+    by_node: dict[str, list[int]] = {}
+    for rank, node in sorted(plan.lost.items()):
+        by_node.setdefault(node, []).append(rank)
+    where = "; ".join(f"ranks {ranks} on node {node}" for node, ranks in sorted(by_node.items()))
+    return (f"{where}: the node is NotReady, unreachable or gone; its procs are restarted per "
+            f"restartPolicy ({mesh.restart_policy}) once their node-loss toleration is up")
 
 
 def derive_phase(suspended: bool, conditions: list[Mapping[str, Any]]) -> str:

@@ -172,6 +172,11 @@ class PodStore:
 
     # --- Reads ---------------------------------------------------------------------------------
 
+    def meshes_on_node(self, node: str) -> set[Key]:
+        """Meshes with a pod bound to ``node`` (scanned on node transitions only, not per event)."""
+        return {key for key, pods in self._pods.items()
+                if any((p.get("spec") or {}).get("nodeName") == node for p in pods.values())}
+
     def pods_by_rank(self, key: Key) -> dict[int, dict[str, Any]]:
         """The mesh's pods keyed by rank (pods whose name is not ``<mesh>-<rank>`` are skipped)."""
         out: dict[int, dict[str, Any]] = {}
