@@ -233,6 +233,30 @@ class Cluster:
         # Whatever the agent could not stop (it was killed, say): the containers' pid files.
         processes.stop_pidfiles(folder.glob("pods/*/*.pid"), grace=2)
 
+    def kill_node(self, name: str) -> None:
+        """A node dies: SIGKILL its agent and every process of its pods, with no grace and no
+        word to the API server (the Node object and its pods stay, as on a lost machine)."""
+        folder = self.layout.nodes / name
+        processes.kill_pidfiles([folder / "agent.pid"])
+        processes.kill_pidfiles(folder.glob("pods/*/*.pid"))
+
+    # The API server...
+
+    def stop_apiserver(self) -> None:
+        """Stop kube-apiserver (SIGKILL: no graceful drain); etcd keeps the state."""
+        processes.kill_pidfiles([self.layout.run / "kube-apiserver.pid"])
+
+    def start_apiserver(self) -> None:
+        """Start kube-apiserver again on its port, with the same flags; wait until ready."""
+        if processes.read_pidfile(self.layout.run / "kube-apiserver.pid") is not None:
+            raise ClusterError("kube-apiserver is running already: stop_apiserver() first")
+        ports = self.ports
+        self._start("kube-apiserver",
+                    components.apiserver(binaries.path("kube-apiserver"), self.layout, ports))
+        ca = ssl.create_default_context(cafile=str(self.layout.pki / "ca.crt"))
+        self._wait("kube-apiserver",
+                   lambda: _http_ok(f"https://127.0.0.1:{ports.apiserver}/readyz", ca))
+
     # Stopping...
 
     def down(self) -> None:
