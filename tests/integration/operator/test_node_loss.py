@@ -27,6 +27,8 @@ def prefer(node: str) -> dict:
 def doomed_node(cluster, core, request):
     name = f"doomed-{request.node.callspec.id.lower()}"
     cluster.add_node(NodeConfig(name))
+    # Ready is not enough: the node controller lifts the not-ready NoSchedule taint a little later.
+    testing.wait_for(lambda: not core.read_node(name).spec.taints, f"node {name} untainted")
     try:
         yield name
     finally:
