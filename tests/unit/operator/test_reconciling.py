@@ -162,3 +162,45 @@ def test_relist_repairs_a_missed_deletion():
     assert [c for c in client.calls if c[0] == "list"] == [("list", "/api/v1/namespaces/ns/pods")]
     asyncio.run(ctl.reconcile(("ns", "m")))
     assert creates(client) == ["/api/v1/namespaces/ns/pods"]
+
+
+class DeletedFirstClient(FakeClient):
+    """The API server deletes a Failed pod at once: the watch's DELETED event is handled before
+    the DELETE response (carrying deletionTimestamp, an older resourceVersion) comes back."""
+
+    controller = None
+
+    async def delete(self, path, *, uid=None, grace_period_seconds=None):
+        self.calls.append(("delete", path))
+        body = self.objects.pop(path, None)
+        if body is None:
+            return None
+        response = copy.deepcopy(body)
+        response["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        self._stamp(response)
+        gone = copy.deepcopy(response)
+        self._stamp(gone)
+        self.controller.pod_event("DELETED", gone)
+        return response
+
+
+@pytest.mark.parametrize("policy", ["RestartProc", "RestartMesh"])
+def test_restart_completes_when_deleted_event_beats_delete_response(policy):
+    """Issue 12 item 1, in the controller: the restart must not stall on a resurrected pod."""
+    client = DeletedFirstClient({MESH_PATH: mesh_body("m", per_host=(("procs", 2),),
+                                                      restartPolicy=policy)})
+    ctl = reconciling.Controller(client, SETTINGS)
+    client.controller = ctl
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    failed = client.objects["/api/v1/namespaces/ns/pods/m-1"]
+    failed["status"] = {"phase": "Failed"}
+    client._stamp(failed)
+    ctl.pod_event("MODIFIED", copy.deepcopy(failed))
+    asyncio.run(ctl.reconcile(("ns", "m")))  # deletes (the failed pod, or all of them)
+    assert [c for c in client.calls if c[0] == "delete"]
+    assert ctl.store.pods_by_rank(("ns", "m")).keys() == ({0} if policy == "RestartProc" else set())
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))  # recreates
+    recreated = 1 if policy == "RestartProc" else 2
+    assert creates(client) == ["/api/v1/namespaces/ns/pods"] * recreated
+    assert sorted(ctl.store.pods_by_rank(("ns", "m"))) == [0, 1]
