@@ -480,8 +480,12 @@ def main(argv: list[str] | None = None) -> int:
     with environment() as env:
         for name in args.scenario or list(SCENARIOS):
             started = time.monotonic()
-            results[name] = SCENARIOS[name](env, args)
+            try:
+                results[name] = SCENARIOS[name](env, args)
+            except Exception as e:  # noqa: BLE001 - report it, run the other scenarios
+                results[name] = {"error": f"{type(e).__name__}: {e}"[:2000]}
             results[name]["wall_s"] = time.monotonic() - started
+            print(f"{name}: {json.dumps(results[name])}", file=sys.stderr, flush=True)
     print(json.dumps(results, indent=1) if args.json else table(results))
     return 0
 

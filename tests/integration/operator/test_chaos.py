@@ -1,10 +1,12 @@
-"""Chaos: many proc kills in a row, per restart policy, and not one restart may stall.
+"""Chaos: many proc kills, per restart policy, and not one restart may stall.
 
 Issue 12 item 1: a DELETE response handled after the pod's DELETED event left a "terminating"
 pod in the operator's cache that no later event removed, so the restart never finished (2 of 39
-kills). The operator runs here with the periodic relist effectively off (--resync-seconds 3600),
-so only the event path can bring a mesh back: a stalled restart fails the test instead of
-being healed after 30 s. ``PROCMESH_CHAOS_KILLS`` raises the count (default 20 per policy).
+kills). Here several meshes lose a proc at the same moment, round after round, so the operator
+handles deletes and watch events of different meshes interleaved. It runs with the periodic
+relist effectively off (--resync-seconds 3600): only the event path can bring a mesh back, and a
+stalled restart fails the test instead of being healed by the next relist.
+``PROCMESH_CHAOS_KILLS`` sets the kills per policy (default 20).
 """
 
 import os
@@ -18,6 +20,7 @@ from tests.integration.operator import support
 pytestmark = pytest.mark.cluster
 
 KILLS = int(os.environ.get("PROCMESH_CHAOS_KILLS", "20"))
+MESHES = 2  # killed together, one proc each per round
 SIZE = 3
 
 
@@ -35,23 +38,29 @@ def eventful_operator(operator):
 
 @pytest.mark.parametrize("policy", ["RestartProc", "RestartMesh"])
 def test_every_killed_proc_comes_back(eventful_operator, namespace, custom, core, policy):
-    support.create_mesh(custom, namespace, "chaos", perHost=[{"name": "procs", "size": SIZE}],
-                        restartPolicy=policy, maxRestarts=KILLS)
-    mesh = support.wait_ready(custom, namespace, "chaos")
-    token = support.token(core, namespace, "chaos")
+    names = [f"chaos-{i}" for i in range(MESHES)]
+    rounds = -(-KILLS // MESHES)
+    for name in names:
+        support.create_mesh(custom, namespace, name, perHost=[{"name": "procs", "size": SIZE}],
+                            restartPolicy=policy, maxRestarts=rounds)
+    meshes = {name: support.wait_ready(custom, namespace, name) for name in names}
+    tokens = {name: support.token(core, namespace, name) for name in names}
     choose = random.Random(f"{policy}-{KILLS}")  # reproducible ranks
-    for kill in range(1, KILLS + 1):
-        rank = choose.randrange(SIZE)
-        support.kill_proc(mesh["status"]["procs"][rank]["address"], token)
+    for kill in range(1, rounds + 1):
+        ranks = {name: choose.randrange(SIZE) for name in names}
+        for name, rank in ranks.items():
+            support.kill_proc(meshes[name]["status"]["procs"][rank]["address"], tokens[name])
+        for name, rank in ranks.items():
+            def back(name: str = name, expected: int = kill) -> dict | None:
+                m = support.get_mesh(custom, namespace, name)
+                ready = support.condition(m, "Ready").get("status") == "True"
+                return m if ready and m["status"]["restarts"] == expected else None
 
-        def back(expected: int = kill) -> dict | None:
-            m = support.get_mesh(custom, namespace, "chaos")
-            ready = support.condition(m, "Ready").get("status") == "True"
-            return m if ready and m["status"]["restarts"] == expected else None
-
-        mesh = testing.wait_for(back, f"{policy}: kill {kill} of {KILLS} (rank {rank}) "
-                                      f"restarted and Ready again")
-    pods = support.mesh_pods(core, namespace, "chaos")
-    assert sorted(p.metadata.name for p in pods) == [f"chaos-{r}" for r in range(SIZE)]
-    assert not [p for p in pods if p.metadata.deletion_timestamp]
-    assert mesh["status"]["readyProcs"] == SIZE
+            meshes[name] = testing.wait_for(
+                back, f"{policy}: round {kill} of {rounds}, {name} rank {rank} restarted and "
+                      f"Ready again")
+    for name in names:
+        pods = support.mesh_pods(core, namespace, name)
+        assert sorted(p.metadata.name for p in pods) == [f"{name}-{r}" for r in range(SIZE)]
+        assert not [p for p in pods if p.metadata.deletion_timestamp]
+        assert meshes[name]["status"]["readyProcs"] == SIZE
