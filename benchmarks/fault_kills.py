@@ -286,7 +286,9 @@ def _kubelet_restart(env: Env, namespace: str, kills: int) -> dict[str, Any]:
         back.append(time.monotonic() - started)
     env.core.delete_namespaced_pod("plain", namespace)
     return {"kills": kills, "back_to_ready_s": summary(back),
-            "note": "the process node's back-off starts at 1 s and doubles (kubelet: 10 s)"}
+            "first_kill_back_to_ready_s": back[0] if back else None,
+            "note": "CrashLoopBackOff from the 2nd kill: the process node's back-off starts at "
+                    "1 s and doubles to 30 s (the kubelet's: 10 s to 300 s)"}
 
 
 # --- operator-kills ------------------------------------------------------------------------------
