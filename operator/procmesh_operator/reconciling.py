@@ -14,7 +14,6 @@ same device budget at once.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import time
@@ -27,7 +26,6 @@ from procmesh_operator import (
     losses,
     metrics,
     names,
-    observing,
     placing,
     planning,
     queueing,
@@ -43,12 +41,14 @@ logger = logging.getLogger("procmesh_operator.reconcile")
 Key = tuple[str, str]
 CREATE_CONCURRENCY = 32
 WAITING_RECHECK_SECONDS = 5.0
-DESCRIBE_RETRY_SECONDS = 10.0
 
 
 def _ref(namespace: str, name: str) -> dict[str, str]:
     return {"apiVersion": names.API_VERSION, "kind": names.KIND, "name": name,
             "namespace": namespace}
+
+
+CHILD_KINDS = ("Secret", "Service")
 
 
 class ChildConflict(Exception):
@@ -64,15 +64,12 @@ class Controller:
         self.store = stores.PodStore()
         self.queue: queueing.WorkQueue | None = None  # made in start(), inside the event loop
         self.events = eventing.EventPoster(client)
-        self._ensured: dict[tuple[str, str], float] = {}  # (mesh uid, kind) -> when checked
+        self._ensured: dict[tuple[Key, str], tuple[str, float]] = {}  # -> (mesh uid, when)
         self._placement_lock = asyncio.Lock()
         self._colocated_by: dict[Key, set[Key]] = {}  # partner -> meshes colocated with it
         self._phases: dict[Key, str] = {}
         self._last_status_rv: dict[Key, str] = {}
         self._resync_task: asyncio.Task[None] | None = None
-        self._described: dict[str, str] = {}  # pod uid -> GPU its proc server reported
-        self._describe_tried: dict[str, float] = {}  # pod uid -> last failed attempt
-        self._tokens: dict[str, bytes] = {}  # mesh uid -> token
         self._losses: dict[str, losses.NodeLoss] = {}  # lost nodes by name (from the node watch)
 
     # --- Lifecycle -----------------------------------------------------------------------------
@@ -146,10 +143,6 @@ class Controller:
         key = self.store.observe(event_type, body)
         if key is None:
             return
-        if event_type == "DELETED":
-            uid = str((body.get("metadata") or {}).get("uid", ""))
-            self._described.pop(uid, None)
-            self._describe_tried.pop(uid, None)
         self.enqueue(key)
         for dependent in self._colocated_by.get(key, ()):
             self.enqueue(dependent)
@@ -173,7 +166,12 @@ class Controller:
                 self.enqueue(key)
 
     def _forget(self, key: Key) -> None:
+        """The mesh is gone: drop everything kept about it (nothing per mesh outlives it)."""
         self.store.unprime(key)
+        for kind in CHILD_KINDS:
+            self._ensured.pop((key, kind), None)
+        if not self._colocated_by.get(key):
+            self._colocated_by.pop(key, None)
         self._phases.pop(key, None)
         self._last_status_rv.pop(key, None)
         for deps in self._colocated_by.values():
@@ -227,10 +225,7 @@ class Controller:
         except (kubeclient.ApiError, ChildConflict) as e:
             error, failure = str(e), e
         pods = self.store.pods_by_rank(key)
-        if error is None and mesh.gpus.mode != specs.MODE_NONE:
-            await self._describe(mesh, pods)
-        status = statuses.compute_status(mesh, previous, pods, plan, error,
-                                         described=self._described)
+        status = statuses.compute_status(mesh, previous, pods, plan, error)
         if statuses.differs(previous, status):
             try:
                 written = await self.client.merge_patch(
@@ -256,38 +251,6 @@ class Controller:
             again.append(max(plan.recheck, 0.1))  # when a lost node's toleration runs out
         return min(again) if again else None
 
-    async def _describe(self, mesh: specs.MeshSpec, pods: Mapping[int, Mapping[str, Any]]) -> None:
-        """Ask each newly ready proc server which GPU it sees (once per pod incarnation)."""
-        todo = []
-        now = time.monotonic()
-        for pod in pods.values():
-            meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-            uid = str(meta.get("uid", ""))
-            if uid in self._described or not planning.is_ready(pod) or not status.get("podIP"):
-                continue
-            if now - self._describe_tried.get(uid, -1e9) < DESCRIBE_RETRY_SECONDS:
-                continue
-            todo.append((uid, f"{status['podIP']}:{mesh.port}"))
-        if not todo:
-            return
-        if mesh.uid not in self._tokens:
-            secret = await self.client.get(kubeclient.core_path(
-                mesh.namespace, "secrets", names.secret_name(mesh.name)))
-            self._tokens[mesh.uid] = token_of(secret).encode()
-        token = self._tokens[mesh.uid]
-
-        async def one(uid: str, address: str) -> None:
-            try:
-                gpu = await asyncio.to_thread(observing.describe_gpu, address, token)
-            except Exception as e:  # an old image, a busy proc: fall back to the pod's device
-                self._describe_tried[uid] = time.monotonic()
-                logger.info("describe of %s failed: %s", address, e)
-                return
-            if gpu is not None:
-                self._described[uid] = gpu
-
-        await asyncio.gather(*(one(uid, address) for uid, address in todo))
-
     async def _list_pods(self, namespace: str, mesh: str) -> list[dict[str, Any]]:
         listed = await self.client.list(kubeclient.pods_path(namespace),
                                         label_selector=names.mesh_label_selector(mesh))
@@ -299,8 +262,8 @@ class Controller:
     # --- secret -> service -> pods -------------------------------------------------------------
 
     def _recently_ensured(self, mesh: specs.MeshSpec, kind: str) -> bool:
-        when = self._ensured.get((mesh.uid, kind))
-        return when is not None and time.monotonic() - when < self.settings.resync_seconds
+        uid, when = self._ensured.get(((mesh.namespace, mesh.name), kind), ("", -1e18))
+        return uid == mesh.uid and time.monotonic() - when < self.settings.resync_seconds
 
     async def _ensure_child(self, mesh: specs.MeshSpec, kind: str, path: str,
                             render: Any) -> None:
@@ -321,7 +284,7 @@ class Controller:
             raise ChildConflict(
                 f"{kind} {path.rsplit('/', 1)[1]} exists and is not owned by this ProcMesh; "
                 f"delete it or rename the mesh")
-        self._ensured[(mesh.uid, kind)] = time.monotonic()
+        self._ensured[((mesh.namespace, mesh.name), kind)] = (mesh.uid, time.monotonic())
 
     async def _ensure_secret(self, mesh: specs.MeshSpec) -> None:
         await self._ensure_child(
@@ -413,7 +376,3 @@ class Controller:
         created.sort(key=lambda n: int(n.rsplit("-", 1)[1]))
         return created
 
-
-def token_of(secret: Mapping[str, Any]) -> str:
-    """The mesh token in a token Secret as returned by the API (for clients and tests)."""
-    return base64.b64decode((secret.get("data") or {})[names.TOKEN_KEY]).decode()

@@ -77,8 +77,7 @@ def _condition(previous: list[Mapping[str, Any]] | None, type_: str, status: str
             "lastTransitionTime": since, "reason": reason, "message": message}
 
 
-def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None,
-               described: Mapping[str, str] | None = None) -> dict[str, Any]:
+def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None) -> dict[str, Any]:
     """One ``status.procs[]`` entry: what a client needs to reach the proc."""
     entry: dict[str, Any] = {"rank": rank, "coords": mesh.shape.coords(rank),
                              "pod": names.pod_name(mesh.name, rank), "ready": False}
@@ -92,8 +91,7 @@ def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None,
         entry["address"] = f"{status['podIP']}:{mesh.port}"
     entry["ready"] = planning.is_ready(pod)
     entry["podPhase"] = "Terminating" if planning.is_terminating(pod) else planning.pod_phase(pod)
-    uid = str((pod.get("metadata") or {}).get("uid", ""))
-    gpu = observing.observed_gpu(pod, (described or {}).get(uid))
+    gpu = observing.observed_gpu(pod)
     if gpu is not None:
         entry["gpu"] = gpu
     return entry
@@ -101,11 +99,9 @@ def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None,
 
 def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
                    pods: Mapping[int, Mapping[str, Any]], plan: planning.Plan | None,
-                   error: str | None = None, *, now: str | None = None,
-                   described: Mapping[str, str] | None = None) -> dict[str, Any]:
+                   error: str | None = None, *, now: str | None = None) -> dict[str, Any]:
     """The status of ``mesh`` given its pods (by rank, as observed after the plan ran), the plan
-    (None when the reconcile failed before planning), the error of the reconcile, if any, and
-    the GPUs the proc servers described (by pod uid)."""
+    (None when the reconcile failed before planning) and the error of the reconcile, if any."""
     now = now or now_rfc3339()
     previous = previous or {}
     prev_conditions = previous.get("conditions")
@@ -192,7 +188,7 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         "readyProcs": ready,
         "restarts": restarts,
         "conditions": conditions,
-        "procs": [] if mesh.suspend else [proc_entry(mesh, r, pods.get(r), described)
+        "procs": [] if mesh.suspend else [proc_entry(mesh, r, pods.get(r))
                                           for r in range(mesh.size)],
     }
 

@@ -204,3 +204,20 @@ def test_restart_completes_when_deleted_event_beats_delete_response(policy):
     recreated = 1 if policy == "RestartProc" else 2
     assert creates(client) == ["/api/v1/namespaces/ns/pods"] * recreated
     assert sorted(ctl.store.pods_by_rank(("ns", "m"))) == [0, 1]
+
+
+def test_a_deleted_mesh_leaves_no_state_behind():
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),))})
+
+    async def scenario():
+        ctl.start()
+        await ctl.reconcile(("ns", "m"))
+        ctl.enqueue(("ns", "m"), delay=60)
+        del client.objects[MESH_PATH]
+        ctl.mesh_event("DELETED", mesh_body("m"))
+        state = (ctl._ensured, ctl._phases, ctl._last_status_rv, ctl._colocated_by,
+                 ctl.queue.keys(), ctl.store.pods_by_rank(("ns", "m")), ctl.store.primed())
+        await ctl.stop()
+        return state
+
+    assert all(not part for part in asyncio.run(scenario()))
