@@ -9,7 +9,7 @@ A registry of named scenarios, each with a baseline measured in the same run:
   time to the caller's error (a pending ``call_one`` on the killed proc), time back to Ready
   (p50/p99), stuck meshes (not back within ``--stuck-after`` s; the mesh is then recreated).
   Baseline: the kubelet's own in-place restart of a killed container (a plain pod with
-  restartPolicy Always on the same node), killed as often (at most 20 times).
+  restartPolicy Always on the same node), killed as often (at most ``--baseline-kills``).
 * ``operator-kills``: create a 64-proc mesh, SIGKILL the operator at a random point of its
   reconcile, start it again: duplicates, orphans, time to Ready. Baseline: the same mesh with no
   kill, alternating.
@@ -252,7 +252,8 @@ def proc_kills(env: Env, args: argparse.Namespace) -> dict[str, Any]:
         out[policy] = {"kills": args.kills, "stuck": stuck, "back_to_ready_s": summary(back),
                        "caller_error_s": summary(caller), "caller_errors": errors}
         delete_mesh(env, namespace, name)
-    out["baseline_kubelet_restart"] = _kubelet_restart(env, namespace, min(args.kills, 20))
+    out["baseline_kubelet_restart"] = _kubelet_restart(env, namespace,
+                                                       min(args.kills, args.baseline_kills))
     return out
 
 
@@ -469,6 +470,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kills", type=int, default=10, help="proc kills per restart policy")
     p.add_argument("--caller-kills", type=int, default=5,
                    help="of those, how many measure the caller's error (attach + pending call)")
+    p.add_argument("--baseline-kills", type=int, default=10,
+                   help="kills of the kubelet baseline (each waits out CrashLoopBackOff)")
     p.add_argument("--operator-kills", type=int, default=3)
     p.add_argument("--procs", type=int, default=64, help="mesh size for operator-kills")
     p.add_argument("--node-kills", type=int, default=1)
