@@ -5,10 +5,10 @@
 ensures the token Secret and the headless Service, plans with :func:`planning.plan`, deletes
 then creates pods, and writes :func:`statuses.compute_status` through the status subresource
 only when it changed. It stops at the first API error, records it in the status, and lets the
-queue retry with backoff. Node events keep a map of lost nodes (:mod:`.losses`); a node's
-transition requeues the meshes with pods on it, and a mesh with procs on a lost node is looked at
-again when their toleration runs out. Pinned placement runs under one lock, so two meshes cannot claim the
-same device budget at once.
+queue retry with backoff. Pinned placement runs under one lock, so two meshes cannot claim the
+same device budget at once. Node events keep a map of lost nodes (:mod:`.losses`): a node's
+transition requeues the meshes with pods on it, and a mesh with procs on a lost node is looked
+at again when their toleration runs out. Every ``resync_seconds`` a relist repairs the pod cache.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class Controller:
             await asyncio.sleep(self.settings.resync_seconds)
             try:
                 await self.relist()
-            except (kubeclient.ApiError, OSError, asyncio.TimeoutError) as e:
+            except Exception as e:  # noqa: BLE001 - the safety net itself must never stop
                 logger.warning("relist of proc pods failed (the next resync retries): %s", e)
             for key in list(self._phases):
                 self.enqueue(key)
