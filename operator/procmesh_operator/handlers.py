@@ -1,6 +1,7 @@
 """Thin kopf handlers: they feed events to the :class:`~procmesh_operator.reconciling.Controller`.
 
-Every ProcMesh event and every proc pod event enqueues the mesh it concerns; the reconcile
+Every ProcMesh event and every proc pod event enqueues the mesh it concerns (node events only
+when a node is lost or back); the reconcile
 itself (level-based, coalesced per mesh) lives in :mod:`.reconciling`. Only ``on.event``
 handlers are used, so kopf writes nothing to our objects (no finalizers, no progress
 annotations): deletion is left to garbage collection through owner references.
@@ -61,6 +62,11 @@ def register(registry: kopf.OperatorRegistry,
                    registry=registry)
     async def pod_event(type: str | None, body: kopf.Body, **_: Any) -> None:
         holder["controller"].pod_event(type, _plain(body))
+
+    # Node loss (losses.py): the Ready condition of every node, and deletions.
+    @kopf.on.event("", "v1", "nodes", registry=registry)
+    async def node_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+        holder["controller"].node_event(type, _plain(body))
 
     @kopf.on.probe(id="meshes", registry=registry)
     async def meshes_probe(**_: Any) -> int:

@@ -163,12 +163,16 @@ class KubeClient:
     async def merge_patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return dict(await self.request("PATCH", path, body=body, content_type=MERGE_PATCH))
 
-    async def delete(self, path: str, *, uid: str | None = None) -> dict[str, Any] | None:
-        """Delete, only the incarnation ``uid`` if given; None when it is already gone."""
+    async def delete(self, path: str, *, uid: str | None = None,
+                     grace_period_seconds: int | None = None) -> dict[str, Any] | None:
+        """Delete, only the incarnation ``uid`` if given; None when it is already gone.
+        ``grace_period_seconds=0`` is a force delete (the object goes without its kubelet)."""
         body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1",
                                 "propagationPolicy": "Background"}
         if uid:
             body["preconditions"] = {"uid": uid}
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
         try:
             result = await self.request("DELETE", path, body=body)
         except ApiError as e:

@@ -32,6 +32,11 @@ MEMORY_FRACTION_ANNOTATION = "procmesh.io/memory-fraction"
 NODE_ANNOTATION = "procmesh.io/node"
 GENERATION_ANNOTATION = "procmesh.io/generation"
 
+# Taints the node lifecycle controller puts on a lost node (well_known_taints.go), NoExecute.
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"  # node Ready=False
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"  # node Ready=Unknown (no heartbeat)
+NODE_LOSS_TAINTS = (NOT_READY_TAINT, UNREACHABLE_TAINT)
+
 # The proc server container and its token.
 CONTAINER_NAME = "proc-server"
 PORT_NAME = "proc"

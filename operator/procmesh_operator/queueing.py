@@ -26,6 +26,7 @@ class _Slot:
     task: asyncio.Task[None] | None = None
     timer: asyncio.TimerHandle | None = None
     failures: int = 0
+    forgotten: bool = False  # discarded while its reconcile ran: dropped when that ends
 
 
 class WorkQueue:
@@ -42,6 +43,7 @@ class WorkQueue:
         if self._closed:
             return
         slot = self._slots.setdefault(key, _Slot())
+        slot.forgotten = False
         if delay > 0:
             if slot.timer is not None:
                 slot.timer.cancel()
@@ -55,11 +57,18 @@ class WorkQueue:
         return list(self._slots)
 
     def discard(self, key: Hashable) -> None:
-        """Stop timers for a key (its object is gone); a running reconcile finishes."""
+        """Forget a key (its object is gone): its timer stops, and its slot goes (at once, or
+        when a running reconcile finishes), so nothing is kept per deleted object."""
         slot = self._slots.get(key)
-        if slot is not None and slot.timer is not None:
+        if slot is None:
+            return
+        if slot.timer is not None:
             slot.timer.cancel()
             slot.timer = None
+        if slot.task is None:
+            del self._slots[key]
+        else:
+            slot.forgotten = True
 
     async def _run(self, key: Hashable, slot: _Slot) -> None:
         try:
@@ -78,6 +87,8 @@ class WorkQueue:
                     self.enqueue(key, delay)
         finally:
             slot.task = None
+            if slot.forgotten and not slot.dirty and self._slots.get(key) is slot:
+                del self._slots[key]
 
     async def close(self) -> None:
         self._closed = True

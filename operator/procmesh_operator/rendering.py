@@ -193,6 +193,19 @@ def _affinity(mesh: specs.MeshSpec, placement: ProcPlacement) -> dict[str, Any] 
     return affinity or None
 
 
+def node_loss_tolerations(own: list[dict[str, Any]], seconds: int) -> list[dict[str, Any]]:
+    """``own`` plus a short NoExecute toleration for each node-loss taint it does not cover, so
+    procs on a lost node are evicted after ``seconds`` instead of Kubernetes' default 300."""
+    out = list(own)
+    for key in names.NODE_LOSS_TAINTS:
+        # A keyless Exists toleration matches every taint: the user chose to stay forever.
+        if not any(t.get("key") == key or (not t.get("key") and t.get("operator") == "Exists")
+                   for t in own):
+            out.append({"key": key, "operator": "Exists", "effect": "NoExecute",
+                        "tolerationSeconds": seconds})
+    return out
+
+
 def render_pod(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement,
                settings: settings_.Settings) -> dict[str, Any]:
     """The pod of the proc at ``rank``: the proc server container, env, probe, token volume."""
@@ -245,6 +258,8 @@ def render_pod(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement,
                   "priorityClassName"):
         if template.get(field):
             pod_spec[field] = copy.deepcopy(template[field])
+    pod_spec["tolerations"] = node_loss_tolerations(
+        pod_spec.get("tolerations") or [], settings.node_loss_toleration_seconds)
     affinity = _affinity(mesh, placement)
     if affinity:
         pod_spec["affinity"] = affinity

@@ -1,7 +1,8 @@
 """Operator-wide settings, passed as arguments to the pure functions (never read from os.environ).
 
-Built once by :mod:`.__main__` from the command line; :mod:`.rendering` reads the image and the
-grace period, :mod:`.budgets` the CUDA context size and the device memory fallback.
+Built once by :mod:`.__main__` from the command line; :mod:`.rendering` reads the image, the
+grace period and the node-loss toleration, :mod:`.budgets` the CUDA context size and the device
+memory fallback.
 """
 
 from __future__ import annotations
@@ -29,3 +30,8 @@ class Settings:
     readiness_period_seconds: int = 1
     #: How often every known mesh is reconciled even without events (level-based safety net).
     resync_seconds: float = 30.0
+    #: tolerationSeconds rendered for the not-ready and unreachable NoExecute taints (Kubernetes
+    #: adds 300 s by default): how long procs on a lost node are kept before the operator
+    #: force-deletes them and restarts them elsewhere per restartPolicy. A template's own
+    #: tolerations for these keys win.
+    node_loss_toleration_seconds: int = 30

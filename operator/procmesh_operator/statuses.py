@@ -32,6 +32,7 @@ CONDITION_TYPES = (READY, PROGRESSING, DEGRADED, GPU_BUDGET)
 # --- Reasons -----------------------------------------------------------------------------------
 ALL_PROCS_READY = "AllProcsReady"  # Ready=True, Progressing=False
 PROCS_NOT_READY = "ProcsNotReady"  # Ready=False while procs start
+NODE_LOST = "NodeLost"  # Ready=False: procs are on a NotReady/unreachable/deleted node
 CREATING_PROCS = "CreatingProcs"  # Progressing=True
 RESTARTING = "Restarting"  # Progressing=True after a restart by policy
 WAITING_FOR_COLOCATED = "WaitingForColocatedMesh"  # Progressing=True, budget Unknown
@@ -76,8 +77,7 @@ def _condition(previous: list[Mapping[str, Any]] | None, type_: str, status: str
             "lastTransitionTime": since, "reason": reason, "message": message}
 
 
-def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None,
-               described: Mapping[str, str] | None = None) -> dict[str, Any]:
+def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None) -> dict[str, Any]:
     """One ``status.procs[]`` entry: what a client needs to reach the proc."""
     entry: dict[str, Any] = {"rank": rank, "coords": mesh.shape.coords(rank),
                              "pod": names.pod_name(mesh.name, rank), "ready": False}
@@ -91,8 +91,7 @@ def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None,
         entry["address"] = f"{status['podIP']}:{mesh.port}"
     entry["ready"] = planning.is_ready(pod)
     entry["podPhase"] = "Terminating" if planning.is_terminating(pod) else planning.pod_phase(pod)
-    uid = str((pod.get("metadata") or {}).get("uid", ""))
-    gpu = observing.observed_gpu(pod, (described or {}).get(uid))
+    gpu = observing.observed_gpu(pod)
     if gpu is not None:
         entry["gpu"] = gpu
     return entry
@@ -100,11 +99,9 @@ def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None,
 
 def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
                    pods: Mapping[int, Mapping[str, Any]], plan: planning.Plan | None,
-                   error: str | None = None, *, now: str | None = None,
-                   described: Mapping[str, str] | None = None) -> dict[str, Any]:
+                   error: str | None = None, *, now: str | None = None) -> dict[str, Any]:
     """The status of ``mesh`` given its pods (by rank, as observed after the plan ran), the plan
-    (None when the reconcile failed before planning), the error of the reconcile, if any, and
-    the GPUs the proc servers described (by pod uid)."""
+    (None when the reconcile failed before planning) and the error of the reconcile, if any."""
     now = now or now_rfc3339()
     previous = previous or {}
     prev_conditions = previous.get("conditions")
@@ -125,6 +122,8 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         ready_c = cond(READY, "True", ALL_PROCS_READY, f"{ready} of {desired} procs ready")
     elif refusal is not None:
         ready_c = cond(READY, "False", refusal.reason, refusal.message)
+    elif plan is not None and plan.lost:
+        ready_c = cond(READY, "False", NODE_LOST, node_lost_message(mesh, plan))
     else:
         ready_c = cond(READY, "False", PROCS_NOT_READY, f"{ready} of {desired} procs ready")
 
@@ -189,9 +188,18 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         "readyProcs": ready,
         "restarts": restarts,
         "conditions": conditions,
-        "procs": [] if mesh.suspend else [proc_entry(mesh, r, pods.get(r), described)
+        "procs": [] if mesh.suspend else [proc_entry(mesh, r, pods.get(r))
                                           for r in range(mesh.size)],
     }
+
+
+def node_lost_message(mesh: specs.MeshSpec, plan: planning.Plan) -> str:
+    by_node: dict[str, list[int]] = {}
+    for rank, node in sorted(plan.lost.items()):
+        by_node.setdefault(node, []).append(rank)
+    where = "; ".join(f"ranks {ranks} on node {node}" for node, ranks in sorted(by_node.items()))
+    return (f"{where}: the node is NotReady, unreachable or gone; its procs are restarted per "
+            f"restartPolicy ({mesh.restart_policy}) once their node-loss toleration is up")
 
 
 def derive_phase(suspended: bool, conditions: list[Mapping[str, Any]]) -> str:

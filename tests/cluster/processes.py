@@ -114,3 +114,19 @@ def stop_pidfiles(pidfiles: Iterable[Path], grace: float = 10.0) -> None:
     stop(pids, grace)
     for f in pidfiles:
         f.unlink(missing_ok=True)
+
+
+def kill_pidfiles(pidfiles: Iterable[Path]) -> None:
+    """SIGKILL the process groups named by ``pidfiles`` at once (no SIGTERM first: a crash, not
+    a shutdown), wait until they are gone and remove the files."""
+    pidfiles = list(pidfiles)
+    pids = [p for p in (read_pidfile(f) for f in pidfiles) if p is not None]
+    for pid in pids:
+        _signal_group(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        for pid in pids:
+            _reap(pid)
+        time.sleep(0.05)
+    for f in pidfiles:
+        f.unlink(missing_ok=True)

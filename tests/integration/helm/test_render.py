@@ -82,7 +82,8 @@ def test_namespaced_mode_is_namespaced(cluster):
     assert roles == {(ns, support.FULLNAME) for ns in ("team-a", "team-b")}
     cluster_rules = [r for d in docs if d["kind"] == "ClusterRole" for r in d["rules"]]
     granted = {res for r in cluster_rules for res in r["resources"]}
-    assert granted == {"customresourcedefinitions", "namespaces"}  # read-only, for kopf
+    # read-only: for kopf, and nodes for node loss (the operator's node watch)
+    assert granted == {"customresourcedefinitions", "namespaces", "nodes"}
     assert all(set(r["verbs"]) <= {"list", "watch"} for r in cluster_rules)
     [deployment] = [d for d in docs if d["kind"] == "Deployment"]
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]

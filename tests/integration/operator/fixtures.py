@@ -5,12 +5,13 @@ and a GPU process node. No mocks; waits are level-based and nothing asserts on d
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.cluster import controlplane
+from tests.cluster import controlplane, testing
 from tests.cluster.process_node.config import NodeConfig
 from tests.integration.operator.support import GPU_NODE, ROOT, OperatorProcess, kubectl
 
@@ -18,8 +19,17 @@ from tests.integration.operator.support import GPU_NODE, ROOT, OperatorProcess, 
 @pytest.fixture(scope="session")
 def crd(cluster: controlplane.Cluster) -> None:
     kubectl(cluster, "apply", "-f", str(ROOT / "crds" / "procmesh.yaml"))
-    kubectl(cluster, "wait", "--for=condition=Established", "--timeout=60s",
-            "crd/procmeshes.procmesh.io")
+
+    def established() -> bool:
+        # Not `kubectl wait`: it fails outright when the CRD has no status.conditions yet.
+        got = kubectl(cluster, "get", "crd/procmeshes.procmesh.io", "-o", "json", check=False)
+        if got.returncode != 0:
+            return False
+        conditions = (json.loads(got.stdout).get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Established" and c.get("status") == "True"
+                   for c in conditions)
+
+    testing.wait_for(established, "the ProcMesh CRD Established")
 
 
 @pytest.fixture(scope="session")

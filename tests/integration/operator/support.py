@@ -45,7 +45,8 @@ class OperatorProcess:
     def log(self) -> pathlib.Path:
         return self.folder / f"operator-{self.runs}.log"
 
-    def start(self) -> None:
+    def start(self, *extra: str) -> None:
+        """Start (again), with extra command-line arguments for this run only."""
         self.runs += 1
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "operator"),
@@ -55,7 +56,7 @@ class OperatorProcess:
                 [sys.executable, "-m", "procmesh_operator", "--all-namespaces", "--standalone",
                  "--kubeconfig", str(self.cluster.kubeconfig),
                  "--liveness", f"http://127.0.0.1:{self.liveness_port}/healthz",
-                 "--metrics-port", str(self.metrics_port), "--log-format", "json"],
+                 "--metrics-port", str(self.metrics_port), "--log-format", "json", *extra],
                 stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
         testing.wait_for(self.healthy, "operator liveness endpoint")
 
@@ -155,3 +156,12 @@ def env_of(pod: Any) -> dict[str, str]:
 
 def dump(obj: Any) -> str:
     return json.dumps(obj, indent=1, default=str)
+
+
+def kill_proc(address: str, token_: bytes) -> None:
+    """Kill the proc server behind ``address`` (its pid, from the authenticated describe)."""
+    os.kill(describe(address, token_)["pid"], signal.SIGKILL)
+
+
+def owned_by(pod: Any, mesh: dict[str, Any]) -> bool:
+    return any(o.uid == mesh["metadata"]["uid"] for o in pod.metadata.owner_references or [])

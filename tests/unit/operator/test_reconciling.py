@@ -6,7 +6,8 @@ Aspects: secret -> access role -> service -> pods order; a second reconcile crea
 replaced and never read (not even on a 409, which counts as done only when the mesh's own Role
 exists, else as a conflict); a creator's own Secret (spec.tokenSecretName) is left alone; a
 foreign Role of the derived name is a conflict;
-status is written only when it changed; an API error is recorded as Degraded and re-raised.
+status is written only when it changed; an API error is recorded as Degraded and re-raised;
+a relist repairs a pod cache that missed a deletion.
 """
 
 import asyncio
@@ -52,7 +53,7 @@ class FakeClient:
                                                   (o["metadata"].get("labels") or {}).get(key)
                                                   == (value or
                                                       (o["metadata"].get("labels") or {}).get(key)))]
-        return {"items": items}
+        return {"metadata": {"resourceVersion": str(self.rv)}, "items": items}
 
     async def create(self, path, body):
         self.calls.append(("create", path))
@@ -71,7 +72,7 @@ class FakeClient:
         self.objects[target]["status"] = copy.deepcopy(body["status"])
         return copy.deepcopy(self._stamp(self.objects[target]))
 
-    async def delete(self, path, *, uid=None):
+    async def delete(self, path, *, uid=None, grace_period_seconds=None):
         self.calls.append(("delete", path))
         return copy.deepcopy(self.objects.pop(path, None))
 
@@ -211,3 +212,76 @@ def test_suspended_mesh_without_its_secret_gets_a_new_token():
     asyncio.run(ctl.reconcile(("ns", "m")))
     assert client.objects[path]["data"]["token"] != before
     assert ctl.store.pods_by_rank(("ns", "m"))
+
+
+def test_relist_repairs_a_missed_deletion():
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),))})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    del client.objects["/api/v1/namespaces/ns/pods/m-1"]  # deleted; the watch never said so
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert creates(client) == []  # the cache still believes in m-1
+    assert asyncio.run(ctl.relist()) == {("ns", "m")}
+    assert [c for c in client.calls if c[0] == "list"] == [("list", "/api/v1/namespaces/ns/pods")]
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert creates(client) == ["/api/v1/namespaces/ns/pods"]
+
+
+class DeletedFirstClient(FakeClient):
+    """The API server deletes a Failed pod at once: the watch's DELETED event is handled before
+    the DELETE response (carrying deletionTimestamp, an older resourceVersion) comes back."""
+
+    controller = None
+
+    async def delete(self, path, *, uid=None, grace_period_seconds=None):
+        self.calls.append(("delete", path))
+        body = self.objects.pop(path, None)
+        if body is None:
+            return None
+        response = copy.deepcopy(body)
+        response["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        self._stamp(response)
+        gone = copy.deepcopy(response)
+        self._stamp(gone)
+        self.controller.pod_event("DELETED", gone)
+        return response
+
+
+@pytest.mark.parametrize("policy", ["RestartProc", "RestartMesh"])
+def test_restart_completes_when_deleted_event_beats_delete_response(policy):
+    """Issue 12 item 1, in the controller: the restart must not stall on a resurrected pod."""
+    client = DeletedFirstClient({MESH_PATH: mesh_body("m", per_host=(("procs", 2),),
+                                                      restartPolicy=policy)})
+    ctl = reconciling.Controller(client, SETTINGS)
+    client.controller = ctl
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    failed = client.objects["/api/v1/namespaces/ns/pods/m-1"]
+    failed["status"] = {"phase": "Failed"}
+    client._stamp(failed)
+    ctl.pod_event("MODIFIED", copy.deepcopy(failed))
+    asyncio.run(ctl.reconcile(("ns", "m")))  # deletes (the failed pod, or all of them)
+    assert [c for c in client.calls if c[0] == "delete"]
+    assert ctl.store.pods_by_rank(("ns", "m")).keys() == ({0} if policy == "RestartProc" else set())
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))  # recreates
+    recreated = 1 if policy == "RestartProc" else 2
+    # (RestartMesh leaves no pod: the operator may try the token Secret again, a 409 at most)
+    assert [c for c in creates(client) if c.endswith("/pods")] == ["/api/v1/namespaces/ns/pods"] * recreated
+    assert sorted(ctl.store.pods_by_rank(("ns", "m"))) == [0, 1]
+
+
+def test_a_deleted_mesh_leaves_no_state_behind():
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),))})
+
+    async def scenario():
+        ctl.start()
+        await ctl.reconcile(("ns", "m"))
+        ctl.enqueue(("ns", "m"), delay=60)
+        del client.objects[MESH_PATH]
+        ctl.mesh_event("DELETED", mesh_body("m"))
+        state = (ctl._ensured, ctl._phases, ctl._last_status_rv, ctl._colocated_by, ctl._secrets_made,
+                 ctl.queue.keys(), ctl.store.pods_by_rank(("ns", "m")), ctl.store.primed())
+        await ctl.stop()
+        return state
+
+    assert all(not part for part in asyncio.run(scenario()))

@@ -6,6 +6,7 @@ labels and template fields; the headless Service; the Secret.
 """
 
 import base64
+import dataclasses
 import json
 
 from procmesh_operator import names, rendering
@@ -122,7 +123,7 @@ def test_template_passthrough_and_env_precedence():
     assert spec["nodeSelector"] == {"pool": "gpu"}
     assert spec["schedulerName"] == "volcano" and spec["serviceAccountName"] == "sa"
     assert spec["priorityClassName"] == "high"
-    assert spec["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
+    assert spec["tolerations"][0] == {"key": "gpu", "operator": "Exists"}
     assert pod["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "q"
     assert pod["metadata"]["labels"][names.MESH_LABEL] == "m"
     assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "g"
@@ -172,3 +173,23 @@ def test_no_service_account_token_unless_the_template_asks():
     asked = mesh("m", template={"automountServiceAccountToken": True})
     pod = rendering.render_pod(asked, 0, rendering.ProcPlacement(), SETTINGS)
     assert pod["spec"]["automountServiceAccountToken"] is True
+
+
+def test_node_loss_tolerations_are_short_unless_the_template_has_its_own():
+    short = dataclasses.replace(SETTINGS, node_loss_toleration_seconds=7)
+    spec = rendering.render_pod(mesh(), 0, rendering.ProcPlacement(), short)["spec"]
+    assert spec["tolerations"] == [
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+         "tolerationSeconds": 7},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+         "tolerationSeconds": 7}]
+    own = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+           "tolerationSeconds": 600}
+    spec = rendering.render_pod(mesh(template={"tolerations": [own]}), 0,
+                                rendering.ProcPlacement(), short)["spec"]
+    assert [t.get("tolerationSeconds") for t in spec["tolerations"]] == [600, 7]
+    assert spec["tolerations"][1]["key"] == "node.kubernetes.io/not-ready"
+    everything = {"operator": "Exists"}
+    spec = rendering.render_pod(mesh(template={"tolerations": [everything]}), 0,
+                                rendering.ProcPlacement(), short)["spec"]
+    assert spec["tolerations"] == [everything]

@@ -98,9 +98,11 @@ def test_reconcile_error_is_degraded_and_keeps_restarts():
     assert conds(s)["Degraded"]["reason"] == "ReconcileError" and s["restarts"] == 4
 
 
-def test_described_gpu_wins_over_rendered_device():
+def test_gpu_comes_from_the_placement_never_from_the_proc():
     m = mesh(gpus={"mode": "pinned", "deviceIDs": [0, 1]})
-    p = pod(m, 0, placement=rendering.ProcPlacement("n1", "0"))
-    s = statuses.compute_status(m, None, {0: p}, planning.Plan(), now=T0,
-                                described={p["metadata"]["uid"]: "GPU-1234"})
-    assert s["procs"][0]["gpu"] == "GPU-1234"
+    p = pod(m, 0, placement=rendering.ProcPlacement("n1", "1"))
+    s = statuses.compute_status(m, None, {0: p}, planning.Plan(), now=T0)
+    assert s["procs"][0]["gpu"] == "1"
+    plugin = mesh("p", gpus={"mode": "plugin"})
+    s = statuses.compute_status(plugin, None, {0: pod(plugin, 0)}, planning.Plan(), now=T0)
+    assert "gpu" not in s["procs"][0]  # the device plugin's choice is not in the pod object

@@ -1,4 +1,5 @@
-"""The pod cache: newer versions win, our deletes are tombstoned, priming lists once."""
+"""The pod cache: newer versions win, deleted uids are tombstoned (for a bounded time), priming
+lists once, a relist repairs drift."""
 
 import asyncio
 
@@ -56,3 +57,83 @@ def test_prime_lists_once_and_drops_vanished():
 def test_non_proc_pods_are_ignored():
     s = stores.PodStore()
     assert s.observe("ADDED", {"metadata": {"name": "x", "labels": {}}}) is None
+
+
+def test_delete_response_after_deleted_event_does_not_resurrect():
+    """Issue 12 item 1: the watch's DELETED event is handled before the DELETE response (with
+    deletionTimestamp, an older resourceVersion) is upserted; the pod must stay gone."""
+    m = mesh()
+    s = stores.PodStore()
+    s.observe("ADDED", pod(m, 1, uid="u1", phase="Failed", rv=10))
+    s.observe("DELETED", pod(m, 1, uid="u1", phase="Failed", rv=12))
+    s.upsert(pod(m, 1, uid="u1", phase="Failed", terminating=True, rv=11))  # the DELETE response
+    assert 1 not in s.pods_by_rank(KEY)
+    s.upsert(pod(m, 1, uid="u2", rv=13))  # the replacement is stored
+    assert s.pods_by_rank(KEY)[1]["metadata"]["uid"] == "u2"
+
+
+def test_delete_response_before_deleted_event_is_removed_by_it():
+    m = mesh()
+    s = stores.PodStore()
+    s.observe("ADDED", pod(m, 1, uid="u1", phase="Failed", rv=10))
+    s.upsert(pod(m, 1, uid="u1", phase="Failed", terminating=True, rv=11))
+    assert s.pods_by_rank(KEY)[1]["metadata"].get("deletionTimestamp")
+    s.observe("DELETED", pod(m, 1, uid="u1", rv=12))
+    assert 1 not in s.pods_by_rank(KEY)
+
+
+def test_old_incarnation_never_replaces_a_newer_one():
+    m = mesh()
+    s = stores.PodStore()
+    s.upsert(pod(m, 0, uid="new", rv=20))
+    s.observe("MODIFIED", pod(m, 0, uid="old", terminating=True, rv=18))
+    assert s.pods_by_rank(KEY)[0]["metadata"]["uid"] == "new"
+
+
+def test_tombstones_expire_and_are_bounded(monkeypatch):
+    now = [0.0]
+    s = stores.PodStore(clock=lambda: now[0])
+    m = mesh()
+    s.observe("DELETED", pod(m, 0, uid="u0"))
+    assert s.is_buried("u0")
+    now[0] = stores.TOMBSTONE_SECONDS + 1
+    assert not s.is_buried("u0")
+    s.observe("DELETED", pod(m, 1, uid="u1"))  # burying prunes the expired one
+    assert s.tombstones() == 1
+    monkeypatch.setattr(stores, "MAX_TOMBSTONES", 3)
+    for i in range(10):
+        s.forget("ns", "m", "m-0", f"x{i}")
+    assert s.tombstones() == 3 and s.is_buried("x9") and not s.is_buried("x0")
+
+
+def test_repair_drops_missed_deletes_and_adds_missed_pods():
+    m = mesh(per_host=(("gpus", 4),))
+    s = stores.PodStore()
+
+    async def nothing():
+        return []
+
+    asyncio.run(s.prime(KEY, nothing))
+    s.upsert(pod(m, 0, uid="a", rv=5))  # deleted while the watch was down: no DELETED event
+    s.upsert(pod(m, 1, uid="b", rv=30))  # newer than the list: kept
+    s.upsert(pod(m, 2, uid="c", rv=6, ready=False))
+    listed = [pod(m, 2, uid="c", rv=8), pod(m, 3, uid="d", rv=9)]
+    assert s.repair("ns", listed, list_rv=25) == {KEY}
+    by_rank = s.pods_by_rank(KEY)
+    assert sorted(by_rank) == [1, 2, 3]
+    assert by_rank[2]["metadata"]["resourceVersion"] == "8"
+    assert s.repair("ns", listed, list_rv=25) == set()  # nothing left to repair
+
+
+def test_repair_ignores_buried_and_unprimed():
+    m = mesh()
+    other = mesh("o")
+    s = stores.PodStore()
+
+    async def nothing():
+        return []
+
+    asyncio.run(s.prime(KEY, nothing))
+    s.observe("DELETED", pod(m, 0, uid="gone", rv=7))
+    changed = s.repair("ns", [pod(m, 0, uid="gone", rv=6), pod(other, 0, rv=6)], list_rv=7)
+    assert changed == set() and s.pods_by_rank(KEY) == {} and s.pods_by_rank(("ns", "o")) == {}
