@@ -89,6 +89,11 @@ def stop(pids: Iterable[int], grace: float = 10.0) -> None:
         if not any(alive(p) for p in pids):
             return
         time.sleep(0.05)
+    _kill(pids)
+
+
+def _kill(pids: list[int]) -> None:
+    """SIGKILL each process group and wait (at most 5 s) until every one is gone."""
     for pid in pids:
         _signal_group(pid, signal.SIGKILL)
     deadline = time.monotonic() + 5
@@ -120,13 +125,6 @@ def kill_pidfiles(pidfiles: Iterable[Path]) -> None:
     """SIGKILL the process groups named by ``pidfiles`` at once (no SIGTERM first: a crash, not
     a shutdown), wait until they are gone and remove the files."""
     pidfiles = list(pidfiles)
-    pids = [p for p in (read_pidfile(f) for f in pidfiles) if p is not None]
-    for pid in pids:
-        _signal_group(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(alive(p) for p in pids):
-        for pid in pids:
-            _reap(pid)
-        time.sleep(0.05)
+    _kill([p for p in (read_pidfile(f) for f in pidfiles) if p is not None])
     for f in pidfiles:
         f.unlink(missing_ok=True)
