@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from tests.cluster import binaries, components, controlplane, pki, processes
-from tests.cluster.real_node import configs, images, netns, node
+from tests.cluster.real_node import configs, images, netns, node, tunables
 
 #: Marks a cluster folder as a real-node cluster (so `down` from the CLI removes the namespace).
 MARKER = "real-node.json"
@@ -171,5 +171,7 @@ class RealNodeCluster(controlplane.Cluster):
         processes.stop_pidfiles([self.layout.run / "relay.pid"], grace=5)
         netns.delete(self.netns)
         shutil.rmtree(self._run_dir(), ignore_errors=True)
+        others = [p for p in netns.NETNS_DIR.glob(f"{netns.PREFIX}*")] if netns.NETNS_DIR.exists() else []
+        tunables.restore(other_nodes_running=bool(others))
         if errors:
             raise controlplane.ClusterError("; ".join(errors))

@@ -1,6 +1,7 @@
-# The examples image of the e2e tests (tests/cluster/real_node/images.py): the proc-server image
-# plus the `kubernetes` extra and examples/ at EXAMPLES_DIR, so that a controller Job and the procs
-# of a mesh using this image see the same example files at the same path.
+# The examples image of the e2e tests (tests/cluster/real_node/images.py), built FROM a Python with
+# torch: procmesh with the `kubernetes` extra and examples/ at EXAMPLES_DIR. It runs the proc server
+# as images/proc-server/Dockerfile's image does (same user, HOME, CMD), and controller Jobs; a
+# Job and the procs of a mesh using this image see the example files at the same path.
 ARG BASE
 FROM ${BASE}
 ARG EXAMPLES_DIR=/opt/procmesh/examples

@@ -7,10 +7,11 @@
 - ``torch-base``: ``base`` plus PyPI's torch wheel (the CUDA build; it runs on CPU too), installed
   from a wheel folder filled once by ``pip download`` (``~/.cache/procmesh/wheels``);
 - ``operator``: ``operator/Dockerfile`` with ``BASE=base``;
-- ``proc-server``: ``images/proc-server/Dockerfile`` with ``BASE=torch-base``, as the public
-  default (a PyTorch image) does;
-- ``examples``: the proc-server image plus the ``kubernetes`` extra and ``examples/`` at
-  :data:`EXAMPLES_DIR` (controller Jobs, and meshes whose procs run an example's file);
+- ``proc-server``: ``images/proc-server/Dockerfile`` with ``BASE=base``: CPU meshes need no torch
+  (the Dockerfile's own note), and a torch image is 5.8 GB;
+- ``examples``: what a user builds for their actors' dependencies: torch (``torch-base``),
+  procmesh with the ``kubernetes`` extra, and ``examples/`` at :data:`EXAMPLES_DIR`; it runs the
+  proc server as the proc-server image does, and controller Jobs (the examples pass ``--image``);
 - ``pause``: the sandbox image of the real node (our ``pause`` binary, ``FROM scratch``).
 
 buildah runs with ``--isolation chroot`` and the ``vfs`` storage driver in a store of our own.
@@ -121,10 +122,10 @@ def images() -> list[Image]:
         Image("torch-base", "localhost/procmesh/debian-python-torch:bookworm", "base", (TORCH,), list),
         Image("operator", f"docker.io/procmesh/operator:{version}", "base", (),
               lambda: _tree_files("operator/Dockerfile", *PACKAGE_FILES)),
-        Image("proc-server", f"docker.io/procmesh/proc-server:{version}", "torch-base", (),
+        Image("proc-server", f"docker.io/procmesh/proc-server:{version}", "base", (),
               lambda: _tree_files("images/proc-server/Dockerfile", *PACKAGE_FILES)),
-        Image("examples", f"docker.io/procmesh/examples:{version}", "proc-server", (EXAMPLES_DIR,),
-              lambda: _tree_files("tests/cluster/real_node/examples.Dockerfile", "examples")),
+        Image("examples", f"docker.io/procmesh/examples:{version}", "torch-base", (EXAMPLES_DIR,),
+              lambda: _tree_files("tests/cluster/real_node/examples.Dockerfile", "examples", *PACKAGE_FILES)),
         Image("pause", "localhost/procmesh/pause:latest", None, (),
               lambda: [binaries.bin_dir() / "pause"] if (binaries.bin_dir() / "pause").exists() else []),
     ]

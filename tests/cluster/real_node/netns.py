@@ -14,11 +14,13 @@ import subprocess
 from pathlib import Path
 
 NETNS_DIR = Path("/run/netns")
+#: Every real-node cluster's namespace starts so (tests.cluster.real_node.tunables counts them).
+PREFIX = "procmesh-"
 
 
 def name_for(root: Path) -> str:
     """The namespace's name for a cluster folder: short, and unique per folder on the machine."""
-    return "procmesh-" + hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:10]
+    return PREFIX + hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:10]
 
 
 def path(name: str) -> Path:

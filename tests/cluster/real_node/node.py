@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from tests.cluster import binaries, kubeconfigs, pki, processes
-from tests.cluster.real_node import cgroups, configs, images, mounts, netns
+from tests.cluster.real_node import cgroups, configs, images, mounts, netns, tunables
 
 START_TIMEOUT = 120.0
 #: The images every real node gets (the e2e tests need all of them).
@@ -99,6 +99,7 @@ class RealNode:
         self._spawn("containerd", [str(binaries.path("containerd")), "--config", str(spec.folder / "containerd.toml")])
         self._wait("containerd", self._ctr_ok)
         images.import_all(binaries.path("ctr"), spec.containerd_socket, records, IMPORTED)
+        tunables.save()  # the kubelet sets host-wide kernel tunables: restored by the last `down`
         self._spawn("kubelet", [
             str(binaries.path("kubelet")),
             f"--config={spec.folder / 'kubelet.yaml'}",
@@ -131,3 +132,6 @@ class RealNode:
         mounts.unmount_under(self.spec.folder, self.spec.run_dir)
         cgroups.remove(self.spec.cgroup)
         shutil.rmtree(self.spec.run_dir, ignore_errors=True)
+        # Images and volumes take gigabytes; the logs and configs stay for a post-mortem.
+        for folder in (self.spec.folder / "containerd", self.spec.kubelet_root):
+            shutil.rmtree(folder, ignore_errors=True)
