@@ -8,6 +8,7 @@ host pids of containers (from containerd), the image records of :mod:`tests.clus
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from typing import Any
@@ -16,7 +17,7 @@ from tests.cluster import binaries, testing
 from tests.cluster.real_node import cluster as real_cluster
 from tests.cluster.real_node import images, netns
 from tests.integration.helm.support import CHART, FULLNAME, RELEASE, RELEASE_NAMESPACE, helm
-from tests.integration.operator.support import kubectl
+from tests.integration.operator.support import ROOT, kubectl
 
 __all__ = ["CHART", "FULLNAME", "RELEASE", "RELEASE_NAMESPACE", "helm", "kubectl"]
 
@@ -49,6 +50,15 @@ def in_netns(cluster: real_cluster.RealNodeCluster, code: str) -> str:
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def in_netns_process(cluster: real_cluster.RealNodeCluster, args: list[str]) -> subprocess.Popen[str]:
+    """Start ``python ARGS`` inside the cluster's network namespace (reads pod IPs), with the
+    admin kubeconfig and this checkout on the path; stdout is a pipe."""
+    env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig),
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "operator")]))
+    return subprocess.Popen([*netns.enter(cluster.netns), sys.executable, *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, text=True)
 
 
 def container_pid(cluster: real_cluster.RealNodeCluster, container_id: str) -> int:

@@ -40,6 +40,8 @@ class NodeSpec:
     cgroup: str
     sandbox_image: str
     service_cidr: str
+    #: containerd's root (content, snapshots, metadata): a slot's (tests.cluster.real_node.slots).
+    containerd_root: Path | None = None
     cluster_cidr: str = POD_SUBNET
     node_ip: str = NODE_IP
 
@@ -65,7 +67,7 @@ def containerd(spec: NodeSpec) -> str:
     cri_runtime = '[plugins."io.containerd.cri.v1.runtime"'
     return "\n".join([
         "version = 3",
-        f'root = "{spec.folder / "containerd" / "root"}"',
+        f'root = "{spec.containerd_root or spec.folder / "containerd" / "root"}"',
         f'state = "{spec.run_dir / "state"}"',
         "[grpc]",
         f'  address = "{spec.containerd_socket}"',

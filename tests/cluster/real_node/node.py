@@ -1,21 +1,24 @@
 """One real node's daemons: containerd, the kubelet and kube-proxy, started in the cluster's netns.
 
-:meth:`RealNode.start` writes credentials and configs (:mod:`.configs`), makes the node's cgroup
-(:mod:`.cgroups`), starts containerd, imports our images (:mod:`.images`), then starts the kubelet
-and kube-proxy; :meth:`RealNode.stop` kills everything in the node's cgroup (daemons, shims,
+:meth:`RealNode.start` takes a machine-wide slot (:mod:`.slots`: containerd's root persists in it,
+so images are imported only when they changed), writes credentials and configs (:mod:`.configs`),
+makes the node's cgroup (:mod:`.cgroups`), starts containerd, clears containers a previous run
+left in the slot, imports our images (:mod:`.images`), then starts the kubelet and kube-proxy; :meth:`RealNode.stop` kills everything in the node's cgroup (daemons, shims,
 containers), unmounts what they left (:mod:`.mounts`) and removes the cgroup. Driven by
 :mod:`tests.cluster.real_node.cluster`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import shutil
 import subprocess
 import time
 from pathlib import Path
 
 from tests.cluster import binaries, kubeconfigs, pki, processes
-from tests.cluster.real_node import cgroups, configs, images, mounts, netns, tunables
+from tests.cluster.real_node import cgroups, configs, images, mounts, netns, slots, tunables
 
 START_TIMEOUT = 120.0
 #: The images every real node gets (the e2e tests need all of them).
@@ -49,9 +52,9 @@ class RealNode:
     def _pidfile(self, daemon: str) -> Path:
         return self.spec.folder / f"{daemon}.pid"
 
-    def _spawn(self, daemon: str, argv: list[str]) -> None:
+    def _spawn(self, daemon: str, argv: list[str], pass_fds: tuple[int, ...] = ()) -> None:
         proc = processes.spawn([*netns.enter(self.netns), *argv], self._pidfile(daemon),
-                               self.logs / f"{daemon}.log")
+                               self.logs / f"{daemon}.log", pass_fds=pass_fds)
         # Into the node's cgroup before it can start anything: shims and pods follow it there.
         cgroups.join(f"{self.spec.cgroup}/daemons", proc.pid)
 
@@ -66,16 +69,54 @@ class RealNode:
                                 f"{_tail(self.logs / f'{daemon}.log')}")
             time.sleep(0.2)
 
+    def _ctr(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(binaries.path("ctr")), "--address", str(self.spec.containerd_socket),
+                               "-n", "k8s.io", *args], capture_output=True, text=True, check=False)
+
     def _ctr_ok(self) -> bool:
-        done = subprocess.run([str(binaries.path("ctr")), "--address", str(self.spec.containerd_socket),
-                               "version"], capture_output=True, check=False)
-        return done.returncode == 0
+        return self._ctr("version").returncode == 0
+
+    def _start_containerd(self, slot_lock: int) -> None:
+        config = self.spec.folder / "containerd.toml"
+        # containerd inherits the slot's lock and holds it until it exits.
+        self._spawn("containerd", [str(binaries.path("containerd")), "--config", str(config)],
+                    pass_fds=(slot_lock,))
+        self._wait("containerd", self._ctr_ok)
+
+    def _clear_previous_run(self, slot_lock: int) -> None:
+        """Delete the containers (and their snapshots) a previous run left in the slot's root,
+        then restart containerd so that its CRI plugin starts from that clean state."""
+        left = self._ctr("containers", "ls", "-q").stdout.split()
+        if not left:
+            return
+        for container in left:
+            self._ctr("containers", "rm", container)
+        processes.stop_pidfiles([self._pidfile("containerd")], grace=10)
+        self._start_containerd(slot_lock)
+
+    def _import(self, slot: int, records: dict[str, dict[str, str]]) -> None:
+        """Import the images the slot's containerd does not hold in their current build."""
+        present = set(self._ctr("images", "ls", "-q").stdout.split())
+        done = slots.imported(slot)
+        stale = [n for n in IMPORTED
+                 if n not in records or done.get(n) != records[n]["hash"] or records[n]["ref"] not in present]
+        images.import_all(binaries.path("ctr"), self.spec.containerd_socket, records, stale)
+        for name in stale:
+            slots.record_import(slot, name, records[name]["hash"])
 
     # Starting...
 
     def start(self, ca: pki.KeyPair, server: str, records: dict[str, dict[str, str]]) -> None:
         """Start containerd, import the images, start the kubelet and kube-proxy."""
-        spec = self.spec
+        slot, slot_lock = slots.reserve()
+        try:
+            self._start(ca, server, records, slot, slot_lock)
+        finally:
+            os.close(slot_lock)  # containerd holds the slot from here on, until it exits
+
+    def _start(self, ca: pki.KeyPair, server: str, records: dict[str, dict[str, str]],
+               slot: int, slot_lock: int) -> None:
+        self.spec = spec = dataclasses.replace(self.spec, containerd_root=slots.root(slot))
         for folder in (spec.folder, self.logs, spec.run_dir, spec.cni_conf_dir, spec.kubelet_root,
                        spec.folder / "pod-logs", spec.folder / "pki"):
             folder.mkdir(parents=True, exist_ok=True)
@@ -96,9 +137,10 @@ class RealNode:
         (spec.folder / "resolv.conf").write_text("# no cluster DNS in the procmesh test cluster\n")
         cgroups.create(spec.cgroup, "daemons")
 
-        self._spawn("containerd", [str(binaries.path("containerd")), "--config", str(spec.folder / "containerd.toml")])
-        self._wait("containerd", self._ctr_ok)
-        images.import_all(binaries.path("ctr"), spec.containerd_socket, records, IMPORTED)
+        (spec.folder / "slot").write_text(f"{slot}\n")
+        self._start_containerd(slot_lock)
+        self._clear_previous_run(slot_lock)
+        self._import(slot, records)
         tunables.save()  # the kubelet sets host-wide kernel tunables: restored by the last `down`
         self._spawn("kubelet", [
             str(binaries.path("kubelet")),
@@ -129,9 +171,12 @@ class RealNode:
         # SIGTERM first, so the kubelet and containerd exit cleanly when they can.
         processes.stop_pidfiles([self._pidfile(d) for d in reversed(self.DAEMONS)], grace=5)
         cgroups.kill_all(self.spec.cgroup)
-        mounts.unmount_under(self.spec.folder, self.spec.run_dir)
+        held = self.spec.folder / "slot"
+        roots = [self.spec.folder, self.spec.run_dir]
+        if held.exists():
+            roots.append(slots.root(int(held.read_text())))
+        mounts.unmount_under(*roots)
         cgroups.remove(self.spec.cgroup)
         shutil.rmtree(self.spec.run_dir, ignore_errors=True)
-        # Images and volumes take gigabytes; the logs and configs stay for a post-mortem.
-        for folder in (self.spec.folder / "containerd", self.spec.kubelet_root):
-            shutil.rmtree(folder, ignore_errors=True)
+        # Volumes go; containerd's root stays in its slot (images), the logs for a post-mortem.
+        shutil.rmtree(self.spec.kubelet_root, ignore_errors=True)
