@@ -159,10 +159,12 @@ def test_a_proc_server_killed_in_its_container_is_a_supervision_error_and_restar
         return m if fresh and ready.get("status") == "True" and (m["status"].get("restarts") or 0) >= 1 else None
 
     testing.wait_for(restarted, "fragile restarted its proc and is Ready again", timeout=300)
-    (pod,) = [p for p in _pods(cluster, namespace, "procmesh.io/mesh=fragile")
-              if p["metadata"]["name"] == "fragile-1"]
-    # RestartProc: the kubelet restarted the container in place (same pod, a new container).
-    assert pod["status"]["containerStatuses"][0]["restartCount"] >= 1
+    (again,) = [p for p in _pods(cluster, namespace, "procmesh.io/mesh=fragile")
+                if p["metadata"]["name"] == "fragile-1"]
+    # A new container runs: in a new pod (the operator replaced it) or restarted in place.
+    (status,) = again["status"]["containerStatuses"]
+    assert again["metadata"]["uid"] != pod["metadata"]["uid"] or status["restartCount"] >= 1
+    assert status["ready"] and status["containerID"] != pod["status"]["containerStatuses"][0]["containerID"]
 
 
 def test_a_missing_image_is_reported_with_the_kubelets_reason_and_attach_fails_at_once(
