@@ -270,6 +270,7 @@ def build(names: Iterable[str] | None = None, force: bool = False) -> dict[str, 
     archives = cache() / "archives"
     archives.mkdir(parents=True, exist_ok=True)
     records: dict[str, dict[str, str]] = {}
+    rebuilt = False
     for image in images():
         needed = image.name in wanted or any(
             i.base == image.name and i.name in wanted for i in images())
@@ -298,6 +299,9 @@ def build(names: Iterable[str] | None = None, force: bool = False) -> dict[str, 
         records[image.name] = record
         print(f"image {image.name}: built {image.ref} in {record['seconds']} s, "
               f"archive {int(record['bytes']) / 2**20:.0f} MiB", flush=True)
+        rebuilt = True
+    if rebuilt:  # the previous builds of what changed (untagged now): gigabytes under vfs
+        _buildah("rmi", "--prune")
     return records
 
 
