@@ -76,8 +76,10 @@ def test_the_operator_pod_is_non_root_read_only_and_answers_probes_and_metrics(
     services = json.loads(kubectl(cluster, "-n", support.RELEASE_NAMESPACE, "get", "services",
                                   "-o", "json").stdout)["items"]
     metrics = next(s for s in services if any(p["port"] == 9090 for p in s["spec"]["ports"]))
-    text = support.in_netns(cluster, "import urllib.request; print(urllib.request.urlopen("
-                            f"'http://{metrics['spec']['clusterIP']}:9090/metrics', timeout=10).read().decode())")
+    fetch = ("import urllib.request; print(urllib.request.urlopen("
+             f"'http://{metrics['spec']['clusterIP']}:9090/metrics', timeout=10).read().decode())")
+    # kube-proxy writes the Service's rules within its sync period of the Service's creation.
+    text = testing.wait_for(lambda: support.in_netns(cluster, fetch), "metrics through the Service IP")
     assert "# TYPE" in text
 
 
