@@ -50,12 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     add = commands.add_parser("add-node", help="start one more process node")
     _node_args(add, "node-1")
     add.add_argument("--real-node", action="store_true", help="a real node (see `up --real-node`)")
-    commands.add_parser("images", help="build (or reuse) our images for the real node", add_help=False)
-    if argv is None:
-        argv = sys.argv[1:]
-    if argv[:1] == ["images"]:
-        return images.main(argv[1:])
+    build = commands.add_parser("images", help="build (or reuse) our images for the real node")
+    build.add_argument("names", nargs="*", help="images to build (default: all)")
+    build.add_argument("--force", action="store_true", help="rebuild even when cached")
     args = parser.parse_args(argv)
+    if args.command == "images":
+        return images.main([*args.names, *(["--force"] if args.force else [])])
 
     try:
         return _run(args)
@@ -92,6 +92,10 @@ def _run(args: argparse.Namespace) -> int:
         for name in controlplane.COMPONENTS:
             pid = processes.read_pidfile(run / f"{name}.pid")
             print(f"{name}: {'running, pid ' + str(pid) if pid else 'stopped'}")
+        if isinstance(cluster, real_cluster.RealNodeCluster):
+            for real in cluster.real_nodes() if cluster.real_nodes_dir.exists() else []:
+                for daemon in real.DAEMONS:
+                    print(f"real node {real.spec.name} {daemon}: {'running' if real.alive(daemon) else 'stopped'}")
         for node in cluster.nodes() if cluster.layout.nodes.exists() else []:
             pid = processes.read_pidfile(cluster.layout.nodes / node.name / "agent.pid")
             print(f"process node {node.name}: {'running, pid ' + str(pid) if pid else 'stopped'}")
