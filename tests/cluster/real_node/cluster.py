@@ -17,9 +17,11 @@ import shutil
 import ssl
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from tests.cluster import binaries, components, controlplane, pki, processes
+from tests.cluster.process_node import config as node_config
 from tests.cluster.real_node import configs, images, netns, node, tunables
 
 #: Marks a cluster folder as a real-node cluster (so `down` from the CLI removes the namespace).
@@ -72,7 +74,8 @@ class RealNodeCluster(controlplane.Cluster):
 
     # Starting...
 
-    def up(self, nodes=(), real_nodes: tuple[str, ...] = ("node-0",)) -> None:  # type: ignore[no-untyped-def]
+    def up(self, nodes: Iterable[node_config.NodeConfig] = (),
+           real_nodes: tuple[str, ...] = ("node-0",)) -> None:
         """Start the namespace, the control plane in it and the relay, then ``real_nodes``."""
         if self.running():
             raise controlplane.ClusterError(f"a cluster already runs in {self.root}: run `down` first")
@@ -94,7 +97,7 @@ class RealNodeCluster(controlplane.Cluster):
             self.down()
             raise
 
-    def _write_credentials(self, ports) -> None:  # type: ignore[no-untyped-def]
+    def _write_credentials(self, ports: components.Ports) -> None:
         super()._write_credentials(ports)
         (self.root / MARKER).write_text(json.dumps({"netns": self.netns}, indent=2))
         # The apiserver's certificate also names the node's address (the `kubernetes` endpoint).
@@ -103,7 +106,7 @@ class RealNodeCluster(controlplane.Cluster):
                       sans=(*pki.APISERVER_SANS, f"IP:{configs.NODE_IP}"), server=True)
         self._start_relay(ports)
 
-    def _start_relay(self, ports) -> None:  # type: ignore[no-untyped-def]
+    def _start_relay(self, ports: components.Ports) -> None:
         argv = [sys.executable, "-m", "tests.cluster.real_node.relay", str(netns.path(self.netns)),
                 *(str(p) for p in dataclasses.astuple(ports))]
         repo = Path(__file__).resolve().parents[3]

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.cluster import binaries, kubeconfigs, pki, processes
@@ -58,9 +59,9 @@ class RealNode:
         # Into the node's cgroup before it can start anything: shims and pods follow it there.
         cgroups.join(f"{self.spec.cgroup}/daemons", proc.pid)
 
-    def _wait(self, daemon: str, check: object, timeout: float = START_TIMEOUT) -> None:
+    def _wait(self, daemon: str, check: Callable[[], bool], timeout: float = START_TIMEOUT) -> None:
         deadline = time.monotonic() + timeout
-        while not check():  # type: ignore[operator]
+        while not check():
             if processes.read_pidfile(self._pidfile(daemon)) is None:
                 raise NodeError(f"{daemon} exited while starting; the end of its log:\n"
                                 f"{_tail(self.logs / f'{daemon}.log')}")

@@ -51,7 +51,8 @@ def root(index: int) -> Path:
 def imported(index: int) -> dict[str, str]:
     """What the slot's containerd holds: image name -> input hash of the imported archive."""
     path = root(index) / "imported.json"
-    return json.loads(path.read_text()) if path.exists() else {}  # type: ignore[no-any-return]
+    found: dict[str, str] = json.loads(path.read_text()) if path.exists() else {}
+    return found
 
 
 def record_import(index: int, name: str, digest: str) -> None:
