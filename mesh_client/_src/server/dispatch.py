@@ -16,7 +16,7 @@ import json
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mesh_client._src.actor import messages
@@ -45,6 +45,7 @@ class ProcServer:
         max_unauthenticated: int = MAX_UNAUTHENTICATED,
         handshake_timeout: float = HANDSHAKE_TIMEOUT,
         log_period: float = 10.0,
+        also_listening: Sequence[socket.socket] = (),
     ) -> None:
         if max_unauthenticated < 1:
             raise ValueError(f"max_unauthenticated={max_unauthenticated}: at least 1 connection must be able to authenticate")
@@ -63,12 +64,10 @@ class ProcServer:
         self.reactor = reactor.get_reactor()
         self.refusals = throttling.RateLimitedLog("refused connections", self.reactor.call_later, period=log_period)
         self.drops = throttling.RateLimitedLog("dropped connections", self.reactor.call_later, period=log_period)
-        self.acceptor = accepting.Acceptor(
-            listener,
-            self.reactor,
-            self._admit,
-            log=throttling.RateLimitedLog("accept() failures", self.reactor.call_later, period=log_period),
-        )
+        accept_failures = throttling.RateLimitedLog("accept() failures", self.reactor.call_later, period=log_period)
+        # The pod IP's listener first; others (the pod's own loopback) share its budgets.
+        self.acceptors = [accepting.Acceptor(sock, self.reactor, self._admit, log=accept_failures)
+                          for sock in (listener, *also_listening)]
 
     def __repr__(self) -> str:
         host, port = self.listener.getsockname()[:2]
@@ -78,7 +77,8 @@ class ProcServer:
         )
 
     def start(self) -> None:
-        self.acceptor.start()
+        for acceptor in self.acceptors:
+            acceptor.start()
 
     # Connections -----------------------------------------------------------------------------
 
