@@ -16,7 +16,8 @@ from typing import Any
 
 import kopf
 
-from procmesh_operator import names, reconciling
+from mesh_client._src import contract
+from procmesh_operator import reconciling
 
 DEFAULT_PEERING = "procmesh"
 
@@ -54,11 +55,11 @@ def register(registry: kopf.OperatorRegistry,
             await controller.stop()
 
     # Async on purpose: kopf runs sync handlers in threads, and the queue lives in the loop.
-    @kopf.on.event(names.GROUP, names.VERSION, names.PLURAL, registry=registry)
+    @kopf.on.event(contract.GROUP, contract.VERSION, contract.PLURAL, registry=registry)
     async def mesh_event(type: str | None, body: kopf.Body, **_: Any) -> None:
         holder["controller"].mesh_event(type, _plain(body))
 
-    @kopf.on.event("", "v1", "pods", labels={names.MESH_LABEL: kopf.PRESENT},
+    @kopf.on.event("", "v1", "pods", labels={contract.MESH_LABEL: kopf.PRESENT},
                    registry=registry)
     async def pod_event(type: str | None, body: kopf.Body, **_: Any) -> None:
         holder["controller"].pod_event(type, _plain(body))

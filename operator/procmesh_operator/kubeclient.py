@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 
-from procmesh_operator import names
+from mesh_client._src import contract
 
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -54,7 +54,7 @@ def roles_path(namespace: str, name: str | None = None) -> str:
 
 
 def mesh_path(namespace: str, name: str | None = None, *, status: bool = False) -> str:
-    base = f"/apis/{names.GROUP}/{names.VERSION}/namespaces/{namespace}/{names.PLURAL}"
+    base = f"/apis/{contract.GROUP}/{contract.VERSION}/namespaces/{namespace}/{contract.PLURAL}"
     if name is not None:
         base = f"{base}/{name}"
     return f"{base}/status" if status else base

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 
 DEFAULT_IMAGE = "procmesh/proc-server:0.1.0"
-DEFAULT_PORT = 26600
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 
 

@@ -13,21 +13,18 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
-from procmesh_operator import names, observing, placing, planning, specs
+from mesh_client._src import contract
+from procmesh_operator import observing, planning, specs
 
 # --- Condition types ---------------------------------------------------------------------------
 #: Ready: the summary. True when every desired proc's pod is Ready (its proc server accepts TCP).
-READY = "Ready"
 #: Progressing: True while the operator works toward the spec (creating, restarting, waiting);
 #: False once the mesh is complete, or when it cannot proceed (reason says why).
-PROGRESSING = "Progressing"
 #: Degraded: True when a proc failed and will not be restarted, or the last reconcile failed.
-DEGRADED = "Degraded"
 #: GPUBudgetSatisfied: the placement check. True when every device the mesh uses fits its procs'
 #: memory fractions plus a CUDA context each (or the mesh needs none); False when refused.
-GPU_BUDGET = "GPUBudgetSatisfied"
 
-CONDITION_TYPES = (READY, PROGRESSING, DEGRADED, GPU_BUDGET)
+CONDITION_TYPES = (contract.READY, contract.PROGRESSING, contract.DEGRADED, contract.GPU_BUDGET)
 
 # --- Reasons -----------------------------------------------------------------------------------
 ALL_PROCS_READY = "AllProcsReady"  # Ready=True, Progressing=False
@@ -37,15 +34,13 @@ CREATING_PROCS = "CreatingProcs"  # Progressing=True
 RESTARTING = "Restarting"  # Progressing=True after a restart by policy
 WAITING_FOR_COLOCATED = "WaitingForColocatedMesh"  # Progressing=True, budget Unknown
 SUSPENDED = "Suspended"  # spec.suspend: pods removed, resource kept
-PROC_FAILED = "ProcFailed"  # Degraded=True under restartPolicy Never
-RESTART_LIMIT_REACHED = "RestartLimitReached"  # Degraded=True, spec.maxRestarts used up
 RECONCILE_ERROR = "ReconcileError"  # Degraded=True: an API call failed; retried with backoff
 NO_FAILURES = "NoFailures"  # Degraded=False
 NO_GPUS = "NoGPUs"  # budget True: gpus.mode none
 DEVICE_PLUGIN_ASSIGNS = "DevicePluginAssigns"  # budget True: plugin mode, per-proc fraction
 WITHIN_BUDGET = "WithinBudget"  # budget True: pinned devices checked
 # Refusals (placing.py): InvalidColocation, DeviceNotFound, GPUBudgetExceeded, NoNodeFits.
-BUDGET_REFUSALS = (placing.DEVICE_NOT_FOUND, placing.BUDGET_EXCEEDED, placing.NO_NODE_FITS)
+BUDGET_REFUSALS = (contract.DEVICE_NOT_FOUND, contract.BUDGET_EXCEEDED, contract.NO_NODE_FITS)
 
 # --- Phases (display only) ---------------------------------------------------------------------
 PHASE_READY = "Ready"
@@ -80,7 +75,7 @@ def _condition(previous: list[Mapping[str, Any]] | None, type_: str, status: str
 def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None) -> dict[str, Any]:
     """One ``status.procs[]`` entry: what a client needs to reach the proc."""
     entry: dict[str, Any] = {"rank": rank, "coords": mesh.shape.coords(rank),
-                             "pod": names.pod_name(mesh.name, rank), "ready": False}
+                             "pod": contract.pod_name(mesh.name, rank), "ready": False}
     if pod is None:
         return entry
     spec = pod.get("spec") or {}
@@ -117,67 +112,67 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
 
     # Ready (summary).
     if mesh.suspend:
-        ready_c = cond(READY, "False", SUSPENDED, "spec.suspend is true: the mesh has no pods")
+        ready_c = cond(contract.READY, "False", SUSPENDED, "spec.suspend is true: the mesh has no pods")
     elif ready == desired:
-        ready_c = cond(READY, "True", ALL_PROCS_READY, f"{ready} of {desired} procs ready")
+        ready_c = cond(contract.READY, "True", ALL_PROCS_READY, f"{ready} of {desired} procs ready")
     elif refusal is not None:
-        ready_c = cond(READY, "False", refusal.reason, refusal.message)
+        ready_c = cond(contract.READY, "False", refusal.reason, refusal.message)
     elif plan is not None and plan.lost:
-        ready_c = cond(READY, "False", NODE_LOST, node_lost_message(mesh, plan))
+        ready_c = cond(contract.READY, "False", NODE_LOST, node_lost_message(mesh, plan))
     else:
-        ready_c = cond(READY, "False", PROCS_NOT_READY, f"{ready} of {desired} procs ready")
+        ready_c = cond(contract.READY, "False", PROCS_NOT_READY, f"{ready} of {desired} procs ready")
 
     # Degraded.
     if error is not None:
-        degraded_c = cond(DEGRADED, "True", RECONCILE_ERROR, error)
+        degraded_c = cond(contract.DEGRADED, "True", RECONCILE_ERROR, error)
     elif plan is not None and plan.restart_limit_reached:
-        degraded_c = cond(DEGRADED, "True", RESTART_LIMIT_REACHED,
+        degraded_c = cond(contract.DEGRADED, "True", contract.RESTART_LIMIT_REACHED,
                           f"procs {list(plan.failed)} failed and spec.maxRestarts "
                           f"({mesh.max_restarts}) restarts are used up; raise maxRestarts or "
                           f"suspend and resume the mesh")
     elif plan is not None and plan.failed:
-        degraded_c = cond(DEGRADED, "True", PROC_FAILED,
+        degraded_c = cond(contract.DEGRADED, "True", contract.PROC_FAILED,
                           f"procs {list(plan.failed)} failed and restartPolicy is Never")
     elif plan is None:
-        old = condition(prev_conditions, DEGRADED)
-        degraded_c = dict(old) if old else cond(DEGRADED, "Unknown", RECONCILE_ERROR, "")
+        old = condition(prev_conditions, contract.DEGRADED)
+        degraded_c = dict(old) if old else cond(contract.DEGRADED, "Unknown", RECONCILE_ERROR, "")
     else:
-        degraded_c = cond(DEGRADED, "False", NO_FAILURES, "no proc has failed beyond its policy")
+        degraded_c = cond(contract.DEGRADED, "False", NO_FAILURES, "no proc has failed beyond its policy")
 
     # Progressing.
     if mesh.suspend:
-        progressing_c = cond(PROGRESSING, "False", SUSPENDED, "suspended")
+        progressing_c = cond(contract.PROGRESSING, "False", SUSPENDED, "suspended")
     elif refusal is not None:
-        progressing_c = cond(PROGRESSING, "False", refusal.reason, refusal.message)
+        progressing_c = cond(contract.PROGRESSING, "False", refusal.reason, refusal.message)
     elif degraded_c["status"] == "True" and degraded_c["reason"] != RECONCILE_ERROR:
-        progressing_c = cond(PROGRESSING, "False", degraded_c["reason"], degraded_c["message"])
+        progressing_c = cond(contract.PROGRESSING, "False", degraded_c["reason"], degraded_c["message"])
     elif ready == desired and error is None:
-        progressing_c = cond(PROGRESSING, "False", ALL_PROCS_READY, "the mesh is complete")
+        progressing_c = cond(contract.PROGRESSING, "False", ALL_PROCS_READY, "the mesh is complete")
     elif plan is not None and plan.waiting is not None:
-        progressing_c = cond(PROGRESSING, "True", WAITING_FOR_COLOCATED, plan.waiting)
+        progressing_c = cond(contract.PROGRESSING, "True", WAITING_FOR_COLOCATED, plan.waiting)
     elif plan is not None and (plan.restarted or any(planning.is_terminating(p)
                                                      for p in pods.values())):
-        progressing_c = cond(PROGRESSING, "True", RESTARTING,
+        progressing_c = cond(contract.PROGRESSING, "True", RESTARTING,
                              f"restart {restarts} of at most {mesh.max_restarts}")
     else:
-        progressing_c = cond(PROGRESSING, "True", CREATING_PROCS,
+        progressing_c = cond(contract.PROGRESSING, "True", CREATING_PROCS,
                              f"{len(pods)} of {desired} pods exist, {ready} ready")
 
     # GPU budget.
     if refusal is not None and refusal.reason in BUDGET_REFUSALS:
-        budget_c = cond(GPU_BUDGET, "False", refusal.reason, refusal.message)
+        budget_c = cond(contract.GPU_BUDGET, "False", refusal.reason, refusal.message)
     elif refusal is not None:
-        budget_c = cond(GPU_BUDGET, "Unknown", refusal.reason, "not checked: " + refusal.reason)
+        budget_c = cond(contract.GPU_BUDGET, "Unknown", refusal.reason, "not checked: " + refusal.reason)
     elif plan is not None and plan.waiting is not None:
-        budget_c = cond(GPU_BUDGET, "Unknown", WAITING_FOR_COLOCATED, plan.waiting)
-    elif mesh.gpus.mode == specs.MODE_NONE:
-        budget_c = cond(GPU_BUDGET, "True", NO_GPUS, "gpus.mode is none")
-    elif mesh.gpus.mode == specs.MODE_PLUGIN:
-        budget_c = cond(GPU_BUDGET, "True", DEVICE_PLUGIN_ASSIGNS,
+        budget_c = cond(contract.GPU_BUDGET, "Unknown", WAITING_FOR_COLOCATED, plan.waiting)
+    elif mesh.gpus.mode == contract.GPU_MODE_NONE:
+        budget_c = cond(contract.GPU_BUDGET, "True", NO_GPUS, "gpus.mode is none")
+    elif mesh.gpus.mode == contract.GPU_MODE_PLUGIN:
+        budget_c = cond(contract.GPU_BUDGET, "True", DEVICE_PLUGIN_ASSIGNS,
                         f"each proc requests one {mesh.gpus.resource_name}; the device plugin "
                         f"picks the device")
     else:
-        budget_c = cond(GPU_BUDGET, "True", WITHIN_BUDGET,
+        budget_c = cond(contract.GPU_BUDGET, "True", WITHIN_BUDGET,
                         "every pinned device fits its procs' memory fractions and CUDA contexts")
 
     conditions = [ready_c, progressing_c, degraded_c, budget_c]
@@ -206,9 +201,9 @@ def derive_phase(suspended: bool, conditions: list[Mapping[str, Any]]) -> str:
     """A one-word summary for ``kubectl get`` (display only; never read back)."""
     if suspended:
         return PHASE_SUSPENDED
-    ready = condition(conditions, READY) or {}
-    progressing = condition(conditions, PROGRESSING) or {}
-    degraded = condition(conditions, DEGRADED) or {}
+    ready = condition(conditions, contract.READY) or {}
+    progressing = condition(conditions, contract.PROGRESSING) or {}
+    degraded = condition(conditions, contract.DEGRADED) or {}
     if ready.get("status") == "True":
         return PHASE_READY
     if progressing.get("status") == "False":
