@@ -197,7 +197,7 @@ def place(mesh: specs.MeshSpec, ranks: Sequence[int], *,
             node = (pod.get("spec") or {}).get("nodeName") if pod and is_live(pod) else None
             if node is None:
                 return Placement(waiting=f"waiting for {contract.pod_name(mesh.colocate_with, rank)} "
-                                         f"of ProcMesh {mesh.colocate_with!r} to be scheduled")
+                                            f"of ProcMesh {mesh.colocate_with!r} to be scheduled")
             out[rank] = rendering.ProcPlacement(node=node, device=device_for(mesh, rank, partner))
         if pinned:
             uses = device_uses([*other_pods, *(p for p in own_pods.values() if is_live(p))])
@@ -238,9 +238,9 @@ def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
     uses = device_uses([*other_pods, *own_live.values()])
     host_nodes: dict[int, str] = {}
     for rank, pod in own_live.items():
-        node = pod_node(pod)
-        if node is not None:
-            host_nodes.setdefault(shape.host_of(rank), node)
+        node_name = pod_node(pod)
+        if node_name is not None:
+            host_nodes.setdefault(shape.host_of(rank), node_name)
     wanted_by_host: dict[int, dict[str, list[budgets.DeviceUse]]] = {}
     for rank in ranks:
         device = device_for(mesh, rank, None)
@@ -277,7 +277,7 @@ def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
                 detail = "; ".join(reasons) or "the cluster has no nodes"
                 return Placement(refusal=Refusal(
                     contract.NO_NODE_FITS, f"no node can take host {host} of this pinned mesh "
-                                  f"(devices {sorted(wanted)}): {detail}"))
+                                           f"(devices {sorted(wanted)}): {detail}"))
         for device, new in wanted.items():
             uses.setdefault((host_nodes[host], device), []).extend(new)
     return Placement(procs={
