@@ -44,11 +44,6 @@ CREATE_CONCURRENCY = 32
 WAITING_RECHECK_SECONDS = 5.0
 
 
-def _ref(namespace: str, name: str) -> dict[str, str]:
-    return {"apiVersion": contract.API_VERSION, "kind": contract.KIND, "name": name,
-            "namespace": namespace}
-
-
 CHILD_KINDS = ("Role", "Service")
 
 

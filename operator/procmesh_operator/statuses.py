@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import observing, placing, planning, specs
+from procmesh_operator import assigned_gpus, placing, planning, specs
 
 # Condition types, and the reasons a client acts on (the refusals, ProcFailed and
 # RestartLimitReached), are the contract's (mesh_client._src.contract); one function below
@@ -81,7 +81,7 @@ def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None) -
         entry["address"] = f"{status['podIP']}:{mesh.port}"
     entry["ready"] = planning.is_ready(pod)
     entry["podPhase"] = "Terminating" if planning.is_terminating(pod) else planning.pod_phase(pod)
-    gpu = observing.observed_gpu(pod)
+    gpu = assigned_gpus.assigned_gpu(pod)
     if gpu is not None:
         entry["gpu"] = gpu
     return entry

@@ -117,9 +117,6 @@ class PodStore:
 
     # --- Lists ---------------------------------------------------------------------------------
 
-    def is_primed(self, key: Key) -> bool:
-        return key in self._primed
-
     def primed(self) -> list[Key]:
         return sorted(self._primed)
 
