@@ -90,18 +90,13 @@ def environment() -> Iterator[Env]:
     cluster = controlplane.Cluster(folder / "cluster")
     cluster.up([NodeConfig("node-0", pods=250)])
     try:
-        support.kubectl(cluster, "apply", "-f", str(ROOT / "crds" / "procmesh.yaml"))
         api = config.new_client_from_config(str(cluster.kubeconfig))
         core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-        wait(lambda: _exists(lambda: custom.list_cluster_custom_object(
-            contract.GROUP, contract.VERSION, contract.PLURAL)), 60, "the CRD served")
         (folder / "operator").mkdir()
-        operator = support.OperatorProcess(cluster, folder / "operator")
-        operator.start("--node-loss-toleration-seconds", str(NODE_LOSS_TOLERATION))
-        try:
+        with support.operator_with_crd(cluster.kubeconfig, folder / "operator",
+                                       "--node-loss-toleration-seconds",
+                                       str(NODE_LOSS_TOLERATION)) as operator:
             yield Env(cluster, operator, core, custom, api)
-        finally:
-            operator.stop()
     finally:
         cluster.down()
 
