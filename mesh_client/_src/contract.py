@@ -3,9 +3,10 @@
 Pure and dependency-free (standard library only), so the operator can import it without the rest
 of ``mesh_client`` (``.importlinter`` forbids it anything else). What lives here, and nowhere else:
 
-- the ProcMesh API coordinates, and the names, labels and annotation keys of a mesh's children;
+- the ProcMesh API coordinates, the ``spec.gpus.mode`` values, and the names (pods, Service,
+  token Secret, access Role), labels and annotation keys of a mesh's children;
 - the proc port and the token Secret's key;
-- condition types and the reasons a client acts on;
+- condition types and the reasons a client acts on (:data:`FATAL_REASONS`);
 - the ``PROCMESH_*`` environment of the proc server: names, rendering and parsing, both directions
   (the operator's pod builder renders it, :mod:`mesh_client._src.server.config` parses it);
 - the row-major rank/coordinate arithmetic of a mesh's shape.
