@@ -145,14 +145,15 @@ FATAL_REASONS = frozenset({INVALID_COLOCATION, DEVICE_NOT_FOUND, BUDGET_EXCEEDED
 
 def unravel(rank: int, sizes: Sequence[int]) -> tuple[int, ...]:
     """The index along each dimension of the point at ``rank``."""
-    size = math.prod(sizes)
-    if not 0 <= rank < size:
-        raise IndexError(f"rank {rank} is outside a mesh of {size} procs")
     out: list[int] = []
+    rest = rank
     for extent in reversed(sizes):
-        rank, index = divmod(rank, extent)
+        rest, index = divmod(rest, extent)
         out.append(index)
-    return tuple(reversed(out))
+    if rest or rank < 0:  # a rank in range leaves nothing over
+        raise IndexError(f"rank {rank} is outside a mesh of {math.prod(sizes)} procs")
+    out.reverse()
+    return tuple(out)
 
 
 def ravel(indices: Sequence[int], sizes: Sequence[int]) -> int:
