@@ -49,6 +49,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "operator")]
 
 from kubernetes import client, config  # noqa: E402
 
+from mesh_client._src import contract  # noqa: E402
 from tests.cluster import components, controlplane, processes  # noqa: E402
 from tests.cluster.process_node.config import NodeConfig  # noqa: E402
 from tests.integration.operator import support  # noqa: E402
@@ -89,18 +90,13 @@ def environment() -> Iterator[Env]:
     cluster = controlplane.Cluster(folder / "cluster")
     cluster.up([NodeConfig("node-0", pods=250)])
     try:
-        support.kubectl(cluster, "apply", "-f", str(ROOT / "crds" / "procmesh.yaml"))
         api = config.new_client_from_config(str(cluster.kubeconfig))
         core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-        wait(lambda: _exists(lambda: custom.list_cluster_custom_object(
-            "procmesh.io", "v1alpha1", "procmeshes")), 60, "the CRD served")
         (folder / "operator").mkdir()
-        operator = support.OperatorProcess(cluster, folder / "operator")
-        operator.start("--node-loss-toleration-seconds", str(NODE_LOSS_TOLERATION))
-        try:
+        with support.operator_with_crd(cluster.kubeconfig, folder / "operator",
+                                       "--node-loss-toleration-seconds",
+                                       str(NODE_LOSS_TOLERATION)) as operator:
             yield Env(cluster, operator, core, custom, api)
-        finally:
-            operator.stop()
     finally:
         cluster.down()
 
@@ -135,8 +131,8 @@ def ready_mesh(env: Env, namespace: str, name: str, restarts: int | None = None)
 
 def delete_mesh(env: Env, namespace: str, name: str) -> None:
     with contextlib.suppress(client.ApiException):
-        env.custom.delete_namespaced_custom_object("procmesh.io", "v1alpha1", namespace,
-                                                   "procmeshes", name)
+        env.custom.delete_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace,
+                                                   contract.PLURAL, name)
     wait(lambda: not support.mesh_pods(env.core, namespace, name), 120, f"{name}'s pods gone")
 
 
@@ -144,8 +140,8 @@ def audit(env: Env, namespace: str, name: str, size: int) -> dict[str, int]:
     """Duplicates (more than one pod per rank, or two Secrets/Services) and orphans (proc pods
     not owned by the live mesh) in ``namespace``."""
     mesh = support.get_mesh(env.custom, namespace, name)
-    pods = env.core.list_namespaced_pod(namespace, label_selector="procmesh.io/mesh").items
-    ranks = [p.metadata.labels.get("procmesh.io/rank") for p in pods]
+    pods = env.core.list_namespaced_pod(namespace, label_selector=contract.MESH_LABEL).items
+    ranks = [p.metadata.labels.get(contract.RANK_LABEL) for p in pods]
     secrets = [s for s in env.core.list_namespaced_secret(namespace).items
                if s.metadata.name.startswith(name)]
     services = env.core.list_namespaced_service(namespace).items

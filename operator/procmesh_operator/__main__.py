@@ -82,10 +82,10 @@ def load_configuration(kubeconfig: str | None, context: str | None) -> Any:
     else the kubeconfig."""
     config = kubernetes.client.Configuration()
     if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        kubernetes.config.load_incluster_config(client_configuration=config)
+        kubernetes.config.load_incluster_config(client_configuration=config)  # type: ignore[no-untyped-call]
     else:
-        kubernetes.config.load_kube_config(config_file=kubeconfig, context=context,
-                                           client_configuration=config)
+        kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, context=context, client_configuration=config)
     return config
 
 

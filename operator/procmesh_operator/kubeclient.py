@@ -4,7 +4,8 @@ The only module of the operator that speaks HTTP. It takes a ``kubernetes.client
 (loaded by :mod:`.__main__` from the kubeconfig or in-cluster) for the server, TLS material and
 token, and returns plain dicts, which is what :mod:`.rendering` builds and :mod:`.planning`
 reads. Errors become :class:`ApiError` with the server's status code and message.
-Used by :mod:`.reconciling` and :mod:`.stores`; unit tests fake it at this level.
+Used by :mod:`.reconciling` (children, status, the pod lists that :mod:`.stores` caches) and
+:mod:`.eventing` (Events); unit tests fake it at this level.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import aiohttp
 
-from procmesh_operator import names
+from mesh_client._src import contract
 
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -54,7 +55,7 @@ def roles_path(namespace: str, name: str | None = None) -> str:
 
 
 def mesh_path(namespace: str, name: str | None = None, *, status: bool = False) -> str:
-    base = f"/apis/{names.GROUP}/{names.VERSION}/namespaces/{namespace}/{names.PLURAL}"
+    base = f"/apis/{contract.GROUP}/{contract.VERSION}/namespaces/{namespace}/{contract.PLURAL}"
     if name is not None:
         base = f"{base}/{name}"
     return f"{base}/status" if status else base

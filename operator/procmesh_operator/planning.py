@@ -25,8 +25,9 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from mesh_client._src import contract
 from procmesh_operator import losses as losses_
-from procmesh_operator import names, placing, rendering, specs
+from procmesh_operator import placing, rendering, specs
 from procmesh_operator import settings as settings_
 
 
@@ -116,7 +117,7 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
                 continue
             restarts += 1
             deletes.append(_ident(pods[rank]))
-            restarted.append(names.pod_name(mesh.name, rank))
+            restarted.append(contract.pod_name(mesh.name, rank))
     elif failed and mesh.restart_policy == specs.RESTART_MESH:
         if restarts >= mesh.max_restarts:
             limit = True

@@ -4,7 +4,8 @@ kopf delivers events per object, so the pods of one mesh would otherwise reconci
 concurrently. :class:`WorkQueue` keeps one worker task per key: a trigger marks the key dirty;
 the worker reconciles until the key stays clean, so a burst of pod events costs one or two
 reconciles. Failures are retried with exponential backoff; a worker may ask to be run again
-after a delay. Used by :mod:`.handlers` (triggers) and :mod:`.reconciling` (the worker).
+after a delay. Made and fed by :class:`~procmesh_operator.reconciling.Controller` (from the events
+:mod:`.handlers` passes it), whose reconcile is the worker.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class WorkQueue:
             slot.task = asyncio.get_running_loop().create_task(self._run(key, slot))
 
     def keys(self) -> list[Hashable]:
+        """The keys the queue holds state for (a test checks a deleted mesh leaves none)."""
         return list(self._slots)
 
     def discard(self, key: Hashable) -> None:

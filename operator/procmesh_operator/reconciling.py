@@ -21,12 +21,12 @@ import time
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from mesh_client._src import contract
 from procmesh_operator import (
     eventing,
     kubeclient,
     losses,
     metrics,
-    names,
     placing,
     planning,
     queueing,
@@ -42,11 +42,6 @@ logger = logging.getLogger("procmesh_operator.reconcile")
 Key = tuple[str, str]
 CREATE_CONCURRENCY = 32
 WAITING_RECHECK_SECONDS = 5.0
-
-
-def _ref(namespace: str, name: str) -> dict[str, str]:
-    return {"apiVersion": names.API_VERSION, "kind": names.KIND, "name": name,
-            "namespace": namespace}
 
 
 CHILD_KINDS = ("Role", "Service")
@@ -108,7 +103,7 @@ class Controller:
         changed: set[Key] = set()
         for namespace in sorted({ns for ns, _ in self.store.primed()}):
             listed = await self.client.list(kubeclient.pods_path(namespace),
-                                            label_selector=names.MESH_LABEL)
+                                            label_selector=contract.MESH_LABEL)
             items = listed.get("items") or []
             for item in items:
                 item.setdefault("metadata", {}).setdefault("namespace", namespace)
@@ -258,7 +253,7 @@ class Controller:
 
     async def _list_pods(self, namespace: str, mesh: str) -> list[dict[str, Any]]:
         listed = await self.client.list(kubeclient.pods_path(namespace),
-                                        label_selector=names.mesh_label_selector(mesh))
+                                        label_selector=contract.mesh_label_selector(mesh))
         items = listed.get("items") or []
         for item in items:  # list items carry no kind/apiVersion; the store does not need them
             item.setdefault("metadata", {}).setdefault("namespace", namespace)
@@ -320,10 +315,10 @@ class Controller:
         if self._secrets_made.get((mesh.namespace, mesh.name)) == mesh.uid:
             return  # this process created it (and then failed later, e.g. on the Role)
         role = await self.client.get_or_none(
-            kubeclient.roles_path(mesh.namespace, names.access_role_name(mesh.name)))
+            kubeclient.roles_path(mesh.namespace, contract.access_role_name(mesh.name)))
         if role is None or not _owned_by(role, mesh.uid):
             raise ChildConflict(
-                f"Secret {names.secret_name(mesh.name)} exists but was not created for this "
+                f"Secret {contract.secret_name(mesh.name)} exists but was not created for this "
                 f"ProcMesh: if an earlier mesh of this name was just deleted, this clears when "
                 f"garbage collection removes it; otherwise delete that Secret (the operator does "
                 f"not read Secrets, and will not give this mesh a token someone else made)")
@@ -332,13 +327,13 @@ class Controller:
         """The mesh's access Role (rendering.render_access_role), created once and never
         updated: the operator may create Roles but never bind or change them."""
         await self._ensure_child(
-            mesh, "Role", kubeclient.roles_path(mesh.namespace, names.access_role_name(mesh.name)),
+            mesh, "Role", kubeclient.roles_path(mesh.namespace, contract.access_role_name(mesh.name)),
             lambda: rendering.render_access_role(mesh))
 
     async def _ensure_service(self, mesh: specs.MeshSpec) -> None:
         await self._ensure_child(
             mesh, "Service", kubeclient.core_path(mesh.namespace, "services",
-                                                  names.service_name(mesh.name)),
+                                                  contract.service_name(mesh.name)),
             lambda: rendering.render_service(mesh))
 
     async def _reconcile_pods(self, mesh: specs.MeshSpec, previous: Mapping[str, Any]
@@ -356,7 +351,7 @@ class Controller:
                 await self.store.prime(partner_key, lambda: self._list_pods(*partner_key))
                 partner_pods = self.store.pods_by_rank(partner_key)
         pods = self.store.pods_by_rank(key)
-        needs_devices = (mesh.gpus.mode == specs.MODE_PINNED and not mesh.suspend
+        needs_devices = (mesh.gpus.mode == contract.GPU_MODE_PINNED and not mesh.suspend
                          and len(pods) < mesh.size)
         lock = self._placement_lock if needs_devices else contextlib.nullcontext()
         async with lock:
@@ -367,7 +362,7 @@ class Controller:
                 listed_nodes = await self.client.list("/api/v1/nodes")
                 nodes = {n.name: n for n in (placing.node_info(item) for item in
                                              listed_nodes.get("items") or [])}
-                listed = await self.client.list("/api/v1/pods", label_selector=names.MESH_LABEL)
+                listed = await self.client.list("/api/v1/pods", label_selector=contract.MESH_LABEL)
                 others = [p for p in listed.get("items") or [] if stores.mesh_key_of(p) != key]
             plan = planning.plan(mesh, restarts=restarts, pods=pods, partner=partner,
                                  partner_pods=partner_pods, nodes=nodes, other_pods=others,

@@ -1,8 +1,9 @@
 """Operator-wide settings, passed as arguments to the pure functions (never read from os.environ).
 
 Built once by :mod:`.__main__` from the command line; :mod:`.rendering` reads the image, the
-grace period and the node-loss toleration, :mod:`.budgets` the CUDA context size and the device
-memory fallback.
+grace period, the readiness period and the node-loss toleration, :mod:`.placing` the CUDA context
+size and the device memory fallback (for :mod:`.budgets`), :mod:`.reconciling` the resync
+period. The proc port is the contract's (``mesh_client._src.contract.PROC_PORT``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 
 DEFAULT_IMAGE = "procmesh/proc-server:0.1.0"
-DEFAULT_PORT = 26600
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 
 

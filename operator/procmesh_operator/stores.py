@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from procmesh_operator import names
+from mesh_client._src import contract
 
 Key = tuple[str, str]  # (namespace, mesh name)
 #: How long a deleted pod's uid is remembered: far longer than any event or response can lag.
@@ -42,7 +42,7 @@ def _uid(body: Mapping[str, Any]) -> str:
 
 def mesh_key_of(body: Mapping[str, Any]) -> Key | None:
     meta = body.get("metadata") or {}
-    mesh = (meta.get("labels") or {}).get(names.MESH_LABEL)
+    mesh = (meta.get("labels") or {}).get(contract.MESH_LABEL)
     if not mesh:
         return None
     return str(meta.get("namespace", "default")), str(mesh)
@@ -117,9 +117,6 @@ class PodStore:
 
     # --- Lists ---------------------------------------------------------------------------------
 
-    def is_primed(self, key: Key) -> bool:
-        return key in self._primed
-
     def primed(self) -> list[Key]:
         return sorted(self._primed)
 
@@ -181,7 +178,7 @@ class PodStore:
         """The mesh's pods keyed by rank (pods whose name is not ``<mesh>-<rank>`` are skipped)."""
         out: dict[int, dict[str, Any]] = {}
         for name, pod in self._pods.get(key, {}).items():
-            rank = names.rank_of_pod_name(key[1], name)
+            rank = contract.rank_of_pod_name(key[1], name)
             if rank is not None:
                 out[rank] = pod
         return out

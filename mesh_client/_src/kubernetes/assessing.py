@@ -10,10 +10,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-# Condition reasons (set by the operator) after which waiting is pointless.
-FATAL_REASONS = frozenset(
-    {"GPUBudgetExceeded", "DeviceNotFound", "NoNodeFits", "InvalidColocation", "RestartLimitReached", "ProcFailed"}
-)
+from mesh_client._src import contract
+
 # Container waiting reasons that mean the pod will not start without a change.
 FATAL_WAITING = frozenset(
     {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError"}
@@ -62,7 +60,7 @@ def assess(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> Assess
     """Read the mesh's conditions, then its pods, into one verdict."""
     status = mesh.get("status") or {}
     generation = (mesh.get("metadata") or {}).get("generation")
-    ready_c = condition(mesh, "Ready")
+    ready_c = condition(mesh, contract.READY)
     desired = status.get("desiredProcs", "?")
     progress = f"{status.get('readyProcs', 0)}/{desired} procs ready"
     current = status.get("observedGeneration") == generation
@@ -74,9 +72,9 @@ def assess(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> Assess
         and all(p.get("ready") and p.get("address") for p in procs)
     ):
         return Assessment(True, progress)
-    for type_ in ("GPUBudgetSatisfied", "Degraded", "Ready", "Progressing"):
+    for type_ in (contract.GPU_BUDGET, contract.DEGRADED, contract.READY, contract.PROGRESSING):
         c = condition(mesh, type_)
-        if c.get("reason") in FATAL_REASONS and c.get("status") in ("False", "True"):
+        if c.get("reason") in contract.FATAL_REASONS and c.get("status") in ("False", "True"):
             return Assessment(False, progress, f"{c['reason']}: {c.get('message', '')}", c["reason"], True)
     for pod in pods:
         reason, message, fatal = pod_problem(pod)

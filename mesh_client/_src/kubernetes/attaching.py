@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from mesh_client._src import contract
 from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import Shape
@@ -97,7 +98,7 @@ def wait_ready(api: api_mod.KubeApi, name: str, timeout: float, progress: bool |
 
 
 def _looks_ready(mesh: dict[str, Any]) -> bool:
-    return assessing.condition(mesh, "Ready").get("status") == "True"
+    return assessing.condition(mesh, contract.READY).get("status") == "True"
 
 
 def connect_mesh(
@@ -117,7 +118,7 @@ def connect_mesh(
     name = mesh["metadata"]["name"]
     spec, status = mesh["spec"], mesh["status"]
     dims = [(d["name"], int(d["size"])) for d in spec.get("perHost") or []]
-    shape = Shape(["hosts", *(n for n, _ in dims)], [int(spec.get("hosts", 1)), *(s for _, s in dims)])
+    shape = Shape([contract.HOSTS_DIM, *(n for n, _ in dims)], [int(spec.get(contract.HOSTS_DIM, 1)), *(s for _, s in dims)])
     procs = sorted(status["procs"], key=lambda p: p["rank"])
     if [p["rank"] for p in procs] != list(range(len(shape))):
         raise MeshNotReady(f"ProcMesh {api.namespace}/{name} status lists ranks {[p['rank'] for p in procs]}, expected 0..{len(shape) - 1}")

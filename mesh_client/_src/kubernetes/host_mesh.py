@@ -10,6 +10,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from mesh_client._src import contract
 from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.kubernetes import api as api_mod
@@ -39,7 +40,7 @@ class KubernetesHostMesh(MeshTrait):
         timeout: float = attaching.DEFAULT_TIMEOUT,
         via_api_server: bool = False,
     ) -> None:
-        self._shape = Shape(["hosts"], [hosts])
+        self._shape = Shape([contract.HOSTS_DIM], [hosts])
         self.hosts = hosts
         client = api_client or api_mod.make_api_client(kubeconfig, context)
         self.api = api_mod.KubeApi(client, namespace or api_mod.default_namespace(kubeconfig, context))

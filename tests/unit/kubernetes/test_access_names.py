@@ -1,11 +1,7 @@
 """The client finds a mesh's token Secret and access Role by the names the operator gives them."""
 
 from mesh_client._src.kubernetes import api
-from procmesh_operator import names, specs
-
-
-def test_access_role_name_is_the_operators():
-    assert api.access_role_name("trainer") == names.access_role_name("trainer")
+from procmesh_operator import specs
 
 
 def test_token_secret_name_is_the_operators():

@@ -9,6 +9,7 @@ import base64
 import dataclasses
 import json
 
+from mesh_client._src import contract
 from procmesh_operator import names, rendering
 
 from .builders import SETTINGS, mesh
@@ -47,8 +48,8 @@ def test_identity_labels_owner():
     pod = rendering.render_pod(m, 2, rendering.ProcPlacement(), SETTINGS)
     meta = pod["metadata"]
     assert meta["name"] == "trainer-2" and meta["namespace"] == "ns"
-    assert meta["labels"][names.MESH_LABEL] == "trainer"
-    assert meta["labels"][names.RANK_LABEL] == "2"
+    assert meta["labels"][contract.MESH_LABEL] == "trainer"
+    assert meta["labels"][contract.RANK_LABEL] == "2"
     assert meta["labels"]["coord.procmesh.io/hosts"] == "1"
     assert meta["labels"]["coord.procmesh.io/gpus"] == "0"
     owner = meta["ownerReferences"][0]
@@ -66,7 +67,7 @@ def test_pinned_mode_names_exactly_its_device():
     assert env["CUDA_VISIBLE_DEVICES"] == "0"
     assert env["PROCMESH_MEMORY_FRACTION"] == "0.25"
     assert "resources" not in pod["spec"]["containers"][0]  # no GPU request in pinned mode
-    assert pod["metadata"]["annotations"][names.GPU_DEVICE_ANNOTATION] == "5"
+    assert pod["metadata"]["annotations"][contract.GPU_DEVICE_ANNOTATION] == "5"
     terms = pod["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In",
@@ -110,7 +111,7 @@ def test_template_passthrough_and_env_precedence():
         "env": [{"name": "FOO", "value": "bar"}, {"name": "CUDA_VISIBLE_DEVICES", "value": "7"}],
         "nodeSelector": {"pool": "gpu"}, "tolerations": [{"key": "gpu", "operator": "Exists"}],
         "schedulerName": "volcano", "serviceAccountName": "sa", "priorityClassName": "high",
-        "labels": {"kueue.x-k8s.io/queue-name": "q", names.MESH_LABEL: "spoof"},
+        "labels": {"kueue.x-k8s.io/queue-name": "q", contract.MESH_LABEL: "spoof"},
         "annotations": {"scheduling.k8s.io/group-name": "g"}},
         gpus={"mode": "pinned", "deviceIDs": [0, 1]})
     pod = rendering.render_pod(m, 0, rendering.ProcPlacement(node="n1", device="0"), SETTINGS)
@@ -125,7 +126,7 @@ def test_template_passthrough_and_env_precedence():
     assert spec["priorityClassName"] == "high"
     assert spec["tolerations"][0] == {"key": "gpu", "operator": "Exists"}
     assert pod["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "q"
-    assert pod["metadata"]["labels"][names.MESH_LABEL] == "m"
+    assert pod["metadata"]["labels"][contract.MESH_LABEL] == "m"
     assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "g"
 
 
@@ -134,7 +135,7 @@ def test_service_is_headless_and_publishes_not_ready():
     assert svc["metadata"]["name"] == "trainer-procs"
     assert svc["spec"]["clusterIP"] == "None"
     assert svc["spec"]["publishNotReadyAddresses"] is True
-    assert svc["spec"]["selector"] == {names.MESH_LABEL: "trainer"}
+    assert svc["spec"]["selector"] == {contract.MESH_LABEL: "trainer"}
     assert svc["spec"]["ports"][0]["port"] == 26600
 
 

@@ -4,6 +4,7 @@ Aspects: progress then Ready; transition times kept; refusals; restart limit; su
 procs[] entries (address, node, gpu); no write when nothing changed.
 """
 
+from mesh_client._src import contract
 from procmesh_operator import placing, planning, rendering, statuses
 
 from .builders import mesh, pod
@@ -53,7 +54,7 @@ def test_procs_entries():
 
 
 def test_budget_refusal():
-    refusal = placing.Refusal(placing.BUDGET_EXCEEDED, "too much on GPU 0")
+    refusal = placing.Refusal(contract.BUDGET_EXCEEDED, "too much on GPU 0")
     s = statuses.compute_status(mesh(gpus={"mode": "pinned", "deviceIDs": [0, 1]}), None, {},
                                 planning.Plan(refusal=refusal), now=T0)
     c = conds(s)
@@ -64,7 +65,7 @@ def test_budget_refusal():
 
 
 def test_colocation_refusal_leaves_budget_unknown():
-    refusal = placing.Refusal(placing.INVALID_COLOCATION, "no such mesh")
+    refusal = placing.Refusal(contract.INVALID_COLOCATION, "no such mesh")
     c = conds(statuses.compute_status(mesh(), None, {}, planning.Plan(refusal=refusal), now=T0))
     assert c["GPUBudgetSatisfied"]["status"] == "Unknown"
     assert c["Ready"]["reason"] == "InvalidColocation"
