@@ -134,8 +134,14 @@ BUDGET_EXCEEDED = "GPUBudgetExceeded"
 NO_NODE_FITS = "NoNodeFits"
 RESTART_LIMIT_REACHED = "RestartLimitReached"
 PROC_FAILED = "ProcFailed"
+#: The kubelet's container waiting reasons after which a proc's pod will not start without a
+#: change (an image that is not there or not allowed, a config the container cannot start with).
+#: The operator reports them as Ready's reason; the client fails at once on them.
+STUCK_WAITING_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull",
+                                   "InvalidImageName", "CreateContainerConfigError",
+                                   "CreateContainerError"})
 FATAL_REASONS = frozenset({INVALID_COLOCATION, DEVICE_NOT_FOUND, BUDGET_EXCEEDED, NO_NODE_FITS,
-                           RESTART_LIMIT_REACHED, PROC_FAILED})
+                           RESTART_LIMIT_REACHED, PROC_FAILED}) | STUCK_WAITING_REASONS
 
 
 # --- Rank arithmetic ---------------------------------------------------------------------------

@@ -118,7 +118,24 @@ def ready_verdict(o: Observed) -> Verdict:
         return "False", o.refusal.reason, o.refusal.message
     if o.plan is not None and o.plan.lost:
         return "False", NODE_LOST, node_lost_message(o.mesh, o.plan)
+    stuck = stuck_container(o.pods)
+    if stuck is not None:
+        return "False", stuck[0], f"{o.ready} of {o.desired} procs ready; {stuck[1]}"
     return "False", PROCS_NOT_READY, f"{o.ready} of {o.desired} procs ready"
+
+
+def stuck_container(pods: Mapping[int, Mapping[str, Any]]) -> tuple[str, str] | None:
+    """The kubelet's reason and message for the lowest-ranked proc whose container cannot start
+    without a change (a missing image, say), or None."""
+    for rank in sorted(pods):
+        pod = pods[rank]
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            waiting = (status.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in contract.STUCK_WAITING_REASONS:
+                name = (pod.get("metadata") or {}).get("name", "?")
+                detail = f": {waiting['message']}" if waiting.get("message") else ""
+                return str(waiting["reason"]), f"pod {name} ({rank=}): {waiting['reason']}{detail}"
+    return None
 
 
 def degraded_verdict(o: Observed) -> Verdict | None:

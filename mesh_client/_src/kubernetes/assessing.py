@@ -12,11 +12,6 @@ from typing import Any
 
 from mesh_client._src import contract
 
-# Container waiting reasons that mean the pod will not start without a change.
-FATAL_WAITING = frozenset(
-    {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError"}
-)
-
 
 @dataclasses.dataclass(frozen=True)
 class Assessment:
@@ -43,7 +38,7 @@ def pod_problem(pod: Mapping[str, Any]) -> tuple[str, str, bool]:
             return c.get("reason") or "Unschedulable", f"pod {name} is Pending: {c.get('message', 'not scheduled')}", False
     for cs in status.get("containerStatuses") or []:
         waiting = (cs.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") in FATAL_WAITING:
+        if waiting.get("reason") in contract.STUCK_WAITING_REASONS:
             return waiting["reason"], f"pod {name}: {waiting['reason']}: {waiting.get('message', '')}".rstrip(": "), True
         if waiting.get("reason") == "CrashLoopBackOff":
             last = (cs.get("lastState") or {}).get("terminated") or {}

@@ -107,3 +107,15 @@ def test_gpu_comes_from_the_placement_never_from_the_proc():
     plugin = mesh("p", gpus={"mode": "plugin"})
     s = statuses.compute_status(plugin, None, {0: pod(plugin, 0)}, planning.Plan(), now=T0)
     assert "gpu" not in s["procs"][0]  # the device plugin's choice is not in the pod object
+
+
+def test_a_container_that_cannot_start_names_the_kubelets_reason():
+    m = mesh()
+    stuck = pod(m, 1, phase="Pending", ready=False, ip=None)
+    stuck["status"]["containerStatuses"] = [{"name": "proc-server", "ready": False, "state": {
+        "waiting": {"reason": "ErrImageNeverPull", "message": 'image "x:0" is not present'}}}]
+    status = statuses.compute_status(m, None, {0: pod(m, 0), 1: stuck}, planning.Plan())
+    ready = conds(status)["Ready"]
+    assert (ready["status"], ready["reason"]) == ("False", "ErrImageNeverPull")
+    assert "m-1" in ready["message"] and 'image "x:0" is not present' in ready["message"]
+    assert "ErrImageNeverPull" in contract.FATAL_REASONS  # so attach stops at once on it
