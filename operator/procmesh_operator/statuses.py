@@ -36,6 +36,8 @@ NODE_LOST = "NodeLost"  # Ready=False: procs are on a NotReady/unreachable/delet
 CREATING_PROCS = "CreatingProcs"  # Progressing=True
 RESTARTING = "Restarting"  # Progressing=True after a restart by policy
 WAITING_FOR_COLOCATED = "WaitingForColocatedMesh"  # Progressing=True, budget Unknown
+#: Progressing=True: pods of an earlier mesh of this name (another uid) still hold rank names.
+WAITING_FOR_PREVIOUS_PODS = "WaitingForPreviousPods"
 SUSPENDED = "Suspended"  # spec.suspend: pods removed, resource kept
 PROC_FAILED = "ProcFailed"  # Degraded=True under restartPolicy Never
 RESTART_LIMIT_REACHED = "RestartLimitReached"  # Degraded=True, spec.maxRestarts used up
@@ -155,6 +157,11 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         progressing_c = cond(PROGRESSING, "False", ALL_PROCS_READY, "the mesh is complete")
     elif plan is not None and plan.waiting is not None:
         progressing_c = cond(PROGRESSING, "True", WAITING_FOR_COLOCATED, plan.waiting)
+    elif plan is not None and plan.foreign:
+        progressing_c = cond(PROGRESSING, "True", WAITING_FOR_PREVIOUS_PODS,
+                             f"pods {list(plan.foreign)} belong to an earlier ProcMesh of this "
+                             f"name (another uid); their ranks are created once garbage "
+                             f"collection has removed them")
     elif plan is not None and (plan.restarted or any(planning.is_terminating(p)
                                                      for p in pods.values())):
         progressing_c = cond(PROGRESSING, "True", RESTARTING,
