@@ -287,8 +287,9 @@ class Controller:
         owners = (existing.get("metadata") or {}).get("ownerReferences") or []
         if not any(o.get("uid") == mesh.uid for o in owners):
             raise ChildConflict(
-                f"{kind} {path.rsplit('/', 1)[1]} exists and is not owned by this ProcMesh; "
-                f"delete it or rename the mesh")
+                f"{kind} {path.rsplit('/', 1)[1]} exists and is not owned by this ProcMesh: if "
+                f"an earlier mesh of this name was just deleted, this clears when garbage "
+                f"collection removes it; otherwise delete it or rename the mesh")
         self._ensured[((mesh.namespace, mesh.name), kind)] = (mesh.uid, time.monotonic())
 
     async def _ensure_secret(self, mesh: specs.MeshSpec) -> None:
