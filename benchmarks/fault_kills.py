@@ -3,7 +3,8 @@ do meshes come back? Figures, not assertions (the correctness versions are the i
 tests/integration/operator/test_chaos.py, test_node_loss.py, test_apiserver_restart.py and
 test_restarts.py).
 
-A registry of named scenarios, each with a baseline measured in the same run:
+Scenarios of the one registry (:mod:`benchmarks.scenarios`), run by the command line of
+:mod:`benchmarks.faults`, each with a baseline measured in the same run:
 
 * ``proc-kills``: per restart policy, SIGKILL a random proc of a 3-proc mesh, ``--kills`` times:
   time to the caller's error (a pending ``call_one`` on the killed proc), time back to Ready
@@ -20,19 +21,17 @@ A registry of named scenarios, each with a baseline measured in the same run:
   started again: duplicates, orphans, stuck, time to Ready after the API server is back.
   Baseline: the API server's own restart (kill to /readyz).
 
-Everything runs on a fresh local control plane of tests/cluster with process nodes, the operator
-as a subprocess. Bounded by default (a few minutes); ``--kills 1000 --operator-kills 50`` for the
-targets of issue 12.
+Every kill scenario of a run shares one fresh local control plane of tests/cluster with a
+process node, the operator as a subprocess (:func:`environment`, started on first use). Bounded
+by default (a few minutes); ``--kills 1000 --operator-kills 50`` for the targets of issue 12.
 
-    python benchmarks/fault_kills.py [--scenario NAME ...] [--kills 10] [--json]
+    python benchmarks/faults.py --scenario proc-kills --scenario operator-kills [--kills 10] [--json]
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
-import json
 import os
 import pathlib
 import random
@@ -49,6 +48,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "operator")]
 
 from kubernetes import client, config  # noqa: E402
 
+from benchmarks import scenarios  # noqa: E402
 from mesh_client._src import contract  # noqa: E402
 from tests.cluster import components, controlplane, processes  # noqa: E402
 from tests.cluster.process_node.config import NodeConfig  # noqa: E402
@@ -200,7 +200,10 @@ def caller_error_seconds(env: Env, namespace: str, name: str, rank: int, kill: C
             procs.stop()
 
 
-def proc_kills(env: Env, args: argparse.Namespace) -> dict[str, Any]:
+@scenarios.scenario("proc-kills", "SIGKILL a random proc of a 3-proc mesh --kills times per "
+                    "restart policy: caller's error, back to Ready, stuck")
+def proc_kills(ctx: scenarios.Context) -> dict[str, Any]:
+    env, args = ctx.cluster(), ctx.args
     namespace = env.namespace()
     out: dict[str, Any] = {}
     rng = random.Random(args.seed)
@@ -290,7 +293,10 @@ def _kubelet_restart(env: Env, namespace: str, kills: int) -> dict[str, Any]:
 
 # --- operator-kills ------------------------------------------------------------------------------
 
-def operator_kills(env: Env, args: argparse.Namespace) -> dict[str, Any]:
+@scenarios.scenario("operator-kills", "SIGKILL the operator at a random point of a 64-proc "
+                    "reconcile: duplicates, orphans, time to Ready")
+def operator_kills(ctx: scenarios.Context) -> dict[str, Any]:
+    env, args = ctx.cluster(), ctx.args
     namespace = env.namespace()
     rng = random.Random(args.seed)
     size = args.procs
@@ -329,7 +335,10 @@ def operator_kills(env: Env, args: argparse.Namespace) -> dict[str, Any]:
 
 # --- node-kills ----------------------------------------------------------------------------------
 
-def node_kills(env: Env, args: argparse.Namespace) -> dict[str, Any]:
+@scenarios.scenario("node-kills", "a node with a mesh's procs dies: time to NodeLost and back "
+                    "to Ready elsewhere")
+def node_kills(ctx: scenarios.Context) -> dict[str, Any]:
+    env, args = ctx.cluster(), ctx.args
     namespace = env.namespace()
     lost_s, back_s, node_s = [], [], []
     stuck = 0
@@ -395,7 +404,10 @@ def _safe(check: Callable[[], bool]) -> bool:
 
 # --- apiserver-restarts --------------------------------------------------------------------------
 
-def apiserver_restarts(env: Env, args: argparse.Namespace) -> dict[str, Any]:
+@scenarios.scenario("apiserver-restarts", "kube-apiserver SIGKILLed during a 12-proc reconcile: "
+                    "duplicates, orphans, stuck")
+def apiserver_restarts(ctx: scenarios.Context) -> dict[str, Any]:
+    env, args = ctx.cluster(), ctx.args
     namespace = env.namespace()
     rng = random.Random(args.seed)
     size = 12
@@ -424,72 +436,3 @@ def apiserver_restarts(env: Env, args: argparse.Namespace) -> dict[str, Any]:
     return {"restarts": args.apiserver_restarts, "procs": size, **totals,
             "mesh_ready_after_apiserver_back_s": summary(after_back),
             "baseline_apiserver_restart_s": summary(restart_s)}
-
-
-SCENARIOS: dict[str, Callable[[Env, argparse.Namespace], dict[str, Any]]] = {
-    "proc-kills": proc_kills,
-    "operator-kills": operator_kills,
-    "node-kills": node_kills,
-    "apiserver-restarts": apiserver_restarts,
-}
-
-
-# --- Output --------------------------------------------------------------------------------------
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return str(value)
-
-
-def table(results: dict[str, Any]) -> str:
-    lines = []
-    for scenario, figures in results.items():
-        lines.append(f"## {scenario}")
-        for key, value in _flatten(figures):
-            lines.append(f"  {key:<58} {_fmt(value)}")
-    return "\n".join(lines)
-
-
-def _flatten(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _flatten(v, f"{prefix}.{k}" if prefix else str(k))
-    else:
-        yield prefix, obj
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--scenario", action="append", choices=sorted(SCENARIOS),
-                   help="run only these (repeatable; default all)")
-    p.add_argument("--kills", type=int, default=10, help="proc kills per restart policy")
-    p.add_argument("--caller-kills", type=int, default=5,
-                   help="of those, how many measure the caller's error (attach + pending call)")
-    p.add_argument("--baseline-kills", type=int, default=10,
-                   help="kills of the kubelet baseline (each waits out CrashLoopBackOff)")
-    p.add_argument("--operator-kills", type=int, default=3)
-    p.add_argument("--procs", type=int, default=64, help="mesh size for operator-kills")
-    p.add_argument("--node-kills", type=int, default=1)
-    p.add_argument("--apiserver-restarts", type=int, default=3)
-    p.add_argument("--stuck-after", type=float, default=60.0,
-                   help="a proc-kill restart not back by then counts as stuck")
-    p.add_argument("--seed", type=int, default=12)
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = p.parse_args(argv)
-    results: dict[str, Any] = {}
-    with environment() as env:
-        for name in args.scenario or list(SCENARIOS):
-            started = time.monotonic()
-            try:
-                results[name] = SCENARIOS[name](env, args)
-            except Exception as e:  # noqa: BLE001 - report it, run the other scenarios
-                results[name] = {"error": f"{type(e).__name__}: {e}"[:2000]}
-            results[name]["wall_s"] = time.monotonic() - started
-            print(f"{name}: {json.dumps(results[name])}", file=sys.stderr, flush=True)
-    print(json.dumps(results, indent=1) if args.json else table(results))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,11 +1,15 @@
-"""Fault and attack scenarios, each a named function returning a dict of figures (no assertions).
+"""Fault and attack scenarios, each a named function returning a dict of figures (no assertions):
+the one command for all of them.
 
-    python benchmarks/faults.py                          # every scenario, as a table
-    python benchmarks/faults.py --scenario flood --json  # one scenario, JSON
-    python benchmarks/faults.py --connections 20000      # a smaller flood
+    python benchmarks/faults.py                               # every scenario, as a table
+    python benchmarks/faults.py --scenario flood --json       # one scenario, JSON
+    python benchmarks/faults.py --connections 20000           # a smaller flood
+    python benchmarks/faults.py --scenario proc-kills --kills 100
 
-Scenarios register themselves with :func:`scenario`; each section below owns its scenarios.
-Every figure that has a baseline carries it in the same dict, measured in the same run.
+Scenarios register themselves in the one registry, :mod:`benchmarks.scenarios`; each section
+below owns its scenarios, and the kill scenarios (procs, the operator, a node, the API server on
+a local control plane) are :mod:`benchmarks.fault_kills`, imported into the same registry. Every
+figure that has a baseline carries it in the same dict, measured in the same run.
 
 Floods (issue 12): 10^5 hostile connections to one local proc server (connect and close,
 garbage, an oversized frame header, a wrong token, idle connections held open; see
@@ -22,7 +26,7 @@ for a ``call_one()`` to the killed proc itself (which never waited for anyone).
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import contextlib
 import json
 import os
 import pathlib
@@ -31,41 +35,16 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import flooding  # noqa: E402
+from benchmarks import flooding, scenarios  # noqa: E402
+from benchmarks.scenarios import scenario  # noqa: E402
 
 MIB = 1 << 20
-
-
-# The registry -------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Scenario:
-    name: str
-    help: str
-    run: Callable[[argparse.Namespace], dict[str, Any]]
-
-
-SCENARIOS: dict[str, Scenario] = {}
-
-
-def scenario(name: str, help: str) -> Callable[[Callable[[argparse.Namespace], dict[str, Any]]], Callable[[argparse.Namespace], dict[str, Any]]]:
-    """Register ``fn(args) -> figures`` under ``name``."""
-
-    def register(fn: Callable[[argparse.Namespace], dict[str, Any]]) -> Callable[[argparse.Namespace], dict[str, Any]]:
-        if name in SCENARIOS:
-            raise ValueError(f"scenario {name!r} is registered twice")
-        SCENARIOS[name] = Scenario(name, help, fn)
-        return fn
-
-    return register
 
 
 def pct(samples: list[float], q: float) -> float:
@@ -194,13 +173,13 @@ def flood_figures(
 
 
 @scenario("flood", "10^5 hostile connections to one proc server (scale with --connections)")
-def flood_scenario(args: argparse.Namespace) -> dict[str, Any]:
-    return flood_figures(args.connections, deadline=args.deadline)
+def flood_scenario(ctx: scenarios.Context) -> dict[str, Any]:
+    return flood_figures(ctx.args.connections, deadline=ctx.args.deadline)
 
 
 @scenario("flood-nofile64", "the same flood with the proc server's RLIMIT_NOFILE at 64 and 100 idle connections held")
-def flood_nofile_scenario(args: argparse.Namespace) -> dict[str, Any]:
-    return flood_figures(args.connections, nofile=64, hold=100, deadline=args.deadline)
+def flood_nofile_scenario(ctx: scenarios.Context) -> dict[str, Any]:
+    return flood_figures(ctx.args.connections, nofile=64, hold=100, deadline=ctx.args.deadline)
 
 
 # A dead member of a mesh-wide call ------------------------------------------------------------
@@ -231,6 +210,7 @@ def fail_fast_figures(rounds: int, procs: int = 4, survivor_sleep: float = 60.0)
     mesh_ms: list[float] = []
     one_ms: list[float] = []
     wrong = 0
+    told = 0  # errors that said how the proc died (known within peers.LOSS_DETAIL_SECONDS)
     for r in range(rounds):
         with this_host().spawn_procs(per_host={"procs": procs}, name=f"ff{r}") as mesh:
             actors = mesh.spawn("sleeper", _sleeper())
@@ -245,8 +225,9 @@ def fail_fast_figures(rounds: int, procs: int = 4, survivor_sleep: float = 60.0)
                 try:
                     fut.get(timeout=survivor_sleep / 2)
                     wrong += 1
-                except SupervisionError:
+                except SupervisionError as e:
                     out.append((time.perf_counter() - killed) * 1e3)
+                    told += "killed by SIGKILL" in str(e)
                 except TimeoutError:
                     wrong += 1
             for pid in pids:  # do not wait for the survivors' sleep on the way out
@@ -260,13 +241,18 @@ def fail_fast_figures(rounds: int, procs: int = 4, survivor_sleep: float = 60.0)
         "call_one_error_p50_ms": round(pct(one_ms, 0.5), 2),
         "call_one_error_max_ms": round(max(one_ms, default=float("nan")), 2),
         "not_supervision_error": wrong,
+        "errors_saying_how_it_died": told,
     }
 
 
 @scenario("call-fail-fast", "SIGKILL one of 4 procs while all are busy: time until call() fails")
-def fail_fast_scenario(args: argparse.Namespace) -> dict[str, Any]:
-    return fail_fast_figures(args.rounds)
+def fail_fast_scenario(ctx: scenarios.Context) -> dict[str, Any]:
+    return fail_fast_figures(ctx.args.rounds)
 
+
+# Kills (procs, the operator, a node, the API server): their own module, this registry --------
+
+from benchmarks import fault_kills  # noqa: E402  (registers its scenarios after the ones above)
 
 # Output -------------------------------------------------------------------------------------
 
@@ -277,36 +263,71 @@ TARGETS = {
     "legit_calls_failed": "0",
     "call_error_max_ms": "<= 100",
     "not_supervision_error": "0",
+    "stuck": "0",
+    "duplicates": "0",
+    "orphans": "0",
+    "RestartProc.back_to_ready_s.p99": "<= 5",
+    "RestartMesh.back_to_ready_s.p99": "<= 5",
 }
 
 
+def _fmt(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
 def table(results: dict[str, dict[str, Any]]) -> str:
-    names = list(results)
-    keys: list[str] = []
-    for figures in results.values():
-        keys += [k for k in figures if k not in keys and not isinstance(figures[k], list)]
-    width = max(map(len, names + ["metric"])) + 2
-    lines = [f"{'metric':28}" + "".join(f"{n:>{width}}" for n in names) + "  target"]
-    for key in keys:
-        row = f"{key:28}" + "".join(f"{str(results[n].get(key, '-')):>{width}}" for n in names)
-        lines.append(row + (f"  {TARGETS[key]}" if key in TARGETS else ""))
+    """One section per scenario, one line per (flattened) figure, with its target if any."""
+    lines = []
+    for name, figures in results.items():
+        lines.append(f"## {name}")
+        for key, value in scenarios.flatten(figures):
+            target = TARGETS.get(key) or TARGETS.get(key.rsplit(".", 1)[-1])
+            lines.append(f"  {key:<58} {_fmt(value):>14}" + (f"  target {target}" if target else ""))
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), help="run only these (repeatable)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--connections", type=int, default=100_000, help="hostile connections per flood")
-    parser.add_argument("--deadline", type=float, default=60.0, help="seconds a flood may last at most")
-    parser.add_argument("--rounds", type=int, default=20, help="kills for call-fail-fast")
-    args = parser.parse_args()
-    results = {}
-    for name in args.scenario or list(SCENARIOS):
-        print(f"running {name} ...", file=sys.stderr, flush=True)
-        results[name] = SCENARIOS[name].run(args)
-    print(json.dumps(results, indent=2) if args.json else table(results))
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scenario", action="append", choices=list(scenarios.SCENARIOS),
+                   help="run only these (repeatable; default all, in this order)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    floods = p.add_argument_group("floods and fail-fast")
+    floods.add_argument("--connections", type=int, default=100_000, help="hostile connections per flood")
+    floods.add_argument("--deadline", type=float, default=60.0, help="seconds a flood may last at most")
+    floods.add_argument("--rounds", type=int, default=20, help="kills for call-fail-fast")
+    kills = p.add_argument_group("kills (one local control plane for all of them)")
+    kills.add_argument("--kills", type=int, default=10, help="proc kills per restart policy")
+    kills.add_argument("--caller-kills", type=int, default=5,
+                       help="of those, how many measure the caller's error (attach + pending call)")
+    kills.add_argument("--baseline-kills", type=int, default=10,
+                       help="kills of the kubelet baseline (each waits out CrashLoopBackOff)")
+    kills.add_argument("--operator-kills", type=int, default=3)
+    kills.add_argument("--procs", type=int, default=64, help="mesh size for operator-kills")
+    kills.add_argument("--node-kills", type=int, default=1)
+    kills.add_argument("--apiserver-restarts", type=int, default=3)
+    kills.add_argument("--stuck-after", type=float, default=60.0,
+                       help="a proc-kill restart not back by then counts as stuck")
+    kills.add_argument("--seed", type=int, default=12)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    results: dict[str, dict[str, Any]] = {}
+    with contextlib.ExitStack() as stack:
+        ctx = scenarios.Context(args, stack, open_cluster=fault_kills.environment)
+        for name in args.scenario or list(scenarios.SCENARIOS):
+            print(f"running {name} ...", file=sys.stderr, flush=True)
+            started = time.monotonic()
+            try:
+                results[name] = scenarios.SCENARIOS[name].run(ctx)
+            except Exception as e:  # noqa: BLE001 - report it, run the other scenarios
+                results[name] = {"error": f"{type(e).__name__}: {e}"[:2000]}
+            results[name]["wall_s"] = round(time.monotonic() - started, 1)
+            print(f"{name}: {json.dumps(results[name])}", file=sys.stderr, flush=True)
+    print(json.dumps(results, indent=1) if args.json else table(results))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

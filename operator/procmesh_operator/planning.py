@@ -16,6 +16,12 @@ its node is lost (:mod:`.losses`) for longer than the pod tolerates; pods on a l
 deleted with grace period 0 (``Plan.force``), since no kubelet will confirm a graceful delete
 there. A pod that disappears (deleted by someone) is recreated like a ReplicaSet would, without
 counting.
+
+Only the mesh's own pods (controlled by its uid) are its procs. A pod of a rank's name controlled
+by another uid (``foreign``: an earlier mesh of this name, deleted and created again at once, whose
+pods garbage collection has not removed yet) is never counted, restarted or deleted here; its
+rank is created only once it is gone (the name is taken until then), and under RestartMesh
+nothing is created while any is left.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ class Plan:
     force: frozenset[str] = frozenset()  # pods of ``deletes`` to delete with grace period 0
     lost: Mapping[int, str] = dataclasses.field(default_factory=dict)  # rank -> its lost node
     recheck: float | None = None  # seconds until a proc on a lost node runs out of toleration
+    foreign: tuple[str, ...] = ()  # pods of an earlier incarnation this plan waits for
 
 
 def pod_phase(pod: Mapping[str, Any]) -> str:
@@ -79,10 +86,14 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
          nodes: Mapping[str, placing.NodeInfo] | None = None,
          other_pods: Iterable[Mapping[str, Any]] = (),
          settings: settings_.Settings,
-         losses: Mapping[str, losses_.NodeLoss] | None = None, now: float = 0.0) -> Plan:
+         losses: Mapping[str, losses_.NodeLoss] | None = None, now: float = 0.0,
+         foreign: Mapping[int, Mapping[str, Any]] | None = None) -> Plan:
     """Decide one reconcile of ``mesh``. ``restarts`` is the current status.restarts; ``pods``
-    are the mesh's pods by rank (terminating ones included); ``losses`` the lost nodes by name,
-    judged at ``now`` (epoch seconds)."""
+    are the mesh's own pods by rank (terminating ones included); ``foreign`` the pods by rank
+    holding a rank's name for another incarnation; ``losses`` the lost nodes by name, judged at
+    ``now`` (epoch seconds)."""
+    foreign = foreign or {}
+    waits_for = tuple(sorted(_ident(p)[0] for p in foreign.values()))
     lost, expired, recheck = _node_losses(pods, losses or {}, now)
     force = frozenset(_ident(pods[r])[0] for r in expired)
     # Already terminating on a dead node: only a forced delete removes them (not counted again,
@@ -96,7 +107,7 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
         if mesh.restart_policy != specs.NEVER or mesh.suspend:
             deletes += [d for d in stuck if d not in deletes]
         return dataclasses.replace(p, deletes=tuple(deletes), force=force, lost=lost,
-                                   recheck=recheck)
+                                   recheck=recheck, foreign=waits_for)
 
     if mesh.suspend:
         return done(Plan(deletes=tuple(_ident(p) for p in pods.values() if not is_terminating(p)),
@@ -130,9 +141,10 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
             return done(Plan(deletes=tuple(deletes), restarts=restarts,
                              restarted=tuple(restarted)))
 
-    missing = [rank for rank in range(mesh.size) if rank not in pods]
-    if mesh.restart_policy == specs.RESTART_MESH and any(is_terminating(p) for p in pods.values()):
-        missing = []  # a previous attempt is still shutting down
+    missing = [rank for rank in range(mesh.size) if rank not in pods and rank not in foreign]
+    if mesh.restart_policy == specs.RESTART_MESH and (
+            foreign or any(is_terminating(p) for p in pods.values())):
+        missing = []  # a previous attempt (or incarnation) is still shutting down
 
     placement = placing.place(
         mesh, missing, own_pods=pods, partner=partner, partner_pods=partner_pods or {},

@@ -212,7 +212,7 @@ class Controller:
         if mesh.colocate_with:
             self._colocated_by.setdefault((namespace, mesh.colocate_with), set()).add(key)
         await self.store.prime(key, lambda: self._list_pods(namespace, name))
-        pods_before = self.store.pods_by_rank(key)
+        pods_before = self.store.pods_by_rank(key, mesh.uid)
         plan: planning.Plan | None = None
         created: list[str] = []
         error: str | None = None
@@ -224,7 +224,7 @@ class Controller:
             plan, created = await self._reconcile_pods(mesh, previous)
         except (kubeclient.ApiError, ChildConflict) as e:
             error, failure = str(e), e
-        pods = self.store.pods_by_rank(key)
+        pods = self.store.pods_by_rank(key, mesh.uid)
         status = statuses.compute_status(mesh, previous, pods, plan, error)
         if statuses.differs(previous, status):
             try:
@@ -282,8 +282,9 @@ class Controller:
         owners = (existing.get("metadata") or {}).get("ownerReferences") or []
         if not any(o.get("uid") == mesh.uid for o in owners):
             raise ChildConflict(
-                f"{kind} {path.rsplit('/', 1)[1]} exists and is not owned by this ProcMesh; "
-                f"delete it or rename the mesh")
+                f"{kind} {path.rsplit('/', 1)[1]} exists and is not owned by this ProcMesh: if "
+                f"an earlier mesh of this name was just deleted, this clears when garbage "
+                f"collection removes it; otherwise delete it or rename the mesh")
         self._ensured[((mesh.namespace, mesh.name), kind)] = (mesh.uid, time.monotonic())
 
     async def _ensure_secret(self, mesh: specs.MeshSpec) -> None:
@@ -299,9 +300,8 @@ class Controller:
         else's (an earlier mesh of this name that garbage collection is removing, or a Secret
         planted to give this mesh a known token): a conflict, retried with backoff.
         """
-        if mesh.token_secret_name is not None or any(
-                _owned_by(pod, mesh.uid)
-                for pod in self.store.pods_by_rank((mesh.namespace, mesh.name)).values()):
+        if mesh.token_secret_name is not None or \
+                self.store.pods_by_rank((mesh.namespace, mesh.name), mesh.uid):
             return
         token = rendering.new_token()
         try:
@@ -349,8 +349,8 @@ class Controller:
             if partner_body is not None:
                 partner = specs.parse(partner_body)
                 await self.store.prime(partner_key, lambda: self._list_pods(*partner_key))
-                partner_pods = self.store.pods_by_rank(partner_key)
-        pods = self.store.pods_by_rank(key)
+                partner_pods = self.store.pods_by_rank(partner_key, partner.uid)
+        pods = self.store.pods_by_rank(key, mesh.uid)
         needs_devices = (mesh.gpus.mode == contract.GPU_MODE_PINNED and not mesh.suspend
                          and len(pods) < mesh.size)
         lock = self._placement_lock if needs_devices else contextlib.nullcontext()
@@ -366,7 +366,8 @@ class Controller:
                 others = [p for p in listed.get("items") or [] if stores.mesh_key_of(p) != key]
             plan = planning.plan(mesh, restarts=restarts, pods=pods, partner=partner,
                                  partner_pods=partner_pods, nodes=nodes, other_pods=others,
-                                 settings=self.settings, losses=self._losses, now=time.time())
+                                 settings=self.settings, losses=self._losses, now=time.time(),
+                                 foreign=self.store.foreign_by_rank(key, mesh.uid))
             await self._delete_pods(mesh, plan)
             created = await self._create_pods(mesh, plan)
         return plan, created

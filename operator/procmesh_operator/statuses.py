@@ -28,6 +28,8 @@ NODE_LOST = "NodeLost"  # Ready=False: procs are on a NotReady/unreachable/delet
 CREATING_PROCS = "CreatingProcs"  # Progressing=True
 RESTARTING = "Restarting"  # Progressing=True after a restart by policy
 WAITING_FOR_COLOCATED = "WaitingForColocatedMesh"  # Progressing=True, budget Unknown
+#: Progressing=True: pods of an earlier mesh of this name (another uid) still hold rank names.
+WAITING_FOR_PREVIOUS_PODS = "WaitingForPreviousPods"
 SUSPENDED = "Suspended"  # spec.suspend: pods removed, resource kept
 RECONCILE_ERROR = "ReconcileError"  # Degraded=True: an API call failed; retried with backoff
 NO_FAILURES = "NoFailures"  # Degraded=False
@@ -169,6 +171,10 @@ def progressing_verdict(o: Observed, degraded: Mapping[str, Any]) -> Verdict:
         return "False", ALL_PROCS_READY, "the mesh is complete"
     if o.plan is not None and o.plan.waiting is not None:
         return "True", WAITING_FOR_COLOCATED, o.plan.waiting
+    if o.plan is not None and o.plan.foreign:
+        return ("True", WAITING_FOR_PREVIOUS_PODS,
+                f"pods {list(o.plan.foreign)} belong to an earlier ProcMesh of this name (another "
+                f"uid); their ranks are created once garbage collection has removed them")
     if o.plan is not None and (o.plan.restarted or any(planning.is_terminating(p)
                                                        for p in o.pods.values())):
         return "True", RESTARTING, f"restart {o.restarts} of at most {o.mesh.max_restarts}"

@@ -11,7 +11,10 @@ hundreds of pod events while starting). To stay correct:
   MODIFIED event, not the DELETE response the operator upserts after the DELETED event was
   handled (issue 12, item 1: the "terminating" pod that no later event removed);
 * :meth:`repair` applies a periodic relist (one list per namespace, not per event), dropping
-  entries the list proves gone and adding ones a missed event would have brought.
+  entries the list proves gone and adding ones a missed event would have brought;
+* reads are by mesh *incarnation*: a mesh deleted and created again at once under the same name
+  finds the old one's pods (same names, same label) until garbage collection removes them, so
+  :meth:`PodStore.pods_by_rank` returns only the pods the given mesh uid controls.
 
 Fed by :mod:`.handlers` (through :mod:`.reconciling`), read by :mod:`.reconciling`.
 """
@@ -174,11 +177,32 @@ class PodStore:
         return {key for key, pods in self._pods.items()
                 if any((p.get("spec") or {}).get("nodeName") == node for p in pods.values())}
 
-    def pods_by_rank(self, key: Key) -> dict[int, dict[str, Any]]:
-        """The mesh's pods keyed by rank (pods whose name is not ``<mesh>-<rank>`` are skipped)."""
+    def pods_by_rank(self, key: Key, owner_uid: str) -> dict[int, dict[str, Any]]:
+        """The pods of the mesh incarnation ``owner_uid`` keyed by rank (pods whose name is not
+        ``<mesh>-<rank>`` are skipped). A pod of the same name and label controlled by another
+        uid is not this mesh's proc (an earlier mesh of this name, being garbage-collected):
+        see :meth:`foreign_by_rank`."""
+        return {rank: pod for rank, pod in self._by_rank(key).items()
+                if controller_uid(pod) == owner_uid}
+
+    def foreign_by_rank(self, key: Key, owner_uid: str) -> dict[int, dict[str, Any]]:
+        """Pods with the mesh's label and a rank's name not controlled by ``owner_uid``: they
+        hold a name this incarnation needs, so it waits for them to go."""
+        return {rank: pod for rank, pod in self._by_rank(key).items()
+                if controller_uid(pod) != owner_uid}
+
+    def _by_rank(self, key: Key) -> dict[int, dict[str, Any]]:
         out: dict[int, dict[str, Any]] = {}
         for name, pod in self._pods.get(key, {}).items():
             rank = contract.rank_of_pod_name(key[1], name)
             if rank is not None:
                 out[rank] = pod
         return out
+
+
+def controller_uid(body: Mapping[str, Any]) -> str | None:
+    """The uid of the object's controller (its ownerReference with ``controller: true``)."""
+    for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid", ""))
+    return None

@@ -44,18 +44,19 @@ class KubernetesProcs:
     def elastic_info(self) -> tuple[str, int, int]:
         return self._elastic
 
-    def explain(self, index: int, reason: str) -> str:
-        """Ask the API server how the proc's pod ended (its status may lag by a moment)."""
+    def explain(self, index: int, reason: str, deadline: float) -> str:
+        """Ask the API server how the proc's pod ended, while ``deadline`` (time.monotonic())
+        allows: the pod's status usually lags the dropped connection, so mostly it says only
+        that the proc is gone, and the caller is not kept waiting for the story."""
         name = self.pod_names[index]
-        deadline = time.monotonic() + 5
-        while True:
+        story = None
+        while story is None and time.monotonic() < deadline:
             try:
                 story = assessing.describe_death(self.api.pod(name), name)
             except Exception:
                 story = None
-            if story or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+            if story is None:
+                time.sleep(min(0.01, max(0.0, deadline - time.monotonic())))
         return f"proc {self.api.namespace}/{self.name} rank {index} ({name}) is gone: {story or reason}"
 
     def stop(self, indices: Sequence[int], reason: str) -> None:
@@ -140,7 +141,7 @@ def connect_mesh(
     group = ProcGroup(name, addresses, token, labels, owner=owner, opener=opener)
     owner.group = group
     for index, peer in enumerate(group.peers):
-        peer.explain_loss = lambda reason, i=index: owner.explain(i, reason)
+        peer.explain_loss = lambda reason, deadline, i=index: owner.explain(i, reason, deadline)
     proc_mesh = ProcMesh(group, shape)
     for peer in group.peers:
         peer.connect()

@@ -164,14 +164,17 @@ class LocalProcs:
         """Let failed calls say how each proc died."""
         self._peers = list(group_peers)
         for index, peer in enumerate(group_peers):
-            peer.explain_loss = lambda reason, i=index: self.explain(i, reason)
+            peer.explain_loss = lambda reason, deadline, i=index: self.explain(i, reason, deadline)
 
-    def explain(self, index: int, reason: str) -> str:
+    def explain(self, index: int, reason: str, deadline: float) -> str:
+        """How proc ``index`` ended, if its exit status is known by ``deadline``
+        (time.monotonic()); a forked proc's comes from the zygote, which may lag under load."""
         proc = self.processes[index]
         try:
-            proc.wait(timeout=2)
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            return f"lost the connection to proc {self.labels[index]} (pid {proc.pid}, still running): {reason}"
+            return (f"lost the connection to proc {self.labels[index]} (pid {proc.pid}; its exit "
+                    f"status was not known yet): {reason}")
         return f"proc {self.labels[index]} (pid {proc.pid}) {describe_exit(proc.returncode)}"
 
     def stop(self, indices: Sequence[int], reason: str) -> None:

@@ -3,12 +3,17 @@
 A peer numbers its requests, keeps the futures of those in flight, resolves them from the
 reactor when replies arrive, and fails every one of them at once when the connection drops,
 so a dead proc never leaves a caller hanging. Used by the actor layer for every call.
+
+How the proc died (its exit status, from the launcher or the API server) is added to a failed
+call's message only if it is learnt within :data:`LOSS_DETAIL_SECONDS` of the dropped
+connection: the caller's error never waits longer for the details (issue 12, item 4).
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,6 +28,9 @@ LOST = envelopes.LOST
 NO_REPLY = envelopes.NO_REPLY
 
 _ids = itertools.count(1)
+
+#: How long after the connection dropped a failed call may wait to learn how its proc died.
+LOSS_DETAIL_SECONDS = 0.03
 
 
 def is_lost(fut: futures.Future[Any]) -> bool:
@@ -46,8 +54,10 @@ class Peer:
         self._connect_lock = threading.Lock()
         self._pending: dict[int, futures.Future[Any]] = {}
         self.lost: str | None = None  # why the connection ended, once it has
-        # Asked lazily, in the caller's thread, when a call fails because the link dropped.
-        self.explain_loss: Callable[[str], str] | None = None
+        self.lost_at: float | None = None  # when (time.monotonic()) it ended
+        # Asked lazily, in the caller's thread, when a call fails because the link dropped:
+        # (reason, deadline on time.monotonic()) -> message; it must not wait past the deadline.
+        self.explain_loss: Callable[[str, float], str] | None = None
 
     def __repr__(self) -> str:
         state = "lost" if self.lost else ("connected" if self._channel else "new")
@@ -111,6 +121,7 @@ class Peer:
             fut.set_raw((reply.status, reply.payload, reply.header))
 
     def _on_closed(self, channel: channel_mod.Channel, reason: str) -> None:
+        self.lost_at = time.monotonic()
         self.lost = reason
         self._fail_pending()
 
@@ -123,9 +134,12 @@ class Peer:
             fut.set_raw((LOST, self.lost, self))
 
     def describe_loss(self, reason: str) -> str:
+        """The message of a call failed by the lost link: the owner's story of the proc's end
+        if it knows it by :data:`LOSS_DETAIL_SECONDS` after the loss, else what it knows then."""
         if self.explain_loss is not None:
+            deadline = (self.lost_at or time.monotonic()) + LOSS_DETAIL_SECONDS
             try:
-                return self.explain_loss(reason)
+                return self.explain_loss(reason, deadline)
             except Exception:
                 pass
         return reason

@@ -7,7 +7,8 @@ replaced and never read (not even on a 409, which counts as done only when the m
 exists, else as a conflict); a creator's own Secret (spec.tokenSecretName) is left alone; a
 foreign Role of the derived name is a conflict;
 status is written only when it changed; an API error is recorded as Degraded and re-raised;
-a relist repairs a pod cache that missed a deletion.
+a relist repairs a pod cache that missed a deletion; a mesh created again at once under the
+same name is not Ready on the earlier mesh's pods and waits for them to go.
 """
 
 import asyncio
@@ -17,7 +18,7 @@ import pytest
 
 from procmesh_operator import kubeclient, reconciling
 
-from .builders import SETTINGS, mesh_body
+from .builders import SETTINGS, mesh, mesh_body, pod
 
 
 class FakeClient:
@@ -125,9 +126,11 @@ def test_create_conflict_is_done():
     ctl.store._primed.add(("ns", "m"))  # a stale cache that has not seen m-0 yet
     client.objects["/api/v1/namespaces/ns/pods/m-0"] = {
         "metadata": {"name": "m-0", "namespace": "ns", "uid": "old", "resourceVersion": "5",
-                     "labels": {"procmesh.io/mesh": "m"}}, "spec": {}, "status": {}}
+                     "labels": {"procmesh.io/mesh": "m"},
+                     "ownerReferences": [{"uid": "uid-m", "controller": True}]},
+        "spec": {}, "status": {}}
     asyncio.run(ctl.reconcile(("ns", "m")))
-    assert ctl.store.pods_by_rank(("ns", "m"))[0]["metadata"]["uid"] == "old"
+    assert ctl.store.pods_by_rank(("ns", "m"), "uid-m")[0]["metadata"]["uid"] == "old"
 
 
 def secret_reads(client):
@@ -207,11 +210,11 @@ def test_suspended_mesh_without_its_secret_gets_a_new_token():
     assert path not in client.objects
     client.objects[MESH_PATH]["spec"]["suspend"] = True
     asyncio.run(ctl.reconcile(("ns", "m")))
-    assert not ctl.store.pods_by_rank(("ns", "m"))
+    assert not ctl.store.pods_by_rank(("ns", "m"), "uid-m")
     client.objects[MESH_PATH]["spec"]["suspend"] = False
     asyncio.run(ctl.reconcile(("ns", "m")))
     assert client.objects[path]["data"]["token"] != before
-    assert ctl.store.pods_by_rank(("ns", "m"))
+    assert ctl.store.pods_by_rank(("ns", "m"), "uid-m")
 
 
 def test_relist_repairs_a_missed_deletion():
@@ -261,13 +264,13 @@ def test_restart_completes_when_deleted_event_beats_delete_response(policy):
     ctl.pod_event("MODIFIED", copy.deepcopy(failed))
     asyncio.run(ctl.reconcile(("ns", "m")))  # deletes (the failed pod, or all of them)
     assert [c for c in client.calls if c[0] == "delete"]
-    assert ctl.store.pods_by_rank(("ns", "m")).keys() == ({0} if policy == "RestartProc" else set())
+    assert ctl.store.pods_by_rank(("ns", "m"), "uid-m").keys() == ({0} if policy == "RestartProc" else set())
     client.calls.clear()
     asyncio.run(ctl.reconcile(("ns", "m")))  # recreates
     recreated = 1 if policy == "RestartProc" else 2
     # (RestartMesh leaves no pod: the operator may try the token Secret again, a 409 at most)
     assert [c for c in creates(client) if c.endswith("/pods")] == ["/api/v1/namespaces/ns/pods"] * recreated
-    assert sorted(ctl.store.pods_by_rank(("ns", "m"))) == [0, 1]
+    assert sorted(ctl.store.pods_by_rank(("ns", "m"), "uid-m")) == [0, 1]
 
 
 def test_a_deleted_mesh_leaves_no_state_behind():
@@ -280,8 +283,57 @@ def test_a_deleted_mesh_leaves_no_state_behind():
         del client.objects[MESH_PATH]
         ctl.mesh_event("DELETED", mesh_body("m"))
         state = (ctl._ensured, ctl._phases, ctl._last_status_rv, ctl._colocated_by, ctl._secrets_made,
-                 ctl.queue.keys(), ctl.store.pods_by_rank(("ns", "m")), ctl.store.primed())
+                 ctl.queue.keys(), ctl.store.pods_by_rank(("ns", "m"), "uid-m"), ctl.store.primed())
         await ctl.stop()
         return state
 
     assert all(not part for part in asyncio.run(scenario()))
+
+
+def earlier_incarnations_pods(client, size):
+    """Running, Ready pods of an earlier mesh "m" (uid "uid-old") that garbage collection has
+    not removed yet."""
+    old = mesh("m", per_host=(("procs", size),))
+    for rank in range(size):
+        body = pod(old, rank, uid=f"old-pod-{rank}", rv=50 + rank)
+        body["metadata"]["ownerReferences"][0]["uid"] = "uid-old"
+        client.objects[kubeclient.pods_path("ns", f"m-{rank}")] = body
+
+
+@pytest.mark.parametrize("policy", ["RestartProc", "RestartMesh"])
+def test_mesh_created_again_at_once_is_not_ready_on_the_earlier_meshs_pods(policy):
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),),
+                                                   restartPolicy=policy)})
+    earlier_incarnations_pods(client, 2)
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    status = client.objects[MESH_PATH]["status"]
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    progressing = next(c for c in status["conditions"] if c["type"] == "Progressing")
+    assert ready["status"] == "False" and status["readyProcs"] == 0
+    assert progressing["reason"] == "WaitingForPreviousPods"
+    assert not any("address" in p for p in status["procs"])  # no client is sent to them
+    assert [p for p in creates(client) if p.endswith("/pods")] == []  # names taken: wait
+    assert not [p for verb, p in client.calls if verb == "delete"]  # not ours to delete
+    # Garbage collection removes them (their DELETED events), then the mesh gets its own.
+    for rank in range(2):
+        gone = client.objects.pop(kubeclient.pods_path("ns", f"m-{rank}"))
+        ctl.pod_event("DELETED", gone)
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    own = ctl.store.pods_by_rank(("ns", "m"), "uid-m")
+    assert sorted(own) == [0, 1]
+    assert not ctl.store.foreign_by_rank(("ns", "m"), "uid-m")
+
+
+def test_mesh_created_again_at_once_is_not_ready_while_its_secret_conflicts():
+    """The earlier mesh's Secret is still there too: the reconcile stops at the Secret, and the
+    status it writes counts only the new mesh's pods (none)."""
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),))})
+    earlier_incarnations_pods(client, 1)
+    client.objects["/api/v1/namespaces/ns/secrets/m-token"] = {
+        "metadata": {"name": "m-token", "namespace": "ns", "uid": "old-secret",
+                     "ownerReferences": [{"uid": "uid-old", "controller": True}]}}
+    with pytest.raises(reconciling.ChildConflict):
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    status = client.objects[MESH_PATH]["status"]
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "False" and status["readyProcs"] == 0

@@ -1,5 +1,5 @@
 """The pod cache: newer versions win, deleted uids are tombstoned (for a bounded time), priming
-lists once, a relist repairs drift."""
+lists once, a relist repairs drift; reads return only the pods of the given mesh incarnation."""
 
 import asyncio
 
@@ -16,7 +16,7 @@ def test_newer_resource_version_wins():
     s.observe("ADDED", pod(m, 0, rv=5, ready=False))
     s.upsert(pod(m, 0, rv=9))
     s.observe("MODIFIED", pod(m, 0, rv=7, ready=False))  # a late event
-    assert s.pods_by_rank(KEY)[0]["metadata"]["resourceVersion"] == "9"
+    assert s.pods_by_rank(KEY, "uid-m")[0]["metadata"]["resourceVersion"] == "9"
 
 
 def test_tombstone_ignores_stale_events_until_deleted():
@@ -25,10 +25,10 @@ def test_tombstone_ignores_stale_events_until_deleted():
     s.observe(None, pod(m, 1, uid="u1", phase="Failed"))
     s.forget("ns", "m", "m-1", "u1")
     s.observe("MODIFIED", pod(m, 1, uid="u1", phase="Failed", rv=11))
-    assert 1 not in s.pods_by_rank(KEY)
+    assert 1 not in s.pods_by_rank(KEY, "uid-m")
     s.observe("DELETED", pod(m, 1, uid="u1"))
     s.observe("ADDED", pod(m, 1, uid="u2", rv=12))  # the new incarnation
-    assert s.pods_by_rank(KEY)[1]["metadata"]["uid"] == "u2"
+    assert s.pods_by_rank(KEY, "uid-m")[1]["metadata"]["uid"] == "u2"
 
 
 def test_deleted_event_of_old_incarnation_keeps_new_one():
@@ -36,7 +36,7 @@ def test_deleted_event_of_old_incarnation_keeps_new_one():
     s = stores.PodStore()
     s.upsert(pod(m, 0, uid="new", rv=20))
     s.observe("DELETED", pod(m, 0, uid="old", rv=19))
-    assert s.pods_by_rank(KEY)[0]["metadata"]["uid"] == "new"
+    assert s.pods_by_rank(KEY, "uid-m")[0]["metadata"]["uid"] == "new"
 
 
 def test_prime_lists_once_and_drops_vanished():
@@ -51,7 +51,7 @@ def test_prime_lists_once_and_drops_vanished():
 
     asyncio.run(s.prime(KEY, lister))
     asyncio.run(s.prime(KEY, lister))
-    assert calls == [1] and sorted(s.pods_by_rank(KEY)) == [1]
+    assert calls == [1] and sorted(s.pods_by_rank(KEY, "uid-m")) == [1]
 
 
 def test_non_proc_pods_are_ignored():
@@ -67,9 +67,9 @@ def test_delete_response_after_deleted_event_does_not_resurrect():
     s.observe("ADDED", pod(m, 1, uid="u1", phase="Failed", rv=10))
     s.observe("DELETED", pod(m, 1, uid="u1", phase="Failed", rv=12))
     s.upsert(pod(m, 1, uid="u1", phase="Failed", terminating=True, rv=11))  # the DELETE response
-    assert 1 not in s.pods_by_rank(KEY)
+    assert 1 not in s.pods_by_rank(KEY, "uid-m")
     s.upsert(pod(m, 1, uid="u2", rv=13))  # the replacement is stored
-    assert s.pods_by_rank(KEY)[1]["metadata"]["uid"] == "u2"
+    assert s.pods_by_rank(KEY, "uid-m")[1]["metadata"]["uid"] == "u2"
 
 
 def test_delete_response_before_deleted_event_is_removed_by_it():
@@ -77,9 +77,9 @@ def test_delete_response_before_deleted_event_is_removed_by_it():
     s = stores.PodStore()
     s.observe("ADDED", pod(m, 1, uid="u1", phase="Failed", rv=10))
     s.upsert(pod(m, 1, uid="u1", phase="Failed", terminating=True, rv=11))
-    assert s.pods_by_rank(KEY)[1]["metadata"].get("deletionTimestamp")
+    assert s.pods_by_rank(KEY, "uid-m")[1]["metadata"].get("deletionTimestamp")
     s.observe("DELETED", pod(m, 1, uid="u1", rv=12))
-    assert 1 not in s.pods_by_rank(KEY)
+    assert 1 not in s.pods_by_rank(KEY, "uid-m")
 
 
 def test_old_incarnation_never_replaces_a_newer_one():
@@ -87,7 +87,7 @@ def test_old_incarnation_never_replaces_a_newer_one():
     s = stores.PodStore()
     s.upsert(pod(m, 0, uid="new", rv=20))
     s.observe("MODIFIED", pod(m, 0, uid="old", terminating=True, rv=18))
-    assert s.pods_by_rank(KEY)[0]["metadata"]["uid"] == "new"
+    assert s.pods_by_rank(KEY, "uid-m")[0]["metadata"]["uid"] == "new"
 
 
 def test_tombstones_expire_and_are_bounded(monkeypatch):
@@ -119,7 +119,7 @@ def test_repair_drops_missed_deletes_and_adds_missed_pods():
     s.upsert(pod(m, 2, uid="c", rv=6, ready=False))
     listed = [pod(m, 2, uid="c", rv=8), pod(m, 3, uid="d", rv=9)]
     assert s.repair("ns", listed, list_rv=25) == {KEY}
-    by_rank = s.pods_by_rank(KEY)
+    by_rank = s.pods_by_rank(KEY, "uid-m")
     assert sorted(by_rank) == [1, 2, 3]
     assert by_rank[2]["metadata"]["resourceVersion"] == "8"
     assert s.repair("ns", listed, list_rv=25) == set()  # nothing left to repair
@@ -136,4 +136,21 @@ def test_repair_ignores_buried_and_unprimed():
     asyncio.run(s.prime(KEY, nothing))
     s.observe("DELETED", pod(m, 0, uid="gone", rv=7))
     changed = s.repair("ns", [pod(m, 0, uid="gone", rv=6), pod(other, 0, rv=6)], list_rv=7)
-    assert changed == set() and s.pods_by_rank(KEY) == {} and s.pods_by_rank(("ns", "o")) == {}
+    assert changed == set() and s.pods_by_rank(KEY, "uid-m") == {} and s.pods_by_rank(("ns", "o"), "uid-o") == {}
+
+
+def test_reads_are_by_mesh_incarnation():
+    m = mesh(per_host=(("procs", 3),))
+    s = stores.PodStore()
+    s.upsert(pod(m, 0, uid="mine", rv=30))
+    earlier = pod(m, 1, uid="theirs", rv=20)  # same name and label, an earlier mesh's uid
+    earlier["metadata"]["ownerReferences"][0]["uid"] = "uid-earlier"
+    s.upsert(earlier)
+    unowned = pod(m, 2, uid="stray", rv=21)
+    unowned["metadata"]["ownerReferences"] = []
+    s.upsert(unowned)
+    assert {r: p["metadata"]["uid"] for r, p in s.pods_by_rank(KEY, "uid-m").items()} == \
+        {0: "mine"}
+    assert {r: p["metadata"]["uid"] for r, p in s.foreign_by_rank(KEY, "uid-m").items()} == \
+        {1: "theirs", 2: "stray"}
+    assert set(s.pods_by_rank(KEY, "uid-earlier")) == {1}

@@ -2,7 +2,8 @@
 
 Aspects: a reply resolves its request's future with the status and payload; when the link
 drops every pending future fails at once as LOST with the reason, and later requests fail
-without sending; a malformed reply envelope drops the link (and fails what is pending).
+without sending; a malformed reply envelope drops the link (and fails what is pending); the
+owner's story of a lost proc is asked with a deadline LOSS_DETAIL_SECONDS after the loss.
 """
 
 import socket
@@ -88,3 +89,25 @@ def test_a_malformed_reply_drops_the_link():
     peer, _ = peer_with(garbage)
     status, reason, _ = peer.request((1,), [], raw).get(timeout=10)
     assert status == peers.LOST and "envelope" in reason
+
+
+def test_the_loss_story_is_asked_with_a_deadline_bound_to_the_loss():
+    peer, thread = peer_with(lambda request, send: False)
+    asked = []
+
+    def explain(reason, deadline):
+        asked.append(deadline)
+        return f"the story: {reason}"
+
+    peer.explain_loss = explain
+    status, reason, _ = peer.request((1,), [], raw).get(timeout=10)
+    thread.join(10)
+    assert status == peers.LOST and peer.lost_at is not None
+    assert peer.describe_loss(reason) == f"the story: {reason}"
+    assert asked == [peer.lost_at + peers.LOSS_DETAIL_SECONDS]
+
+    def broken(reason, deadline):
+        raise RuntimeError("the owner could not tell")
+
+    peer.explain_loss = broken
+    assert peer.describe_loss(reason) == reason  # the bare reason, never the owner's error
