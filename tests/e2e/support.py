@@ -41,6 +41,7 @@ def install(cluster: real_cluster.RealNodeCluster) -> None:
     bindings = json.dumps([{"namespace": CLIENT_NAMESPACE, "serviceAccount": CLIENT_ACCOUNT}])
     helm(cluster, "install", RELEASE, str(CHART), "-n", RELEASE_NAMESPACE, "--create-namespace",
          "--set", "image.pullPolicy=Never", "--set", "rbac.clientRole.create=true",
+         "--set", "rbac.clientRole.createMeshes=true",
          "--set-json", f"rbac.clientRole.bindings={bindings}", "--wait", "--timeout", "300s")
 
 

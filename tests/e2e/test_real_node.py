@@ -125,6 +125,10 @@ def test_spmd_train_in_containers(cluster: Any, kube: Any, release: str) -> None
     examples = support.image("examples")["ref"]
     create_mesh(client.CustomObjectsApi(kube), support.CLIENT_NAMESPACE, "spmd", hosts=2,
                 perHost=[{"name": "gpus", "size": 2}], template={"image": examples})
+    # A mesh someone else made: its user is granted that mesh alone, by binding its access Role.
+    support.kubectl(cluster, "-n", support.CLIENT_NAMESPACE, "create", "rolebinding", "spmd-user",
+                    "--role=spmd-procmesh-access",
+                    f"--serviceaccount={support.CLIENT_NAMESPACE}:{support.CLIENT_ACCOUNT}")
     log = support.run_job(cluster, support.CLIENT_NAMESPACE, "spmd-train", examples,
                           ["python", f"{images.EXAMPLES_DIR}/spmd_train.py", "--attach", "spmd",
                            "--namespace", support.CLIENT_NAMESPACE, "--steps", "12"])
