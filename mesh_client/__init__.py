@@ -20,8 +20,10 @@ from mesh_client._src.actor.errors import (
     RemoteException,
     SupervisionError,
 )
+from mesh_client._src.actor.options import options
 from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.shape import Extent, Point, Shape
+from mesh_client._src.actor.supervision import MeshFailure, unhandled_fault_hook
 from mesh_client._src.actor.value_mesh import ValueMesh
 from mesh_client._src.local.bootstrap import BootstrapCommand, default_bootstrap_cmd
 from mesh_client._src.local.host_mesh import HostMesh, this_host, this_proc
@@ -40,6 +42,7 @@ __all__ = [
     "Extent",
     "Future",
     "HostMesh",
+    "MeshFailure",
     "NotAnEndpoint",
     "Point",
     "ProcMesh",
@@ -53,6 +56,8 @@ __all__ = [
     "current_size",
     "default_bootstrap_cmd",
     "endpoint",
+    "options",
     "this_host",
     "this_proc",
+    "unhandled_fault_hook",
 ]

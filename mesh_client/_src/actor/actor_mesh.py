@@ -35,6 +35,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         name: str,
         class_name: str,
         endpoints: frozenset[str],
+        spawned: Future[None] | None = None,
     ) -> None:
         self._group = group
         self._shape = shape
@@ -42,10 +43,11 @@ class ActorMesh(MeshTrait, Generic[T]):
         self._name = name
         self._class_name = class_name
         self._endpoints = endpoints
+        self._spawned = spawned  # the __init__ replies, for meshes spawned by this process
         self._bound: dict[str, ActorEndpoint[Any]] = {}
 
     def _with_shape(self, shape: Shape) -> ActorMesh[T]:
-        return ActorMesh(self._group, shape, self._actor_id, self._name, self._class_name, self._endpoints)
+        return ActorMesh(self._group, shape, self._actor_id, self._name, self._class_name, self._endpoints, self._spawned)
 
     def __getattr__(self, attr: str) -> ActorEndpoint[Any]:
         if attr.startswith("_"):
@@ -62,6 +64,10 @@ class ActorMesh(MeshTrait, Generic[T]):
         return bound
 
     def __reduce__(self) -> tuple[Any, ...]:
+        # A reference sent elsewhere may be called over another connection: the actors must
+        # exist by then (calls from here follow the spawn on the same connection).
+        if self._spawned is not None and not self._spawned.done():
+            self._spawned.exception()
         return (
             ActorMesh,
             (self._group, self._shape, self._actor_id, self._name, self._class_name, self._endpoints),
@@ -72,7 +78,9 @@ class ActorMesh(MeshTrait, Generic[T]):
 
     @property
     def initialized(self) -> Future[None]:
-        """Done: ``spawn`` returns once every ``__init__`` has finished."""
+        """Done once every ``__init__`` has run; raises SupervisionError if one of them failed."""
+        if self._spawned is not None:
+            return self._spawned
         fut: Future[None] = Future()
         fut.set_result(None)
         return fut
@@ -81,7 +89,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         """Stop these actors (their ``__cleanup__`` runs); the procs stay."""
         futs = [
             self._group.peers[p].request(
-                (messages.STOP_ACTOR, self._actor_id),
+                (messages.STOP_ACTOR, self._actor_id, reason),
                 (),
                 functools.partial(messages.decode_reply, f"stop of {self._name}", self._group.labels[p]),
             )

@@ -27,6 +27,7 @@ class ActorInstance:
     proc_mesh: Any = None  # the ProcMesh it was spawned on (None for the client)
     proc: Any = None  # this proc alone, as a one-point ProcMesh (None for the client)
     proc_id: str = ""
+    display: str = "<root>"  # the owner chain, as supervision reports print it
 
 
 @dataclasses.dataclass

@@ -106,3 +106,18 @@ def is_endpoint(obj: Any) -> bool:
 def endpoint_names(cls: type) -> frozenset[str]:
     """Names of the endpoints of an actor class, inherited ones included."""
     return frozenset(name for name in dir(cls) if not name.startswith("__") and is_endpoint(getattr(cls, name, None)))
+
+
+def check_endpoint_kinds(cls: type, names: frozenset[str]) -> None:
+    """Refuse an actor mixing ``def`` and ``async def`` endpoints, as Monarch does at spawn."""
+    import inspect
+
+    kinds = {name: inspect.iscoroutinefunction(getattr(cls, name)) for name in names}
+    sync = sorted(n for n, is_async in kinds.items() if not is_async)
+    async_ = sorted(n for n, is_async in kinds.items() if is_async)
+    if sync and async_:
+        raise ValueError(
+            f"{cls!r} mixes both async and sync endpoints. Synchronous endpoints cannot be mixed with async "
+            f"endpoints because they can cause the asyncio loop to deadlock if they wait. sync: {sync} async: {async_} "
+            "(make them all one kind, or set mesh_client.options.mixed_endpoints = True)"
+        )

@@ -15,7 +15,7 @@ import traceback
 from typing import Any
 
 from mesh_client._src.actor import context as ctx_mod
-from mesh_client._src.actor import messages
+from mesh_client._src.actor import messages, supervision
 from mesh_client._src.actor.endpoint import is_endpoint
 from mesh_client._src.actor.shape import Extent, Point
 from mesh_client._src.runtime import peers
@@ -28,9 +28,6 @@ Work = tuple[int, Channel, tuple[Any, ...], list[Any]]
 def reply(channel: Channel, call_id: int, status: int, payload: list[Any]) -> None:
     """Send a reply; a caller that went away is not an error of ours."""
     if call_id == peers.NO_REPLY:
-        if status != peers.OK:
-            failure = serialization.loads(payload)
-            print(f"procmesh: a broadcast failed (no caller to tell):\n{failure.traceback}", file=sys.stderr)
         return
     try:
         channel.send([pickle.dumps((call_id, status), protocol=5), *payload])
@@ -38,12 +35,29 @@ def reply(channel: Channel, call_id: int, status: int, payload: list[Any]) -> No
         pass
 
 
+SUPERVISE = -1  # a work item made in this process: a failure of a mesh this actor owns
+
+# How many ended actors a proc remembers, so that late calls say why their actor is gone.
+ENDED_KEPT = 4096
+
+
 class ActorRunner:
-    """The thread of one actor: constructs it, then serves its queue until stopped."""
+    """The thread of one actor: constructs it, then serves its queue until stopped.
+
+    An actor fails when its ``__init__`` raises, when a ``broadcast`` endpoint (no caller to
+    tell) raises, when an endpoint raises a BaseException that is not an Exception, or when it
+    does not handle a failure of a mesh it owns (``__supervise__``). A failed actor answers every
+    later call with its report (DEAD), and its watchers (the owner's supervision) get it too.
+    """
 
     def __init__(self, actor_id: str, name: str, on_exit: Any, this_proc: Any) -> None:
         self.actor_id = actor_id
         self.name = name
+        self.display = f"<{name}>"
+        self.end_report: str | None = None  # why calls to this actor can no longer be served
+        self.failed = False
+        self._watchers: list[tuple[Channel, int]] = []
+        self._watch_lock = threading.Lock()
         self._queue: queue.SimpleQueue[Work | None] = queue.SimpleQueue()
         self._instance: Any = None
         self._context: ctx_mod.Context | None = None
@@ -56,6 +70,36 @@ class ActorRunner:
     def submit(self, work: Work | None) -> None:
         self._queue.put(work)
 
+    def watch(self, channel: Channel, call_id: int) -> None:
+        """Answer ``call_id`` when this actor ends (at once if it already has)."""
+        with self._watch_lock:
+            if self.end_report is None:
+                self._watchers.append((channel, call_id))
+                return
+        self._answer_watcher(channel, call_id)
+
+    def _answer_watcher(self, channel: Channel, call_id: int) -> None:
+        if self.failed and self.end_report is not None:
+            reply(channel, call_id, messages.DEAD, [self.end_report.encode()])
+        else:
+            reply(channel, call_id, peers.OK, [])
+
+    def _end(self, report: str, failed: bool) -> None:
+        with self._watch_lock:
+            if self.end_report is not None:
+                return
+            self.end_report = report
+            self.failed = failed
+            watchers, self._watchers = self._watchers, []
+        supervision.unregister_owner(self.actor_id)
+        for channel, call_id in watchers:
+            self._answer_watcher(channel, call_id)
+
+    def _fail(self, report: str, exc: BaseException | None) -> None:
+        print(f"procmesh: actor failed: {report}", file=sys.stderr, flush=True)
+        self._end(report, failed=True)
+        self.cleanup(exc)
+
     def _run(self) -> None:
         while True:
             work = self._queue.get()
@@ -63,6 +107,17 @@ class ActorRunner:
                 break
             call_id, channel, header, segments = work
             op = header[1]
+            if op == messages.STOP_ACTOR:
+                if not self.failed:
+                    self.cleanup(None)
+                reason = header[3] if len(header) > 3 else "stopped by client"
+                self._end(f"Supervision event: actor {self.display} has status: stopped ({reason})", failed=False)
+                reply(channel, call_id, peers.OK, [])
+                break
+            if self.failed:
+                if op != SUPERVISE and self.end_report is not None:
+                    reply(channel, call_id, messages.DEAD, [self.end_report.encode()])
+                continue
             try:
                 if op == messages.CALL:
                     result = self._call(header, segments)
@@ -70,22 +125,34 @@ class ActorRunner:
                 elif op == messages.SPAWN:
                     self._construct(header, segments)
                     reply(channel, call_id, peers.OK, [])
-                elif op == messages.STOP_ACTOR:
-                    self.cleanup(None)
-                    reply(channel, call_id, peers.OK, [])
-                    break
+                elif op == SUPERVISE:
+                    self._supervise(header[2])
             except BaseException as exc:
-                reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))
-                if op == messages.SPAWN:
-                    break  # an actor whose __init__ failed does not exist
+                self._failed_on(op, call_id, channel, header, exc)
             finally:
                 ctx_mod.enter(None)
         self._on_exit(self)
 
+    def _failed_on(self, op: int, call_id: int, channel: Channel, header: tuple[Any, ...], exc: BaseException) -> None:
+        if op == messages.CALL and call_id != peers.NO_REPLY and isinstance(exc, Exception):
+            reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))  # the caller handles it
+            return
+        if op == SUPERVISE:
+            why = header[2].report() if isinstance(exc, _Unhandled) else _aborted(exc)
+        else:
+            why = _aborted(exc)
+        report = supervision.failed_report(self.display, why)
+        if op == messages.SPAWN:
+            reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))
+        elif op == messages.CALL:
+            reply(channel, call_id, messages.DEAD, [report.encode()])
+        self._fail(report, exc)
+
     def _construct(self, header: tuple[Any, ...], segments: list[Any]) -> None:
         _, _, actor_id, name, index, labels, sizes = header
-        cls, args, kwargs, proc_mesh = serialization.loads(segments)
+        cls, args, kwargs, proc_mesh, creator = serialization.loads(segments)
         rank = Point(index, Extent(labels, sizes))
+        self.display = supervision.actor_display(creator, cls, name, dict(rank), dict(zip(labels, sizes)))
         instance = ctx_mod.ActorInstance(
             name=name,
             actor_id=actor_id,
@@ -94,10 +161,34 @@ class ActorRunner:
             proc_mesh=proc_mesh,
             proc=self._this_proc,
             proc_id=str(self._this_proc),
+            display=self.display,
         )
         self._context = ctx_mod.Context(instance, rank)
         ctx_mod.enter(self._context)
+        supervision.register_owner(actor_id, self._deliver)
         self._instance = cls(*args, **kwargs)
+
+    def _deliver(self, failure: supervision.MeshFailure) -> None:
+        """A mesh this actor owns failed: handle it on this actor's thread, between messages."""
+        self.submit((peers.NO_REPLY, None, (peers.NO_REPLY, SUPERVISE, failure), []))  # type: ignore[arg-type]
+
+    def _supervise(self, failure: supervision.MeshFailure) -> None:
+        assert self._context is not None
+        ctx_mod.enter(self._context)
+        hook = getattr(type(self._instance), "__supervise__", None)
+        handled = hook(self._instance, failure) if hook is not None else False
+        if inspect.isawaitable(handled):
+            handled = self._run_async(handled)
+        if not handled:
+            raise _Unhandled()
+
+    def _run_async(self, awaitable: Any) -> Any:
+        if self._loop is None:
+            import asyncio
+
+            self._loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self._loop)
+        return self._loop.run_until_complete(awaitable)
 
     def _call(self, header: tuple[Any, ...], segments: list[Any]) -> Any:
         _, _, _, method, index, labels, sizes = header
@@ -109,12 +200,7 @@ class ActorRunner:
             raise AttributeError(f"{type(self._instance).__qualname__}.{method} is not an endpoint")
         result = fn(self._instance, *args, **kwargs)
         if inspect.isawaitable(result):
-            if self._loop is None:
-                import asyncio
-
-                self._loop = asyncio.new_event_loop()
-                asyncio.set_event_loop(self._loop)
-            result = self._loop.run_until_complete(result)
+            result = self._run_async(result)
         return result
 
     def cleanup(self, exc: BaseException | None) -> None:
@@ -131,3 +217,11 @@ class ActorRunner:
         except Exception:
             print(f"procmesh: __cleanup__ of actor {self.name!r} raised:", file=sys.stderr)
             traceback.print_exc()
+
+
+class _Unhandled(Exception):
+    """``__supervise__`` is missing or returned a falsy value: the failure climbs to the owner."""
+
+
+def _aborted(exc: BaseException) -> str:
+    return "actor explicitly aborted due to: " + messages.Failure.capture(exc).traceback.rstrip()

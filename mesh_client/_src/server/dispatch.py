@@ -6,6 +6,7 @@ Nothing here blocks or runs user code: a CALL or SPAWN is queued for the actor's
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import pickle
@@ -19,7 +20,7 @@ from mesh_client._src.actor import messages
 from mesh_client._src.runtime import peers, reactor, streams
 from mesh_client._src.runtime.channel import Channel, ChannelState
 from mesh_client._src.server import gpu
-from mesh_client._src.server.actors import ActorRunner, reply
+from mesh_client._src.server.actors import ENDED_KEPT, ActorRunner, reply
 from mesh_client._src.wire import protocol, serialization
 
 HANDSHAKE_TIMEOUT = 10.0
@@ -45,6 +46,8 @@ class ProcServer:
         self.this_proc = this_proc
         self.max_message_bytes = max_message_bytes
         self.actors: dict[str, ActorRunner] = {}
+        # Actors that ended (stopped or failed) -> (report, failed), so late calls learn why.
+        self.ended: collections.OrderedDict[str, tuple[str, bool]] = collections.OrderedDict()
         self.channels: set[Channel] = set()
         self.reactor = reactor.get_reactor()
         listener.setblocking(False)
@@ -102,10 +105,20 @@ class ProcServer:
         call_id, op = header[0], header[1]
         if op == messages.CALL:
             runner = self.actors.get(header[2])
-            if runner is None:
-                self._fail(channel, call_id, LookupError(f"no actor {header[2]!r} in this proc; it was stopped or never spawned"))
-            else:
+            if runner is not None:
                 runner.submit((call_id, channel, header, segments[1:]))
+            elif header[2] in self.ended:
+                reply(channel, call_id, messages.DEAD, [self.ended[header[2]][0].encode()])
+            else:
+                self._fail(channel, call_id, LookupError(f"no actor {header[2]!r} in this proc; it was stopped or never spawned"))
+        elif op == messages.WATCH:
+            runner = self.actors.get(header[2])
+            if runner is not None:
+                runner.watch(channel, call_id)
+            elif self.ended.get(header[2], ("", False))[1]:
+                reply(channel, call_id, messages.DEAD, [self.ended[header[2]][0].encode()])
+            else:
+                reply(channel, call_id, peers.OK, [])
         elif op == messages.SPAWN:
             actor_id = header[2]
             runner = ActorRunner(actor_id, header[3], self._actor_exited, self.this_proc)
@@ -146,11 +159,16 @@ class ProcServer:
     def _actor_exited(self, runner: ActorRunner) -> None:
         if self.actors.get(runner.actor_id) is runner:
             del self.actors[runner.actor_id]
+        if runner.end_report is not None:
+            self.ended[runner.actor_id] = (runner.end_report, runner.failed)
+            while len(self.ended) > ENDED_KEPT:
+                self.ended.popitem(last=False)
 
     def cleanup_actors(self) -> None:
         """Run every actor's ``__cleanup__`` (on stop)."""
         for runner in list(self.actors.values()):
-            runner.cleanup(None)
+            if runner.end_report is None:
+                runner.cleanup(None)
 
 
 async def _awaited(awaitable: Any) -> Any:

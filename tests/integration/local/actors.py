@@ -5,7 +5,7 @@ import os
 import sys
 import time
 
-from mesh_client import Actor, context, current_rank, current_size, endpoint
+from mesh_client import Actor, context, current_rank, current_size, endpoint, this_host
 
 
 class Recorder(Actor):
@@ -42,11 +42,6 @@ class Recorder(Actor):
         }
 
     @endpoint
-    async def add_later(self, a: int, b: int) -> int:
-        await asyncio.sleep(0.01)
-        return a + b
-
-    @endpoint
     def sleep(self, seconds: float) -> float:
         time.sleep(seconds)
         return seconds
@@ -66,14 +61,44 @@ class Caller(Actor):
     def relay(self, other, value):
         return {"from_pid": os.getpid(), "answers": list(other.echo.call(value).get().values())}
 
+
+
+class AsyncCaller(Actor):
+    """Awaits another actor mesh from its own proc (all endpoints async, as Monarch requires)."""
+
     @endpoint
     async def relay_async(self, other, value):
         return await other.slice(hosts=0, gpus=0).echo.call_one(value)
 
 
+class Adder(Actor):
+    """Async endpoints only."""
+
+    @endpoint
+    async def add_later(self, a: int, b: int) -> int:
+        await asyncio.sleep(0.01)
+        return a + b
+
+
+class Mixed(Actor):
+    """Mixes def and async def endpoints: refused unless options.mixed_endpoints."""
+
+    @endpoint
+    def sync_one(self) -> int:
+        return 1
+
+    @endpoint
+    async def async_one(self) -> int:
+        return 2
+
+
 class FailingInit(Actor):
     def __init__(self) -> None:
         raise RuntimeError("cannot build the model")
+
+    @endpoint
+    def ping(self) -> str:
+        return "never"
 
 
 class Unpicklable(Exception):
@@ -85,3 +110,51 @@ class RaisesUnpicklable(Actor):
     @endpoint
     def go(self) -> None:
         raise Unpicklable("secret state")
+
+
+def raise_value_error():
+    raise ValueError("Error.")
+
+
+class Lambda(Actor):
+    """Runs the function it is sent (so a test chooses what happens in the actor)."""
+
+    @endpoint
+    def run(self, fn):
+        return fn()
+
+
+class Nest(Actor):
+    """Owns a one-proc mesh of Lambda actors; without __supervise__ their failures become its own."""
+
+    def __init__(self) -> None:
+        self.nest = this_host().spawn_procs(per_host={"a_dim": 1}).spawn("nested", Lambda)
+
+    @endpoint
+    def nested(self, fn) -> None:
+        self.nest.run.broadcast(fn)
+
+    @endpoint
+    def nested_call_one(self, fn):
+        return self.nest.run.call_one(fn).get()
+
+    @endpoint
+    def kill_nest(self) -> None:
+        pid = self.nest.run.call_one(os.getpid).get()
+        os.kill(pid, 9)
+
+
+class SuperviseNest(Nest):
+    """Handles the failures of its nest and remembers them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures: list = []
+
+    def __supervise__(self, failure) -> bool:
+        self.failures.append((failure.mesh_name, failure.crashed_ranks, failure.report()))
+        return True
+
+    @endpoint
+    def seen(self) -> list:
+        return self.failures

@@ -1,0 +1,44 @@
+"""The ``faults`` fixture: unhandled supervision events of a test, collected instead of ending
+pytest (the default ``unhandled_fault_hook`` ends the controller, as Monarch's does). Autouse, so
+a test that kills a proc on purpose does not take the session down; tests that expect a fault
+ask for the fixture and wait on it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+import mesh_client.actor
+from mesh_client import MeshFailure
+
+
+class Faults:
+    """Failures that reached the client's hook, in arrival order."""
+
+    def __init__(self) -> None:
+        self.failures: list[MeshFailure] = []
+        self._changed = threading.Condition()
+
+    def __call__(self, failure: MeshFailure) -> None:
+        with self._changed:
+            self.failures.append(failure)
+            self._changed.notify_all()
+
+    def wait(self, count: int = 1, timeout: float = 60.0) -> list[MeshFailure]:
+        """The first ``count`` failures; fewer if they did not come within ``timeout``."""
+        with self._changed:
+            self._changed.wait_for(lambda: len(self.failures) >= count, timeout)
+            return list(self.failures)
+
+
+@pytest.fixture(autouse=True)
+def faults() -> Iterator[Faults]:
+    collected = Faults()
+    before = mesh_client.actor.unhandled_fault_hook
+    mesh_client.actor.unhandled_fault_hook = collected
+    try:
+        yield collected
+    finally:
+        mesh_client.actor.unhandled_fault_hook = before
