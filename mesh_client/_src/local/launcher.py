@@ -170,7 +170,9 @@ class LocalProcs:
             proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             return f"lost the connection to proc {self.labels[index]} (pid {proc.pid}, still running): {reason}"
-        return f"proc {self.labels[index]} (pid {proc.pid}) {describe_exit(proc.returncode)}"
+        code = proc.returncode
+        monarch = f"Killed(sig={-code}): " if code is not None and code < 0 else ""  # Monarch's words first
+        return f"{monarch}proc {self.labels[index]} (pid {proc.pid}) {describe_exit(code)}"
 
     def stop(self, indices: Sequence[int], reason: str) -> None:
         """Ask the procs to stop, then make sure they are gone."""
