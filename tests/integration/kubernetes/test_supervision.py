@@ -1,0 +1,60 @@
+"""Supervision on the Kubernetes backend delivers the same objects as locally.
+
+Aspects: a broadcast endpoint that raises in a pod reaches the client's unhandled_fault_hook as
+a MeshFailure worded exactly as on the local backend; a pod's proc killed with -9 is a fault
+naming the actor and the pod; a controller actor in a pod that owns a mesh in other pods gets its
+failures in __supervise__.
+"""
+
+import os
+import signal
+
+import pytest
+
+from mesh_client._src.runtime.describe import describe_proc
+from mesh_client.kubernetes import attach
+from tests.integration.local.actors import Lambda, SuperviseNest, raise_value_error
+from tests.integration.operator.support import create_mesh
+
+pytestmark = pytest.mark.cluster
+
+
+def test_faults_in_pods_reach_the_hook_as_locally(kube, custom, namespace, operator, faults):
+    create_mesh(custom, namespace, "sup", hosts=1, perHost=[{"name": "gpus", "size": 2}])
+    mesh = attach("sup", namespace, api_client=kube, timeout=120)
+    actors = mesh.spawn("lam", Lambda)
+    actors.slice(hosts=0, gpus=0).run.broadcast(raise_value_error)
+    (failure,) = faults.wait(1)
+    assert failure.crashed_ranks == [0]
+    assert failure.report().startswith(
+        "The actor <root>.<tests.integration.local.actors.Lambda lam{'hosts': 0/1, 'gpus': 0/2}> and all its descendants have failed:\n"
+        "  actor explicitly aborted due to: Traceback (most recent call last):"
+    )
+    assert failure.report().endswith("ValueError: Error.")
+
+    pid = describe_proc(mesh._group.addresses[1], mesh._group.token)["pid"]
+    os.kill(pid, signal.SIGKILL)
+    failures = faults.wait(2)
+    assert len(failures) == 2 and failures[1].crashed_ranks == [1]
+    report = failures[1].report()
+    assert report.startswith("The actor <root>.<tests.integration.local.actors.Lambda lam{'hosts': 0/1, 'gpus': 1/2}> and all its descendants have failed:")
+    assert f"the process this actor was running on failed: proc {namespace}/sup rank 1 (sup-1) is gone" in report
+    mesh.stop().get()
+
+
+def test_an_actor_in_a_pod_supervises_its_own_meshes(kube, custom, namespace, operator, faults):
+    create_mesh(custom, namespace, "owner", hosts=1, perHost=[{"name": "gpus", "size": 1}])
+    mesh = attach("owner", namespace, api_client=kube, timeout=120)
+    owner = mesh.spawn("owner", SuperviseNest)  # its nest is a local mesh inside the pod
+    owner.nested.call_one(raise_value_error).get()
+    seen = []
+    for _ in range(600):  # bounded: the failure arrives asynchronously
+        seen = owner.seen.call_one().get()
+        if seen:
+            break
+        import time
+
+        time.sleep(0.05)
+    assert seen and "SuperviseNest owner{'hosts': 0/1, 'gpus': 0/1}>.<tests.integration.local.actors.Lambda nested{'a_dim': 0/1}>" in seen[0][2]
+    assert faults.failures == []
+    mesh.stop().get()
