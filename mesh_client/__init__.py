@@ -10,10 +10,11 @@ from mesh_client._src.actor.context import (
     ActorInstance,
     Context,
     context,
+    current_actor_name,
     current_rank,
     current_size,
 )
-from mesh_client._src.actor.endpoint import Endpoint, endpoint
+from mesh_client._src.actor.endpoint import Endpoint, concurrent_endpoint, endpoint
 from mesh_client._src.actor.errors import (
     ActorError,
     NotAnEndpoint,
@@ -21,22 +22,26 @@ from mesh_client._src.actor.errors import (
     SupervisionError,
 )
 from mesh_client._src.actor.options import options
+from mesh_client._src.actor.ports import Channel, Port, PortReceiver
 from mesh_client._src.actor.proc_mesh import ProcMesh
+from mesh_client._src.actor.sending import Accumulator, send
 from mesh_client._src.actor.shape import Extent, Point, Shape
 from mesh_client._src.actor.supervision import MeshFailure, unhandled_fault_hook
 from mesh_client._src.actor.value_mesh import ValueMesh
 from mesh_client._src.local.bootstrap import BootstrapCommand, default_bootstrap_cmd
-from mesh_client._src.local.host_mesh import HostMesh, this_host, this_proc
+from mesh_client._src.local.host_mesh import HostMesh, get_or_spawn_controller, this_host, this_proc
 from mesh_client._src.local.launcher import ProcStartError
 from mesh_client._src.runtime.futures import Future
 
 __all__ = [
+    "Accumulator",
     "Actor",
     "ActorEndpoint",
     "ActorError",
     "ActorInstance",
     "ActorMesh",
     "BootstrapCommand",
+    "Channel",
     "Context",
     "Endpoint",
     "Extent",
@@ -45,18 +50,24 @@ __all__ = [
     "MeshFailure",
     "NotAnEndpoint",
     "Point",
+    "Port",
+    "PortReceiver",
     "ProcMesh",
     "ProcStartError",
     "RemoteException",
     "Shape",
     "SupervisionError",
     "ValueMesh",
+    "concurrent_endpoint",
     "context",
+    "current_actor_name",
     "current_rank",
     "current_size",
     "default_bootstrap_cmd",
     "endpoint",
+    "get_or_spawn_controller",
     "options",
+    "send",
     "this_host",
     "this_proc",
     "unhandled_fault_hook",

@@ -6,9 +6,9 @@ before each message; outside any actor the root client context applies.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import os
-import threading
 from typing import Any
 
 from mesh_client._src.actor.shape import Extent, Point
@@ -37,17 +37,24 @@ class Context:
 
 
 _CLIENT = Context(ActorInstance("client", "client", "Client", _EMPTY, proc_id=f"client:{os.getpid()}"), _EMPTY)
-_state = threading.local()
+# A context variable, not a thread-local: each thread starts without one, and each asyncio task
+# of a concurrent endpoint keeps its own message's context.
+_current: contextvars.ContextVar[Context | None] = contextvars.ContextVar("procmesh_context", default=None)
 
 
 def context() -> Context:
     """The current actor and message, or the root client context outside actors."""
-    return getattr(_state, "context", None) or _CLIENT
+    return _current.get() or _CLIENT
 
 
 def current_rank() -> Point:
     """The position of this actor within the slice the current message was sent to."""
     return context().message_rank
+
+
+def current_actor_name() -> str:
+    """The id of the running actor (``"client"`` outside actors), as Monarch's is a string."""
+    return context().actor_instance.actor_id
 
 
 def current_size() -> dict[str, int]:
@@ -57,4 +64,4 @@ def current_size() -> dict[str, int]:
 
 def enter(ctx: Context | None) -> None:
     """Set this thread's context (used by the proc server around each message)."""
-    _state.context = ctx
+    _current.set(ctx)

@@ -19,6 +19,8 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 MARK = "__procmesh_endpoint__"
+EXPLICIT_PORT = "__procmesh_explicit_response_port__"  # the method gets a Port first and sends through it
+CONCURRENT = "__procmesh_concurrent__"  # an async endpoint that runs beside the actor's next messages
 
 
 class Endpoint(Protocol, Generic[P, R]):
@@ -77,7 +79,9 @@ def endpoint(
     Args:
         method: the method, when used bare as ``@endpoint``.
         propagate, instrument: accepted for Monarch compatibility; they change nothing here.
-        explicit_response_port: not supported; raises if set.
+        explicit_response_port: the method receives a ``Port`` as its first argument and sends
+            its result (``port.send(v)``) or error (``port.exception(e)``) through it; its return
+            value is ignored.
 
     Example::
 
@@ -87,14 +91,29 @@ def endpoint(
 
         counters.add.call(1).get()
     """
-    if explicit_response_port:
-        raise NotImplementedError("explicit_response_port=True is not supported by procmesh; return the value instead")
 
     def mark(fn: Callable[..., Any]) -> Any:
         if not callable(fn):
             raise TypeError(f"@endpoint decorates methods, not {type(fn).__name__}")
         setattr(fn, MARK, True)
+        if explicit_response_port:
+            setattr(fn, EXPLICIT_PORT, True)
         return fn
+
+    return mark(method) if method is not None else mark
+
+
+def concurrent_endpoint(method: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """An async endpoint whose body runs as a background task of the actor's event loop, so the
+    actor takes its next message without waiting for it (Monarch's ``@concurrent_endpoint``)."""
+
+    def mark(fn: Callable[..., Any]) -> Any:
+        import inspect
+
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(f"@concurrent_endpoint needs an async def method; {getattr(fn, '__qualname__', fn)} is not one")
+        setattr(fn, CONCURRENT, True)
+        return endpoint(fn) if not options else endpoint(**options)(fn)
 
     return mark(method) if method is not None else mark
 

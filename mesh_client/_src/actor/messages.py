@@ -14,7 +14,16 @@ from typing import Any
 
 from mesh_client._src.actor.errors import ActorError, RemoteException, SupervisionError
 from mesh_client._src.runtime import peers
-from mesh_client._src.runtime.ops import BOOTSTRAP, CALL, DESCRIBE, SPAWN, STOP, STOP_ACTOR, WATCH  # noqa: F401
+from mesh_client._src.runtime.ops import (  # noqa: F401
+    BOOTSTRAP,
+    CALL,
+    DESCRIBE,
+    PORT_SEND,
+    SPAWN,
+    STOP,
+    STOP_ACTOR,
+    WATCH,
+)
 from mesh_client._src.wire import serialization
 
 # A reply status beside peers.OK/ERROR/LOST: the actor has failed (or was stopped); the payload

@@ -6,6 +6,7 @@ and pickling results happen on the actor's thread, so a slow actor never stalls 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import pickle
 import queue
@@ -15,8 +16,8 @@ import traceback
 from typing import Any
 
 from mesh_client._src.actor import context as ctx_mod
-from mesh_client._src.actor import messages, supervision
-from mesh_client._src.actor.endpoint import is_endpoint
+from mesh_client._src.actor import messages, ports, supervision
+from mesh_client._src.actor.endpoint import CONCURRENT, EXPLICIT_PORT, is_endpoint
 from mesh_client._src.actor.shape import Extent, Point
 from mesh_client._src.runtime import peers
 from mesh_client._src.runtime.channel import Channel, ChannelClosed
@@ -36,6 +37,8 @@ def reply(channel: Channel, call_id: int, status: int, payload: list[Any]) -> No
 
 
 SUPERVISE = -1  # a work item made in this process: a failure of a mesh this actor owns
+FAILED_TASK = -2  # a work item made in this process: a concurrent endpoint with no caller raised
+_NO_REPLY_YET = object()  # _call's result when the reply is sent later (a port or a task)
 
 # How many ended actors a proc remembers, so that late calls say why their actor is gone.
 ENDED_KEPT = 4096
@@ -61,7 +64,7 @@ class ActorRunner:
         self._queue: queue.SimpleQueue[Work | None] = queue.SimpleQueue()
         self._instance: Any = None
         self._context: ctx_mod.Context | None = None
-        self._loop: Any = None  # an asyncio loop, made for the first async endpoint
+        self._loop: Any = None  # the actor's asyncio loop, on a thread of its own, made for the first async endpoint
         self._on_exit = on_exit
         self._this_proc = this_proc
         self._thread = threading.Thread(target=self._run, name=f"actor:{name}", daemon=True)
@@ -120,13 +123,16 @@ class ActorRunner:
                 continue
             try:
                 if op == messages.CALL:
-                    result = self._call(header, segments)
-                    reply(channel, call_id, peers.OK, serialization.dumps(result))
+                    result = self._call(call_id, channel, header, segments)
+                    if result is not _NO_REPLY_YET:
+                        reply(channel, call_id, peers.OK, serialization.dumps(result))
                 elif op == messages.SPAWN:
                     self._construct(header, segments)
                     reply(channel, call_id, peers.OK, [])
                 elif op == SUPERVISE:
                     self._supervise(header[2])
+                elif op == FAILED_TASK:
+                    raise header[2]
             except BaseException as exc:
                 self._failed_on(op, call_id, channel, header, exc)
             finally:
@@ -137,10 +143,7 @@ class ActorRunner:
         if op == messages.CALL and call_id != peers.NO_REPLY and isinstance(exc, Exception):
             reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))  # the caller handles it
             return
-        if op == SUPERVISE:
-            why = header[2].report() if isinstance(exc, _Unhandled) else _aborted(exc)
-        else:
-            why = _aborted(exc)
+        why = header[2].report() if op == SUPERVISE and isinstance(exc, _Unhandled) else _aborted(exc)
         report = supervision.failed_report(self.display, why)
         if op == messages.SPAWN:
             reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))
@@ -182,15 +185,30 @@ class ActorRunner:
         if not handled:
             raise _Unhandled()
 
-    def _run_async(self, awaitable: Any) -> Any:
+    def _ensure_loop(self) -> Any:
         if self._loop is None:
             import asyncio
 
             self._loop = asyncio.new_event_loop()
-            asyncio.set_event_loop(self._loop)
-        return self._loop.run_until_complete(awaitable)
+            threading.Thread(target=self._loop.run_forever, name=f"actor-loop:{self.name}", daemon=True).start()
+        return self._loop
 
-    def _call(self, header: tuple[Any, ...], segments: list[Any]) -> Any:
+    def _schedule(self, awaitable: Any) -> Any:
+        """Run ``awaitable`` as a task of the actor's loop, in this message's context."""
+        import asyncio
+
+        ctx = ctx_mod.context()
+
+        async def in_context() -> Any:
+            ctx_mod.enter(ctx)
+            return await awaitable
+
+        return asyncio.run_coroutine_threadsafe(in_context(), self._ensure_loop())
+
+    def _run_async(self, awaitable: Any) -> Any:
+        return self._schedule(awaitable).result()
+
+    def _call(self, call_id: int, channel: Channel, header: tuple[Any, ...], segments: list[Any]) -> Any:
         _, _, _, method, index, labels, sizes = header
         args, kwargs = serialization.loads(segments)
         assert self._context is not None
@@ -198,10 +216,34 @@ class ActorRunner:
         fn = getattr(type(self._instance), method, None)
         if fn is None or not is_endpoint(fn):
             raise AttributeError(f"{type(self._instance).__qualname__}.{method} is not an endpoint")
+        explicit = getattr(fn, EXPLICIT_PORT, False)
+        if explicit:
+            args = (ports.response_port(functools.partial(self._port_reply, channel, call_id)), *args)
         result = fn(self._instance, *args, **kwargs)
+        if getattr(fn, CONCURRENT, False):
+            self._schedule(result).add_done_callback(functools.partial(self._task_done, channel, call_id))
+            return _NO_REPLY_YET
         if inspect.isawaitable(result):
             result = self._run_async(result)
-        return result
+        return _NO_REPLY_YET if explicit else result
+
+    def _port_reply(self, channel: Channel, call_id: int, ok: bool, value: Any) -> None:
+        if isinstance(value, ports.Encoded):  # sent from another proc: pass the bytes on as they are
+            reply(channel, call_id, peers.OK if ok else peers.ERROR, value.segments)
+        elif ok:
+            reply(channel, call_id, peers.OK, serialization.dumps(value))
+        else:
+            reply(channel, call_id, peers.ERROR, messages.encode_failure(value))
+
+    def _task_done(self, channel: Channel, call_id: int, task: Any) -> None:
+        """A concurrent endpoint finished (on the loop's thread)."""
+        exc = task.exception()
+        if exc is None:
+            reply(channel, call_id, peers.OK, serialization.dumps(task.result()))
+        elif call_id != peers.NO_REPLY and isinstance(exc, Exception):
+            reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))
+        else:  # no caller to tell: the actor fails, on its own thread
+            self.submit((call_id, channel, (call_id, FAILED_TASK, exc), []))
 
     def cleanup(self, exc: BaseException | None) -> None:
         hook = getattr(self._instance, "__cleanup__", None)
@@ -210,10 +252,7 @@ class ActorRunner:
         try:
             result = hook(exc)
             if inspect.isawaitable(result):
-                import asyncio
-
-                loop = self._loop or asyncio.new_event_loop()
-                loop.run_until_complete(result)
+                self._run_async(result)
         except Exception:
             print(f"procmesh: __cleanup__ of actor {self.name!r} raised:", file=sys.stderr)
             traceback.print_exc()

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from mesh_client._src.actor import messages
+from mesh_client._src.actor import messages, ports
 from mesh_client._src.runtime import peers, reactor, streams
 from mesh_client._src.runtime.channel import Channel, ChannelState
 from mesh_client._src.server import gpu
@@ -130,6 +130,8 @@ class ProcServer:
                 reply(channel, call_id, peers.OK, [])
             else:
                 runner.submit((call_id, channel, header, segments[1:]))
+        elif op == messages.PORT_SEND:
+            ports.deliver(header[2], header[3], segments[1:])
         elif op == messages.BOOTSTRAP:
             threading.Thread(target=self._bootstrap, args=(channel, call_id, segments[1:]), daemon=True).start()
         elif op == messages.DESCRIBE:

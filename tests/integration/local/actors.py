@@ -5,7 +5,16 @@ import os
 import sys
 import time
 
-from mesh_client import Actor, context, current_rank, current_size, endpoint, this_host
+from mesh_client import (
+    Actor,
+    concurrent_endpoint,
+    context,
+    current_actor_name,
+    current_rank,
+    current_size,
+    endpoint,
+    this_host,
+)
 
 
 class Recorder(Actor):
@@ -158,3 +167,43 @@ class SuperviseNest(Nest):
     @endpoint
     def seen(self) -> list:
         return self.failures
+
+
+class Concurrent(Actor):
+    """A concurrent endpoint that waits for a later message of the same actor."""
+
+    def __init__(self) -> None:
+        self.opened = asyncio.Event()
+
+    @concurrent_endpoint
+    async def wait_for_open(self) -> str:
+        await self.opened.wait()
+        return "opened"
+
+    @endpoint
+    async def open(self) -> None:
+        self.opened.set()
+
+
+class Ports(Actor):
+    """Replies through explicit ports and sends to ports it was handed."""
+
+    @endpoint(explicit_response_port=True)
+    def later(self, port, value) -> None:
+        port.send(value * 2)
+
+    @endpoint(explicit_response_port=True)
+    def refuse(self, port) -> None:
+        port.exception(ValueError("refused"))
+
+    @endpoint
+    def tell(self, port, value) -> None:
+        port.send((str(current_rank()), value))
+
+    @endpoint
+    def name(self) -> str:
+        return current_actor_name()
+
+    @endpoint
+    def rank(self) -> int:
+        return current_rank().rank

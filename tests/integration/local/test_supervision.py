@@ -58,7 +58,7 @@ def test_proc_death_is_a_fault_naming_the_actor(faults):
         (failure,) = faults.wait(1)
         assert failure.crashed_ranks == [1]
         assert "The actor <root>.<tests.integration.local.actors.Lambda k{'gpus': 1/2}> and all its descendants have failed:" in failure.report()
-        assert "the process this actor was running on failed: proc victim[gpus=1]" in failure.report()
+        assert "the process this actor was running on failed: Killed(sig=9): proc victim[gpus=1]" in failure.report()
         assert "killed by SIGKILL" in failure.report()
         assert actors.slice(gpus=0).run.call_one(lambda: 1).get() == 1
     assert len(faults.failures) == 1  # stopping the rest is no fault
