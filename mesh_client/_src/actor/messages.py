@@ -87,7 +87,7 @@ def decode_reply(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:
     if status == DEAD:
         raise SupervisionError(f"{endpoint_call(what)} failed, {dead_report(data)}")
     peer: peers.Peer = extra
-    raise SupervisionError(f"{what} failed: {peer.describe_loss(data)}")
+    raise SupervisionError(f"{endpoint_call(what)} failed, the process this actor was running on failed: {peer.describe_loss(data)}")
 
 
 def dead_report(data: Any) -> str:

@@ -143,8 +143,10 @@ class ActorRunner:
         if op == messages.CALL and call_id != peers.NO_REPLY and isinstance(exc, Exception):
             reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))  # the caller handles it
             return
-        why = header[2].report() if op == SUPERVISE and isinstance(exc, _Unhandled) else _aborted(exc)
-        report = supervision.failed_report(self.display, why)
+        if op == SUPERVISE and isinstance(exc, _Unhandled):
+            report = header[2].report()  # Monarch passes the child's report up unchanged
+        else:
+            report = supervision.failed_report(self.display, _aborted(exc))
         if op == messages.SPAWN:
             reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))
         elif op == messages.CALL:

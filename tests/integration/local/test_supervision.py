@@ -87,9 +87,11 @@ def test_unhandled_failure_climbs_to_the_client(procs, faults):
     top.nested.call_one(raise_value_error).get()
     (failure,) = faults.wait(1)
     report = failure.report()
-    assert failure.mesh_name.startswith("top-")
-    assert report.startswith("The actor <root>.<tests.integration.local.actors.Nest top{}> and all its descendants have failed:")
-    assert "Lambda nested{'a_dim': 0/1}> and all its descendants have failed" in report
+    assert failure.mesh_name.startswith("top-")  # the owner's mesh failed, with its child's report, as in Monarch
+    assert report.startswith(
+        "The actor <root>.<tests.integration.local.actors.Nest top{}>.<tests.integration.local.actors.Lambda nested{'a_dim': 0/1}>"
+        " and all its descendants have failed:"
+    )
     with pytest.raises(SupervisionError, match="top"):
         top.nested_call_one.call_one(lambda: 4).get()
 
