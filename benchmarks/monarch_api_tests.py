@@ -34,7 +34,7 @@ from pathlib import Path
 
 PUBLIC_MODULES = {"monarch.actor": "mesh_client.actor", "monarch.spmd": "mesh_client.spmd"}
 EXTRA_PUBLIC = {"SupervisionError": "mesh_client.actor"}  # Monarch's tests import it from the bindings
-FILE_TIMEOUT = 900
+FILE_TIMEOUT = int(os.environ.get("HARNESS_FILE_TIMEOUT", "900"))  # seconds per test file and run
 
 
 def wheel_tests() -> Path:
