@@ -31,6 +31,7 @@ from mesh_client._src.actor.value_mesh import ValueMesh
 from mesh_client._src.local.bootstrap import BootstrapCommand, default_bootstrap_cmd
 from mesh_client._src.local.host_mesh import HostMesh, get_or_spawn_controller, this_host, this_proc
 from mesh_client._src.local.launcher import ProcStartError
+from mesh_client._src.local.workers import attach_to_workers, run_worker_loop_forever
 from mesh_client._src.runtime.futures import Future
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "Shape",
     "SupervisionError",
     "ValueMesh",
+    "attach_to_workers",
     "concurrent_endpoint",
     "context",
     "current_actor_name",
@@ -67,6 +69,7 @@ __all__ = [
     "endpoint",
     "get_or_spawn_controller",
     "options",
+    "run_worker_loop_forever",
     "send",
     "this_host",
     "this_proc",
