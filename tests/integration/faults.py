@@ -5,6 +5,7 @@ ask for the fixture and wait on it."""
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -33,12 +34,26 @@ class Faults:
             return list(self.failures)
 
 
-@pytest.fixture(autouse=True)
-def faults() -> Iterator[Faults]:
-    collected = Faults()
+def _late(failure: MeshFailure) -> None:
+    """A fault that arrived outside any test (e.g. a mesh left running when its pods went)."""
+    print(f"procmesh tests: unhandled supervision event outside a test:\n{failure.report()}", file=sys.stderr)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_fault_ends_the_session() -> Iterator[None]:
     before = mesh_client.actor.unhandled_fault_hook
+    mesh_client.actor.unhandled_fault_hook = _late
+    try:
+        yield
+    finally:
+        mesh_client.actor.unhandled_fault_hook = before
+
+
+@pytest.fixture(autouse=True)
+def faults(_no_fault_ends_the_session: None) -> Iterator[Faults]:
+    collected = Faults()
     mesh_client.actor.unhandled_fault_hook = collected
     try:
         yield collected
     finally:
-        mesh_client.actor.unhandled_fault_hook = before
+        mesh_client.actor.unhandled_fault_hook = _late

@@ -95,7 +95,7 @@ class HostAgent(Actor):
     def start_procs(self, name: str, per_host: dict[str, int], host_index: int, token: str, advertise: str) -> list[tuple[str, int]]:
         shape = Shape.from_sizes(per_host)
         labels = [f"{name}[hosts={host_index}{''.join(f',{k}={v}' for k, v in p.items())}]" for p in shape.points()]
-        bind = "127.0.0.1" if _is_loopback(advertise) else "0.0.0.0"
+        bind = advertise if _is_ip(advertise) else "0.0.0.0"  # an IP is this host's own (a pod's IP is the pod's)
         command = default_bootstrap_cmd().with_env({"PROCMESH_LISTEN_HOST": bind})
         procs = LocalProcs(name, list(shape.points()), labels, command, token)
         addresses = procs.start()
@@ -109,11 +109,12 @@ class HostAgent(Actor):
             procs.stop(range(len(procs.processes)), reason)
 
 
-def _is_loopback(host: str) -> bool:
+def _is_ip(host: str) -> bool:
     try:
-        return ipaddress.ip_address(host).is_loopback
+        ipaddress.ip_address(host)
     except ValueError:
-        return host == "localhost"
+        return False
+    return True
 
 
 class _WorkerProcs:
@@ -135,7 +136,7 @@ class WorkerHostMesh(MeshTrait):
         self.name = name
         labels = [f"{name}[hosts={i}] ({h}:{p})" for i, (h, p) in enumerate(workers)]
         self._workers = ProcMesh(ProcGroup(name, workers, token, labels), self._shape)
-        self._agents = self._workers.spawn("host_agent", HostAgent)
+        self._agents: Any = self._workers.spawn("host_agent", HostAgent)
 
     def _with_shape(self, shape: Shape) -> WorkerHostMesh:
         raise NotImplementedError("slicing a worker host mesh is not supported; attach to fewer workers")
@@ -178,6 +179,11 @@ class WorkerHostMesh(MeshTrait):
             mesh.stop()
             raise
         return mesh
+
+    def stop(self, reason: str = "stopped by client") -> Future[None]:
+        """Let go of the workers (they keep running, for the next controller to attach)."""
+        fut: Future[None] = self._agents.stop(reason)
+        return fut
 
     def shutdown(self) -> Future[None]:
         """Stop the worker processes themselves (they cannot be attached to again)."""

@@ -3,7 +3,7 @@
 Aspects: a broadcast endpoint that raises in a pod reaches the client's unhandled_fault_hook as
 a MeshFailure worded exactly as on the local backend; a pod's proc killed with -9 is a fault
 naming the actor and the pod; a controller actor in a pod that owns a mesh in other pods gets its
-failures in __supervise__.
+failures in __supervise__; the pods serve as Monarch workers for attach_to_workers.
 """
 
 import os
@@ -58,3 +58,25 @@ def test_an_actor_in_a_pod_supervises_its_own_meshes(kube, custom, namespace, op
     assert seen and "SuperviseNest owner{'hosts': 0/1, 'gpus': 0/1}>.<tests.integration.local.actors.Lambda nested{'a_dim': 0/1}>" in seen[0][2]
     assert faults.failures == []
     mesh.stop().get()
+
+
+def test_a_controller_attaches_to_pods_as_monarch_workers(kube, custom, namespace, operator, faults):
+    """The pods of a ProcMesh serve as Monarch workers: attach_to_workers with their addresses and
+    the mesh token, then spawn procs inside every pod, as a Monarch program does on its workers."""
+    from mesh_client import attach_to_workers
+    from mesh_client._src.kubernetes import api as api_mod
+    from mesh_client._src.kubernetes.attaching import wait_ready
+
+    create_mesh(custom, namespace, "workers", hosts=2, perHost=[{"name": "slots", "size": 1}])
+    api = api_mod.KubeApi(kube, namespace)
+    mesh = wait_ready(api, "workers", 120, progress=False)
+    addresses = [f"tcp://{p['address']}" for p in sorted(mesh["status"]["procs"], key=lambda p: p["rank"])]
+    token = api.read_token("workers-token")
+    hosts = attach_to_workers(name="pods", ca="trust_all_connections", workers=addresses, token=token)
+    procs = hosts.spawn_procs(per_host={"gpus": 2})
+    assert procs.sizes == {"hosts": 2, "gpus": 2}
+    where = procs.spawn("rec", Lambda).run.call(os.getpid).get()
+    assert len(set(where.values())) == 4
+    procs.stop().get()
+    hosts.stop().get()  # the workers keep running; the ProcMesh still owns them
+    assert faults.failures == []
