@@ -36,6 +36,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         class_name: str,
         endpoints: frozenset[str],
         spawned: Future[None] | None = None,
+        class_repr: str = "",
     ) -> None:
         self._group = group
         self._shape = shape
@@ -44,10 +45,13 @@ class ActorMesh(MeshTrait, Generic[T]):
         self._class_name = class_name
         self._endpoints = endpoints
         self._spawned = spawned  # the __init__ replies, for meshes spawned by this process
+        self._class_repr = class_repr or class_name  # repr() of the actor class, for str(mesh)
         self._bound: dict[str, ActorEndpoint[Any]] = {}
 
     def _with_shape(self, shape: Shape) -> ActorMesh[T]:
-        return ActorMesh(self._group, shape, self._actor_id, self._name, self._class_name, self._endpoints, self._spawned)
+        return ActorMesh(
+            self._group, shape, self._actor_id, self._name, self._class_name, self._endpoints, self._spawned, self._class_repr
+        )
 
     def __getattr__(self, attr: str) -> ActorEndpoint[Any]:
         if attr.startswith("_"):
@@ -70,11 +74,13 @@ class ActorMesh(MeshTrait, Generic[T]):
             self._spawned.exception()
         return (
             ActorMesh,
-            (self._group, self._shape, self._actor_id, self._name, self._class_name, self._endpoints),
+            (self._group, self._shape, self._actor_id, self._name, self._class_name, self._endpoints, None, self._class_repr),
         )
 
     def __repr__(self) -> str:
-        return f"<ActorMesh {self._name!r} ({self._class_name}) {self.sizes}>"
+        """As Monarch prints it: ``ActorMesh(class=<class 'mod.Cls'>, shape={gpus=2})``."""
+        shape = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+        return f"ActorMesh(class={self._class_repr}, shape={{{shape}}})"
 
     @property
     def initialized(self) -> Future[None]:

@@ -85,7 +85,7 @@ class ProcMesh(MeshTrait):
         watching.watch(group, shape, actor_id, name, Class, owner.actor_id, owner.display)
         if options.spawn_waits:
             spawned.get()
-        mesh: ActorMesh[T] = ActorMesh(group, shape, actor_id, name, Class.__qualname__, names, spawned)
+        mesh: ActorMesh[T] = ActorMesh(group, shape, actor_id, name, Class.__qualname__, names, spawned, repr(Class))
         return mesh  # type: ignore[return-value]
 
     def _elastic(self) -> tuple[str, int, int]:

@@ -216,6 +216,7 @@ def scenario_names() -> dict:
         "controller_rank": [controller.rank.call_one().get(), again.rank.call_one().get()],
         "client_name_is_str": isinstance(api.current_actor_name(), str),
         "host_is_fake": this_host().is_fake_in_process,
+        "str_mesh": str(actors).split(", inner=")[0],  # Monarch adds its Rust type after this
     }
 
 
