@@ -20,19 +20,20 @@ _INSTALLED = tuple(
     os.path.realpath(p) + os.sep for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
 )
 _OURS = ("mesh_client", "procmesh_operator")
+_OUR_DIR = os.path.realpath(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))) + os.sep
 
 
 def user_module(name: str, module: object) -> bool:
     """A module of the user's program: ``__main__``, code shipped by value, or files outside the
     interpreter's own library and site-packages."""
-    if name == "__main__":
-        return True
-    if name.split(".")[0] in _OURS or name in sys.builtin_module_names:
-        return False
+    spec = getattr(module, "__spec__", None)
+    if (getattr(spec, "name", None) or name).split(".")[0] in _OURS or name in sys.builtin_module_names:
+        return False  # ``python -m mesh_client...`` makes one of ours ``__main__``
     path = getattr(module, "__file__", None)
     if not path:
-        return False
-    return not os.path.realpath(path).startswith(_INSTALLED)
+        return name == "__main__"
+    path = os.path.realpath(path)
+    return not path.startswith(_INSTALLED) and not path.startswith(_OUR_DIR)
 
 
 def finalize() -> None:

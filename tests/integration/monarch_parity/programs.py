@@ -129,6 +129,13 @@ class Names(Actor):
         return api.current_rank().rank
 
 
+class Printer(Actor):
+    @endpoint
+    def say(self):
+        print("hello from an actor", flush=True)
+        print("to stderr", file=sys.stderr, flush=True)
+
+
 def raise_error():
     raise ValueError("Error.")
 
@@ -218,6 +225,14 @@ def scenario_names() -> dict:
         "host_is_fake": this_host().is_fake_in_process,
         "str_mesh": str(actors).split(", inner=")[0],  # Monarch adds its Rust type after this
     }
+
+
+def scenario_output() -> dict:
+    """What actors print reaches the controller's stdout and stderr as plain lines (the test
+    compares the lines; the outcome here is only that the call returned)."""
+    this_host().spawn_procs(per_host={"gpus": 2}).spawn("p", Printer).say.call().get()
+    threading.Event().wait(1)  # let forwarded output drain before the outcome line
+    return {"said": True}
 
 
 if __name__ == "__main__":
