@@ -113,7 +113,7 @@ class ActorEndpoint(Generic[R]):
     def __init__(self, mesh: ActorMesh[Any], method: str) -> None:
         self._mesh = mesh
         self._method = method
-        self._what = f"Actor call {mesh._name}.{method}()"
+        self._what = f"Actor call {mesh._name}.{method}"  # Monarch's words: "Actor call m.f failed"
 
     def _send(self, indices: Sequence[int], args: tuple[Any, ...], kwargs: dict[str, Any], reply: bool = True) -> list[Future[Any]]:
         mesh = self._mesh

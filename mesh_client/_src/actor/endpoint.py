@@ -110,8 +110,11 @@ def concurrent_endpoint(method: Callable[..., Any] | None = None, **options: Any
     def mark(fn: Callable[..., Any]) -> Any:
         import inspect
 
+        where = getattr(fn, "__qualname__", fn)
+        if is_endpoint(fn):
+            raise ValueError(f"@concurrent_endpoint does not wrap @endpoint: {where} should use one of the two")
         if not inspect.iscoroutinefunction(fn):
-            raise TypeError(f"@concurrent_endpoint needs an async def method; {getattr(fn, '__qualname__', fn)} is not one")
+            raise ValueError(f"@concurrent_endpoint can only wrap async endpoints: make {where} an async def")
         setattr(fn, CONCURRENT, True)
         return endpoint(fn) if not options else endpoint(**options)(fn)
 

@@ -97,4 +97,4 @@ def dead_report(data: Any) -> str:
 
 def endpoint_call(what: str) -> str:
     """Monarch names a call ``Endpoint call mesh.method()`` in supervision errors."""
-    return "Endpoint call " + what[len("Actor call ") :] if what.startswith("Actor call ") else what
+    return "Endpoint call " + what[len("Actor call ") :] + "()" if what.startswith("Actor call ") else what

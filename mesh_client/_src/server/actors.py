@@ -42,6 +42,7 @@ _NO_REPLY_YET = object()  # _call's result when the reply is sent later (a port 
 
 # How many ended actors a proc remembers, so that late calls say why their actor is gone.
 ENDED_KEPT = 4096
+CANCEL_TIMEOUT = 5.0  # seconds for cancelled concurrent endpoints to finish when the actor stops
 
 
 class ActorRunner:
@@ -140,7 +141,9 @@ class ActorRunner:
         self._on_exit(self)
 
     def _failed_on(self, op: int, call_id: int, channel: Channel, header: tuple[Any, ...], exc: BaseException) -> None:
-        if op == messages.CALL and call_id != peers.NO_REPLY and isinstance(exc, Exception):
+        if isinstance(exc, _Fatal):
+            exc = exc.exception
+        elif op == messages.CALL and call_id != peers.NO_REPLY and isinstance(exc, Exception):
             reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))  # the caller handles it
             return
         if op == SUPERVISE and isinstance(exc, _Unhandled):
@@ -149,7 +152,7 @@ class ActorRunner:
             report = supervision.failed_report(self.display, _aborted(exc))
         if op == messages.SPAWN:
             reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))
-        elif op == messages.CALL:
+        elif op in (messages.CALL, FAILED_TASK):
             reply(channel, call_id, messages.DEAD, [report.encode()])
         self._fail(report, exc)
 
@@ -221,12 +224,17 @@ class ActorRunner:
         explicit = getattr(fn, EXPLICIT_PORT, False)
         if explicit:
             args = (ports.response_port(functools.partial(self._port_reply, channel, call_id)), *args)
-        result = fn(self._instance, *args, **kwargs)
-        if getattr(fn, CONCURRENT, False):
-            self._schedule(result).add_done_callback(functools.partial(self._task_done, channel, call_id))
-            return _NO_REPLY_YET
-        if inspect.isawaitable(result):
-            result = self._run_async(result)
+        try:
+            result = fn(self._instance, *args, **kwargs)
+            if getattr(fn, CONCURRENT, False):
+                self._schedule(result).add_done_callback(functools.partial(self._task_done, channel, call_id, explicit))
+                return _NO_REPLY_YET
+            if inspect.isawaitable(result):
+                result = self._run_async(result)
+        except BaseException as exc:
+            if explicit:  # it had a port to answer through: raising instead kills the actor, as in Monarch
+                raise _Fatal(exc) from exc
+            raise
         return _NO_REPLY_YET if explicit else result
 
     def _port_reply(self, channel: Channel, call_id: int, ok: bool, value: Any) -> None:
@@ -237,17 +245,37 @@ class ActorRunner:
         else:
             reply(channel, call_id, peers.ERROR, messages.encode_failure(value))
 
-    def _task_done(self, channel: Channel, call_id: int, task: Any) -> None:
+    def _task_done(self, channel: Channel, call_id: int, explicit: bool, task: Any) -> None:
         """A concurrent endpoint finished (on the loop's thread)."""
         exc = task.exception()
         if exc is None:
-            reply(channel, call_id, peers.OK, serialization.dumps(task.result()))
-        elif call_id != peers.NO_REPLY and isinstance(exc, Exception):
+            if not explicit:
+                reply(channel, call_id, peers.OK, serialization.dumps(task.result()))
+        elif call_id != peers.NO_REPLY and isinstance(exc, Exception) and not explicit:
             reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))
         else:  # no caller to tell: the actor fails, on its own thread
             self.submit((call_id, channel, (call_id, FAILED_TASK, exc), []))
 
+    def _cancel_tasks(self) -> None:
+        """Cancel the concurrent endpoints still running (they see CancelledError), and wait."""
+        if self._loop is None:
+            return
+        import asyncio
+
+        async def cancel_all() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(cancel_all(), self._loop).result(timeout=CANCEL_TIMEOUT)
+        except Exception:
+            print(f"procmesh: tasks of actor {self.name!r} did not end within {CANCEL_TIMEOUT} s of cancellation", file=sys.stderr)
+
     def cleanup(self, exc: BaseException | None) -> None:
+        """Cancel running concurrent endpoints, then run ``__cleanup__`` (as Monarch orders them)."""
+        self._cancel_tasks()
         hook = getattr(self._instance, "__cleanup__", None)
         if hook is None:
             return
@@ -258,6 +286,14 @@ class ActorRunner:
         except Exception:
             print(f"procmesh: __cleanup__ of actor {self.name!r} raised:", file=sys.stderr)
             traceback.print_exc()
+
+
+class _Fatal(Exception):
+    """An exception that fails the actor even though its call has a caller."""
+
+    def __init__(self, exception: BaseException) -> None:
+        super().__init__(exception)
+        self.exception = exception
 
 
 class _Unhandled(Exception):

@@ -30,7 +30,7 @@ def test_endpoint_error_carries_the_remote_traceback_and_the_actor_lives(procs):
         one.fail.call_one("missing-key").get()
     err = info.value
     assert isinstance(err.exception, KeyError)
-    assert "err.fail() failed on t[hosts=0,gpus=1]" in str(err)
+    assert "Actor call err.fail failed on t[hosts=0,gpus=1]" in str(err)
     assert "Remote traceback" in str(err) and "in fail" in str(err)
     assert one.echo.call_one("still alive").get() == "still alive"
 
