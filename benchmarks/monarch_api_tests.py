@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -213,10 +214,15 @@ def run(dest: Path, selected: dict[str, list[str]], extra_path: list[str]) -> di
         env = dict(os.environ, HARNESS_SELECTED=json.dumps(want))
         env["PYTHONPATH"] = os.pathsep.join([str(dest), *extra_path, env.get("PYTHONPATH", "")])
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "harness_select", "-p", "no:cacheprovider", f"--junitxml={report}", name]
-        try:
-            subprocess.run(cmd, cwd=dest, env=env, capture_output=True, timeout=FILE_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            pass
+        # Its own session, output to a file: on timeout the whole tree goes (tests start
+        # subprocesses that would otherwise keep a pipe, and this loop, waiting).
+        with open(dest / f"{name}.log", "wb") as log:
+            proc = subprocess.Popen(cmd, cwd=dest, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                proc.wait(timeout=FILE_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
         found = _junit(report) if report.exists() else {}
         for test_id in want:
             results = [v for k, v in found.items() if k.split("[")[0] == test_id]
