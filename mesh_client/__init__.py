@@ -5,7 +5,7 @@ Port a Monarch program by changing ``from monarch.actor import ...`` to
 """
 
 from mesh_client._src.actor.actor import Actor
-from mesh_client._src.actor.actor_mesh import ActorEndpoint, ActorMesh
+from mesh_client._src.actor.actor_mesh import ActorEndpoint, ActorMesh, as_endpoint
 from mesh_client._src.actor.context import (
     ActorInstance,
     Context,
@@ -59,6 +59,7 @@ __all__ = [
     "Shape",
     "SupervisionError",
     "ValueMesh",
+    "as_endpoint",
     "attach_to_workers",
     "concurrent_endpoint",
     "context",

@@ -16,9 +16,23 @@ from mesh_client._src.actor.shape import Extent, Point
 _EMPTY = Point(0, Extent((), ()))
 
 
+@dataclasses.dataclass(frozen=True)
+class Creator:
+    """Who spawned an actor: its name (``"root"`` for the client) and its display chain."""
+
+    name: str
+    display: str
+
+    def __str__(self) -> str:
+        return self.display
+
+
 @dataclasses.dataclass
 class ActorInstance:
-    """The running actor: its absolute ``rank`` in the mesh it was spawned on, and its names."""
+    """The running actor: its absolute ``rank`` in the mesh it was spawned on, and its names.
+
+    ``str()`` is its display chain, ``<root>.<module.Class name{'gpus': 0/2}>``, as Monarch's.
+    """
 
     name: str
     actor_id: str
@@ -28,6 +42,10 @@ class ActorInstance:
     proc: Any = None  # this proc alone, as a one-point ProcMesh (None for the client)
     proc_id: str = ""
     display: str = "<root>"  # the owner chain, as supervision reports print it
+    creator: Creator | None = None  # None for the client
+
+    def __str__(self) -> str:
+        return self.display
 
 
 @dataclasses.dataclass
@@ -36,7 +54,7 @@ class Context:
     message_rank: Point
 
 
-_CLIENT = Context(ActorInstance("client", "client", "Client", _EMPTY, proc_id=f"client:{os.getpid()}"), _EMPTY)
+_CLIENT = Context(ActorInstance("root", "client", "Client", _EMPTY, proc_id=f"client:{os.getpid()}"), _EMPTY)
 # A context variable, not a thread-local: each thread starts without one, and each asyncio task
 # of a concurrent endpoint keeps its own message's context.
 _current: contextvars.ContextVar[Context | None] = contextvars.ContextVar("procmesh_context", default=None)
@@ -53,8 +71,9 @@ def current_rank() -> Point:
 
 
 def current_actor_name() -> str:
-    """The id of the running actor (``"client"`` outside actors), as Monarch's is a string."""
-    return context().actor_instance.actor_id
+    """The id of the running actor, one per rank (``"client"`` outside actors)."""
+    instance = context().actor_instance
+    return instance.actor_id if instance.creator is None else f"{instance.actor_id}[{instance.rank.rank}]"
 
 
 def current_size() -> dict[str, int]:

@@ -143,3 +143,10 @@ def check_endpoint_kinds(cls: type, names: frozenset[str]) -> None:
             f"endpoints because they can cause the asyncio loop to deadlock if they wait. sync: {sync} async: {async_} "
             "(make them all one kind, or set mesh_client.options.mixed_endpoints = True)"
         )
+
+
+def plain_method_names(cls: type) -> frozenset[str]:
+    """Public methods of an actor class that are not endpoints (``as_endpoint`` reaches them)."""
+    return frozenset(
+        name for name in dir(cls) if not name.startswith("_") and callable(getattr(cls, name, None)) and not is_endpoint(getattr(cls, name))
+    )

@@ -7,6 +7,9 @@ A ported Monarch program meets Monarch's semantics; these switch on what we find
   once, and a failing ``__init__`` is a supervision event).
 - ``mixed_endpoints``: an actor may mix ``def`` and ``async def`` endpoints (Monarch refuses it
   at spawn; here the async ones then run on a loop of the actor's own thread).
+
+``prefix_logs_with_actor`` (on, as in Monarch) prefixes log records made inside an actor with
+``[actor=<its display name>] ``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import dataclasses
 class Options:
     spawn_waits: bool = False
     mixed_endpoints: bool = False
+    prefix_logs_with_actor: bool = True  # as Monarch: log records made in an actor start with its name
 
 
 options = Options()

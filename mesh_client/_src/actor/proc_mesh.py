@@ -15,7 +15,7 @@ from mesh_client._src.actor import context as context_mod
 from mesh_client._src.actor import messages, watching
 from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.actor_mesh import ActorMesh, gather
-from mesh_client._src.actor.endpoint import check_endpoint_kinds, endpoint_names
+from mesh_client._src.actor.endpoint import check_endpoint_kinds, endpoint_names, plain_method_names
 from mesh_client._src.actor.options import options
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import MeshTrait, Shape
@@ -70,7 +70,7 @@ class ProcMesh(MeshTrait):
             check_endpoint_kinds(Class, names)
         owner = context_mod.context().actor_instance
         actor_id = f"{name}-{uuid.uuid4().hex[:12]}"
-        payload = serialization.dumps((Class, args, kwargs, self, owner.display))
+        payload = serialization.dumps((Class, args, kwargs, self, context_mod.Creator(owner.name, owner.display)))
         group, shape = self._group, self._shape
         what = f"__init__ of {Class.__qualname__} ({name!r})"
         futs = [
@@ -85,7 +85,9 @@ class ProcMesh(MeshTrait):
         watching.watch(group, shape, actor_id, name, Class, owner.actor_id, owner.display)
         if options.spawn_waits:
             spawned.get()
-        mesh: ActorMesh[T] = ActorMesh(group, shape, actor_id, name, Class.__qualname__, names, spawned, repr(Class))
+        mesh: ActorMesh[T] = ActorMesh(
+            group, shape, actor_id, name, Class.__qualname__, names, spawned, repr(Class), plain_method_names(Class)
+        )
         return mesh  # type: ignore[return-value]
 
     def _elastic(self) -> tuple[str, int, int]:

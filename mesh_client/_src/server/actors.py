@@ -17,10 +17,11 @@ from typing import Any
 
 from mesh_client._src.actor import context as ctx_mod
 from mesh_client._src.actor import messages, ports, supervision
-from mesh_client._src.actor.endpoint import CONCURRENT, EXPLICIT_PORT, is_endpoint
+from mesh_client._src.actor.endpoint import CONCURRENT, EXPLICIT_PORT, endpoint_names, is_endpoint
 from mesh_client._src.actor.shape import Extent, Point
 from mesh_client._src.runtime import peers
 from mesh_client._src.runtime.channel import Channel, ChannelClosed
+from mesh_client._src.server import logs
 from mesh_client._src.wire import serialization
 
 Work = tuple[int, Channel, tuple[Any, ...], list[Any]]
@@ -160,7 +161,8 @@ class ActorRunner:
         _, _, actor_id, name, index, labels, sizes = header
         cls, args, kwargs, proc_mesh, creator = serialization.loads(segments)
         rank = Point(index, Extent(labels, sizes))
-        self.display = supervision.actor_display(creator, cls, name, dict(rank), dict(zip(labels, sizes)))
+        self.display = supervision.actor_display(creator.display, cls, name, dict(rank), dict(zip(labels, sizes)))
+        logs.prefix_with_actor()
         instance = ctx_mod.ActorInstance(
             name=name,
             actor_id=actor_id,
@@ -170,6 +172,7 @@ class ActorRunner:
             proc=self._this_proc,
             proc_id=str(self._this_proc),
             display=self.display,
+            creator=creator,
         )
         self._context = ctx_mod.Context(instance, rank)
         ctx_mod.enter(self._context)
@@ -218,9 +221,17 @@ class ActorRunner:
         args, kwargs = serialization.loads(segments)
         assert self._context is not None
         ctx_mod.enter(ctx_mod.Context(self._context.actor_instance, Point(index, Extent(labels, sizes))))
-        fn = getattr(type(self._instance), method, None)
-        if fn is None or not is_endpoint(fn):
-            raise AttributeError(f"{type(self._instance).__qualname__}.{method} is not an endpoint")
+        cls = type(self._instance)
+        fn = getattr(cls, method, None)
+        if fn is None or method.startswith("_") or not callable(fn):
+            raise AttributeError(f"{cls.__qualname__}.{method} is not an endpoint")
+        if not is_endpoint(fn) and inspect.iscoroutinefunction(fn) and not any(
+            inspect.iscoroutinefunction(getattr(cls, n)) for n in endpoint_names(cls)
+        ):  # reached through as_endpoint
+            raise TypeError(
+                f"{cls.__qualname__}.{method} is an async def method, but this actor's endpoints are all def "
+                "(it has no event loop); make the method a def, or the actor's endpoints async"
+            )
         explicit = getattr(fn, EXPLICIT_PORT, False)
         if explicit:
             args = (ports.response_port(functools.partial(self._port_reply, channel, call_id)), *args)

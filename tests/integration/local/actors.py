@@ -231,3 +231,24 @@ class FinalizerActor(Actor):
     @endpoint
     def pid(self) -> int:
         return os.getpid()
+
+
+class Logs(Actor):
+    """Logs through a handler of its own and says how it is named."""
+
+    @endpoint
+    def log_line(self) -> tuple:
+        import io
+        import logging
+
+        stream = io.StringIO()
+        handler = logging.StreamHandler(stream)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger = logging.getLogger("tests.capture")
+        logger.addHandler(handler)
+        try:
+            logger.error("HUH")
+        finally:
+            logger.removeHandler(handler)
+        instance = context().actor_instance
+        return stream.getvalue(), str(instance), instance.creator.name

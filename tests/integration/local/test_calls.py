@@ -8,7 +8,7 @@ the slice; several actor meshes share procs; messages from one caller stay in or
 
 import pytest
 
-from mesh_client import NotAnEndpoint, ValueMesh, options
+from mesh_client import NotAnEndpoint, ValueMesh, as_endpoint, options
 from tests.integration.local.actors import Adder, Mixed, Recorder
 
 
@@ -105,7 +105,10 @@ def test_several_actor_meshes_share_the_procs(procs, rec):
 
 def test_a_method_without_endpoint_names_the_fix(rec):
     with pytest.raises(NotAnEndpoint, match="add a @endpoint decorator"):
-        rec.not_an_endpoint  # noqa: B018
+        rec.not_an_endpoint.call()
+    assert list(as_endpoint(rec.not_an_endpoint).call().get().values()) == [None] * 4
+    with pytest.raises(AttributeError):
+        rec.no_such_method  # noqa: B018
 
 
 def test_large_payloads_roundtrip(rec):

@@ -4,7 +4,8 @@ get_or_spawn_controller, current_actor_name, Point's text, HostMesh options.
 Aspects: a concurrent endpoint lets the actor take the message it waits for; an explicit response
 port carries a value or an error back to the caller; a Channel's port reaches the controller from
 actors in other procs; send() with a port; Accumulator folds a call; get_or_spawn_controller gives
-one actor per name; current_actor_name and str(current_rank()) read as Monarch's.
+one actor per name; current_actor_name, str(current_rank()), log records and
+str(context().actor_instance) read as Monarch's; as_endpoint reaches a method without @endpoint.
 """
 
 import sys
@@ -58,10 +59,10 @@ def test_get_or_spawn_controller_gives_one_actor_per_name():
     assert second.history.call_one().get() == ["x"]
 
 
-def test_current_actor_name_is_the_actor_id(procs):
+def test_current_actor_name_names_each_actor(procs):
     actors = procs.spawn("named", Ports)
-    names = set(actors.name.call().get().values())
-    assert len(names) == 1 and names.pop().startswith("named-")
+    names = list(actors.name.call().get().values())
+    assert len(set(names)) == 4 and all(n.startswith("named-") for n in names)
 
 
 def test_with_python_executable_and_is_fake_in_process():
@@ -69,3 +70,22 @@ def test_with_python_executable_and_is_fake_in_process():
     assert hosts.is_fake_in_process is False
     with hosts.spawn_procs(per_host={"gpus": 1}) as mesh:
         assert mesh.spawn("p", Ports).rank.call_one().get() == 0
+
+
+def test_log_records_and_str_of_the_instance_name_the_actor(procs):
+    from mesh_client import context
+    from tests.integration.local.actors import Logs
+
+    line, me, creator = procs.spawn("the_name", Logs).slice(hosts=0, gpus=1).log_line.call_one().get()
+    assert me == "<root>.<tests.integration.local.actors.Logs the_name{'hosts': 0/2, 'gpus': 1/2}>"
+    assert line == f"[actor={me}] HUH\n"
+    assert creator == "root" and str(context().actor_instance) == "<root>"
+
+
+def test_as_endpoint_reaches_a_plain_method(procs):
+    from mesh_client import as_endpoint
+
+    rec = procs.spawn("plain", Recorder)
+    with pytest.raises(RuntimeError, match="add a @endpoint decorator to it, or call it through as_endpoint"):
+        rec.not_an_endpoint.call()
+    assert list(as_endpoint(rec.not_an_endpoint).call().get().values()) == [None] * 4
