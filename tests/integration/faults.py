@@ -20,18 +20,26 @@ class Faults:
 
     def __init__(self) -> None:
         self.failures: list[MeshFailure] = []
-        self._changed = threading.Condition()
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
 
     def __call__(self, failure: MeshFailure) -> None:
         with self._changed:
             self.failures.append(failure)
             self._changed.notify_all()
 
-    def wait(self, count: int = 1, timeout: float = 60.0) -> list[MeshFailure]:
-        """The first ``count`` failures; fewer if they did not come within ``timeout``."""
+    def named(self, name: str) -> list[MeshFailure]:
+        """Failures of the actor meshes spawned under ``name`` (another test's leftovers, such as
+        a mesh whose pods go with its namespace, may reach the hook while this test runs)."""
+        with self._lock:
+            return [f for f in self.failures if f.mesh_name.startswith(f"{name}-")]
+
+    def wait(self, name: str, count: int = 1, timeout: float = 60.0) -> list[MeshFailure]:
+        """The first ``count`` failures of meshes spawned as ``name``; fewer if they did not
+        come within ``timeout``."""
         with self._changed:
-            self._changed.wait_for(lambda: len(self.failures) >= count, timeout)
-            return list(self.failures)
+            self._changed.wait_for(lambda: len(self.named(name)) >= count, timeout)
+            return self.named(name)
 
 
 def _late(failure: MeshFailure) -> None:

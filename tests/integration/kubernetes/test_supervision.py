@@ -24,7 +24,7 @@ def test_faults_in_pods_reach_the_hook_as_locally(kube, custom, namespace, opera
     mesh = attach("sup", namespace, api_client=kube, timeout=120)
     actors = mesh.spawn("lam", Lambda)
     actors.slice(hosts=0, gpus=0).run.broadcast(raise_value_error)
-    (failure,) = faults.wait(1)
+    (failure,) = faults.wait("lam")
     assert failure.crashed_ranks == [0]
     assert failure.report().startswith(
         "The actor <root>.<tests.integration.local.actors.Lambda lam{'hosts': 0/1, 'gpus': 0/2}> and all its descendants have failed:\n"
@@ -34,7 +34,7 @@ def test_faults_in_pods_reach_the_hook_as_locally(kube, custom, namespace, opera
 
     pid = describe_proc(mesh._group.addresses[1], mesh._group.token)["pid"]
     os.kill(pid, signal.SIGKILL)
-    failures = faults.wait(2)
+    failures = faults.wait("lam", 2)
     assert len(failures) == 2 and failures[1].crashed_ranks == [1]
     report = failures[1].report()
     assert report.startswith("The actor <root>.<tests.integration.local.actors.Lambda lam{'hosts': 0/1, 'gpus': 1/2}> and all its descendants have failed:")
@@ -56,7 +56,7 @@ def test_an_actor_in_a_pod_supervises_its_own_meshes(kube, custom, namespace, op
 
         time.sleep(0.05)
     assert seen and "SuperviseNest owner{'hosts': 0/1, 'gpus': 0/1}>.<tests.integration.local.actors.Lambda nested{'a_dim': 0/1}>" in seen[0][2]
-    assert faults.failures == []
+    assert faults.named("owner") == []
     mesh.stop().get()
 
 
@@ -79,4 +79,4 @@ def test_a_controller_attaches_to_pods_as_monarch_workers(kube, custom, namespac
     assert len(set(where.values())) == 4
     procs.stop().get()
     hosts.stop().get()  # the workers keep running; the ProcMesh still owns them
-    assert faults.failures == []
+    assert faults.named("rec") == [] and faults.named("host_agent") == []

@@ -29,7 +29,7 @@ from tests.integration.local.actors import (
 def test_broadcast_exception_kills_the_actor_and_reaches_the_hook(procs, faults):
     actors = procs.spawn("lam", Lambda)
     actors.slice(hosts=1, gpus=0).run.broadcast(raise_value_error)
-    (failure,) = faults.wait(1)
+    (failure,) = faults.wait("lam")
     assert failure.mesh_name.startswith("lam-") and failure.crashed_ranks == [2]
     report = failure.report()
     assert report.startswith("The actor <root>.<tests.integration.local.actors.Lambda lam{'hosts': 1/2, 'gpus': 0/2}>")
@@ -46,8 +46,8 @@ def test_failing_init_surfaces_at_the_first_call_and_in_the_hook(procs, faults):
         broken.initialized.get()
     with pytest.raises(SupervisionError, match=r"Endpoint call broken\.ping\(\) failed, The actor .*FailingInit broken"):
         broken.slice(hosts=0, gpus=0).ping.call_one().get()
-    assert len(faults.wait(4)) == 4  # one per actor of the mesh
-    assert all("RuntimeError: cannot build the model" in f.report() for f in faults.failures)
+    assert len(faults.wait("broken", 4)) == 4  # one per actor of the mesh
+    assert all("RuntimeError: cannot build the model" in f.report() for f in faults.named("broken"))
 
 
 def test_proc_death_is_a_fault_naming_the_actor(faults):
@@ -55,13 +55,13 @@ def test_proc_death_is_a_fault_naming_the_actor(faults):
         actors = mesh.spawn("k", Lambda)
         pid = actors.slice(gpus=1).run.call_one(os.getpid).get()
         os.kill(pid, 9)
-        (failure,) = faults.wait(1)
+        (failure,) = faults.wait("k")
         assert failure.crashed_ranks == [1]
         assert "The actor <root>.<tests.integration.local.actors.Lambda k{'gpus': 1/2}> and all its descendants have failed:" in failure.report()
         assert "the process this actor was running on failed: Killed(sig=9): proc victim[gpus=1]" in failure.report()
         assert "killed by SIGKILL" in failure.report()
         assert actors.slice(gpus=0).run.call_one(lambda: 1).get() == 1
-    assert len(faults.failures) == 1  # stopping the rest is no fault
+    assert len(faults.named("k")) == 1  # stopping the rest is no fault
 
 
 def test_supervise_handles_the_failures_of_owned_meshes(procs, faults):
@@ -76,7 +76,7 @@ def test_supervise_handles_the_failures_of_owned_meshes(procs, faults):
     (mesh_name, ranks, report) = seen[0]
     assert mesh_name.startswith("nested-") and ranks == [0]
     assert ".<tests.integration.local.actors.SuperviseNest owner{}>.<tests.integration.local.actors.Lambda nested{'a_dim': 0/1}>" in report
-    assert faults.failures == []
+    assert faults.named("owner") == [] and faults.named("nested") == []
     with pytest.raises(ActorError, match="SupervisionError: Endpoint call nested.run"):  # the owner lives on
         owner.nested_call_one.call_one(lambda: 4).get()
 
@@ -85,7 +85,7 @@ def test_unhandled_failure_climbs_to_the_client(procs, faults):
     top = procs.slice(hosts=0, gpus=1).spawn("top", Nest)
     assert top.nested_call_one.call_one(lambda: 4).get() == 4
     top.nested.call_one(raise_value_error).get()
-    (failure,) = faults.wait(1)
+    (failure,) = faults.wait("top")
     report = failure.report()
     assert failure.mesh_name.startswith("top-")  # the owner's mesh failed, with its child's report, as in Monarch
     assert report.startswith(
@@ -99,7 +99,7 @@ def test_unhandled_failure_climbs_to_the_client(procs, faults):
 def test_killing_a_nested_proc_climbs_as_a_proc_failure(procs, faults):
     top = procs.slice(hosts=1, gpus=1).spawn("top", Nest)
     top.kill_nest.call_one().get()
-    (failure,) = faults.wait(1)
+    (failure,) = faults.wait("top")
     assert "Lambda nested{'a_dim': 0/1}> and all its descendants have failed" in failure.report()
     assert "the process this actor was running on failed" in failure.report()
 
@@ -109,7 +109,7 @@ def test_stopped_actor_mesh_says_it_was_stopped(procs, faults):
     actors.stop().get()
     with pytest.raises(SupervisionError, match=r"actor .*stopme.* has status: stopped \(stopped by client\)"):
         actors.run.call(lambda: 1).get()
-    assert faults.failures == []
+    assert faults.named("stopme") == []
 
 
 def test_default_hook_ends_the_controller():
