@@ -33,7 +33,8 @@ sys.path[:] = [str(ROOT), str(ROOT / "operator")] + [
 from kubernetes import client, config, watch  # noqa: E402
 
 from benchmarks import cluster_env  # noqa: E402
-from procmesh_operator import names, rendering, specs  # noqa: E402
+from mesh_client._src import contract  # noqa: E402
+from procmesh_operator import rendering, specs  # noqa: E402
 from procmesh_operator import settings as settings_  # noqa: E402
 
 TARGET_RATIO = 1.3
@@ -67,14 +68,14 @@ def run_baseline(core: Any, namespace: str, procs: int) -> dict[str, Any]:
         core.create_namespaced_pod(namespace, pod)
         requests += 1
     ready: set[str] = set()
-    listed = core.list_namespaced_pod(namespace, label_selector=names.mesh_label_selector("base"))
+    listed = core.list_namespaced_pod(namespace, label_selector=contract.mesh_label_selector("base"))
     requests += 1
     ready |= {p.metadata.name for p in listed.items if pod_ready(p)}
     if len(ready) < procs:
         w = watch.Watch()
         requests += 1
         for event in w.stream(core.list_namespaced_pod, namespace,
-                              label_selector=names.mesh_label_selector("base"),
+                              label_selector=contract.mesh_label_selector("base"),
                               resource_version=listed.metadata.resource_version,
                               timeout_seconds=600):
             pod = event["object"]
@@ -96,14 +97,14 @@ def mesh_ready(obj: dict[str, Any]) -> bool:
 
 def run_operator(custom: Any, namespace: str, procs: int, metrics_port: int) -> dict[str, Any]:
     before = cluster_env.operator_requests(metrics_port)
-    body = {"apiVersion": names.API_VERSION, "kind": names.KIND, "metadata": {"name": "bench"},
+    body = {"apiVersion": contract.API_VERSION, "kind": contract.KIND, "metadata": {"name": "bench"},
             "spec": {"hosts": 1, "perHost": [{"name": "procs", "size": procs}]}}
     started = time.monotonic()
-    created = custom.create_namespaced_custom_object(names.GROUP, names.VERSION, namespace,
-                                                     names.PLURAL, body)
+    created = custom.create_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace,
+                                                     contract.PLURAL, body)
     w = watch.Watch()
-    for event in w.stream(custom.list_namespaced_custom_object, names.GROUP, names.VERSION,
-                          namespace, names.PLURAL,
+    for event in w.stream(custom.list_namespaced_custom_object, contract.GROUP, contract.VERSION,
+                          namespace, contract.PLURAL,
                           resource_version=created["metadata"]["resourceVersion"],
                           timeout_seconds=600):
         if event["object"]["metadata"]["name"] == "bench" and mesh_ready(event["object"]):

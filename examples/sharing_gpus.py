@@ -9,6 +9,7 @@ CUDA it says so and runs the same steps on the CPU, so CI exercises it.
 
     python examples/sharing_gpus.py                                  # local procs
     python examples/sharing_gpus.py --kubernetes [--namespace NS]    # two ProcMeshes, created here
+    python examples/sharing_gpus.py --kubernetes --via-api-server   # from outside: port-forwards
     python examples/sharing_gpus.py --attach [--namespace NS]        # kubectl apply -f examples/meshes/rl-pinned-pair.yaml first
 
 On Kubernetes the policy and the trainer are ProcMeshes pinned to the same devices, the trainer
@@ -108,11 +109,11 @@ def local_meshes():
     return policy_procs, trainer_procs
 
 
-def kubernetes_meshes(namespace):
+def kubernetes_meshes(namespace, via_api_server=False, image=None):
     # The same two roles as ProcMeshes: pinned to DEVICE_IDS, the trainer on the policy's devices.
     from mesh_client.kubernetes import KubernetesHostMesh
 
-    hosts = KubernetesHostMesh(hosts=1, namespace=namespace)
+    hosts = KubernetesHostMesh(hosts=1, namespace=namespace, via_api_server=via_api_server, image=image)
     policy_procs = hosts.spawn_procs(
         per_host={"gpus": len(DEVICE_IDS)}, gpus=DEVICE_IDS, memory_fraction=0.3, name="policy"
     )
@@ -139,9 +140,13 @@ def main():
     parser.add_argument("--kubernetes", action="store_true", help="create the two meshes as ProcMeshes")
     parser.add_argument("--attach", action="store_true", help="attach to ProcMeshes 'policy' and 'trainer'")
     parser.add_argument("--namespace", default=None)
+    parser.add_argument("--via-api-server", action="store_true",
+                        help="reach the procs through the API server (a client outside the pod network)")
+    parser.add_argument("--image", default=None,
+                        help="image of the procs (with torch); default: the operator's proc-server image")
     args = parser.parse_args()
     if args.kubernetes:
-        policy_procs, trainer_procs = kubernetes_meshes(args.namespace)
+        policy_procs, trainer_procs = kubernetes_meshes(args.namespace, args.via_api_server, args.image)
     elif args.attach:
         policy_procs, trainer_procs = attached_meshes(args.namespace)
     else:

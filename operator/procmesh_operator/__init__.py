@@ -2,12 +2,16 @@
 
 Layout (each module one concern, imported as a module):
 
-* :mod:`.names` -- child names, labels, selectors and annotation keys (the one place for them).
-* :mod:`.specs` and :mod:`.shapes` -- the parsed spec with its defaults, and rank arithmetic.
+* ``mesh_client._src.contract`` (the only part of mesh_client the operator imports) -- what the
+  client must agree on: API coordinates, child names, labels, annotations, port, conditions and
+  their fatal reasons, the PROCMESH_* env, rank arithmetic.
+* :mod:`.names` -- the operator's own names: the token mount, children's labels, node-loss taints.
+* :mod:`.specs` and :mod:`.shapes` -- the parsed spec with its defaults, and the mesh's shape.
 * :mod:`.rendering` -- pure builders for the token Secret, the headless Service and the pods.
 * :mod:`.budgets` and :mod:`.placing` -- GPU memory budget math and node/device placement.
 * :mod:`.planning` -- the pure decision of one reconcile: what to create, delete and report.
-* :mod:`.statuses` -- conditions, reasons and ``compute_status``.
+* :mod:`.statuses` -- one function per condition, and ``compute_status``;
+  :mod:`.assigned_gpus` -- the GPU each proc was given, for ``status.procs[]``.
 * :mod:`.kubeclient`, :mod:`.stores`, :mod:`.queueing` -- REST access, the pod cache, the work queue.
 * :mod:`.reconciling` -- the ordered, effectful reconcile (secret -> service -> pods -> status).
 * :mod:`.handlers` -- thin kopf handlers that feed the queue; :mod:`.__main__` -- the entry point.

@@ -57,6 +57,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--cuda-context-mib", type=int, default=defaults.cuda_context_mib)
     p.add_argument("--default-gpu-memory-mib", type=int, default=defaults.default_gpu_memory_mib)
     p.add_argument("--resync-seconds", type=float, default=defaults.resync_seconds)
+    p.add_argument("--node-loss-toleration-seconds", type=int,
+                   default=defaults.node_loss_toleration_seconds,
+                   help="how long procs stay on a NotReady/unreachable node before they are "
+                        "force-deleted and restarted elsewhere (a template's own tolerations "
+                        "for those taints win)")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return p.parse_args(argv)
 
@@ -77,10 +82,10 @@ def load_configuration(kubeconfig: str | None, context: str | None) -> Any:
     else the kubeconfig."""
     config = kubernetes.client.Configuration()
     if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        kubernetes.config.load_incluster_config(client_configuration=config)
+        kubernetes.config.load_incluster_config(client_configuration=config)  # type: ignore[no-untyped-call]
     else:
-        kubernetes.config.load_kube_config(config_file=kubeconfig, context=context,
-                                           client_configuration=config)
+        kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, context=context, client_configuration=config)
     return config
 
 
@@ -104,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     config = load_configuration(args.kubeconfig, args.context)
     settings = settings_.Settings(
         default_image=args.default_image, cuda_context_mib=args.cuda_context_mib,
-        default_gpu_memory_mib=args.default_gpu_memory_mib, resync_seconds=args.resync_seconds)
+        default_gpu_memory_mib=args.default_gpu_memory_mib, resync_seconds=args.resync_seconds,
+        node_loss_toleration_seconds=args.node_loss_toleration_seconds)
     if args.metrics_port:
         prometheus_client.start_http_server(args.metrics_port, addr=args.metrics_address)
 

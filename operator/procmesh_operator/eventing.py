@@ -12,7 +12,8 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
-from procmesh_operator import kubeclient, names, planning, statuses
+from mesh_client._src import contract
+from procmesh_operator import kubeclient, planning, statuses
 
 logger = logging.getLogger("procmesh_operator.events")
 
@@ -48,35 +49,35 @@ def transitions(old: Mapping[str, Any] | None, new: Mapping[str, Any], plan: pla
     if plan is not None:
         for pod_name in plan.restarted:
             if pod_name == mesh_name:
-                failed = [names.pod_name(mesh_name, r) + _failure_detail(p)
+                failed = [contract.pod_name(mesh_name, r) + _failure_detail(p)
                           for r, p in sorted(pods_before.items()) if planning.is_failed(p)]
                 events.append((WARNING, "ProcFailed", "proc failed: " + ", ".join(failed)
                                + f"; restarting the whole mesh (restart {plan.restarts})"))
             else:
-                rank = names.rank_of_pod_name(mesh_name, pod_name)
+                rank = contract.rank_of_pod_name(mesh_name, pod_name)
                 detail = _failure_detail(pods_before.get(rank)) if rank is not None else ""
                 events.append((WARNING, "ProcFailed", f"proc {pod_name} failed{detail}; "
                                f"restarting it (restart {plan.restarts})"))
-    for type_ in (statuses.READY, statuses.PROGRESSING, statuses.DEGRADED, statuses.GPU_BUDGET):
+    for type_ in (contract.READY, contract.PROGRESSING, contract.DEGRADED, contract.GPU_BUDGET):
         before, after = _reason_of(old, type_), _reason_of(new, type_)
         if before == after:
             continue
         c = statuses.condition(new.get("conditions"), type_) or {}
         status, reason = after
         message = str(c.get("message") or "")
-        if type_ == statuses.READY and status == "True":
+        if type_ == contract.READY and status == "True":
             events.append((NORMAL, "MeshReady", message))
-        elif type_ == statuses.READY and reason == statuses.SUSPENDED:
+        elif type_ == contract.READY and reason == statuses.SUSPENDED:
             events.append((NORMAL, "Suspended", message))
-        elif type_ == statuses.READY and before[1] == statuses.SUSPENDED:
+        elif type_ == contract.READY and before[1] == statuses.SUSPENDED:
             events.append((NORMAL, "Resumed", "spec.suspend is false: recreating the procs"))
-        elif type_ == statuses.GPU_BUDGET and status == "False":
+        elif type_ == contract.GPU_BUDGET and status == "False":
             events.append((WARNING, str(reason), message))
-        elif type_ == statuses.PROGRESSING and status == "False" and reason not in (
+        elif type_ == contract.PROGRESSING and status == "False" and reason not in (
                 statuses.ALL_PROCS_READY, statuses.SUSPENDED) and reason not in \
                 statuses.BUDGET_REFUSALS:
             events.append((WARNING, str(reason), message))
-        elif type_ == statuses.DEGRADED and status == "True" and \
+        elif type_ == contract.DEGRADED and status == "True" and \
                 reason == statuses.RECONCILE_ERROR:
             events.append((WARNING, str(reason), message))
     return events
@@ -92,7 +93,7 @@ class EventPoster:
     async def post(self, mesh: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         meta = mesh.get("metadata") or {}
         namespace = str(meta.get("namespace", "default"))
-        ref = {"apiVersion": names.API_VERSION, "kind": names.KIND, "name": meta.get("name"),
+        ref = {"apiVersion": contract.API_VERSION, "kind": contract.KIND, "name": meta.get("name"),
                "namespace": namespace, "uid": meta.get("uid")}
         log = logger.warning if type_ == WARNING else logger.info
         log("%s: %s", reason, message, extra={"k8s_ref": ref, "event_reason": reason})
@@ -103,8 +104,8 @@ class EventPoster:
             "involvedObject": ref, "type": type_, "reason": reason,
             "message": message[:MAX_MESSAGE], "count": 1,
             "firstTimestamp": now, "lastTimestamp": now,
-            "source": {"component": names.MANAGED_BY},
-            "reportingComponent": names.MANAGED_BY, "reportingInstance": self._instance,
+            "source": {"component": contract.MANAGED_BY},
+            "reportingComponent": contract.MANAGED_BY, "reportingInstance": self._instance,
         }
         try:
             await self._client.create(kubeclient.core_path(namespace, "events"), body)

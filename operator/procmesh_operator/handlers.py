@@ -1,6 +1,7 @@
 """Thin kopf handlers: they feed events to the :class:`~procmesh_operator.reconciling.Controller`.
 
-Every ProcMesh event and every proc pod event enqueues the mesh it concerns; the reconcile
+Every ProcMesh event and every proc pod event enqueues the mesh it concerns (node events only
+when a node is lost or back); the reconcile
 itself (level-based, coalesced per mesh) lives in :mod:`.reconciling`. Only ``on.event``
 handlers are used, so kopf writes nothing to our objects (no finalizers, no progress
 annotations): deletion is left to garbage collection through owner references.
@@ -15,9 +16,12 @@ from typing import Any
 
 import kopf
 
-from procmesh_operator import names, reconciling
+from mesh_client._src import contract
+from procmesh_operator import reconciling
 
 DEFAULT_PEERING = "procmesh"
+#: The key of the :class:`~procmesh_operator.reconciling.Controller` in kopf's memo.
+CONTROLLER = "controller"
 
 
 def register(registry: kopf.OperatorRegistry,
@@ -25,15 +29,16 @@ def register(registry: kopf.OperatorRegistry,
              login: Callable[..., kopf.ConnectionInfo], *,
              peering_name: str | None = None) -> None:
     """Install the operator's handlers into ``registry``. The controller is made at startup,
-    inside kopf's event loop, by ``make_controller``."""
-    holder: dict[str, reconciling.Controller] = {}
+    inside kopf's event loop, by ``make_controller``, and kept in the operator's root
+    :class:`kopf.Memo`; kopf copies that memo into every resource's own before any resource
+    handler runs, so each handler finds the controller there."""
 
     @kopf.on.login(registry=registry)
     def login_handler(**kwargs: Any) -> kopf.ConnectionInfo:
         return login(**kwargs)
 
     @kopf.on.startup(registry=registry)
-    async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+    async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
         # We post our own Events for mesh transitions; kopf would post one per handler log line.
         settings.posting.enabled = False
         # Long watches get silently stuck behind some load balancers (kopf#585, #957).
@@ -44,28 +49,39 @@ def register(registry: kopf.OperatorRegistry,
             settings.peering.name = peering_name
         controller = make_controller()
         controller.start()
-        holder["controller"] = controller
+        memo[CONTROLLER] = controller
 
     @kopf.on.cleanup(registry=registry)
-    async def cleanup(**_: Any) -> None:
-        controller = holder.pop("controller", None)
+    async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+        controller = memo.pop(CONTROLLER, None)
         if controller is not None:
             await controller.stop()
 
     # Async on purpose: kopf runs sync handlers in threads, and the queue lives in the loop.
-    @kopf.on.event(names.GROUP, names.VERSION, names.PLURAL, registry=registry)
-    async def mesh_event(type: str | None, body: kopf.Body, **_: Any) -> None:
-        holder["controller"].mesh_event(type, _plain(body))
+    @kopf.on.event(contract.GROUP, contract.VERSION, contract.PLURAL, registry=registry)
+    async def mesh_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+        _controller(memo).mesh_event(type, _plain(body))
 
-    @kopf.on.event("", "v1", "pods", labels={names.MESH_LABEL: kopf.PRESENT},
+    @kopf.on.event("", "v1", "pods", labels={contract.MESH_LABEL: kopf.PRESENT},
                    registry=registry)
-    async def pod_event(type: str | None, body: kopf.Body, **_: Any) -> None:
-        holder["controller"].pod_event(type, _plain(body))
+    async def pod_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+        _controller(memo).pod_event(type, _plain(body))
+
+    # Node loss (losses.py): the Ready condition of every node, and deletions.
+    @kopf.on.event("", "v1", "nodes", registry=registry)
+    async def node_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+        _controller(memo).node_event(type, _plain(body))
 
     @kopf.on.probe(id="meshes", registry=registry)
-    async def meshes_probe(**_: Any) -> int:
-        controller = holder.get("controller")
-        return 0 if controller is None else controller.known_meshes()
+    async def meshes_probe(memo: kopf.Memo, **_: Any) -> int:
+        controller = memo.get(CONTROLLER)
+        return 0 if controller is None else _controller(memo).known_meshes()
+
+
+def _controller(memo: kopf.Memo) -> reconciling.Controller:
+    controller = memo[CONTROLLER]
+    assert isinstance(controller, reconciling.Controller)
+    return controller
 
 
 def _plain(body: kopf.Body) -> dict[str, Any]:

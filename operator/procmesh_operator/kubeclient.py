@@ -4,7 +4,8 @@ The only module of the operator that speaks HTTP. It takes a ``kubernetes.client
 (loaded by :mod:`.__main__` from the kubeconfig or in-cluster) for the server, TLS material and
 token, and returns plain dicts, which is what :mod:`.rendering` builds and :mod:`.planning`
 reads. Errors become :class:`ApiError` with the server's status code and message.
-Used by :mod:`.reconciling` and :mod:`.stores`; unit tests fake it at this level.
+Used by :mod:`.reconciling` (children, status, the pod lists that :mod:`.stores` caches) and
+:mod:`.eventing` (Events); unit tests fake it at this level.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import aiohttp
 
-from procmesh_operator import names
+from mesh_client._src import contract
 
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -48,8 +49,13 @@ def core_path(namespace: str, plural: str, name: str | None = None) -> str:
     return base if name is None else f"{base}/{name}"
 
 
+def roles_path(namespace: str, name: str | None = None) -> str:
+    base = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles"
+    return f"{base}/{name}" if name else base
+
+
 def mesh_path(namespace: str, name: str | None = None, *, status: bool = False) -> str:
-    base = f"/apis/{names.GROUP}/{names.VERSION}/namespaces/{namespace}/{names.PLURAL}"
+    base = f"/apis/{contract.GROUP}/{contract.VERSION}/namespaces/{namespace}/{contract.PLURAL}"
     if name is not None:
         base = f"{base}/{name}"
     return f"{base}/status" if status else base
@@ -158,12 +164,16 @@ class KubeClient:
     async def merge_patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return dict(await self.request("PATCH", path, body=body, content_type=MERGE_PATCH))
 
-    async def delete(self, path: str, *, uid: str | None = None) -> dict[str, Any] | None:
-        """Delete, only the incarnation ``uid`` if given; None when it is already gone."""
+    async def delete(self, path: str, *, uid: str | None = None,
+                     grace_period_seconds: int | None = None) -> dict[str, Any] | None:
+        """Delete, only the incarnation ``uid`` if given; None when it is already gone.
+        ``grace_period_seconds=0`` is a force delete (the object goes without its kubelet)."""
         body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1",
                                 "propagationPolicy": "Background"}
         if uid:
             body["preconditions"] = {"uid": uid}
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
         try:
             result = await self.request("DELETE", path, body=body)
         except ApiError as e:

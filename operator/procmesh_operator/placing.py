@@ -18,17 +18,14 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from procmesh_operator import budgets, names, rendering, specs
+from mesh_client._src import contract
+from procmesh_operator import budgets, rendering, specs
 from procmesh_operator import settings as settings_
 
 GFD_COUNT_LABEL = "nvidia.com/gpu.count"
 GFD_MEMORY_LABEL = "nvidia.com/gpu.memory"
 
 # Reasons of a refused placement (see statuses.py for their conditions).
-INVALID_COLOCATION = "InvalidColocation"
-DEVICE_NOT_FOUND = "DeviceNotFound"
-BUDGET_EXCEEDED = "GPUBudgetExceeded"
-NO_NODE_FITS = "NoNodeFits"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +86,7 @@ def pod_node(pod: Mapping[str, Any]) -> str | None:
     """The node a pod runs on, or the node the operator pinned it to before scheduling."""
     spec = pod.get("spec") or {}
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    return spec.get("nodeName") or annotations.get(names.NODE_ANNOTATION)
+    return spec.get("nodeName") or annotations.get(contract.NODE_ANNOTATION)
 
 
 def is_live(pod: Mapping[str, Any]) -> bool:
@@ -105,11 +102,11 @@ def device_uses(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], list
     for pod in pods:
         meta = pod.get("metadata") or {}
         annotations = meta.get("annotations") or {}
-        device = annotations.get(names.GPU_DEVICE_ANNOTATION)
+        device = annotations.get(contract.GPU_DEVICE_ANNOTATION)
         node = pod_node(pod)
         if device is None or node is None or not is_live(pod):
             continue
-        raw = annotations.get(names.MEMORY_FRACTION_ANNOTATION)
+        raw = annotations.get(contract.MEMORY_FRACTION_ANNOTATION)
         fraction = float(raw) if raw is not None else None
         out.setdefault((node, device), []).append(budgets.DeviceUse(str(meta.get("name")), fraction))
     return out
@@ -120,23 +117,23 @@ def check_colocation(mesh: specs.MeshSpec, partner: specs.MeshSpec | None) -> Re
     if mesh.colocate_with is None:
         return None
     if partner is None:
-        return Refusal(INVALID_COLOCATION,
+        return Refusal(contract.INVALID_COLOCATION,
                        f"spec.colocateWith names ProcMesh {mesh.colocate_with!r}, which does not "
                        f"exist in namespace {mesh.namespace!r}; create it first or fix the name")
     if partner.shape.sizes != mesh.shape.sizes:
-        return Refusal(INVALID_COLOCATION,
+        return Refusal(contract.INVALID_COLOCATION,
                        f"spec.colocateWith: ProcMesh {partner.name!r} has shape "
                        f"{list(partner.shape.dims)}, this mesh has {list(mesh.shape.dims)}; "
                        f"colocated meshes need the same hosts and perHost sizes")
-    pinned = (mesh.gpus.mode == specs.MODE_PINNED, partner.gpus.mode == specs.MODE_PINNED)
+    pinned = (mesh.gpus.mode == contract.GPU_MODE_PINNED, partner.gpus.mode == contract.GPU_MODE_PINNED)
     if pinned[0] != pinned[1]:
-        return Refusal(INVALID_COLOCATION,
+        return Refusal(contract.INVALID_COLOCATION,
                        f"spec.colocateWith: this mesh has gpus.mode {mesh.gpus.mode!r} and "
                        f"{partner.name!r} has {partner.gpus.mode!r}; sharing a pinned device "
                        f"needs both meshes in pinned mode")
     if pinned[0] and mesh.gpus.device_ids is not None \
             and mesh.gpus.device_ids != partner.gpus.device_ids:
-        return Refusal(INVALID_COLOCATION,
+        return Refusal(contract.INVALID_COLOCATION,
                        f"spec.gpus.deviceIDs {list(mesh.gpus.device_ids)} differ from those of "
                        f"{partner.name!r} ({list(partner.gpus.device_ids or [])}); a colocated "
                        f"pinned mesh shares its partner's devices: omit deviceIDs or copy them")
@@ -145,7 +142,7 @@ def check_colocation(mesh: specs.MeshSpec, partner: specs.MeshSpec | None) -> Re
 
 def device_for(mesh: specs.MeshSpec, rank: int, partner: specs.MeshSpec | None) -> str | None:
     """The physical device of ``rank`` in pinned mode (one per local index, every host)."""
-    if mesh.gpus.mode != specs.MODE_PINNED:
+    if mesh.gpus.mode != contract.GPU_MODE_PINNED:
         return None
     ids = mesh.gpus.device_ids
     if ids is None and partner is not None:
@@ -162,13 +159,13 @@ def _fits_on(node: NodeInfo, wanted: Mapping[str, list[budgets.DeviceUse]],
     memory = node.gpu_memory_mib or settings.default_gpu_memory_mib
     for device in sorted(wanted):
         if device.isdigit() and int(device) >= node.gpu_count:
-            return Refusal(DEVICE_NOT_FOUND,
+            return Refusal(contract.DEVICE_NOT_FOUND,
                            f"GPU {device} does not exist on node {node.name}, which has "
                            f"{node.gpu_count} GPU(s); list devices 0..{node.gpu_count - 1}")
     for device, new in sorted(wanted.items()):
         together = list(uses.get((node.name, device), [])) + new
         if budgets.overflow_mib(together, memory, settings.cuda_context_mib) > 0:
-            return Refusal(BUDGET_EXCEEDED, budgets.describe(
+            return Refusal(contract.BUDGET_EXCEEDED, budgets.describe(
                 device, node.name, together, memory, settings.cuda_context_mib))
     return None
 
@@ -190,7 +187,7 @@ def place(mesh: specs.MeshSpec, ranks: Sequence[int], *,
         return Placement(refusal=refusal)
     if not ranks:
         return Placement()
-    pinned = mesh.gpus.mode == specs.MODE_PINNED
+    pinned = mesh.gpus.mode == contract.GPU_MODE_PINNED
     fraction = mesh.gpus.memory_fraction
 
     if mesh.colocate_with is not None:
@@ -199,15 +196,15 @@ def place(mesh: specs.MeshSpec, ranks: Sequence[int], *,
             pod = partner_pods.get(rank)
             node = (pod.get("spec") or {}).get("nodeName") if pod and is_live(pod) else None
             if node is None:
-                return Placement(waiting=f"waiting for {names.pod_name(mesh.colocate_with, rank)} "
-                                         f"of ProcMesh {mesh.colocate_with!r} to be scheduled")
+                return Placement(waiting=f"waiting for {contract.pod_name(mesh.colocate_with, rank)} "
+                                            f"of ProcMesh {mesh.colocate_with!r} to be scheduled")
             out[rank] = rendering.ProcPlacement(node=node, device=device_for(mesh, rank, partner))
         if pinned:
             uses = device_uses([*other_pods, *(p for p in own_pods.values() if is_live(p))])
             by_node: dict[str, dict[str, list[budgets.DeviceUse]]] = {}
             for rank, p in out.items():
                 by_node.setdefault(str(p.node), {}).setdefault(str(p.device), []).append(
-                    budgets.DeviceUse(names.pod_name(mesh.name, rank), fraction))
+                    budgets.DeviceUse(contract.pod_name(mesh.name, rank), fraction))
             for node_name, wanted in sorted(by_node.items()):
                 refusal = _check_node(nodes, node_name, "the colocated procs", wanted, uses, settings)
                 if refusal is not None:
@@ -226,7 +223,7 @@ def _check_node(nodes: Mapping[str, NodeInfo], node_name: str, whose: str,
     """Refuse if the node already chosen for ``whose`` is gone or its devices cannot take ``wanted``."""
     node = nodes.get(node_name)
     if node is None:
-        return Refusal(DEVICE_NOT_FOUND, f"node {node_name} of {whose} is not found")
+        return Refusal(contract.DEVICE_NOT_FOUND, f"node {node_name} of {whose} is not found")
     return _fits_on(node, wanted, uses, settings)
 
 
@@ -241,14 +238,14 @@ def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
     uses = device_uses([*other_pods, *own_live.values()])
     host_nodes: dict[int, str] = {}
     for rank, pod in own_live.items():
-        node = pod_node(pod)
-        if node is not None:
-            host_nodes.setdefault(shape.host_of(rank), node)
+        node_name = pod_node(pod)
+        if node_name is not None:
+            host_nodes.setdefault(shape.host_of(rank), node_name)
     wanted_by_host: dict[int, dict[str, list[budgets.DeviceUse]]] = {}
     for rank in ranks:
         device = device_for(mesh, rank, None)
         wanted_by_host.setdefault(shape.host_of(rank), {}).setdefault(str(device), []).append(
-            budgets.DeviceUse(names.pod_name(mesh.name, rank), fraction))
+            budgets.DeviceUse(contract.pod_name(mesh.name, rank), fraction))
     selector = mesh.template.get("nodeSelector") or {}
     for host, wanted in sorted(wanted_by_host.items()):
         if host in host_nodes:
@@ -279,8 +276,8 @@ def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
             else:
                 detail = "; ".join(reasons) or "the cluster has no nodes"
                 return Placement(refusal=Refusal(
-                    NO_NODE_FITS, f"no node can take host {host} of this pinned mesh "
-                                  f"(devices {sorted(wanted)}): {detail}"))
+                    contract.NO_NODE_FITS, f"no node can take host {host} of this pinned mesh "
+                                           f"(devices {sorted(wanted)}): {detail}"))
         for device, new in wanted.items():
             uses.setdefault((host_nodes[host], device), []).extend(new)
     return Placement(procs={

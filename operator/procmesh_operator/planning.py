@@ -11,17 +11,29 @@ Restart policy (spec.restartPolicy, counted in status.restarts, bounded by spec.
 * ``RestartMesh``: every pod is deleted, and the mesh is recreated only once all are gone, so no
   proc of attempt N meets one of attempt N-1.
 
-A proc fails when its pod finishes (phase Failed or Succeeded: the proc server exited). A pod
-that disappears (deleted by someone) is recreated like a ReplicaSet would, without counting.
+A proc fails when its pod finishes (phase Failed or Succeeded: the proc server exited), or when
+its node is lost (:mod:`.losses`) for longer than the pod tolerates; pods on a lost node are
+deleted with grace period 0 (``Plan.force``), since no kubelet will confirm a graceful delete
+there. A pod that disappears (deleted by someone) is recreated like a ReplicaSet would, without
+counting.
+
+Only the mesh's own pods (controlled by its uid) are its procs. A pod of a rank's name controlled
+by another uid (``foreign``: an earlier mesh of this name, deleted and created again at once, whose
+pods garbage collection has not removed yet) is never counted, restarted or deleted here; its
+rank is created only once it is gone (the name is taken until then), and under RestartMesh
+nothing is created while any is left.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from procmesh_operator import names, placing, rendering, specs
+from mesh_client._src import contract
+from procmesh_operator import losses as losses_
+from procmesh_operator import placing, rendering, specs
 from procmesh_operator import settings as settings_
 
 
@@ -37,6 +49,10 @@ class Plan:
     restart_limit_reached: bool = False
     refusal: placing.Refusal | None = None
     waiting: str | None = None
+    force: frozenset[str] = frozenset()  # pods of ``deletes`` to delete with grace period 0
+    lost: Mapping[int, str] = dataclasses.field(default_factory=dict)  # rank -> its lost node
+    recheck: float | None = None  # seconds until a proc on a lost node runs out of toleration
+    foreign: tuple[str, ...] = ()  # pods of an earlier incarnation this plan waits for
 
 
 def pod_phase(pod: Mapping[str, Any]) -> str:
@@ -69,14 +85,35 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
          partner_pods: Mapping[int, Mapping[str, Any]] | None = None,
          nodes: Mapping[str, placing.NodeInfo] | None = None,
          other_pods: Iterable[Mapping[str, Any]] = (),
-         settings: settings_.Settings) -> Plan:
+         settings: settings_.Settings,
+         losses: Mapping[str, losses_.NodeLoss] | None = None, now: float = 0.0,
+         foreign: Mapping[int, Mapping[str, Any]] | None = None) -> Plan:
     """Decide one reconcile of ``mesh``. ``restarts`` is the current status.restarts; ``pods``
-    are the mesh's pods by rank (terminating ones included)."""
-    if mesh.suspend:
-        return Plan(deletes=tuple(_ident(p) for p in pods.values() if not is_terminating(p)),
-                    restarts=restarts)
+    are the mesh's own pods by rank (terminating ones included); ``foreign`` the pods by rank
+    holding a rank's name for another incarnation; ``losses`` the lost nodes by name, judged at
+    ``now`` (epoch seconds)."""
+    foreign = foreign or {}
+    waits_for = tuple(sorted(_ident(p)[0] for p in foreign.values()))
+    lost, expired, recheck = _node_losses(pods, losses or {}, now)
+    force = frozenset(_ident(pods[r])[0] for r in expired)
+    # Already terminating on a dead node: only a forced delete removes them (not counted again,
+    # unless the taint eviction controller, not we, deleted them).
+    stuck = [_ident(pods[r]) for r in sorted(expired) if is_terminating(pods[r])]
+    counted = {r for r in expired
+               if not is_terminating(pods[r]) or losses_.evicted_by_taint(pods[r])}
 
-    failed = sorted(rank for rank, pod in pods.items() if is_failed(pod))
+    def done(p: Plan) -> Plan:
+        deletes = list(dict.fromkeys(p.deletes))  # a pod can be both failed and stuck
+        if mesh.restart_policy != specs.NEVER or mesh.suspend:
+            deletes += [d for d in stuck if d not in deletes]
+        return dataclasses.replace(p, deletes=tuple(deletes), force=force, lost=lost,
+                                   recheck=recheck, foreign=waits_for)
+
+    if mesh.suspend:
+        return done(Plan(deletes=tuple(_ident(p) for p in pods.values() if not is_terminating(p)),
+                         restarts=restarts))
+
+    failed = sorted(rank for rank, pod in pods.items() if is_failed(pod) or rank in counted)
     deletes: list[tuple[str, str]] = []
     restarted: list[str] = []
     kept_failed: list[int] = []
@@ -91,7 +128,7 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
                 continue
             restarts += 1
             deletes.append(_ident(pods[rank]))
-            restarted.append(names.pod_name(mesh.name, rank))
+            restarted.append(contract.pod_name(mesh.name, rank))
     elif failed and mesh.restart_policy == specs.RESTART_MESH:
         if restarts >= mesh.max_restarts:
             limit = True
@@ -101,16 +138,39 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
             deletes = [_ident(p) for p in pods.values() if not is_terminating(p)]
             restarted.append(mesh.name)
             # Nothing is created until every pod of this attempt is gone.
-            return Plan(deletes=tuple(deletes), restarts=restarts, restarted=tuple(restarted))
+            return done(Plan(deletes=tuple(deletes), restarts=restarts,
+                             restarted=tuple(restarted)))
 
-    missing = [rank for rank in range(mesh.size) if rank not in pods]
-    if mesh.restart_policy == specs.RESTART_MESH and any(is_terminating(p) for p in pods.values()):
-        missing = []  # a previous attempt is still shutting down
+    missing = [rank for rank in range(mesh.size) if rank not in pods and rank not in foreign]
+    if mesh.restart_policy == specs.RESTART_MESH and (
+            foreign or any(is_terminating(p) for p in pods.values())):
+        missing = []  # a previous attempt (or incarnation) is still shutting down
 
     placement = placing.place(
         mesh, missing, own_pods=pods, partner=partner, partner_pods=partner_pods or {},
         nodes=nodes or {}, other_pods=other_pods, settings=settings)
-    return Plan(creates=placement.procs, deletes=tuple(deletes), restarts=restarts,
-                restarted=tuple(restarted), failed=tuple(kept_failed),
-                restart_limit_reached=limit, refusal=placement.refusal,
-                waiting=placement.waiting)
+    return done(Plan(creates=placement.procs, deletes=tuple(deletes), restarts=restarts,
+                     restarted=tuple(restarted), failed=tuple(kept_failed),
+                     restart_limit_reached=limit, refusal=placement.refusal,
+                     waiting=placement.waiting))
+
+
+def _node_losses(pods: Mapping[int, Mapping[str, Any]],
+                 losses: Mapping[str, losses_.NodeLoss], now: float
+                 ) -> tuple[dict[int, str], set[int], float | None]:
+    """Ranks on lost nodes (-> node), those out of toleration, and when the next one will be."""
+    lost: dict[int, str] = {}
+    expired: set[int] = set()
+    recheck = math.inf
+    for rank, pod in pods.items():
+        node = losses_.node_of(pod)
+        loss = losses.get(node) if node else None
+        if loss is None or node is None:
+            continue
+        lost[rank] = node
+        left = losses_.time_left(pod, loss, now)
+        if left <= 0:
+            expired.add(rank)
+        else:
+            recheck = min(recheck, left)
+    return lost, expired, None if math.isinf(recheck) else recheck

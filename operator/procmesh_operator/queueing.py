@@ -4,7 +4,8 @@ kopf delivers events per object, so the pods of one mesh would otherwise reconci
 concurrently. :class:`WorkQueue` keeps one worker task per key: a trigger marks the key dirty;
 the worker reconciles until the key stays clean, so a burst of pod events costs one or two
 reconciles. Failures are retried with exponential backoff; a worker may ask to be run again
-after a delay. Used by :mod:`.handlers` (triggers) and :mod:`.reconciling` (the worker).
+after a delay. Made and fed by :class:`~procmesh_operator.reconciling.Controller` (from the events
+:mod:`.handlers` passes it), whose reconcile is the worker.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class _Slot:
     task: asyncio.Task[None] | None = None
     timer: asyncio.TimerHandle | None = None
     failures: int = 0
+    forgotten: bool = False  # discarded while its reconcile ran: dropped when that ends
 
 
 class WorkQueue:
@@ -42,6 +44,7 @@ class WorkQueue:
         if self._closed:
             return
         slot = self._slots.setdefault(key, _Slot())
+        slot.forgotten = False
         if delay > 0:
             if slot.timer is not None:
                 slot.timer.cancel()
@@ -52,14 +55,22 @@ class WorkQueue:
             slot.task = asyncio.get_running_loop().create_task(self._run(key, slot))
 
     def keys(self) -> list[Hashable]:
+        """The keys the queue holds state for (a test checks a deleted mesh leaves none)."""
         return list(self._slots)
 
     def discard(self, key: Hashable) -> None:
-        """Stop timers for a key (its object is gone); a running reconcile finishes."""
+        """Forget a key (its object is gone): its timer stops, and its slot goes (at once, or
+        when a running reconcile finishes), so nothing is kept per deleted object."""
         slot = self._slots.get(key)
-        if slot is not None and slot.timer is not None:
+        if slot is None:
+            return
+        if slot.timer is not None:
             slot.timer.cancel()
             slot.timer = None
+        if slot.task is None:
+            del self._slots[key]
+        else:
+            slot.forgotten = True
 
     async def _run(self, key: Hashable, slot: _Slot) -> None:
         try:
@@ -78,6 +89,8 @@ class WorkQueue:
                     self.enqueue(key, delay)
         finally:
             slot.task = None
+            if slot.forgotten and not slot.dirty and self._slots.get(key) is slot:
+                del self._slots[key]
 
     async def close(self) -> None:
         self._closed = True

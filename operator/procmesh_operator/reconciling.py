@@ -1,30 +1,32 @@
-"""The effectful reconcile of one ProcMesh, in a fixed order: secret -> service -> pods -> status.
+"""The effectful reconcile of one ProcMesh, in a fixed order: secret -> access role -> service ->
+pods -> status.
 
 :class:`Controller` owns the API client, the pod cache (:mod:`.stores`) and the work queue
 (:mod:`.queueing`); :mod:`.handlers` feeds it events. One reconcile reads the mesh (fresh),
-ensures the token Secret and the headless Service, plans with :func:`planning.plan`, deletes
-then creates pods, and writes :func:`statuses.compute_status` through the status subresource
+creates the token Secret (create-only: it never reads one), ensures the mesh's access Role and
+the headless Service, plans with :func:`planning.plan`, deletes then creates pods, and writes :func:`statuses.compute_status` through the status subresource
 only when it changed. It stops at the first API error, records it in the status, and lets the
 queue retry with backoff. Pinned placement runs under one lock, so two meshes cannot claim the
-same device budget at once.
+same device budget at once. Node events keep a map of lost nodes (:mod:`.losses`): a node's
+transition requeues the meshes with pods on it, and a mesh with procs on a lost node is looked
+at again when their toleration runs out. Every ``resync_seconds`` a relist repairs the pod cache.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import time
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from mesh_client._src import contract
 from procmesh_operator import (
     eventing,
     kubeclient,
+    losses,
     metrics,
-    names,
-    observing,
     placing,
     planning,
     queueing,
@@ -40,16 +42,13 @@ logger = logging.getLogger("procmesh_operator.reconcile")
 Key = tuple[str, str]
 CREATE_CONCURRENCY = 32
 WAITING_RECHECK_SECONDS = 5.0
-DESCRIBE_RETRY_SECONDS = 10.0
 
 
-def _ref(namespace: str, name: str) -> dict[str, str]:
-    return {"apiVersion": names.API_VERSION, "kind": names.KIND, "name": name,
-            "namespace": namespace}
+CHILD_KINDS = ("Role", "Service")
 
 
 class ChildConflict(Exception):
-    """A Secret or Service with a derived name exists and belongs to someone else."""
+    """A Role or Service with a derived name exists and belongs to someone else."""
 
 
 class Controller:
@@ -61,15 +60,15 @@ class Controller:
         self.store = stores.PodStore()
         self.queue: queueing.WorkQueue | None = None  # made in start(), inside the event loop
         self.events = eventing.EventPoster(client)
-        self._ensured: dict[tuple[str, str], float] = {}  # (mesh uid, kind) -> when checked
+        self._ensured: dict[tuple[Key, str], tuple[str, float]] = {}  # -> (mesh uid, when)
         self._placement_lock = asyncio.Lock()
         self._colocated_by: dict[Key, set[Key]] = {}  # partner -> meshes colocated with it
         self._phases: dict[Key, str] = {}
         self._last_status_rv: dict[Key, str] = {}
         self._resync_task: asyncio.Task[None] | None = None
-        self._described: dict[str, str] = {}  # pod uid -> GPU its proc server reported
-        self._describe_tried: dict[str, float] = {}  # pod uid -> last failed attempt
-        self._tokens: dict[str, bytes] = {}  # mesh uid -> token
+        self._losses: dict[str, losses.NodeLoss] = {}  # lost nodes by name (from the node watch)
+        # Meshes whose token Secret this process created (-> mesh uid); never the token itself.
+        self._secrets_made: dict[Key, str] = {}
 
     # --- Lifecycle -----------------------------------------------------------------------------
 
@@ -87,11 +86,33 @@ class Controller:
         await self.client.close()
 
     async def _resync(self) -> None:
-        """Level-based safety net: reconcile every known mesh now and then, events or not."""
+        """Level-based safety net: relist the pods (repairing any drift of the store from what
+        the API holds), then reconcile every known mesh, events or not."""
         while True:
             await asyncio.sleep(self.settings.resync_seconds)
+            try:
+                await self.relist()
+            except Exception as e:  # noqa: BLE001 - the safety net itself must never stop
+                logger.warning("relist of proc pods failed (the next resync retries): %s", e)
             for key in list(self._phases):
                 self.enqueue(key)
+
+    async def relist(self) -> set[Key]:
+        """One list per namespace with primed meshes (not per mesh, not per event), applied with
+        :meth:`stores.PodStore.repair`; returns the meshes whose pods it changed."""
+        changed: set[Key] = set()
+        for namespace in sorted({ns for ns, _ in self.store.primed()}):
+            listed = await self.client.list(kubeclient.pods_path(namespace),
+                                            label_selector=contract.MESH_LABEL)
+            items = listed.get("items") or []
+            for item in items:
+                item.setdefault("metadata", {}).setdefault("namespace", namespace)
+            list_rv = str((listed.get("metadata") or {}).get("resourceVersion") or "0")
+            changed |= self.store.repair(namespace, items,
+                                         int(list_rv) if list_rv.isdigit() else 0)
+        for key in changed:
+            logger.info("relist repaired the pod cache of %s/%s", *key)
+        return changed
 
     def known_meshes(self) -> int:
         """How many meshes this operator has reconciled (for the liveness probe's payload)."""
@@ -120,18 +141,38 @@ class Controller:
         key = self.store.observe(event_type, body)
         if key is None:
             return
-        if event_type == "DELETED":
-            uid = str((body.get("metadata") or {}).get("uid", ""))
-            self._described.pop(uid, None)
-            self._describe_tried.pop(uid, None)
         self.enqueue(key)
         for dependent in self._colocated_by.get(key, ()):
             self.enqueue(dependent)
 
+    def node_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """Track lost nodes; on a transition, look again at the meshes with pods there."""
+        name = str((body.get("metadata") or {}).get("name"))
+        before = self._losses.get(name)
+        if event_type == "DELETED":
+            after: losses.NodeLoss | None = losses.NodeLoss(name, losses.GONE, time.time())
+        else:
+            after = losses.loss_of(body, time.time())
+        if after is None:
+            self._losses.pop(name, None)
+        else:
+            self._losses[name] = after
+        if (before is None) != (after is None) or (before is not None and after is not None
+                                                   and before.status != after.status):
+            logger.info("node %s: %s", name, "Ready" if after is None else after.status)
+            for key in self.store.meshes_on_node(name):
+                self.enqueue(key)
+
     def _forget(self, key: Key) -> None:
+        """The mesh is gone: drop everything kept about it (nothing per mesh outlives it)."""
         self.store.unprime(key)
+        for kind in CHILD_KINDS:
+            self._ensured.pop((key, kind), None)
+        if not self._colocated_by.get(key):
+            self._colocated_by.pop(key, None)
         self._phases.pop(key, None)
         self._last_status_rv.pop(key, None)
+        self._secrets_made.pop(key, None)
         for deps in self._colocated_by.values():
             deps.discard(key)  # (meshes colocated with this one keep their entry: they wait)
         if self.queue is not None:
@@ -171,22 +212,20 @@ class Controller:
         if mesh.colocate_with:
             self._colocated_by.setdefault((namespace, mesh.colocate_with), set()).add(key)
         await self.store.prime(key, lambda: self._list_pods(namespace, name))
-        pods_before = self.store.pods_by_rank(key)
+        pods_before = self.store.pods_by_rank(key, mesh.uid)
         plan: planning.Plan | None = None
         created: list[str] = []
         error: str | None = None
         failure: BaseException | None = None
         try:
             await self._ensure_secret(mesh)
+            await self._ensure_access_role(mesh)
             await self._ensure_service(mesh)
             plan, created = await self._reconcile_pods(mesh, previous)
         except (kubeclient.ApiError, ChildConflict) as e:
             error, failure = str(e), e
-        pods = self.store.pods_by_rank(key)
-        if error is None and mesh.gpus.mode != specs.MODE_NONE:
-            await self._describe(mesh, pods)
-        status = statuses.compute_status(mesh, previous, pods, plan, error,
-                                         described=self._described)
+        pods = self.store.pods_by_rank(key, mesh.uid)
+        status = statuses.compute_status(mesh, previous, pods, plan, error)
         if statuses.differs(previous, status):
             try:
                 written = await self.client.merge_patch(
@@ -207,45 +246,14 @@ class Controller:
         self._publish_phases()
         if failure is not None:
             raise failure
-        if plan is not None and plan.waiting is not None:
-            return WAITING_RECHECK_SECONDS
-        return None
-
-    async def _describe(self, mesh: specs.MeshSpec, pods: Mapping[int, Mapping[str, Any]]) -> None:
-        """Ask each newly ready proc server which GPU it sees (once per pod incarnation)."""
-        todo = []
-        now = time.monotonic()
-        for pod in pods.values():
-            meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-            uid = str(meta.get("uid", ""))
-            if uid in self._described or not planning.is_ready(pod) or not status.get("podIP"):
-                continue
-            if now - self._describe_tried.get(uid, -1e9) < DESCRIBE_RETRY_SECONDS:
-                continue
-            todo.append((uid, f"{status['podIP']}:{mesh.port}"))
-        if not todo:
-            return
-        if mesh.uid not in self._tokens:
-            secret = await self.client.get(kubeclient.core_path(
-                mesh.namespace, "secrets", names.secret_name(mesh.name)))
-            self._tokens[mesh.uid] = token_of(secret).encode()
-        token = self._tokens[mesh.uid]
-
-        async def one(uid: str, address: str) -> None:
-            try:
-                gpu = await asyncio.to_thread(observing.describe_gpu, address, token)
-            except Exception as e:  # an old image, a busy proc: fall back to the pod's device
-                self._describe_tried[uid] = time.monotonic()
-                logger.info("describe of %s failed: %s", address, e)
-                return
-            if gpu is not None:
-                self._described[uid] = gpu
-
-        await asyncio.gather(*(one(uid, address) for uid, address in todo))
+        again = [WAITING_RECHECK_SECONDS] if plan is not None and plan.waiting is not None else []
+        if plan is not None and plan.recheck is not None:
+            again.append(max(plan.recheck, 0.1))  # when a lost node's toleration runs out
+        return min(again) if again else None
 
     async def _list_pods(self, namespace: str, mesh: str) -> list[dict[str, Any]]:
         listed = await self.client.list(kubeclient.pods_path(namespace),
-                                        label_selector=names.mesh_label_selector(mesh))
+                                        label_selector=contract.mesh_label_selector(mesh))
         items = listed.get("items") or []
         for item in items:  # list items carry no kind/apiVersion; the store does not need them
             item.setdefault("metadata", {}).setdefault("namespace", namespace)
@@ -254,8 +262,8 @@ class Controller:
     # --- secret -> service -> pods -------------------------------------------------------------
 
     def _recently_ensured(self, mesh: specs.MeshSpec, kind: str) -> bool:
-        when = self._ensured.get((mesh.uid, kind))
-        return when is not None and time.monotonic() - when < self.settings.resync_seconds
+        uid, when = self._ensured.get(((mesh.namespace, mesh.name), kind), ("", -1e18))
+        return uid == mesh.uid and time.monotonic() - when < self.settings.resync_seconds
 
     async def _ensure_child(self, mesh: specs.MeshSpec, kind: str, path: str,
                             render: Any) -> None:
@@ -274,20 +282,58 @@ class Controller:
         owners = (existing.get("metadata") or {}).get("ownerReferences") or []
         if not any(o.get("uid") == mesh.uid for o in owners):
             raise ChildConflict(
-                f"{kind} {path.rsplit('/', 1)[1]} exists and is not owned by this ProcMesh; "
-                f"delete it or rename the mesh")
-        self._ensured[(mesh.uid, kind)] = time.monotonic()
+                f"{kind} {path.rsplit('/', 1)[1]} exists and is not owned by this ProcMesh: if "
+                f"an earlier mesh of this name was just deleted, this clears when garbage "
+                f"collection removes it; otherwise delete it or rename the mesh")
+        self._ensured[((mesh.namespace, mesh.name), kind)] = (mesh.uid, time.monotonic())
 
     async def _ensure_secret(self, mesh: specs.MeshSpec) -> None:
+        """Create ``<mesh>-token``; never read it (the operator holds no ``get secrets``).
+
+        Only while the mesh has no pods of its own: pods exist only after their Secret did, and
+        a token must not change under running procs (so deleting the Secret of a suspended mesh
+        rotates its token at resume). A mesh with ``spec.tokenSecretName`` brings its own.
+
+        AlreadyExists cannot be checked by reading. It is taken as done only when this process
+        created it, or when this mesh's access Role exists: that Role is created after the
+        Secret, so its existence means an earlier run created the Secret. Otherwise the Secret is someone
+        else's (an earlier mesh of this name that garbage collection is removing, or a Secret
+        planted to give this mesh a known token): a conflict, retried with backoff.
+        """
+        if mesh.token_secret_name is not None or \
+                self.store.pods_by_rank((mesh.namespace, mesh.name), mesh.uid):
+            return
+        token = rendering.new_token()
+        try:
+            await self.client.create(kubeclient.core_path(mesh.namespace, "secrets"),
+                                     rendering.render_secret(mesh, token))
+            self._secrets_made[(mesh.namespace, mesh.name)] = mesh.uid
+            return
+        except kubeclient.ApiError as e:
+            if not e.conflict:
+                raise
+        if self._secrets_made.get((mesh.namespace, mesh.name)) == mesh.uid:
+            return  # this process created it (and then failed later, e.g. on the Role)
+        role = await self.client.get_or_none(
+            kubeclient.roles_path(mesh.namespace, contract.access_role_name(mesh.name)))
+        if role is None or not _owned_by(role, mesh.uid):
+            raise ChildConflict(
+                f"Secret {contract.secret_name(mesh.name)} exists but was not created for this "
+                f"ProcMesh: if an earlier mesh of this name was just deleted, this clears when "
+                f"garbage collection removes it; otherwise delete that Secret (the operator does "
+                f"not read Secrets, and will not give this mesh a token someone else made)")
+
+    async def _ensure_access_role(self, mesh: specs.MeshSpec) -> None:
+        """The mesh's access Role (rendering.render_access_role), created once and never
+        updated: the operator may create Roles but never bind or change them."""
         await self._ensure_child(
-            mesh, "Secret", kubeclient.core_path(mesh.namespace, "secrets",
-                                                 names.secret_name(mesh.name)),
-            lambda: rendering.render_secret(mesh, rendering.new_token()))
+            mesh, "Role", kubeclient.roles_path(mesh.namespace, contract.access_role_name(mesh.name)),
+            lambda: rendering.render_access_role(mesh))
 
     async def _ensure_service(self, mesh: specs.MeshSpec) -> None:
         await self._ensure_child(
             mesh, "Service", kubeclient.core_path(mesh.namespace, "services",
-                                                  names.service_name(mesh.name)),
+                                                  contract.service_name(mesh.name)),
             lambda: rendering.render_service(mesh))
 
     async def _reconcile_pods(self, mesh: specs.MeshSpec, previous: Mapping[str, Any]
@@ -303,9 +349,9 @@ class Controller:
             if partner_body is not None:
                 partner = specs.parse(partner_body)
                 await self.store.prime(partner_key, lambda: self._list_pods(*partner_key))
-                partner_pods = self.store.pods_by_rank(partner_key)
-        pods = self.store.pods_by_rank(key)
-        needs_devices = (mesh.gpus.mode == specs.MODE_PINNED and not mesh.suspend
+                partner_pods = self.store.pods_by_rank(partner_key, partner.uid)
+        pods = self.store.pods_by_rank(key, mesh.uid)
+        needs_devices = (mesh.gpus.mode == contract.GPU_MODE_PINNED and not mesh.suspend
                          and len(pods) < mesh.size)
         lock = self._placement_lock if needs_devices else contextlib.nullcontext()
         async with lock:
@@ -316,20 +362,26 @@ class Controller:
                 listed_nodes = await self.client.list("/api/v1/nodes")
                 nodes = {n.name: n for n in (placing.node_info(item) for item in
                                              listed_nodes.get("items") or [])}
-                listed = await self.client.list("/api/v1/pods", label_selector=names.MESH_LABEL)
+                listed = await self.client.list("/api/v1/pods", label_selector=contract.MESH_LABEL)
                 others = [p for p in listed.get("items") or [] if stores.mesh_key_of(p) != key]
             plan = planning.plan(mesh, restarts=restarts, pods=pods, partner=partner,
                                  partner_pods=partner_pods, nodes=nodes, other_pods=others,
-                                 settings=self.settings)
+                                 settings=self.settings, losses=self._losses, now=time.time(),
+                                 foreign=self.store.foreign_by_rank(key, mesh.uid))
             await self._delete_pods(mesh, plan)
             created = await self._create_pods(mesh, plan)
         return plan, created
 
     async def _delete_pods(self, mesh: specs.MeshSpec, plan: planning.Plan) -> None:
         async def delete(name: str, uid: str) -> None:
-            result = await self.client.delete(kubeclient.pods_path(mesh.namespace, name), uid=uid)
+            force = name in plan.force  # on a lost node: no kubelet will confirm a graceful one
+            result = await self.client.delete(kubeclient.pods_path(mesh.namespace, name), uid=uid,
+                                              grace_period_seconds=0 if force else None)
             meta = (result or {}).get("metadata") or {}
-            if result is not None and meta.get("deletionTimestamp") and meta.get("uid") == uid:
+            if force:
+                logger.info("force-deleted pod %s/%s on a lost node", mesh.namespace, name)
+            if result is not None and meta.get("deletionTimestamp") and meta.get("uid") == uid \
+                    and not force:
                 self.store.upsert(result)  # graceful: terminating until the kubelet is done
             else:
                 self.store.forget(mesh.namespace, mesh.name, name, uid)
@@ -364,6 +416,6 @@ class Controller:
         return created
 
 
-def token_of(secret: Mapping[str, Any]) -> str:
-    """The mesh token in a token Secret as returned by the API (for clients and tests)."""
-    return base64.b64decode((secret.get("data") or {})[names.TOKEN_KEY]).decode()
+def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:
+    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(o.get("uid") == uid for o in owners)

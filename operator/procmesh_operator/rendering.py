@@ -1,4 +1,5 @@
-"""Pure builders for the children of a ProcMesh: token Secret, headless Service, proc pods.
+"""Pure builders for the children of a ProcMesh: token Secret, access Role, headless Service,
+proc pods.
 
 Like KubeRay's ``BuildPod``: every function returns a plain dict and never calls the API; flags
 come in as :class:`~procmesh_operator.settings.Settings`. :mod:`.reconciling` creates what these
@@ -14,14 +15,16 @@ from __future__ import annotations
 import base64
 import copy
 import dataclasses
-import json
 import secrets
 from typing import Any
 
+from mesh_client._src import contract
 from procmesh_operator import names, specs
 from procmesh_operator import settings as settings_
 
 PROC_SERVER_COMMAND = ["python", "-m", "mesh_client.proc_server"]
+#: The proc server binds the pod's IP, which only the kubelet knows: a downward-API fieldRef.
+POD_IP_FIELD = "status.podIP"
 
 #: GPU Feature Discovery label present on nodes with NVIDIA GPUs (plugin mode's node affinity).
 GFD_PRESENT_LABEL = "nvidia.com/gpu.present"
@@ -39,8 +42,8 @@ class ProcPlacement:
 def owner_reference(mesh: specs.MeshSpec) -> dict[str, Any]:
     """The controller owner reference that lets garbage collection delete the children."""
     return {
-        "apiVersion": names.API_VERSION,
-        "kind": names.KIND,
+        "apiVersion": contract.API_VERSION,
+        "kind": contract.KIND,
         "name": mesh.name,
         "uid": mesh.uid,
         "controller": True,
@@ -68,9 +71,27 @@ def render_secret(mesh: specs.MeshSpec, token: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": _metadata(mesh, names.secret_name(mesh.name), names.mesh_labels(mesh.name)),
+        "metadata": _metadata(mesh, contract.secret_name(mesh.name), names.mesh_labels(mesh.name)),
         "type": "Opaque",
-        "data": {names.TOKEN_KEY: base64.b64encode(token.encode()).decode()},
+        "data": {contract.TOKEN_KEY: base64.b64encode(token.encode()).decode()},
+    }
+
+
+def render_access_role(mesh: specs.MeshSpec) -> dict[str, Any]:
+    """The Role that grants use of this mesh and nothing else: get (and watch) this ProcMesh,
+    get its token Secret. Inert until an admin binds it (``kubectl create rolebinding
+    --role=<mesh>-procmesh-access``); the operator never binds anything."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _metadata(mesh, contract.access_role_name(mesh.name),
+                              names.mesh_labels(mesh.name)),
+        "rules": [
+            {"apiGroups": [contract.GROUP], "resources": [contract.PLURAL],
+             "resourceNames": [mesh.name], "verbs": ["get", "watch"]},
+            {"apiGroups": [""], "resources": ["secrets"],
+             "resourceNames": [mesh.token_secret], "verbs": ["get"]},
+        ],
     }
 
 
@@ -80,12 +101,12 @@ def render_service(mesh: specs.MeshSpec) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(mesh, names.service_name(mesh.name), names.mesh_labels(mesh.name)),
+        "metadata": _metadata(mesh, contract.service_name(mesh.name), names.mesh_labels(mesh.name)),
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
             "selector": names.mesh_selector(mesh.name),
-            "ports": [{"name": names.PORT_NAME, "port": mesh.port, "targetPort": mesh.port,
+            "ports": [{"name": contract.PORT_NAME, "port": mesh.port, "targetPort": mesh.port,
                        "protocol": "TCP"}],
         },
     }
@@ -95,31 +116,29 @@ def pod_labels(mesh: specs.MeshSpec, rank: int) -> dict[str, str]:
     """User template labels, then ours (ours win): mesh, rank and one label per coordinate."""
     labels = {str(k): str(v) for k, v in (mesh.template.get("labels") or {}).items()}
     labels.update(names.mesh_labels(mesh.name))
-    labels[names.RANK_LABEL] = str(rank)
+    labels[contract.RANK_LABEL] = str(rank)
     for dim, index in mesh.shape.coords(rank).items():
-        labels[names.coord_label(dim)] = str(index)
+        labels[contract.coord_label(dim)] = str(index)
     return labels
 
 
 def proc_env(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement) -> list[dict[str, Any]]:
-    """The proc server's env contract (PROCMESH_*) plus the GPU visibility variables."""
+    """The proc server's env contract (PROCMESH_*, rendered by :class:`contract.ProcEnv`; the
+    listen host is the pod IP, by fieldRef) plus the GPU visibility variables."""
+    fraction = mesh.gpus.memory_fraction if mesh.gpus.mode != contract.GPU_MODE_NONE else None
+    rendered = contract.ProcEnv(
+        port=mesh.port, listen_host=None, token_file=names.TOKEN_PATH, mesh=mesh.name,
+        rank=rank, coords=mesh.shape.coords(rank), memory_fraction=fraction).render()
     env: list[dict[str, Any]] = [
-        {"name": "PROCMESH_LISTEN_HOST",
-         "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}}},
-        {"name": "PROCMESH_PORT", "value": str(mesh.port)},
-        {"name": "PROCMESH_TOKEN_FILE", "value": names.TOKEN_PATH},
-        {"name": "PROCMESH_MESH", "value": mesh.name},
-        {"name": "PROCMESH_RANK", "value": str(rank)},
-        {"name": "PROCMESH_COORDS",
-         "value": json.dumps(mesh.shape.coords(rank), separators=(",", ":"))},
+        {"name": contract.LISTEN_HOST,
+         "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": POD_IP_FIELD}}},
+        *({"name": name, "value": value} for name, value in rendered.items()),
     ]
-    if mesh.gpus.memory_fraction is not None and mesh.gpus.mode != specs.MODE_NONE:
-        env.append({"name": "PROCMESH_MEMORY_FRACTION", "value": repr(mesh.gpus.memory_fraction)})
-    if mesh.gpus.mode == specs.MODE_PINNED:
+    if mesh.gpus.mode == contract.GPU_MODE_PINNED:
         # The runtime mounts exactly this physical GPU; inside, it is renumbered to 0 (DESIGN.md).
         env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": str(placement.device)})
         env.append({"name": "CUDA_VISIBLE_DEVICES", "value": "0"})
-    elif mesh.gpus.mode == specs.MODE_NONE:
+    elif mesh.gpus.mode == contract.GPU_MODE_NONE:
         # Without a request the NVIDIA runtime may expose every GPU (k8s-device-plugin#1605).
         env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"})
     return env
@@ -134,7 +153,7 @@ def _merged_env(mesh: specs.MeshSpec, ours: list[dict[str, Any]]) -> list[dict[s
 
 def _resources(mesh: specs.MeshSpec) -> dict[str, Any]:
     resources = copy.deepcopy(dict(mesh.template.get("resources") or {}))
-    if mesh.gpus.mode == specs.MODE_PLUGIN:
+    if mesh.gpus.mode == contract.GPU_MODE_PLUGIN:
         # One unit of the (usually time-sliced) GPU resource; the device plugin picks the device.
         name = mesh.gpus.resource_name
         resources.setdefault("limits", {})[name] = 1
@@ -159,7 +178,7 @@ def _node_affinity_terms(terms: list[dict[str, Any]], extra: dict[str, Any]) -> 
 def _affinity(mesh: specs.MeshSpec, placement: ProcPlacement) -> dict[str, Any] | None:
     affinity = copy.deepcopy(dict(mesh.template.get("affinity") or {}))
     extra: dict[str, Any] = {}
-    if mesh.gpus.mode == specs.MODE_PLUGIN:
+    if mesh.gpus.mode == contract.GPU_MODE_PLUGIN:
         extra["matchExpressions"] = [
             {"key": GFD_PRESENT_LABEL, "operator": "In", "values": ["true"]}]
     if placement.node is not None:
@@ -174,25 +193,38 @@ def _affinity(mesh: specs.MeshSpec, placement: ProcPlacement) -> dict[str, Any] 
     return affinity or None
 
 
+def node_loss_tolerations(own: list[dict[str, Any]], seconds: int) -> list[dict[str, Any]]:
+    """``own`` plus a short NoExecute toleration for each node-loss taint it does not cover, so
+    procs on a lost node are evicted after ``seconds`` instead of Kubernetes' default 300."""
+    out = list(own)
+    for key in names.NODE_LOSS_TAINTS:
+        # A keyless Exists toleration matches every taint: the user chose to stay forever.
+        if not any(t.get("key") == key or (not t.get("key") and t.get("operator") == "Exists")
+                   for t in own):
+            out.append({"key": key, "operator": "Exists", "effect": "NoExecute",
+                        "tolerationSeconds": seconds})
+    return out
+
+
 def render_pod(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement,
                settings: settings_.Settings) -> dict[str, Any]:
     """The pod of the proc at ``rank``: the proc server container, env, probe, token volume."""
     template = mesh.template
-    name = names.pod_name(mesh.name, rank)
+    name = contract.pod_name(mesh.name, rank)
     annotations = {str(k): str(v) for k, v in (template.get("annotations") or {}).items()}
-    annotations[names.GENERATION_ANNOTATION] = str(mesh.generation)
+    annotations[contract.GENERATION_ANNOTATION] = str(mesh.generation)
     if placement.device is not None:
-        annotations[names.GPU_DEVICE_ANNOTATION] = placement.device
+        annotations[contract.GPU_DEVICE_ANNOTATION] = placement.device
     if placement.node is not None:
-        annotations[names.NODE_ANNOTATION] = placement.node
-    if mesh.gpus.memory_fraction is not None and mesh.gpus.mode != specs.MODE_NONE:
-        annotations[names.MEMORY_FRACTION_ANNOTATION] = repr(mesh.gpus.memory_fraction)
+        annotations[contract.NODE_ANNOTATION] = placement.node
+    if mesh.gpus.memory_fraction is not None and mesh.gpus.mode != contract.GPU_MODE_NONE:
+        annotations[contract.MEMORY_FRACTION_ANNOTATION] = repr(mesh.gpus.memory_fraction)
     container: dict[str, Any] = {
-        "name": names.CONTAINER_NAME,
+        "name": contract.CONTAINER_NAME,
         "image": template.get("image") or settings.default_image,
         "command": list(PROC_SERVER_COMMAND),
         "env": _merged_env(mesh, proc_env(mesh, rank, placement)),
-        "ports": [{"name": names.PORT_NAME, "containerPort": mesh.port, "protocol": "TCP"}],
+        "ports": [{"name": contract.PORT_NAME, "containerPort": mesh.port, "protocol": "TCP"}],
         "readinessProbe": {
             "tcpSocket": {"port": mesh.port},
             "periodSeconds": settings.readiness_period_seconds,
@@ -208,15 +240,17 @@ def render_pod(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement,
         container["resources"] = resources
     pod_spec: dict[str, Any] = {
         "hostname": name,
-        "subdomain": names.service_name(mesh.name),
+        "subdomain": contract.service_name(mesh.name),
         # The operator owns restarts (spec.restartPolicy); a kubelet restart in place would hide
         # the failure and silently drop the proc's actors.
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": settings.termination_grace_period_seconds,
         "containers": [container],
+        # The proc server never calls the API: no token unless the template asks (issue 12).
+        "automountServiceAccountToken": bool(template.get("automountServiceAccountToken", False)),
         "volumes": [{"name": names.TOKEN_VOLUME, "secret": {
-            "secretName": names.secret_name(mesh.name),
-            "items": [{"key": names.TOKEN_KEY, "path": names.TOKEN_KEY}],
+            "secretName": mesh.token_secret,
+            "items": [{"key": contract.TOKEN_KEY, "path": contract.TOKEN_KEY}],
             "defaultMode": 0o440,
         }}],
     }
@@ -224,6 +258,8 @@ def render_pod(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement,
                   "priorityClassName"):
         if template.get(field):
             pod_spec[field] = copy.deepcopy(template[field])
+    pod_spec["tolerations"] = node_loss_tolerations(
+        pod_spec.get("tolerations") or [], settings.node_loss_toleration_seconds)
     affinity = _affinity(mesh, placement)
     if affinity:
         pod_spec["affinity"] = affinity

@@ -1,7 +1,9 @@
 """Operator-wide settings, passed as arguments to the pure functions (never read from os.environ).
 
-Built once by :mod:`.__main__` from the command line; :mod:`.rendering` reads the image and the
-grace period, :mod:`.budgets` the CUDA context size and the device memory fallback.
+Built once by :mod:`.__main__` from the command line; :mod:`.rendering` reads the image, the
+grace period, the readiness period and the node-loss toleration, :mod:`.placing` the CUDA context
+size and the device memory fallback (for :mod:`.budgets`), :mod:`.reconciling` the resync
+period. The proc port is the contract's (``mesh_client._src.contract.PROC_PORT``).
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 
 DEFAULT_IMAGE = "procmesh/proc-server:0.1.0"
-DEFAULT_PORT = 26600
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 
 
@@ -29,3 +30,8 @@ class Settings:
     readiness_period_seconds: int = 1
     #: How often every known mesh is reconciled even without events (level-based safety net).
     resync_seconds: float = 30.0
+    #: tolerationSeconds rendered for the not-ready and unreachable NoExecute taints (Kubernetes
+    #: adds 300 s by default): how long procs on a lost node are kept before the operator
+    #: force-deletes them and restarts them elsewhere per restartPolicy. A template's own
+    #: tolerations for these keys win.
+    node_loss_toleration_seconds: int = 30

@@ -1,8 +1,9 @@
-"""Rank arithmetic for a mesh's shape: ordered named dimensions, the last one local.
+"""A mesh's shape as the operator uses it: ordered named dimensions, the last one local.
 
 A ProcMesh's shape is ``hosts`` followed by ``perHost`` (DESIGN.md); ranks are row-major over
-it. Used by :mod:`.rendering` (labels, PROCMESH_COORDS), :mod:`.placing` (the local index picks
-the pinned device) and :mod:`.statuses` (``status.procs[].coords``).
+it, counted by :mod:`mesh_client._src.contract` (the client counts the same way). Used by
+:mod:`.rendering` (labels, PROCMESH_COORDS), :mod:`.placing` (the local index picks the pinned
+device) and :mod:`.statuses` (``status.procs[].coords``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-HOSTS_DIM = "hosts"
+from mesh_client._src import contract
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,32 +40,21 @@ class Shape:
 
     def coords(self, rank: int) -> dict[str, int]:
         """The coordinates of ``rank`` (row-major: the last dimension varies fastest)."""
-        if not 0 <= rank < self.size:
-            raise IndexError(f"rank {rank} is outside a mesh of {self.size} procs")
-        out: dict[str, int] = {}
-        for name, size in reversed(self.dims):
-            rank, out[name] = divmod(rank, size)
-        return {name: out[name] for name in self.names}
+        return contract.coords_of(rank, self.dims)
 
     def rank(self, coords: dict[str, int]) -> int:
         """The rank of a point given by its coordinates (inverse of :meth:`coords`)."""
-        rank = 0
-        for name, size in self.dims:
-            index = coords[name]
-            if not 0 <= index < size:
-                raise IndexError(f"coordinate {name}={index} is outside size {size}")
-            rank = rank * size + index
-        return rank
+        return contract.rank_of(coords, self.dims)
 
     def host_of(self, rank: int) -> int:
         """The index along the first dimension (``hosts``) of ``rank``."""
-        return rank // (self.size // self.dims[0][1])
+        return contract.unravel(rank, self.sizes)[0]
 
     def local_index(self, rank: int) -> int:
         """The index along the last (local) dimension of ``rank``."""
-        return rank % self.local_size
+        return contract.unravel(rank, self.sizes)[-1]
 
 
 def mesh_shape(hosts: int, per_host: list[tuple[str, int]]) -> Shape:
     """The shape of a ProcMesh: ``hosts`` then the ``perHost`` dimensions in order."""
-    return Shape(((HOSTS_DIM, hosts), *per_host))
+    return Shape(((contract.HOSTS_DIM, hosts), *per_host))

@@ -12,12 +12,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from mesh_client._src import contract
 from procmesh_operator import settings as settings_
 from procmesh_operator import shapes
-
-MODE_NONE = "none"
-MODE_PLUGIN = "plugin"
-MODE_PINNED = "pinned"
 
 NEVER = "Never"
 RESTART_PROC = "RestartProc"
@@ -26,7 +23,7 @@ RESTART_MESH = "RestartMesh"
 
 @dataclasses.dataclass(frozen=True)
 class GPUs:
-    mode: str = MODE_NONE
+    mode: str = contract.GPU_MODE_NONE
     device_ids: tuple[str, ...] | None = None
     resource_name: str = settings_.DEFAULT_GPU_RESOURCE
     memory_fraction: float | None = None
@@ -48,6 +45,12 @@ class MeshSpec:
     max_restarts: int
     suspend: bool
     port: int
+    token_secret_name: str | None = None  # spec.tokenSecretName: the creator made the Secret
+
+    @property
+    def token_secret(self) -> str:
+        """The token Secret's name: the creator's (spec.tokenSecretName) or the operator's."""
+        return contract.token_secret_name(self.name, self.token_secret_name)
 
     @property
     def size(self) -> int:
@@ -67,9 +70,9 @@ def parse(body: Mapping[str, Any]) -> MeshSpec:
         namespace=str(meta.get("namespace", "default")),
         uid=str(meta.get("uid", "")),
         generation=int(meta.get("generation") or 0),
-        shape=shapes.mesh_shape(int(spec.get("hosts", 1)), per_host or [("procs", 1)]),
+        shape=shapes.mesh_shape(int(spec.get(contract.HOSTS_DIM, 1)), per_host or [("procs", 1)]),
         gpus=GPUs(
-            mode=str(gpus.get("mode", MODE_NONE)),
+            mode=str(gpus.get("mode", contract.GPU_MODE_NONE)),
             device_ids=None if raw_ids is None else tuple(str(x) for x in raw_ids),
             resource_name=str(gpus.get("resourceName") or settings_.DEFAULT_GPU_RESOURCE),
             memory_fraction=None if fraction is None else float(fraction),
@@ -79,5 +82,6 @@ def parse(body: Mapping[str, Any]) -> MeshSpec:
         restart_policy=str(spec.get("restartPolicy", RESTART_PROC)),
         max_restarts=int(spec.get("maxRestarts", 3)),
         suspend=bool(spec.get("suspend", False)),
-        port=int(spec.get("port", settings_.DEFAULT_PORT)),
+        port=int(spec.get("port", contract.PROC_PORT)),
+        token_secret_name=spec.get("tokenSecretName") or None,
     )

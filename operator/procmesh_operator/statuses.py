@@ -9,42 +9,35 @@ the status subresource only when :func:`differs` says so.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from procmesh_operator import names, observing, placing, planning, specs
+from mesh_client._src import contract
+from procmesh_operator import assigned_gpus, placing, planning, specs
 
-# --- Condition types ---------------------------------------------------------------------------
-#: Ready: the summary. True when every desired proc's pod is Ready (its proc server accepts TCP).
-READY = "Ready"
-#: Progressing: True while the operator works toward the spec (creating, restarting, waiting);
-#: False once the mesh is complete, or when it cannot proceed (reason says why).
-PROGRESSING = "Progressing"
-#: Degraded: True when a proc failed and will not be restarted, or the last reconcile failed.
-DEGRADED = "Degraded"
-#: GPUBudgetSatisfied: the placement check. True when every device the mesh uses fits its procs'
-#: memory fractions plus a CUDA context each (or the mesh needs none); False when refused.
-GPU_BUDGET = "GPUBudgetSatisfied"
+# Condition types, and the reasons a client acts on (the refusals, ProcFailed and
+# RestartLimitReached), are the contract's (mesh_client._src.contract); one function below
+# computes each condition.
 
-CONDITION_TYPES = (READY, PROGRESSING, DEGRADED, GPU_BUDGET)
-
-# --- Reasons -----------------------------------------------------------------------------------
+# --- Reasons only the operator sets ------------------------------------------------------------
 ALL_PROCS_READY = "AllProcsReady"  # Ready=True, Progressing=False
 PROCS_NOT_READY = "ProcsNotReady"  # Ready=False while procs start
+NODE_LOST = "NodeLost"  # Ready=False: procs are on a NotReady/unreachable/deleted node
 CREATING_PROCS = "CreatingProcs"  # Progressing=True
 RESTARTING = "Restarting"  # Progressing=True after a restart by policy
 WAITING_FOR_COLOCATED = "WaitingForColocatedMesh"  # Progressing=True, budget Unknown
+#: Progressing=True: pods of an earlier mesh of this name (another uid) still hold rank names.
+WAITING_FOR_PREVIOUS_PODS = "WaitingForPreviousPods"
 SUSPENDED = "Suspended"  # spec.suspend: pods removed, resource kept
-PROC_FAILED = "ProcFailed"  # Degraded=True under restartPolicy Never
-RESTART_LIMIT_REACHED = "RestartLimitReached"  # Degraded=True, spec.maxRestarts used up
 RECONCILE_ERROR = "ReconcileError"  # Degraded=True: an API call failed; retried with backoff
 NO_FAILURES = "NoFailures"  # Degraded=False
 NO_GPUS = "NoGPUs"  # budget True: gpus.mode none
 DEVICE_PLUGIN_ASSIGNS = "DevicePluginAssigns"  # budget True: plugin mode, per-proc fraction
 WITHIN_BUDGET = "WithinBudget"  # budget True: pinned devices checked
 # Refusals (placing.py): InvalidColocation, DeviceNotFound, GPUBudgetExceeded, NoNodeFits.
-BUDGET_REFUSALS = (placing.DEVICE_NOT_FOUND, placing.BUDGET_EXCEEDED, placing.NO_NODE_FITS)
+BUDGET_REFUSALS = (contract.DEVICE_NOT_FOUND, contract.BUDGET_EXCEEDED, contract.NO_NODE_FITS)
 
 # --- Phases (display only) ---------------------------------------------------------------------
 PHASE_READY = "Ready"
@@ -58,7 +51,7 @@ def now_rfc3339() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def condition(conditions: list[Mapping[str, Any]] | None, type_: str) -> Mapping[str, Any] | None:
+def condition(conditions: Sequence[Mapping[str, Any]] | None, type_: str) -> Mapping[str, Any] | None:
     """The condition of ``type_`` in a status's list, or None (which means Unknown)."""
     for c in conditions or []:
         if c.get("type") == type_:
@@ -66,7 +59,7 @@ def condition(conditions: list[Mapping[str, Any]] | None, type_: str) -> Mapping
     return None
 
 
-def _condition(previous: list[Mapping[str, Any]] | None, type_: str, status: str, reason: str,
+def _condition(previous: Sequence[Mapping[str, Any]] | None, type_: str, status: str, reason: str,
                message: str, generation: int, now: str) -> dict[str, Any]:
     old = condition(previous, type_)
     since = now
@@ -76,11 +69,10 @@ def _condition(previous: list[Mapping[str, Any]] | None, type_: str, status: str
             "lastTransitionTime": since, "reason": reason, "message": message}
 
 
-def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None,
-               described: Mapping[str, str] | None = None) -> dict[str, Any]:
+def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None) -> dict[str, Any]:
     """One ``status.procs[]`` entry: what a client needs to reach the proc."""
     entry: dict[str, Any] = {"rank": rank, "coords": mesh.shape.coords(rank),
-                             "pod": names.pod_name(mesh.name, rank), "ready": False}
+                             "pod": contract.pod_name(mesh.name, rank), "ready": False}
     if pod is None:
         return entry
     spec = pod.get("spec") or {}
@@ -91,116 +83,181 @@ def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None,
         entry["address"] = f"{status['podIP']}:{mesh.port}"
     entry["ready"] = planning.is_ready(pod)
     entry["podPhase"] = "Terminating" if planning.is_terminating(pod) else planning.pod_phase(pod)
-    uid = str((pod.get("metadata") or {}).get("uid", ""))
-    gpu = observing.observed_gpu(pod, (described or {}).get(uid))
+    gpu = assigned_gpus.assigned_gpu(pod)
     if gpu is not None:
         entry["gpu"] = gpu
     return entry
 
 
+@dataclasses.dataclass(frozen=True)
+class Observed:
+    """What the conditions are computed from: one reconcile's outcome."""
+
+    mesh: specs.MeshSpec
+    pods: Mapping[int, Mapping[str, Any]]
+    plan: planning.Plan | None  # None when the reconcile failed before planning
+    error: str | None
+    ready: int
+    desired: int
+    restarts: int
+
+    @property
+    def refusal(self) -> placing.Refusal | None:
+        return self.plan.refusal if self.plan is not None else None
+
+
+#: A condition's (status, reason, message); the type and timestamps are added by compute_status.
+Verdict = tuple[str, str, str]
+
+
+def ready_verdict(o: Observed) -> Verdict:
+    """Ready, the summary: every desired proc's pod is Ready."""
+    if o.mesh.suspend:
+        return "False", SUSPENDED, "spec.suspend is true: the mesh has no pods"
+    if o.ready == o.desired:
+        return "True", ALL_PROCS_READY, f"{o.ready} of {o.desired} procs ready"
+    if o.refusal is not None:
+        return "False", o.refusal.reason, o.refusal.message
+    if o.plan is not None and o.plan.lost:
+        return "False", NODE_LOST, node_lost_message(o.mesh, o.plan)
+    stuck = stuck_container(o.pods)
+    if stuck is not None:
+        return "False", stuck[0], f"{o.ready} of {o.desired} procs ready; {stuck[1]}"
+    return "False", PROCS_NOT_READY, f"{o.ready} of {o.desired} procs ready"
+
+
+def stuck_container(pods: Mapping[int, Mapping[str, Any]]) -> tuple[str, str] | None:
+    """The kubelet's reason and message for the lowest-ranked proc whose container cannot start
+    without a change (a missing image, say), or None."""
+    for rank in sorted(pods):
+        pod = pods[rank]
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            waiting = (status.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in contract.STUCK_WAITING_REASONS:
+                name = (pod.get("metadata") or {}).get("name", "?")
+                detail = f": {waiting['message']}" if waiting.get("message") else ""
+                return str(waiting["reason"]), f"pod {name} ({rank=}): {waiting['reason']}{detail}"
+    return None
+
+
+def degraded_verdict(o: Observed) -> Verdict | None:
+    """Degraded: a proc failed beyond its policy, or the reconcile failed. None: unknown this
+    time (no plan), so the previous condition stands."""
+    if o.error is not None:
+        return "True", RECONCILE_ERROR, o.error
+    if o.plan is None:
+        return None
+    if o.plan.restart_limit_reached:
+        return ("True", contract.RESTART_LIMIT_REACHED,
+                f"procs {list(o.plan.failed)} failed and spec.maxRestarts "
+                f"({o.mesh.max_restarts}) restarts are used up; raise maxRestarts or "
+                f"suspend and resume the mesh")
+    if o.plan.failed:
+        return ("True", contract.PROC_FAILED,
+                f"procs {list(o.plan.failed)} failed and restartPolicy is Never")
+    return "False", NO_FAILURES, "no proc has failed beyond its policy"
+
+
+def progressing_verdict(o: Observed, degraded: Mapping[str, Any]) -> Verdict:
+    """Progressing: the operator still works toward the spec; False once complete or stuck
+    (a refusal, or a failure that ``degraded`` reports and no reconcile can fix)."""
+    if o.mesh.suspend:
+        return "False", SUSPENDED, "suspended"
+    if o.refusal is not None:
+        return "False", o.refusal.reason, o.refusal.message
+    if degraded["status"] == "True" and degraded["reason"] != RECONCILE_ERROR:
+        return "False", degraded["reason"], degraded["message"]
+    if o.ready == o.desired and o.error is None:
+        return "False", ALL_PROCS_READY, "the mesh is complete"
+    if o.plan is not None and o.plan.waiting is not None:
+        return "True", WAITING_FOR_COLOCATED, o.plan.waiting
+    if o.plan is not None and o.plan.foreign:
+        return ("True", WAITING_FOR_PREVIOUS_PODS,
+                f"pods {list(o.plan.foreign)} belong to an earlier ProcMesh of this name (another "
+                f"uid); their ranks are created once garbage collection has removed them")
+    if o.plan is not None and (o.plan.restarted or any(planning.is_terminating(p)
+                                                       for p in o.pods.values())):
+        return "True", RESTARTING, f"restart {o.restarts} of at most {o.mesh.max_restarts}"
+    return ("True", CREATING_PROCS,
+            f"{len(o.pods)} of {o.desired} pods exist, {o.ready} ready")
+
+
+def budget_verdict(o: Observed) -> Verdict:
+    """GPUBudgetSatisfied: the placement check of the mesh's devices."""
+    if o.refusal is not None and o.refusal.reason in BUDGET_REFUSALS:
+        return "False", o.refusal.reason, o.refusal.message
+    if o.refusal is not None:
+        return "Unknown", o.refusal.reason, "not checked: " + o.refusal.reason
+    if o.plan is not None and o.plan.waiting is not None:
+        return "Unknown", WAITING_FOR_COLOCATED, o.plan.waiting
+    if o.mesh.gpus.mode == contract.GPU_MODE_NONE:
+        return "True", NO_GPUS, "gpus.mode is none"
+    if o.mesh.gpus.mode == contract.GPU_MODE_PLUGIN:
+        return ("True", DEVICE_PLUGIN_ASSIGNS,
+                f"each proc requests one {o.mesh.gpus.resource_name}; the device plugin "
+                f"picks the device")
+    return ("True", WITHIN_BUDGET,
+            "every pinned device fits its procs' memory fractions and CUDA contexts")
+
+
 def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
                    pods: Mapping[int, Mapping[str, Any]], plan: planning.Plan | None,
-                   error: str | None = None, *, now: str | None = None,
-                   described: Mapping[str, str] | None = None) -> dict[str, Any]:
+                   error: str | None = None, *, now: str | None = None) -> dict[str, Any]:
     """The status of ``mesh`` given its pods (by rank, as observed after the plan ran), the plan
-    (None when the reconcile failed before planning), the error of the reconcile, if any, and
-    the GPUs the proc servers described (by pod uid)."""
+    (None when the reconcile failed before planning) and the error of the reconcile, if any."""
     now = now or now_rfc3339()
     previous = previous or {}
     prev_conditions = previous.get("conditions")
-    gen = mesh.generation
-    restarts = plan.restarts if plan is not None else int(previous.get("restarts") or 0)
-    desired = 0 if mesh.suspend else mesh.size
-    ready = 0 if mesh.suspend else sum(
-        1 for rank, pod in pods.items() if rank < mesh.size and planning.is_ready(pod))
-    refusal = plan.refusal if plan is not None else None
+    o = Observed(
+        mesh=mesh, pods=pods, plan=plan, error=error,
+        ready=0 if mesh.suspend else sum(
+            1 for rank, pod in pods.items() if rank < mesh.size and planning.is_ready(pod)),
+        desired=0 if mesh.suspend else mesh.size,
+        restarts=plan.restarts if plan is not None else int(previous.get("restarts") or 0))
 
-    def cond(type_: str, status: str, reason: str, message: str) -> dict[str, Any]:
-        return _condition(prev_conditions, type_, status, reason, message, gen, now)
+    def cond(type_: str, verdict: Verdict) -> dict[str, Any]:
+        return _condition(prev_conditions, type_, *verdict, mesh.generation, now)
 
-    # Ready (summary).
-    if mesh.suspend:
-        ready_c = cond(READY, "False", SUSPENDED, "spec.suspend is true: the mesh has no pods")
-    elif ready == desired:
-        ready_c = cond(READY, "True", ALL_PROCS_READY, f"{ready} of {desired} procs ready")
-    elif refusal is not None:
-        ready_c = cond(READY, "False", refusal.reason, refusal.message)
+    degraded = degraded_verdict(o)
+    old_degraded = condition(prev_conditions, contract.DEGRADED)
+    if degraded is not None:
+        degraded_c = cond(contract.DEGRADED, degraded)
+    elif old_degraded is not None:
+        degraded_c = dict(old_degraded)
     else:
-        ready_c = cond(READY, "False", PROCS_NOT_READY, f"{ready} of {desired} procs ready")
-
-    # Degraded.
-    if error is not None:
-        degraded_c = cond(DEGRADED, "True", RECONCILE_ERROR, error)
-    elif plan is not None and plan.restart_limit_reached:
-        degraded_c = cond(DEGRADED, "True", RESTART_LIMIT_REACHED,
-                          f"procs {list(plan.failed)} failed and spec.maxRestarts "
-                          f"({mesh.max_restarts}) restarts are used up; raise maxRestarts or "
-                          f"suspend and resume the mesh")
-    elif plan is not None and plan.failed:
-        degraded_c = cond(DEGRADED, "True", PROC_FAILED,
-                          f"procs {list(plan.failed)} failed and restartPolicy is Never")
-    elif plan is None:
-        old = condition(prev_conditions, DEGRADED)
-        degraded_c = dict(old) if old else cond(DEGRADED, "Unknown", RECONCILE_ERROR, "")
-    else:
-        degraded_c = cond(DEGRADED, "False", NO_FAILURES, "no proc has failed beyond its policy")
-
-    # Progressing.
-    if mesh.suspend:
-        progressing_c = cond(PROGRESSING, "False", SUSPENDED, "suspended")
-    elif refusal is not None:
-        progressing_c = cond(PROGRESSING, "False", refusal.reason, refusal.message)
-    elif degraded_c["status"] == "True" and degraded_c["reason"] != RECONCILE_ERROR:
-        progressing_c = cond(PROGRESSING, "False", degraded_c["reason"], degraded_c["message"])
-    elif ready == desired and error is None:
-        progressing_c = cond(PROGRESSING, "False", ALL_PROCS_READY, "the mesh is complete")
-    elif plan is not None and plan.waiting is not None:
-        progressing_c = cond(PROGRESSING, "True", WAITING_FOR_COLOCATED, plan.waiting)
-    elif plan is not None and (plan.restarted or any(planning.is_terminating(p)
-                                                     for p in pods.values())):
-        progressing_c = cond(PROGRESSING, "True", RESTARTING,
-                             f"restart {restarts} of at most {mesh.max_restarts}")
-    else:
-        progressing_c = cond(PROGRESSING, "True", CREATING_PROCS,
-                             f"{len(pods)} of {desired} pods exist, {ready} ready")
-
-    # GPU budget.
-    if refusal is not None and refusal.reason in BUDGET_REFUSALS:
-        budget_c = cond(GPU_BUDGET, "False", refusal.reason, refusal.message)
-    elif refusal is not None:
-        budget_c = cond(GPU_BUDGET, "Unknown", refusal.reason, "not checked: " + refusal.reason)
-    elif plan is not None and plan.waiting is not None:
-        budget_c = cond(GPU_BUDGET, "Unknown", WAITING_FOR_COLOCATED, plan.waiting)
-    elif mesh.gpus.mode == specs.MODE_NONE:
-        budget_c = cond(GPU_BUDGET, "True", NO_GPUS, "gpus.mode is none")
-    elif mesh.gpus.mode == specs.MODE_PLUGIN:
-        budget_c = cond(GPU_BUDGET, "True", DEVICE_PLUGIN_ASSIGNS,
-                        f"each proc requests one {mesh.gpus.resource_name}; the device plugin "
-                        f"picks the device")
-    else:
-        budget_c = cond(GPU_BUDGET, "True", WITHIN_BUDGET,
-                        "every pinned device fits its procs' memory fractions and CUDA contexts")
-
-    conditions = [ready_c, progressing_c, degraded_c, budget_c]
+        degraded_c = cond(contract.DEGRADED, ("Unknown", RECONCILE_ERROR, ""))
+    conditions = [cond(contract.READY, ready_verdict(o)),
+                  cond(contract.PROGRESSING, progressing_verdict(o, degraded_c)),
+                  degraded_c,
+                  cond(contract.GPU_BUDGET, budget_verdict(o))]
     return {
-        "observedGeneration": gen,
+        "observedGeneration": mesh.generation,
         "phase": derive_phase(mesh.suspend, conditions),
-        "desiredProcs": desired,
-        "readyProcs": ready,
-        "restarts": restarts,
+        "desiredProcs": o.desired,
+        "readyProcs": o.ready,
+        "restarts": o.restarts,
         "conditions": conditions,
-        "procs": [] if mesh.suspend else [proc_entry(mesh, r, pods.get(r), described)
+        "procs": [] if mesh.suspend else [proc_entry(mesh, r, pods.get(r))
                                           for r in range(mesh.size)],
     }
 
 
-def derive_phase(suspended: bool, conditions: list[Mapping[str, Any]]) -> str:
+def node_lost_message(mesh: specs.MeshSpec, plan: planning.Plan) -> str:
+    by_node: dict[str, list[int]] = {}
+    for rank, node in sorted(plan.lost.items()):
+        by_node.setdefault(node, []).append(rank)
+    where = "; ".join(f"ranks {ranks} on node {node}" for node, ranks in sorted(by_node.items()))
+    return (f"{where}: the node is NotReady, unreachable or gone; its procs are restarted per "
+            f"restartPolicy ({mesh.restart_policy}) once their node-loss toleration is up")
+
+
+def derive_phase(suspended: bool, conditions: Sequence[Mapping[str, Any]]) -> str:
     """A one-word summary for ``kubectl get`` (display only; never read back)."""
     if suspended:
         return PHASE_SUSPENDED
-    ready = condition(conditions, READY) or {}
-    progressing = condition(conditions, PROGRESSING) or {}
-    degraded = condition(conditions, DEGRADED) or {}
+    ready = condition(conditions, contract.READY) or {}
+    progressing = condition(conditions, contract.PROGRESSING) or {}
+    degraded = condition(conditions, contract.DEGRADED) or {}
     if ready.get("status") == "True":
         return PHASE_READY
     if progressing.get("status") == "False":

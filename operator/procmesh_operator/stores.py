@@ -4,21 +4,33 @@ Reconciles read a mesh's pods from here instead of listing them every time (a 64
 hundreds of pod events while starting). To stay correct:
 
 * the first reconcile of a mesh lists its pods once (:meth:`PodStore.prime`);
-* entries are only replaced by newer resourceVersions, so a late watch event cannot undo a write;
-* the operator's own creates and deletes are written through (:meth:`upsert`, :meth:`forget`),
-  and a pod deleted by us is tombstoned by uid, so its stale events are ignored.
+* entries are only replaced by newer resourceVersions (they grow cluster-wide, so this holds
+  across incarnations of one pod name too), so a late watch event cannot undo a write;
+* a pod known to be deleted (its DELETED event, or our own delete that found it gone) is
+  tombstoned by uid for :data:`TOMBSTONE_SECONDS`, and nothing brings that uid back: not a late
+  MODIFIED event, not the DELETE response the operator upserts after the DELETED event was
+  handled (issue 12, item 1: the "terminating" pod that no later event removed);
+* :meth:`repair` applies a periodic relist (one list per namespace, not per event), dropping
+  entries the list proves gone and adding ones a missed event would have brought;
+* reads are by mesh *incarnation*: a mesh deleted and created again at once under the same name
+  finds the old one's pods (same names, same label) until garbage collection removes them, so
+  :meth:`PodStore.pods_by_rank` returns only the pods the given mesh uid controls.
 
-Fed by :mod:`.handlers`, read by :mod:`.reconciling`.
+Fed by :mod:`.handlers` (through :mod:`.reconciling`), read by :mod:`.reconciling`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from procmesh_operator import names
+from mesh_client._src import contract
 
 Key = tuple[str, str]  # (namespace, mesh name)
+#: How long a deleted pod's uid is remembered: far longer than any event or response can lag.
+TOMBSTONE_SECONDS = 600.0
+#: Bound on remembered uids, oldest dropped first (memory stays flat under churn).
 MAX_TOMBSTONES = 10000
 
 
@@ -27,9 +39,13 @@ def _rv(body: Mapping[str, Any]) -> int:
     return int(raw) if raw.isdigit() else 0
 
 
+def _uid(body: Mapping[str, Any]) -> str:
+    return str((body.get("metadata") or {}).get("uid", ""))
+
+
 def mesh_key_of(body: Mapping[str, Any]) -> Key | None:
     meta = body.get("metadata") or {}
-    mesh = (meta.get("labels") or {}).get(names.MESH_LABEL)
+    mesh = (meta.get("labels") or {}).get(contract.MESH_LABEL)
     if not mesh:
         return None
     return str(meta.get("namespace", "default")), str(mesh)
@@ -38,55 +54,74 @@ def mesh_key_of(body: Mapping[str, Any]) -> Key | None:
 class PodStore:
     """Proc pods by mesh, then by pod name."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:  # clock: for tests
         self._pods: dict[Key, dict[str, dict[str, Any]]] = {}
-        self._tombstones: dict[str, None] = {}
+        self._tombstones: dict[str, float] = {}  # uid -> expiry, in insertion (= expiry) order
         self._primed: set[Key] = set()
+        self._clock = clock
+
+    # --- Tombstones ----------------------------------------------------------------------------
+
+    def _bury(self, uid: str) -> None:
+        if not uid:
+            return
+        now = self._clock()
+        self._tombstones.pop(uid, None)
+        self._tombstones[uid] = now + TOMBSTONE_SECONDS
+        for old in list(self._tombstones):
+            if len(self._tombstones) <= MAX_TOMBSTONES and self._tombstones[old] > now:
+                break
+            del self._tombstones[old]
+
+    def is_buried(self, uid: str) -> bool:
+        """Whether ``uid`` was seen deleted (recently enough to be remembered)."""
+        expiry = self._tombstones.get(uid)
+        return expiry is not None and expiry > self._clock()
+
+    def tombstones(self) -> int:
+        return len(self._tombstones)
+
+    # --- Writes --------------------------------------------------------------------------------
 
     def observe(self, event_type: str | None, body: Mapping[str, Any]) -> Key | None:
         """Apply one watch event; returns the mesh key it belongs to."""
         key = mesh_key_of(body)
         if key is None:
             return None
-        meta = body.get("metadata") or {}
-        uid = str(meta.get("uid", ""))
         if event_type == "DELETED":
-            self._tombstones.pop(uid, None)
-            pods = self._pods.get(key, {})
-            current = pods.get(str(meta.get("name")))
-            if current is not None and (current.get("metadata") or {}).get("uid") == uid:
-                del pods[str(meta.get("name"))]
-            return key
-        if uid in self._tombstones:
+            name = str((body.get("metadata") or {}).get("name"))
+            self._drop(key, name, _uid(body))
             return key
         self.upsert(body)
         return key
 
     def upsert(self, body: Mapping[str, Any]) -> None:
-        """Store ``body`` unless a newer version of the same pod is already known."""
+        """Store ``body`` unless its uid was seen deleted or a newer version is already known."""
         key = mesh_key_of(body)
-        if key is None:
+        if key is None or self.is_buried(_uid(body)):
             return
         name = str((body.get("metadata") or {}).get("name"))
         pods = self._pods.setdefault(key, {})
         current = pods.get(name)
-        if current is not None and _rv(current) > _rv(body) and \
-                (current.get("metadata") or {}).get("uid") == (body.get("metadata") or {}).get("uid"):
-            return
+        if current is not None and _rv(current) > _rv(body):
+            return  # resourceVersions grow cluster-wide: a newer incarnation wins over an old one
         pods[name] = dict(body)
 
     def forget(self, namespace: str, mesh: str, name: str, uid: str) -> None:
         """The operator deleted this pod and it is gone: drop it and ignore its stale events."""
-        pods = self._pods.get((namespace, mesh), {})
-        current = pods.get(name)
-        if current is not None and (current.get("metadata") or {}).get("uid") == uid:
-            del pods[name]
-        self._tombstones[uid] = None
-        while len(self._tombstones) > MAX_TOMBSTONES:
-            self._tombstones.pop(next(iter(self._tombstones)))
+        self._drop((namespace, mesh), name, uid)
 
-    def is_primed(self, key: Key) -> bool:
-        return key in self._primed
+    def _drop(self, key: Key, name: str, uid: str) -> None:
+        pods = self._pods.get(key, {})
+        current = pods.get(name)
+        if current is not None and _uid(current) == uid:
+            del pods[name]
+        self._bury(uid)
+
+    # --- Lists ---------------------------------------------------------------------------------
+
+    def primed(self) -> list[Key]:
+        return sorted(self._primed)
 
     async def prime(self, key: Key,
                     lister: Callable[[], Awaitable[list[dict[str, Any]]]]) -> None:
@@ -102,16 +137,72 @@ class PodStore:
             self.upsert(pod)
         self._primed.add(key)
 
+    def repair(self, namespace: str, listed: Iterable[Mapping[str, Any]],
+               list_rv: int) -> set[Key]:
+        """Reconcile the store with a list of every proc pod of ``namespace`` taken at
+        resourceVersion ``list_rv``; returns the primed meshes whose pods changed.
+
+        An entry absent from the list and not newer than it is gone (a missed DELETED event);
+        a listed pod replaces an older entry (a missed MODIFIED/ADDED). Entries newer than the
+        list came from events after it and are kept."""
+        by_key: dict[Key, dict[str, Mapping[str, Any]]] = {}
+        for pod in listed:
+            key = mesh_key_of(pod)
+            if key is not None and key[0] == namespace:
+                by_key.setdefault(key, {})[str((pod.get("metadata") or {}).get("name"))] = pod
+        changed: set[Key] = set()
+        for key in [k for k in self._primed if k[0] == namespace]:
+            pods = self._pods.setdefault(key, {})
+            seen = by_key.get(key, {})
+            for name in [n for n, p in pods.items() if n not in seen and _rv(p) <= list_rv]:
+                del pods[name]
+                changed.add(key)
+            for name, pod in seen.items():
+                before = pods.get(name)
+                self.upsert(pod)
+                after = pods.get(name)
+                if after is not None and (before is None or _rv(before) != _rv(after)):
+                    changed.add(key)
+        return changed
+
     def unprime(self, key: Key) -> None:
         """Forget a mesh (deleted): its pods go with it."""
         self._primed.discard(key)
         self._pods.pop(key, None)
 
-    def pods_by_rank(self, key: Key) -> dict[int, dict[str, Any]]:
-        """The mesh's pods keyed by rank (pods whose name is not ``<mesh>-<rank>`` are skipped)."""
+    # --- Reads ---------------------------------------------------------------------------------
+
+    def meshes_on_node(self, node: str) -> set[Key]:
+        """Meshes with a pod bound to ``node`` (scanned on node transitions only, not per event)."""
+        return {key for key, pods in self._pods.items()
+                if any((p.get("spec") or {}).get("nodeName") == node for p in pods.values())}
+
+    def pods_by_rank(self, key: Key, owner_uid: str) -> dict[int, dict[str, Any]]:
+        """The pods of the mesh incarnation ``owner_uid`` keyed by rank (pods whose name is not
+        ``<mesh>-<rank>`` are skipped). A pod of the same name and label controlled by another
+        uid is not this mesh's proc (an earlier mesh of this name, being garbage-collected):
+        see :meth:`foreign_by_rank`."""
+        return {rank: pod for rank, pod in self._by_rank(key).items()
+                if controller_uid(pod) == owner_uid}
+
+    def foreign_by_rank(self, key: Key, owner_uid: str) -> dict[int, dict[str, Any]]:
+        """Pods with the mesh's label and a rank's name not controlled by ``owner_uid``: they
+        hold a name this incarnation needs, so it waits for them to go."""
+        return {rank: pod for rank, pod in self._by_rank(key).items()
+                if controller_uid(pod) != owner_uid}
+
+    def _by_rank(self, key: Key) -> dict[int, dict[str, Any]]:
         out: dict[int, dict[str, Any]] = {}
         for name, pod in self._pods.get(key, {}).items():
-            rank = names.rank_of_pod_name(key[1], name)
+            rank = contract.rank_of_pod_name(key[1], name)
             if rank is not None:
                 out[rank] = pod
         return out
+
+
+def controller_uid(body: Mapping[str, Any]) -> str | None:
+    """The uid of the object's controller (its ownerReference with ``controller: true``)."""
+    for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid", ""))
+    return None

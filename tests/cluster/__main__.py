@@ -13,6 +13,9 @@ import time
 
 from tests.cluster import binaries, controlplane, processes
 from tests.cluster.process_node.config import NodeConfig
+from tests.cluster.real_node import cluster as real_cluster
+from tests.cluster.real_node import images
+from tests.cluster.real_node import node as real_node
 
 
 def _node_args(parser: argparse.ArgumentParser, default_name: str) -> None:
@@ -39,22 +42,43 @@ def main(argv: list[str] | None = None) -> int:
     up = commands.add_parser("up", help="start the control plane and one process node")
     _node_args(up, "node-0")
     up.add_argument("--no-node", action="store_true", help="start no process node")
+    up.add_argument("--real-node", action="store_true",
+                    help="a real node (kubelet, containerd, kube-proxy) instead of a process node; "
+                    "the cluster runs in a network namespace of its own (needs `images` first)")
     commands.add_parser("down", help="stop everything")
     commands.add_parser("status", help="print which processes run")
     add = commands.add_parser("add-node", help="start one more process node")
     _node_args(add, "node-1")
+    add.add_argument("--real-node", action="store_true", help="a real node (see `up --real-node`)")
+    build = commands.add_parser("images", help="build (or reuse) our images for the real node")
+    build.add_argument("names", nargs="*", help="images to build (default: all)")
+    build.add_argument("--force", action="store_true", help="rebuild even when cached")
     args = parser.parse_args(argv)
+    if args.command == "images":
+        return images.main([*args.names, *(["--force"] if args.force else [])])
 
     try:
         return _run(args)
-    except (binaries.BinariesMissing, controlplane.ClusterError) as error:
+    except (binaries.BinariesMissing, controlplane.ClusterError, real_node.NodeError, images.ImageError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
 
 
 def _run(args: argparse.Namespace) -> int:
-    cluster = controlplane.Cluster(args.dir)
-    if args.command == "up":
+    started_real = real_cluster.is_real(args.dir or controlplane.default_dir())
+    if args.command == "add-node" and args.real_node and not started_real:
+        raise controlplane.ClusterError("a real node joins a cluster started with `up --real-node` "
+                                        "(whose control plane runs in the node's network namespace)")
+    real = args.real_node if args.command == "up" else started_real
+    cluster = real_cluster.RealNodeCluster(args.dir) if real else controlplane.Cluster(args.dir)
+    if args.command == "up" and isinstance(cluster, real_cluster.RealNodeCluster):
+        started = time.monotonic()
+        cluster.up(real_nodes=() if args.no_node else (args.node_name,))
+        print(f"cluster up in {time.monotonic() - started:.1f} s", file=sys.stderr)
+        print(cluster.kubeconfig)
+    elif args.command == "add-node" and isinstance(cluster, real_cluster.RealNodeCluster):
+        cluster.add_real_node(args.node_name)
+    elif args.command == "up":
         started = time.monotonic()
         cluster.up([] if args.no_node else [_node(args)])
         print(f"cluster up in {time.monotonic() - started:.1f} s", file=sys.stderr)
@@ -68,6 +92,10 @@ def _run(args: argparse.Namespace) -> int:
         for name in controlplane.COMPONENTS:
             pid = processes.read_pidfile(run / f"{name}.pid")
             print(f"{name}: {'running, pid ' + str(pid) if pid else 'stopped'}")
+        if isinstance(cluster, real_cluster.RealNodeCluster):
+            for real in cluster.real_nodes() if cluster.real_nodes_dir.exists() else []:
+                for daemon in real.DAEMONS:
+                    print(f"real node {real.spec.name} {daemon}: {'running' if real.alive(daemon) else 'stopped'}")
         for node in cluster.nodes() if cluster.layout.nodes.exists() else []:
             pid = processes.read_pidfile(cluster.layout.nodes / node.name / "agent.pid")
             print(f"process node {node.name}: {'running, pid ' + str(pid) if pid else 'stopped'}")

@@ -1,6 +1,6 @@
 """Where the control-plane binaries live: a cache keyed by the pinned Go modules, or a given folder.
 
-The key is a hash of every ``gomod/*/go.mod`` and ``go.sum`` plus :data:`RECIPE` (the build
+The key is a hash of every ``gomod/*/go.mod``, ``go.sum`` and ``*.go`` plus :data:`RECIPE` (the build
 flags), so binaries are reused while the pins are unchanged and rebuilt when they change.
 :mod:`tests.cluster.build` fills the cache; :mod:`tests.cluster.controlplane` reads it.
 ``PROCMESH_CLUSTER_BIN_DIR`` names a folder of prebuilt binaries instead (for a machine where
@@ -20,11 +20,19 @@ GOMOD_DIR = Path(__file__).resolve().parent / "gomod"
 BIN_DIR_ENV = "PROCMESH_CLUSTER_BIN_DIR"
 
 #: Bump when the build flags change, so cached binaries are rebuilt.
-RECIPE = "v2: CGO_ENABLED=0 -trimpath -ldflags=-s -w, k8s and helm versions stamped"
+RECIPE = ("v3: CGO_ENABLED=0 -trimpath -ldflags=-s -w, k8s, helm, containerd and CNI versions stamped;"
+          " containerd tags no_btrfs no_devmapper no_zfs")
 
 #: The binaries the control plane needs, and helm (used by the chart tests).
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 ALL = (*CONTROL_PLANE, "helm")
+
+#: The CNI plugins the real node's containerd calls, kept in the ``cni/`` subfolder.
+CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
+
+#: The binaries of the real node (tests/cluster/real_node); runc comes from Debian's package.
+NODE = ("kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "pause",
+        *(f"cni/{plugin}" for plugin in CNI_PLUGINS))
 
 
 class BinariesMissing(RuntimeError):
@@ -34,8 +42,8 @@ class BinariesMissing(RuntimeError):
 def pin_hash() -> str:
     """Hash of the pinned Go modules and the build recipe: the cache key."""
     digest = hashlib.sha256(RECIPE.encode())
-    for path in sorted(GOMOD_DIR.glob("*/go.*")):
-        if path.name in ("go.mod", "go.sum"):
+    for path in sorted(GOMOD_DIR.glob("*/*")):
+        if path.name in ("go.mod", "go.sum") or path.suffix == ".go":  # .go: the pause program
             digest.update(str(path.relative_to(GOMOD_DIR)).encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

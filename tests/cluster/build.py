@@ -21,6 +21,10 @@ from pathlib import Path
 from tests.cluster import binaries
 
 KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+#: Built in the same invocation as the control plane, from the same pinned module.
+KUBE_NODE_COMMANDS = ("kubelet", "kube-proxy")
+#: Static containerd has no btrfs snapshotter (cgo); devmapper and zfs are not used either.
+CONTAINERD_TAGS = "no_btrfs,no_devmapper,no_zfs"
 
 
 def _pinned(module: str, path: str) -> str:
@@ -62,18 +66,38 @@ def build(target: Path, jobs: int) -> None:
     # The three Kubernetes commands in one invocation, so they share compiled packages.
     _go(
         ["-ldflags", _kube_ldflags(version), "-o", f"{target}/",
-         *(f"k8s.io/kubernetes/cmd/{c}" for c in KUBE_COMMANDS)],
+         *(f"k8s.io/kubernetes/cmd/{c}" for c in (*KUBE_COMMANDS, *KUBE_NODE_COMMANDS))],
         "kubernetes", jobs,
     )
     _go(["-ldflags", "-s -w", "-o", str(target / "etcd"), "go.etcd.io/etcd/server/v3"], "etcd", jobs)
     helm_flags = f"-s -w -X helm.sh/helm/v3/internal/version.version={helm_version}"
     _go(["-ldflags", helm_flags, "-o", str(target / "helm"), "helm.sh/helm/v3/cmd/helm"], "helm", jobs)
+    build_node(target, jobs)
+
+
+def build_node(target: Path, jobs: int) -> None:
+    """Build containerd, its runc shim, ctr and the CNI plugins of the real node into ``target``."""
+    containerd = _pinned("containerd", "github.com/containerd/containerd/v2")
+    # The CRI plugin reports this version, so `kubectl get node -o wide` shows containerd://<it>.
+    stamp = f"-s -w -X github.com/containerd/containerd/v2/version.Version={containerd.lstrip('v')}"
+    _go(["-tags", CONTAINERD_TAGS, "-ldflags", stamp, "-o", f"{target}/",
+         *(f"github.com/containerd/containerd/v2/cmd/{c}"
+           for c in ("containerd", "containerd-shim-runc-v2", "ctr"))],
+        "containerd", jobs)
+    plugins = _pinned("cni", "github.com/containernetworking/plugins")
+    stamp = f"-s -w -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion={plugins}"
+    kinds = {"bridge": "main", "loopback": "main", "host-local": "ipam", "portmap": "meta"}
+    (target / "cni").mkdir(exist_ok=True)
+    _go(["-ldflags", stamp, "-o", f"{target}/cni/",
+         *(f"github.com/containernetworking/plugins/plugins/{kinds[p]}/{p}" for p in binaries.CNI_PLUGINS)],
+        "cni", jobs)
+    _go(["-ldflags", "-s -w", "-o", str(target / "pause"), "."], "pause", jobs)
 
 
 def ensure(jobs: int = 2, force: bool = False) -> Path:
     """Return the cache folder for the current pins, building into it first if it is incomplete."""
     final = binaries.cache_dir()
-    if not force and all(os.access(final / n, os.X_OK) for n in binaries.ALL):
+    if not force and all(os.access(final / n, os.X_OK) for n in (*binaries.ALL, *binaries.NODE)):
         print(f"binaries up to date in {final}", flush=True)
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -85,7 +109,7 @@ def ensure(jobs: int = 2, force: bool = False) -> Path:
         os.rename(scratch, final)
         final.chmod(0o755)
         os.mkdir(scratch)  # so TemporaryDirectory's cleanup finds something to remove
-    print(f"built {', '.join(binaries.ALL)} into {final} in {time.monotonic() - started:.0f} s", flush=True)
+    print(f"built {', '.join((*binaries.ALL, *binaries.NODE))} into {final} in {time.monotonic() - started:.0f} s", flush=True)
     return final
 
 

@@ -107,6 +107,10 @@ def apiserver(binary: Path, layout: Layout, ports: Ports) -> list[str]:
     ]
 
 
+#: The node lifecycle controller's grace (--node-monitor-grace-period) in the test clusters.
+NODE_MONITOR_GRACE_SECONDS = 25
+
+
 def controller_manager(binary: Path, layout: Layout, ports: Ports) -> list[str]:
     kubeconfig = layout.kubeconfig("controller-manager")
     pki = layout.pki
@@ -126,6 +130,9 @@ def controller_manager(binary: Path, layout: Layout, ports: Ports) -> list[str]:
         f"--cluster-signing-key-file={pki / 'ca.key'}",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--controllers=*",
+        # A node whose agent stops is NotReady (Unknown) after this, not the default 50 s: the
+        # node-loss tests wait for it. Two lease renewals (every 10 s) may be missed first.
+        f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s",
         "--profiling=false",
     ]
 

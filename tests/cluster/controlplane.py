@@ -34,6 +34,8 @@ DIR_ENV = "PROCMESH_CLUSTER_DIR"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
 START_TIMEOUT = 120.0
+#: Restarts of kube-apiserver tried while its port is still taken (see start_apiserver).
+APISERVER_RESTART_ATTEMPTS = 40
 
 
 class ClusterError(RuntimeError):
@@ -232,6 +234,44 @@ class Cluster:
         processes.stop_pidfiles([folder / "agent.pid"], grace=15)
         # Whatever the agent could not stop (it was killed, say): the containers' pid files.
         processes.stop_pidfiles(folder.glob("pods/*/*.pid"), grace=2)
+
+    def kill_node(self, name: str) -> None:
+        """A node dies: SIGKILL its agent and every process of its pods, with no grace and no
+        word to the API server (the Node object and its pods stay, as on a lost machine)."""
+        folder = self.layout.nodes / name
+        processes.kill_pidfiles([folder / "agent.pid"])
+        processes.kill_pidfiles(folder.glob("pods/*/*.pid"))
+
+    # The API server...
+
+    def stop_apiserver(self) -> None:
+        """Stop kube-apiserver (SIGKILL: no graceful drain); etcd keeps the state."""
+        processes.kill_pidfiles([self.layout.run / "kube-apiserver.pid"])
+
+    def start_apiserver(self) -> None:
+        """Start kube-apiserver again on its port, with the same flags; wait until ready."""
+        if processes.read_pidfile(self.layout.run / "kube-apiserver.pid") is not None:
+            raise ClusterError("kube-apiserver is running already: stop_apiserver() first")
+        ports = self.ports
+        ca = ssl.create_default_context(cafile=str(self.layout.pki / "ca.crt"))
+        log = self.layout.logs / "kube-apiserver.log"
+        for attempt in range(APISERVER_RESTART_ATTEMPTS):
+            offset = log.stat().st_size if log.exists() else 0
+            self._start("kube-apiserver",
+                        components.apiserver(binaries.path("kube-apiserver"), self.layout, ports))
+            try:
+                self._wait("kube-apiserver",
+                           lambda: _http_ok(f"https://127.0.0.1:{ports.apiserver}/readyz", ca))
+                return
+            except ClusterError:
+                with open(log, "rb") as f:
+                    f.seek(offset)
+                    in_use = b"address already in use" in f.read()
+                # Its port was free for a moment: any process's outgoing connection may have
+                # taken it as an ephemeral port. Those are short-lived: try again.
+                if not in_use or attempt == APISERVER_RESTART_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.5)
 
     # Stopping...
 

@@ -89,6 +89,11 @@ def stop(pids: Iterable[int], grace: float = 10.0) -> None:
         if not any(alive(p) for p in pids):
             return
         time.sleep(0.05)
+    _kill(pids)
+
+
+def _kill(pids: list[int]) -> None:
+    """SIGKILL each process group and wait (at most 5 s) until every one is gone."""
     for pid in pids:
         _signal_group(pid, signal.SIGKILL)
     deadline = time.monotonic() + 5
@@ -112,5 +117,14 @@ def stop_pidfiles(pidfiles: Iterable[Path], grace: float = 10.0) -> None:
     pidfiles = list(pidfiles)
     pids = [p for p in (read_pidfile(f) for f in pidfiles) if p is not None]
     stop(pids, grace)
+    for f in pidfiles:
+        f.unlink(missing_ok=True)
+
+
+def kill_pidfiles(pidfiles: Iterable[Path]) -> None:
+    """SIGKILL the process groups named by ``pidfiles`` at once (no SIGTERM first: a crash, not
+    a shutdown), wait until they are gone and remove the files."""
+    pidfiles = list(pidfiles)
+    _kill([p for p in (read_pidfile(f) for f in pidfiles) if p is not None])
     for f in pidfiles:
         f.unlink(missing_ok=True)

@@ -8,7 +8,8 @@ with cached memory released between turns; a co-located actor's memory shows in 
 The operator variant runs the local control plane (binaries from PROCMESH_CLUSTER_BIN_DIR or the
 build cache), a process node backed by this machine's GPUs and the operator; the two roles are
 ProcMeshes pinned to the same devices with colocateWith, driven through the Kubernetes backend.
-The CRD is applied through the API, so no kubectl is needed.
+The CRD is applied through the API (tests/integration/operator/support.install_crd), so no
+kubectl is needed.
 """
 
 import pathlib
@@ -16,7 +17,6 @@ from functools import partial
 
 import pytest
 import torch
-import yaml
 
 from mesh_client import this_host
 from tests.cluster.pytest_plugin import cluster, kube  # noqa: F401
@@ -39,29 +39,15 @@ def local_roles(device_ids, request):
 
 
 def operator_roles(device_ids, request):
-    from kubernetes import client
-
     from mesh_client.kubernetes import KubernetesHostMesh
-    from tests.cluster import testing
     from tests.cluster.process_node.config import NodeConfig
-    from tests.integration.operator.support import OperatorProcess
+    from tests.integration.operator import support
 
     cluster_, kube_ = request.getfixturevalue("cluster"), request.getfixturevalue("kube")
-    ext = client.ApiextensionsV1Api(kube_)
-    try:
-        ext.create_custom_resource_definition(yaml.safe_load((ROOT / "crds" / "procmesh.yaml").read_text()))
-    except client.ApiException as exc:
-        if exc.status != 409:
-            raise
-
-    def established():
-        obj = ext.read_custom_resource_definition("procmeshes.procmesh.io")
-        return any(c.type == "Established" and c.status == "True" for c in obj.status.conditions or [])
-
-    testing.wait_for(established, "the ProcMesh CRD is established")
+    support.install_crd(cluster_.kubeconfig)
     # the node's device i is host GPU device_ids[i]; the meshes pin node devices 0..n-1
     cluster_.add_node(NodeConfig("gpu-host", gpus=len(device_ids), host_gpus=tuple(device_ids)))
-    op = OperatorProcess(cluster_, request.getfixturevalue("tmp_path_factory").mktemp("operator"))
+    op = support.OperatorProcess(cluster_.kubeconfig, request.getfixturevalue("tmp_path_factory").mktemp("operator"))
     op.start()
     hosts = KubernetesHostMesh(hosts=1, namespace="default", api_client=kube_, timeout=300)
     n = len(device_ids)

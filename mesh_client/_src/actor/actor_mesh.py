@@ -10,7 +10,7 @@ import functools
 import queue
 import random
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 from mesh_client._src.actor import messages
@@ -18,6 +18,7 @@ from mesh_client._src.actor.errors import NotAnEndpoint
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.actor.value_mesh import ValueMesh
+from mesh_client._src.runtime import peers
 from mesh_client._src.runtime.futures import Future
 from mesh_client._src.wire import serialization
 
@@ -123,7 +124,7 @@ class ActorMesh(MeshTrait, Generic[T]):
             )
             for p in self._shape.ranks
         ]
-        return gather(futs, lambda values: None)
+        return gather(futs, lambda values: None, fail_fast=peers.is_lost)
 
 
 R = TypeVar("R")
@@ -158,7 +159,9 @@ class ActorEndpoint(Generic[R]):
         """Every actor of the mesh; the future gives a ValueMesh (raises if any call failed)."""
         shape = self._mesh._shape
         futs = self._send(range(len(shape)), args, kwargs)
-        return gather(futs, lambda values: ValueMesh(shape, values))
+        # A dead proc fails the whole call at once: survivors may be waiting for it forever
+        # (a collective with a dead peer), so their replies are not worth waiting for.
+        return gather(futs, lambda values: ValueMesh(shape, values), fail_fast=peers.is_lost)
 
     def call_one(self, *args: Any, **kwargs: Any) -> Future[R]:
         n = len(self._mesh._shape)
@@ -172,6 +175,7 @@ class ActorEndpoint(Generic[R]):
         return self._send((random.randrange(len(self._mesh._shape)),), args, kwargs)[0]
 
     def stream(self, *args: Any, **kwargs: Any) -> Iterator[Future[R]]:
+        """One future per actor, in the order they complete; a dead proc's raises SupervisionError."""
         futs = self._send(range(len(self._mesh._shape)), args, kwargs)
         arrived: queue.SimpleQueue[Future[R]] = queue.SimpleQueue()
         for fut in futs:
@@ -217,16 +221,40 @@ def as_endpoint(method: Any, *, propagate: Any = None, explicit_response_port: b
     raise TypeError(f"as_endpoint takes a method of an actor mesh (mesh.method), not {type(method).__name__}")
 
 
-def gather(futs: list[Future[Any]], build: Any) -> Future[Any]:
-    """One future for many: done when all are, then ``build([values])`` (first error raises)."""
-    out: Future[Any] = Future(lambda _: build([f.get() for f in futs]))
+def gather(
+    futs: list[Future[Any]],
+    build: Any,
+    *,
+    fail_fast: Callable[[Future[Any]], bool] | None = None,
+) -> Future[Any]:
+    """One future for many: done when all are, then ``build([values])`` (first error raises).
+
+    A member for which ``fail_fast`` says so completes the whole at once, with that member's
+    error, without waiting for the others.
+    """
+    failed: list[Future[Any]] = []
+
+    def decode(_: Any) -> Any:
+        if failed:
+            error = failed[0].exception()
+            if error is not None:
+                raise error
+        return build([f.get() for f in futs])
+
+    out: Future[Any] = Future(decode)
     if not futs:
         out.set_raw(None)
         return out
     remaining = [len(futs)]
     lock = threading.Lock()
 
-    def one_done(_: Future[Any]) -> None:
+    def one_done(fut: Future[Any]) -> None:
+        if fail_fast is not None and fail_fast(fut):
+            with lock:
+                if not failed:
+                    failed.append(fut)
+            out.set_raw(None)  # no-op if the whole is already complete
+            return
         with lock:
             remaining[0] -= 1
             last = remaining[0] == 0

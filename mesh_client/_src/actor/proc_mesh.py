@@ -19,6 +19,7 @@ from mesh_client._src.actor.endpoint import check_endpoint_kinds, endpoint_names
 from mesh_client._src.actor.options import options
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import MeshTrait, Shape
+from mesh_client._src.runtime import peers
 from mesh_client._src.runtime.futures import Future
 from mesh_client._src.wire import serialization
 
@@ -81,7 +82,7 @@ class ProcMesh(MeshTrait):
             )
             for i, p in enumerate(shape.ranks)
         ]
-        spawned = gather(futs, lambda values: None)
+        spawned = gather(futs, lambda values: None, fail_fast=peers.is_lost)
         watching.watch(group, shape, actor_id, name, Class, owner.actor_id, owner.display)
         if options.spawn_waits:
             spawned.get()
@@ -144,4 +145,4 @@ def _run_everywhere(group: ProcGroup, shape: Shape, fn: Callable[[], Any]) -> Fu
         )
         for p in shape.ranks
     ]
-    return gather(futs, lambda values: values)
+    return gather(futs, lambda values: values, fail_fast=peers.is_lost)

@@ -1,7 +1,8 @@
 """Named, ordered mesh dimensions and slicing, shared by proc, actor and value meshes.
 
-A :class:`Shape` is labels, sizes and, for each point in row-major order, the index of the proc
-(in the root mesh) that the point stands for. Slicing keeps those indices, so a slice of a slice
+A :class:`Shape` is labels, sizes and, for each point in row-major order (counted by
+:mod:`mesh_client._src.contract`, as the operator counts ranks), the index of the proc (in the
+root mesh) that the point stands for. Slicing keeps those indices, so a slice of a slice
 still knows which procs it means.
 """
 
@@ -11,6 +12,8 @@ import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TypeVar
+
+from mesh_client._src import contract
 
 
 class Extent(Mapping[str, int]):
@@ -56,12 +59,7 @@ class Point(Mapping[str, int]):
     def __init__(self, rank: int, extent: Extent) -> None:
         self.rank = rank
         self.extent = extent
-        coords = []
-        rest = rank
-        for size in reversed(extent.sizes):
-            rest, c = divmod(rest, size)
-            coords.append(c)
-        self._coords = tuple(reversed(coords))
+        self._coords = contract.unravel(rank, extent.sizes)
 
     def size(self, label: str) -> int:
         return self.extent[label]
@@ -149,13 +147,10 @@ class Shape:
         missing = [label for label in self.labels if label not in coords]
         if missing:
             raise KeyError(f"missing coordinate(s) {missing}; give every dimension of {list(self.labels)}")
-        index = 0
         for label, size in zip(self.labels, self.sizes):
-            c = coords[label]
-            if not 0 <= c < size:
-                raise IndexError(f"{label}={c} is out of range for size {size}")
-            index = index * size + c
-        return index
+            if not 0 <= coords[label] < size:
+                raise IndexError(f"{label}={coords[label]} is out of range for size {size}")
+        return contract.ravel([coords[label] for label in self.labels], self.sizes)
 
     def slice(self, **dims: int | slice) -> Shape:
         """An int drops the dimension, a slice keeps it restricted."""
@@ -177,12 +172,7 @@ class Shape:
                 if not -size <= index < size:
                     raise IndexError(f"{label}={index} is out of range for size {size}")
                 selected.append([index % size])
-        ranks = []
-        for combo in itertools.product(*selected):
-            flat = 0
-            for c, size in zip(combo, self.sizes):
-                flat = flat * size + c
-            ranks.append(self.ranks[flat])
+        ranks = [self.ranks[contract.ravel(combo, self.sizes)] for combo in itertools.product(*selected)]
         sizes = [len(s) for s, label in zip(selected, self.labels) if label in labels]
         return Shape(labels, sizes, ranks)
 

@@ -1,5 +1,10 @@
 """The few Kubernetes API calls the client makes, with refusals turned into errors that name the
-missing permission. Wraps the official ``kubernetes`` client (imported only here)."""
+missing permission. Wraps the official ``kubernetes`` client (imported only here).
+
+Access is by mesh (README, "Access and threat model"): reading a mesh and its token is what the
+mesh's Role ``<mesh>-procmesh-access`` grants, so a refusal there names that Role. The client
+never needs to read any other Secret: for meshes it creates, it writes the token Secret itself.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import base64
 import os
 from typing import Any
 
+from mesh_client._src import contract
 from mesh_client._src.kubernetes.errors import (
     KubernetesMeshError,
     MeshAccessDenied,
@@ -14,7 +20,12 @@ from mesh_client._src.kubernetes.errors import (
     MeshNotReady,
 )
 
-GROUP, VERSION, PLURAL = "procmesh.io", "v1alpha1", "procmeshes"
+
+def token_secret_name(mesh: dict[str, Any]) -> str:
+    """The token Secret of the ProcMesh body ``mesh`` (:func:`contract.token_secret_name`)."""
+    return contract.token_secret_name(mesh["metadata"]["name"], (mesh.get("spec") or {}).get("tokenSecretName"))
+
+
 SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
@@ -71,7 +82,7 @@ class KubeApi:
                 f"{resource} in namespace {self.namespace} (the Helm chart's client role grants it: "
                 f"clientRole.create=true, bound to this service account)"
             )
-        if exc.status == 404 and resource == "procmeshes":
+        if exc.status == 404 and resource == contract.PLURAL:
             return MeshNotFound(
                 f"ProcMesh {self.namespace}/{name} does not exist; 'kubectl get procmeshes -n {self.namespace}' "
                 f"lists the meshes there (is the namespace right?)"
@@ -80,15 +91,27 @@ class KubeApi:
             return MeshNotReady(f"the token Secret {self.namespace}/{name} does not exist yet; the operator creates it", "TokenNotCreated")
         return KubernetesMeshError(f"cannot {verb} {what}: {exc.status} {exc.reason}: {_message(exc)}")
 
+    def _mesh_denied(self, mesh: str, verb: str, resource: str, name: str) -> MeshAccessDenied:
+        role = contract.access_role_name(mesh)
+        return MeshAccessDenied(
+            f"the API server refused to {verb} {resource} {self.namespace}/{name}: this client may not use "
+            f"ProcMesh {self.namespace}/{mesh}. Access is granted per mesh by binding its Role: "
+            f"kubectl create rolebinding <name> -n {self.namespace} --role={role} "
+            f"--user=<user> (or --serviceaccount=<namespace>:<name>); that Role grants '{verb}' on "
+            f"{resource} {name} and nothing else"
+        )
+
     def get_mesh(self, name: str) -> dict[str, Any]:
         try:
-            return self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name)
+            return self.custom.get_namespaced_custom_object(contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name)
         except self._exc as exc:
-            raise self._refused(exc, "get", "procmeshes", name) from None
+            if exc.status == 403:
+                raise self._mesh_denied(name, "get", contract.PLURAL, name) from None
+            raise self._refused(exc, "get", contract.PLURAL, name) from None
 
     def create_mesh(self, body: dict[str, Any]) -> dict[str, Any]:
         try:
-            return self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, body)
+            return self.custom.create_namespaced_custom_object(contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, body)
         except self._exc as exc:
             if exc.status == 422 or exc.status == 400:
                 raise KubernetesMeshError(f"the API server refused ProcMesh {body['metadata']['name']}: {_message(exc)}") from None
@@ -97,28 +120,58 @@ class KubeApi:
                     f"ProcMesh {self.namespace}/{body['metadata']['name']} already exists; attach() to it, "
                     f"or pick another name"
                 ) from None
-            raise self._refused(exc, "create", "procmeshes", body["metadata"]["name"]) from None
+            raise self._refused(exc, "create", contract.PLURAL, body["metadata"]["name"]) from None
 
     def delete_mesh(self, name: str) -> None:
         try:
-            self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name, propagation_policy="Background")
+            self.custom.delete_namespaced_custom_object(contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name, propagation_policy="Background")
         except self._exc as exc:
             if exc.status != 404:
-                raise self._refused(exc, "delete", "procmeshes", name) from None
+                raise self._refused(exc, "delete", contract.PLURAL, name) from None
 
-    def read_token(self, secret: str) -> bytes:
+    def read_token(self, mesh: str, secret: str) -> bytes:
+        """The token of ``mesh`` from its Secret (what the mesh's access Role lets one get)."""
         try:
             obj = self.core.read_namespaced_secret(secret, self.namespace)
         except self._exc as exc:
+            if exc.status == 403:
+                raise self._mesh_denied(mesh, "get", "secrets", secret) from None
             raise self._refused(exc, "get", "secrets", secret) from None
-        data = (obj.data or {}).get("token")
+        data = (obj.data or {}).get(contract.TOKEN_KEY)
         if not data:
-            raise KubernetesMeshError(f"Secret {self.namespace}/{secret} has no 'token' key")
+            raise KubernetesMeshError(f"Secret {self.namespace}/{secret} has no '{contract.TOKEN_KEY}' key")
         return base64.b64decode(data).strip()
+
+    def create_token_secret(self, mesh: dict[str, Any], token: bytes) -> None:
+        """Create the token Secret of a mesh this client just created, owned by that mesh (so
+        garbage collection deletes it with the mesh). Create only: this client never reads
+        Secrets, and a Secret of that name that already exists is someone else's: refused."""
+        meta = mesh["metadata"]
+        name = token_secret_name(mesh)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": name,
+                "labels": {contract.MESH_LABEL: meta["name"]},
+                "ownerReferences": [{"apiVersion": contract.API_VERSION, "kind": contract.KIND, "name": meta["name"], "uid": meta["uid"]}],
+            },
+            "type": "Opaque",
+            "data": {contract.TOKEN_KEY: base64.b64encode(token).decode()},
+        }
+        try:
+            self.core.create_namespaced_secret(self.namespace, body)
+        except self._exc as exc:
+            if exc.status == 409:
+                raise KubernetesMeshError(
+                    f"Secret {self.namespace}/{name} already exists, so it is not this mesh's: someone created it "
+                    f"first (its token is theirs); spawn the mesh again, it picks a new Secret name"
+                ) from None
+            raise self._refused(exc, "create", "secrets", name) from None
 
     def pods(self, mesh: str) -> list[dict[str, Any]]:
         try:
-            items = self.core.list_namespaced_pod(self.namespace, label_selector=f"procmesh.io/mesh={mesh}").items
+            items = self.core.list_namespaced_pod(self.namespace, label_selector=contract.mesh_label_selector(mesh)).items
         except self._exc as exc:
             if exc.status == 403:
                 return []  # pods are only for better messages; the mesh status suffices

@@ -10,14 +10,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-# Condition reasons (set by the operator) after which waiting is pointless.
-FATAL_REASONS = frozenset(
-    {"GPUBudgetExceeded", "DeviceNotFound", "NoNodeFits", "InvalidColocation", "RestartLimitReached", "ProcFailed"}
-)
-# Container waiting reasons that mean the pod will not start without a change.
-FATAL_WAITING = frozenset(
-    {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError"}
-)
+from mesh_client._src import contract
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +38,7 @@ def pod_problem(pod: Mapping[str, Any]) -> tuple[str, str, bool]:
             return c.get("reason") or "Unschedulable", f"pod {name} is Pending: {c.get('message', 'not scheduled')}", False
     for cs in status.get("containerStatuses") or []:
         waiting = (cs.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") in FATAL_WAITING:
+        if waiting.get("reason") in contract.STUCK_WAITING_REASONS:
             return waiting["reason"], f"pod {name}: {waiting['reason']}: {waiting.get('message', '')}".rstrip(": "), True
         if waiting.get("reason") == "CrashLoopBackOff":
             last = (cs.get("lastState") or {}).get("terminated") or {}
@@ -62,7 +55,7 @@ def assess(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> Assess
     """Read the mesh's conditions, then its pods, into one verdict."""
     status = mesh.get("status") or {}
     generation = (mesh.get("metadata") or {}).get("generation")
-    ready_c = condition(mesh, "Ready")
+    ready_c = condition(mesh, contract.READY)
     desired = status.get("desiredProcs", "?")
     progress = f"{status.get('readyProcs', 0)}/{desired} procs ready"
     current = status.get("observedGeneration") == generation
@@ -74,9 +67,9 @@ def assess(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> Assess
         and all(p.get("ready") and p.get("address") for p in procs)
     ):
         return Assessment(True, progress)
-    for type_ in ("GPUBudgetSatisfied", "Degraded", "Ready", "Progressing"):
+    for type_ in (contract.GPU_BUDGET, contract.DEGRADED, contract.READY, contract.PROGRESSING):
         c = condition(mesh, type_)
-        if c.get("reason") in FATAL_REASONS and c.get("status") in ("False", "True"):
+        if c.get("reason") in contract.FATAL_REASONS and c.get("status") in ("False", "True"):
             return Assessment(False, progress, f"{c['reason']}: {c.get('message', '')}", c["reason"], True)
     for pod in pods:
         reason, message, fatal = pod_problem(pod)

@@ -1,8 +1,9 @@
 """``attach()``: a ProcMesh resource as a proc mesh of this client.
 
 Waits until the mesh is Ready (with a progress line on a terminal), reads the proc addresses
-from ``status.procs`` and the token from the mesh's Secret, connects to every proc server, and
-runs ``bootstrap`` there. When a proc dies, failed calls say what its pod's status says.
+from ``status.procs`` and the token from the mesh's Secret (``spec.tokenSecretName``, default
+``<name>-token``: what the mesh's access Role grants), connects to every proc server, and runs
+``bootstrap`` there. When a proc dies, failed calls say what its pod's status says.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from mesh_client._src import contract
 from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import Shape
@@ -42,18 +44,19 @@ class KubernetesProcs:
     def elastic_info(self) -> tuple[str, int, int]:
         return self._elastic
 
-    def explain(self, index: int, reason: str) -> str:
-        """Ask the API server how the proc's pod ended (its status may lag by a moment)."""
+    def explain(self, index: int, reason: str, deadline: float) -> str:
+        """Ask the API server how the proc's pod ended, while ``deadline`` (time.monotonic())
+        allows: the pod's status usually lags the dropped connection, so mostly it says only
+        that the proc is gone, and the caller is not kept waiting for the story."""
         name = self.pod_names[index]
-        deadline = time.monotonic() + 5
-        while True:
+        story = None
+        while story is None and time.monotonic() < deadline:
             try:
                 story = assessing.describe_death(self.api.pod(name), name)
             except Exception:
                 story = None
-            if story or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+            if story is None:
+                time.sleep(min(0.01, max(0.0, deadline - time.monotonic())))
         return f"proc {self.api.namespace}/{self.name} rank {index} ({name}) is gone: {story or reason}"
 
     def stop(self, indices: Sequence[int], reason: str) -> None:
@@ -96,7 +99,7 @@ def wait_ready(api: api_mod.KubeApi, name: str, timeout: float, progress: bool |
 
 
 def _looks_ready(mesh: dict[str, Any]) -> bool:
-    return assessing.condition(mesh, "Ready").get("status") == "True"
+    return assessing.condition(mesh, contract.READY).get("status") == "True"
 
 
 def connect_mesh(
@@ -106,16 +109,17 @@ def connect_mesh(
     created: bool,
     bootstrap: Callable[[], Any] | None = None,
     via_api_server: bool = False,
+    token: bytes | None = None,
 ) -> ProcMesh:
     """Build the proc mesh from a Ready resource: addresses, token, shape; connect; bootstrap.
 
     ``via_api_server`` reaches each proc by a port-forward through the API server instead of
-    its pod IP.
+    its pod IP. ``token``: the creator's own (it wrote the Secret); None reads the mesh's Secret.
     """
     name = mesh["metadata"]["name"]
     spec, status = mesh["spec"], mesh["status"]
     dims = [(d["name"], int(d["size"])) for d in spec.get("perHost") or []]
-    shape = Shape(["hosts", *(n for n, _ in dims)], [int(spec.get("hosts", 1)), *(s for _, s in dims)])
+    shape = Shape([contract.HOSTS_DIM, *(n for n, _ in dims)], [int(spec.get(contract.HOSTS_DIM, 1)), *(s for _, s in dims)])
     procs = sorted(status["procs"], key=lambda p: p["rank"])
     if [p["rank"] for p in procs] != list(range(len(shape))):
         raise MeshNotReady(f"ProcMesh {api.namespace}/{name} status lists ranks {[p['rank'] for p in procs]}, expected 0..{len(shape) - 1}")
@@ -123,7 +127,8 @@ def connect_mesh(
     for p in procs:
         host, _, port = p["address"].rpartition(":")
         addresses.append((host.strip("[]"), int(port)))
-    token = api.read_token(f"{name}-token")
+    if token is None:
+        token = api.read_token(name, api_mod.token_secret_name(mesh))
     labels = [
         f"{api.namespace}/{name}[{','.join(f'{k}={v}' for k, v in point.items())}] (pod {p['pod']})"
         for point, p in zip(shape.points(), procs)
@@ -136,7 +141,7 @@ def connect_mesh(
     group = ProcGroup(name, addresses, token, labels, owner=owner, opener=opener)
     owner.group = group
     for index, peer in enumerate(group.peers):
-        peer.explain_loss = lambda reason, i=index: owner.explain(i, reason)
+        peer.explain_loss = lambda reason, deadline, i=index: owner.explain(i, reason, deadline)
     proc_mesh = ProcMesh(group, shape)
     for peer in group.peers:
         peer.connect()

@@ -1,12 +1,16 @@
-"""``KubernetesHostMesh``: hosts of a cluster; ``spawn_procs`` creates a ProcMesh and attaches."""
+"""``KubernetesHostMesh``: hosts of a cluster; ``spawn_procs`` creates a ProcMesh, and its token
+Secret (the creator generates the token: it needs ``create secrets``, never a read), and
+attaches."""
 
 from __future__ import annotations
 
 import itertools
 import os
+import secrets
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from mesh_client._src import contract
 from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.kubernetes import api as api_mod
@@ -36,7 +40,7 @@ class KubernetesHostMesh(MeshTrait):
         timeout: float = attaching.DEFAULT_TIMEOUT,
         via_api_server: bool = False,
     ) -> None:
-        self._shape = Shape(["hosts"], [hosts])
+        self._shape = Shape([contract.HOSTS_DIM], [hosts])
         self.hosts = hosts
         client = api_client or api_mod.make_api_client(kubeconfig, context)
         self.api = api_mod.KubeApi(client, namespace or api_mod.default_namespace(kubeconfig, context))
@@ -85,11 +89,17 @@ class KubernetesHostMesh(MeshTrait):
             max_restarts=max_restarts,
             port=port,
         )
-        self.api.create_mesh(body)
+        # The creator makes the token, so it never reads a Secret: the mesh names a Secret of
+        # a fresh random name (a name picked in advance by someone else is refused below), which
+        # is created after the mesh so that it can be owned by it (deleted with it).
+        token = secrets.token_hex(32).encode()
+        body["spec"]["tokenSecretName"] = f"{name}-token-{secrets.token_hex(4)}"
+        created = self.api.create_mesh(body)
         try:
+            self.api.create_token_secret(created, token)
             mesh = attaching.wait_ready(self.api, name, self.timeout)
             return attaching.connect_mesh(
-                self.api, mesh, created=True, bootstrap=bootstrap, via_api_server=self.via_api_server
+                self.api, mesh, created=True, bootstrap=bootstrap, via_api_server=self.via_api_server, token=token
             )
         except BaseException:
             self.api.delete_mesh(name)

@@ -5,19 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mesh_client._src import contract
+
 
 def gpus_spec(gpus: Any, memory_fraction: float | None) -> dict[str, Any]:
     """``None`` → no GPUs; ``"plugin"`` or ``{"mode": ...}``; a list of device IDs → pinned."""
     if gpus is None:
-        spec: dict[str, Any] = {"mode": "none"}
-    elif gpus == "plugin":
-        spec = {"mode": "plugin"}
-    elif gpus == "pinned":
-        spec = {"mode": "pinned"}  # device IDs inherited through colocate_with
+        spec: dict[str, Any] = {"mode": contract.GPU_MODE_NONE}
+    elif gpus == contract.GPU_MODE_PLUGIN:
+        spec = {"mode": contract.GPU_MODE_PLUGIN}
+    elif gpus == contract.GPU_MODE_PINNED:
+        spec = {"mode": contract.GPU_MODE_PINNED}  # device IDs inherited through colocate_with
     elif isinstance(gpus, Mapping):
         spec = dict(gpus)
     elif isinstance(gpus, Sequence) and not isinstance(gpus, str):
-        spec = {"mode": "pinned", "deviceIDs": [d if isinstance(d, str) else int(d) for d in gpus]}
+        spec = {"mode": contract.GPU_MODE_PINNED, "deviceIDs": [d if isinstance(d, str) else int(d) for d in gpus]}
     else:
         raise ValueError(
             f"gpus={gpus!r}: give None (no GPUs), 'plugin', 'pinned' (with colocate_with), "
@@ -42,10 +44,10 @@ def proc_mesh_manifest(
     port: int | None = None,
     labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    if "hosts" in per_host:
-        raise ValueError("per_host cannot have a 'hosts' dimension: the host mesh has it already")
+    if contract.HOSTS_DIM in per_host:
+        raise ValueError(f"per_host cannot have a '{contract.HOSTS_DIM}' dimension: the host mesh has it already")
     spec: dict[str, Any] = {
-        "hosts": hosts,
+        contract.HOSTS_DIM: hosts,
         "perHost": [{"name": k, "size": int(v)} for k, v in per_host.items()],
         "gpus": gpus_spec(gpus, memory_fraction),
     }
@@ -62,4 +64,4 @@ def proc_mesh_manifest(
     metadata: dict[str, Any] = {"name": name}
     if labels:
         metadata["labels"] = dict(labels)
-    return {"apiVersion": "procmesh.io/v1alpha1", "kind": "ProcMesh", "metadata": metadata, "spec": spec}
+    return {"apiVersion": contract.API_VERSION, "kind": contract.KIND, "metadata": metadata, "spec": spec}

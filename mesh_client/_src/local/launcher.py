@@ -7,7 +7,7 @@ holds a lifeline (its stdin) to this process: if the controller dies, its procs 
 from __future__ import annotations
 
 import atexit
-import json
+import dataclasses
 import os
 import select
 import signal
@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+from mesh_client._src import contract
 from mesh_client._src.actor import messages
 from mesh_client._src.actor.shape import Point
 from mesh_client._src.local import forks
@@ -86,20 +87,21 @@ class LocalProcs:
         if not isinstance(cmd, BootstrapCommand):
             raise TypeError(f"bootstrap_command must give a BootstrapCommand, got {type(cmd).__name__}")
         env = cmd.environment(os.environ)
-        env.update(
-            PROCMESH_TOKEN=self.token,
-            PROCMESH_LISTEN_HOST=env.get("PROCMESH_LISTEN_HOST", "127.0.0.1"),
-            PROCMESH_PORT="0",
-            PROCMESH_MESH=self.name,
-            PROCMESH_RANK=str(index),
-            PROCMESH_COORDS=json.dumps(dict(point)),
-            PROCMESH_SYS_PATH=json.dumps([p for p in sys.path if p]),
+        proc_env = contract.ProcEnv(
+            port=0,
+            listen_host=env.get(contract.LISTEN_HOST, "127.0.0.1"),
+            token=self.token,
+            mesh=self.name,
+            rank=index,
+            coords=dict(point),
+            sys_path=tuple(p for p in sys.path if p),
         )
+        env.update(proc_env.render())
         if forks.eligible(cmd.argv(), cmd.program, default_bootstrap_cmd().argv(), cmd.env, cmd.inherit_env):
             self.processes.append(forks.get_zygote().fork(env))
             return None
         read_fd, write_fd = os.pipe()
-        env.update(PROCMESH_READY_FD=str(write_fd), PROCMESH_LIFELINE="stdin")
+        env.update(dataclasses.replace(proc_env, ready_fd=write_fd, lifeline=True).render())
         try:
             proc = subprocess.Popen(cmd.argv(), executable=cmd.program, env=env, stdin=subprocess.PIPE, pass_fds=(write_fd,))
         finally:
@@ -162,14 +164,17 @@ class LocalProcs:
         """Let failed calls say how each proc died."""
         self._peers = list(group_peers)
         for index, peer in enumerate(group_peers):
-            peer.explain_loss = lambda reason, i=index: self.explain(i, reason)
+            peer.explain_loss = lambda reason, deadline, i=index: self.explain(i, reason, deadline)
 
-    def explain(self, index: int, reason: str) -> str:
+    def explain(self, index: int, reason: str, deadline: float) -> str:
+        """How proc ``index`` ended, if its exit status is known by ``deadline``
+        (time.monotonic()); a forked proc's comes from the zygote, which may lag under load."""
         proc = self.processes[index]
         try:
-            proc.wait(timeout=2)
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            return f"lost the connection to proc {self.labels[index]} (pid {proc.pid}, still running): {reason}"
+            return (f"lost the connection to proc {self.labels[index]} (pid {proc.pid}; its exit "
+                    f"status was not known yet): {reason}")
         code = proc.returncode
         monarch = f"Killed(sig={-code}): " if code is not None and code < 0 else ""  # Monarch's words first
         return f"{monarch}proc {self.labels[index]} (pid {proc.pid}) {describe_exit(code)}"

@@ -2,7 +2,12 @@
 
 A :class:`Channel` owns a stream and a sans-IO :class:`~mesh_client._src.wire.protocol.Connection`.
 The reactor calls :meth:`Channel.on_readable`; producers call :meth:`Channel.send` from their own
-threads. Wire errors are mapped here, at the edge, into one close reason.
+threads. Wire errors are mapped here, at the edge, into one close reason and a :class:`CloseKind`.
+
+The channel only uses the five methods of :class:`~mesh_client._src.runtime.streams.Stream`;
+the socket behind it (``get_extra_info("socket")``) matters only to :meth:`Channel.start`, which
+registers it with the reactor. Tests drive a channel over an in-memory stream by calling
+:meth:`Channel.on_readable` themselves.
 """
 
 from __future__ import annotations
@@ -12,19 +17,32 @@ import socket
 import threading
 from collections.abc import Callable, Sequence
 
+from mesh_client._src.runtime import handshaking, streams
 from mesh_client._src.runtime import reactor as reactor_mod
-from mesh_client._src.runtime import streams
 from mesh_client._src.wire import errors, protocol
 
 # Small frames are read through one reused buffer: a fresh 256 KiB bytes per recv would cost
 # an mmap, an mremap and a munmap per message. Large frames bypass it (receive_buffer).
 READ_CHUNK = 64 * 1024
+# Until the peer has proved it holds the token it gets only this much: handshake frames are
+# under 100 bytes, and a flood of unauthenticated connections must not cost 64 KiB each.
+HANDSHAKE_READ_CHUNK = 1024
 
 
 class ChannelState(enum.Enum):
     HANDSHAKE = "HANDSHAKE"
     ACTIVE = "ACTIVE"
     CLOSED = "CLOSED"
+
+
+class CloseKind(enum.Enum):
+    """Why a channel closed, for whoever decides what to log (no parsing of reason strings)."""
+
+    PEER_LEFT = "PEER_LEFT"  # end of stream, or a reset, from the peer between frames
+    AUTH_FAILED = "AUTH_FAILED"  # the peer refused our token or presented a wrong one
+    PROTOCOL_ERROR = "PROTOCOL_ERROR"  # the peer sent bytes that are not a valid frame here
+    IO_ERROR = "IO_ERROR"  # the socket failed
+    LOCAL = "LOCAL"  # this side closed it (a timeout, a stop, the client letting go)
 
 
 class ChannelClosed(ConnectionError):
@@ -40,7 +58,7 @@ class Channel:
 
     def __init__(
         self,
-        stream: streams.SocketStream,
+        stream: streams.Stream,
         conn: protocol.Connection,
         *,
         on_message: MessageHandler,
@@ -55,11 +73,13 @@ class Channel:
         self.on_closed = on_closed
         self.on_authenticated: Callable[[Channel], None] | None = None
         self.close_reason: str | None = None
+        self.close_kind: CloseKind | None = None
+        self.bytes_received = 0  # a connection closed with none was a probe, not an attack
         self.authenticated = conn.state is protocol.State.AUTHENTICATED
         self._send_lock = threading.Lock()
         self._reactor = reactor or reactor_mod.get_reactor()
-        self._fileno = stream.fileno()
-        self._chunk = memoryview(bytearray(READ_CHUNK))
+        self._fileno = -1  # set by start(): the socket registered with the reactor
+        self._chunk = memoryview(bytearray(READ_CHUNK if self.authenticated else HANDSHAKE_READ_CHUNK))
         self.state = (
             ChannelState.ACTIVE if conn.state is protocol.State.AUTHENTICATED else ChannelState.HANDSHAKE
         )
@@ -70,7 +90,20 @@ class Channel:
     def fileno(self) -> int:
         return self._fileno
 
+    @property
+    def prioritized(self) -> bool:
+        """Authenticated channels are read before unauthenticated ones (see the reactor)."""
+        return self.authenticated
+
     def start(self) -> None:
+        """Hand the channel to the reactor, which calls :meth:`on_readable` from then on."""
+        sock = self.stream.get_extra_info("socket")
+        if sock is None:
+            raise TypeError(
+                f"channel {self.label}: its stream has no socket for the reactor to watch; "
+                "drive an in-memory stream by calling on_readable() instead"
+            )
+        self._fileno = sock.fileno()
         self._reactor.register(self)
 
     # Writing (any thread) ---------------------------------------------------------------------
@@ -84,7 +117,7 @@ class Channel:
             with self._send_lock:
                 self.stream.write(pieces)
         except OSError as exc:
-            self.close(f"connection to {self.label} broke while sending: {exc}")
+            self.close(f"connection to {self.label} broke while sending: {exc}", CloseKind.IO_ERROR)
             raise ChannelClosed(self.close_reason or str(exc)) from exc
 
     # Reading (reactor thread) -----------------------------------------------------------------
@@ -95,19 +128,24 @@ class Channel:
         try:
             view = self.conn.receive_buffer()
             if view is not None:
-                self.conn.buffer_filled(self.stream.read_into(view))
+                n = self.stream.read_into(view)
+                self.bytes_received += n
+                self.conn.buffer_filled(n)
             else:
                 n = self.stream.read_into(self._chunk)
+                self.bytes_received += n
                 self.conn.receive_data(self._chunk[:n] if n else b"")
             self._drain_events()
         except errors.AuthenticationError as exc:
             self._flush_handshake()
-            self.close(str(exc))
+            self.close(str(exc), CloseKind.AUTH_FAILED)
         except errors.ProtocolError as exc:
             self._send_last_words(f"protocol error: {exc}")
-            self.close(f"protocol error from {self.label}: {exc}")
+            self.close(f"protocol error from {self.label}: {exc}", CloseKind.PROTOCOL_ERROR)
+        except (ConnectionResetError, BrokenPipeError) as exc:
+            self.close(f"{self.label} reset the connection: {exc}", CloseKind.PEER_LEFT)
         except OSError as exc:
-            self.close(f"connection to {self.label} failed: {exc}")
+            self.close(f"connection to {self.label} failed: {exc}", CloseKind.IO_ERROR)
 
     def _drain_events(self) -> None:
         while True:
@@ -121,10 +159,14 @@ class Channel:
                 self._flush_handshake()
                 self.authenticated = True
                 self.state = ChannelState.ACTIVE
+                self._chunk = memoryview(bytearray(READ_CHUNK))
                 if self.on_authenticated is not None:
                     self.on_authenticated(self)
             elif isinstance(event, protocol.Closed):
-                self.close(event.reason or f"{self.label} closed the connection")
+                if event.reason:  # an ERROR frame: the peer said why
+                    self.close(event.reason, CloseKind.PROTOCOL_ERROR)
+                else:
+                    self.close(f"{self.label} closed the connection", CloseKind.PEER_LEFT)
                 return
 
     def _flush_handshake(self) -> None:
@@ -144,16 +186,20 @@ class Channel:
         except OSError:
             pass
 
-    def close(self, reason: str) -> None:
-        """Close once; the close handler learns the reason."""
+    def close(self, reason: str, kind: CloseKind = CloseKind.LOCAL) -> None:
+        """Close once; the close handler learns the reason (and ``close_kind`` is set)."""
         with self._send_lock:
             if self.state is ChannelState.CLOSED:
                 return
             self.state = ChannelState.CLOSED
             self.close_reason = reason
-        self._reactor.unregister(self)
-        # Unregister runs on the reactor thread before the descriptor may be reused.
-        self._reactor.call_soon(self.stream.close) if not self._reactor.on_thread else self.stream.close()
+            self.close_kind = kind
+        if self._fileno < 0:  # never registered (an in-memory stream)
+            self.stream.close()
+        else:
+            self._reactor.unregister(self)
+            # Unregister runs on the reactor thread before the descriptor may be reused.
+            self._reactor.call_soon(self.stream.close) if not self._reactor.on_thread else self.stream.close()
         self.on_closed(self, reason)
 
 
@@ -178,26 +224,12 @@ def connect(
     """Connect and authenticate in the calling thread, then hand the channel to the reactor."""
     label = label or f"{address[0]}:{address[1]}"
     stream = opener(address, timeout)
-    sock = stream.sock
-    sock.settimeout(timeout)
+    sock = stream.get_extra_info("socket")
+    sock.settimeout(timeout)  # bounds the handshake's reads
     conn = protocol.Connection(protocol.Role.CLIENT, token)
     conn.start()
     try:
-        while conn.state is not protocol.State.AUTHENTICATED:
-            data = stream.read(4096)
-            conn.receive_data(data)
-            while True:
-                event = conn.next_event()
-                out = conn.data_to_send()
-                if out:
-                    stream.write([out])
-                if event is protocol.NEED_DATA or isinstance(event, protocol.Authenticated):
-                    break
-                if isinstance(event, protocol.Closed):
-                    raise errors.AuthenticationError(
-                        f"{label} closed the connection during the handshake"
-                        + (f": {event.reason}" if event.reason else "")
-                    )
+        handshaking.authenticate(stream, conn, label)
     except BaseException:
         stream.close()
         raise

@@ -77,6 +77,12 @@ class Future(Generic[R]):
     def done(self) -> bool:
         return self._done
 
+    def peek_raw(self) -> Any:
+        """The raw outcome as the producer set it, without decoding; None while pending, after
+        decoding, or for ``set_result``/``set_exception``. Lets a done callback classify a
+        result (e.g. a lost connection) on the I/O thread without unpickling anything."""
+        return self._raw if self._done else None
+
     def _wait(self, timeout: float | None) -> None:
         if self._done:
             return

@@ -3,27 +3,40 @@
 A peer numbers its requests, keeps the futures of those in flight, resolves them from the
 reactor when replies arrive, and fails every one of them at once when the connection drops,
 so a dead proc never leaves a caller hanging. Used by the actor layer for every call.
+
+How the proc died (its exit status, from the launcher or the API server) is added to a failed
+call's message only if it is learnt within :data:`LOSS_DETAIL_SECONDS` of the dropped
+connection: the caller's error never waits longer for the details (issue 12, item 4).
 """
 
 from __future__ import annotations
 
 import itertools
-import pickle
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from mesh_client._src.runtime import channel as channel_mod
 from mesh_client._src.runtime import futures
+from mesh_client._src.wire import envelopes
 
-# Reply status codes, the second field of a reply's header.
-OK = 0
-ERROR = 1
-LOST = 2  # produced locally: the connection dropped before the reply came
-
-NO_REPLY = 0  # the call id of one-way messages
+# Reply status codes and the one-way call id, defined with the envelopes they travel in.
+OK = envelopes.OK
+ERROR = envelopes.ERROR
+LOST = envelopes.LOST
+NO_REPLY = envelopes.NO_REPLY
 
 _ids = itertools.count(1)
+
+#: How long after the connection dropped a failed call may wait to learn how its proc died.
+LOSS_DETAIL_SECONDS = 0.03
+
+
+def is_lost(fut: futures.Future[Any]) -> bool:
+    """Whether a request's future completed because its proc's connection dropped."""
+    raw = fut.peek_raw()
+    return isinstance(raw, tuple) and len(raw) == 3 and raw[0] == LOST
 
 Address = tuple[str, int]
 Segments = Sequence[bytes | bytearray | memoryview]
@@ -41,8 +54,10 @@ class Peer:
         self._connect_lock = threading.Lock()
         self._pending: dict[int, futures.Future[Any]] = {}
         self.lost: str | None = None  # why the connection ended, once it has
-        # Asked lazily, in the caller's thread, when a call fails because the link dropped.
-        self.explain_loss: Callable[[str], str] | None = None
+        self.lost_at: float | None = None  # when (time.monotonic()) it ended
+        # Asked lazily, in the caller's thread, when a call fails because the link dropped:
+        # (reason, deadline on time.monotonic()) -> message; it must not wait past the deadline.
+        self.explain_loss: Callable[[str, float], str] | None = None
 
     def __repr__(self) -> str:
         state = "lost" if self.lost else ("connected" if self._channel else "new")
@@ -88,7 +103,7 @@ class Peer:
             self._pending[call_id] = fut
         try:
             channel = self._get_channel()
-            channel.send([pickle.dumps((call_id, *header), protocol=5), *payload])
+            channel.send(envelopes.encode_request(call_id, header, payload))
         except (OSError, channel_mod.ChannelClosed) as exc:
             self._pending.pop(call_id, None)
             fut.set_raw((LOST, self.lost or f"cannot reach {self.label}: {exc}", self))
@@ -100,12 +115,13 @@ class Peer:
         return fut
 
     def _on_message(self, channel: channel_mod.Channel, segments: list[Any]) -> None:
-        header = pickle.loads(segments[0])
-        fut = self._pending.pop(header[0], None)
+        reply = envelopes.decode_reply(segments)  # MalformedMessage closes the channel
+        fut = self._pending.pop(reply.call_id, None)
         if fut is not None:
-            fut.set_raw((header[1], segments[1:], header))
+            fut.set_raw((reply.status, reply.payload, reply.header))
 
     def _on_closed(self, channel: channel_mod.Channel, reason: str) -> None:
+        self.lost_at = time.monotonic()
         self.lost = reason
         self._fail_pending()
 
@@ -118,9 +134,12 @@ class Peer:
             fut.set_raw((LOST, self.lost, self))
 
     def describe_loss(self, reason: str) -> str:
+        """The message of a call failed by the lost link: the owner's story of the proc's end
+        if it knows it by :data:`LOSS_DETAIL_SECONDS` after the loss, else what it knows then."""
         if self.explain_loss is not None:
+            deadline = (self.lost_at or time.monotonic()) + LOSS_DETAIL_SECONDS
             try:
-                return self.explain_loss(reason)
+                return self.explain_loss(reason, deadline)
             except Exception:
                 pass
         return reason

@@ -1,4 +1,7 @@
-"""The byte stream under a connection: five methods, so tests can replay chunks without a socket."""
+"""The byte stream under a connection: five methods, so tests can replay chunks without a socket.
+
+``get_extra_info("socket")`` is how the reactor finds what to watch; an in-memory stream has none.
+"""
 
 from __future__ import annotations
 
@@ -26,9 +29,6 @@ class SocketStream:
         self.sock = sock
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def fileno(self) -> int:
-        return self.sock.fileno()
 
     def read(self, max_bytes: int) -> bytes:
         return self.sock.recv(max_bytes)
@@ -75,6 +75,15 @@ class MockStream:
         self._chunks = list(chunks)
         self.written = bytearray()
         self.closed = False
+
+    def feed(self, *chunks: bytes) -> None:
+        """More bytes from the peer, for a test that answers what the other side wrote."""
+        self._chunks.extend(chunks)
+
+    @property
+    def pending(self) -> int:
+        """Chunks not read yet; reading with none left gives end of stream."""
+        return len(self._chunks)
 
     def read(self, max_bytes: int) -> bytes:
         if not self._chunks:

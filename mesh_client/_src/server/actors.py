@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import pickle
 import queue
 import sys
 import threading
@@ -22,7 +21,7 @@ from mesh_client._src.actor.shape import Extent, Point
 from mesh_client._src.runtime import peers
 from mesh_client._src.runtime.channel import Channel, ChannelClosed
 from mesh_client._src.server import logs
-from mesh_client._src.wire import serialization
+from mesh_client._src.wire import envelopes, serialization
 
 Work = tuple[int, Channel, tuple[Any, ...], list[Any]]
 
@@ -32,7 +31,7 @@ def reply(channel: Channel, call_id: int, status: int, payload: list[Any]) -> No
     if call_id == peers.NO_REPLY:
         return
     try:
-        channel.send([pickle.dumps((call_id, status), protocol=5), *payload])
+        channel.send(envelopes.encode_reply(call_id, status, payload))
     except ChannelClosed:
         pass
 

@@ -1,14 +1,20 @@
-"""The proc server's settings, read from ``PROCMESH_*`` environment variables (pure, testable)."""
+"""The proc server's settings, read from ``PROCMESH_*`` environment variables (pure, testable).
+
+The variables themselves are the contract's (:mod:`mesh_client._src.contract`); this module adds
+what only the server needs: reading the token file and the defaults of its own bounds.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping
+from typing import TypeVar
 
+from mesh_client._src import contract
 from mesh_client._src.wire import protocol
 
-DEFAULT_PORT = 26600
+DEFAULT_MAX_UNAUTHENTICATED = 256
+DEFAULT_HANDSHAKE_TIMEOUT_SECONDS = 10.0
 
 
 class ConfigError(ValueError):
@@ -28,69 +34,59 @@ class ServerConfig:
     memory_fraction: float | None = None
     sys_path: tuple[str, ...] = ()
     max_message_bytes: int = protocol.DEFAULT_MAX_MESSAGE_BYTES
+    # The pre-authentication budget: connections still in the handshake, and their deadline.
+    max_unauthenticated: int = DEFAULT_MAX_UNAUTHENTICATED
+    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT_SECONDS
 
 
 def from_env(env: Mapping[str, str]) -> ServerConfig:
-    """Build the settings; raise ConfigError with the variable's name on bad input."""
-    token = _token(env)
-    port = _int(env, "PROCMESH_PORT", DEFAULT_PORT)
-    if not 0 <= port <= 65535:
-        raise ConfigError(f"PROCMESH_PORT={port} is not a TCP port (0 picks a free one)")
-    fraction = env.get("PROCMESH_MEMORY_FRACTION")
-    memory_fraction = None
-    if fraction:
-        try:
-            memory_fraction = float(fraction)
-        except ValueError:
-            raise ConfigError(f"PROCMESH_MEMORY_FRACTION={fraction!r} is not a number") from None
-        if not 0 < memory_fraction <= 1:
-            raise ConfigError(f"PROCMESH_MEMORY_FRACTION={fraction} must be in (0, 1]")
-    coords_text = env.get("PROCMESH_COORDS", "")
+    """Build the settings; raise ConfigError with the variable's name on bad input.
+
+    The variables are parsed by :func:`mesh_client._src.contract.parse_proc_env`, the same
+    contract the operator renders pods with; here the token is read and defaults applied.
+    """
     try:
-        coords = json.loads(coords_text) if coords_text else {}
-    except json.JSONDecodeError:
-        raise ConfigError(f"PROCMESH_COORDS={coords_text!r} is not a JSON object") from None
-    ready = env.get("PROCMESH_READY_FD")
-    path = env.get("PROCMESH_SYS_PATH")
+        proc = contract.parse_proc_env(env)
+    except contract.ContractError as exc:
+        raise ConfigError(str(exc)) from None
     return ServerConfig(
-        host=env.get("PROCMESH_LISTEN_HOST", "127.0.0.1"),
-        port=port,
-        token=token,
-        mesh=env.get("PROCMESH_MESH", ""),
-        rank=_int(env, "PROCMESH_RANK", 0),
-        coords=coords,
-        ready_fd=int(ready) if ready else None,
-        lifeline=env.get("PROCMESH_LIFELINE") == "stdin",
-        memory_fraction=memory_fraction,
-        sys_path=tuple(json.loads(path)) if path else (),
-        max_message_bytes=_int(env, "PROCMESH_MAX_MESSAGE_BYTES", protocol.DEFAULT_MAX_MESSAGE_BYTES),
+        host=proc.listen_host or "127.0.0.1",
+        port=proc.port,
+        token=_token(proc),
+        mesh=proc.mesh,
+        rank=proc.rank,
+        coords=dict(proc.coords),
+        ready_fd=proc.ready_fd,
+        lifeline=proc.lifeline,
+        memory_fraction=proc.memory_fraction,
+        sys_path=proc.sys_path,
+        max_message_bytes=_or(proc.max_message_bytes, protocol.DEFAULT_MAX_MESSAGE_BYTES),
+        max_unauthenticated=_or(proc.max_unauthenticated, DEFAULT_MAX_UNAUTHENTICATED),
+        handshake_timeout=_or(proc.handshake_timeout_seconds, DEFAULT_HANDSHAKE_TIMEOUT_SECONDS),
     )
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
-    value = env.get(name)
-    if not value:
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(f"{name}={value!r} is not an integer") from None
+_T = TypeVar("_T")
 
 
-def _token(env: Mapping[str, str]) -> bytes:
-    if env.get("PROCMESH_TOKEN"):
-        return env["PROCMESH_TOKEN"].encode()
-    path = env.get("PROCMESH_TOKEN_FILE")
+def _or(value: _T | None, default: _T) -> _T:
+    return default if value is None else value
+
+
+def _token(proc: contract.ProcEnv) -> bytes:
+    if proc.token:
+        return proc.token.encode()
+    path = proc.token_file
     if path:
         try:
             with open(path, "rb") as f:
                 token = f.read().strip()
         except OSError as exc:
-            raise ConfigError(f"PROCMESH_TOKEN_FILE={path}: cannot read the mesh token: {exc}") from None
+            raise ConfigError(f"{contract.TOKEN_FILE}={path}: cannot read the mesh token: {exc}") from None
         if token:
             return token
-        raise ConfigError(f"PROCMESH_TOKEN_FILE={path} is empty")
+        raise ConfigError(f"{contract.TOKEN_FILE}={path} is empty")
     raise ConfigError(
-        "no mesh token: set PROCMESH_TOKEN or PROCMESH_TOKEN_FILE; the proc server never accepts "
+        f"no mesh token: set {contract.TOKEN} or {contract.TOKEN_FILE}; the proc server never accepts "
         "unauthenticated connections"
     )

@@ -1,7 +1,13 @@
-"""Accepting connections and routing their messages to actors, on the reactor thread.
+"""Admitting connections and routing their messages to actors, on the reactor thread.
 
 Nothing here blocks or runs user code: a CALL or SPAWN is queued for the actor's thread
 (:mod:`.actors`), BOOTSTRAP runs on a worker thread, DESCRIBE and STOP are answered at once.
+
+Before a peer proves it holds the token it gets a budget, not a blank cheque: at most
+``max_unauthenticated`` such connections at once (more are closed at once), a small read
+buffer (:mod:`mesh_client._src.runtime.channel`), a handshake deadline whose timer is cancelled
+when the channel closes, and refusals that are logged at a rate limit (:mod:`.throttling`).
+Sockets come from :mod:`.accepting`, which also survives descriptor exhaustion.
 """
 
 from __future__ import annotations
@@ -9,21 +15,20 @@ from __future__ import annotations
 import collections
 import json
 import os
-import pickle
 import socket
-import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mesh_client._src.actor import messages, ports
 from mesh_client._src.runtime import peers, reactor, streams
-from mesh_client._src.runtime.channel import Channel, ChannelState
-from mesh_client._src.server import gpu
+from mesh_client._src.runtime.channel import Channel, ChannelState, CloseKind
+from mesh_client._src.server import accepting, gpu, throttling
 from mesh_client._src.server.actors import ENDED_KEPT, ActorRunner, reply
-from mesh_client._src.wire import protocol, serialization
+from mesh_client._src.wire import envelopes, protocol, serialization
 
 HANDSHAKE_TIMEOUT = 10.0
+MAX_UNAUTHENTICATED = 256
 
 
 class ProcServer:
@@ -38,7 +43,13 @@ class ProcServer:
         on_stop: Callable[[], None],
         this_proc: Any = None,
         max_message_bytes: int = protocol.DEFAULT_MAX_MESSAGE_BYTES,
+        max_unauthenticated: int = MAX_UNAUTHENTICATED,
+        handshake_timeout: float = HANDSHAKE_TIMEOUT,
+        log_period: float = 10.0,
+        also_listening: Sequence[socket.socket] = (),
     ) -> None:
+        if max_unauthenticated < 1:
+            raise ValueError(f"max_unauthenticated={max_unauthenticated}: at least 1 connection must be able to authenticate")
         self.listener = listener
         self.token = token
         self.identity = identity
@@ -49,64 +60,95 @@ class ProcServer:
         # Actors that ended (stopped or failed) -> (report, failed), so late calls learn why.
         self.ended: collections.OrderedDict[str, tuple[str, bool]] = collections.OrderedDict()
         self.channels: set[Channel] = set()
+        # Channels still in the handshake, each with the timer that closes it at its deadline.
+        self.handshaking: dict[Channel, reactor.Timer] = {}
+        self.max_unauthenticated = max_unauthenticated
+        self.handshake_timeout = handshake_timeout
         self.reactor = reactor.get_reactor()
-        listener.setblocking(False)
+        self.refusals = throttling.RateLimitedLog("refused connections", self.reactor.call_later, period=log_period)
+        self.drops = throttling.RateLimitedLog("dropped connections", self.reactor.call_later, period=log_period)
+        accept_failures = throttling.RateLimitedLog("accept() failures", self.reactor.call_later, period=log_period)
+        # The pod IP's listener first; others (the pod's own loopback) share its budgets.
+        self.acceptors = [accepting.Acceptor(sock, self.reactor, self._admit, log=accept_failures)
+                          for sock in (listener, *also_listening)]
 
     def __repr__(self) -> str:
         host, port = self.listener.getsockname()[:2]
-        return f"<ProcServer {host}:{port}, {len(self.actors)} actors, {len(self.channels)} connections>"
+        return (
+            f"<ProcServer {host}:{port}, {len(self.actors)} actors, {len(self.channels)} connections"
+            f" ({len(self.handshaking)} authenticating)>"
+        )
 
     def start(self) -> None:
-        self.reactor.register(self)
-
-    def fileno(self) -> int:
-        return self.listener.fileno()
+        for acceptor in self.acceptors:
+            acceptor.start()
 
     # Connections -----------------------------------------------------------------------------
 
-    def on_readable(self) -> None:
-        try:
-            sock, peer = self.listener.accept()
-        except (BlockingIOError, InterruptedError):
+    def _admit(self, sock: socket.socket, peer: tuple[str, int]) -> None:
+        if len(self.handshaking) >= self.max_unauthenticated:
+            sock.close()
+            self.refusals.note(
+                f"procmesh: refused connection from {peer[0]}:{peer[1]}: {self.max_unauthenticated} connections"
+                " are already authenticating (PROCMESH_MAX_UNAUTHENTICATED)"
+            )
             return
         sock.setblocking(True)
+        channel = self.open_channel(streams.SocketStream(sock), f"{peer[0]}:{peer[1]}")
+        if channel.state is not ChannelState.CLOSED:
+            channel.start()
+
+    def open_channel(self, stream: streams.Stream, label: str) -> Channel:
+        """A server channel over ``stream`` with its HELLO sent and its handshake deadline set;
+        :meth:`_admit` then hands it to the reactor (tests drive in-memory ones directly)."""
         conn = protocol.Connection(protocol.Role.SERVER, self.token, max_message_bytes=self.max_message_bytes)
         channel = Channel(
-            streams.SocketStream(sock),
+            stream,
             conn,
             on_message=self._on_message,
             on_closed=self._on_closed,
-            label=f"{peer[0]}:{peer[1]}",
+            label=label,
             reactor=self.reactor,
         )
+        channel.on_authenticated = self._authenticated
         self.channels.add(channel)
+        # The timer's only reference to the channel goes when it is cancelled (on close).
+        self.handshaking[channel] = self.reactor.call_later(self.handshake_timeout, lambda: self._expire(channel))
         conn.start()
         channel._flush_handshake()
-        channel.start()
-        self.reactor.call_later(HANDSHAKE_TIMEOUT, lambda: self._expire(channel))
+        return channel
 
     def _expire(self, channel: Channel) -> None:
         if channel.state is ChannelState.HANDSHAKE:
-            channel.close("no authentication within the handshake timeout")
+            channel.close(f"no authentication within {self.handshake_timeout:g} s")
+
+    def _authenticated(self, channel: Channel) -> None:
+        timer = self.handshaking.pop(channel, None)
+        if timer is not None:
+            timer.cancel()
 
     def _on_closed(self, channel: Channel, reason: str) -> None:
         self.channels.discard(channel)
-        if "closed the connection" in reason:
-            return  # a readiness probe, or a client that left
+        timer = self.handshaking.pop(channel, None)
+        if timer is not None:
+            timer.cancel()
+        kind = channel.close_kind
         if not channel.authenticated:
-            print(f"procmesh: refused connection from {channel.label}: {reason}", file=sys.stderr)
-        elif reason.startswith("protocol error"):
-            print(f"procmesh: dropped connection from {channel.label}: {reason}", file=sys.stderr)
+            if channel.bytes_received == 0 and kind in (CloseKind.PEER_LEFT, CloseKind.IO_ERROR):
+                return  # a TCP connect and close (a readiness or liveness probe): not a refusal
+            self.refusals.note(f"procmesh: refused connection from {channel.label}: {reason}")
+        elif kind is CloseKind.PROTOCOL_ERROR:
+            self.drops.note(f"procmesh: dropped connection from {channel.label}: {reason}")
 
     # Messages --------------------------------------------------------------------------------
 
     def _on_message(self, channel: Channel, segments: list[Any]) -> None:
-        header = pickle.loads(segments[0])
-        call_id, op = header[0], header[1]
+        request = envelopes.decode_request(segments)  # MalformedMessage closes the channel
+        header, call_id, op, payload = request.header, request.call_id, request.op, request.payload
         if op == messages.CALL:
             runner = self.actors.get(header[2])
             if runner is not None:
-                runner.submit((call_id, channel, header, segments[1:]))
+                runner.submit((call_id, channel, header, payload))
             elif header[2] in self.ended:
                 reply(channel, call_id, messages.DEAD, [self.ended[header[2]][0].encode()])
             else:
@@ -123,17 +165,17 @@ class ProcServer:
             actor_id = header[2]
             runner = ActorRunner(actor_id, header[3], self._actor_exited, self.this_proc)
             self.actors[actor_id] = runner
-            runner.submit((call_id, channel, header, segments[1:]))
+            runner.submit((call_id, channel, header, payload))
         elif op == messages.STOP_ACTOR:
             runner = self.actors.get(header[2])
             if runner is None:
                 reply(channel, call_id, peers.OK, [])
             else:
-                runner.submit((call_id, channel, header, segments[1:]))
+                runner.submit((call_id, channel, header, payload))
         elif op == messages.PORT_SEND:
-            ports.deliver(header[2], header[3], segments[1:])
+            ports.deliver(header[2], header[3], payload)
         elif op == messages.BOOTSTRAP:
-            threading.Thread(target=self._bootstrap, args=(channel, call_id, segments[1:]), daemon=True).start()
+            threading.Thread(target=self._bootstrap, args=(channel, call_id, payload), daemon=True).start()
         elif op == messages.DESCRIBE:
             description = dict(self.identity, pid=os.getpid(), gpu=gpu.visible_gpu(), actors=len(self.actors))
             reply(channel, call_id, peers.OK, [json.dumps(description).encode()])

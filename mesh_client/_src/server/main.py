@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import signal
@@ -22,12 +23,13 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None)
     if cfg.memory_fraction is not None:
         gpu.apply_memory_fraction(cfg.memory_fraction)
 
-    family = socket.AF_INET6 if ":" in cfg.host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind((cfg.host, cfg.port))
-    listener.listen(256)
+    listener = _listen(cfg.host, cfg.port)
     host, port = listener.getsockname()[:2]
+    # A pod's port-forward (containerd, CRI-O) dials localhost inside the pod's network namespace,
+    # so a proc bound to its pod IP also listens on the pod's own loopback. Not where the "pod IP"
+    # is itself a loopback address (local procs, the test cluster's process node): that loopback
+    # is the host's, shared by every proc on it.
+    also = [] if _is_loopback_or_any(host) else [_listen("127.0.0.1", port)]
 
     stopping = threading.Event()
     this_proc = _this_proc_mesh(cfg, host, port)
@@ -38,6 +40,9 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None)
         on_stop=stopping.set,
         this_proc=this_proc,
         max_message_bytes=cfg.max_message_bytes,
+        max_unauthenticated=cfg.max_unauthenticated,
+        handshake_timeout=cfg.handshake_timeout,
+        also_listening=also,
     )
     server.start()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
@@ -62,6 +67,20 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None)
     server.actors.clear()
     finalizing.finalize()  # module-level finalizers run, as when a Monarch proc ends
     return 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((host, port))
+    listener.listen(1024)
+    return listener
+
+
+def _is_loopback_or_any(host: str) -> bool:
+    address = ipaddress.ip_address(host)
+    return address.is_loopback or address.is_unspecified
 
 
 def _watch_lifeline(stopping: threading.Event) -> None:

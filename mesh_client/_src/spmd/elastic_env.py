@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-HOSTS = "hosts"
+from mesh_client._src import contract
 
 
 def torchelastic_env(
@@ -27,13 +27,11 @@ def torchelastic_env(
     """The variables torchrun's elastic agent sets for one worker (never an agent store)."""
     if not labels:
         labels, sizes, coords = ["rank"], [1], {"rank": 0}
-    rank = 0
-    for label, size in zip(labels, sizes):
-        rank = rank * size + coords[label]
+    rank = contract.ravel([coords[label] for label in labels], sizes)
     world = math.prod(sizes)
     local = labels[-1]
-    hosts = dict(zip(labels, sizes)).get(HOSTS, 1) if local != HOSTS else 1
-    group_rank = coords.get(HOSTS, 0) if local != HOSTS else 0
+    hosts = dict(zip(labels, sizes)).get(contract.HOSTS_DIM, 1) if local != contract.HOSTS_DIM else 1
+    group_rank = coords.get(contract.HOSTS_DIM, 0) if local != contract.HOSTS_DIM else 0
     return {
         "RANK": str(rank),
         "LOCAL_RANK": str(coords[local]),

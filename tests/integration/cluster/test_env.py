@@ -42,7 +42,7 @@ def test_container_sees_the_declared_env(cluster, kube, namespace):
     assert env["POD_NAME"] == "env" and env["POD_NAMESPACE"] == namespace
     assert env["POD_UID"] == done.metadata.uid
     assert env["POD_IP"] == done.status.pod_ip and env["POD_IP"].startswith("127.")
-    assert env["NODE_NAME"] == "node-0"
+    assert env["NODE_NAME"] == done.spec.node_name and env["NODE_NAME"]
     assert env["APP"] == "demo" and env["NOTE"] == "n1"
     assert env["TOKEN"] == "s3cret" and env["LEVEL"] == "debug"
     # In-cluster configuration points at the apiserver on loopback.

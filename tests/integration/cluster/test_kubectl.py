@@ -41,7 +41,7 @@ def test_get_pods_shows_a_running_pod_with_its_ip_and_node(cluster, kube, namesp
     header, row = lines[0].split(), lines[1].split()
     assert header[:5] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
     assert row[:4] == ["web", "1/1", "Running", "0"]
-    assert pod.status.pod_ip in row and "node-0" in row
+    assert pod.status.pod_ip in row and pod.spec.node_name in row
 
 
 def test_logs_shows_what_the_container_printed(cluster, kube, namespace):

@@ -23,7 +23,7 @@ def test_pod_runs_its_command_and_succeeds(cluster, kube, namespace):
     assert done.status.phase == "Succeeded"
     state = done.status.container_statuses[0].state.terminated
     assert state.exit_code == 0 and state.reason == "Completed"
-    assert done.spec.node_name == "node-0"
+    assert done.spec.node_name in {n.name for n in cluster.nodes()}  # bound by the scheduler
     assert testing.pod_output(cluster, namespace, "hello") == "hello from ['a', 'b']\n"
 
 

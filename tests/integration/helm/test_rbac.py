@@ -1,4 +1,5 @@
-"""The chart's RBAC is enough, and every rule matters: remove one and the loss shows.
+"""The chart's RBAC is enough, and every rule matters: remove one and the loss shows. And it is
+no more: the operator reads no Secret and can bind no Role (issue 12).
 
 Installed in namespaced mode (a Role and a RoleBinding per watched namespace). A helm
 post-renderer (drop_rule.py) takes one permission out of the operator's roles; the operator must
@@ -53,7 +54,40 @@ def test_namespaced_install_reconciles_a_mesh(cluster, release, custom):
     assert outside == "no"
 
 
-@pytest.mark.parametrize("resource,verb", [("secrets", "create"), ("pods", "create")])
+def test_operator_creates_mesh_roles_but_reads_no_secret_and_binds_nothing(cluster, release,
+                                                                            custom):
+    create_mesh(custom, WATCHED, "inert")
+    wait_ready(custom, WATCHED, "inert")  # its access Role was created (the reconcile needs it)
+    rules = kubectl(cluster, "get", "role", "inert-procmesh-access", "-n", WATCHED, "-o",
+                    "jsonpath={.rules[1].resources[0]}:{.rules[1].resourceNames[0]}").stdout
+    assert rules == "secrets:inert-token"
+    # ... a grant of `get` on a Secret that the operator itself may not get: that is escalate.
+    for verb, resource in [("get", "secrets"), ("list", "secrets"), ("watch", "secrets"),
+                           ("create", "rolebindings"), ("bind", "roles"), ("update", "roles"),
+                           ("patch", "roles"), ("delete", "roles")]:
+        assert not can_i(cluster, verb, resource), f"the operator may {verb} {resource}"
+    refused = kubectl(cluster, "create", "rolebinding", "self-grant", "-n", WATCHED,
+                      "--role=inert-procmesh-access", f"--user={OPERATOR_USER}",
+                      "--as", OPERATOR_USER, check=False)
+    assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused.stderr
+
+
+def test_without_escalate_the_mesh_role_is_refused(cluster, release, core, custom, tmp_path):
+    support.install(cluster, "namespaced.yaml",
+                    extra=support.post_renderer(tmp_path, "roles", "escalate"))
+    try:
+        create_mesh(custom, WATCHED, "no-escalate")
+        mesh = wait_condition(custom, WATCHED, "no-escalate", "Degraded", "True")
+        message = condition(mesh, "Degraded")["message"]
+        assert "403" in message and "not currently held" in message, message
+        assert not mesh_pods(core, WATCHED, "no-escalate")
+    finally:
+        support.install(cluster, "namespaced.yaml")
+    wait_ready(custom, WATCHED, "no-escalate")
+
+
+@pytest.mark.parametrize("resource,verb", [("secrets", "create"), ("roles", "create"),
+                                           ("pods", "create")])
 def test_missing_rule_shows_as_403_in_the_mesh_status(cluster, release, core, custom, tmp_path,
                                                       resource, verb):
     support.install(cluster, "namespaced.yaml",

@@ -5,7 +5,8 @@ Aspects:
 - a wrong value fails at template time with a message that names it (values.schema.json);
 - every manifest rendered from every values file passes a server-side dry run;
 - the rendered CRD is crds/procmesh.yaml, with the keep annotation only when asked;
-- namespaced mode grants nothing namespaced cluster-wide.
+- namespaced mode grants nothing namespaced cluster-wide;
+- the client role reads no Secret; the admission policy is on unless turned off.
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ def test_namespaced_mode_is_namespaced(cluster):
     assert roles == {(ns, support.FULLNAME) for ns in ("team-a", "team-b")}
     cluster_rules = [r for d in docs if d["kind"] == "ClusterRole" for r in d["rules"]]
     granted = {res for r in cluster_rules for res in r["resources"]}
-    assert granted == {"customresourcedefinitions", "namespaces"}  # read-only, for kopf
+    # read-only: for kopf, and nodes for node loss (the operator's node watch)
+    assert granted == {"customresourcedefinitions", "namespaces", "nodes"}
     assert all(set(r["verbs"]) <= {"list", "watch"} for r in cluster_rules)
     [deployment] = [d for d in docs if d["kind"] == "Deployment"]
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -89,3 +91,24 @@ def test_namespaced_mode_is_namespaced(cluster):
     assert "--all-namespaces" not in args
     peerings = [d for d in docs if d["kind"] == "KopfPeering"]
     assert {p["metadata"]["namespace"] for p in peerings} == {"team-a", "team-b"}
+
+
+def _client_grants(docs: list[dict]) -> set[tuple[str, str]]:
+    [role] = [d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith("-client")]
+    return {(res, verb) for r in role["rules"] for res in r["resources"] for verb in r["verbs"]}
+
+
+def test_client_role_reads_no_secret_and_creates_pods_and_secrets_only_together(cluster):
+    plain = _client_grants(support.render(cluster, "ha.yaml"))
+    assert not {g for g in plain if g[0] == "secrets"}
+    assert ("pods", "create") not in plain and ("pods/portforward", "create") in plain
+    creating = _client_grants(support.render(cluster, "ha.yaml",
+                                             sets={"rbac.clientRole.createMeshes": True}))
+    assert creating - plain == {("pods", "create"), ("secrets", "create")}
+
+
+def test_admission_policy_is_on_by_default(cluster):
+    kinds = [d["kind"] for d in support.render(cluster)]
+    assert {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= set(kinds)
+    kinds = [d["kind"] for d in support.render(cluster, sets={"admissionPolicy.enabled": False})]
+    assert "ValidatingAdmissionPolicy" not in kinds

@@ -49,4 +49,5 @@ def test_unreadable_token_names_the_missing_permission(cluster, kube, custom, na
     with testing.service_account_client(cluster, kube, namespace, "viewer", rules) as as_viewer:
         with pytest.raises(MeshAccessDenied) as info:
             attach("private", namespace, api_client=as_viewer, timeout=120)
-    assert f"'get' permission on secrets in namespace {namespace}" in str(info.value)
+    assert "--role=private-procmesh-access" in str(info.value)
+    assert "'get' on secrets private-token" in str(info.value)

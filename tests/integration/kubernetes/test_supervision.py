@@ -71,7 +71,7 @@ def test_a_controller_attaches_to_pods_as_monarch_workers(kube, custom, namespac
     api = api_mod.KubeApi(kube, namespace)
     mesh = wait_ready(api, "workers", 120, progress=False)
     addresses = [f"tcp://{p['address']}" for p in sorted(mesh["status"]["procs"], key=lambda p: p["rank"])]
-    token = api.read_token("workers-token")
+    token = api.read_token("workers", api_mod.token_secret_name(mesh))
     hosts = attach_to_workers(name="pods", ca="trust_all_connections", workers=addresses, token=token)
     procs = hosts.spawn_procs(per_host={"gpus": 2})
     assert procs.sizes == {"hosts": 2, "gpus": 2}

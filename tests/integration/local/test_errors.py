@@ -74,7 +74,10 @@ def test_kill_9_fails_pending_and_later_calls_promptly(launch):
         with pytest.raises(SupervisionError) as info:
             pending.get(timeout=30)
         assert time.monotonic() - started < 30
-        assert "victim[gpus=1]" in str(info.value) and "killed by SIGKILL" in str(info.value)
+        first = str(info.value)  # how it died, if the launcher knew soon enough
+        assert "victim[gpus=1]" in first
+        assert "killed by SIGKILL" in first or "exit status was not known yet" in first
+        mesh._group.owner.processes[1].wait(timeout=30)
         with pytest.raises(SupervisionError, match="killed by SIGKILL"):
             doomed.echo.call_one(1).get(timeout=30)
         with pytest.raises(SupervisionError, match="victim\\[gpus=1\\]"):

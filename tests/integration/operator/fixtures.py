@@ -10,16 +10,19 @@ from typing import Any
 
 import pytest
 
-from tests.cluster import controlplane
+from tests.cluster import controlplane, testing
 from tests.cluster.process_node.config import NodeConfig
-from tests.integration.operator.support import GPU_NODE, ROOT, OperatorProcess, kubectl
+from tests.integration.operator.support import (
+    GPU_NODE,
+    OperatorProcess,
+    install_crd,
+    operator_with_crd,
+)
 
 
 @pytest.fixture(scope="session")
 def crd(cluster: controlplane.Cluster) -> None:
-    kubectl(cluster, "apply", "-f", str(ROOT / "crds" / "procmesh.yaml"))
-    kubectl(cluster, "wait", "--for=condition=Established", "--timeout=60s",
-            "crd/procmeshes.procmesh.io")
+    install_crd(cluster.kubeconfig)
 
 
 @pytest.fixture(scope="session")
@@ -32,12 +35,8 @@ def gpu_node(cluster: controlplane.Cluster) -> str:
 @pytest.fixture(scope="session")
 def operator(cluster: controlplane.Cluster, crd: None, gpu_node: str,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    op = OperatorProcess(cluster, tmp_path_factory.mktemp("operator"))
-    op.start()
-    try:
+    with operator_with_crd(cluster.kubeconfig, tmp_path_factory.mktemp("operator")) as op:
         yield op
-    finally:
-        op.stop()
 
 
 @pytest.fixture
@@ -59,7 +58,6 @@ def core(kube: Any) -> Any:
 @pytest.fixture
 def devices_free(core: Any) -> None:
     """Budgets are cluster-wide: wait until earlier tests' pinned procs are gone."""
-    from tests.cluster import testing
 
     def free() -> bool:
         pods = core.list_pod_for_all_namespaces(label_selector="procmesh.io/mesh").items

@@ -1,11 +1,12 @@
-"""Helpers for the operator's integration tests: kubectl, the operator subprocess, mesh
-manifests, level-based waits on conditions, the client's describe call. Fixtures are in
-conftest.py next to this file.
+"""Helpers for the operator's integration tests: kubectl, the CRD and the operator subprocess
+(the one helper for them, also used by tests/gpu and benchmarks/), mesh manifests, level-based
+waits on conditions, the client's describe call. Fixtures are in fixtures.py next to this file.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import pathlib
@@ -13,8 +14,10 @@ import signal
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
+from mesh_client._src import contract
 from tests.cluster import controlplane, testing
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -30,11 +33,53 @@ def kubectl(cluster: controlplane.Cluster, *args: str, input: str | None = None,
     return result
 
 
+CRD_NAME = f"{contract.PLURAL}.{contract.GROUP}"
+
+
+def install_crd(kubeconfig: pathlib.Path) -> None:
+    """Create (or update) the ProcMesh CRD and wait until it is Established. Through the API,
+    not kubectl, so it works where only the cluster binaries are (the device machine)."""
+    import yaml
+    from kubernetes import client, config
+
+    body = yaml.safe_load((ROOT / "crds" / "procmesh.yaml").read_text())
+    with config.new_client_from_config(str(kubeconfig)) as api:
+        ext = client.ApiextensionsV1Api(api)
+        try:
+            ext.create_custom_resource_definition(body)
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
+            body["metadata"]["resourceVersion"] = \
+                ext.read_custom_resource_definition(CRD_NAME).metadata.resource_version
+            ext.replace_custom_resource_definition(CRD_NAME, body)
+
+        def established() -> bool:
+            conditions = ext.read_custom_resource_definition(CRD_NAME).status.conditions or []
+            return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+        testing.wait_for(established, "the ProcMesh CRD Established")
+
+
+@contextlib.contextmanager
+def operator_with_crd(kubeconfig: pathlib.Path, folder: pathlib.Path,
+                      *extra: str) -> Iterator[OperatorProcess]:
+    """The CRD installed and the operator running (``extra``: its command-line arguments);
+    the operator is stopped on exit, the CRD left in place."""
+    install_crd(kubeconfig)
+    operator = OperatorProcess(kubeconfig, folder)
+    operator.start(*extra)
+    try:
+        yield operator
+    finally:
+        operator.stop()
+
+
 class OperatorProcess:
     """The operator as a subprocess; stop/start/kill like a pod would be."""
 
-    def __init__(self, cluster: controlplane.Cluster, folder: pathlib.Path) -> None:
-        self.cluster = cluster
+    def __init__(self, kubeconfig: pathlib.Path, folder: pathlib.Path) -> None:
+        self.kubeconfig = kubeconfig
         self.folder = folder
         self.proc: subprocess.Popen[bytes] | None = None
         self.runs = 0
@@ -45,7 +90,8 @@ class OperatorProcess:
     def log(self) -> pathlib.Path:
         return self.folder / f"operator-{self.runs}.log"
 
-    def start(self) -> None:
+    def start(self, *extra: str) -> None:
+        """Start (again), with extra command-line arguments for this run only."""
         self.runs += 1
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "operator"),
@@ -53,9 +99,9 @@ class OperatorProcess:
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "procmesh_operator", "--all-namespaces", "--standalone",
-                 "--kubeconfig", str(self.cluster.kubeconfig),
+                 "--kubeconfig", str(self.kubeconfig),
                  "--liveness", f"http://127.0.0.1:{self.liveness_port}/healthz",
-                 "--metrics-port", str(self.metrics_port), "--log-format", "json"],
+                 "--metrics-port", str(self.metrics_port), "--log-format", "json", *extra],
                 stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
         testing.wait_for(self.healthy, "operator liveness endpoint")
 
@@ -85,23 +131,23 @@ class OperatorProcess:
 
 def mesh_manifest(name: str, **spec: Any) -> dict[str, Any]:
     spec.setdefault("perHost", [{"name": "procs", "size": 2}])
-    return {"apiVersion": "procmesh.io/v1alpha1", "kind": "ProcMesh",
+    return {"apiVersion": contract.API_VERSION, "kind": contract.KIND,
             "metadata": {"name": name}, "spec": spec}
 
 
 def create_mesh(custom: Any, namespace: str, name: str, **spec: Any) -> dict[str, Any]:
     return custom.create_namespaced_custom_object(
-        "procmesh.io", "v1alpha1", namespace, "procmeshes", mesh_manifest(name, **spec))
+        contract.GROUP, contract.VERSION, namespace, contract.PLURAL, mesh_manifest(name, **spec))
 
 
 def get_mesh(custom: Any, namespace: str, name: str) -> dict[str, Any]:
-    return custom.get_namespaced_custom_object("procmesh.io", "v1alpha1", namespace,
-                                               "procmeshes", name)
+    return custom.get_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace,
+                                               contract.PLURAL, name)
 
 
 def patch_mesh(custom: Any, namespace: str, name: str, spec: dict[str, Any]) -> None:
-    custom.patch_namespaced_custom_object("procmesh.io", "v1alpha1", namespace, "procmeshes",
-                                          name, {"spec": spec})
+    custom.patch_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace,
+                                          contract.PLURAL, name, {"spec": spec})
 
 
 def condition(mesh: dict[str, Any], type_: str) -> dict[str, Any]:
@@ -128,12 +174,12 @@ def wait_ready(custom: Any, namespace: str, name: str) -> dict[str, Any]:
 
 
 def mesh_pods(core: Any, namespace: str, name: str) -> list[Any]:
-    return core.list_namespaced_pod(namespace, label_selector=f"procmesh.io/mesh={name}").items
+    return core.list_namespaced_pod(namespace, label_selector=contract.mesh_label_selector(name)).items
 
 
 def token(core: Any, namespace: str, name: str) -> bytes:
-    secret = core.read_namespaced_secret(f"{name}-token", namespace)
-    return base64.b64decode(secret.data["token"])
+    secret = core.read_namespaced_secret(contract.secret_name(name), namespace)
+    return base64.b64decode(secret.data[contract.TOKEN_KEY])
 
 
 def describe(address: str, token_: bytes) -> dict[str, Any]:
@@ -155,3 +201,12 @@ def env_of(pod: Any) -> dict[str, str]:
 
 def dump(obj: Any) -> str:
     return json.dumps(obj, indent=1, default=str)
+
+
+def kill_proc(address: str, token_: bytes) -> None:
+    """Kill the proc server behind ``address`` (its pid, from the authenticated describe)."""
+    os.kill(describe(address, token_)["pid"], signal.SIGKILL)
+
+
+def owned_by(pod: Any, mesh: dict[str, Any]) -> bool:
+    return any(o.uid == mesh["metadata"]["uid"] for o in pod.metadata.owner_references or [])

@@ -1,7 +1,6 @@
 """Killing a proc restarts it per spec.restartPolicy, counted in status.restarts; restarting the
 operator in the middle of creating a mesh leaves no duplicate and no orphan."""
 
-import os
 import signal
 
 import pytest
@@ -10,11 +9,6 @@ from tests.cluster import testing
 from tests.integration.operator import support
 
 pytestmark = pytest.mark.cluster
-
-
-def kill_proc(address: str, token: bytes) -> None:
-    """Kill the proc server behind ``address`` (its pid, from the authenticated describe)."""
-    os.kill(support.describe(address, token)["pid"], signal.SIGKILL)
 
 
 def uids(core, namespace, name):
@@ -27,7 +21,7 @@ def test_killed_proc_is_restarted(operator, namespace, custom, core, policy):
                         restartPolicy=policy, maxRestarts=2)
     mesh = support.wait_ready(custom, namespace, "rs")
     before = uids(core, namespace, "rs")
-    kill_proc(mesh["status"]["procs"][1]["address"], support.token(core, namespace, "rs"))
+    support.kill_proc(mesh["status"]["procs"][1]["address"], support.token(core, namespace, "rs"))
 
     def restarted_and_ready():
         m = support.get_mesh(custom, namespace, "rs")
@@ -47,7 +41,7 @@ def test_never_policy_and_restart_limit(operator, namespace, custom, core):
     support.create_mesh(custom, namespace, "nv", perHost=[{"name": "procs", "size": 2}],
                         restartPolicy="Never")
     mesh = support.wait_ready(custom, namespace, "nv")
-    kill_proc(mesh["status"]["procs"][0]["address"], support.token(core, namespace, "nv"))
+    support.kill_proc(mesh["status"]["procs"][0]["address"], support.token(core, namespace, "nv"))
     mesh = support.wait_condition(custom, namespace, "nv", "Degraded", "True", "ProcFailed")
     assert mesh["status"]["restarts"] == 0 and mesh["status"]["readyProcs"] == 1
     assert mesh["status"]["procs"][0]["podPhase"] == "Failed"
@@ -55,7 +49,7 @@ def test_never_policy_and_restart_limit(operator, namespace, custom, core):
     support.create_mesh(custom, namespace, "lim", perHost=[{"name": "procs", "size": 1}],
                         restartPolicy="RestartProc", maxRestarts=0)
     mesh = support.wait_ready(custom, namespace, "lim")
-    kill_proc(mesh["status"]["procs"][0]["address"], support.token(core, namespace, "lim"))
+    support.kill_proc(mesh["status"]["procs"][0]["address"], support.token(core, namespace, "lim"))
     mesh = support.wait_condition(custom, namespace, "lim", "Degraded", "True",
                                   "RestartLimitReached")
     assert mesh["status"]["restarts"] == 0

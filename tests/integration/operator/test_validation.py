@@ -53,6 +53,10 @@ BAD = [
         "procmesh.io/mesh": "x"}}}, "set by the operator"),
     ("low-port", {}, {"perHost": GPUS_2, "port": 80}, "greater than or equal to 1024"),
     ("no-perhost", {}, {"hosts": 1}, "spec.perHost: Required value"),
+    ("bad-token-secret", {}, {"perHost": GPUS_2, "tokenSecretName": "Not_A_Name"},
+     "spec.tokenSecretName in body should match"),
+    ("bad-automount", {}, {"perHost": GPUS_2, "template": {"automountServiceAccountToken": "yes"}},
+     "automountServiceAccountToken: Invalid value"),
 ]
 
 
@@ -77,6 +81,7 @@ def test_bad_manifest_is_refused(cluster, crd, namespace, case, meta, spec, mess
     ("gpus", {"mode": "plugin"}, "gpus is immutable"),
     ("port", 27000, "port is immutable"),
     ("colocateWith", "other", "colocateWith is immutable"),
+    ("tokenSecretName", "fixed-token-2", "tokenSecretName is immutable"),
 ])
 def test_immutable_fields(cluster, crd, namespace, custom, field, value, message):
     support.create_mesh(custom, namespace, "fixed", perHost=[{"name": "procs", "size": 1}],

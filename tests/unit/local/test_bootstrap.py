@@ -5,6 +5,7 @@ import sys
 import pytest
 
 from mesh_client import BootstrapCommand, default_bootstrap_cmd
+from mesh_client._src import contract
 from mesh_client._src.server import config
 
 
@@ -36,7 +37,7 @@ def test_server_config_reads_token_file(tmp_path):
     path.write_text("abc\n")
     cfg = config.from_env({"PROCMESH_TOKEN_FILE": str(path), "PROCMESH_PORT": "0", "PROCMESH_COORDS": '{"gpus": 1}'})
     assert cfg.token == b"abc" and cfg.port == 0 and cfg.coords == {"gpus": 1}
-    assert cfg.port != config.DEFAULT_PORT
+    assert cfg.port != contract.PROC_PORT
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from procmesh_operator import names, placing, rendering, settings, specs
+from mesh_client._src import contract
+from procmesh_operator import placing, rendering, settings, specs
 
 SETTINGS = settings.Settings()
 
@@ -13,7 +14,7 @@ def mesh_body(name: str = "m", *, hosts: int = 1, per_host: Any = (("gpus", 2),)
               generation: int = 1, status: dict[str, Any] | None = None,
               **spec: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "apiVersion": names.API_VERSION, "kind": names.KIND,
+        "apiVersion": contract.API_VERSION, "kind": contract.KIND,
         "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
                      "generation": generation, "resourceVersion": "1"},
         "spec": {"hosts": hosts, "perHost": [{"name": n, "size": s} for n, s in per_host],

@@ -1,5 +1,6 @@
 """Which transitions become Events (pure), with the failing pod's exit code in the message."""
 
+from mesh_client._src import contract
 from procmesh_operator import eventing, placing, planning, statuses
 
 from .builders import mesh, pod
@@ -19,7 +20,7 @@ def test_ready_event_once():
 
 def test_refusal_is_one_warning():
     m = mesh(gpus={"mode": "pinned", "deviceIDs": [0, 1]})
-    p = planning.Plan(refusal=placing.Refusal(placing.BUDGET_EXCEEDED, "too much"))
+    p = planning.Plan(refusal=placing.Refusal(contract.BUDGET_EXCEEDED, "too much"))
     after = statuses.compute_status(m, None, {}, p, now=T)
     events = eventing.transitions(None, after, p, [], {}, "m")
     assert events == [("Warning", "GPUBudgetExceeded", "too much")]

@@ -5,7 +5,8 @@ colocation refusals (missing, shape, mode, devices); pinned hosts on distinct no
 pods fix a host's node; budget across meshes; missing devices; node filters.
 """
 
-from procmesh_operator import names, placing, rendering
+from mesh_client._src import contract
+from procmesh_operator import placing, rendering
 
 from .builders import SETTINGS, mesh, node, pod
 
@@ -53,11 +54,11 @@ def test_colocated_cpu_mesh_follows_partner_node():
 
 def test_colocation_refusals():
     trainer = mesh("trainer", colocateWith="policy")
-    assert place(trainer, [0]).refusal.reason == placing.INVALID_COLOCATION
+    assert place(trainer, [0]).refusal.reason == contract.INVALID_COLOCATION
     assert "does not exist" in place(trainer, [0]).refusal.message
     other_shape = mesh("policy", per_host=(("gpus", 4),))
     refusal = place(trainer, [0], partner=other_shape).refusal
-    assert refusal.reason == placing.INVALID_COLOCATION and "same hosts and perHost" in \
+    assert refusal.reason == contract.INVALID_COLOCATION and "same hosts and perHost" in \
         refusal.message
     pinned_partner = mesh("policy", gpus=PINNED)
     assert "pinned mode" in place(trainer, [0], partner=pinned_partner).refusal.message
@@ -74,7 +75,7 @@ def test_colocated_budget_refused_with_both_procs_named():
                            placement=rendering.ProcPlacement("n1", str(r))) for r in (0, 1)}
     result = place(trainer, [0, 1], partner=policy, partner_pods=partner_pods,
                    nodes={"n1": node("n1")}, other_pods=list(partner_pods.values()))
-    assert result.refusal.reason == placing.BUDGET_EXCEEDED
+    assert result.refusal.reason == contract.BUDGET_EXCEEDED
     assert "policy-0=0.6" in result.refusal.message and "trainer-0=0.5" in result.refusal.message
     assert not result.procs
 
@@ -103,7 +104,7 @@ def test_budget_counts_other_meshes_and_skips_full_nodes():
     result = place(m, [0, 1], nodes={"n1": node("n1"), "n2": node("n2")}, other_pods=others)
     assert {p.node for p in result.procs.values()} == {"n2"}
     refused = place(m, [0, 1], nodes={"n1": node("n1")}, other_pods=others)
-    assert refused.refusal.reason == placing.NO_NODE_FITS
+    assert refused.refusal.reason == contract.NO_NODE_FITS
     assert "other-0=0.7" in refused.refusal.message
 
 
@@ -123,7 +124,7 @@ def test_missing_devices_and_node_filters():
              "n3": node("n3", ready=False, labels={"a": "b"}),
              "n4": node("n4", gpus=0, labels={"a": "b"})}
     refusal = place(m, [0, 1], nodes=nodes).refusal
-    assert refusal.reason == placing.NO_NODE_FITS
+    assert refusal.reason == contract.NO_NODE_FITS
     for fragment in ("GPU 3 does not exist on node n1", "n2: does not match",
                      "n3: not ready", "n4: has no GPUs"):
         assert fragment in refusal.message
@@ -145,4 +146,4 @@ def test_device_uses_reads_annotations():
     m = mesh(gpus=PINNED)
     p = pod(m, 1, node=None, placement=rendering.ProcPlacement("n4", "1"))
     uses = placing.device_uses([p])
-    assert uses == {("n4", "1"): [placing.budgets.DeviceUse(names.pod_name("m", 1), 0.4)]}
+    assert uses == {("n4", "1"): [placing.budgets.DeviceUse(contract.pod_name("m", 1), 0.4)]}

@@ -2,8 +2,11 @@
 
 Aspects: creation of missing ranks; RestartProc deletes the failed incarnation and counts;
 RestartMesh deletes all and waits for them to be gone; Never keeps failures; maxRestarts;
-suspend deletes everything; terminating pods are not recreated early; refusals create nothing.
+suspend deletes everything; terminating pods are not recreated early; refusals create nothing;
+pods of an earlier incarnation are waited for, never counted, restarted or deleted.
 """
+
+import pytest
 
 from procmesh_operator import planning
 
@@ -69,3 +72,25 @@ def test_refusal_creates_nothing():
     m = mesh(gpus={"mode": "pinned", "deviceIDs": [0, 5]})
     p = plan(m, {}, nodes={"n1": node("n1", gpus=2)})
     assert p.refusal is not None and not p.creates
+
+
+def earlier(m, rank, **kw):
+    body = pod(m, rank, uid=f"earlier-{rank}", **kw)
+    body["metadata"]["ownerReferences"][0]["uid"] = "uid-earlier"
+    return body
+
+
+@pytest.mark.parametrize("policy", ["Never", "RestartProc"])
+def test_ranks_held_by_an_earlier_incarnation_wait(policy):
+    m = mesh(per_host=(("procs", 3),), restartPolicy=policy)
+    p = plan(m, {}, foreign={0: earlier(m, 0), 1: earlier(m, 1, phase="Failed")})
+    assert sorted(p.creates) == [2]  # the free name only
+    assert not p.deletes and not p.failed and p.restarts == 0 and not p.restarted
+    assert p.foreign == ("m-0", "m-1")
+
+
+def test_restart_mesh_creates_nothing_while_an_earlier_incarnation_remains():
+    m = mesh(per_host=(("procs", 3),), restartPolicy="RestartMesh")
+    p = plan(m, {}, foreign={1: earlier(m, 1, terminating=True)})
+    assert not p.creates and not p.deletes and p.foreign == ("m-1",)
+    assert sorted(plan(m, {}).creates) == [0, 1, 2]

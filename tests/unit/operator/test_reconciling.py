@@ -1,9 +1,14 @@
 """The ordered reconcile against a fake of our own API wrapper (kubeclient.KubeClient), as kopf's
 tests do: the raw HTTP layer is never reached.
 
-Aspects: secret -> service -> pods order; a second reconcile creates nothing (idempotent);
-a 409 on create (an earlier run's pod) is taken as done; the token Secret is never replaced;
-status is written only when it changed; an API error is recorded as Degraded and re-raised.
+Aspects: secret -> access role -> service -> pods order; a second reconcile creates nothing
+(idempotent); a 409 on create (an earlier run's pod) is taken as done; the token Secret is never
+replaced and never read (not even on a 409, which counts as done only when the mesh's own Role
+exists, else as a conflict); a creator's own Secret (spec.tokenSecretName) is left alone; a
+foreign Role of the derived name is a conflict;
+status is written only when it changed; an API error is recorded as Degraded and re-raised;
+a relist repairs a pod cache that missed a deletion; a mesh created again at once under the
+same name is not Ready on the earlier mesh's pods and waits for them to go.
 """
 
 import asyncio
@@ -13,7 +18,7 @@ import pytest
 
 from procmesh_operator import kubeclient, reconciling
 
-from .builders import SETTINGS, mesh_body
+from .builders import SETTINGS, mesh, mesh_body, pod
 
 
 class FakeClient:
@@ -49,7 +54,7 @@ class FakeClient:
                                                   (o["metadata"].get("labels") or {}).get(key)
                                                   == (value or
                                                       (o["metadata"].get("labels") or {}).get(key)))]
-        return {"items": items}
+        return {"metadata": {"resourceVersion": str(self.rv)}, "items": items}
 
     async def create(self, path, body):
         self.calls.append(("create", path))
@@ -68,7 +73,7 @@ class FakeClient:
         self.objects[target]["status"] = copy.deepcopy(body["status"])
         return copy.deepcopy(self._stamp(self.objects[target]))
 
-    async def delete(self, path, *, uid=None):
+    async def delete(self, path, *, uid=None, grace_period_seconds=None):
         self.calls.append(("delete", path))
         return copy.deepcopy(self.objects.pop(path, None))
 
@@ -77,6 +82,7 @@ class FakeClient:
 
 
 MESH_PATH = kubeclient.mesh_path("ns", "m")
+ROLES = kubeclient.roles_path("ns")
 
 
 def controller(objects):
@@ -91,7 +97,8 @@ def creates(client):
 def test_order_and_idempotence():
     ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),))})
     asyncio.run(ctl.reconcile(("ns", "m")))
-    assert creates(client) == ["/api/v1/namespaces/ns/secrets", "/api/v1/namespaces/ns/services",
+    assert creates(client) == ["/api/v1/namespaces/ns/secrets", ROLES,
+                               "/api/v1/namespaces/ns/services",
                                "/api/v1/namespaces/ns/pods", "/api/v1/namespaces/ns/pods"]
     token = client.objects["/api/v1/namespaces/ns/secrets/m-token"]["data"]["token"]
     status = client.objects[MESH_PATH]["status"]
@@ -99,7 +106,7 @@ def test_order_and_idempotence():
     client.calls.clear()
     ctl._ensured.clear()  # as after a resync period: the children are checked again
     asyncio.run(ctl.reconcile(("ns", "m")))
-    assert creates(client) == []
+    assert creates(client) == []  # the mesh has pods, so its Secret exists
     assert not [c for c in client.calls if c[0] == "patch"]  # nothing changed: no write
     assert client.objects["/api/v1/namespaces/ns/secrets/m-token"]["data"]["token"] == token
 
@@ -119,15 +126,59 @@ def test_create_conflict_is_done():
     ctl.store._primed.add(("ns", "m"))  # a stale cache that has not seen m-0 yet
     client.objects["/api/v1/namespaces/ns/pods/m-0"] = {
         "metadata": {"name": "m-0", "namespace": "ns", "uid": "old", "resourceVersion": "5",
-                     "labels": {"procmesh.io/mesh": "m"}}, "spec": {}, "status": {}}
+                     "labels": {"procmesh.io/mesh": "m"},
+                     "ownerReferences": [{"uid": "uid-m", "controller": True}]},
+        "spec": {}, "status": {}}
     asyncio.run(ctl.reconcile(("ns", "m")))
-    assert ctl.store.pods_by_rank(("ns", "m"))[0]["metadata"]["uid"] == "old"
+    assert ctl.store.pods_by_rank(("ns", "m"), "uid-m")[0]["metadata"]["uid"] == "old"
 
 
-def test_foreign_secret_is_a_conflict():
+def secret_reads(client):
+    return [p for verb, p in client.calls if verb in ("get", "list") and "/secrets" in p]
+
+
+def test_existing_secret_of_this_mesh_is_done_without_reading_it():
+    # An earlier run created the Secret and the Role (which comes after it), then stopped.
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),))})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    for path in [p for p in client.objects if "/pods/" in p]:
+        del client.objects[path]
+    fresh, _ = controller({})
+    fresh.client = client
+    client.calls.clear()
+    asyncio.run(fresh.reconcile(("ns", "m")))
+    assert secret_reads(client) == [] and [p for p in creates(client) if p.endswith("/pods")]
+
+
+def test_planted_secret_is_a_conflict_and_never_read():
+    ctl, client = controller({
+        MESH_PATH: mesh_body("m", per_host=(("procs", 1),)),
+        "/api/v1/namespaces/ns/secrets/m-token": {"metadata": {"name": "m-token"}, "data": {}}})
+    with pytest.raises(reconciling.ChildConflict):
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    assert secret_reads(client) == []
+    assert client.objects["/api/v1/namespaces/ns/secrets/m-token"]["data"] == {}  # not replaced
+    assert not [p for p in creates(client) if p.endswith("/pods") or p == ROLES]
+    degraded = [c for c in client.objects[MESH_PATH]["status"]["conditions"]
+                if c["type"] == "Degraded"][0]
+    assert "was not created for this ProcMesh" in degraded["message"]
+
+
+def test_creators_secret_is_named_in_pods_and_role_and_never_created():
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),),
+                                                   tokenSecretName="m-token-abc")})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert "/api/v1/namespaces/ns/secrets" not in creates(client) and secret_reads(client) == []
+    pod = client.objects["/api/v1/namespaces/ns/pods/m-0"]
+    assert pod["spec"]["volumes"][0]["secret"]["secretName"] == "m-token-abc"
+    role = client.objects[f"{ROLES}/m-procmesh-access"]
+    assert role["rules"][1]["resourceNames"] == ["m-token-abc"]
+
+
+def test_foreign_role_is_a_conflict():
     ctl, client = controller({
         MESH_PATH: mesh_body("m"),
-        "/api/v1/namespaces/ns/secrets/m-token": {"metadata": {"name": "m-token"}, "data": {}}})
+        f"{ROLES}/m-procmesh-access": {"metadata": {"name": "m-procmesh-access"}, "rules": []}})
     with pytest.raises(reconciling.ChildConflict):
         asyncio.run(ctl.reconcile(("ns", "m")))
     degraded = [c for c in client.objects[MESH_PATH]["status"]["conditions"]
@@ -148,3 +199,141 @@ def test_deleted_mesh_is_forgotten():
     ctl, client = controller({})
     assert asyncio.run(ctl.reconcile(("ns", "gone"))) is None
     assert creates(client) == []
+
+
+def test_suspended_mesh_without_its_secret_gets_a_new_token():
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),))})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    path = "/api/v1/namespaces/ns/secrets/m-token"
+    before = client.objects.pop(path)["data"]["token"]  # deleted while running: not recreated
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert path not in client.objects
+    client.objects[MESH_PATH]["spec"]["suspend"] = True
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert not ctl.store.pods_by_rank(("ns", "m"), "uid-m")
+    client.objects[MESH_PATH]["spec"]["suspend"] = False
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert client.objects[path]["data"]["token"] != before
+    assert ctl.store.pods_by_rank(("ns", "m"), "uid-m")
+
+
+def test_relist_repairs_a_missed_deletion():
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),))})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    del client.objects["/api/v1/namespaces/ns/pods/m-1"]  # deleted; the watch never said so
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert creates(client) == []  # the cache still believes in m-1
+    assert asyncio.run(ctl.relist()) == {("ns", "m")}
+    assert [c for c in client.calls if c[0] == "list"] == [("list", "/api/v1/namespaces/ns/pods")]
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert creates(client) == ["/api/v1/namespaces/ns/pods"]
+
+
+class DeletedFirstClient(FakeClient):
+    """The API server deletes a Failed pod at once: the watch's DELETED event is handled before
+    the DELETE response (carrying deletionTimestamp, an older resourceVersion) comes back."""
+
+    controller = None
+
+    async def delete(self, path, *, uid=None, grace_period_seconds=None):
+        self.calls.append(("delete", path))
+        body = self.objects.pop(path, None)
+        if body is None:
+            return None
+        response = copy.deepcopy(body)
+        response["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        self._stamp(response)
+        gone = copy.deepcopy(response)
+        self._stamp(gone)
+        self.controller.pod_event("DELETED", gone)
+        return response
+
+
+@pytest.mark.parametrize("policy", ["RestartProc", "RestartMesh"])
+def test_restart_completes_when_deleted_event_beats_delete_response(policy):
+    """Issue 12 item 1, in the controller: the restart must not stall on a resurrected pod."""
+    client = DeletedFirstClient({MESH_PATH: mesh_body("m", per_host=(("procs", 2),),
+                                                      restartPolicy=policy)})
+    ctl = reconciling.Controller(client, SETTINGS)
+    client.controller = ctl
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    failed = client.objects["/api/v1/namespaces/ns/pods/m-1"]
+    failed["status"] = {"phase": "Failed"}
+    client._stamp(failed)
+    ctl.pod_event("MODIFIED", copy.deepcopy(failed))
+    asyncio.run(ctl.reconcile(("ns", "m")))  # deletes (the failed pod, or all of them)
+    assert [c for c in client.calls if c[0] == "delete"]
+    assert ctl.store.pods_by_rank(("ns", "m"), "uid-m").keys() == ({0} if policy == "RestartProc" else set())
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))  # recreates
+    recreated = 1 if policy == "RestartProc" else 2
+    # (RestartMesh leaves no pod: the operator may try the token Secret again, a 409 at most)
+    assert [c for c in creates(client) if c.endswith("/pods")] == ["/api/v1/namespaces/ns/pods"] * recreated
+    assert sorted(ctl.store.pods_by_rank(("ns", "m"), "uid-m")) == [0, 1]
+
+
+def test_a_deleted_mesh_leaves_no_state_behind():
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),))})
+
+    async def scenario():
+        ctl.start()
+        await ctl.reconcile(("ns", "m"))
+        ctl.enqueue(("ns", "m"), delay=60)
+        del client.objects[MESH_PATH]
+        ctl.mesh_event("DELETED", mesh_body("m"))
+        state = (ctl._ensured, ctl._phases, ctl._last_status_rv, ctl._colocated_by, ctl._secrets_made,
+                 ctl.queue.keys(), ctl.store.pods_by_rank(("ns", "m"), "uid-m"), ctl.store.primed())
+        await ctl.stop()
+        return state
+
+    assert all(not part for part in asyncio.run(scenario()))
+
+
+def earlier_incarnations_pods(client, size):
+    """Running, Ready pods of an earlier mesh "m" (uid "uid-old") that garbage collection has
+    not removed yet."""
+    old = mesh("m", per_host=(("procs", size),))
+    for rank in range(size):
+        body = pod(old, rank, uid=f"old-pod-{rank}", rv=50 + rank)
+        body["metadata"]["ownerReferences"][0]["uid"] = "uid-old"
+        client.objects[kubeclient.pods_path("ns", f"m-{rank}")] = body
+
+
+@pytest.mark.parametrize("policy", ["RestartProc", "RestartMesh"])
+def test_mesh_created_again_at_once_is_not_ready_on_the_earlier_meshs_pods(policy):
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),),
+                                                   restartPolicy=policy)})
+    earlier_incarnations_pods(client, 2)
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    status = client.objects[MESH_PATH]["status"]
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    progressing = next(c for c in status["conditions"] if c["type"] == "Progressing")
+    assert ready["status"] == "False" and status["readyProcs"] == 0
+    assert progressing["reason"] == "WaitingForPreviousPods"
+    assert not any("address" in p for p in status["procs"])  # no client is sent to them
+    assert [p for p in creates(client) if p.endswith("/pods")] == []  # names taken: wait
+    assert not [p for verb, p in client.calls if verb == "delete"]  # not ours to delete
+    # Garbage collection removes them (their DELETED events), then the mesh gets its own.
+    for rank in range(2):
+        gone = client.objects.pop(kubeclient.pods_path("ns", f"m-{rank}"))
+        ctl.pod_event("DELETED", gone)
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    own = ctl.store.pods_by_rank(("ns", "m"), "uid-m")
+    assert sorted(own) == [0, 1]
+    assert not ctl.store.foreign_by_rank(("ns", "m"), "uid-m")
+
+
+def test_mesh_created_again_at_once_is_not_ready_while_its_secret_conflicts():
+    """The earlier mesh's Secret is still there too: the reconcile stops at the Secret, and the
+    status it writes counts only the new mesh's pods (none)."""
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),))})
+    earlier_incarnations_pods(client, 1)
+    client.objects["/api/v1/namespaces/ns/secrets/m-token"] = {
+        "metadata": {"name": "m-token", "namespace": "ns", "uid": "old-secret",
+                     "ownerReferences": [{"uid": "uid-old", "controller": True}]}}
+    with pytest.raises(reconciling.ChildConflict):
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    status = client.objects[MESH_PATH]["status"]
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "False" and status["readyProcs"] == 0

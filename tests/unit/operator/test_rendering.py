@@ -6,8 +6,10 @@ labels and template fields; the headless Service; the Secret.
 """
 
 import base64
+import dataclasses
 import json
 
+from mesh_client._src import contract
 from procmesh_operator import names, rendering
 
 from .builders import SETTINGS, mesh
@@ -46,8 +48,8 @@ def test_identity_labels_owner():
     pod = rendering.render_pod(m, 2, rendering.ProcPlacement(), SETTINGS)
     meta = pod["metadata"]
     assert meta["name"] == "trainer-2" and meta["namespace"] == "ns"
-    assert meta["labels"][names.MESH_LABEL] == "trainer"
-    assert meta["labels"][names.RANK_LABEL] == "2"
+    assert meta["labels"][contract.MESH_LABEL] == "trainer"
+    assert meta["labels"][contract.RANK_LABEL] == "2"
     assert meta["labels"]["coord.procmesh.io/hosts"] == "1"
     assert meta["labels"]["coord.procmesh.io/gpus"] == "0"
     owner = meta["ownerReferences"][0]
@@ -65,7 +67,7 @@ def test_pinned_mode_names_exactly_its_device():
     assert env["CUDA_VISIBLE_DEVICES"] == "0"
     assert env["PROCMESH_MEMORY_FRACTION"] == "0.25"
     assert "resources" not in pod["spec"]["containers"][0]  # no GPU request in pinned mode
-    assert pod["metadata"]["annotations"][names.GPU_DEVICE_ANNOTATION] == "5"
+    assert pod["metadata"]["annotations"][contract.GPU_DEVICE_ANNOTATION] == "5"
     terms = pod["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In",
@@ -109,7 +111,7 @@ def test_template_passthrough_and_env_precedence():
         "env": [{"name": "FOO", "value": "bar"}, {"name": "CUDA_VISIBLE_DEVICES", "value": "7"}],
         "nodeSelector": {"pool": "gpu"}, "tolerations": [{"key": "gpu", "operator": "Exists"}],
         "schedulerName": "volcano", "serviceAccountName": "sa", "priorityClassName": "high",
-        "labels": {"kueue.x-k8s.io/queue-name": "q", names.MESH_LABEL: "spoof"},
+        "labels": {"kueue.x-k8s.io/queue-name": "q", contract.MESH_LABEL: "spoof"},
         "annotations": {"scheduling.k8s.io/group-name": "g"}},
         gpus={"mode": "pinned", "deviceIDs": [0, 1]})
     pod = rendering.render_pod(m, 0, rendering.ProcPlacement(node="n1", device="0"), SETTINGS)
@@ -122,9 +124,9 @@ def test_template_passthrough_and_env_precedence():
     assert spec["nodeSelector"] == {"pool": "gpu"}
     assert spec["schedulerName"] == "volcano" and spec["serviceAccountName"] == "sa"
     assert spec["priorityClassName"] == "high"
-    assert spec["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
+    assert spec["tolerations"][0] == {"key": "gpu", "operator": "Exists"}
     assert pod["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "q"
-    assert pod["metadata"]["labels"][names.MESH_LABEL] == "m"
+    assert pod["metadata"]["labels"][contract.MESH_LABEL] == "m"
     assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "g"
 
 
@@ -133,7 +135,7 @@ def test_service_is_headless_and_publishes_not_ready():
     assert svc["metadata"]["name"] == "trainer-procs"
     assert svc["spec"]["clusterIP"] == "None"
     assert svc["spec"]["publishNotReadyAddresses"] is True
-    assert svc["spec"]["selector"] == {names.MESH_LABEL: "trainer"}
+    assert svc["spec"]["selector"] == {contract.MESH_LABEL: "trainer"}
     assert svc["spec"]["ports"][0]["port"] == 26600
 
 
@@ -151,3 +153,44 @@ def test_rendering_is_deterministic():
     a = rendering.render_pod(m, 1, rendering.ProcPlacement(), SETTINGS)
     b = rendering.render_pod(m, 1, rendering.ProcPlacement(), SETTINGS)
     assert a == b
+
+
+def test_access_role_names_only_this_mesh_and_its_secret():
+    role = rendering.render_access_role(mesh("trainer"))
+    assert role["metadata"]["name"] == "trainer-procmesh-access"
+    assert role["metadata"]["ownerReferences"][0]["name"] == "trainer"
+    assert role["rules"] == [
+        {"apiGroups": ["procmesh.io"], "resources": ["procmeshes"],
+         "resourceNames": ["trainer"], "verbs": ["get", "watch"]},
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["trainer-token"],
+         "verbs": ["get"]}]
+    own = rendering.render_access_role(mesh("trainer", tokenSecretName="trainer-token-x1"))
+    assert own["rules"][1]["resourceNames"] == ["trainer-token-x1"]
+
+
+def test_no_service_account_token_unless_the_template_asks():
+    pod = rendering.render_pod(mesh("m"), 0, rendering.ProcPlacement(), SETTINGS)
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    asked = mesh("m", template={"automountServiceAccountToken": True})
+    pod = rendering.render_pod(asked, 0, rendering.ProcPlacement(), SETTINGS)
+    assert pod["spec"]["automountServiceAccountToken"] is True
+
+
+def test_node_loss_tolerations_are_short_unless_the_template_has_its_own():
+    short = dataclasses.replace(SETTINGS, node_loss_toleration_seconds=7)
+    spec = rendering.render_pod(mesh(), 0, rendering.ProcPlacement(), short)["spec"]
+    assert spec["tolerations"] == [
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+         "tolerationSeconds": 7},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+         "tolerationSeconds": 7}]
+    own = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+           "tolerationSeconds": 600}
+    spec = rendering.render_pod(mesh(template={"tolerations": [own]}), 0,
+                                rendering.ProcPlacement(), short)["spec"]
+    assert [t.get("tolerationSeconds") for t in spec["tolerations"]] == [600, 7]
+    assert spec["tolerations"][1]["key"] == "node.kubernetes.io/not-ready"
+    everything = {"operator": "Exists"}
+    spec = rendering.render_pod(mesh(template={"tolerations": [everything]}), 0,
+                                rendering.ProcPlacement(), short)["spec"]
+    assert spec["tolerations"] == [everything]

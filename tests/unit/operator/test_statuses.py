@@ -4,6 +4,7 @@ Aspects: progress then Ready; transition times kept; refusals; restart limit; su
 procs[] entries (address, node, gpu); no write when nothing changed.
 """
 
+from mesh_client._src import contract
 from procmesh_operator import placing, planning, rendering, statuses
 
 from .builders import mesh, pod
@@ -53,7 +54,7 @@ def test_procs_entries():
 
 
 def test_budget_refusal():
-    refusal = placing.Refusal(placing.BUDGET_EXCEEDED, "too much on GPU 0")
+    refusal = placing.Refusal(contract.BUDGET_EXCEEDED, "too much on GPU 0")
     s = statuses.compute_status(mesh(gpus={"mode": "pinned", "deviceIDs": [0, 1]}), None, {},
                                 planning.Plan(refusal=refusal), now=T0)
     c = conds(s)
@@ -64,7 +65,7 @@ def test_budget_refusal():
 
 
 def test_colocation_refusal_leaves_budget_unknown():
-    refusal = placing.Refusal(placing.INVALID_COLOCATION, "no such mesh")
+    refusal = placing.Refusal(contract.INVALID_COLOCATION, "no such mesh")
     c = conds(statuses.compute_status(mesh(), None, {}, planning.Plan(refusal=refusal), now=T0))
     assert c["GPUBudgetSatisfied"]["status"] == "Unknown"
     assert c["Ready"]["reason"] == "InvalidColocation"
@@ -98,9 +99,23 @@ def test_reconcile_error_is_degraded_and_keeps_restarts():
     assert conds(s)["Degraded"]["reason"] == "ReconcileError" and s["restarts"] == 4
 
 
-def test_described_gpu_wins_over_rendered_device():
+def test_gpu_comes_from_the_placement_never_from_the_proc():
     m = mesh(gpus={"mode": "pinned", "deviceIDs": [0, 1]})
-    p = pod(m, 0, placement=rendering.ProcPlacement("n1", "0"))
-    s = statuses.compute_status(m, None, {0: p}, planning.Plan(), now=T0,
-                                described={p["metadata"]["uid"]: "GPU-1234"})
-    assert s["procs"][0]["gpu"] == "GPU-1234"
+    p = pod(m, 0, placement=rendering.ProcPlacement("n1", "1"))
+    s = statuses.compute_status(m, None, {0: p}, planning.Plan(), now=T0)
+    assert s["procs"][0]["gpu"] == "1"
+    plugin = mesh("p", gpus={"mode": "plugin"})
+    s = statuses.compute_status(plugin, None, {0: pod(plugin, 0)}, planning.Plan(), now=T0)
+    assert "gpu" not in s["procs"][0]  # the device plugin's choice is not in the pod object
+
+
+def test_a_container_that_cannot_start_names_the_kubelets_reason():
+    m = mesh()
+    stuck = pod(m, 1, phase="Pending", ready=False, ip=None)
+    stuck["status"]["containerStatuses"] = [{"name": "proc-server", "ready": False, "state": {
+        "waiting": {"reason": "ErrImageNeverPull", "message": 'image "x:0" is not present'}}}]
+    status = statuses.compute_status(m, None, {0: pod(m, 0), 1: stuck}, planning.Plan())
+    ready = conds(status)["Ready"]
+    assert (ready["status"], ready["reason"]) == ("False", "ErrImageNeverPull")
+    assert "m-1" in ready["message"] and 'image "x:0" is not present' in ready["message"]
+    assert "ErrImageNeverPull" in contract.FATAL_REASONS  # so attach stops at once on it

@@ -1,4 +1,5 @@
-"""The pod cache: newer versions win, our deletes are tombstoned, priming lists once."""
+"""The pod cache: newer versions win, deleted uids are tombstoned (for a bounded time), priming
+lists once, a relist repairs drift; reads return only the pods of the given mesh incarnation."""
 
 import asyncio
 
@@ -15,7 +16,7 @@ def test_newer_resource_version_wins():
     s.observe("ADDED", pod(m, 0, rv=5, ready=False))
     s.upsert(pod(m, 0, rv=9))
     s.observe("MODIFIED", pod(m, 0, rv=7, ready=False))  # a late event
-    assert s.pods_by_rank(KEY)[0]["metadata"]["resourceVersion"] == "9"
+    assert s.pods_by_rank(KEY, "uid-m")[0]["metadata"]["resourceVersion"] == "9"
 
 
 def test_tombstone_ignores_stale_events_until_deleted():
@@ -24,10 +25,10 @@ def test_tombstone_ignores_stale_events_until_deleted():
     s.observe(None, pod(m, 1, uid="u1", phase="Failed"))
     s.forget("ns", "m", "m-1", "u1")
     s.observe("MODIFIED", pod(m, 1, uid="u1", phase="Failed", rv=11))
-    assert 1 not in s.pods_by_rank(KEY)
+    assert 1 not in s.pods_by_rank(KEY, "uid-m")
     s.observe("DELETED", pod(m, 1, uid="u1"))
     s.observe("ADDED", pod(m, 1, uid="u2", rv=12))  # the new incarnation
-    assert s.pods_by_rank(KEY)[1]["metadata"]["uid"] == "u2"
+    assert s.pods_by_rank(KEY, "uid-m")[1]["metadata"]["uid"] == "u2"
 
 
 def test_deleted_event_of_old_incarnation_keeps_new_one():
@@ -35,7 +36,7 @@ def test_deleted_event_of_old_incarnation_keeps_new_one():
     s = stores.PodStore()
     s.upsert(pod(m, 0, uid="new", rv=20))
     s.observe("DELETED", pod(m, 0, uid="old", rv=19))
-    assert s.pods_by_rank(KEY)[0]["metadata"]["uid"] == "new"
+    assert s.pods_by_rank(KEY, "uid-m")[0]["metadata"]["uid"] == "new"
 
 
 def test_prime_lists_once_and_drops_vanished():
@@ -50,9 +51,106 @@ def test_prime_lists_once_and_drops_vanished():
 
     asyncio.run(s.prime(KEY, lister))
     asyncio.run(s.prime(KEY, lister))
-    assert calls == [1] and sorted(s.pods_by_rank(KEY)) == [1]
+    assert calls == [1] and sorted(s.pods_by_rank(KEY, "uid-m")) == [1]
 
 
 def test_non_proc_pods_are_ignored():
     s = stores.PodStore()
     assert s.observe("ADDED", {"metadata": {"name": "x", "labels": {}}}) is None
+
+
+def test_delete_response_after_deleted_event_does_not_resurrect():
+    """Issue 12 item 1: the watch's DELETED event is handled before the DELETE response (with
+    deletionTimestamp, an older resourceVersion) is upserted; the pod must stay gone."""
+    m = mesh()
+    s = stores.PodStore()
+    s.observe("ADDED", pod(m, 1, uid="u1", phase="Failed", rv=10))
+    s.observe("DELETED", pod(m, 1, uid="u1", phase="Failed", rv=12))
+    s.upsert(pod(m, 1, uid="u1", phase="Failed", terminating=True, rv=11))  # the DELETE response
+    assert 1 not in s.pods_by_rank(KEY, "uid-m")
+    s.upsert(pod(m, 1, uid="u2", rv=13))  # the replacement is stored
+    assert s.pods_by_rank(KEY, "uid-m")[1]["metadata"]["uid"] == "u2"
+
+
+def test_delete_response_before_deleted_event_is_removed_by_it():
+    m = mesh()
+    s = stores.PodStore()
+    s.observe("ADDED", pod(m, 1, uid="u1", phase="Failed", rv=10))
+    s.upsert(pod(m, 1, uid="u1", phase="Failed", terminating=True, rv=11))
+    assert s.pods_by_rank(KEY, "uid-m")[1]["metadata"].get("deletionTimestamp")
+    s.observe("DELETED", pod(m, 1, uid="u1", rv=12))
+    assert 1 not in s.pods_by_rank(KEY, "uid-m")
+
+
+def test_old_incarnation_never_replaces_a_newer_one():
+    m = mesh()
+    s = stores.PodStore()
+    s.upsert(pod(m, 0, uid="new", rv=20))
+    s.observe("MODIFIED", pod(m, 0, uid="old", terminating=True, rv=18))
+    assert s.pods_by_rank(KEY, "uid-m")[0]["metadata"]["uid"] == "new"
+
+
+def test_tombstones_expire_and_are_bounded(monkeypatch):
+    now = [0.0]
+    s = stores.PodStore(clock=lambda: now[0])
+    m = mesh()
+    s.observe("DELETED", pod(m, 0, uid="u0"))
+    assert s.is_buried("u0")
+    now[0] = stores.TOMBSTONE_SECONDS + 1
+    assert not s.is_buried("u0")
+    s.observe("DELETED", pod(m, 1, uid="u1"))  # burying prunes the expired one
+    assert s.tombstones() == 1
+    monkeypatch.setattr(stores, "MAX_TOMBSTONES", 3)
+    for i in range(10):
+        s.forget("ns", "m", "m-0", f"x{i}")
+    assert s.tombstones() == 3 and s.is_buried("x9") and not s.is_buried("x0")
+
+
+def test_repair_drops_missed_deletes_and_adds_missed_pods():
+    m = mesh(per_host=(("gpus", 4),))
+    s = stores.PodStore()
+
+    async def nothing():
+        return []
+
+    asyncio.run(s.prime(KEY, nothing))
+    s.upsert(pod(m, 0, uid="a", rv=5))  # deleted while the watch was down: no DELETED event
+    s.upsert(pod(m, 1, uid="b", rv=30))  # newer than the list: kept
+    s.upsert(pod(m, 2, uid="c", rv=6, ready=False))
+    listed = [pod(m, 2, uid="c", rv=8), pod(m, 3, uid="d", rv=9)]
+    assert s.repair("ns", listed, list_rv=25) == {KEY}
+    by_rank = s.pods_by_rank(KEY, "uid-m")
+    assert sorted(by_rank) == [1, 2, 3]
+    assert by_rank[2]["metadata"]["resourceVersion"] == "8"
+    assert s.repair("ns", listed, list_rv=25) == set()  # nothing left to repair
+
+
+def test_repair_ignores_buried_and_unprimed():
+    m = mesh()
+    other = mesh("o")
+    s = stores.PodStore()
+
+    async def nothing():
+        return []
+
+    asyncio.run(s.prime(KEY, nothing))
+    s.observe("DELETED", pod(m, 0, uid="gone", rv=7))
+    changed = s.repair("ns", [pod(m, 0, uid="gone", rv=6), pod(other, 0, rv=6)], list_rv=7)
+    assert changed == set() and s.pods_by_rank(KEY, "uid-m") == {} and s.pods_by_rank(("ns", "o"), "uid-o") == {}
+
+
+def test_reads_are_by_mesh_incarnation():
+    m = mesh(per_host=(("procs", 3),))
+    s = stores.PodStore()
+    s.upsert(pod(m, 0, uid="mine", rv=30))
+    earlier = pod(m, 1, uid="theirs", rv=20)  # same name and label, an earlier mesh's uid
+    earlier["metadata"]["ownerReferences"][0]["uid"] = "uid-earlier"
+    s.upsert(earlier)
+    unowned = pod(m, 2, uid="stray", rv=21)
+    unowned["metadata"]["ownerReferences"] = []
+    s.upsert(unowned)
+    assert {r: p["metadata"]["uid"] for r, p in s.pods_by_rank(KEY, "uid-m").items()} == \
+        {0: "mine"}
+    assert {r: p["metadata"]["uid"] for r, p in s.foreign_by_rank(KEY, "uid-m").items()} == \
+        {1: "theirs", 2: "stray"}
+    assert set(s.pods_by_rank(KEY, "uid-earlier")) == {1}

@@ -1,0 +1,339 @@
+"""The contract between the operator and the client: every fact both sides must agree on.
+
+Pure and dependency-free (standard library only), so the operator can import it without the rest
+of ``mesh_client`` (``.importlinter`` forbids it anything else). What lives here, and nowhere else:
+
+- the ProcMesh API coordinates, the ``spec.gpus.mode`` values, and the names (pods, Service,
+  token Secret, access Role), labels and annotation keys of a mesh's children;
+- the proc port and the token Secret's key;
+- condition types and the reasons a client acts on (:data:`FATAL_REASONS`);
+- the ``PROCMESH_*`` environment of the proc server: names, rendering and parsing, both directions
+  (the operator's pod builder renders it, :mod:`mesh_client._src.server.config` parses it);
+- the row-major rank/coordinate arithmetic of a mesh's shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import typing
+from collections.abc import Mapping, Sequence
+
+# --- API coordinates -------------------------------------------------------------------------
+
+GROUP = "procmesh.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "ProcMesh"
+PLURAL = "procmeshes"
+
+# --- Children: names, labels, annotations ------------------------------------------------------
+
+#: The longest mesh name the CRD accepts. Derived names: "<mesh>-<rank>" with rank < MAX_PROCS
+#: (4 digits), "<mesh>-procs", "<mesh>-token" and "<mesh>-procmesh-access" stay within 63
+#: characters (a DNS label for the first three; a Role name for the last).
+MAX_MESH_NAME = 52
+MAX_PROCS = 10000
+
+MESH_LABEL = "procmesh.io/mesh"
+RANK_LABEL = "procmesh.io/rank"
+COORD_LABEL_PREFIX = "coord.procmesh.io/"  # a sub-domain, so a dimension named "rank" cannot clash
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "procmesh-operator"
+
+#: What the operator decided for a pod, read back by the operator (budgets) and the client (GPU).
+GPU_DEVICE_ANNOTATION = "procmesh.io/gpu-device"
+MEMORY_FRACTION_ANNOTATION = "procmesh.io/memory-fraction"
+NODE_ANNOTATION = "procmesh.io/node"
+GENERATION_ANNOTATION = "procmesh.io/generation"
+
+#: The proc server's port when ``spec.port`` is not set (the CRD's default says the same).
+PROC_PORT = 26600
+CONTAINER_NAME = "proc-server"
+PORT_NAME = "proc"
+#: The key of the mesh token in its Secret.
+TOKEN_KEY = "token"
+#: The first dimension of every ProcMesh's shape; ``spec.perHost`` follows it.
+HOSTS_DIM = "hosts"
+
+#: ``spec.gpus.mode`` values (the CRD's enum says the same).
+GPU_MODE_NONE = "none"
+GPU_MODE_PLUGIN = "plugin"
+GPU_MODE_PINNED = "pinned"
+GPU_MODES = (GPU_MODE_NONE, GPU_MODE_PLUGIN, GPU_MODE_PINNED)
+
+
+def pod_name(mesh: str, rank: int) -> str:
+    """The pod of the proc at ``rank``: ``<mesh>-<rank>`` (also its hostname)."""
+    return f"{mesh}-{rank}"
+
+
+def service_name(mesh: str) -> str:
+    """The headless Service that gives every proc pod a DNS name (the pods' subdomain)."""
+    return f"{mesh}-procs"
+
+
+def secret_name(mesh: str) -> str:
+    """The token Secret the operator creates for ``mesh`` when ``spec.tokenSecretName`` is unset."""
+    return f"{mesh}-token"
+
+
+#: Role names are DNS subdomains (253 characters), so this suffix is not part of the length rule.
+ACCESS_ROLE_SUFFIX = "-procmesh-access"
+
+
+def access_role_name(mesh: str) -> str:
+    """The Role that grants use of ``mesh`` (get its ProcMesh and its token Secret, nothing
+    else); the operator creates it, an admin binds it: ``--role=<mesh>-procmesh-access``."""
+    return f"{mesh}{ACCESS_ROLE_SUFFIX}"
+
+
+def token_secret_name(mesh: str, spec_token_secret_name: str | None) -> str:
+    """The Secret holding ``mesh``'s token: ``spec.tokenSecretName`` (the creator wrote it)
+    when set, else the one the operator creates (:func:`secret_name`)."""
+    return spec_token_secret_name or secret_name(mesh)
+
+
+def coord_label(dim: str) -> str:
+    """The label key that carries a pod's coordinate along dimension ``dim``."""
+    return f"{COORD_LABEL_PREFIX}{dim}"
+
+
+def mesh_label_selector(mesh: str) -> str:
+    """The pods of ``mesh`` in the ``labelSelector`` query syntax."""
+    return f"{MESH_LABEL}={mesh}"
+
+
+def rank_of_pod_name(mesh: str, name: str) -> int | None:
+    """The rank encoded in a pod name of ``mesh``, or None if the name is not one of ours."""
+    prefix = f"{mesh}-"
+    if not name.startswith(prefix):
+        return None
+    tail = name[len(prefix):]
+    if not tail.isdigit() or (len(tail) > 1 and tail[0] == "0"):
+        return None
+    return int(tail)
+
+
+# --- Conditions --------------------------------------------------------------------------------
+
+#: Ready: the summary. True when every desired proc's pod is Ready.
+READY = "Ready"
+#: Progressing: True while the operator works toward the spec; False once complete or stuck.
+PROGRESSING = "Progressing"
+#: Degraded: True when a proc failed and will not be restarted, or the last reconcile failed.
+DEGRADED = "Degraded"
+#: GPUBudgetSatisfied: the placement check of the mesh's devices.
+GPU_BUDGET = "GPUBudgetSatisfied"
+
+#: Reasons after which waiting for Ready is pointless: the client fails at once on them.
+INVALID_COLOCATION = "InvalidColocation"
+DEVICE_NOT_FOUND = "DeviceNotFound"
+BUDGET_EXCEEDED = "GPUBudgetExceeded"
+NO_NODE_FITS = "NoNodeFits"
+RESTART_LIMIT_REACHED = "RestartLimitReached"
+PROC_FAILED = "ProcFailed"
+#: The kubelet's container waiting reasons after which a proc's pod will not start without a
+#: change (an image that is not there or not allowed, a config the container cannot start with).
+#: The operator reports them as Ready's reason; the client fails at once on them.
+STUCK_WAITING_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull",
+                                   "InvalidImageName", "CreateContainerConfigError",
+                                   "CreateContainerError"})
+FATAL_REASONS = frozenset({INVALID_COLOCATION, DEVICE_NOT_FOUND, BUDGET_EXCEEDED, NO_NODE_FITS,
+                           RESTART_LIMIT_REACHED, PROC_FAILED}) | STUCK_WAITING_REASONS
+
+
+# --- Rank arithmetic ---------------------------------------------------------------------------
+# Row-major over ordered dimensions: the last dimension varies fastest. The operator (pod labels,
+# PROCMESH_COORDS, status.procs), the actor layer (points of a mesh) and the SPMD environment
+# (RANK) all count this way, so a proc's rank means the same on both sides.
+
+def unravel(rank: int, sizes: Sequence[int]) -> tuple[int, ...]:
+    """The index along each dimension of the point at ``rank``."""
+    out: list[int] = []
+    rest = rank
+    for extent in reversed(sizes):
+        rest, index = divmod(rest, extent)
+        out.append(index)
+    if rest or rank < 0:  # a rank in range leaves nothing over
+        raise IndexError(f"rank {rank} is outside a mesh of {math.prod(sizes)} procs")
+    out.reverse()
+    return tuple(out)
+
+
+def ravel(indices: Sequence[int], sizes: Sequence[int]) -> int:
+    """The rank of the point with these indices (the inverse of :func:`unravel`)."""
+    if len(indices) != len(sizes):
+        raise IndexError(f"{len(indices)} coordinates given for {len(sizes)} dimensions")
+    rank = 0
+    for index, extent in zip(indices, sizes):
+        if not 0 <= index < extent:
+            raise IndexError(f"coordinate {index} is outside size {extent}")
+        rank = rank * extent + index
+    return rank
+
+
+def coords_of(rank: int, dims: Sequence[tuple[str, int]]) -> dict[str, int]:
+    """The coordinates of ``rank`` in named ``dims``, by name, in dimension order."""
+    return dict(zip((name for name, _ in dims), unravel(rank, [s for _, s in dims])))
+
+
+def rank_of(coords: Mapping[str, int], dims: Sequence[tuple[str, int]]) -> int:
+    """The rank of the point ``coords`` in named ``dims`` (the inverse of :func:`coords_of`)."""
+    for name, extent in dims:
+        if not 0 <= coords[name] < extent:
+            raise IndexError(f"coordinate {name}={coords[name]} is outside size {extent}")
+    return ravel([coords[name] for name, _ in dims], [s for _, s in dims])
+
+
+# --- The proc server's environment -------------------------------------------------------------
+
+LISTEN_HOST = "PROCMESH_LISTEN_HOST"
+PORT = "PROCMESH_PORT"
+TOKEN = "PROCMESH_TOKEN"
+TOKEN_FILE = "PROCMESH_TOKEN_FILE"
+MESH = "PROCMESH_MESH"
+RANK = "PROCMESH_RANK"
+COORDS = "PROCMESH_COORDS"
+MEMORY_FRACTION = "PROCMESH_MEMORY_FRACTION"
+MAX_MESSAGE_BYTES = "PROCMESH_MAX_MESSAGE_BYTES"
+READY_FD = "PROCMESH_READY_FD"
+LIFELINE = "PROCMESH_LIFELINE"
+SYS_PATH = "PROCMESH_SYS_PATH"
+MAX_UNAUTHENTICATED = "PROCMESH_MAX_UNAUTHENTICATED"
+HANDSHAKE_TIMEOUT_SECONDS = "PROCMESH_HANDSHAKE_TIMEOUT_SECONDS"
+
+
+class ContractError(ValueError):
+    """A ``PROCMESH_*`` variable is malformed; the message names it and the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcEnv:
+    """The proc server's settings as they travel in its environment.
+
+    ``listen_host`` None means "the pod's IP", rendered as a ``fieldRef`` by the operator.
+    ``token`` and ``token_file`` are alternatives (a local proc gets the token, a pod the path of
+    the mounted Secret); the token itself is read by the server, not here.
+    """
+
+    port: int = PROC_PORT
+    listen_host: str | None = "127.0.0.1"
+    token: str | None = None
+    token_file: str | None = None
+    mesh: str = ""
+    rank: int = 0
+    coords: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    memory_fraction: float | None = None
+    max_message_bytes: int | None = None
+    ready_fd: int | None = None
+    lifeline: bool = False
+    sys_path: tuple[str, ...] = ()
+    max_unauthenticated: int | None = None
+    handshake_timeout_seconds: float | None = None
+
+    def render(self) -> dict[str, str]:
+        """The variables, as strings (``listen_host`` None is left to the caller's fieldRef)."""
+        env = {PORT: str(self.port), MESH: self.mesh, RANK: str(self.rank),
+               COORDS: json.dumps(dict(self.coords), separators=(",", ":"))}
+        if self.listen_host is not None:
+            env[LISTEN_HOST] = self.listen_host
+        if self.token is not None:
+            env[TOKEN] = self.token
+        if self.token_file is not None:
+            env[TOKEN_FILE] = self.token_file
+        if self.memory_fraction is not None:
+            env[MEMORY_FRACTION] = repr(self.memory_fraction)
+        if self.max_message_bytes is not None:
+            env[MAX_MESSAGE_BYTES] = str(self.max_message_bytes)
+        if self.ready_fd is not None:
+            env[READY_FD] = str(self.ready_fd)
+        if self.lifeline:
+            env[LIFELINE] = "stdin"
+        if self.sys_path:
+            env[SYS_PATH] = json.dumps(list(self.sys_path))
+        if self.max_unauthenticated is not None:
+            env[MAX_UNAUTHENTICATED] = str(self.max_unauthenticated)
+        if self.handshake_timeout_seconds is not None:
+            env[HANDSHAKE_TIMEOUT_SECONDS] = repr(self.handshake_timeout_seconds)
+        return env
+
+
+def parse_proc_env(env: Mapping[str, str]) -> ProcEnv:
+    """Read :class:`ProcEnv` back; raise :class:`ContractError` naming the variable on bad input.
+
+    Unset (or empty) variables take :class:`ProcEnv`'s defaults, so ``parse_proc_env(e.render())
+    == e`` for every ``e`` whose ``listen_host`` is set.
+    """
+    port = _int(env, PORT, PROC_PORT)
+    if not 0 <= port <= 65535:
+        raise ContractError(f"{PORT}={port} is not a TCP port (0 picks a free one)")
+    fraction = _float(env, MEMORY_FRACTION)
+    if fraction is not None and not 0 < fraction <= 1:
+        raise ContractError(f"{MEMORY_FRACTION}={env[MEMORY_FRACTION]} must be in (0, 1]")
+    coords = _json(env, COORDS, {})
+    if not isinstance(coords, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in coords.values()):
+        raise ContractError(f"{COORDS}={env.get(COORDS)!r} is not a JSON object of integers")
+    sys_path = _json(env, SYS_PATH, [])
+    if not isinstance(sys_path, list) or not all(isinstance(p, str) for p in sys_path):
+        raise ContractError(f"{SYS_PATH}={env.get(SYS_PATH)!r} is not a JSON list of paths")
+    max_unauthenticated = _int(env, MAX_UNAUTHENTICATED, None)
+    if max_unauthenticated is not None and max_unauthenticated < 1:
+        raise ContractError(f"{MAX_UNAUTHENTICATED}={max_unauthenticated} must be at least 1, "
+                            f"or no client could connect")
+    handshake_timeout = _float(env, HANDSHAKE_TIMEOUT_SECONDS)
+    if handshake_timeout is not None and not handshake_timeout > 0:
+        raise ContractError(f"{HANDSHAKE_TIMEOUT_SECONDS}={env[HANDSHAKE_TIMEOUT_SECONDS]} "
+                            f"must be positive")
+    return ProcEnv(
+        port=port,
+        listen_host=env.get(LISTEN_HOST) or "127.0.0.1",
+        token=env.get(TOKEN) or None,
+        token_file=env.get(TOKEN_FILE) or None,
+        mesh=env.get(MESH, ""),
+        rank=_int(env, RANK, 0),
+        coords={str(k): int(v) for k, v in coords.items()},
+        memory_fraction=fraction,
+        max_message_bytes=_int(env, MAX_MESSAGE_BYTES, None),
+        ready_fd=_int(env, READY_FD, None),
+        lifeline=env.get(LIFELINE) == "stdin",
+        sys_path=tuple(sys_path),
+        max_unauthenticated=max_unauthenticated,
+        handshake_timeout_seconds=handshake_timeout,
+    )
+
+
+@typing.overload
+def _int(env: Mapping[str, str], name: str, default: int) -> int: ...
+@typing.overload
+def _int(env: Mapping[str, str], name: str, default: None) -> int | None: ...
+def _int(env: Mapping[str, str], name: str, default: int | None) -> int | None:
+    value = env.get(name)
+    if not value:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ContractError(f"{name}={value!r} is not an integer") from None
+
+
+def _float(env: Mapping[str, str], name: str) -> float | None:
+    value = env.get(name)
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise ContractError(f"{name}={value!r} is not a number") from None
+
+
+def _json(env: Mapping[str, str], name: str, default: object) -> object:
+    text = env.get(name)
+    if not text:
+        return default
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise ContractError(f"{name}={text!r} is not valid JSON") from None

@@ -1,0 +1,89 @@
+"""Log lines that an attacker cannot multiply: one line at once, then one summary per period.
+
+Used by :mod:`.dispatch` for refused connections and by :mod:`.accepting` for descriptor
+exhaustion. Pure logic: the clock and the scheduler are injected, so tests drive time.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+Scheduler = Callable[[float, Callable[[], None]], Any]  # e.g. Reactor.call_later
+
+
+def write_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+class RateLimitedLog:
+    """The first event of a quiet spell is written in full; later ones are counted and written
+    as one summary line per ``period`` seconds, until a whole period passes without any."""
+
+    def __init__(
+        self,
+        what: str,
+        schedule: Scheduler,
+        *,
+        period: float = 10.0,
+        write: Callable[[str], None] = write_stderr,
+    ) -> None:
+        self.what = what  # a plural noun phrase: "refused connections"
+        self.period = period
+        self._schedule = schedule
+        self._write = write
+        self._open = False  # a period is running: further events are only counted
+        self._count = 0
+        self._last = ""
+        self.lines_written = 0
+        self.events = 0
+        # Channels close on any thread (a failed send closes on the sender's), so one lock.
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<RateLimitedLog {self.what}: {self.events} events, {self.lines_written} lines>"
+
+    def note(self, line: str) -> None:
+        """One event; ``line`` says what happened (written now only if the log was quiet)."""
+        with self._lock:
+            self.events += 1
+            if self._open:
+                self._count += 1
+                self._last = line
+                return
+            self._open = True
+        self._emit(line)
+        self._schedule(self.period, self._end_period)
+
+    def _end_period(self) -> None:
+        with self._lock:
+            count, last = self._count, self._last
+            self._count, self._last = 0, ""
+            if not count:
+                self._open = False
+                return
+        self._emit(f"procmesh: {count} more {self.what} in the last {self.period:g} s (the last: {last})")
+        self._schedule(self.period, self._end_period)
+
+    def _emit(self, line: str) -> None:
+        self.lines_written += 1
+        self._write(line)
+
+
+class Backoff:
+    """Growing delays (doubling from ``first`` up to ``cap``) until :meth:`reset`."""
+
+    def __init__(self, first: float = 0.001, cap: float = 0.25) -> None:
+        self.first = first
+        self.cap = cap
+        self._next = first
+
+    def next_delay(self) -> float:
+        delay = self._next
+        self._next = min(self.cap, self._next * 2)
+        return delay
+
+    def reset(self) -> None:
+        self._next = self.first

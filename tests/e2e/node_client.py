@@ -1,0 +1,43 @@
+"""``python -m tests.e2e.node_client MESH NAMESPACE``: a client on the node, reaching pod IPs.
+
+Run by the e2e tests inside the cluster's network namespace (where pod IPs route), as an
+in-cluster controller would connect. It attaches to the mesh, checks a call on proc 1, prints
+``READY`` with a call in flight, and then prints how that call ended (``SUPERVISION <message>``
+or ``RESULT ...``), so the test can kill the proc's container in between.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from mesh_client import Actor, SupervisionError, endpoint
+from mesh_client.kubernetes import attach
+
+
+class Sleeper(Actor):
+    @endpoint
+    def echo(self, value: int) -> int:
+        return value
+
+    @endpoint
+    def sleep(self, seconds: float) -> None:
+        import time
+
+        time.sleep(seconds)
+
+
+def main(name: str, namespace: str) -> int:
+    mesh = attach(name, namespace, timeout=300)
+    proc = mesh.spawn("sleeper", Sleeper).slice(hosts=0, gpus=1)
+    assert proc.echo.call_one(7).get(timeout=60) == 7
+    pending = proc.sleep.call_one(120)
+    print("READY", flush=True)
+    try:
+        print(f"RESULT {pending.get(timeout=90)!r}", flush=True)
+    except SupervisionError as error:
+        print(f"SUPERVISION {error}".replace("\n", " "), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))

@@ -1,0 +1,196 @@
+"""End to end on a real node: our images in containerd, the chart, the examples, failures.
+
+Aspects, in the order a platform engineer meets them: the node is a real kubelet on containerd
+2.x; the chart's operator runs as a non-root, read-only pod that reaches the API server through
+the `kubernetes` Service (kube-proxy) and answers its probes and metrics; the CPU example mesh
+is Ready with every proc in a container of our proc-server image; the sharing-GPUs example runs
+from outside through the real kubelet's port-forward, and as an in-cluster Job on pod IPs; DDP
+(spmd_train) runs in containers; a proc server killed in its container is a SupervisionError
+for the caller and is restarted; a mesh with an image that is not there reports the kubelet's
+reason and attach fails at once; helm uninstall leaves no operator pod and keeps the CRD.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from mesh_client.kubernetes import MeshNotReady, attach
+from tests.cluster import testing
+from tests.cluster.real_node import images
+from tests.e2e import support
+from tests.e2e.support import kubectl
+from tests.integration.operator.support import ROOT, condition, create_mesh, get_mesh
+
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
+
+def _pods(cluster: Any, namespace: str, selector: str) -> list[dict[str, Any]]:
+    out = kubectl(cluster, "-n", namespace, "get", "pods", "-l", selector, "-o", "json").stdout
+    return json.loads(out)["items"]  # type: ignore[no-any-return]
+
+
+def _digest(image_id: str) -> str:
+    return image_id.rpartition("sha256:")[2]
+
+
+@pytest.fixture(scope="module")
+def gpu_labels(cluster: Any) -> None:
+    """GPU Feature Discovery labels on the real node, so pinned meshes can be placed on it; the
+    node has no NVIDIA runtime, so the procs run the examples' CPU path."""
+    kubectl(cluster, "label", "node", support.NODE, "--overwrite", "nvidia.com/gpu.count=2",
+            "nvidia.com/gpu.memory=81920", "nvidia.com/gpu.product=NVIDIA-H200")
+
+
+def test_the_node_is_a_kubelet_on_containerd_2(cluster: Any) -> None:
+    node = json.loads(kubectl(cluster, "get", "node", support.NODE, "-o", "json").stdout)
+    info = node["status"]["nodeInfo"]
+    assert info["containerRuntimeVersion"].startswith("containerd://2.")
+    assert info["kubeletVersion"] == "v1.36.5"
+    wide = kubectl(cluster, "get", "node", support.NODE, "-o", "wide").stdout
+    assert "containerd://2." in wide and "v1.36.5" in wide
+
+
+def test_the_operator_pod_is_non_root_read_only_and_answers_probes_and_metrics(
+        cluster: Any, release: str) -> None:
+    (pod,) = _pods(cluster, support.RELEASE_NAMESPACE, "app.kubernetes.io/name=procmesh-operator")
+    (status,) = pod["status"]["containerStatuses"]
+    # Ready comes from the kubelet's own readiness probe against the pod IP.
+    assert status["ready"] and status["restartCount"] == 0
+    assert _digest(status["imageID"]) == _digest(support.image("operator")["id"])
+    (container,) = pod["spec"]["containers"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    # Inside the container: an unprivileged user, the `kubernetes` Service as its API server.
+    seen = kubectl(cluster, "-n", support.RELEASE_NAMESPACE, "exec", pod["metadata"]["name"], "--",
+                   "python", "-c", "import os; print(os.getuid(), os.environ['KUBERNETES_SERVICE_HOST'],"
+                   " os.access('/', os.W_OK))").stdout.split()
+    service_ip = kubectl(cluster, "get", "service", "kubernetes", "-o", "jsonpath={.spec.clusterIP}").stdout
+    assert seen == ["65532", service_ip, "False"]
+    # Metrics through the chart's Service: ClusterIP -> kube-proxy's rules -> the pod.
+    services = json.loads(kubectl(cluster, "-n", support.RELEASE_NAMESPACE, "get", "services",
+                                  "-o", "json").stdout)["items"]
+    metrics = next(s for s in services if any(p["port"] == 9090 for p in s["spec"]["ports"]))
+    fetch = ("import urllib.request; print(urllib.request.urlopen("
+             f"'http://{metrics['spec']['clusterIP']}:9090/metrics', timeout=10).read().decode())")
+    # kube-proxy writes the Service's rules within its sync period of the Service's creation.
+    text = testing.wait_for(lambda: support.in_netns(cluster, fetch), "metrics through the Service IP")
+    assert "# TYPE" in text
+
+
+def test_the_cpu_example_mesh_is_ready_in_our_proc_server_image(cluster: Any, namespace: str,
+                                                                release: str) -> None:
+    kubectl(cluster, "-n", namespace, "apply", "-f", str(ROOT / "examples" / "meshes" / "cpu-mesh.yaml"))
+    kubectl(cluster, "-n", namespace, "wait", "--for=condition=Ready", "--timeout=300s", "procmesh/cpu-mesh")
+    pods = _pods(cluster, namespace, "procmesh.io/mesh=cpu-mesh")
+    assert len(pods) == 8
+    ours = _digest(support.image("proc-server")["id"])
+    for pod in pods:
+        (status,) = pod["status"]["containerStatuses"]
+        assert status["ready"] and _digest(status["imageID"]) == ours, status
+        assert status["containerID"].startswith("containerd://")
+
+
+def _example(cluster: Any, *args: str) -> str:
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PROCMESH_DEVICE_IDS": "0,1"}
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_sharing_gpus_from_outside_through_the_kubelets_port_forward(
+        cluster: Any, namespace: str, release: str, gpu_labels: None) -> None:
+    out = _example(cluster, "examples/sharing_gpus.py", "--kubernetes", "--via-api-server",
+                   "--namespace", namespace, "--image", support.image("examples")["ref"])
+    assert "Example completed successfully!" in out
+    assert out.count("trainer + reference") == 2
+
+
+def test_sharing_gpus_as_an_in_cluster_job_on_pod_ips(cluster: Any, release: str, gpu_labels: None) -> None:
+    log = support.run_job(cluster, support.CLIENT_NAMESPACE, "sharing-gpus", support.image("examples")["ref"],
+                          ["python", f"{images.EXAMPLES_DIR}/sharing_gpus.py", "--kubernetes",
+                           "--namespace", support.CLIENT_NAMESPACE, "--image", support.image("examples")["ref"]])
+    assert "Example completed successfully!" in log
+
+
+def test_spmd_train_in_containers(cluster: Any, kube: Any, release: str) -> None:
+    from kubernetes import client
+
+    examples = support.image("examples")["ref"]
+    create_mesh(client.CustomObjectsApi(kube), support.CLIENT_NAMESPACE, "spmd", hosts=2,
+                perHost=[{"name": "gpus", "size": 2}], template={"image": examples})
+    log = support.run_job(cluster, support.CLIENT_NAMESPACE, "spmd-train", examples,
+                          ["python", f"{images.EXAMPLES_DIR}/spmd_train.py", "--attach", "spmd",
+                           "--namespace", support.CLIENT_NAMESPACE, "--steps", "12"])
+    assert "trained on 4 procs: True" in log
+
+
+def test_a_proc_server_killed_in_its_container_is_a_supervision_error_and_restarts(
+        cluster: Any, kube: Any, namespace: str, release: str) -> None:
+    from kubernetes import client
+
+    custom = client.CustomObjectsApi(kube)
+    create_mesh(custom, namespace, "fragile", hosts=1, perHost=[{"name": "gpus", "size": 2}],
+                restartPolicy="RestartProc", maxRestarts=3)
+    # The caller is on the node (pod IPs route there): see test_sharing_gpus_from_outside_...
+    # for the path through the API server.
+    caller = support.in_netns_process(cluster, ["-m", "tests.e2e.node_client", "fragile", namespace])
+    try:
+        assert caller.stdout is not None
+        assert caller.stdout.readline().strip() == "READY"
+        (pod,) = [p for p in _pods(cluster, namespace, "procmesh.io/mesh=fragile")
+                  if p["metadata"]["name"] == "fragile-1"]
+        os.kill(support.container_pid(cluster, pod["status"]["containerStatuses"][0]["containerID"]),
+                signal.SIGKILL)
+        ended = caller.stdout.readline().strip()
+    finally:
+        caller.kill()
+        caller.wait()
+    assert ended.startswith("SUPERVISION") and "fragile-1" in ended, ended
+
+    def restarted() -> dict[str, Any] | None:
+        m = get_mesh(custom, namespace, "fragile")
+        ready = condition(m, "Ready")
+        fresh = ready.get("observedGeneration") == m["metadata"]["generation"]
+        return m if fresh and ready.get("status") == "True" and (m["status"].get("restarts") or 0) >= 1 else None
+
+    testing.wait_for(restarted, "fragile restarted its proc and is Ready again", timeout=300)
+    (again,) = [p for p in _pods(cluster, namespace, "procmesh.io/mesh=fragile")
+                if p["metadata"]["name"] == "fragile-1"]
+    # A new container runs: in a new pod (the operator replaced it) or restarted in place.
+    (status,) = again["status"]["containerStatuses"]
+    assert again["metadata"]["uid"] != pod["metadata"]["uid"] or status["restartCount"] >= 1
+    assert status["ready"] and status["containerID"] != pod["status"]["containerStatuses"][0]["containerID"]
+
+
+def test_a_missing_image_is_reported_with_the_kubelets_reason_and_attach_fails_at_once(
+        cluster: Any, kube: Any, namespace: str, release: str) -> None:
+    from kubernetes import client
+
+    custom = client.CustomObjectsApi(kube)
+    create_mesh(custom, namespace, "noimage", hosts=1, perHost=[{"name": "gpus", "size": 1}],
+                template={"image": "docker.io/procmesh/not-built:0", "imagePullPolicy": "Never"})
+
+    def reported() -> dict[str, Any] | None:
+        m = get_mesh(custom, namespace, "noimage")
+        said = json.dumps((m.get("status") or {}).get("conditions") or [])
+        return m if "ErrImageNeverPull" in said else None
+
+    testing.wait_for(reported, "the mesh's conditions name ErrImageNeverPull", timeout=120)
+    # At once: the fatal path ("cannot become Ready"), not the timeout ("was not Ready after").
+    with pytest.raises(MeshNotReady) as info:
+        attach("noimage", namespace, api_client=kube, timeout=120)
+    assert "cannot become Ready" in str(info.value) and "ErrImageNeverPull" in str(info.value)
+
+
+def test_helm_uninstall_leaves_no_operator_pod_and_keeps_the_crd(cluster: Any, release: str) -> None:
+    support.helm(cluster, "uninstall", support.RELEASE, "-n", support.RELEASE_NAMESPACE, "--wait")
+    testing.wait_for(lambda: not _pods(cluster, support.RELEASE_NAMESPACE, "app.kubernetes.io/name=procmesh-operator"),
+                     "no operator pod left")
+    assert kubectl(cluster, "get", "crd", "procmeshes.procmesh.io").returncode == 0

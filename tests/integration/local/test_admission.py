@@ -1,0 +1,125 @@
+"""What a proc server gives connections that have not authenticated, on a real proc server.
+
+Aspects: a TCP connect and close (a probe) is never logged; garbage is logged as a refusal, and
+a burst of refusals as one line; at most PROCMESH_MAX_UNAUTHENTICATED connections may be in the
+handshake, more are closed at once while the authenticated client is served; with
+RLIMIT_NOFILE=64 and 100 idle connections the server backs off instead of spinning, keeps
+serving its client, and serves a new client once descriptors are free.
+"""
+
+import select
+import socket
+import time
+
+from benchmarks import flooding
+from mesh_client import this_host
+from tests.integration.local.actors import Caller
+from tests.integration.local.single_proc import single_proc, wait_until
+
+HELLO_BYTES = 48  # header, one length, a 32-byte nonce
+
+
+def connect(port):
+    return socket.create_connection(("127.0.0.1", port), timeout=10)
+
+
+def refusals(proc):
+    return [line for line in proc.log_lines() if "refused" in line]
+
+
+def summaries_allowed(started):
+    """Summary lines a rate-limited log may add: one per 10 s period since ``started``."""
+    return 1 + int((time.monotonic() - started) // 10)
+
+
+def full_and_summary(lines, full_prefix, what):
+    full = [line for line in lines if line.startswith(full_prefix)]
+    summaries = [line for line in lines if " more " + what + " in the last " in line]
+    return full, summaries
+
+
+def settled(proc, descriptors):
+    """The proc holds no more descriptors than it did before (every test connection is closed)."""
+    return lambda: flooding.open_descriptors(proc.pid) <= descriptors
+
+
+def test_probes_are_not_logged_but_garbage_is(tmp_path):
+    with single_proc(tmp_path) as proc:
+        before = flooding.open_descriptors(proc.pid)
+        for i in range(50):
+            probe = connect(proc.port)
+            if i % 2:  # close with the HELLO unread: the proc sees a reset, as from kubelet's probes
+                select.select([probe], [], [], 10)
+            probe.close()
+        wait_until(settled(proc, before), "the proc to close every probe")
+        with connect(proc.port) as attacker:
+            attacker.sendall(b"GET / HTTP/1.1\r\n\r\n")
+            wait_until(lambda: refusals(proc), "the refusal line")
+        wait_until(settled(proc, before), "the proc to close the attacker")
+        lines = refusals(proc)
+        assert len(lines) == 1 and "bad frame magic" in lines[0], proc.log_lines()
+
+
+def test_a_burst_of_refusals_is_logged_as_one_line(tmp_path):
+    with single_proc(tmp_path) as proc:
+        before = flooding.open_descriptors(proc.pid)
+        started = time.monotonic()
+        for _ in range(200):
+            with connect(proc.port) as attacker:
+                attacker.sendall(b"\x00" * 64)
+        wait_until(settled(proc, before), "the proc to close every attacker")
+        full, summaries = full_and_summary(proc.log_lines(), "procmesh: refused connection", "refused connections")
+        assert len(full) == 1 and len(summaries) <= summaries_allowed(started), proc.log_lines()
+        assert proc.actor.echo.call_one("still served").get(timeout=30) == "still served"
+
+
+def test_connections_beyond_the_cap_are_closed_at_once(tmp_path):
+    with single_proc(tmp_path, env={"PROCMESH_MAX_UNAUTHENTICATED": "4"}) as proc:
+        before = flooding.open_descriptors(proc.pid)
+        held = []
+        for _ in range(4):
+            sock = connect(proc.port)
+            assert len(sock.recv(1024)) == HELLO_BYTES  # admitted: the server said HELLO
+            held.append(sock)
+        excess = connect(proc.port)
+        try:
+            assert excess.recv(1024) == b""  # closed without a HELLO
+        except ConnectionResetError:
+            pass
+        excess.close()
+        assert proc.actor.echo.call_one("served").get(timeout=30) == "served"
+        for sock in held:
+            sock.close()
+        wait_until(settled(proc, before), "the proc to close the held connections")
+        with connect(proc.port) as again:
+            assert len(again.recv(1024)) == HELLO_BYTES
+        assert any("already authenticating" in line for line in refusals(proc)), proc.log_lines()
+
+
+def test_descriptor_exhaustion_backs_off_and_service_resumes(tmp_path):
+    with single_proc(tmp_path, nofile=64) as proc:
+        started = time.monotonic()
+        idle = [connect(proc.port) for _ in range(100)]
+        try:
+            wait_until(lambda: any("EMFILE" in line for line in proc.log_lines()), "the proc to run out of descriptors")
+            cpu_before, wall_before = flooding.cpu_seconds(proc.pid), time.monotonic()
+            time.sleep(2.0)
+            cpu, wall = flooding.cpu_seconds(proc.pid) - cpu_before, time.monotonic() - wall_before
+            # A listener polled while accept() fails would keep a core busy; backing off keeps it idle.
+            assert cpu < wall / 4, f"the proc used {cpu:.2f} s of CPU in {wall:.2f} s while out of descriptors"
+            # The established client needs no new descriptor and is served throughout.
+            assert proc.actor.echo.call_one("during").get(timeout=30) == "during"
+            with this_host().spawn_procs(per_host={"procs": 1}, name="newcomer") as other:
+                caller = other.spawn("caller", Caller).slice(procs=0)
+                pending = caller.relay.call_one(proc.actor, "hello")  # a new connection to the proc
+                for sock in idle:
+                    sock.close()
+                idle = []
+                assert pending.get(timeout=60)["answers"] == ["hello"]
+        finally:
+            for sock in idle:
+                sock.close()
+        full, summaries = full_and_summary(proc.log_lines(), "procmesh: cannot accept", "accept() failures")
+        assert len(full) == 1 and len(summaries) <= summaries_allowed(started), proc.log_lines()
+
+

@@ -1,0 +1,113 @@
+"""A Peer (the client side of every call) against a scripted proc server on a socket pair.
+
+Aspects: a reply resolves its request's future with the status and payload; when the link
+drops every pending future fails at once as LOST with the reason, and later requests fail
+without sending; a malformed reply envelope drops the link (and fails what is pending); the
+owner's story of a lost proc is asked with a deadline LOSS_DETAIL_SECONDS after the loss.
+"""
+
+import socket
+import threading
+
+from mesh_client._src.runtime import peers
+from mesh_client._src.runtime.streams import SocketStream
+from mesh_client._src.wire import envelopes, frames, protocol
+
+TOKEN = b"peer-token"
+
+
+def scripted_server(sock, on_request):
+    """Serve one connection: authenticate, then call ``on_request(request, send)`` per request;
+    it returns False to hang up."""
+    conn = protocol.Connection(protocol.Role.SERVER, TOKEN)
+    conn.start()
+    sock.sendall(conn.data_to_send())
+
+    def send(segments):
+        sock.sendall(b"".join(bytes(p) for p in frames.encode(frames.Kind.MESSAGE, segments)))
+
+    def run():
+        with sock:
+            while data := sock.recv(65536):
+                conn.receive_data(data)
+                while (event := conn.next_event()) is not protocol.NEED_DATA:
+                    out = conn.data_to_send()
+                    if out:
+                        sock.sendall(out)
+                    if isinstance(event, protocol.Message):
+                        if on_request(envelopes.decode_request(event.segments), send) is False:
+                            return
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def peer_with(on_request):
+    ours, theirs = socket.socketpair()
+    thread = scripted_server(theirs, on_request)
+    return peers.Peer(("memory", 0), TOKEN, "memory", opener=lambda address, timeout: SocketStream(ours)), thread
+
+
+def raw(value):
+    return value
+
+
+def test_a_reply_resolves_its_future():
+    def answer(request, send):
+        send(envelopes.encode_reply(request.call_id, envelopes.OK, [b"pong", bytes([request.op])]))
+
+    peer, _ = peer_with(answer)
+    status, payload, _ = peer.request((7, "field"), [b"ping"], raw).get(timeout=10)
+    assert status == envelopes.OK and [bytes(p) for p in payload] == [b"pong", b"\x07"]
+    peer.close()
+
+
+def test_a_dropped_link_fails_every_pending_call_and_later_ones():
+    seen = []
+
+    def hang_up_on_the_second(request, send):
+        seen.append(request.call_id)
+        return len(seen) < 2
+
+    peer, thread = peer_with(hang_up_on_the_second)
+    first = peer.request((1,), [], raw)
+    second = peer.request((1,), [], raw)
+    thread.join(10)
+    for fut in (first, second):
+        status, reason, who = fut.get(timeout=10)
+        assert status == peers.LOST and who is peer and "memory closed the connection" in reason
+    assert peer.lost
+    status, _, _ = peer.request((1,), [], raw).get(timeout=0)
+    assert status == peers.LOST
+
+
+def test_a_malformed_reply_drops_the_link():
+    def garbage(request, send):
+        send([b"this is no pickle"])
+
+    peer, _ = peer_with(garbage)
+    status, reason, _ = peer.request((1,), [], raw).get(timeout=10)
+    assert status == peers.LOST and "envelope" in reason
+
+
+def test_the_loss_story_is_asked_with_a_deadline_bound_to_the_loss():
+    peer, thread = peer_with(lambda request, send: False)
+    asked = []
+
+    def explain(reason, deadline):
+        asked.append(deadline)
+        return f"the story: {reason}"
+
+    peer.explain_loss = explain
+    status, reason, _ = peer.request((1,), [], raw).get(timeout=10)
+    thread.join(10)
+    assert status == peers.LOST and peer.lost_at is not None
+    assert peer.describe_loss(reason) == f"the story: {reason}"
+    assert asked == [peer.lost_at + peers.LOSS_DETAIL_SECONDS]
+
+    def broken(reason, deadline):
+        raise RuntimeError("the owner could not tell")
+
+    peer.explain_loss = broken
+    assert peer.describe_loss(reason) == reason  # the bare reason, never the owner's error
