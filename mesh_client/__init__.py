@@ -5,54 +5,74 @@ Port a Monarch program by changing ``from monarch.actor import ...`` to
 """
 
 from mesh_client._src.actor.actor import Actor
-from mesh_client._src.actor.actor_mesh import ActorEndpoint, ActorMesh
+from mesh_client._src.actor.actor_mesh import ActorEndpoint, ActorMesh, as_endpoint
 from mesh_client._src.actor.context import (
     ActorInstance,
     Context,
     context,
+    current_actor_name,
     current_rank,
     current_size,
 )
-from mesh_client._src.actor.endpoint import Endpoint, endpoint
+from mesh_client._src.actor.endpoint import Endpoint, concurrent_endpoint, endpoint
 from mesh_client._src.actor.errors import (
     ActorError,
     NotAnEndpoint,
     RemoteException,
     SupervisionError,
 )
+from mesh_client._src.actor.options import options
+from mesh_client._src.actor.ports import Channel, Port, PortReceiver
 from mesh_client._src.actor.proc_mesh import ProcMesh
+from mesh_client._src.actor.sending import Accumulator, send
 from mesh_client._src.actor.shape import Extent, Point, Shape
+from mesh_client._src.actor.supervision import MeshFailure, unhandled_fault_hook
 from mesh_client._src.actor.value_mesh import ValueMesh
 from mesh_client._src.local.bootstrap import BootstrapCommand, default_bootstrap_cmd
-from mesh_client._src.local.host_mesh import HostMesh, this_host, this_proc
+from mesh_client._src.local.host_mesh import HostMesh, get_or_spawn_controller, this_host, this_proc
 from mesh_client._src.local.launcher import ProcStartError
+from mesh_client._src.local.workers import attach_to_workers, run_worker_loop_forever
 from mesh_client._src.runtime.futures import Future
 
 __all__ = [
+    "Accumulator",
     "Actor",
     "ActorEndpoint",
     "ActorError",
     "ActorInstance",
     "ActorMesh",
     "BootstrapCommand",
+    "Channel",
     "Context",
     "Endpoint",
     "Extent",
     "Future",
     "HostMesh",
+    "MeshFailure",
     "NotAnEndpoint",
     "Point",
+    "Port",
+    "PortReceiver",
     "ProcMesh",
     "ProcStartError",
     "RemoteException",
     "Shape",
     "SupervisionError",
     "ValueMesh",
+    "as_endpoint",
+    "attach_to_workers",
+    "concurrent_endpoint",
     "context",
+    "current_actor_name",
     "current_rank",
     "current_size",
     "default_bootstrap_cmd",
     "endpoint",
+    "get_or_spawn_controller",
+    "options",
+    "run_worker_loop_forever",
+    "send",
     "this_host",
     "this_proc",
+    "unhandled_fault_hook",
 ]

@@ -9,6 +9,7 @@ from tests.cluster.pytest_plugin import (  # noqa: F401 - fixtures and hooks are
     pytest_runtest_call,
     pytest_runtest_makereport,
 )
+from tests.integration.faults import _no_fault_ends_the_session, faults  # noqa: F401
 from tests.integration.operator.fixtures import (  # noqa: F401
     core,
     crd,

@@ -36,6 +36,9 @@ class ActorMesh(MeshTrait, Generic[T]):
         name: str,
         class_name: str,
         endpoints: frozenset[str],
+        spawned: Future[None] | None = None,
+        class_repr: str = "",
+        plain: frozenset[str] = frozenset(),
     ) -> None:
         self._group = group
         self._shape = shape
@@ -43,10 +46,23 @@ class ActorMesh(MeshTrait, Generic[T]):
         self._name = name
         self._class_name = class_name
         self._endpoints = endpoints
+        self._spawned = spawned  # the __init__ replies, for meshes spawned by this process
+        self._class_repr = class_repr or class_name  # repr() of the actor class, for str(mesh)
+        self._plain = plain  # public methods that are not endpoints: reachable through as_endpoint
         self._bound: dict[str, ActorEndpoint[Any]] = {}
 
     def _with_shape(self, shape: Shape) -> ActorMesh[T]:
-        return ActorMesh(self._group, shape, self._actor_id, self._name, self._class_name, self._endpoints)
+        return ActorMesh(
+            self._group,
+            shape,
+            self._actor_id,
+            self._name,
+            self._class_name,
+            self._endpoints,
+            self._spawned,
+            self._class_repr,
+            self._plain,
+        )
 
     def __getattr__(self, attr: str) -> ActorEndpoint[Any]:
         if attr.startswith("_"):
@@ -54,6 +70,8 @@ class ActorMesh(MeshTrait, Generic[T]):
         bound = self._bound.get(attr)
         if bound is not None:
             return bound
+        if attr in self._plain:
+            return NotAnEndpointRef(self, attr)  # type: ignore[return-value]
         if attr not in self._endpoints:
             raise NotAnEndpoint(
                 f"{self._class_name}.{attr} is not an endpoint of actor mesh {self._name!r}"
@@ -63,17 +81,35 @@ class ActorMesh(MeshTrait, Generic[T]):
         return bound
 
     def __reduce__(self) -> tuple[Any, ...]:
+        # A reference sent elsewhere may be called over another connection: the actors must
+        # exist by then (calls from here follow the spawn on the same connection).
+        if self._spawned is not None and not self._spawned.done():
+            self._spawned.exception()
         return (
             ActorMesh,
-            (self._group, self._shape, self._actor_id, self._name, self._class_name, self._endpoints),
+            (
+                self._group,
+                self._shape,
+                self._actor_id,
+                self._name,
+                self._class_name,
+                self._endpoints,
+                None,
+                self._class_repr,
+                self._plain,
+            ),
         )
 
     def __repr__(self) -> str:
-        return f"<ActorMesh {self._name!r} ({self._class_name}) {self.sizes}>"
+        """As Monarch prints it: ``ActorMesh(class=<class 'mod.Cls'>, shape={gpus=2})``."""
+        shape = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+        return f"ActorMesh(class={self._class_repr}, shape={{{shape}}})"
 
     @property
     def initialized(self) -> Future[None]:
-        """Done: ``spawn`` returns once every ``__init__`` has finished."""
+        """Done once every ``__init__`` has run; raises SupervisionError if one of them failed."""
+        if self._spawned is not None:
+            return self._spawned
         fut: Future[None] = Future()
         fut.set_result(None)
         return fut
@@ -82,7 +118,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         """Stop these actors (their ``__cleanup__`` runs); the procs stay."""
         futs = [
             self._group.peers[p].request(
-                (messages.STOP_ACTOR, self._actor_id),
+                (messages.STOP_ACTOR, self._actor_id, reason),
                 (),
                 functools.partial(messages.decode_reply, f"stop of {self._name}", self._group.labels[p]),
             )
@@ -100,7 +136,7 @@ class ActorEndpoint(Generic[R]):
     def __init__(self, mesh: ActorMesh[Any], method: str) -> None:
         self._mesh = mesh
         self._method = method
-        self._what = f"Actor call {mesh._name}.{method}()"
+        self._what = f"Actor call {mesh._name}.{method}"  # Monarch's words: "Actor call m.f failed"
 
     def _send(self, indices: Sequence[int], args: tuple[Any, ...], kwargs: dict[str, Any], reply: bool = True) -> list[Future[Any]]:
         mesh = self._mesh
@@ -154,6 +190,35 @@ class ActorEndpoint(Generic[R]):
             f"{self._mesh._name}.{self._method} is an endpoint of a remote actor mesh; "
             f"use .call(...), .call_one(...), .choose(...), .stream(...) or .broadcast(...)"
         )
+
+
+class NotAnEndpointRef:
+    """``mesh.method`` for a method without ``@endpoint``: its adverbs refuse, saying how to fix
+    it; ``as_endpoint(mesh.method)`` calls it anyway."""
+
+    def __init__(self, mesh: ActorMesh[Any], method: str) -> None:
+        self._mesh = mesh
+        self._method = method
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotAnEndpoint(
+            f"{self._mesh._class_name}.{self._method} is not an endpoint of actor mesh {self._mesh._name!r}; "
+            f"add a @endpoint decorator to it, or call it through as_endpoint(mesh.{self._method})"
+        )
+
+    call = call_one = choose = stream = broadcast = __call__ = _refuse
+
+
+def as_endpoint(method: Any, *, propagate: Any = None, explicit_response_port: bool = False) -> ActorEndpoint[Any]:
+    """Treat a method of a spawned actor that is not an ``@endpoint`` as one:
+    ``as_endpoint(mesh.method).call(...)``."""
+    if explicit_response_port:
+        raise NotImplementedError("as_endpoint(..., explicit_response_port=True) is not supported; decorate the method instead")
+    if isinstance(method, ActorEndpoint):
+        return method
+    if isinstance(method, NotAnEndpointRef):
+        return ActorEndpoint(method._mesh, method._method)
+    raise TypeError(f"as_endpoint takes a method of an actor mesh (mesh.method), not {type(method).__name__}")
 
 
 def gather(

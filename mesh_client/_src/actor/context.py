@@ -6,9 +6,9 @@ before each message; outside any actor the root client context applies.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import os
-import threading
 from typing import Any
 
 from mesh_client._src.actor.shape import Extent, Point
@@ -16,9 +16,23 @@ from mesh_client._src.actor.shape import Extent, Point
 _EMPTY = Point(0, Extent((), ()))
 
 
+@dataclasses.dataclass(frozen=True)
+class Creator:
+    """Who spawned an actor: its name (``"root"`` for the client) and its display chain."""
+
+    name: str
+    display: str
+
+    def __str__(self) -> str:
+        return self.display
+
+
 @dataclasses.dataclass
 class ActorInstance:
-    """The running actor: its absolute ``rank`` in the mesh it was spawned on, and its names."""
+    """The running actor: its absolute ``rank`` in the mesh it was spawned on, and its names.
+
+    ``str()`` is its display chain, ``<root>.<module.Class name{'gpus': 0/2}>``, as Monarch's.
+    """
 
     name: str
     actor_id: str
@@ -27,6 +41,11 @@ class ActorInstance:
     proc_mesh: Any = None  # the ProcMesh it was spawned on (None for the client)
     proc: Any = None  # this proc alone, as a one-point ProcMesh (None for the client)
     proc_id: str = ""
+    display: str = "<root>"  # the owner chain, as supervision reports print it
+    creator: Creator | None = None  # None for the client
+
+    def __str__(self) -> str:
+        return self.display
 
 
 @dataclasses.dataclass
@@ -35,18 +54,26 @@ class Context:
     message_rank: Point
 
 
-_CLIENT = Context(ActorInstance("client", "client", "Client", _EMPTY, proc_id=f"client:{os.getpid()}"), _EMPTY)
-_state = threading.local()
+_CLIENT = Context(ActorInstance("root", "client", "Client", _EMPTY, proc_id=f"client:{os.getpid()}"), _EMPTY)
+# A context variable, not a thread-local: each thread starts without one, and each asyncio task
+# of a concurrent endpoint keeps its own message's context.
+_current: contextvars.ContextVar[Context | None] = contextvars.ContextVar("procmesh_context", default=None)
 
 
 def context() -> Context:
     """The current actor and message, or the root client context outside actors."""
-    return getattr(_state, "context", None) or _CLIENT
+    return _current.get() or _CLIENT
 
 
 def current_rank() -> Point:
     """The position of this actor within the slice the current message was sent to."""
     return context().message_rank
+
+
+def current_actor_name() -> str:
+    """The id of the running actor, one per rank (``"client"`` outside actors)."""
+    instance = context().actor_instance
+    return instance.actor_id if instance.creator is None else f"{instance.actor_id}[{instance.rank.rank}]"
 
 
 def current_size() -> dict[str, int]:
@@ -56,4 +83,4 @@ def current_size() -> dict[str, int]:
 
 def enter(ctx: Context | None) -> None:
     """Set this thread's context (used by the proc server around each message)."""
-    _state.context = ctx
+    _current.set(ctx)

@@ -19,6 +19,8 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 MARK = "__procmesh_endpoint__"
+EXPLICIT_PORT = "__procmesh_explicit_response_port__"  # the method gets a Port first and sends through it
+CONCURRENT = "__procmesh_concurrent__"  # an async endpoint that runs beside the actor's next messages
 
 
 class Endpoint(Protocol, Generic[P, R]):
@@ -77,7 +79,9 @@ def endpoint(
     Args:
         method: the method, when used bare as ``@endpoint``.
         propagate, instrument: accepted for Monarch compatibility; they change nothing here.
-        explicit_response_port: not supported; raises if set.
+        explicit_response_port: the method receives a ``Port`` as its first argument and sends
+            its result (``port.send(v)``) or error (``port.exception(e)``) through it; its return
+            value is ignored.
 
     Example::
 
@@ -87,14 +91,32 @@ def endpoint(
 
         counters.add.call(1).get()
     """
-    if explicit_response_port:
-        raise NotImplementedError("explicit_response_port=True is not supported by procmesh; return the value instead")
 
     def mark(fn: Callable[..., Any]) -> Any:
         if not callable(fn):
             raise TypeError(f"@endpoint decorates methods, not {type(fn).__name__}")
         setattr(fn, MARK, True)
+        if explicit_response_port:
+            setattr(fn, EXPLICIT_PORT, True)
         return fn
+
+    return mark(method) if method is not None else mark
+
+
+def concurrent_endpoint(method: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """An async endpoint whose body runs as a background task of the actor's event loop, so the
+    actor takes its next message without waiting for it (Monarch's ``@concurrent_endpoint``)."""
+
+    def mark(fn: Callable[..., Any]) -> Any:
+        import inspect
+
+        where = getattr(fn, "__qualname__", fn)
+        if is_endpoint(fn):
+            raise ValueError(f"@concurrent_endpoint does not wrap @endpoint: {where} should use one of the two")
+        if not inspect.iscoroutinefunction(fn):
+            raise ValueError(f"@concurrent_endpoint can only wrap async endpoints: make {where} an async def")
+        setattr(fn, CONCURRENT, True)
+        return endpoint(fn) if not options else endpoint(**options)(fn)
 
     return mark(method) if method is not None else mark
 
@@ -106,3 +128,25 @@ def is_endpoint(obj: Any) -> bool:
 def endpoint_names(cls: type) -> frozenset[str]:
     """Names of the endpoints of an actor class, inherited ones included."""
     return frozenset(name for name in dir(cls) if not name.startswith("__") and is_endpoint(getattr(cls, name, None)))
+
+
+def check_endpoint_kinds(cls: type, names: frozenset[str]) -> None:
+    """Refuse an actor mixing ``def`` and ``async def`` endpoints, as Monarch does at spawn."""
+    import inspect
+
+    kinds = {name: inspect.iscoroutinefunction(getattr(cls, name)) for name in names}
+    sync = sorted(n for n, is_async in kinds.items() if not is_async)
+    async_ = sorted(n for n, is_async in kinds.items() if is_async)
+    if sync and async_:
+        raise ValueError(
+            f"{cls!r} mixes both async and sync endpoints. Synchronous endpoints cannot be mixed with async "
+            f"endpoints because they can cause the asyncio loop to deadlock if they wait. sync: {sync} async: {async_} "
+            "(make them all one kind, or set mesh_client.options.mixed_endpoints = True)"
+        )
+
+
+def plain_method_names(cls: type) -> frozenset[str]:
+    """Public methods of an actor class that are not endpoints (``as_endpoint`` reaches them)."""
+    return frozenset(
+        name for name in dir(cls) if not name.startswith("_") and callable(getattr(cls, name, None)) and not is_endpoint(getattr(cls, name))
+    )

@@ -35,5 +35,6 @@ class RemoteException(Exception):
         self.text = text
 
 
-class NotAnEndpoint(AttributeError):
-    """The attribute exists on the actor class but is not decorated with ``@endpoint``."""
+class NotAnEndpoint(AttributeError, RuntimeError):
+    """The method exists on the actor class but is not decorated with ``@endpoint`` (a
+    RuntimeError, as Monarch's, and an AttributeError, as attribute lookups raise)."""

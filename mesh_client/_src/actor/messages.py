@@ -14,8 +14,21 @@ from typing import Any
 
 from mesh_client._src.actor.errors import ActorError, RemoteException, SupervisionError
 from mesh_client._src.runtime import peers
-from mesh_client._src.runtime.ops import BOOTSTRAP, CALL, DESCRIBE, SPAWN, STOP, STOP_ACTOR  # noqa: F401
+from mesh_client._src.runtime.ops import (  # noqa: F401
+    BOOTSTRAP,
+    CALL,
+    DESCRIBE,
+    PORT_SEND,
+    SPAWN,
+    STOP,
+    STOP_ACTOR,
+    WATCH,
+)
 from mesh_client._src.wire import serialization
+
+# A reply status beside peers.OK/ERROR/LOST: the actor has failed (or was stopped); the payload
+# is one UTF-8 segment, the supervision report.
+DEAD = 3
 
 
 @dataclasses.dataclass
@@ -71,5 +84,17 @@ def decode_reply(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:
     if status == peers.ERROR:
         failure: Failure = serialization.loads(data)
         raise failure.to_error(f"{what} failed on {where}")
+    if status == DEAD:
+        raise SupervisionError(f"{endpoint_call(what)} failed, {dead_report(data)}")
     peer: peers.Peer = extra
-    raise SupervisionError(f"{what} failed: {peer.describe_loss(data)}")
+    raise SupervisionError(f"{endpoint_call(what)} failed, the process this actor was running on failed: {peer.describe_loss(data)}")
+
+
+def dead_report(data: Any) -> str:
+    """The report carried by a DEAD reply."""
+    return b"".join(bytes(s) for s in data).decode("utf-8", "replace")
+
+
+def endpoint_call(what: str) -> str:
+    """Monarch names a call ``Endpoint call mesh.method()`` in supervision errors."""
+    return "Endpoint call " + what[len("Actor call ") :] + "()" if what.startswith("Actor call ") else what

@@ -11,10 +11,12 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from mesh_client._src.actor import messages
+from mesh_client._src.actor import context as context_mod
+from mesh_client._src.actor import messages, watching
 from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.actor_mesh import ActorMesh, gather
-from mesh_client._src.actor.endpoint import endpoint_names
+from mesh_client._src.actor.endpoint import check_endpoint_kinds, endpoint_names, plain_method_names
+from mesh_client._src.actor.options import options
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.runtime import peers
@@ -52,26 +54,41 @@ class ProcMesh(MeshTrait):
         return fut
 
     def spawn(self, name: str, Class: type[T], *args: Any, **kwargs: Any) -> T:
-        """Start ``Class(*args, **kwargs)`` in every proc; returns once every ``__init__`` ran.
+        """Start ``Class(*args, **kwargs)`` in every proc; returns at once, as in Monarch.
 
-        Raises ActorError with the remote traceback if an ``__init__`` raised, so the failure
-        shows at the line that caused it.
+        Each ``__init__`` runs before any endpoint call reaches that actor. One that raises is a
+        supervision event: the owner (the caller's actor, or the client's
+        ``unhandled_fault_hook``) gets a MeshFailure, and calls to the actor raise
+        SupervisionError. ``initialized`` waits for every ``__init__``. With
+        ``mesh_client.options.spawn_waits`` set, spawn waits and raises the ActorError itself.
         """
         if not (isinstance(Class, type) and issubclass(Class, Actor)):
             raise ValueError(f"{Class!r} is not an Actor subclass; derive it from mesh_client.Actor")
+        if self._stopped:
+            raise RuntimeError(f"`ProcMesh` has already been stopped: cannot spawn {name!r} on {self!r}; spawn new procs")
+        names = endpoint_names(Class)
+        if not options.mixed_endpoints:
+            check_endpoint_kinds(Class, names)
+        owner = context_mod.context().actor_instance
         actor_id = f"{name}-{uuid.uuid4().hex[:12]}"
-        payload = serialization.dumps((Class, args, kwargs, self))
+        payload = serialization.dumps((Class, args, kwargs, self, context_mod.Creator(owner.name, owner.display)))
         group, shape = self._group, self._shape
+        what = f"__init__ of {Class.__qualname__} ({name!r})"
         futs = [
             group.peers[p].request(
                 (messages.SPAWN, actor_id, name, i, shape.labels, shape.sizes),
                 payload,
-                functools.partial(messages.decode_reply, f"__init__ of {Class.__qualname__} ({name!r})", group.labels[p]),
+                functools.partial(messages.decode_reply, what, group.labels[p]),
             )
             for i, p in enumerate(shape.ranks)
         ]
-        gather(futs, lambda values: None, fail_fast=peers.is_lost).get()
-        mesh: ActorMesh[T] = ActorMesh(group, shape, actor_id, name, Class.__qualname__, endpoint_names(Class))
+        spawned = gather(futs, lambda values: None, fail_fast=peers.is_lost)
+        watching.watch(group, shape, actor_id, name, Class, owner.actor_id, owner.display)
+        if options.spawn_waits:
+            spawned.get()
+        mesh: ActorMesh[T] = ActorMesh(
+            group, shape, actor_id, name, Class.__qualname__, names, spawned, repr(Class), plain_method_names(Class)
+        )
         return mesh  # type: ignore[return-value]
 
     def _elastic(self) -> tuple[str, int, int]:
@@ -90,6 +107,7 @@ class ProcMesh(MeshTrait):
             fut.set_result(None)
             return fut
         self._stopped = True
+        self._group.stopping.update(self._shape.ranks)
         try:
             if self._group.owner is not None:
                 self._group.owner.stop(list(self._shape.ranks), reason)

@@ -37,6 +37,7 @@ class ProcGroup:
         self.labels = list(labels)
         self.owner = owner
         self.run_id = f"{name}-{uuid.uuid4().hex[:12]}"  # names one run of this group's procs
+        self.stopping: set[int] = set()  # procs being stopped on purpose: their loss is no failure
         if opener is None:
             self.peers = [peers.get_peer(a, token, label) for a, label in zip(self.addresses, self.labels)]
         else:  # private peers: another mesh object in this process may reach the procs directly

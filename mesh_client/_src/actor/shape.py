@@ -80,6 +80,10 @@ class Point(Mapping[str, int]):
         inner = ", ".join(f"{k}={v}" for k, v in zip(self.extent.labels, self._coords))
         return f"Point({inner})"
 
+    def __str__(self) -> str:
+        """As Monarch prints it: ``{'hosts': 0/2, 'gpus': 1/4}`` (each coordinate over its size)."""
+        return "{" + ", ".join(f"{k!r}: {v}/{n}" for k, v, n in zip(self.extent.labels, self._coords, self.extent.sizes)) + "}"
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Point):
             return self.rank == other.rank and self.extent == other.extent

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import secrets
 import socket
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from mesh_client._src.actor import context as ctx_mod
+from mesh_client._src.actor import ports
+from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import MeshTrait, Shape
+from mesh_client._src.local.bootstrap import default_bootstrap_cmd
 from mesh_client._src.local.launcher import CommandSpec, LocalProcs
+from mesh_client._src.runtime.futures import Future
+
+T = TypeVar("T", bound=Actor)
 
 _names = itertools.count()
 
@@ -30,11 +37,21 @@ def proc_labels(name: str, shape: Shape) -> list[str]:
 class HostMesh(MeshTrait):
     """Hosts that can run procs; ``this_host()`` is this machine alone."""
 
-    def __init__(self) -> None:
+    def __init__(self, python: str | None = None) -> None:
         self._shape = Shape([], [])
+        self._python = python  # the interpreter of the procs, when not this one
 
     def _with_shape(self, shape: Shape) -> HostMesh:
         return self
+
+    def with_python_executable(self, path: str) -> HostMesh:
+        """The same hosts, starting their procs with the Python at ``path``."""
+        return HostMesh(path)
+
+    @property
+    def is_fake_in_process(self) -> bool:
+        """False: these procs are real processes (Monarch's fake in-process hosts are a test aid)."""
+        return False
 
     def __repr__(self) -> str:
         return f"<HostMesh local {socket.gethostname()}>"
@@ -57,6 +74,8 @@ class HostMesh(MeshTrait):
         name = name or f"procs{next(_names)}"
         labels = proc_labels(name, shape)
         token = secrets.token_hex(32)
+        if self._python is not None and bootstrap_command is None:
+            bootstrap_command = dataclasses.replace(default_bootstrap_cmd(), program=self._python)
         procs = LocalProcs(name, list(shape.points()), labels, bootstrap_command, token)
         addresses = procs.start()
         group = ProcGroup(name, addresses, token.encode(), labels, owner=procs)
@@ -92,6 +111,36 @@ def this_proc() -> ProcMesh:
         if _client_proc is None:
             _client_proc = _serve_in_process()
     return _client_proc
+
+
+def _home() -> tuple[tuple[str, int], bytes]:
+    """Where other procs send values for ports opened in this process: its own proc server."""
+    group = this_proc()._group
+    return group.addresses[0], group.token
+
+
+ports.home_provider = _home
+
+_controllers: dict[str, Future[Any]] = {}
+_controllers_lock = threading.Lock()
+
+
+def get_or_spawn_controller(name: str, Class: type[T], *args: Any, **kwargs: Any) -> Future[T]:
+    """The one actor named ``name`` of this process, spawned on ``this_proc()`` at the first ask.
+
+    Later asks with the same name get the same mesh, whatever their class and arguments (as in
+    Monarch). Singletons are per process: a proc's actors asking get one in that proc.
+    """
+    with _controllers_lock:
+        fut = _controllers.get(name)
+        if fut is None:
+            fut = _controllers[name] = Future()
+            try:
+                fut.set_result(this_proc().spawn(name, Class, *args, **kwargs))
+            except BaseException as exc:
+                del _controllers[name]
+                fut.set_exception(exc)
+    return fut  # type: ignore[return-value]
 
 
 def _serve_in_process() -> ProcMesh:

@@ -175,7 +175,9 @@ class LocalProcs:
         except subprocess.TimeoutExpired:
             return (f"lost the connection to proc {self.labels[index]} (pid {proc.pid}; its exit "
                     f"status was not known yet): {reason}")
-        return f"proc {self.labels[index]} (pid {proc.pid}) {describe_exit(proc.returncode)}"
+        code = proc.returncode
+        monarch = f"Killed(sig={-code}): " if code is not None and code < 0 else ""  # Monarch's words first
+        return f"{monarch}proc {self.labels[index]} (pid {proc.pid}) {describe_exit(code)}"
 
     def stop(self, indices: Sequence[int], reason: str) -> None:
         """Ask the procs to stop, then make sure they are gone."""

@@ -6,6 +6,7 @@ and pickling results happen on the actor's thread, so a slow actor never stalls 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import queue
 import sys
@@ -14,11 +15,12 @@ import traceback
 from typing import Any
 
 from mesh_client._src.actor import context as ctx_mod
-from mesh_client._src.actor import messages
-from mesh_client._src.actor.endpoint import is_endpoint
+from mesh_client._src.actor import messages, ports, supervision
+from mesh_client._src.actor.endpoint import CONCURRENT, EXPLICIT_PORT, endpoint_names, is_endpoint
 from mesh_client._src.actor.shape import Extent, Point
 from mesh_client._src.runtime import peers
 from mesh_client._src.runtime.channel import Channel, ChannelClosed
+from mesh_client._src.server import logs
 from mesh_client._src.wire import envelopes, serialization
 
 Work = tuple[int, Channel, tuple[Any, ...], list[Any]]
@@ -27,9 +29,6 @@ Work = tuple[int, Channel, tuple[Any, ...], list[Any]]
 def reply(channel: Channel, call_id: int, status: int, payload: list[Any]) -> None:
     """Send a reply; a caller that went away is not an error of ours."""
     if call_id == peers.NO_REPLY:
-        if status != peers.OK:
-            failure = serialization.loads(payload)
-            print(f"procmesh: a broadcast failed (no caller to tell):\n{failure.traceback}", file=sys.stderr)
         return
     try:
         channel.send(envelopes.encode_reply(call_id, status, payload))
@@ -37,16 +36,36 @@ def reply(channel: Channel, call_id: int, status: int, payload: list[Any]) -> No
         pass
 
 
+SUPERVISE = -1  # a work item made in this process: a failure of a mesh this actor owns
+FAILED_TASK = -2  # a work item made in this process: a concurrent endpoint with no caller raised
+_NO_REPLY_YET = object()  # _call's result when the reply is sent later (a port or a task)
+
+# How many ended actors a proc remembers, so that late calls say why their actor is gone.
+ENDED_KEPT = 4096
+CANCEL_TIMEOUT = 5.0  # seconds for cancelled concurrent endpoints to finish when the actor stops
+
+
 class ActorRunner:
-    """The thread of one actor: constructs it, then serves its queue until stopped."""
+    """The thread of one actor: constructs it, then serves its queue until stopped.
+
+    An actor fails when its ``__init__`` raises, when a ``broadcast`` endpoint (no caller to
+    tell) raises, when an endpoint raises a BaseException that is not an Exception, or when it
+    does not handle a failure of a mesh it owns (``__supervise__``). A failed actor answers every
+    later call with its report (DEAD), and its watchers (the owner's supervision) get it too.
+    """
 
     def __init__(self, actor_id: str, name: str, on_exit: Any, this_proc: Any) -> None:
         self.actor_id = actor_id
         self.name = name
+        self.display = f"<{name}>"
+        self.end_report: str | None = None  # why calls to this actor can no longer be served
+        self.failed = False
+        self._watchers: list[tuple[Channel, int]] = []
+        self._watch_lock = threading.Lock()
         self._queue: queue.SimpleQueue[Work | None] = queue.SimpleQueue()
         self._instance: Any = None
         self._context: ctx_mod.Context | None = None
-        self._loop: Any = None  # an asyncio loop, made for the first async endpoint
+        self._loop: Any = None  # the actor's asyncio loop, on a thread of its own, made for the first async endpoint
         self._on_exit = on_exit
         self._this_proc = this_proc
         self._thread = threading.Thread(target=self._run, name=f"actor:{name}", daemon=True)
@@ -55,6 +74,36 @@ class ActorRunner:
     def submit(self, work: Work | None) -> None:
         self._queue.put(work)
 
+    def watch(self, channel: Channel, call_id: int) -> None:
+        """Answer ``call_id`` when this actor ends (at once if it already has)."""
+        with self._watch_lock:
+            if self.end_report is None:
+                self._watchers.append((channel, call_id))
+                return
+        self._answer_watcher(channel, call_id)
+
+    def _answer_watcher(self, channel: Channel, call_id: int) -> None:
+        if self.failed and self.end_report is not None:
+            reply(channel, call_id, messages.DEAD, [self.end_report.encode()])
+        else:
+            reply(channel, call_id, peers.OK, [])
+
+    def _end(self, report: str, failed: bool) -> None:
+        with self._watch_lock:
+            if self.end_report is not None:
+                return
+            self.end_report = report
+            self.failed = failed
+            watchers, self._watchers = self._watchers, []
+        supervision.unregister_owner(self.actor_id)
+        for channel, call_id in watchers:
+            self._answer_watcher(channel, call_id)
+
+    def _fail(self, report: str, exc: BaseException | None) -> None:
+        print(f"procmesh: actor failed: {report}", file=sys.stderr, flush=True)
+        self._end(report, failed=True)
+        self.cleanup(exc)
+
     def _run(self) -> None:
         while True:
             work = self._queue.get()
@@ -62,29 +111,57 @@ class ActorRunner:
                 break
             call_id, channel, header, segments = work
             op = header[1]
+            if op == messages.STOP_ACTOR:
+                if not self.failed:
+                    self.cleanup(None)
+                reason = header[3] if len(header) > 3 else "stopped by client"
+                self._end(f"Supervision event: actor {self.display} has status: stopped ({reason})", failed=False)
+                reply(channel, call_id, peers.OK, [])
+                break
+            if self.failed:
+                if op != SUPERVISE and self.end_report is not None:
+                    reply(channel, call_id, messages.DEAD, [self.end_report.encode()])
+                continue
             try:
                 if op == messages.CALL:
-                    result = self._call(header, segments)
-                    reply(channel, call_id, peers.OK, serialization.dumps(result))
+                    result = self._call(call_id, channel, header, segments)
+                    if result is not _NO_REPLY_YET:
+                        reply(channel, call_id, peers.OK, serialization.dumps(result))
                 elif op == messages.SPAWN:
                     self._construct(header, segments)
                     reply(channel, call_id, peers.OK, [])
-                elif op == messages.STOP_ACTOR:
-                    self.cleanup(None)
-                    reply(channel, call_id, peers.OK, [])
-                    break
+                elif op == SUPERVISE:
+                    self._supervise(header[2])
+                elif op == FAILED_TASK:
+                    raise header[2]
             except BaseException as exc:
-                reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))
-                if op == messages.SPAWN:
-                    break  # an actor whose __init__ failed does not exist
+                self._failed_on(op, call_id, channel, header, exc)
             finally:
                 ctx_mod.enter(None)
         self._on_exit(self)
 
+    def _failed_on(self, op: int, call_id: int, channel: Channel, header: tuple[Any, ...], exc: BaseException) -> None:
+        if isinstance(exc, _Fatal):
+            exc = exc.exception
+        elif op == messages.CALL and call_id != peers.NO_REPLY and isinstance(exc, Exception):
+            reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))  # the caller handles it
+            return
+        if op == SUPERVISE and isinstance(exc, _Unhandled):
+            report = header[2].report()  # Monarch passes the child's report up unchanged
+        else:
+            report = supervision.failed_report(self.display, _aborted(exc))
+        if op == messages.SPAWN:
+            reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))
+        elif op in (messages.CALL, FAILED_TASK):
+            reply(channel, call_id, messages.DEAD, [report.encode()])
+        self._fail(report, exc)
+
     def _construct(self, header: tuple[Any, ...], segments: list[Any]) -> None:
         _, _, actor_id, name, index, labels, sizes = header
-        cls, args, kwargs, proc_mesh = serialization.loads(segments)
+        cls, args, kwargs, proc_mesh, creator = serialization.loads(segments)
         rank = Point(index, Extent(labels, sizes))
+        self.display = supervision.actor_display(creator.display, cls, name, dict(rank), dict(zip(labels, sizes)))
+        logs.prefix_with_actor()
         instance = ctx_mod.ActorInstance(
             name=name,
             actor_id=actor_id,
@@ -93,40 +170,145 @@ class ActorRunner:
             proc_mesh=proc_mesh,
             proc=self._this_proc,
             proc_id=str(self._this_proc),
+            display=self.display,
+            creator=creator,
         )
         self._context = ctx_mod.Context(instance, rank)
         ctx_mod.enter(self._context)
+        supervision.register_owner(actor_id, self._deliver)
         self._instance = cls(*args, **kwargs)
 
-    def _call(self, header: tuple[Any, ...], segments: list[Any]) -> Any:
+    def _deliver(self, failure: supervision.MeshFailure) -> None:
+        """A mesh this actor owns failed: handle it on this actor's thread, between messages."""
+        self.submit((peers.NO_REPLY, None, (peers.NO_REPLY, SUPERVISE, failure), []))  # type: ignore[arg-type]
+
+    def _supervise(self, failure: supervision.MeshFailure) -> None:
+        assert self._context is not None
+        ctx_mod.enter(self._context)
+        hook = getattr(type(self._instance), "__supervise__", None)
+        handled = hook(self._instance, failure) if hook is not None else False
+        if inspect.isawaitable(handled):
+            handled = self._run_async(handled)
+        if not handled:
+            raise _Unhandled()
+
+    def _ensure_loop(self) -> Any:
+        if self._loop is None:
+            import asyncio
+
+            self._loop = asyncio.new_event_loop()
+            threading.Thread(target=self._loop.run_forever, name=f"actor-loop:{self.name}", daemon=True).start()
+        return self._loop
+
+    def _schedule(self, awaitable: Any) -> Any:
+        """Run ``awaitable`` as a task of the actor's loop, in this message's context."""
+        import asyncio
+
+        ctx = ctx_mod.context()
+
+        async def in_context() -> Any:
+            ctx_mod.enter(ctx)
+            return await awaitable
+
+        return asyncio.run_coroutine_threadsafe(in_context(), self._ensure_loop())
+
+    def _run_async(self, awaitable: Any) -> Any:
+        return self._schedule(awaitable).result()
+
+    def _call(self, call_id: int, channel: Channel, header: tuple[Any, ...], segments: list[Any]) -> Any:
         _, _, _, method, index, labels, sizes = header
         args, kwargs = serialization.loads(segments)
         assert self._context is not None
         ctx_mod.enter(ctx_mod.Context(self._context.actor_instance, Point(index, Extent(labels, sizes))))
-        fn = getattr(type(self._instance), method, None)
-        if fn is None or not is_endpoint(fn):
-            raise AttributeError(f"{type(self._instance).__qualname__}.{method} is not an endpoint")
-        result = fn(self._instance, *args, **kwargs)
-        if inspect.isawaitable(result):
-            if self._loop is None:
-                import asyncio
+        cls = type(self._instance)
+        fn = getattr(cls, method, None)
+        if fn is None or method.startswith("_") or not callable(fn):
+            raise AttributeError(f"{cls.__qualname__}.{method} is not an endpoint")
+        if not is_endpoint(fn) and inspect.iscoroutinefunction(fn) and not any(
+            inspect.iscoroutinefunction(getattr(cls, n)) for n in endpoint_names(cls)
+        ):  # reached through as_endpoint
+            raise TypeError(
+                f"{cls.__qualname__}.{method} is an async def method, but this actor's endpoints are all def "
+                "(it has no event loop); make the method a def, or the actor's endpoints async"
+            )
+        explicit = getattr(fn, EXPLICIT_PORT, False)
+        if explicit:
+            args = (ports.response_port(functools.partial(self._port_reply, channel, call_id)), *args)
+        try:
+            result = fn(self._instance, *args, **kwargs)
+            if getattr(fn, CONCURRENT, False):
+                self._schedule(result).add_done_callback(functools.partial(self._task_done, channel, call_id, explicit))
+                return _NO_REPLY_YET
+            if inspect.isawaitable(result):
+                result = self._run_async(result)
+        except BaseException as exc:
+            if explicit:  # it had a port to answer through: raising instead kills the actor, as in Monarch
+                raise _Fatal(exc) from exc
+            raise
+        return _NO_REPLY_YET if explicit else result
 
-                self._loop = asyncio.new_event_loop()
-                asyncio.set_event_loop(self._loop)
-            result = self._loop.run_until_complete(result)
-        return result
+    def _port_reply(self, channel: Channel, call_id: int, ok: bool, value: Any) -> None:
+        if isinstance(value, ports.Encoded):  # sent from another proc: pass the bytes on as they are
+            reply(channel, call_id, peers.OK if ok else peers.ERROR, value.segments)
+        elif ok:
+            reply(channel, call_id, peers.OK, serialization.dumps(value))
+        else:
+            reply(channel, call_id, peers.ERROR, messages.encode_failure(value))
+
+    def _task_done(self, channel: Channel, call_id: int, explicit: bool, task: Any) -> None:
+        """A concurrent endpoint finished (on the loop's thread)."""
+        exc = task.exception()
+        if exc is None:
+            if not explicit:
+                reply(channel, call_id, peers.OK, serialization.dumps(task.result()))
+        elif call_id != peers.NO_REPLY and isinstance(exc, Exception) and not explicit:
+            reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))
+        else:  # no caller to tell: the actor fails, on its own thread
+            self.submit((call_id, channel, (call_id, FAILED_TASK, exc), []))
+
+    def _cancel_tasks(self) -> None:
+        """Cancel the concurrent endpoints still running (they see CancelledError), and wait."""
+        if self._loop is None:
+            return
+        import asyncio
+
+        async def cancel_all() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(cancel_all(), self._loop).result(timeout=CANCEL_TIMEOUT)
+        except Exception:
+            print(f"procmesh: tasks of actor {self.name!r} did not end within {CANCEL_TIMEOUT} s of cancellation", file=sys.stderr)
 
     def cleanup(self, exc: BaseException | None) -> None:
+        """Cancel running concurrent endpoints, then run ``__cleanup__`` (as Monarch orders them)."""
+        self._cancel_tasks()
         hook = getattr(self._instance, "__cleanup__", None)
         if hook is None:
             return
         try:
             result = hook(exc)
             if inspect.isawaitable(result):
-                import asyncio
-
-                loop = self._loop or asyncio.new_event_loop()
-                loop.run_until_complete(result)
+                self._run_async(result)
         except Exception:
             print(f"procmesh: __cleanup__ of actor {self.name!r} raised:", file=sys.stderr)
             traceback.print_exc()
+
+
+class _Fatal(Exception):
+    """An exception that fails the actor even though its call has a caller."""
+
+    def __init__(self, exception: BaseException) -> None:
+        super().__init__(exception)
+        self.exception = exception
+
+
+class _Unhandled(Exception):
+    """``__supervise__`` is missing or returned a falsy value: the failure climbs to the owner."""
+
+
+def _aborted(exc: BaseException) -> str:
+    return "actor explicitly aborted due to: " + messages.Failure.capture(exc).traceback.rstrip()

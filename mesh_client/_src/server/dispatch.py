@@ -12,6 +12,7 @@ Sockets come from :mod:`.accepting`, which also survives descriptor exhaustion.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import socket
@@ -19,11 +20,11 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mesh_client._src.actor import messages
+from mesh_client._src.actor import messages, ports
 from mesh_client._src.runtime import peers, reactor, streams
 from mesh_client._src.runtime.channel import Channel, ChannelState, CloseKind
 from mesh_client._src.server import accepting, gpu, throttling
-from mesh_client._src.server.actors import ActorRunner, reply
+from mesh_client._src.server.actors import ENDED_KEPT, ActorRunner, reply
 from mesh_client._src.wire import envelopes, protocol, serialization
 
 HANDSHAKE_TIMEOUT = 10.0
@@ -56,6 +57,8 @@ class ProcServer:
         self.this_proc = this_proc
         self.max_message_bytes = max_message_bytes
         self.actors: dict[str, ActorRunner] = {}
+        # Actors that ended (stopped or failed) -> (report, failed), so late calls learn why.
+        self.ended: collections.OrderedDict[str, tuple[str, bool]] = collections.OrderedDict()
         self.channels: set[Channel] = set()
         # Channels still in the handshake, each with the timer that closes it at its deadline.
         self.handshaking: dict[Channel, reactor.Timer] = {}
@@ -144,10 +147,20 @@ class ProcServer:
         header, call_id, op, payload = request.header, request.call_id, request.op, request.payload
         if op == messages.CALL:
             runner = self.actors.get(header[2])
-            if runner is None:
-                self._fail(channel, call_id, LookupError(f"no actor {header[2]!r} in this proc; it was stopped or never spawned"))
-            else:
+            if runner is not None:
                 runner.submit((call_id, channel, header, payload))
+            elif header[2] in self.ended:
+                reply(channel, call_id, messages.DEAD, [self.ended[header[2]][0].encode()])
+            else:
+                self._fail(channel, call_id, LookupError(f"no actor {header[2]!r} in this proc; it was stopped or never spawned"))
+        elif op == messages.WATCH:
+            runner = self.actors.get(header[2])
+            if runner is not None:
+                runner.watch(channel, call_id)
+            elif self.ended.get(header[2], ("", False))[1]:
+                reply(channel, call_id, messages.DEAD, [self.ended[header[2]][0].encode()])
+            else:
+                reply(channel, call_id, peers.OK, [])
         elif op == messages.SPAWN:
             actor_id = header[2]
             runner = ActorRunner(actor_id, header[3], self._actor_exited, self.this_proc)
@@ -159,6 +172,8 @@ class ProcServer:
                 reply(channel, call_id, peers.OK, [])
             else:
                 runner.submit((call_id, channel, header, payload))
+        elif op == messages.PORT_SEND:
+            ports.deliver(header[2], header[3], payload)
         elif op == messages.BOOTSTRAP:
             threading.Thread(target=self._bootstrap, args=(channel, call_id, payload), daemon=True).start()
         elif op == messages.DESCRIBE:
@@ -188,11 +203,16 @@ class ProcServer:
     def _actor_exited(self, runner: ActorRunner) -> None:
         if self.actors.get(runner.actor_id) is runner:
             del self.actors[runner.actor_id]
+        if runner.end_report is not None:
+            self.ended[runner.actor_id] = (runner.end_report, runner.failed)
+            while len(self.ended) > ENDED_KEPT:
+                self.ended.popitem(last=False)
 
     def cleanup_actors(self) -> None:
         """Run every actor's ``__cleanup__`` (on stop)."""
         for runner in list(self.actors.values()):
-            runner.cleanup(None)
+            if runner.end_report is None:
+                runner.cleanup(None)
 
 
 async def _awaited(awaitable: Any) -> Any:

@@ -11,7 +11,7 @@ import sys
 import threading
 
 from mesh_client._src.server import config as config_mod
-from mesh_client._src.server import gpu
+from mesh_client._src.server import finalizing, gpu
 from mesh_client._src.server.dispatch import ProcServer
 
 
@@ -64,6 +64,8 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None)
     except KeyboardInterrupt:
         pass
     server.cleanup_actors()
+    server.actors.clear()
+    finalizing.finalize()  # module-level finalizers run, as when a Monarch proc ends
     return 0
 
 

@@ -5,7 +5,16 @@ import os
 import sys
 import time
 
-from mesh_client import Actor, context, current_rank, current_size, endpoint
+from mesh_client import (
+    Actor,
+    concurrent_endpoint,
+    context,
+    current_actor_name,
+    current_rank,
+    current_size,
+    endpoint,
+    this_host,
+)
 
 
 class Recorder(Actor):
@@ -42,11 +51,6 @@ class Recorder(Actor):
         }
 
     @endpoint
-    async def add_later(self, a: int, b: int) -> int:
-        await asyncio.sleep(0.01)
-        return a + b
-
-    @endpoint
     def sleep(self, seconds: float) -> float:
         time.sleep(seconds)
         return seconds
@@ -66,14 +70,44 @@ class Caller(Actor):
     def relay(self, other, value):
         return {"from_pid": os.getpid(), "answers": list(other.echo.call(value).get().values())}
 
+
+
+class AsyncCaller(Actor):
+    """Awaits another actor mesh from its own proc (all endpoints async, as Monarch requires)."""
+
     @endpoint
     async def relay_async(self, other, value):
         return await other.slice(hosts=0, gpus=0).echo.call_one(value)
 
 
+class Adder(Actor):
+    """Async endpoints only."""
+
+    @endpoint
+    async def add_later(self, a: int, b: int) -> int:
+        await asyncio.sleep(0.01)
+        return a + b
+
+
+class Mixed(Actor):
+    """Mixes def and async def endpoints: refused unless options.mixed_endpoints."""
+
+    @endpoint
+    def sync_one(self) -> int:
+        return 1
+
+    @endpoint
+    async def async_one(self) -> int:
+        return 2
+
+
 class FailingInit(Actor):
     def __init__(self) -> None:
         raise RuntimeError("cannot build the model")
+
+    @endpoint
+    def ping(self) -> str:
+        return "never"
 
 
 class Unpicklable(Exception):
@@ -85,3 +119,136 @@ class RaisesUnpicklable(Actor):
     @endpoint
     def go(self) -> None:
         raise Unpicklable("secret state")
+
+
+def raise_value_error():
+    raise ValueError("Error.")
+
+
+class Lambda(Actor):
+    """Runs the function it is sent (so a test chooses what happens in the actor)."""
+
+    @endpoint
+    def run(self, fn):
+        return fn()
+
+
+class Nest(Actor):
+    """Owns a one-proc mesh of Lambda actors; without __supervise__ their failures become its own."""
+
+    def __init__(self) -> None:
+        self.nest = this_host().spawn_procs(per_host={"a_dim": 1}).spawn("nested", Lambda)
+
+    @endpoint
+    def nested(self, fn) -> None:
+        self.nest.run.broadcast(fn)
+
+    @endpoint
+    def nested_call_one(self, fn):
+        return self.nest.run.call_one(fn).get()
+
+    @endpoint
+    def kill_nest(self) -> None:
+        pid = self.nest.run.call_one(os.getpid).get()
+        os.kill(pid, 9)
+
+
+class SuperviseNest(Nest):
+    """Handles the failures of its nest and remembers them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures: list = []
+
+    def __supervise__(self, failure) -> bool:
+        self.failures.append((failure.mesh_name, failure.crashed_ranks, failure.report()))
+        return True
+
+    @endpoint
+    def seen(self) -> list:
+        return self.failures
+
+
+class Concurrent(Actor):
+    """A concurrent endpoint that waits for a later message of the same actor."""
+
+    def __init__(self) -> None:
+        self.opened = asyncio.Event()
+
+    @concurrent_endpoint
+    async def wait_for_open(self) -> str:
+        await self.opened.wait()
+        return "opened"
+
+    @endpoint
+    async def open(self) -> None:
+        self.opened.set()
+
+
+class Ports(Actor):
+    """Replies through explicit ports and sends to ports it was handed."""
+
+    @endpoint(explicit_response_port=True)
+    def later(self, port, value) -> None:
+        port.send(value * 2)
+
+    @endpoint(explicit_response_port=True)
+    def refuse(self, port) -> None:
+        port.exception(ValueError("refused"))
+
+    @endpoint
+    def tell(self, port, value) -> None:
+        port.send((str(current_rank()), value))
+
+    @endpoint
+    def name(self) -> str:
+        return current_actor_name()
+
+    @endpoint
+    def rank(self) -> int:
+        return current_rank().rank
+
+
+class _WritesOnFinalize:
+    def __init__(self, path: str) -> None:
+        self._file = open(path, "w")  # opened now: open() may be gone at finalization
+
+    def __del__(self) -> None:
+        self._file.write("finalized")
+        self._file.close()
+
+
+_sentinel = None
+
+
+class FinalizerActor(Actor):
+    """Keeps an object with a __del__ in a module global, to be finalized when its proc ends."""
+
+    def __init__(self, path: str) -> None:
+        global _sentinel
+        _sentinel = _WritesOnFinalize(path)
+
+    @endpoint
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class Logs(Actor):
+    """Logs through a handler of its own and says how it is named."""
+
+    @endpoint
+    def log_line(self) -> tuple:
+        import io
+        import logging
+
+        stream = io.StringIO()
+        handler = logging.StreamHandler(stream)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger = logging.getLogger("tests.capture")
+        logger.addHandler(handler)
+        try:
+            logger.error("HUH")
+        finally:
+            logger.removeHandler(handler)
+        instance = context().actor_instance
+        return stream.getvalue(), str(instance), instance.creator.name

@@ -3,7 +3,7 @@
 import os
 
 from mesh_client import this_host
-from tests.integration.local.actors import Caller, Recorder
+from tests.integration.local.actors import AsyncCaller, Caller, Recorder
 
 
 def test_an_actor_calls_a_mesh_it_was_handed(procs):
@@ -13,4 +13,4 @@ def test_an_actor_calls_a_mesh_it_was_handed(procs):
         out = caller.relay.call_one(targets, "hi").get()
         assert out["answers"] == ["hi"] * 4
         assert out["from_pid"] != os.getpid()
-        assert caller.relay_async.call_one(targets, 42).get() == 42
+        assert other.spawn("async_caller", AsyncCaller).relay_async.call_one(targets, 42).get() == 42

@@ -1,14 +1,15 @@
 """Endpoints and adverbs on real proc servers.
 
 Aspects: call gives a ValueMesh laid out like the mesh; call_one needs one actor; choose; stream
-yields every result; broadcast reaches every actor; async endpoints; current_rank is relative to
+yields every result; broadcast reaches every actor; async endpoints (not mixed with def ones
+unless opted in); current_rank is relative to
 the slice; several actor meshes share procs; messages from one caller stay in order.
 """
 
 import pytest
 
-from mesh_client import NotAnEndpoint, ValueMesh
-from tests.integration.local.actors import Recorder
+from mesh_client import NotAnEndpoint, ValueMesh, as_endpoint, options
+from tests.integration.local.actors import Adder, Mixed, Recorder
 
 
 @pytest.fixture(scope="module")
@@ -64,17 +65,27 @@ def test_broadcast_reaches_every_actor(procs):
     assert list(r.history.call().get().values()) == [["hello"]] * 4
 
 
-def test_async_endpoints(rec):
-    assert list(rec.add_later.call(2, 3).get().values()) == [5] * 4
+def test_async_endpoints(procs):
+    assert list(procs.spawn("adder", Adder).add_later.call(2, 3).get().values()) == [5] * 4
 
 
-def test_futures_can_be_awaited(rec):
+def test_futures_can_be_awaited(procs):
     import asyncio
 
+    adder = procs.spawn("adder2", Adder)
+
     async def main():
-        return await rec.slice(hosts=0, gpus=0).add_later.call_one(1, 1)
+        return await adder.slice(hosts=0, gpus=0).add_later.call_one(1, 1)
 
     assert asyncio.run(main()) == 2
+
+
+def test_mixing_def_and_async_def_endpoints_is_refused_unless_opted_in(procs, monkeypatch):
+    with pytest.raises(ValueError, match="mixes both async and sync endpoints.*sync: \\['sync_one'\\] async: \\['async_one'\\]"):
+        procs.spawn("mixed", Mixed)
+    monkeypatch.setattr(options, "mixed_endpoints", True)
+    mixed = procs.spawn("mixed", Mixed).slice(hosts=0, gpus=0)
+    assert (mixed.sync_one.call_one().get(), mixed.async_one.call_one().get()) == (1, 2)
 
 
 def test_messages_from_one_caller_stay_in_order(procs):
@@ -94,7 +105,10 @@ def test_several_actor_meshes_share_the_procs(procs, rec):
 
 def test_a_method_without_endpoint_names_the_fix(rec):
     with pytest.raises(NotAnEndpoint, match="add a @endpoint decorator"):
-        rec.not_an_endpoint  # noqa: B018
+        rec.not_an_endpoint.call()
+    assert list(as_endpoint(rec.not_an_endpoint).call().get().values()) == [None] * 4
+    with pytest.raises(AttributeError):
+        rec.no_such_method  # noqa: B018
 
 
 def test_large_payloads_roundtrip(rec):

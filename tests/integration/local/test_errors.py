@@ -1,8 +1,9 @@
 """Every error path reaches the caller with what failed and where, and never hangs.
 
 Aspects: an endpoint exception returns as ActorError with the remote traceback and the actor
-lives on; an unpicklable exception still arrives; a failing __init__ fails spawn; kill -9 of a
-proc fails its pending and later calls with the proc's name and how it died; other procs go on.
+lives on; an unpicklable exception still arrives; with options.spawn_waits a failing __init__
+fails spawn; kill -9 of a proc fails its pending and later calls with the proc's name and how it
+died; other procs go on.
 """
 
 import os
@@ -16,6 +17,7 @@ from mesh_client import (
     RemoteException,
     SupervisionError,
     default_bootstrap_cmd,
+    options,
     this_host,
 )
 from tests.integration.local.actors import FailingInit, RaisesUnpicklable, Recorder
@@ -28,7 +30,7 @@ def test_endpoint_error_carries_the_remote_traceback_and_the_actor_lives(procs):
         one.fail.call_one("missing-key").get()
     err = info.value
     assert isinstance(err.exception, KeyError)
-    assert "err.fail() failed on t[hosts=0,gpus=1]" in str(err)
+    assert "Actor call err.fail failed on t[hosts=0,gpus=1]" in str(err)
     assert "Remote traceback" in str(err) and "in fail" in str(err)
     assert one.echo.call_one("still alive").get() == "still alive"
 
@@ -47,7 +49,8 @@ def test_unpicklable_exceptions_still_arrive(procs):
     assert "Unpicklable: secret state" in str(info.value)
 
 
-def test_failing_init_fails_spawn_with_its_traceback(procs):
+def test_failing_init_fails_spawn_with_its_traceback_when_spawn_waits(procs, monkeypatch):
+    monkeypatch.setattr(options, "spawn_waits", True)
     with pytest.raises(ActorError) as info:
         procs.spawn("broken", FailingInit)
     assert "__init__ of FailingInit" in str(info.value)

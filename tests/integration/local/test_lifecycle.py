@@ -2,7 +2,8 @@
 
 Aspects: bootstrap_command env per point; bootstrap runs before any actor; a failing bootstrap
 fails spawn_procs; stop and the context manager end every process; a controller killed with -9
-takes its procs with it; the proc server does not import torch by itself.
+takes its procs with it; the proc server does not import torch by itself; module-level finalizers
+(``__del__``) run when stop ends a proc, as in Monarch.
 """
 
 import os
@@ -121,3 +122,15 @@ def test_controller_exit_stops_procs(tmp_path):
     pids = [int(p) for p in out.stdout.split()]
     assert len(pids) == 2
     assert _wait_gone(pids) == []
+
+
+def test_module_finalizers_run_when_stop_ends_a_proc(tmp_path):
+    from tests.integration.local.actors import FinalizerActor
+
+    marker = tmp_path / "marker.txt"
+    marker.write_text("not finalized")
+    mesh = this_host().spawn_procs(per_host={"gpus": 1})
+    pid = mesh.spawn("fin", FinalizerActor, str(marker)).pid.call_one().get()
+    mesh.stop().get()
+    assert _wait_gone([pid]) == []
+    assert marker.read_text() == "finalized"

@@ -37,5 +37,5 @@ def test_a_killed_proc_is_said_to_be_killed_by_its_signal():
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert owner.explain(0, "the link dropped", deadline=time.monotonic() - 1) == \
-        f"proc m[gpus=0] (pid {proc.pid}) killed by SIGKILL"
+        f"Killed(sig=9): proc m[gpus=0] (pid {proc.pid}) killed by SIGKILL"  # Monarch's words first
     owner.kill()

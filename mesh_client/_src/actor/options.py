@@ -1,0 +1,27 @@
+"""Opt-in departures from Monarch's behaviour, each off by default (``mesh_client.options``).
+
+A ported Monarch program meets Monarch's semantics; these switch on what we find more useful:
+
+- ``spawn_waits``: ``ProcMesh.spawn`` returns only after every ``__init__`` ran, and raises the
+  ``ActorError`` of a failing one at the line that spawned it (Monarch: ``spawn`` returns at
+  once, and a failing ``__init__`` is a supervision event).
+- ``mixed_endpoints``: an actor may mix ``def`` and ``async def`` endpoints (Monarch refuses it
+  at spawn; here the async ones then run on a loop of the actor's own thread).
+
+``prefix_logs_with_actor`` (on, as in Monarch) prefixes log records made inside an actor with
+``[actor=<its display name>] ``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class Options:
+    spawn_waits: bool = False
+    mixed_endpoints: bool = False
+    prefix_logs_with_actor: bool = True  # as Monarch: log records made in an actor start with its name
+
+
+options = Options()

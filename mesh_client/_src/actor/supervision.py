@@ -1,0 +1,161 @@
+"""Supervision: failures of actors and procs travel to the owner of the mesh they belong to.
+
+Every actor mesh is owned by the actor that spawned it (or by the client, at the root). When an
+actor of the mesh fails (its ``__init__`` raised, a ``broadcast`` endpoint raised, its proc died,
+or it did not handle a failure of its own children), the owner receives a :class:`MeshFailure`:
+an actor owner in its ``__supervise__`` (on its own thread, registered here by the proc server's
+:mod:`~mesh_client._src.server.actors`), the client in :func:`unhandled_fault_hook`, whose
+default ends the controller as Monarch's does. :mod:`.proc_mesh` starts the watches that feed
+:func:`report`.
+"""
+
+from __future__ import annotations
+
+import _thread
+import queue
+import signal
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+CLIENT = "client"  # the owner id of meshes spawned outside any actor
+
+
+class MeshFailure:
+    """What failed on a mesh: its name, the failed ranks, and a report a person can read."""
+
+    def __init__(self, mesh_name: str, crashed_ranks: Sequence[int], report: str, mesh: Any = None) -> None:
+        self.mesh_name = mesh_name
+        self.crashed_ranks = list(crashed_ranks)
+        self._report = report
+        self.mesh = mesh
+
+    def report(self) -> str:
+        """The failure as Monarch words it: ``The actor <...> and all its descendants have failed: ...``."""
+        return self._report
+
+    def __str__(self) -> str:
+        event = self._report.replace(" and all its descendants have failed:", " failed:", 1)
+        if event.startswith("The actor "):
+            event = "Supervision event: actor " + event[len("The actor ") :]
+        return f"MeshFailure(mesh_name={self.mesh_name}, crashed_ranks={self.crashed_ranks}, event={event})"
+
+    __repr__ = __str__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (MeshFailure, (self.mesh_name, self.crashed_ranks, self._report))
+
+
+def unhandled_fault_hook(failure: MeshFailure) -> None:
+    """Called in the client for a failure no owner handled; the default ends the controller.
+
+    Replace it to decide yourself (``mesh_client.actor.unhandled_fault_hook = my_hook``): a
+    normal return drops the failure; raising (``sys.exit`` included) ends the controller, by a
+    ``KeyboardInterrupt`` in its main thread, as in Monarch.
+    """
+    sys.exit(1)
+
+
+_DEFAULT_HOOK = unhandled_fault_hook
+
+
+def current_hook() -> Callable[[MeshFailure], Any]:
+    """The hook the user installed on ``mesh_client.actor`` or ``mesh_client``, else the default."""
+    for module_name in ("mesh_client.actor", "mesh_client"):
+        hook = getattr(sys.modules.get(module_name), "unhandled_fault_hook", None)
+        if hook is not None and hook is not _DEFAULT_HOOK:
+            return hook  # type: ignore[no-any-return]
+    return _DEFAULT_HOOK
+
+
+# Owners in this process -------------------------------------------------------------------------
+
+_owners: dict[str, Callable[[MeshFailure], None]] = {}
+_owners_lock = threading.Lock()
+
+
+def register_owner(actor_id: str, deliver: Callable[[MeshFailure], None]) -> None:
+    """An actor in this process that may own meshes: ``deliver`` queues a failure to it."""
+    with _owners_lock:
+        _owners[actor_id] = deliver
+
+
+def unregister_owner(actor_id: str) -> None:
+    with _owners_lock:
+        _owners.pop(actor_id, None)
+
+
+def report(owner_id: str, failure: MeshFailure) -> None:
+    """Hand a failure to its owner: an actor of this process, or the client's hook."""
+    with _owners_lock:
+        deliver = _owners.get(owner_id)
+    if deliver is not None:
+        deliver(failure)
+    elif threading.main_thread().is_alive():  # not while the interpreter is exiting
+        _call_hook(failure)
+
+
+def _call_hook(failure: MeshFailure) -> None:
+    try:
+        current_hook()(failure)
+    except BaseException as exc:  # SystemExit from the default hook included
+        print(
+            f"procmesh: unhandled supervision event, ending the controller ({type(exc).__name__}):\n{failure.report()}",
+            file=sys.stderr,
+            flush=True,
+        )
+        _interrupt_main()
+
+
+def _interrupt_main() -> None:
+    """A KeyboardInterrupt in the main thread, waking it even from a blocking call."""
+    try:
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+    except (OSError, ValueError):
+        _thread.interrupt_main()
+
+
+# One thread runs supervision work: never the reactor, never a user's thread.
+
+_queue: queue.SimpleQueue[Callable[[], None]] | None = None
+_queue_lock = threading.Lock()
+
+
+def submit(work: Callable[[], None]) -> None:
+    """Run ``work`` on the supervision thread (started on first use)."""
+    global _queue
+    if _queue is None:
+        with _queue_lock:
+            if _queue is None:
+                _queue = queue.SimpleQueue()
+                threading.Thread(target=_run, args=(_queue,), name="procmesh-supervision", daemon=True).start()
+    _queue.put(work)
+
+
+def _run(works: queue.SimpleQueue[Callable[[], None]]) -> None:
+    while True:
+        work = works.get()
+        try:
+            work()
+        except Exception as exc:  # a bug of ours must not end supervision
+            print(f"procmesh: supervision work failed: {exc!r}", file=sys.stderr, flush=True)
+
+
+# Names, as Monarch prints them ------------------------------------------------------------------
+
+
+def point_text(coords: Mapping[str, int], sizes: Mapping[str, int]) -> str:
+    """``{'gpus': 1/2}``: each coordinate over its size."""
+    return "{" + ", ".join(f"{k!r}: {v}/{sizes[k]}" for k, v in coords.items()) + "}"
+
+
+def actor_display(creator: str, cls: type, name: str, coords: Mapping[str, int], sizes: Mapping[str, int]) -> str:
+    """``<root>.<module.Class name{'gpus': 1/2}>``: the owner chain, then this actor."""
+    return f"{creator}.<{cls.__module__}.{cls.__qualname__} {name}{point_text(coords, sizes)}>"
+
+
+def failed_report(display: str, why: str) -> str:
+    """Monarch's wording of an actor's failure, ``why`` indented under it."""
+    body = "\n".join("  " + line if line else line for line in why.rstrip().splitlines())
+    return f"The actor {display} and all its descendants have failed:\n{body}"

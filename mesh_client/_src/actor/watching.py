@@ -1,0 +1,51 @@
+"""Watching the actors of a freshly spawned mesh on behalf of its owner.
+
+For each actor, :func:`watch` sends one WATCH request; the proc server answers it only when the
+actor ends: OK when it was stopped, DEAD with a report when it failed. A proc that dies fails the
+request as LOST, which is a proc failure. Each failure becomes a :class:`~.supervision.MeshFailure`
+for the owner (:func:`~.supervision.report`); stops that the owner asked for are not failures.
+Decoding runs on the supervision thread, since explaining a lost proc may ask its backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mesh_client._src.actor import messages, supervision
+from mesh_client._src.actor.procs import ProcGroup
+from mesh_client._src.actor.shape import Shape
+from mesh_client._src.runtime import futures, peers
+
+_CLOSED_BY_US = "closed by this client"
+
+
+def watch(group: ProcGroup, shape: Shape, actor_id: str, name: str, cls: type, owner_id: str, creator: str) -> None:
+    """Start one watch per actor of the mesh; failures go to ``owner_id``."""
+    sizes = dict(zip(shape.labels, shape.sizes))
+    for point in shape.points():
+        p = shape.ranks[point.rank]
+        display = supervision.actor_display(creator, cls, name, dict(point), sizes)
+        fut = group.peers[p].request((messages.WATCH, actor_id), (), _raw)
+
+        def ended(f: futures.Future[Any], i: int = point.rank, p: int = p, display: str = display) -> None:
+            supervision.submit(lambda: _on_end(f, group, p, i, actor_id, display, owner_id))
+
+        fut.add_done_callback(ended)
+
+
+def _raw(raw: Any) -> Any:
+    return raw
+
+
+def _on_end(fut: futures.Future[Any], group: ProcGroup, p: int, index: int, actor_id: str, display: str, owner_id: str) -> None:
+    status, data, extra = fut.get()
+    if status == messages.DEAD:
+        report = messages.dead_report(data)
+    elif status == peers.LOST:
+        if p in group.stopping or str(data).startswith(_CLOSED_BY_US):
+            return
+        why = extra.describe_loss(data) if isinstance(extra, peers.Peer) else str(data)
+        report = supervision.failed_report(display, f"the process this actor was running on failed: {why}")
+    else:  # OK: stopped on purpose; ERROR: a proc server that cannot watch
+        return
+    supervision.report(owner_id, supervision.MeshFailure(actor_id, [index], report))

@@ -1,0 +1,204 @@
+"""Monarch's worker bootstrap over our authenticated wire: ``run_worker_loop_forever`` on each
+host, ``attach_to_workers`` in the controller.
+
+A worker is a proc server (:mod:`mesh_client._src.server.main`) listening where ``address``
+says; any running proc server is one, so the pods of a ProcMesh are workers as they are. The
+controller's :class:`WorkerHostMesh` ships a small :class:`HostAgent` actor to every worker;
+``spawn_procs`` asks each agent to start that host's procs next to it (with
+:class:`~mesh_client._src.local.launcher.LocalProcs`) and joins their addresses into one proc
+mesh of extent ``{"hosts": n, **per_host}``. Monarch secures workers with TLS (not implemented
+there for custom CAs either); here every connection is authenticated with the mesh token, which
+both sides take from ``PROCMESH_TOKEN`` (or the ``token`` argument).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+import os
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from mesh_client._src.actor.actor import Actor
+from mesh_client._src.actor.endpoint import endpoint
+from mesh_client._src.actor.proc_mesh import ProcMesh
+from mesh_client._src.actor.procs import ProcGroup
+from mesh_client._src.actor.shape import MeshTrait, Shape
+from mesh_client._src.local.bootstrap import default_bootstrap_cmd
+from mesh_client._src.local.launcher import LocalProcs
+from mesh_client._src.runtime.futures import Future
+
+TRUST_ALL = "trust_all_connections"
+_names = itertools.count()
+
+
+def parse_address(address: str) -> tuple[tuple[str, int], tuple[str, int]]:
+    """``(dial, bind)`` from ``tcp://host:port``, ``<proc-id>@tcp://host:port`` or
+    ``tcp://advertised:port@tcp://bind:port`` (Monarch's forms; ``host:port`` works too)."""
+    parts = [p for p in address.split("@") if p]
+    urls = [p for p in parts if "://" in p or ":" in p and "<" not in p]
+    if not urls:
+        raise ValueError(f"worker address {address!r} has no host:port; write it as tcp://host:port")
+    dial = _host_port(urls[0], address)
+    bind = _host_port(urls[-1], address) if len(urls) > 1 else dial
+    return dial, bind
+
+
+def _host_port(url: str, whole: str) -> tuple[str, int]:
+    scheme, sep, rest = url.rpartition("://")
+    if sep and scheme not in ("tcp", "tcp4", "tcp6"):
+        raise ValueError(f"worker address {whole!r}: only tcp:// is supported here (procmesh's wire is TCP with a token)")
+    host, _, port = rest.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"worker address {whole!r}: expected host:port after tcp://")
+    host = host.strip("[]")
+    return ("0.0.0.0" if host == "*" else host), int(port)
+
+
+def _token(token: str | bytes | None) -> bytes:
+    value = token if token is not None else os.environ.get("PROCMESH_TOKEN")
+    if not value:
+        raise ValueError(
+            "no mesh token: set PROCMESH_TOKEN (the same value on the workers and the controller) or pass token=; "
+            "procmesh never serves or dials unauthenticated"
+        )
+    return value.encode() if isinstance(value, str) else value
+
+
+def _check_security(ca: str, private_key: Any) -> None:
+    if private_key is not None or ca != TRUST_ALL:
+        raise NotImplementedError(
+            "TLS keys and CAs are not supported: pass ca='trust_all_connections'; connections are "
+            "authenticated with the mesh token (PROCMESH_TOKEN) instead"
+        )
+
+
+def run_worker_loop_forever(*, ca: str, address: str, private_key: Any = None, token: str | bytes | None = None) -> None:
+    """Serve as a worker at ``address`` until the process is stopped (SIGTERM or a STOP)."""
+    from mesh_client._src.server import config as config_mod
+    from mesh_client._src.server import main as server_main
+
+    _check_security(ca, private_key)
+    _, (host, port) = parse_address(address)
+    cfg = config_mod.ServerConfig(host=host, port=port, token=_token(token), mesh="worker")
+    server_main.serve(cfg)
+
+
+class HostAgent(Actor):
+    """Runs in a worker: starts and stops the procs of that host."""
+
+    def __init__(self) -> None:
+        self.procs: dict[str, LocalProcs] = {}
+
+    @endpoint
+    def start_procs(self, name: str, per_host: dict[str, int], host_index: int, token: str, advertise: str) -> list[tuple[str, int]]:
+        shape = Shape.from_sizes(per_host)
+        labels = [f"{name}[hosts={host_index}{''.join(f',{k}={v}' for k, v in p.items())}]" for p in shape.points()]
+        bind = advertise if _is_ip(advertise) else "0.0.0.0"  # an IP is this host's own (a pod's IP is the pod's)
+        command = default_bootstrap_cmd().with_env({"PROCMESH_LISTEN_HOST": bind})
+        procs = LocalProcs(name, list(shape.points()), labels, command, token)
+        addresses = procs.start()
+        self.procs[name] = procs
+        return [(advertise, port) for _, port in addresses]
+
+    @endpoint
+    def stop_procs(self, name: str, reason: str) -> None:
+        procs = self.procs.pop(name, None)
+        if procs is not None:
+            procs.stop(range(len(procs.processes)), reason)
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+class _WorkerProcs:
+    """The owner of a proc mesh spawned on workers: its agents stop the procs."""
+
+    def __init__(self, agents: Any, name: str) -> None:
+        self.agents = agents
+        self.name = name
+
+    def stop(self, indices: Sequence[int], reason: str) -> None:
+        self.agents.stop_procs.call(self.name, reason).get()  # the whole mesh: its procs share hosts
+
+
+class WorkerHostMesh(MeshTrait):
+    """Hosts that run the worker loop, as one mesh of extent ``{"hosts": n}``."""
+
+    def __init__(self, name: str, workers: Sequence[tuple[str, int]], token: bytes) -> None:
+        self._shape = Shape(["hosts"], [len(workers)])
+        self.name = name
+        labels = [f"{name}[hosts={i}] ({h}:{p})" for i, (h, p) in enumerate(workers)]
+        self._workers = ProcMesh(ProcGroup(name, workers, token, labels), self._shape)
+        self._agents: Any = self._workers.spawn("host_agent", HostAgent)
+
+    def _with_shape(self, shape: Shape) -> WorkerHostMesh:
+        raise NotImplementedError("slicing a worker host mesh is not supported; attach to fewer workers")
+
+    def __repr__(self) -> str:
+        return f"<WorkerHostMesh {self.name!r} hosts={len(self._shape)}>"
+
+    @property
+    def initialized(self) -> Future[None]:
+        """Done once every worker answered (raises if one cannot be reached)."""
+        return self._agents.initialized
+
+    def spawn_procs(
+        self,
+        per_host: Mapping[str, int] | None = None,
+        bootstrap: Callable[[], Any] | None = None,
+        name: str | None = None,
+    ) -> ProcMesh:
+        """Start ``per_host`` procs on every worker; their mesh is ``{"hosts": n, **per_host}``."""
+        per_host = dict(per_host or {})
+        if "hosts" in per_host:
+            raise ValueError("per_host must not name 'hosts': it is the workers' dimension")
+        name = name or f"{self.name}-procs{next(_names)}"
+        token = secrets.token_hex(32)
+        advertised = [h for h, _ in self._workers._group.addresses]
+        per_worker = [
+            self._agents.slice(hosts=i).start_procs.call_one(name, per_host, i, token, advertised[i]) for i in range(len(advertised))
+        ]
+        addresses = [a for fut in per_worker for a in fut.get()]
+        shape = Shape(["hosts", *per_host], [len(advertised), *per_host.values()])
+        labels = [f"{name}[{','.join(f'{k}={v}' for k, v in p.items())}]" for p in shape.points()]
+        group = ProcGroup(name, addresses, token.encode(), labels, owner=_WorkerProcs(self._agents, name))
+        mesh = ProcMesh(group, shape)
+        try:
+            for peer in group.peers:
+                peer.connect()
+            if bootstrap is not None:
+                mesh.run(bootstrap).get()
+        except BaseException:
+            mesh.stop()
+            raise
+        return mesh
+
+    def stop(self, reason: str = "stopped by client") -> Future[None]:
+        """Let go of the workers (they keep running, for the next controller to attach)."""
+        fut: Future[None] = self._agents.stop(reason)
+        return fut
+
+    def shutdown(self) -> Future[None]:
+        """Stop the worker processes themselves (they cannot be attached to again)."""
+        return self._workers.stop("host mesh shut down")
+
+
+def attach_to_workers(
+    *,
+    ca: str,
+    workers: Sequence[str | Future[str]],
+    name: str | None = None,
+    private_key: Any = None,
+    token: str | bytes | None = None,
+) -> WorkerHostMesh:
+    """A host mesh of running workers (``tcp://host:port`` each, or futures of such strings)."""
+    _check_security(ca, private_key)
+    dials = [parse_address(w.get() if isinstance(w, Future) else w)[0] for w in workers]
+    return WorkerHostMesh(name or f"workers{next(_names)}", dials, _token(token))

@@ -1,0 +1,136 @@
+"""Supervision on the local backend: failures reach the owner of the mesh, as in Monarch.
+
+Aspects: a broadcast endpoint that raises kills that actor and reaches the client's
+unhandled_fault_hook, and later calls to it raise SupervisionError while its neighbours answer;
+a failing __init__ does not fail spawn but the first call and the hook; a proc killed with -9 is
+a fault naming the actor and how the proc died; an owner's __supervise__ handles its children's
+failures; without it the failure climbs, the owner fails too and the report nests; stopping a
+mesh is no fault; the default hook ends the controller; a stopped actor mesh says so.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from mesh_client import ActorError, SupervisionError, this_host
+from tests.integration.local.actors import (
+    FailingInit,
+    Lambda,
+    Nest,
+    SuperviseNest,
+    raise_value_error,
+)
+
+
+def test_broadcast_exception_kills_the_actor_and_reaches_the_hook(procs, faults):
+    actors = procs.spawn("lam", Lambda)
+    actors.slice(hosts=1, gpus=0).run.broadcast(raise_value_error)
+    (failure,) = faults.wait("lam")
+    assert failure.mesh_name.startswith("lam-") and failure.crashed_ranks == [2]
+    report = failure.report()
+    assert report.startswith("The actor <root>.<tests.integration.local.actors.Lambda lam{'hosts': 1/2, 'gpus': 0/2}>")
+    assert "and all its descendants have failed:" in report and "ValueError: Error." in report
+    assert str(failure).startswith(f"MeshFailure(mesh_name={failure.mesh_name}, crashed_ranks=[2], event=Supervision event")
+    with pytest.raises(SupervisionError, match=r"Endpoint call lam\.run\(\) failed, The actor .*lam\{'hosts': 1/2, 'gpus': 0/2\}> and all"):
+        actors.run.call(os.getpid).get()
+    assert actors.slice(hosts=0, gpus=1).run.call_one(lambda: "alive").get() == "alive"
+
+
+def test_failing_init_surfaces_at_the_first_call_and_in_the_hook(procs, faults):
+    broken = procs.spawn("broken", FailingInit)  # does not raise
+    with pytest.raises(ActorError, match="cannot build the model"):
+        broken.initialized.get()
+    with pytest.raises(SupervisionError, match=r"Endpoint call broken\.ping\(\) failed, The actor .*FailingInit broken"):
+        broken.slice(hosts=0, gpus=0).ping.call_one().get()
+    assert len(faults.wait("broken", 4)) == 4  # one per actor of the mesh
+    assert all("RuntimeError: cannot build the model" in f.report() for f in faults.named("broken"))
+
+
+def test_proc_death_is_a_fault_naming_the_actor(faults):
+    with this_host().spawn_procs(per_host={"gpus": 2}, name="victim") as mesh:
+        actors = mesh.spawn("k", Lambda)
+        pid = actors.slice(gpus=1).run.call_one(os.getpid).get()
+        os.kill(pid, 9)
+        (failure,) = faults.wait("k")
+        assert failure.crashed_ranks == [1]
+        assert "The actor <root>.<tests.integration.local.actors.Lambda k{'gpus': 1/2}> and all its descendants have failed:" in failure.report()
+        assert "the process this actor was running on failed: Killed(sig=9): proc victim[gpus=1]" in failure.report()
+        assert "killed by SIGKILL" in failure.report()
+        assert actors.slice(gpus=0).run.call_one(lambda: 1).get() == 1
+    assert len(faults.named("k")) == 1  # stopping the rest is no fault
+
+
+def test_supervise_handles_the_failures_of_owned_meshes(procs, faults):
+    owner = procs.slice(hosts=0, gpus=0).spawn("owner", SuperviseNest)
+    owner.nested.call_one(raise_value_error).get()
+    seen = []
+    for _ in range(200):  # the failure arrives asynchronously; bounded wait
+        seen = owner.seen.call_one().get()
+        if seen:
+            break
+        time.sleep(0.05)
+    (mesh_name, ranks, report) = seen[0]
+    assert mesh_name.startswith("nested-") and ranks == [0]
+    assert ".<tests.integration.local.actors.SuperviseNest owner{}>.<tests.integration.local.actors.Lambda nested{'a_dim': 0/1}>" in report
+    assert faults.named("owner") == [] and faults.named("nested") == []
+    with pytest.raises(ActorError, match="SupervisionError: Endpoint call nested.run"):  # the owner lives on
+        owner.nested_call_one.call_one(lambda: 4).get()
+
+
+def test_unhandled_failure_climbs_to_the_client(procs, faults):
+    top = procs.slice(hosts=0, gpus=1).spawn("top", Nest)
+    assert top.nested_call_one.call_one(lambda: 4).get() == 4
+    top.nested.call_one(raise_value_error).get()
+    (failure,) = faults.wait("top")
+    report = failure.report()
+    assert failure.mesh_name.startswith("top-")  # the owner's mesh failed, with its child's report, as in Monarch
+    assert report.startswith(
+        "The actor <root>.<tests.integration.local.actors.Nest top{}>.<tests.integration.local.actors.Lambda nested{'a_dim': 0/1}>"
+        " and all its descendants have failed:"
+    )
+    with pytest.raises(SupervisionError, match="top"):
+        top.nested_call_one.call_one(lambda: 4).get()
+
+
+def test_killing_a_nested_proc_climbs_as_a_proc_failure(procs, faults):
+    top = procs.slice(hosts=1, gpus=1).spawn("top", Nest)
+    top.kill_nest.call_one().get()
+    (failure,) = faults.wait("top")
+    assert "Lambda nested{'a_dim': 0/1}> and all its descendants have failed" in failure.report()
+    assert "the process this actor was running on failed" in failure.report()
+
+
+def test_stopped_actor_mesh_says_it_was_stopped(procs, faults):
+    actors = procs.spawn("stopme", Lambda)
+    actors.stop().get()
+    with pytest.raises(SupervisionError, match=r"actor .*stopme.* has status: stopped \(stopped by client\)"):
+        actors.run.call(lambda: 1).get()
+    assert faults.named("stopme") == []
+
+
+def test_default_hook_ends_the_controller():
+    program = textwrap.dedent(
+        """
+        import time
+        from mesh_client import this_host
+        from tests.integration.local.actors import Lambda, raise_value_error
+
+        actors = this_host().spawn_procs().spawn("lam", Lambda)
+        actors.run.broadcast(raise_value_error)
+        try:
+            time.sleep(60)
+        except KeyboardInterrupt:
+            print("interrupted by the fault")
+            raise SystemExit(1)
+        print("still running")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "interrupted by the fault" in done.stdout
+    assert "unhandled supervision event, ending the controller" in done.stderr
+    assert "ValueError: Error." in done.stderr

@@ -1,0 +1,76 @@
+"""Monarch's worker bootstrap on this machine: processes that run ``run_worker_loop_forever``,
+and a controller that attaches with ``attach_to_workers``.
+
+Aspects: the attached host mesh spawns procs on every worker (started by the worker itself),
+with extent hosts x per_host; actors there answer and supervision works as on any mesh; a wrong
+token is refused; TLS arguments other than trust_all_connections say what to do instead.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from mesh_client import attach_to_workers, run_worker_loop_forever
+from tests.integration.local.actors import Recorder
+
+TOKEN = "a-test-token-for-workers"
+WORKER = "from mesh_client.actor import run_worker_loop_forever; run_worker_loop_forever(address='tcp://127.0.0.1:0', ca='trust_all_connections')"
+
+
+@pytest.fixture
+def workers():
+    env = dict(os.environ, PROCMESH_TOKEN=TOKEN)
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER], env=env, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    addresses = []
+    try:
+        for proc in procs:
+            line = proc.stderr.readline()  # the worker announces where it listens
+            match = re.search(r"listening on (\S+)", line)
+            assert match, f"worker said {line!r}"
+            addresses.append((f"tcp://{match.group(1)}", proc.pid))
+        yield addresses
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=30)
+
+
+def test_attach_to_workers_spawns_procs_on_every_worker(workers, faults):
+    hosts = attach_to_workers(name="w", ca="trust_all_connections", workers=[a for a, _ in workers], token=TOKEN)
+    hosts.initialized.get(timeout=60)
+    assert hosts.sizes == {"hosts": 2}
+    mesh = hosts.spawn_procs(per_host={"gpus": 2})
+    assert mesh.sizes == {"hosts": 2, "gpus": 2}
+    where = mesh.spawn("rec", Recorder).where.call().get()
+    worker_pids = [pid for _, pid in workers]
+    started_by = {(p["hosts"], p["gpus"]): _worker_above(info["pid"], worker_pids) for p, info in where.items()}
+    assert [started_by[(h, g)] for h in (0, 1) for g in (0, 1)] == [worker_pids[0]] * 2 + [worker_pids[1]] * 2
+    mesh.stop().get()
+    assert faults.named("rec") == []
+
+
+def _worker_above(pid: int, worker_pids: list[int]) -> int | None:
+    """The worker among ``pid``'s ancestors (procs are forked by a zygote the worker started)."""
+    for _ in range(4):
+        with open(f"/proc/{pid}/stat") as f:
+            pid = int(f.read().split(")")[1].split()[1])
+        if pid in worker_pids:
+            return pid
+    return None
+
+
+def test_a_wrong_token_is_refused(workers):
+    with pytest.raises(Exception, match="(?i)auth|token") as info:
+        attach_to_workers(ca="trust_all_connections", workers=[workers[0][0]], token="not-the-token").initialized.get(timeout=60)
+    assert "wrong mesh token" in str(info.value)
+
+
+def test_tls_arguments_say_what_to_use_instead():
+    with pytest.raises(NotImplementedError, match="trust_all_connections.*PROCMESH_TOKEN"):
+        attach_to_workers(ca="/etc/ca.pem", workers=["tcp://127.0.0.1:1"], token=TOKEN)
+    with pytest.raises(NotImplementedError, match="trust_all_connections"):
+        run_worker_loop_forever(ca="trust_all_connections", private_key=b"key", address="tcp://127.0.0.1:0", token=TOKEN)

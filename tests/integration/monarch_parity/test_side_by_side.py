@@ -1,0 +1,46 @@
+"""The same small programs on torchmonarch 0.7 and on mesh_client give the same outcomes.
+
+Aspects, one scenario each (see :mod:`.programs`): a broadcast endpoint that raises; a failing
+__init__; a proc killed with -9; __supervise__ handling a child's failure; an unhandled failure
+climbing to the client; an actor mixing def and async def endpoints; the remaining names
+(concurrent_endpoint, explicit response ports, Channel, Accumulator, get_or_spawn_controller,
+current_actor_name, str(current_rank()), is_fake_in_process, str(actor_mesh)); what actors print.
+
+torchmonarch comes with the ``bench`` extra (``pip install 'procmesh[bench]'``); without it
+these tests fail and say so. Monarch runs its own processes on this machine, over loopback.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROGRAMS = Path(__file__).with_name("programs.py")
+SCENARIOS = ["broadcast_error", "failing_init", "proc_death", "supervise", "unhandled_climbs", "mixed_endpoints", "names", "output"]
+
+
+def outcome(api: str, scenario: str) -> tuple[dict, list[str], list[str]]:
+    """The outcome line, and the other lines of stdout and stderr (Monarch's own notice left out)."""
+    env = dict(os.environ)
+    done = subprocess.run(
+        [sys.executable, str(PROGRAMS), api, scenario], capture_output=True, text=True, timeout=300, env=env, cwd=PROGRAMS.parent
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("OUTCOME ")]
+    assert lines, f"{api} {scenario} printed no outcome (exit {done.returncode}):\n{done.stdout}\n{done.stderr[-3000:]}"
+    out = [line for line in done.stdout.splitlines() if not line.startswith("OUTCOME ")]
+    err = [line for line in done.stderr.splitlines() if line.strip() and "Monarch internal logs" not in line]
+    return json.loads(lines[-1][len("OUTCOME ") :]), out, err
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_same_outcome_as_monarch(scenario):
+    assert importlib.util.find_spec("monarch") is not None, "torchmonarch 0.7 is needed: pip install 'procmesh[bench]'"
+    theirs, their_out, their_err = outcome("monarch.actor", scenario)
+    ours, our_out, our_err = outcome("mesh_client.actor", scenario)
+    assert ours == theirs
+    if scenario == "output":  # an actor's prints: the same plain lines, no identity prefix in either
+        assert (sorted(our_out), sorted(our_err)) == (sorted(their_out), sorted(their_err))
