@@ -53,9 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     build = commands.add_parser("images", help="build (or reuse) our images for the real node")
     build.add_argument("names", nargs="*", help="images to build (default: all)")
     build.add_argument("--force", action="store_true", help="rebuild even when cached")
+    build.add_argument("--archives", action="store_true",
+                       help="print `archive NAME REF FILE` per importable image (for `kind load image-archive`)")
     args = parser.parse_args(argv)
     if args.command == "images":
-        return images.main([*args.names, *(["--force"] if args.force else [])])
+        return images.main([*args.names, *(["--force"] if args.force else []),
+                            *(["--archives"] if args.archives else [])])
 
     try:
         return _run(args)

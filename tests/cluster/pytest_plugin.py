@@ -31,10 +31,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.C
     """A running control plane with one process node; torn down, leaving no process.
 
     With ``PROCMESH_CLUSTER_REUSE=1``, a cluster already started by ``python -m tests.cluster up``
-    (in ``$PROCMESH_CLUSTER_DIR``) is used as it is and left running: quicker local iterations.
+    (in ``$PROCMESH_CLUSTER_DIR``) is used as it is and left running: quicker local iterations,
+    and the way to run tests against a real node (``up --real-node``, then pytest inside the
+    cluster's network namespace: tests/cluster/README.md, "Tests on a real node").
     """
     if os.environ.get("PROCMESH_CLUSTER_REUSE") == "1":
-        running = controlplane.Cluster()
+        from tests.cluster.real_node import cluster as real_cluster
+
+        root = controlplane.default_dir()
+        running = real_cluster.RealNodeCluster(root) if real_cluster.is_real(root) else controlplane.Cluster(root)
         if running.running():
             yield running
             return

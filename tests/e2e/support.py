@@ -1,16 +1,21 @@
 """Helpers of the end-to-end tests: the chart installed with our images, Jobs, the node's namespace.
 
 helm and kubectl come from the chart's and the operator's integration helpers (one way to run
-each); what is specific to a real node is here: commands inside the cluster's network namespace,
-host pids of containers (from containerd), the image records of :mod:`tests.cluster.real_node.images`.
+each). The tests run on the harness's real node, or on any cluster given by a kubeconfig
+(:class:`ExternalCluster`, how ``tests/e2e/kind/run.sh`` runs the same checks on kind) into
+which our images were loaded. What only the harness's node offers is here too, for the tests
+marked ``harness_node``: commands inside its network namespace (pod IPs route there) and host pids
+of containers (from its containerd). Image records come from :mod:`tests.cluster.real_node.images`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from tests.cluster import binaries, testing
@@ -21,7 +26,10 @@ from tests.integration.operator.support import ROOT, kubectl
 
 __all__ = ["CHART", "FULLNAME", "RELEASE", "RELEASE_NAMESPACE", "helm", "kubectl"]
 
+#: The harness's real node (an external cluster's node is found by :func:`node_name`).
 NODE = "node-0"
+#: Set to a kubeconfig, the e2e tests run on that cluster instead of starting the harness's.
+EXTERNAL_KUBECONFIG = "PROCMESH_E2E_KUBECONFIG"
 #: Where controller Jobs run, with the chart's client role bound to CLIENT_ACCOUNT.
 CLIENT_NAMESPACE = "e2e-client"
 CLIENT_ACCOUNT = "controller"
@@ -29,12 +37,34 @@ CLIENT_ACCOUNT = "controller"
 JOB_SECONDS = 600
 
 
+@dataclasses.dataclass(frozen=True)
+class ExternalCluster:
+    """A cluster the tests did not start (kind, a real one): its admin kubeconfig and a scratch
+    folder for helm's state. Our images must already be in its nodes (see kind/run.sh)."""
+
+    kubeconfig: Path
+    root: Path
+
+
+def node_name(cluster: Any) -> str:
+    """The node the e2e meshes run on: the harness's real node, or an external cluster's first
+    node that takes pods (kind's single node is its control plane, untainted)."""
+    if not isinstance(cluster, ExternalCluster):
+        return NODE
+    nodes = json.loads(kubectl(cluster, "get", "nodes", "-o", "json").stdout)["items"]
+    for item in nodes:
+        taints = item["spec"].get("taints") or []
+        if not any(t.get("effect") == "NoSchedule" for t in taints):
+            return str(item["metadata"]["name"])
+    raise AssertionError("no node of the cluster takes pods (every node has a NoSchedule taint)")
+
+
 def image(name: str) -> dict[str, str]:
     """The build record of one of our images (reference, image ID)."""
     return images.built()[name]
 
 
-def install(cluster: real_cluster.RealNodeCluster) -> None:
+def install(cluster: real_cluster.RealNodeCluster | ExternalCluster) -> None:
     """helm install of the chart: our images, never pulled; the client role for Jobs."""
     kubectl(cluster, "create", "namespace", CLIENT_NAMESPACE)
     kubectl(cluster, "-n", CLIENT_NAMESPACE, "create", "serviceaccount", CLIENT_ACCOUNT)
@@ -43,14 +73,6 @@ def install(cluster: real_cluster.RealNodeCluster) -> None:
          "--set", "image.pullPolicy=Never", "--set", "rbac.clientRole.create=true",
          "--set", "rbac.clientRole.createMeshes=true",
          "--set-json", f"rbac.clientRole.bindings={bindings}", "--wait", "--timeout", "300s")
-
-
-def in_netns(cluster: real_cluster.RealNodeCluster, code: str) -> str:
-    """Run Python ``code`` inside the cluster's network namespace (where Service IPs route)."""
-    done = subprocess.run([*netns.enter(cluster.netns), sys.executable, "-c", code],
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def in_netns_process(cluster: real_cluster.RealNodeCluster, args: list[str]) -> subprocess.Popen[str]:
@@ -75,7 +97,7 @@ def container_pid(cluster: real_cluster.RealNodeCluster, container_id: str) -> i
     raise AssertionError(f"containerd runs no task {bare}:\n{out}")
 
 
-def run_job(cluster: real_cluster.RealNodeCluster, namespace: str, name: str, image_ref: str,
+def run_job(cluster: real_cluster.RealNodeCluster | ExternalCluster, namespace: str, name: str, image_ref: str,
             command: list[str], service_account: str = CLIENT_ACCOUNT) -> str:
     """Run a one-pod Job to its end; return its log, or fail with it."""
     job = {

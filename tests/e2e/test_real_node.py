@@ -43,17 +43,20 @@ def _digest(image_id: str) -> str:
 def gpu_labels(cluster: Any) -> None:
     """GPU Feature Discovery labels on the real node, so pinned meshes can be placed on it; the
     node has no NVIDIA runtime, so the procs run the examples' CPU path."""
-    kubectl(cluster, "label", "node", support.NODE, "--overwrite", "nvidia.com/gpu.count=2",
+    kubectl(cluster, "label", "node", support.node_name(cluster), "--overwrite", "nvidia.com/gpu.count=2",
             "nvidia.com/gpu.memory=81920", "nvidia.com/gpu.product=NVIDIA-H200")
 
 
 def test_the_node_is_a_kubelet_on_containerd_2(cluster: Any) -> None:
-    node = json.loads(kubectl(cluster, "get", "node", support.NODE, "-o", "json").stdout)
+    name = support.node_name(cluster)
+    node = json.loads(kubectl(cluster, "get", "node", name, "-o", "json").stdout)
     info = node["status"]["nodeInfo"]
+    # The kubelet of the control plane's release (the harness builds both from one module).
+    server = json.loads(kubectl(cluster, "version", "-o", "json").stdout)["serverVersion"]["gitVersion"]
     assert info["containerRuntimeVersion"].startswith("containerd://2.")
-    assert info["kubeletVersion"] == "v1.36.5"
-    wide = kubectl(cluster, "get", "node", support.NODE, "-o", "wide").stdout
-    assert "containerd://2." in wide and "v1.36.5" in wide
+    assert info["kubeletVersion"] == server
+    wide = kubectl(cluster, "get", "node", name, "-o", "wide").stdout
+    assert "containerd://2." in wide and server in wide
 
 
 def test_the_operator_pod_is_non_root_read_only_and_answers_probes_and_metrics(
@@ -76,11 +79,18 @@ def test_the_operator_pod_is_non_root_read_only_and_answers_probes_and_metrics(
     services = json.loads(kubectl(cluster, "-n", support.RELEASE_NAMESPACE, "get", "services",
                                   "-o", "json").stdout)["items"]
     metrics = next(s for s in services if any(p["port"] == 9090 for p in s["spec"]["ports"]))
-    fetch = ("import urllib.request; print(urllib.request.urlopen("
-             f"'http://{metrics['spec']['clusterIP']}:9090/metrics', timeout=10).read().decode())")
-    # kube-proxy writes the Service's rules within its sync period of the Service's creation.
-    text = testing.wait_for(lambda: support.in_netns(cluster, fetch), "metrics through the Service IP")
-    assert "# TYPE" in text
+    # From a pod, as any in-cluster scraper: kube-proxy writes the Service's rules within its sync
+    # period of the Service's creation, so the pod tries for up to a minute.
+    fetch = ("import time, urllib.request\n"
+             "for attempt in range(60):\n"
+             "    try:\n"
+             f"        print(urllib.request.urlopen('http://{metrics['spec']['clusterIP']}:9090/metrics',"
+             " timeout=5).read().decode()); break\n"
+             "    except OSError as error:\n"
+             "        print('not yet:', error); time.sleep(1)\n")
+    text = support.run_job(cluster, support.CLIENT_NAMESPACE, "scrape-metrics",
+                           support.image("proc-server")["ref"], ["python", "-c", fetch])
+    assert "# TYPE" in text, text
 
 
 def test_the_cpu_example_mesh_is_ready_in_our_proc_server_image(cluster: Any, namespace: str,
@@ -135,6 +145,7 @@ def test_spmd_train_in_containers(cluster: Any, kube: Any, release: str) -> None
     assert "trained on 4 procs: True" in log
 
 
+@pytest.mark.harness_node
 def test_a_proc_server_killed_in_its_container_is_a_supervision_error_and_restarts(
         cluster: Any, kube: Any, namespace: str, release: str) -> None:
     from kubernetes import client

@@ -330,13 +330,20 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", help="images to build (default: all)")
     parser.add_argument("--force", action="store_true", help="rebuild even when cached")
+    parser.add_argument("--archives", action="store_true",
+                        help="after building, print one line per importable image: archive NAME REF FILE "
+                        "(docker-archive files, e.g. for `kind load image-archive`)")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("images: buildah (vfs, chroot isolation) needs root here", file=sys.stderr)
         return 1
     try:
-        build(args.names or None, args.force)
+        records = build(args.names or None, args.force)
     except (ImageError, subprocess.CalledProcessError, binaries.BinariesMissing) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    if args.archives:
+        for name, record in sorted(records.items()):
+            if record.get("archive") and name not in BASES:
+                print("archive", name, record["ref"], record["archive"])
     return 0
