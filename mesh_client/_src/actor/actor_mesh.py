@@ -120,7 +120,7 @@ class ActorMesh(MeshTrait, Generic[T]):
             self._group.peers[p].request(
                 (messages.STOP_ACTOR, self._actor_id, reason),
                 (),
-                functools.partial(messages.decode_reply, f"stop of {self._name}", self._group.labels[p]),
+                functools.partial(messages.decode_reply, f"stop of {self._name}", self._group.displays[p]),
             )
             for p in self._shape.ranks
         ]
@@ -149,7 +149,7 @@ class ActorEndpoint(Generic[R]):
                 group.peers[p].request(
                     (messages.CALL, mesh._actor_id, self._method, i, shape.labels, shape.sizes),
                     payload,
-                    functools.partial(messages.decode_reply, self._what, group.labels[p]),
+                    functools.partial(messages.decode_reply, self._what, group.displays[p]),
                     reply=reply,
                 )
             )

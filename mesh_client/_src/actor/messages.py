@@ -17,7 +17,7 @@ from mesh_client._src.runtime import peers
 from mesh_client._src.runtime.ops import (  # noqa: F401
     BOOTSTRAP,
     CALL,
-    DESCRIBE,
+    IDENTIFY,
     PORT_SEND,
     SPAWN,
     STOP,
@@ -87,7 +87,7 @@ def decode_reply(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:
     if status == DEAD:
         raise SupervisionError(f"{endpoint_call(what)} failed, {dead_report(data)}")
     peer: peers.Peer = extra
-    raise SupervisionError(f"{endpoint_call(what)} failed, the process this actor was running on failed: {peer.describe_loss(data)}")
+    raise SupervisionError(f"{endpoint_call(what)} failed, the process this actor was running on failed: {peer.loss_message(data)}")
 
 
 def dead_report(data: Any) -> str:

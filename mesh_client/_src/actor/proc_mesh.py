@@ -78,7 +78,7 @@ class ProcMesh(MeshTrait):
             group.peers[p].request(
                 (messages.SPAWN, actor_id, name, i, shape.labels, shape.sizes),
                 payload,
-                functools.partial(messages.decode_reply, what, group.labels[p]),
+                functools.partial(messages.decode_reply, what, group.displays[p]),
             )
             for i, p in enumerate(shape.ranks)
         ]
@@ -141,7 +141,7 @@ def _run_everywhere(group: ProcGroup, shape: Shape, fn: Callable[[], Any]) -> Fu
         group.peers[p].request(
             (messages.BOOTSTRAP,),
             payload,
-            functools.partial(messages.decode_reply, f"bootstrap {getattr(fn, '__qualname__', fn)!r}", group.labels[p]),
+            functools.partial(messages.decode_reply, f"bootstrap {getattr(fn, '__qualname__', fn)!r}", group.displays[p]),
         )
         for p in shape.ranks
     ]

@@ -44,7 +44,7 @@ def _on_end(fut: futures.Future[Any], group: ProcGroup, p: int, index: int, acto
     elif status == peers.LOST:
         if p in group.stopping or str(data).startswith(_CLOSED_BY_US):
             return
-        why = extra.describe_loss(data) if isinstance(extra, peers.Peer) else str(data)
+        why = extra.loss_message(data) if isinstance(extra, peers.Peer) else str(data)
         report = supervision.failed_report(display, f"the process this actor was running on failed: {why}")
     else:  # OK: stopped on purpose; ERROR: a proc server that cannot watch
         return

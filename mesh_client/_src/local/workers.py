@@ -94,10 +94,10 @@ class HostAgent(Actor):
     @endpoint
     def start_procs(self, name: str, per_host: dict[str, int], host_index: int, token: str, advertise: str) -> list[tuple[str, int]]:
         shape = Shape.from_sizes(per_host)
-        labels = [f"{name}[hosts={host_index}{''.join(f',{k}={v}' for k, v in p.items())}]" for p in shape.points()]
+        displays = [f"{name}[hosts={host_index}{''.join(f',{k}={v}' for k, v in p.items())}]" for p in shape.points()]
         bind = advertise if _is_ip(advertise) else "0.0.0.0"  # an IP is this host's own (a pod's IP is the pod's)
         command = default_bootstrap_cmd().with_env({"PROCMESH_LISTEN_HOST": bind})
-        procs = LocalProcs(name, list(shape.points()), labels, command, token)
+        procs = LocalProcs(name, list(shape.points()), displays, command, token)
         addresses = procs.start()
         self.procs[name] = procs
         return [(advertise, port) for _, port in addresses]
@@ -134,8 +134,8 @@ class WorkerHostMesh(MeshTrait):
     def __init__(self, name: str, workers: Sequence[tuple[str, int]], token: bytes) -> None:
         self._shape = Shape(["hosts"], [len(workers)])
         self.name = name
-        labels = [f"{name}[hosts={i}] ({h}:{p})" for i, (h, p) in enumerate(workers)]
-        self._workers = ProcMesh(ProcGroup(name, workers, token, labels), self._shape)
+        displays = [f"{name}[hosts={i}] ({h}:{p})" for i, (h, p) in enumerate(workers)]
+        self._workers = ProcMesh(ProcGroup(name, workers, token, displays), self._shape)
         self._agents: Any = self._workers.spawn("host_agent", HostAgent)
 
     def _with_shape(self, shape: Shape) -> WorkerHostMesh:
@@ -167,8 +167,8 @@ class WorkerHostMesh(MeshTrait):
         ]
         addresses = [a for fut in per_worker for a in fut.get()]
         shape = Shape(["hosts", *per_host], [len(advertised), *per_host.values()])
-        labels = [f"{name}[{','.join(f'{k}={v}' for k, v in p.items())}]" for p in shape.points()]
-        group = ProcGroup(name, addresses, token.encode(), labels, owner=_WorkerProcs(self._agents, name))
+        displays = [f"{name}[{','.join(f'{k}={v}' for k, v in p.items())}]" for p in shape.points()]
+        group = ProcGroup(name, addresses, token.encode(), displays, owner=_WorkerProcs(self._agents, name))
         mesh = ProcMesh(group, shape)
         try:
             for peer in group.peers:

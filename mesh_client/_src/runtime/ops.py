@@ -8,6 +8,6 @@ SPAWN = 2  # (actor_id, name, index in mesh, labels, sizes); payload (cls, args,
 BOOTSTRAP = 3  # (); payload: a callable run before any actor
 STOP_ACTOR = 4  # (actor_id,)
 STOP = 5  # (); the proc server replies, then exits
-DESCRIBE = 6  # (); reply: one JSON segment describing the proc (no pickle, for the operator)
+IDENTIFY = 6  # (); reply: one JSON segment, the proc's identity (no pickle, so a client reads it before trusting any)
 WATCH = 7  # (actor_id,); the reply comes when the actor ends: OK if stopped, DEAD (a report) if it failed
 PORT_SEND = 8  # (port_id, ok); payload: the value or exception; one-way, for ports of that process

@@ -1,7 +1,7 @@
 """Admitting connections and routing their messages to actors, on the reactor thread.
 
 Nothing here blocks or runs user code: a CALL or SPAWN is queued for the actor's thread
-(:mod:`.actors`), BOOTSTRAP runs on a worker thread, DESCRIBE and STOP are answered at once.
+(:mod:`.actors`), BOOTSTRAP runs on a worker thread, IDENTIFY and STOP are answered at once.
 
 Before a peer proves it holds the token it gets a budget, not a blank cheque: at most
 ``max_unauthenticated`` such connections at once (more are closed at once), a small read
@@ -98,7 +98,7 @@ class ProcServer:
         if channel.state is not ChannelState.CLOSED:
             channel.start()
 
-    def open_channel(self, stream: streams.Stream, label: str) -> Channel:
+    def open_channel(self, stream: streams.Stream, display: str) -> Channel:
         """A server channel over ``stream`` with its HELLO sent and its handshake deadline set;
         :meth:`_admit` then hands it to the reactor (tests drive in-memory ones directly)."""
         conn = protocol.Connection(protocol.Role.SERVER, self.token, max_message_bytes=self.max_message_bytes)
@@ -107,7 +107,7 @@ class ProcServer:
             conn,
             on_message=self._on_message,
             on_closed=self._on_closed,
-            label=label,
+            display=display,
             reactor=self.reactor,
         )
         channel.on_authenticated = self._authenticated
@@ -136,9 +136,9 @@ class ProcServer:
         if not channel.authenticated:
             if channel.bytes_received == 0 and kind in (CloseKind.PEER_LEFT, CloseKind.IO_ERROR):
                 return  # a TCP connect and close (a readiness or liveness probe): not a refusal
-            self.refusals.note(f"procmesh: refused connection from {channel.label}: {reason}")
+            self.refusals.note(f"procmesh: refused connection from {channel.display}: {reason}")
         elif kind is CloseKind.PROTOCOL_ERROR:
-            self.drops.note(f"procmesh: dropped connection from {channel.label}: {reason}")
+            self.drops.note(f"procmesh: dropped connection from {channel.display}: {reason}")
 
     # Messages --------------------------------------------------------------------------------
 
@@ -176,7 +176,7 @@ class ProcServer:
             ports.deliver(header[2], header[3], payload)
         elif op == messages.BOOTSTRAP:
             threading.Thread(target=self._bootstrap, args=(channel, call_id, payload), daemon=True).start()
-        elif op == messages.DESCRIBE:
+        elif op == messages.IDENTIFY:
             description = dict(self.identity, pid=os.getpid(), gpu=gpu.visible_gpu(), actors=len(self.actors))
             reply(channel, call_id, peers.OK, [json.dumps(description).encode()])
         elif op == messages.STOP:

@@ -25,7 +25,7 @@ def server_channel(loop):
         conn,
         on_message=lambda c, segments: None,
         on_closed=lambda c, reason: closed.put((c.close_kind, c.bytes_received, reason)),
-        label="peer",
+        display="peer",
         reactor=loop,
     )
     ch.on_authenticated = authenticated.put
