@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from mesh_client._src.actor import context as context_mod
 from mesh_client._src.actor import messages, watching
@@ -19,7 +19,7 @@ from mesh_client._src.actor.endpoint import check_endpoint_kinds, endpoint_names
 from mesh_client._src.actor.options import options
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import MeshTrait, Shape
-from mesh_client._src.runtime import peers
+from mesh_client._src.runtime import futures, ops, peers
 from mesh_client._src.runtime.futures import Future
 from mesh_client._src.wire import serialization
 
@@ -49,9 +49,8 @@ class ProcMesh(MeshTrait):
 
     @property
     def initialized(self) -> Future[None]:
-        fut: Future[None] = Future()
-        fut.set_result(None)
-        return fut
+        """Done at once: a ProcMesh is made only when its procs listen (spawn_procs and attach wait)."""
+        return futures.completed(None)
 
     def spawn(self, name: str, Class: type[T], *args: Any, **kwargs: Any) -> T:
         """Start ``Class(*args, **kwargs)`` in every proc; returns at once, as in Monarch.
@@ -76,7 +75,7 @@ class ProcMesh(MeshTrait):
         what = f"__init__ of {Class.__qualname__} ({name!r})"
         futs = [
             group.peers[p].request(
-                (messages.SPAWN, actor_id, name, i, shape.labels, shape.sizes),
+                (ops.SPAWN, actor_id, name, i, shape.labels, shape.sizes),
                 payload,
                 functools.partial(messages.decode_reply, what, group.displays[p]),
             )
@@ -89,7 +88,9 @@ class ProcMesh(MeshTrait):
         mesh: ActorMesh[T] = ActorMesh(
             group, shape, actor_id, name, Class.__qualname__, names, spawned, repr(Class), plain_method_names(Class)
         )
-        return mesh  # type: ignore[return-value]
+        # Typed as the actor class, as Monarch types it: the checker sees each endpoint as an
+        # Endpoint (endpoint.py) and the mesh operations that Actor declares for it (actor.py).
+        return cast(T, mesh)
 
     def _elastic(self) -> tuple[str, int, int]:
         """(run id, restart count, max restarts) for torchelastic; backends may know better."""
@@ -113,7 +114,7 @@ class ProcMesh(MeshTrait):
                 self._group.owner.stop(list(self._shape.ranks), reason)
             else:
                 gather(
-                    [self._group.peers[p].request((messages.STOP,), (), lambda raw: None) for p in self._shape.ranks],
+                    [self._group.peers[p].request((ops.STOP,), (), lambda raw: None) for p in self._shape.ranks],
                     lambda values: None,
                 ).get()
         except BaseException as exc:
@@ -139,7 +140,7 @@ def _run_everywhere(group: ProcGroup, shape: Shape, fn: Callable[[], Any]) -> Fu
     payload = serialization.dumps(fn)
     futs = [
         group.peers[p].request(
-            (messages.BOOTSTRAP,),
+            (ops.BOOTSTRAP,),
             payload,
             functools.partial(messages.decode_reply, f"bootstrap {getattr(fn, '__qualname__', fn)!r}", group.displays[p]),
         )

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from mesh_client._src.runtime import peers
+from mesh_client._src.runtime import channel, peers
 
 
 class ProcOwner(Protocol):
@@ -29,7 +29,7 @@ class ProcGroup:
         token: bytes,
         displays: Sequence[str],
         owner: ProcOwner | None = None,
-        opener: Any = None,  # how this client reaches the procs (default: TCP); never pickled
+        opener: channel.Opener | None = None,  # how this client reaches the procs (default: TCP); never pickled
     ) -> None:
         self.name = name
         self.addresses = [(str(h), int(p)) for h, p in addresses]

@@ -23,7 +23,8 @@ class Assessment:
 
 
 def condition(mesh: Mapping[str, Any], type_: str) -> Mapping[str, Any]:
-    for c in (mesh.get("status") or {}).get("conditions") or []:
+    conditions: list[Mapping[str, Any]] = (mesh.get("status") or {}).get("conditions") or []
+    for c in conditions:
         if c.get("type") == type_:
             return c
     return {}

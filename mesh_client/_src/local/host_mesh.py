@@ -140,7 +140,7 @@ def get_or_spawn_controller(name: str, Class: type[T], *args: Any, **kwargs: Any
             except BaseException as exc:
                 del _controllers[name]
                 fut.set_exception(exc)
-    return fut  # type: ignore[return-value]
+    return fut
 
 
 def _serve_in_process() -> ProcMesh:
@@ -153,6 +153,6 @@ def _serve_in_process() -> ProcMesh:
     host, port = listener.getsockname()
     group = ProcGroup("client", [(host, port)], token, ["client[0]"])
     mesh = ProcMesh(group, Shape([], []))
-    server = ProcServer(listener, token, identity={"mesh": "client", "rank": 0}, on_stop=lambda: None, this_proc=mesh)
+    server = ProcServer(listener, token, identity={"mesh": "client", "rank": 0, "coords": {}, "address": f"{host}:{port}"}, on_stop=lambda: None, this_proc=mesh)
     server.start()
     return mesh

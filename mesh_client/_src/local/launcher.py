@@ -17,11 +17,10 @@ import time
 from collections.abc import Callable, Sequence
 
 from mesh_client._src import contract
-from mesh_client._src.actor import messages
 from mesh_client._src.actor.shape import Point
 from mesh_client._src.local import zygote_client
 from mesh_client._src.local.bootstrap import BootstrapCommand, default_bootstrap_cmd
-from mesh_client._src.runtime import peers
+from mesh_client._src.runtime import ops, peers
 
 START_TIMEOUT = float(os.environ.get("PROCMESH_START_TIMEOUT", "120"))
 STOP_TIMEOUT = 5.0
@@ -184,7 +183,7 @@ class LocalProcs:
         asked = []
         for i in indices:
             if i < len(self._peers) and self.processes[i].poll() is None and not self._peers[i].lost:
-                asked.append(self._peers[i].request((messages.STOP,), (), lambda raw: None))
+                asked.append(self._peers[i].request((ops.STOP,), (), lambda raw: None))
         for fut in asked:
             try:
                 fut.get(timeout=STOP_TIMEOUT)

@@ -120,7 +120,7 @@ def _is_ip(host: str) -> bool:
 class _WorkerProcs:
     """The owner of a proc mesh spawned on workers: its agents stop the procs."""
 
-    def __init__(self, agents: Any, name: str) -> None:
+    def __init__(self, agents: HostAgent, name: str) -> None:
         self.agents = agents
         self.name = name
 
@@ -136,7 +136,7 @@ class WorkerHostMesh(MeshTrait):
         self.name = name
         displays = [f"{name}[hosts={i}] ({h}:{p})" for i, (h, p) in enumerate(workers)]
         self._workers = ProcMesh(ProcGroup(name, workers, token, displays), self._shape)
-        self._agents: Any = self._workers.spawn("host_agent", HostAgent)
+        self._agents = self._workers.spawn("host_agent", HostAgent)
 
     def _with_shape(self, shape: Shape) -> WorkerHostMesh:
         raise NotImplementedError("slicing a worker host mesh is not supported; attach to fewer workers")
@@ -182,8 +182,7 @@ class WorkerHostMesh(MeshTrait):
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Let go of the workers (they keep running, for the next controller to attach)."""
-        fut: Future[None] = self._agents.stop(reason)
-        return fut
+        return self._agents.stop(reason)
 
     def shutdown(self) -> Future[None]:
         """Stop the worker processes themselves (they cannot be attached to again)."""

@@ -19,9 +19,10 @@ import os
 import select
 import signal
 import sys
+from typing import Any
 
 
-def _child(request: dict, report_fd: int, stdout_fd: int) -> None:
+def _child(request: dict[str, Any], report_fd: int, stdout_fd: int) -> None:
     """In the forked child: take the requested env and become a proc server."""
     os.dup2(stdout_fd, 1)
     os.close(stdout_fd)
@@ -70,7 +71,7 @@ def serve_forks() -> None:
     children: dict[int, int] = {}
     pending = b""
 
-    def write(obj: dict) -> None:
+    def write(obj: dict[str, Any]) -> None:
         os.write(report_fd, (json.dumps(obj) + "\n").encode())
 
     while True:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 from mesh_client._src.runtime import handshaking, streams
 from mesh_client._src.runtime import reactor as reactor_mod
-from mesh_client._src.wire import errors, protocol
+from mesh_client._src.wire import envelopes, errors, protocol
 
 # Small frames are read through one reused buffer: a fresh 256 KiB bytes per recv would cost
 # an mmap, an mremap and a munmap per message. Large frames bypass it (receive_buffer).
@@ -49,7 +49,7 @@ class ChannelClosed(ConnectionError):
     """Sending on a channel that is closed; ``reason`` says why it closed."""
 
 
-MessageHandler = Callable[["Channel", list], None]
+MessageHandler = Callable[["Channel", envelopes.Received], None]
 CloseHandler = Callable[["Channel", str], None]
 
 

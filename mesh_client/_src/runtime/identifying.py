@@ -10,13 +10,30 @@ from __future__ import annotations
 
 import json
 import socket
-from typing import Any
+from typing import TypedDict
 
 from mesh_client._src.runtime import handshaking, ops, streams
 from mesh_client._src.wire import envelopes, errors, protocol
 
 
-def identify_proc(address: tuple[str, int], token: bytes, timeout: float = 5.0) -> dict[str, Any]:
+class ProcIdentity(TypedDict):
+    """Who a proc server is, as it was started (its mesh's rank and coordinates)."""
+
+    mesh: str
+    rank: int
+    coords: dict[str, int]
+    address: str  # host:port where it listens
+
+
+class IdentityReply(ProcIdentity):
+    """The IDENTIFY reply: the identity plus what the proc sees now."""
+
+    pid: int
+    gpu: str | None  # the GPU it sees (a UUID, or the index its environment names), if any
+    actors: int  # actors running in it
+
+
+def identify_proc(address: tuple[str, int], token: bytes, timeout: float = 5.0) -> IdentityReply:
     """Connect, authenticate, send IDENTIFY and return the proc's identity."""
     display = f"{address[0]}:{address[1]}"
     stream = streams.SocketStream(socket.create_connection(address, timeout=timeout))
@@ -31,7 +48,8 @@ def identify_proc(address: tuple[str, int], token: bytes, timeout: float = 5.0) 
                 conn.receive_data(stream.read(65536))
             elif isinstance(event, protocol.Message):
                 # The reply header is a pickle of two ints; parse it without unpickling.
-                return json.loads(bytes(event.segments[1]))
+                reply: IdentityReply = json.loads(bytes(event.segments[1]))
+                return reply
             elif isinstance(event, protocol.Closed):
                 raise errors.ProtocolError(f"proc server at {display} closed: {event.reason}")
     finally:

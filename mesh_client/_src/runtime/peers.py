@@ -114,7 +114,7 @@ class Peer:
             self._fail_pending()
         return fut
 
-    def _on_message(self, channel: channel_mod.Channel, segments: list[Any]) -> None:
+    def _on_message(self, channel: channel_mod.Channel, segments: envelopes.Received) -> None:
         reply = envelopes.decode_reply(segments)  # MalformedMessage closes the channel
         fut = self._pending.pop(reply.call_id, None)
         if fut is not None:

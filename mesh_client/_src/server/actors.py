@@ -6,29 +6,37 @@ and pickling results happen on the actor's thread, so a slow actor never stalls 
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import functools
 import inspect
 import queue
 import sys
 import threading
 import traceback
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from mesh_client._src.actor import context as ctx_mod
 from mesh_client._src.actor import messages, ports, supervision
 from mesh_client._src.actor.endpoint import CONCURRENT, EXPLICIT_PORT, endpoint_names, is_endpoint
 from mesh_client._src.actor.shape import Extent, Point
-from mesh_client._src.runtime import peers
+from mesh_client._src.runtime import ops, peers
 from mesh_client._src.runtime.channel import Channel, ChannelClosed
 from mesh_client._src.server import logs
 from mesh_client._src.wire import envelopes, serialization
 
-Work = tuple[int, Channel, tuple[Any, ...], list[Any]]
+if TYPE_CHECKING:
+    from mesh_client._src.actor.actor import Actor
+    from mesh_client._src.actor.proc_mesh import ProcMesh
+
+# (call id, the caller's channel (None: made in this process), request header, payload)
+Work = tuple[int, Channel | None, tuple[Any, ...], envelopes.Received]
 
 
-def reply(channel: Channel, call_id: int, status: int, payload: list[Any]) -> None:
+def reply(channel: Channel | None, call_id: int, status: int, payload: Sequence[envelopes.Segment]) -> None:
     """Send a reply; a caller that went away is not an error of ours."""
-    if call_id == peers.NO_REPLY:
+    if call_id == peers.NO_REPLY or channel is None:
         return
     try:
         channel.send(envelopes.encode_reply(call_id, status, payload))
@@ -54,7 +62,7 @@ class ActorRunner:
     later call with its report (DEAD), and its watchers (the owner's supervision) get it too.
     """
 
-    def __init__(self, actor_id: str, name: str, on_exit: Any, this_proc: Any) -> None:
+    def __init__(self, actor_id: str, name: str, on_exit: Callable[[ActorRunner], None], this_proc: ProcMesh | None) -> None:
         self.actor_id = actor_id
         self.name = name
         self.display = f"<{name}>"
@@ -63,9 +71,9 @@ class ActorRunner:
         self._watchers: list[tuple[Channel, int]] = []
         self._watch_lock = threading.Lock()
         self._queue: queue.SimpleQueue[Work | None] = queue.SimpleQueue()
-        self._instance: Any = None
+        self._instance: Actor | None = None
         self._context: ctx_mod.Context | None = None
-        self._loop: Any = None  # the actor's asyncio loop, on a thread of its own, made for the first async endpoint
+        self._loop: asyncio.AbstractEventLoop | None = None  # the actor's asyncio loop, on a thread of its own, made for the first async endpoint
         self._on_exit = on_exit
         self._this_proc = this_proc
         self._thread = threading.Thread(target=self._run, name=f"actor:{name}", daemon=True)
@@ -111,7 +119,7 @@ class ActorRunner:
                 break
             call_id, channel, header, segments = work
             op = header[1]
-            if op == messages.STOP_ACTOR:
+            if op == ops.STOP_ACTOR:
                 if not self.failed:
                     self.cleanup(None)
                 reason = header[3] if len(header) > 3 else "stopped by client"
@@ -123,11 +131,11 @@ class ActorRunner:
                     reply(channel, call_id, messages.DEAD, [self.end_report.encode()])
                 continue
             try:
-                if op == messages.CALL:
+                if op == ops.CALL:
                     result = self._call(call_id, channel, header, segments)
                     if result is not _NO_REPLY_YET:
                         reply(channel, call_id, peers.OK, serialization.dumps(result))
-                elif op == messages.SPAWN:
+                elif op == ops.SPAWN:
                     self._construct(header, segments)
                     reply(channel, call_id, peers.OK, [])
                 elif op == SUPERVISE:
@@ -140,23 +148,23 @@ class ActorRunner:
                 ctx_mod.enter(None)
         self._on_exit(self)
 
-    def _failed_on(self, op: int, call_id: int, channel: Channel, header: tuple[Any, ...], exc: BaseException) -> None:
+    def _failed_on(self, op: int, call_id: int, channel: Channel | None, header: tuple[Any, ...], exc: BaseException) -> None:
         if isinstance(exc, _Fatal):
             exc = exc.exception
-        elif op == messages.CALL and call_id != peers.NO_REPLY and isinstance(exc, Exception):
+        elif op == ops.CALL and call_id != peers.NO_REPLY and isinstance(exc, Exception):
             reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))  # the caller handles it
             return
         if op == SUPERVISE and isinstance(exc, _Unhandled):
             report = header[2].report()  # Monarch passes the child's report up unchanged
         else:
             report = supervision.failed_report(self.display, _aborted(exc))
-        if op == messages.SPAWN:
+        if op == ops.SPAWN:
             reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))
-        elif op in (messages.CALL, FAILED_TASK):
+        elif op in (ops.CALL, FAILED_TASK):
             reply(channel, call_id, messages.DEAD, [report.encode()])
         self._fail(report, exc)
 
-    def _construct(self, header: tuple[Any, ...], segments: list[Any]) -> None:
+    def _construct(self, header: tuple[Any, ...], segments: envelopes.Received) -> None:
         _, _, actor_id, name, index, labels, sizes = header
         cls, args, kwargs, proc_mesh, creator = serialization.loads(segments)
         rank = Point(index, Extent(labels, sizes))
@@ -180,7 +188,7 @@ class ActorRunner:
 
     def _deliver(self, failure: supervision.MeshFailure) -> None:
         """A mesh this actor owns failed: handle it on this actor's thread, between messages."""
-        self.submit((peers.NO_REPLY, None, (peers.NO_REPLY, SUPERVISE, failure), []))  # type: ignore[arg-type]
+        self.submit((peers.NO_REPLY, None, (peers.NO_REPLY, SUPERVISE, failure), []))
 
     def _supervise(self, failure: supervision.MeshFailure) -> None:
         assert self._context is not None
@@ -192,18 +200,14 @@ class ActorRunner:
         if not handled:
             raise _Unhandled()
 
-    def _ensure_loop(self) -> Any:
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
-            import asyncio
-
             self._loop = asyncio.new_event_loop()
             threading.Thread(target=self._loop.run_forever, name=f"actor-loop:{self.name}", daemon=True).start()
         return self._loop
 
-    def _schedule(self, awaitable: Any) -> Any:
+    def _schedule(self, awaitable: Awaitable[Any]) -> concurrent.futures.Future[Any]:
         """Run ``awaitable`` as a task of the actor's loop, in this message's context."""
-        import asyncio
-
         ctx = ctx_mod.context()
 
         async def in_context() -> Any:
@@ -212,10 +216,10 @@ class ActorRunner:
 
         return asyncio.run_coroutine_threadsafe(in_context(), self._ensure_loop())
 
-    def _run_async(self, awaitable: Any) -> Any:
+    def _run_async(self, awaitable: Awaitable[Any]) -> Any:
         return self._schedule(awaitable).result()
 
-    def _call(self, call_id: int, channel: Channel, header: tuple[Any, ...], segments: list[Any]) -> Any:
+    def _call(self, call_id: int, channel: Channel | None, header: tuple[Any, ...], segments: envelopes.Received) -> Any:
         _, _, _, method, index, labels, sizes = header
         args, kwargs = serialization.loads(segments)
         assert self._context is not None
@@ -247,7 +251,7 @@ class ActorRunner:
             raise
         return _NO_REPLY_YET if explicit else result
 
-    def _port_reply(self, channel: Channel, call_id: int, ok: bool, value: Any) -> None:
+    def _port_reply(self, channel: Channel | None, call_id: int, ok: bool, value: Any) -> None:
         if isinstance(value, ports.Encoded):  # sent from another proc: pass the bytes on as they are
             reply(channel, call_id, peers.OK if ok else peers.ERROR, value.segments)
         elif ok:
@@ -255,7 +259,7 @@ class ActorRunner:
         else:
             reply(channel, call_id, peers.ERROR, messages.encode_failure(value))
 
-    def _task_done(self, channel: Channel, call_id: int, explicit: bool, task: Any) -> None:
+    def _task_done(self, channel: Channel | None, call_id: int, explicit: bool, task: concurrent.futures.Future[Any]) -> None:
         """A concurrent endpoint finished (on the loop's thread)."""
         exc = task.exception()
         if exc is None:
@@ -270,7 +274,6 @@ class ActorRunner:
         """Cancel the concurrent endpoints still running (they see CancelledError), and wait."""
         if self._loop is None:
             return
-        import asyncio
 
         async def cancel_all() -> None:
             tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]

@@ -17,15 +17,18 @@ import json
 import os
 import socket
 import threading
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from mesh_client._src.actor import messages, ports
-from mesh_client._src.runtime import peers, reactor, streams
+from mesh_client._src.runtime import identifying, ops, peers, reactor, streams
 from mesh_client._src.runtime.channel import Channel, ChannelState, CloseKind
 from mesh_client._src.server import accepting, gpu, throttling
 from mesh_client._src.server.actors import ENDED_KEPT, ActorRunner, reply
 from mesh_client._src.wire import envelopes, protocol, serialization
+
+if TYPE_CHECKING:
+    from mesh_client._src.actor.proc_mesh import ProcMesh
 
 HANDSHAKE_TIMEOUT = 10.0
 MAX_UNAUTHENTICATED = 256
@@ -39,9 +42,9 @@ class ProcServer:
         listener: socket.socket,
         token: bytes,
         *,
-        identity: dict[str, Any],
+        identity: identifying.ProcIdentity,
         on_stop: Callable[[], None],
-        this_proc: Any = None,
+        this_proc: ProcMesh | None = None,
         max_message_bytes: int = protocol.DEFAULT_MAX_MESSAGE_BYTES,
         max_unauthenticated: int = MAX_UNAUTHENTICATED,
         handshake_timeout: float = HANDSHAKE_TIMEOUT,
@@ -142,10 +145,10 @@ class ProcServer:
 
     # Messages --------------------------------------------------------------------------------
 
-    def _on_message(self, channel: Channel, segments: list[Any]) -> None:
+    def _on_message(self, channel: Channel, segments: envelopes.Received) -> None:
         request = envelopes.decode_request(segments)  # MalformedMessage closes the channel
         header, call_id, op, payload = request.header, request.call_id, request.op, request.payload
-        if op == messages.CALL:
+        if op == ops.CALL:
             runner = self.actors.get(header[2])
             if runner is not None:
                 runner.submit((call_id, channel, header, payload))
@@ -153,7 +156,7 @@ class ProcServer:
                 reply(channel, call_id, messages.DEAD, [self.ended[header[2]][0].encode()])
             else:
                 self._fail(channel, call_id, LookupError(f"no actor {header[2]!r} in this proc; it was stopped or never spawned"))
-        elif op == messages.WATCH:
+        elif op == ops.WATCH:
             runner = self.actors.get(header[2])
             if runner is not None:
                 runner.watch(channel, call_id)
@@ -161,25 +164,25 @@ class ProcServer:
                 reply(channel, call_id, messages.DEAD, [self.ended[header[2]][0].encode()])
             else:
                 reply(channel, call_id, peers.OK, [])
-        elif op == messages.SPAWN:
+        elif op == ops.SPAWN:
             actor_id = header[2]
             runner = ActorRunner(actor_id, header[3], self._actor_exited, self.this_proc)
             self.actors[actor_id] = runner
             runner.submit((call_id, channel, header, payload))
-        elif op == messages.STOP_ACTOR:
+        elif op == ops.STOP_ACTOR:
             runner = self.actors.get(header[2])
             if runner is None:
                 reply(channel, call_id, peers.OK, [])
             else:
                 runner.submit((call_id, channel, header, payload))
-        elif op == messages.PORT_SEND:
+        elif op == ops.PORT_SEND:
             ports.deliver(header[2], header[3], payload)
-        elif op == messages.BOOTSTRAP:
+        elif op == ops.BOOTSTRAP:
             threading.Thread(target=self._bootstrap, args=(channel, call_id, payload), daemon=True).start()
-        elif op == messages.IDENTIFY:
-            description = dict(self.identity, pid=os.getpid(), gpu=gpu.visible_gpu(), actors=len(self.actors))
-            reply(channel, call_id, peers.OK, [json.dumps(description).encode()])
-        elif op == messages.STOP:
+        elif op == ops.IDENTIFY:
+            answer = identifying.IdentityReply(**self.identity, pid=os.getpid(), gpu=gpu.visible_gpu(), actors=len(self.actors))
+            reply(channel, call_id, peers.OK, [json.dumps(answer).encode()])
+        elif op == ops.STOP:
             reply(channel, call_id, peers.OK, [])
             self.on_stop()
         else:
@@ -188,7 +191,7 @@ class ProcServer:
     def _fail(self, channel: Channel, call_id: int, exc: BaseException) -> None:
         reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))
 
-    def _bootstrap(self, channel: Channel, call_id: int, segments: list[Any]) -> None:
+    def _bootstrap(self, channel: Channel, call_id: int, segments: envelopes.Received) -> None:
         try:
             fn = serialization.loads(segments)
             result = fn()
@@ -215,5 +218,5 @@ class ProcServer:
                 runner.cleanup(None)
 
 
-async def _awaited(awaitable: Any) -> Any:
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
