@@ -19,11 +19,17 @@ from typing import TYPE_CHECKING, Any
 
 from mesh_client._src.actor import context as ctx_mod
 from mesh_client._src.actor import messages, ports, supervision
-from mesh_client._src.actor.endpoint import CONCURRENT, EXPLICIT_PORT, endpoint_names, is_endpoint
+from mesh_client._src.actor.endpoint import (
+    CONCURRENT,
+    EXPLICIT_PORT,
+    UNTRACED,
+    endpoint_names,
+    is_endpoint,
+)
 from mesh_client._src.actor.shape import Extent, Point
 from mesh_client._src.runtime import ops, peers
 from mesh_client._src.runtime.channel import Channel, ChannelClosed
-from mesh_client._src.server import logs
+from mesh_client._src.server import logs, tracing
 from mesh_client._src.wire import envelopes, serialization
 
 if TYPE_CHECKING:
@@ -206,13 +212,17 @@ class ActorRunner:
             threading.Thread(target=self._loop.run_forever, name=f"actor-loop:{self.name}", daemon=True).start()
         return self._loop
 
-    def _schedule(self, awaitable: Awaitable[Any]) -> concurrent.futures.Future[Any]:
-        """Run ``awaitable`` as a task of the actor's loop, in this message's context."""
+    def _schedule(self, awaitable: Awaitable[Any], traced: str | None = None) -> concurrent.futures.Future[Any]:
+        """Run ``awaitable`` as a task of the actor's loop, in this message's context, inside a
+        tracing span named ``traced`` if given."""
         ctx = ctx_mod.context()
 
         async def in_context() -> Any:
             ctx_mod.enter(ctx)
-            return await awaitable
+            if traced is None:
+                return await awaitable
+            with tracing.span(traced, self.display, self.actor_id):
+                return await awaitable
 
         return asyncio.run_coroutine_threadsafe(in_context(), self._ensure_loop())
 
@@ -238,13 +248,19 @@ class ActorRunner:
         explicit = getattr(fn, EXPLICIT_PORT, False)
         if explicit:
             args = (ports.response_port(functools.partial(self._port_reply, channel, call_id)), *args)
+        traced = None if getattr(fn, UNTRACED, False) else method
         try:
-            result = fn(self._instance, *args, **kwargs)
+            if traced is None or inspect.iscoroutinefunction(fn):
+                result = fn(self._instance, *args, **kwargs)  # a coroutine is traced where it runs
+            else:
+                with tracing.span(traced, self.display, self.actor_id):
+                    result = fn(self._instance, *args, **kwargs)
+                traced = None  # its span has ended (an awaitable it returned runs untraced)
             if getattr(fn, CONCURRENT, False):
-                self._schedule(result).add_done_callback(functools.partial(self._task_done, channel, call_id, explicit))
+                self._schedule(result, traced).add_done_callback(functools.partial(self._task_done, channel, call_id, explicit))
                 return _NO_REPLY_YET
             if inspect.isawaitable(result):
-                result = self._run_async(result)
+                result = self._schedule(result, traced).result()
         except BaseException as exc:
             if explicit:  # it had a port to answer through: raising instead kills the actor, as in Monarch
                 raise _Fatal(exc) from exc
