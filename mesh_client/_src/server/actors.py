@@ -214,14 +214,15 @@ class ActorRunner:
 
     def _schedule(self, awaitable: Awaitable[Any], traced: str | None = None) -> concurrent.futures.Future[Any]:
         """Run ``awaitable`` as a task of the actor's loop, in this message's context, inside a
-        tracing span named ``traced`` if given."""
+        tracing span named ``traced`` if given (and the proc has a tracer)."""
         ctx = ctx_mod.context()
+        tracer = None if traced is None else tracing.tracer()
 
         async def in_context() -> Any:
             ctx_mod.enter(ctx)
-            if traced is None:
+            if tracer is None or traced is None:
                 return await awaitable
-            with tracing.span(traced, self.display, self.actor_id):
+            with tracing.span(tracer, traced, self.display, self.actor_id):
                 return await awaitable
 
         return asyncio.run_coroutine_threadsafe(in_context(), self._ensure_loop())
@@ -249,11 +250,12 @@ class ActorRunner:
         if explicit:
             args = (ports.response_port(functools.partial(self._port_reply, channel, call_id)), *args)
         traced = None if getattr(fn, UNTRACED, False) else method
+        tracer = None if traced is None else tracing.tracer()
         try:
-            if traced is None or inspect.iscoroutinefunction(fn):
+            if tracer is None or traced is None or inspect.iscoroutinefunction(fn):
                 result = fn(self._instance, *args, **kwargs)  # a coroutine is traced where it runs
             else:
-                with tracing.span(traced, self.display, self.actor_id):
+                with tracing.span(tracer, traced, self.display, self.actor_id):
                     result = fn(self._instance, *args, **kwargs)
                 traced = None  # its span has ended (an awaitable it returned runs untraced)
             if getattr(fn, CONCURRENT, False):
