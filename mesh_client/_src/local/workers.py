@@ -16,9 +16,10 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import os
+import pathlib
 import secrets
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.endpoint import endpoint
@@ -30,6 +31,9 @@ from mesh_client._src.local.launcher import LocalProcs
 from mesh_client._src.runtime.futures import Future
 
 TRUST_ALL = "trust_all_connections"
+# Monarch's types for its TLS material; only TRUST_ALL and no key are accepted here.
+PrivateKey = bytes | pathlib.Path | None
+CA = bytes | pathlib.Path | Literal["trust_all_connections"]
 _names = itertools.count()
 
 
@@ -66,7 +70,7 @@ def _token(token: str | bytes | None) -> bytes:
     return value.encode() if isinstance(value, str) else value
 
 
-def _check_security(ca: str, private_key: Any) -> None:
+def _check_security(ca: CA, private_key: PrivateKey) -> None:
     if private_key is not None or ca != TRUST_ALL:
         raise NotImplementedError(
             "TLS keys and CAs are not supported: pass ca='trust_all_connections'; connections are "
@@ -74,7 +78,7 @@ def _check_security(ca: str, private_key: Any) -> None:
         )
 
 
-def run_worker_loop_forever(*, ca: str, address: str, private_key: Any = None, token: str | bytes | None = None) -> None:
+def run_worker_loop_forever(*, ca: CA, address: str, private_key: PrivateKey = None, token: str | bytes | None = None) -> None:
     """Serve as a worker at ``address`` until the process is stopped (SIGTERM or a STOP)."""
     from mesh_client._src.server import config as config_mod
     from mesh_client._src.server import main as server_main
@@ -191,10 +195,10 @@ class WorkerHostMesh(MeshTrait):
 
 def attach_to_workers(
     *,
-    ca: str,
+    ca: CA,
     workers: Sequence[str | Future[str]],
     name: str | None = None,
-    private_key: Any = None,
+    private_key: PrivateKey = None,
     token: str | bytes | None = None,
 ) -> WorkerHostMesh:
     """A host mesh of running workers (``tcp://host:port`` each, or futures of such strings)."""
