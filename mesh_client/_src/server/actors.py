@@ -6,8 +6,6 @@ and pickling results happen on the actor's thread, so a slow actor never stalls 
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import functools
 import inspect
 import queue
@@ -32,7 +30,10 @@ from mesh_client._src.runtime.channel import Channel, ChannelClosed
 from mesh_client._src.server import logs, tracing
 from mesh_client._src.wire import envelopes, serialization
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # asyncio is imported where used: it costs ~35 ms at a proc's start
+    import asyncio
+    import concurrent.futures
+
     from mesh_client._src.actor.actor import Actor
     from mesh_client._src.actor.proc_mesh import ProcMesh
 
@@ -208,6 +209,8 @@ class ActorRunner:
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
+            import asyncio
+
             self._loop = asyncio.new_event_loop()
             threading.Thread(target=self._loop.run_forever, name=f"actor-loop:{self.name}", daemon=True).start()
         return self._loop
@@ -217,6 +220,7 @@ class ActorRunner:
         tracing span named ``traced`` if given (and the proc has a tracer)."""
         ctx = ctx_mod.context()
         tracer = None if traced is None else tracing.tracer()
+        import asyncio
 
         async def in_context() -> Any:
             ctx_mod.enter(ctx)
@@ -292,6 +296,7 @@ class ActorRunner:
         """Cancel the concurrent endpoints still running (they see CancelledError), and wait."""
         if self._loop is None:
             return
+        import asyncio
 
         async def cancel_all() -> None:
             tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
