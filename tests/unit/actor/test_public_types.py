@@ -1,6 +1,6 @@
 """What a user's type checker sees (mypy, through ``py.typed``): spawn gives the actor class,
-each endpoint's adverbs check their arguments and give one return type each, and the mesh
-operations (slice, initialized, stop) are there.
+each endpoint's adverbs check their arguments and give one return type each, send and
+Accumulator take an endpoint, and the mesh operations (slice, initialized, stop) are there.
 
 Aspects: a well-typed controller program passes; a wrong argument type, a wrong keyword and
 a misuse of a result are each reported at their line.
@@ -12,7 +12,7 @@ from mypy import api
 
 PROGRAM = textwrap.dedent(
     """
-    from mesh_client import Actor, Future, ValueMesh, endpoint, this_host
+    from mesh_client import Accumulator, Actor, Future, ValueMesh, endpoint, send, this_host
 
     class Counter(Actor):
         @endpoint
@@ -28,6 +28,8 @@ PROGRAM = textwrap.dedent(
     everywhere: Future[ValueMesh[int]] = counters.add.call(1)
     one: int = counters.slice(gpus=0).add.call_one(2).get()
     text: str = counters.name.choose(prefix="a").get()
+    total: Future[int] = Accumulator(counters.add, 0, lambda a, b: a + b).accumulate(3)
+    send(counters.add, (1,), {})
     counters.initialized.get()
     counters.stop().get()
     """
@@ -55,7 +57,8 @@ def test_mistakes_are_reported_at_their_line(tmp_path):
         PROGRAM
         + 'counters.add.call("one")\n'
         + "counters.name.call_one(suffix='x')\n"
-        + "wrong: str = counters.add.call_one(1).get()\n",
+        + "wrong: str = counters.add.call_one(1).get()\n"
+        + "Accumulator(counters.add, 0, lambda a, b: a + b).accumulate('x')\n",
     )
     lines = len(PROGRAM.splitlines())
-    assert [int(e.split(":")[1]) for e in errors] == [lines + 1, lines + 2, lines + 3], errors
+    assert [int(e.split(":")[1]) for e in errors] == [lines + 1, lines + 2, lines + 3, lines + 4], errors
