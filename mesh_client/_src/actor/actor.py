@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from typing import Self
+    from typing_extensions import Self  # typing.Self is 3.11+; this import never runs
 
     from mesh_client._src.actor.shape import Extent
     from mesh_client._src.runtime.futures import Future
