@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, cast, overload
 
 from mesh_client._src.actor import context as context_mod
 from mesh_client._src.actor import messages, watching
@@ -24,6 +24,7 @@ from mesh_client._src.runtime.futures import Future
 from mesh_client._src.wire import serialization
 
 T = TypeVar("T", bound=Actor)
+R = TypeVar("R")
 
 
 class ProcMesh(MeshTrait):
@@ -97,8 +98,15 @@ class ProcMesh(MeshTrait):
         info = getattr(self._group.owner, "elastic_info", None)
         return info() if info is not None else (self._group.run_id, 0, 0)
 
+    @overload
+    def run(self, fn: Callable[[], Awaitable[R]]) -> Future[list[R]]: ...
+
+    @overload
+    def run(self, fn: Callable[[], R]) -> Future[list[R]]: ...
+
     def run(self, fn: Callable[[], Any]) -> Future[list[Any]]:
-        """Run ``fn`` in every proc (as ``bootstrap`` does); gives the list of results."""
+        """Run ``fn`` in every proc (as ``bootstrap`` does; a coroutine is awaited there); gives
+        the list of results."""
         return _run_everywhere(self._group, self._shape, fn)
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
