@@ -64,6 +64,7 @@ class Channel:
         on_message: MessageHandler,
         on_closed: CloseHandler,
         display: str,
+        on_authenticated: Callable[[Channel], None] | None = None,  # a server's: ends its handshake deadline
         reactor: reactor_mod.Reactor | None = None,
     ) -> None:
         self.stream = stream
@@ -71,7 +72,7 @@ class Channel:
         self.display = display
         self.on_message = on_message
         self.on_closed = on_closed
-        self.on_authenticated: Callable[[Channel], None] | None = None
+        self.on_authenticated = on_authenticated
         self.close_reason: str | None = None
         self.close_kind: CloseKind | None = None
         self.bytes_received = 0  # a connection closed with none was a probe, not an attack

@@ -111,9 +111,9 @@ class ProcServer:
             on_message=self._on_message,
             on_closed=self._on_closed,
             display=display,
+            on_authenticated=self._authenticated,
             reactor=self.reactor,
         )
-        channel.on_authenticated = self._authenticated
         self.channels.add(channel)
         # The timer's only reference to the channel goes when it is cancelled (on close).
         self.handshaking[channel] = self.reactor.call_later(self.handshake_timeout, lambda: self._expire(channel))
