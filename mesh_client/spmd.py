@@ -5,6 +5,7 @@ from mesh_client._src.spmd.actor import (
     setup_torch_elastic_env,
     setup_torch_elastic_env_async,
 )
+from mesh_client._src.spmd.addresses import AddrType
 from mesh_client._src.spmd.elastic_env import torchelastic_env
 
-__all__ = ["SPMDActor", "setup_torch_elastic_env", "setup_torch_elastic_env_async", "torchelastic_env"]
+__all__ = ["AddrType", "SPMDActor", "setup_torch_elastic_env", "setup_torch_elastic_env_async", "torchelastic_env"]

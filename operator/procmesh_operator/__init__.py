@@ -6,7 +6,7 @@ Layout (each module one concern, imported as a module):
   client must agree on: API coordinates, child names, labels, annotations, port, conditions and
   their fatal reasons, the PROCMESH_* env, rank arithmetic.
 * :mod:`.names` -- the operator's own names: the token mount, children's labels, node-loss taints.
-* :mod:`.specs` and :mod:`.shapes` -- the parsed spec with its defaults, and the mesh's shape.
+* :mod:`.specs` and :mod:`.dimensions` -- the parsed spec with its defaults, and the mesh's dimensions.
 * :mod:`.rendering` -- pure builders for the token Secret, the headless Service and the pods.
 * :mod:`.budgets` and :mod:`.placing` -- GPU memory budget math and node/device placement.
 * :mod:`.planning` -- the pure decision of one reconcile: what to create, delete and report.

@@ -5,7 +5,7 @@ The operator never connects to a proc server and never reads a mesh token (DESIG
 15): :func:`assigned_gpu` (pure, called by :mod:`.statuses`) reports the device the operator
 pinned the pod to (its placement annotation), else the NVIDIA_VISIBLE_DEVICES value in the pod's
 spec. In plugin mode the device plugin's choice is not in the pod object, so no GPU is reported;
-a client that needs it asks its proc (the authenticated ``describe`` call).
+a client that needs it asks its proc (the authenticated IDENTIFY request).
 """
 
 from __future__ import annotations

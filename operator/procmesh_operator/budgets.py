@@ -35,7 +35,7 @@ def overflow_mib(uses: Sequence[DeviceUse], memory_mib: int, context_mib: int) -
     return need - memory_mib
 
 
-def describe(device: str, node: str, uses: Sequence[DeviceUse], memory_mib: int,
+def explain_overrun(device: str, node: str, uses: Sequence[DeviceUse], memory_mib: int,
              context_mib: int) -> str:
     """A message that names every proc on the device and the arithmetic that failed."""
     parts = ", ".join(f"{u.pod}={'uncapped' if u.fraction is None else f'{u.fraction:g}'}"

@@ -165,7 +165,7 @@ def _fits_on(node: NodeInfo, wanted: Mapping[str, list[budgets.DeviceUse]],
     for device, new in sorted(wanted.items()):
         together = list(uses.get((node.name, device), [])) + new
         if budgets.overflow_mib(together, memory, settings.cuda_context_mib) > 0:
-            return Refusal(contract.BUDGET_EXCEEDED, budgets.describe(
+            return Refusal(contract.BUDGET_EXCEEDED, budgets.explain_overrun(
                 device, node.name, together, memory, settings.cuda_context_mib))
     return None
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from mesh_client._src import contract
+from procmesh_operator import dimensions
 from procmesh_operator import settings as settings_
-from procmesh_operator import shapes
 
 NEVER = "Never"
 RESTART_PROC = "RestartProc"
@@ -37,7 +37,7 @@ class MeshSpec:
     namespace: str
     uid: str
     generation: int
-    shape: shapes.Shape
+    shape: dimensions.Dimensions
     gpus: GPUs
     colocate_with: str | None
     template: Mapping[str, Any]
@@ -70,7 +70,7 @@ def parse(body: Mapping[str, Any]) -> MeshSpec:
         namespace=str(meta.get("namespace", "default")),
         uid=str(meta.get("uid", "")),
         generation=int(meta.get("generation") or 0),
-        shape=shapes.mesh_shape(int(spec.get(contract.HOSTS_DIM, 1)), per_host or [("procs", 1)]),
+        shape=dimensions.mesh_dimensions(int(spec.get(contract.HOSTS_DIM, 1)), per_host or [("procs", 1)]),
         gpus=GPUs(
             mode=str(gpus.get("mode", contract.GPU_MODE_NONE)),
             device_ids=None if raw_ids is None else tuple(str(x) for x in raw_ids),

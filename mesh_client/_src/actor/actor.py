@@ -1,6 +1,20 @@
-"""The base class of every actor."""
+"""The base class of every actor.
+
+``ProcMesh.spawn(name, Cls)`` returns an :class:`~.actor_mesh.ActorMesh` typed as ``Cls`` (as
+Monarch's does), so that ``mesh.method.call(x)`` is checked against the method. For the type
+checker alone, :class:`Actor` therefore also declares what an actor mesh offers beside its
+endpoints (``slice``, ``initialized``, ``stop``); at run time an actor has none of them.
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self is 3.11+; this import never runs
+
+    from mesh_client._src.actor.shape import Extent
+    from mesh_client._src.runtime.futures import Future
 
 
 class Actor:
@@ -12,3 +26,24 @@ class Actor:
 
     def __cleanup__(self, exc: BaseException | None) -> None:
         """Called when the actor is stopped (normally or because its proc stops)."""
+
+    if TYPE_CHECKING:  # what the ActorMesh returned by spawn offers (see the module docstring)
+
+        @property
+        def initialized(self) -> Future[None]: ...
+
+        @property
+        def extent(self) -> Extent: ...
+
+        @property
+        def sizes(self) -> dict[str, int]: ...
+
+        def size(self, dim: str | None = None) -> int: ...
+
+        def slice(self, **dims: int | slice) -> Self: ...
+
+        def flatten(self, name: str) -> Self: ...
+
+        def rename(self, **names: str) -> Self: ...
+
+        def stop(self, reason: str = "stopped by client") -> Future[None]: ...

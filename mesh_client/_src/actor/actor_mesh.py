@@ -11,16 +11,20 @@ import queue
 import random
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, cast
 
 from mesh_client._src.actor import messages
+from mesh_client._src.actor.endpoint import Propagator, check_propagate
 from mesh_client._src.actor.errors import NotAnEndpoint
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.actor.value_mesh import ValueMesh
-from mesh_client._src.runtime import peers
+from mesh_client._src.runtime import futures, ops, peers
 from mesh_client._src.runtime.futures import Future
 from mesh_client._src.wire import serialization
+
+if TYPE_CHECKING:
+    from mesh_client._src.actor.endpoint import Endpoint
 
 T = TypeVar("T")
 
@@ -64,14 +68,14 @@ class ActorMesh(MeshTrait, Generic[T]):
             self._plain,
         )
 
-    def __getattr__(self, attr: str) -> ActorEndpoint[Any]:
+    def __getattr__(self, attr: str) -> ActorEndpoint[Any] | NotAnEndpointRef:
         if attr.startswith("_"):
             raise AttributeError(attr)
         bound = self._bound.get(attr)
         if bound is not None:
             return bound
         if attr in self._plain:
-            return NotAnEndpointRef(self, attr)  # type: ignore[return-value]
+            return NotAnEndpointRef(self, attr)
         if attr not in self._endpoints:
             raise NotAnEndpoint(
                 f"{self._class_name}.{attr} is not an endpoint of actor mesh {self._name!r}"
@@ -108,19 +112,16 @@ class ActorMesh(MeshTrait, Generic[T]):
     @property
     def initialized(self) -> Future[None]:
         """Done once every ``__init__`` has run; raises SupervisionError if one of them failed."""
-        if self._spawned is not None:
-            return self._spawned
-        fut: Future[None] = Future()
-        fut.set_result(None)
-        return fut
+        # A reference made elsewhere was pickled only once its actors existed (__reduce__).
+        return self._spawned if self._spawned is not None else futures.completed(None)
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Stop these actors (their ``__cleanup__`` runs); the procs stay."""
         futs = [
             self._group.peers[p].request(
-                (messages.STOP_ACTOR, self._actor_id, reason),
+                (ops.STOP_ACTOR, self._actor_id, reason),
                 (),
-                functools.partial(messages.decode_reply, f"stop of {self._name}", self._group.labels[p]),
+                functools.partial(messages.decode_reply, f"stop of {self._name}", self._group.displays[p]),
             )
             for p in self._shape.ranks
         ]
@@ -128,6 +129,8 @@ class ActorMesh(MeshTrait, Generic[T]):
 
 
 R = TypeVar("R")
+B = TypeVar("B")
+P = ParamSpec("P")
 
 
 class ActorEndpoint(Generic[R]):
@@ -147,9 +150,9 @@ class ActorEndpoint(Generic[R]):
             p = shape.ranks[i]
             futs.append(
                 group.peers[p].request(
-                    (messages.CALL, mesh._actor_id, self._method, i, shape.labels, shape.sizes),
+                    (ops.CALL, mesh._actor_id, self._method, i, shape.labels, shape.sizes),
                     payload,
-                    functools.partial(messages.decode_reply, self._what, group.labels[p]),
+                    functools.partial(messages.decode_reply, self._what, group.displays[p]),
                     reply=reply,
                 )
             )
@@ -209,24 +212,30 @@ class NotAnEndpointRef:
     call = call_one = choose = stream = broadcast = __call__ = _refuse
 
 
-def as_endpoint(method: Any, *, propagate: Any = None, explicit_response_port: bool = False) -> ActorEndpoint[Any]:
+def as_endpoint(
+    method: Callable[P, R], *, propagate: Propagator = None, explicit_response_port: Literal[False] = False
+) -> Endpoint[P, R]:
     """Treat a method of a spawned actor that is not an ``@endpoint`` as one:
-    ``as_endpoint(mesh.method).call(...)``."""
+    ``as_endpoint(mesh.method).call(...)``. ``propagate`` is checked as ``@endpoint`` checks it."""
+    check_propagate(propagate, "as_endpoint")
     if explicit_response_port:
         raise NotImplementedError("as_endpoint(..., explicit_response_port=True) is not supported; decorate the method instead")
-    if isinstance(method, ActorEndpoint):
-        return method
-    if isinstance(method, NotAnEndpointRef):
-        return ActorEndpoint(method._mesh, method._method)
+    # At run time ``mesh.method`` is an ActorEndpoint or a NotAnEndpointRef, whatever the
+    # checker sees (the mesh is typed as its actor class, see ProcMesh.spawn).
+    found: object = method
+    if isinstance(found, ActorEndpoint):
+        return cast("Endpoint[P, R]", found)
+    if isinstance(found, NotAnEndpointRef):
+        return cast("Endpoint[P, R]", ActorEndpoint(found._mesh, found._method))
     raise TypeError(f"as_endpoint takes a method of an actor mesh (mesh.method), not {type(method).__name__}")
 
 
 def gather(
     futs: list[Future[Any]],
-    build: Any,
+    build: Callable[[list[Any]], B],
     *,
     fail_fast: Callable[[Future[Any]], bool] | None = None,
-) -> Future[Any]:
+) -> Future[B]:
     """One future for many: done when all are, then ``build([values])`` (first error raises).
 
     A member for which ``fail_fast`` says so completes the whole at once, with that member's
@@ -234,14 +243,14 @@ def gather(
     """
     failed: list[Future[Any]] = []
 
-    def decode(_: Any) -> Any:
+    def decode(_: object) -> B:
         if failed:
             error = failed[0].exception()
             if error is not None:
                 raise error
         return build([f.get() for f in futs])
 
-    out: Future[Any] = Future(decode)
+    out: Future[B] = Future(decode)
     if not futs:
         out.set_raw(None)
         return out

@@ -9,9 +9,12 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 from mesh_client._src.actor.shape import Extent, Point
+
+if TYPE_CHECKING:
+    from mesh_client._src.actor.proc_mesh import ProcMesh
 
 _EMPTY = Point(0, Extent((), ()))
 
@@ -38,8 +41,8 @@ class ActorInstance:
     actor_id: str
     class_name: str
     rank: Point
-    proc_mesh: Any = None  # the ProcMesh it was spawned on (None for the client)
-    proc: Any = None  # this proc alone, as a one-point ProcMesh (None for the client)
+    proc_mesh: ProcMesh | None = None  # the ProcMesh it was spawned on (None for the client)
+    proc: ProcMesh | None = None  # this proc alone, as a one-point ProcMesh (None for the client)
     proc_id: str = ""
     display: str = "<root>"  # the owner chain, as supervision reports print it
     creator: Creator | None = None  # None for the client

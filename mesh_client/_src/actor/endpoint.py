@@ -9,7 +9,17 @@ own return type (as Monarch's ``Endpoint`` protocol does).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    Literal,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+    overload,
+)
 
 if TYPE_CHECKING:
     from mesh_client._src.actor.value_mesh import ValueMesh
@@ -21,6 +31,23 @@ R = TypeVar("R")
 MARK = "__procmesh_endpoint__"
 EXPLICIT_PORT = "__procmesh_explicit_response_port__"  # the method gets a Port first and sends through it
 CONCURRENT = "__procmesh_concurrent__"  # an async endpoint that runs beside the actor's next messages
+UNTRACED = "__procmesh_untraced__"  # instrument=False: no tracing span around each invocation
+
+# Monarch's ``propagate``: how its tensor engine infers the shapes an endpoint returns for
+# ``rref``. procmesh has no tensor engine (no ``rref``), so, as in Monarch for every endpoint not
+# used with distributed tensors, a valid value changes nothing; an invalid one is refused.
+Propagator = Literal["cached", "inspect", "mocked"] | Callable[..., Any] | None
+PROPAGATE_MODES = ("cached", "inspect", "mocked")
+
+
+def check_propagate(propagate: object, where: str) -> None:
+    """Refuse a ``propagate`` that Monarch would not take (its ``Propagator`` type)."""
+    if propagate is None or callable(propagate) or propagate in PROPAGATE_MODES:
+        return
+    raise TypeError(
+        f"{where}(propagate={propagate!r}): give None, one of {', '.join(map(repr, PROPAGATE_MODES))} or a "
+        "callable (Monarch's tensor-engine shape propagation; procmesh has no rref, so it changes nothing here)"
+    )
 
 
 class Endpoint(Protocol, Generic[P, R]):
@@ -61,7 +88,7 @@ def endpoint(method: Callable[Concatenate[Any, P], R]) -> Endpoint[P, R]: ...
 def endpoint(
     method: None = None,
     *,
-    propagate: Any = None,
+    propagate: Propagator = None,
     explicit_response_port: bool = False,
     instrument: bool = True,
 ) -> Callable[[Callable[Concatenate[Any, P], R]], Endpoint[P, R]]: ...
@@ -70,7 +97,7 @@ def endpoint(
 def endpoint(
     method: Callable[..., Any] | None = None,
     *,
-    propagate: Any = None,
+    propagate: Propagator = None,
     explicit_response_port: bool = False,
     instrument: bool = True,
 ) -> Any:
@@ -78,7 +105,12 @@ def endpoint(
 
     Args:
         method: the method, when used bare as ``@endpoint``.
-        propagate, instrument: accepted for Monarch compatibility; they change nothing here.
+        propagate: Monarch's tensor-engine shape propagation for ``rref`` (None, ``"cached"``,
+            ``"inspect"``, ``"mocked"`` or a callable); checked, and otherwise without effect, as
+            in Monarch for endpoints not used with distributed tensors (procmesh has no rref).
+        instrument: when True (the default), each invocation runs inside an OpenTelemetry span
+            named for the method, as Monarch's tracing spans; without ``opentelemetry-api`` in
+            the proc, or with no tracer provider set there, no span is made.
         explicit_response_port: the method receives a ``Port`` as its first argument and sends
             its result (``port.send(v)``) or error (``port.exception(e)``) through it; its return
             value is ignored.
@@ -92,20 +124,46 @@ def endpoint(
         counters.add.call(1).get()
     """
 
+    check_propagate(propagate, "endpoint")
+
     def mark(fn: Callable[..., Any]) -> Any:
         if not callable(fn):
             raise TypeError(f"@endpoint decorates methods, not {type(fn).__name__}")
         setattr(fn, MARK, True)
         if explicit_response_port:
             setattr(fn, EXPLICIT_PORT, True)
+        if not instrument:
+            setattr(fn, UNTRACED, True)
         return fn
 
     return mark(method) if method is not None else mark
 
 
-def concurrent_endpoint(method: Callable[..., Any] | None = None, **options: Any) -> Any:
+@overload
+def concurrent_endpoint(method: Callable[Concatenate[Any, P], Awaitable[R]]) -> Endpoint[P, R]: ...
+
+
+@overload
+def concurrent_endpoint(
+    method: None = None,
+    *,
+    propagate: Propagator = None,
+    explicit_response_port: bool = False,
+    instrument: bool = True,
+) -> Callable[[Callable[Concatenate[Any, P], Awaitable[R]]], Endpoint[P, R]]: ...
+
+
+def concurrent_endpoint(
+    method: Callable[..., Any] | None = None,
+    *,
+    propagate: Propagator = None,
+    explicit_response_port: bool = False,
+    instrument: bool = True,
+) -> Any:
     """An async endpoint whose body runs as a background task of the actor's event loop, so the
-    actor takes its next message without waiting for it (Monarch's ``@concurrent_endpoint``)."""
+    actor takes its next message without waiting for it (Monarch's ``@concurrent_endpoint``).
+    It takes the options of :func:`endpoint`."""
+    check_propagate(propagate, "concurrent_endpoint")
 
     def mark(fn: Callable[..., Any]) -> Any:
         import inspect
@@ -116,7 +174,7 @@ def concurrent_endpoint(method: Callable[..., Any] | None = None, **options: Any
         if not inspect.iscoroutinefunction(fn):
             raise ValueError(f"@concurrent_endpoint can only wrap async endpoints: make {where} an async def")
         setattr(fn, CONCURRENT, True)
-        return endpoint(fn) if not options else endpoint(**options)(fn)
+        return endpoint(propagate=propagate, explicit_response_port=explicit_response_port, instrument=instrument)(fn)
 
     return mark(method) if method is not None else mark
 

@@ -1,7 +1,8 @@
-"""The actor layer's messages: operation codes, header layouts, and decoding replies into values
-or errors. Shared by the client (:mod:`.actor_mesh`, :mod:`.proc_mesh`) and the proc server.
+"""The actor layer's replies: failures as they travel, and decoding replies into values or
+errors. Shared by the client (:mod:`.actor_mesh`, :mod:`.proc_mesh`) and the proc server.
 
-Request header: ``(call_id, op, *fields)``. Reply header: ``(call_id, status)``, payload after it.
+Request header: ``(call_id, op, *fields)``, the operation codes and header layouts in
+:mod:`mesh_client._src.runtime.ops`. Reply header: ``(call_id, status)``, payload after it.
 """
 
 from __future__ import annotations
@@ -14,16 +15,6 @@ from typing import Any
 
 from mesh_client._src.actor.errors import ActorError, RemoteException, SupervisionError
 from mesh_client._src.runtime import peers
-from mesh_client._src.runtime.ops import (  # noqa: F401
-    BOOTSTRAP,
-    CALL,
-    DESCRIBE,
-    PORT_SEND,
-    SPAWN,
-    STOP,
-    STOP_ACTOR,
-    WATCH,
-)
 from mesh_client._src.wire import serialization
 
 # A reply status beside peers.OK/ERROR/LOST: the actor has failed (or was stopped); the payload
@@ -67,7 +58,7 @@ def _user_frames(tb: TracebackType | None) -> TracebackType | None:
     return tb or start
 
 
-def encode_failure(exc: BaseException) -> list[Any]:
+def encode_failure(exc: BaseException) -> list[bytes | memoryview]:
     try:
         return serialization.dumps(Failure.capture(exc))
     except Exception:  # the exception pickled, but something in it refused at the last moment
@@ -87,7 +78,7 @@ def decode_reply(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:
     if status == DEAD:
         raise SupervisionError(f"{endpoint_call(what)} failed, {dead_report(data)}")
     peer: peers.Peer = extra
-    raise SupervisionError(f"{endpoint_call(what)} failed, the process this actor was running on failed: {peer.describe_loss(data)}")
+    raise SupervisionError(f"{endpoint_call(what)} failed, the process this actor was running on failed: {peer.loss_message(data)}")
 
 
 def dead_report(data: Any) -> str:

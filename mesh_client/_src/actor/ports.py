@@ -18,12 +18,15 @@ from typing import Any, Generic, TypeVar
 
 from mesh_client._src.actor import messages
 from mesh_client._src.actor.errors import ActorError
-from mesh_client._src.runtime import futures, peers
-from mesh_client._src.wire import serialization
+from mesh_client._src.runtime import futures, ops, peers
+from mesh_client._src.wire import envelopes, serialization
 
 R = TypeVar("R")
 
 _ids = itertools.count(1)
+# The owner's address and token: where a port's values travel once it was pickled elsewhere.
+Home = tuple[tuple[str, int], bytes]
+
 _local: dict[str, Callable[[bool, Any], None]] = {}  # port id -> deliver(ok, value or exception)
 _local_lock = threading.Lock()
 
@@ -31,7 +34,7 @@ _local_lock = threading.Lock()
 class Port(Generic[R]):
     """Where values go: ``port.send(value)``; ``port.exception(exc)`` sends an error instead."""
 
-    def __init__(self, port_id: str, deliver: Callable[[bool, Any], None] | None = None, home: Any = None) -> None:
+    def __init__(self, port_id: str, deliver: Callable[[bool, Any], None] | None = None, home: Home | None = None) -> None:
         self._port_id = port_id
         self._deliver = deliver  # set in the process that owns the port
         self._home = home  # (address, token) of the owning process's proc server, once pickled
@@ -50,9 +53,9 @@ class Port(Generic[R]):
         if self._home is None:
             raise RuntimeError(f"port {self._port_id} is closed: its receiver is gone")
         address, token = self._home
-        peer = peers.get_peer(tuple(address), token)
+        peer = peers.get_peer((address[0], address[1]), token)
         payload = serialization.dumps(value) if ok else messages.encode_failure(value)
-        peer.request((messages.PORT_SEND, self._port_id, ok), payload, lambda raw: None, reply=False)
+        peer.request((ops.PORT_SEND, self._port_id, ok), payload, lambda raw: None, reply=False)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Port, (self._port_id, None, self._home or _home_of_this_process()))
@@ -128,11 +131,11 @@ class Encoded:
 
     __slots__ = ("segments",)
 
-    def __init__(self, segments: list[Any]) -> None:
+    def __init__(self, segments: envelopes.Received) -> None:
         self.segments = segments
 
 
-def deliver(port_id: str, ok: bool, segments: list[Any]) -> None:
+def deliver(port_id: str, ok: bool, segments: envelopes.Received) -> None:
     """A PORT_SEND arrived for a port of this process (dropped if its receiver is gone)."""
     target = _local.get(port_id)
     if target is not None:
@@ -150,10 +153,10 @@ def close(port_id: str) -> None:
 
 
 # How other procs reach this one: set by whoever knows this process's proc server.
-home_provider: Callable[[], tuple[tuple[str, int], bytes]] | None = None
+home_provider: Callable[[], Home] | None = None
 
 
-def _home_of_this_process() -> tuple[tuple[str, int], bytes]:
+def _home_of_this_process() -> Home:
     if home_provider is None:
         raise RuntimeError("this process has no proc server to receive port messages; open the channel in an actor or a controller")
     return home_provider()

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, cast, overload
 
 from mesh_client._src.actor import context as context_mod
 from mesh_client._src.actor import messages, watching
@@ -19,11 +19,12 @@ from mesh_client._src.actor.endpoint import check_endpoint_kinds, endpoint_names
 from mesh_client._src.actor.options import options
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import MeshTrait, Shape
-from mesh_client._src.runtime import peers
+from mesh_client._src.runtime import futures, ops, peers
 from mesh_client._src.runtime.futures import Future
 from mesh_client._src.wire import serialization
 
 T = TypeVar("T", bound=Actor)
+R = TypeVar("R")
 
 
 class ProcMesh(MeshTrait):
@@ -49,9 +50,8 @@ class ProcMesh(MeshTrait):
 
     @property
     def initialized(self) -> Future[None]:
-        fut: Future[None] = Future()
-        fut.set_result(None)
-        return fut
+        """Done at once: a ProcMesh is made only when its procs listen (spawn_procs and attach wait)."""
+        return futures.completed(None)
 
     def spawn(self, name: str, Class: type[T], *args: Any, **kwargs: Any) -> T:
         """Start ``Class(*args, **kwargs)`` in every proc; returns at once, as in Monarch.
@@ -76,9 +76,9 @@ class ProcMesh(MeshTrait):
         what = f"__init__ of {Class.__qualname__} ({name!r})"
         futs = [
             group.peers[p].request(
-                (messages.SPAWN, actor_id, name, i, shape.labels, shape.sizes),
+                (ops.SPAWN, actor_id, name, i, shape.labels, shape.sizes),
                 payload,
-                functools.partial(messages.decode_reply, what, group.labels[p]),
+                functools.partial(messages.decode_reply, what, group.displays[p]),
             )
             for i, p in enumerate(shape.ranks)
         ]
@@ -89,15 +89,24 @@ class ProcMesh(MeshTrait):
         mesh: ActorMesh[T] = ActorMesh(
             group, shape, actor_id, name, Class.__qualname__, names, spawned, repr(Class), plain_method_names(Class)
         )
-        return mesh  # type: ignore[return-value]
+        # Typed as the actor class, as Monarch types it: the checker sees each endpoint as an
+        # Endpoint (endpoint.py) and the mesh operations that Actor declares for it (actor.py).
+        return cast(T, mesh)
 
     def _elastic(self) -> tuple[str, int, int]:
         """(run id, restart count, max restarts) for torchelastic; backends may know better."""
         info = getattr(self._group.owner, "elastic_info", None)
         return info() if info is not None else (self._group.run_id, 0, 0)
 
+    @overload
+    def run(self, fn: Callable[[], Awaitable[R]]) -> Future[list[R]]: ...
+
+    @overload
+    def run(self, fn: Callable[[], R]) -> Future[list[R]]: ...
+
     def run(self, fn: Callable[[], Any]) -> Future[list[Any]]:
-        """Run ``fn`` in every proc (as ``bootstrap`` does); gives the list of results."""
+        """Run ``fn`` in every proc (as ``bootstrap`` does; a coroutine is awaited there); gives
+        the list of results."""
         return _run_everywhere(self._group, self._shape, fn)
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
@@ -113,7 +122,7 @@ class ProcMesh(MeshTrait):
                 self._group.owner.stop(list(self._shape.ranks), reason)
             else:
                 gather(
-                    [self._group.peers[p].request((messages.STOP,), (), lambda raw: None) for p in self._shape.ranks],
+                    [self._group.peers[p].request((ops.STOP,), (), lambda raw: None) for p in self._shape.ranks],
                     lambda values: None,
                 ).get()
         except BaseException as exc:
@@ -139,9 +148,9 @@ def _run_everywhere(group: ProcGroup, shape: Shape, fn: Callable[[], Any]) -> Fu
     payload = serialization.dumps(fn)
     futs = [
         group.peers[p].request(
-            (messages.BOOTSTRAP,),
+            (ops.BOOTSTRAP,),
             payload,
-            functools.partial(messages.decode_reply, f"bootstrap {getattr(fn, '__qualname__', fn)!r}", group.labels[p]),
+            functools.partial(messages.decode_reply, f"bootstrap {getattr(fn, '__qualname__', fn)!r}", group.displays[p]),
         )
         for p in shape.ranks
     ]

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from mesh_client._src.runtime import peers
+from mesh_client._src.runtime import channel, peers
 
 
 class ProcOwner(Protocol):
@@ -20,31 +20,31 @@ class ProcOwner(Protocol):
 
 
 class ProcGroup:
-    """Addresses, token and labels of a root mesh's procs, and a lazily connected peer for each."""
+    """Addresses, token and display names of a root mesh's procs, and a lazily connected peer for each."""
 
     def __init__(
         self,
         name: str,
         addresses: Sequence[tuple[str, int]],
         token: bytes,
-        labels: Sequence[str],
+        displays: Sequence[str],
         owner: ProcOwner | None = None,
-        opener: Any = None,  # how this client reaches the procs (default: TCP); never pickled
+        opener: channel.Opener | None = None,  # how this client reaches the procs (default: TCP); never pickled
     ) -> None:
         self.name = name
         self.addresses = [(str(h), int(p)) for h, p in addresses]
         self.token = token
-        self.labels = list(labels)
+        self.displays = list(displays)
         self.owner = owner
         self.run_id = f"{name}-{uuid.uuid4().hex[:12]}"  # names one run of this group's procs
         self.stopping: set[int] = set()  # procs being stopped on purpose: their loss is no failure
         if opener is None:
-            self.peers = [peers.get_peer(a, token, label) for a, label in zip(self.addresses, self.labels)]
+            self.peers = [peers.get_peer(a, token, display) for a, display in zip(self.addresses, self.displays)]
         else:  # private peers: another mesh object in this process may reach the procs directly
-            self.peers = [peers.Peer(a, token, label, opener) for a, label in zip(self.addresses, self.labels)]
+            self.peers = [peers.Peer(a, token, display, opener) for a, display in zip(self.addresses, self.displays)]
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (ProcGroup, (self.name, self.addresses, self.token, self.labels))
+        return (ProcGroup, (self.name, self.addresses, self.token, self.displays))
 
     def __repr__(self) -> str:
         return f"<ProcGroup {self.name!r} of {len(self.addresses)} procs>"

@@ -25,7 +25,7 @@ CLIENT = "client"  # the owner id of meshes spawned outside any actor
 class MeshFailure:
     """What failed on a mesh: its name, the failed ranks, and a report a person can read."""
 
-    def __init__(self, mesh_name: str, crashed_ranks: Sequence[int], report: str, mesh: Any = None) -> None:
+    def __init__(self, mesh_name: str, crashed_ranks: Sequence[int], report: str, mesh: object = None) -> None:
         self.mesh_name = mesh_name
         self.crashed_ranks = list(crashed_ranks)
         self._report = report
@@ -63,9 +63,9 @@ _DEFAULT_HOOK = unhandled_fault_hook
 def current_hook() -> Callable[[MeshFailure], Any]:
     """The hook the user installed on ``mesh_client.actor`` or ``mesh_client``, else the default."""
     for module_name in ("mesh_client.actor", "mesh_client"):
-        hook = getattr(sys.modules.get(module_name), "unhandled_fault_hook", None)
+        hook: Callable[[MeshFailure], Any] | None = getattr(sys.modules.get(module_name), "unhandled_fault_hook", None)
         if hook is not None and hook is not _DEFAULT_HOOK:
-            return hook  # type: ignore[no-any-return]
+            return hook
     return _DEFAULT_HOOK
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from mesh_client._src.actor import messages, supervision
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import Shape
-from mesh_client._src.runtime import futures, peers
+from mesh_client._src.runtime import futures, ops, peers
 
 _CLOSED_BY_US = "closed by this client"
 
@@ -25,7 +25,7 @@ def watch(group: ProcGroup, shape: Shape, actor_id: str, name: str, cls: type, o
     for point in shape.points():
         p = shape.ranks[point.rank]
         display = supervision.actor_display(creator, cls, name, dict(point), sizes)
-        fut = group.peers[p].request((messages.WATCH, actor_id), (), _raw)
+        fut = group.peers[p].request((ops.WATCH, actor_id), (), _raw)
 
         def ended(f: futures.Future[Any], i: int = point.rank, p: int = p, display: str = display) -> None:
             supervision.submit(lambda: _on_end(f, group, p, i, actor_id, display, owner_id))
@@ -44,7 +44,7 @@ def _on_end(fut: futures.Future[Any], group: ProcGroup, p: int, index: int, acto
     elif status == peers.LOST:
         if p in group.stopping or str(data).startswith(_CLOSED_BY_US):
             return
-        why = extra.describe_loss(data) if isinstance(extra, peers.Peer) else str(data)
+        why = extra.loss_message(data) if isinstance(extra, peers.Peer) else str(data)
         report = supervision.failed_report(display, f"the process this actor was running on failed: {why}")
     else:  # OK: stopped on purpose; ERROR: a proc server that cannot watch
         return

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Callable
 from typing import Any
 
 from mesh_client._src import contract
@@ -72,7 +73,7 @@ class KubeApi:
         self._exc = kubernetes.client.ApiException
         self.custom = kubernetes.client.CustomObjectsApi(api_client)
         self.core = kubernetes.client.CoreV1Api(api_client)
-        self._sanitize = api_client.sanitize_for_serialization
+        self._sanitize: Callable[[Any], dict[str, Any]] = api_client.sanitize_for_serialization
 
     def _refused(self, exc: Any, verb: str, resource: str, name: str = "") -> KubernetesMeshError:
         what = f"{resource} {self.namespace}/{name}" if name else f"{resource} in namespace {self.namespace}"
@@ -103,7 +104,8 @@ class KubeApi:
 
     def get_mesh(self, name: str) -> dict[str, Any]:
         try:
-            return self.custom.get_namespaced_custom_object(contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name)
+            body: dict[str, Any] = self.custom.get_namespaced_custom_object(contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name)
+            return body
         except self._exc as exc:
             if exc.status == 403:
                 raise self._mesh_denied(name, "get", contract.PLURAL, name) from None
@@ -111,7 +113,8 @@ class KubeApi:
 
     def create_mesh(self, body: dict[str, Any]) -> dict[str, Any]:
         try:
-            return self.custom.create_namespaced_custom_object(contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, body)
+            created: dict[str, Any] = self.custom.create_namespaced_custom_object(contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, body)
+            return created
         except self._exc as exc:
             if exc.status == 422 or exc.status == 400:
                 raise KubernetesMeshError(f"the API server refused ProcMesh {body['metadata']['name']}: {_message(exc)}") from None
@@ -193,6 +196,6 @@ def _message(exc: Any) -> str:
     import json
 
     try:
-        return json.loads(exc.body).get("message", exc.body)
+        return str(json.loads(exc.body).get("message", exc.body))
     except Exception:
         return str(exc.body or exc.reason)

@@ -23,7 +23,8 @@ class Assessment:
 
 
 def condition(mesh: Mapping[str, Any], type_: str) -> Mapping[str, Any]:
-    for c in (mesh.get("status") or {}).get("conditions") or []:
+    conditions: list[Mapping[str, Any]] = (mesh.get("status") or {}).get("conditions") or []
+    for c in conditions:
         if c.get("type") == type_:
             return c
     return {}
@@ -88,7 +89,7 @@ def assess(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> Assess
     return Assessment(False, progress, "not ready yet", "")
 
 
-def describe_death(pod: Mapping[str, Any] | None, pod_name: str) -> str | None:
+def explain_death(pod: Mapping[str, Any] | None, pod_name: str) -> str | None:
     """How the proc server in ``pod`` ended, if its status says so yet."""
     if pod is None:
         return f"pod {pod_name} was deleted"

@@ -52,7 +52,7 @@ class KubernetesProcs:
         story = None
         while story is None and time.monotonic() < deadline:
             try:
-                story = assessing.describe_death(self.api.pod(name), name)
+                story = assessing.explain_death(self.api.pod(name), name)
             except Exception:
                 story = None
             if story is None:
@@ -129,7 +129,7 @@ def connect_mesh(
         addresses.append((host.strip("[]"), int(port)))
     if token is None:
         token = api.read_token(name, api_mod.token_secret_name(mesh))
-    labels = [
+    displays = [
         f"{api.namespace}/{name}[{','.join(f'{k}={v}' for k, v in point.items())}] (pod {p['pod']})"
         for point, p in zip(shape.points(), procs)
     ]
@@ -138,7 +138,7 @@ def connect_mesh(
     if via_api_server:
         pods = {a: p["pod"] for a, p in zip(addresses, procs)}
         opener = forwarding.port_forward_opener(api.api_client, api.namespace, pods)
-    group = ProcGroup(name, addresses, token, labels, owner=owner, opener=opener)
+    group = ProcGroup(name, addresses, token, displays, owner=owner, opener=opener)
     owner.group = group
     for index, peer in enumerate(group.peers):
         peer.explain_loss = lambda reason, deadline, i=index: owner.explain(i, reason, deadline)

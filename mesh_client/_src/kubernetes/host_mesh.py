@@ -62,7 +62,7 @@ class KubernetesHostMesh(MeshTrait):
         bootstrap: Callable[[], Any] | None = None,
         name: str | None = None,
         *,
-        gpus: Any = None,
+        gpus: manifests.GpuRequest = None,
         memory_fraction: float | None = None,
         colocate_with: ProcMesh | str | None = None,
         restart_policy: str | None = None,

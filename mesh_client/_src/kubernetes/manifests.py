@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from mesh_client._src import contract
 
 
-def gpus_spec(gpus: Any, memory_fraction: float | None) -> dict[str, Any]:
+class GpusSpec(TypedDict, total=False):
+    """A ProcMesh's ``spec.gpus``, as the CRD spells it (crds/procmesh.yaml)."""
+
+    mode: str  # one of contract.GPU_MODES
+    deviceIDs: list[int | str]
+    resourceName: str
+    memoryFraction: float
+
+
+# What ``spawn_procs(gpus=...)`` takes: nothing, a mode, device IDs (pinned) or the spec itself.
+GpuRequest = Literal["plugin", "pinned"] | Sequence[int | str] | GpusSpec | None
+
+
+def gpus_spec(gpus: GpuRequest, memory_fraction: float | None) -> dict[str, Any]:
     """``None`` → no GPUs; ``"plugin"`` or ``{"mode": ...}``; a list of device IDs → pinned."""
     if gpus is None:
         spec: dict[str, Any] = {"mode": contract.GPU_MODE_NONE}
@@ -35,7 +48,7 @@ def proc_mesh_manifest(
     *,
     hosts: int,
     per_host: Mapping[str, int],
-    gpus: Any = None,
+    gpus: GpuRequest = None,
     memory_fraction: float | None = None,
     colocate_with: str | None = None,
     template: Mapping[str, Any] | None = None,

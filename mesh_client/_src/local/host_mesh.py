@@ -25,13 +25,13 @@ T = TypeVar("T", bound=Actor)
 _names = itertools.count()
 
 
-def proc_labels(name: str, shape: Shape) -> list[str]:
+def proc_displays(name: str, shape: Shape) -> list[str]:
     """Human names of each proc, e.g. ``policy[gpus=1]``, used in every error message."""
-    labels = []
+    displays = []
     for point in shape.points():
         coords = ",".join(f"{k}={v}" for k, v in point.items())
-        labels.append(f"{name}[{coords or point.rank}]")
-    return labels
+        displays.append(f"{name}[{coords or point.rank}]")
+    return displays
 
 
 class HostMesh(MeshTrait):
@@ -72,13 +72,13 @@ class HostMesh(MeshTrait):
         """
         shape = Shape.from_sizes(dict(per_host or {}))
         name = name or f"procs{next(_names)}"
-        labels = proc_labels(name, shape)
+        displays = proc_displays(name, shape)
         token = secrets.token_hex(32)
         if self._python is not None and bootstrap_command is None:
             bootstrap_command = dataclasses.replace(default_bootstrap_cmd(), program=self._python)
-        procs = LocalProcs(name, list(shape.points()), labels, bootstrap_command, token)
+        procs = LocalProcs(name, list(shape.points()), displays, bootstrap_command, token)
         addresses = procs.start()
-        group = ProcGroup(name, addresses, token.encode(), labels, owner=procs)
+        group = ProcGroup(name, addresses, token.encode(), displays, owner=procs)
         procs.watch(group.peers)
         mesh = ProcMesh(group, shape)
         try:
@@ -140,7 +140,7 @@ def get_or_spawn_controller(name: str, Class: type[T], *args: Any, **kwargs: Any
             except BaseException as exc:
                 del _controllers[name]
                 fut.set_exception(exc)
-    return fut  # type: ignore[return-value]
+    return fut
 
 
 def _serve_in_process() -> ProcMesh:
@@ -153,6 +153,6 @@ def _serve_in_process() -> ProcMesh:
     host, port = listener.getsockname()
     group = ProcGroup("client", [(host, port)], token, ["client[0]"])
     mesh = ProcMesh(group, Shape([], []))
-    server = ProcServer(listener, token, identity={"mesh": "client", "rank": 0}, on_stop=lambda: None, this_proc=mesh)
+    server = ProcServer(listener, token, identity={"mesh": "client", "rank": 0, "coords": {}, "address": f"{host}:{port}"}, on_stop=lambda: None, this_proc=mesh)
     server.start()
     return mesh

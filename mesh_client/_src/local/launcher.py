@@ -17,11 +17,10 @@ import time
 from collections.abc import Callable, Sequence
 
 from mesh_client._src import contract
-from mesh_client._src.actor import messages
 from mesh_client._src.actor.shape import Point
-from mesh_client._src.local import forks
+from mesh_client._src.local import zygote_client
 from mesh_client._src.local.bootstrap import BootstrapCommand, default_bootstrap_cmd
-from mesh_client._src.runtime import peers
+from mesh_client._src.runtime import ops, peers
 
 START_TIMEOUT = float(os.environ.get("PROCMESH_START_TIMEOUT", "120"))
 STOP_TIMEOUT = 5.0
@@ -33,7 +32,7 @@ class ProcStartError(RuntimeError):
     """A proc exited or stayed silent before it was ready."""
 
 
-def describe_exit(returncode: int | None) -> str:
+def explain_exit(returncode: int | None) -> str:
     """'exited with code 3', 'killed by SIGKILL', or 'still running'."""
     if returncode is None:
         return "still running"
@@ -52,13 +51,13 @@ def _command_line(args: object) -> str:
 class LocalProcs:
     """The processes of one local proc mesh (the ``owner`` of its ProcGroup)."""
 
-    def __init__(self, name: str, points: Sequence[Point], labels: Sequence[str], command: CommandSpec, token: str) -> None:
+    def __init__(self, name: str, points: Sequence[Point], displays: Sequence[str], command: CommandSpec, token: str) -> None:
         self.name = name
-        self.labels = list(labels)
+        self.displays = list(displays)
         self.token = token
         self._points = list(points)
         self._command = command
-        self.processes: list[subprocess.Popen[bytes] | forks.ForkedProc] = []
+        self.processes: list[subprocess.Popen[bytes] | zygote_client.ForkedProc] = []
         self.addresses: list[tuple[str, int]] = []
         self._peers: list[peers.Peer] = []
         _live.add(self)
@@ -97,8 +96,8 @@ class LocalProcs:
             sys_path=tuple(p for p in sys.path if p),
         )
         env.update(proc_env.render())
-        if forks.eligible(cmd.argv(), cmd.program, default_bootstrap_cmd().argv(), cmd.env, cmd.inherit_env):
-            self.processes.append(forks.get_zygote().fork(env))
+        if zygote_client.eligible(cmd.argv(), cmd.program, default_bootstrap_cmd().argv(), cmd.env, cmd.inherit_env):
+            self.processes.append(zygote_client.get_zygote().fork(env))
             return None
         read_fd, write_fd = os.pipe()
         env.update(dataclasses.replace(proc_env, ready_fd=write_fd, lifeline=True).render())
@@ -113,16 +112,16 @@ class LocalProcs:
         addresses: list[tuple[str, int] | None] = [None] * len(self.processes)
         buffers = {fd: b"" for fd in readers}
         waiting = set(readers)
-        forked = [i for i, p in enumerate(self.processes) if isinstance(p, forks.ForkedProc)]
+        forked = [i for i, p in enumerate(self.processes) if isinstance(p, zygote_client.ForkedProc)]
         deadline = time.monotonic() + START_TIMEOUT
         while waiting or forked:
             left = deadline - time.monotonic()
             if left <= 0:
-                stuck = [self.labels[readers[fd]] for fd in waiting] + [self.labels[i] for i in forked]
+                stuck = [self.displays[readers[fd]] for fd in waiting] + [self.displays[i] for i in forked]
                 raise ProcStartError(f"procs {stuck} did not report ready within {START_TIMEOUT:.0f} s (PROCMESH_START_TIMEOUT)")
             for i in list(forked):
                 proc = self.processes[i]
-                assert isinstance(proc, forks.ForkedProc)
+                assert isinstance(proc, zygote_client.ForkedProc)
                 if proc.address is not None:
                     host, _, port = proc.address.rpartition(":")
                     addresses[i] = (host, int(port))
@@ -132,7 +131,7 @@ class LocalProcs:
             if not waiting:
                 if not forked:
                     break
-                zygote = forks.get_zygote()
+                zygote = zygote_client.get_zygote()
                 with zygote.changed:
                     zygote.changed.wait(min(left, 0.5))
                 continue
@@ -156,7 +155,7 @@ class LocalProcs:
         except subprocess.TimeoutExpired:
             pass
         raise ProcStartError(
-            f"proc {self.labels[index]} {describe_exit(proc.returncode)} before it was ready "
+            f"proc {self.displays[index]} {explain_exit(proc.returncode)} before it was ready "
             f"(command: {_command_line(proc.args)}); its error output is above"
         )
 
@@ -173,18 +172,18 @@ class LocalProcs:
         try:
             proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            return (f"lost the connection to proc {self.labels[index]} (pid {proc.pid}; its exit "
+            return (f"lost the connection to proc {self.displays[index]} (pid {proc.pid}; its exit "
                     f"status was not known yet): {reason}")
         code = proc.returncode
         monarch = f"Killed(sig={-code}): " if code is not None and code < 0 else ""  # Monarch's words first
-        return f"{monarch}proc {self.labels[index]} (pid {proc.pid}) {describe_exit(code)}"
+        return f"{monarch}proc {self.displays[index]} (pid {proc.pid}) {explain_exit(code)}"
 
     def stop(self, indices: Sequence[int], reason: str) -> None:
         """Ask the procs to stop, then make sure they are gone."""
         asked = []
         for i in indices:
             if i < len(self._peers) and self.processes[i].poll() is None and not self._peers[i].lost:
-                asked.append(self._peers[i].request((messages.STOP,), (), lambda raw: None))
+                asked.append(self._peers[i].request((ops.STOP,), (), lambda raw: None))
         for fut in asked:
             try:
                 fut.get(timeout=STOP_TIMEOUT)

@@ -16,9 +16,10 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import os
+import pathlib
 import secrets
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.endpoint import endpoint
@@ -30,6 +31,9 @@ from mesh_client._src.local.launcher import LocalProcs
 from mesh_client._src.runtime.futures import Future
 
 TRUST_ALL = "trust_all_connections"
+# Monarch's types for its TLS material; only TRUST_ALL and no key are accepted here.
+PrivateKey = bytes | pathlib.Path | None
+CA = bytes | pathlib.Path | Literal["trust_all_connections"]
 _names = itertools.count()
 
 
@@ -66,7 +70,7 @@ def _token(token: str | bytes | None) -> bytes:
     return value.encode() if isinstance(value, str) else value
 
 
-def _check_security(ca: str, private_key: Any) -> None:
+def _check_security(ca: CA, private_key: PrivateKey) -> None:
     if private_key is not None or ca != TRUST_ALL:
         raise NotImplementedError(
             "TLS keys and CAs are not supported: pass ca='trust_all_connections'; connections are "
@@ -74,7 +78,7 @@ def _check_security(ca: str, private_key: Any) -> None:
         )
 
 
-def run_worker_loop_forever(*, ca: str, address: str, private_key: Any = None, token: str | bytes | None = None) -> None:
+def run_worker_loop_forever(*, ca: CA, address: str, private_key: PrivateKey = None, token: str | bytes | None = None) -> None:
     """Serve as a worker at ``address`` until the process is stopped (SIGTERM or a STOP)."""
     from mesh_client._src.server import config as config_mod
     from mesh_client._src.server import main as server_main
@@ -94,10 +98,10 @@ class HostAgent(Actor):
     @endpoint
     def start_procs(self, name: str, per_host: dict[str, int], host_index: int, token: str, advertise: str) -> list[tuple[str, int]]:
         shape = Shape.from_sizes(per_host)
-        labels = [f"{name}[hosts={host_index}{''.join(f',{k}={v}' for k, v in p.items())}]" for p in shape.points()]
+        displays = [f"{name}[hosts={host_index}{''.join(f',{k}={v}' for k, v in p.items())}]" for p in shape.points()]
         bind = advertise if _is_ip(advertise) else "0.0.0.0"  # an IP is this host's own (a pod's IP is the pod's)
         command = default_bootstrap_cmd().with_env({"PROCMESH_LISTEN_HOST": bind})
-        procs = LocalProcs(name, list(shape.points()), labels, command, token)
+        procs = LocalProcs(name, list(shape.points()), displays, command, token)
         addresses = procs.start()
         self.procs[name] = procs
         return [(advertise, port) for _, port in addresses]
@@ -120,7 +124,7 @@ def _is_ip(host: str) -> bool:
 class _WorkerProcs:
     """The owner of a proc mesh spawned on workers: its agents stop the procs."""
 
-    def __init__(self, agents: Any, name: str) -> None:
+    def __init__(self, agents: HostAgent, name: str) -> None:
         self.agents = agents
         self.name = name
 
@@ -134,9 +138,9 @@ class WorkerHostMesh(MeshTrait):
     def __init__(self, name: str, workers: Sequence[tuple[str, int]], token: bytes) -> None:
         self._shape = Shape(["hosts"], [len(workers)])
         self.name = name
-        labels = [f"{name}[hosts={i}] ({h}:{p})" for i, (h, p) in enumerate(workers)]
-        self._workers = ProcMesh(ProcGroup(name, workers, token, labels), self._shape)
-        self._agents: Any = self._workers.spawn("host_agent", HostAgent)
+        displays = [f"{name}[hosts={i}] ({h}:{p})" for i, (h, p) in enumerate(workers)]
+        self._workers = ProcMesh(ProcGroup(name, workers, token, displays), self._shape)
+        self._agents = self._workers.spawn("host_agent", HostAgent)
 
     def _with_shape(self, shape: Shape) -> WorkerHostMesh:
         raise NotImplementedError("slicing a worker host mesh is not supported; attach to fewer workers")
@@ -167,8 +171,8 @@ class WorkerHostMesh(MeshTrait):
         ]
         addresses = [a for fut in per_worker for a in fut.get()]
         shape = Shape(["hosts", *per_host], [len(advertised), *per_host.values()])
-        labels = [f"{name}[{','.join(f'{k}={v}' for k, v in p.items())}]" for p in shape.points()]
-        group = ProcGroup(name, addresses, token.encode(), labels, owner=_WorkerProcs(self._agents, name))
+        displays = [f"{name}[{','.join(f'{k}={v}' for k, v in p.items())}]" for p in shape.points()]
+        group = ProcGroup(name, addresses, token.encode(), displays, owner=_WorkerProcs(self._agents, name))
         mesh = ProcMesh(group, shape)
         try:
             for peer in group.peers:
@@ -182,8 +186,7 @@ class WorkerHostMesh(MeshTrait):
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Let go of the workers (they keep running, for the next controller to attach)."""
-        fut: Future[None] = self._agents.stop(reason)
-        return fut
+        return self._agents.stop(reason)
 
     def shutdown(self) -> Future[None]:
         """Stop the worker processes themselves (they cannot be attached to again)."""
@@ -192,10 +195,10 @@ class WorkerHostMesh(MeshTrait):
 
 def attach_to_workers(
     *,
-    ca: str,
+    ca: CA,
     workers: Sequence[str | Future[str]],
     name: str | None = None,
-    private_key: Any = None,
+    private_key: PrivateKey = None,
     token: str | bytes | None = None,
 ) -> WorkerHostMesh:
     """A host mesh of running workers (``tcp://host:port`` each, or futures of such strings)."""

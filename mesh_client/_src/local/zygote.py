@@ -4,7 +4,7 @@ Starting Python and importing procmesh costs ~0.13 s of CPU per proc; on a 2-cor
 makes 8 procs take over half a second. The zygote pays it once: it imports the proc server
 (never torch, never a thread), then for each request forks a child that takes the requested
 environment and serves. It is used only for the default proc-server command with environment
-changes that do not affect interpreter start-up (:func:`.forks.eligible`); anything else is exec'd.
+changes that do not affect interpreter start-up (:func:`.zygote_client.eligible`); anything else is exec'd.
 
 Protocol, one JSON line each way: the controller writes ``{"id", "env"}`` to the zygote's stdin;
 the zygote answers ``{"id", "pid"}``, the child ``{"id", "address"}``, and the zygote reports
@@ -19,9 +19,10 @@ import os
 import select
 import signal
 import sys
+from typing import Any
 
 
-def _child(request: dict, report_fd: int, stdout_fd: int) -> None:
+def _child(request: dict[str, Any], report_fd: int, stdout_fd: int) -> None:
     """In the forked child: take the requested env and become a proc server."""
     os.dup2(stdout_fd, 1)
     os.close(stdout_fd)
@@ -70,7 +71,7 @@ def serve_forks() -> None:
     children: dict[int, int] = {}
     pending = b""
 
-    def write(obj: dict) -> None:
+    def write(obj: dict[str, Any]) -> None:
         os.write(report_fd, (json.dumps(obj) + "\n").encode())
 
     while True:

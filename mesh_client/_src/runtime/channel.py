@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 from mesh_client._src.runtime import handshaking, streams
 from mesh_client._src.runtime import reactor as reactor_mod
-from mesh_client._src.wire import errors, protocol
+from mesh_client._src.wire import envelopes, errors, protocol
 
 # Small frames are read through one reused buffer: a fresh 256 KiB bytes per recv would cost
 # an mmap, an mremap and a munmap per message. Large frames bypass it (receive_buffer).
@@ -49,7 +49,7 @@ class ChannelClosed(ConnectionError):
     """Sending on a channel that is closed; ``reason`` says why it closed."""
 
 
-MessageHandler = Callable[["Channel", list], None]
+MessageHandler = Callable[["Channel", envelopes.Received], None]
 CloseHandler = Callable[["Channel", str], None]
 
 
@@ -63,15 +63,16 @@ class Channel:
         *,
         on_message: MessageHandler,
         on_closed: CloseHandler,
-        label: str,
+        display: str,
+        on_authenticated: Callable[[Channel], None] | None = None,  # a server's: ends its handshake deadline
         reactor: reactor_mod.Reactor | None = None,
     ) -> None:
         self.stream = stream
         self.conn = conn
-        self.label = label
+        self.display = display
         self.on_message = on_message
         self.on_closed = on_closed
-        self.on_authenticated: Callable[[Channel], None] | None = None
+        self.on_authenticated = on_authenticated
         self.close_reason: str | None = None
         self.close_kind: CloseKind | None = None
         self.bytes_received = 0  # a connection closed with none was a probe, not an attack
@@ -85,7 +86,7 @@ class Channel:
         )
 
     def __repr__(self) -> str:
-        return f"<Channel {self.label} {self.state.value}>"
+        return f"<Channel {self.display} {self.state.value}>"
 
     def fileno(self) -> int:
         return self._fileno
@@ -100,7 +101,7 @@ class Channel:
         sock = self.stream.get_extra_info("socket")
         if sock is None:
             raise TypeError(
-                f"channel {self.label}: its stream has no socket for the reactor to watch; "
+                f"channel {self.display}: its stream has no socket for the reactor to watch; "
                 "drive an in-memory stream by calling on_readable() instead"
             )
         self._fileno = sock.fileno()
@@ -111,13 +112,13 @@ class Channel:
     def send(self, segments: Sequence[bytes | bytearray | memoryview]) -> None:
         """Send one message; raises :class:`ChannelClosed` if the connection is gone."""
         if self.state is not ChannelState.ACTIVE:
-            raise ChannelClosed(self.close_reason or f"channel {self.label} is not active")
+            raise ChannelClosed(self.close_reason or f"channel {self.display} is not active")
         pieces = self.conn.send_message(segments)
         try:
             with self._send_lock:
                 self.stream.write(pieces)
         except OSError as exc:
-            self.close(f"connection to {self.label} broke while sending: {exc}", CloseKind.IO_ERROR)
+            self.close(f"connection to {self.display} broke while sending: {exc}", CloseKind.IO_ERROR)
             raise ChannelClosed(self.close_reason or str(exc)) from exc
 
     # Reading (reactor thread) -----------------------------------------------------------------
@@ -141,11 +142,11 @@ class Channel:
             self.close(str(exc), CloseKind.AUTH_FAILED)
         except errors.ProtocolError as exc:
             self._send_last_words(f"protocol error: {exc}")
-            self.close(f"protocol error from {self.label}: {exc}", CloseKind.PROTOCOL_ERROR)
+            self.close(f"protocol error from {self.display}: {exc}", CloseKind.PROTOCOL_ERROR)
         except (ConnectionResetError, BrokenPipeError) as exc:
-            self.close(f"{self.label} reset the connection: {exc}", CloseKind.PEER_LEFT)
+            self.close(f"{self.display} reset the connection: {exc}", CloseKind.PEER_LEFT)
         except OSError as exc:
-            self.close(f"connection to {self.label} failed: {exc}", CloseKind.IO_ERROR)
+            self.close(f"connection to {self.display} failed: {exc}", CloseKind.IO_ERROR)
 
     def _drain_events(self) -> None:
         while True:
@@ -166,7 +167,7 @@ class Channel:
                 if event.reason:  # an ERROR frame: the peer said why
                     self.close(event.reason, CloseKind.PROTOCOL_ERROR)
                 else:
-                    self.close(f"{self.label} closed the connection", CloseKind.PEER_LEFT)
+                    self.close(f"{self.display} closed the connection", CloseKind.PEER_LEFT)
                 return
 
     def _flush_handshake(self) -> None:
@@ -218,22 +219,22 @@ def connect(
     on_message: MessageHandler,
     on_closed: CloseHandler,
     timeout: float = 10.0,
-    label: str | None = None,
+    display: str | None = None,
     opener: Opener = open_tcp,
 ) -> Channel:
     """Connect and authenticate in the calling thread, then hand the channel to the reactor."""
-    label = label or f"{address[0]}:{address[1]}"
+    display = display or f"{address[0]}:{address[1]}"
     stream = opener(address, timeout)
     sock = stream.get_extra_info("socket")
     sock.settimeout(timeout)  # bounds the handshake's reads
     conn = protocol.Connection(protocol.Role.CLIENT, token)
     conn.start()
     try:
-        handshaking.authenticate(stream, conn, label)
+        handshaking.authenticate(stream, conn, display)
     except BaseException:
         stream.close()
         raise
     sock.settimeout(None)
-    channel = Channel(stream, conn, on_message=on_message, on_closed=on_closed, label=label)
+    channel = Channel(stream, conn, on_message=on_message, on_closed=on_closed, display=display)
     channel.start()
     return channel

@@ -11,7 +11,7 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
-    import asyncio
+    pass
 
 R = TypeVar("R")
 
@@ -101,7 +101,8 @@ class Future(Generic[R]):
                     self._raw = None
         if self._error is not None:
             raise self._error
-        return self._value  # type: ignore[no-any-return]
+        value: R = self._value  # decoded by now (an Any only because of the _UNSET sentinel)
+        return value
 
     def get(self, timeout: float | None = None) -> R:
         """Block until the result is there and return it (or raise the call's error)."""
@@ -137,18 +138,8 @@ class Future(Generic[R]):
             yield from waiter.__await__()
         return self._outcome()
 
-    def as_asyncio(self) -> asyncio.Future[R]:
-        """An asyncio future for this result, on the running loop."""
-        import asyncio
-
-        return asyncio.ensure_future(_await(self))
-
-
-async def _await(fut: Future[R]) -> R:
-    return await fut
-
-
 def completed(value: R) -> Future[R]:
+    """A future that is already done with ``value``."""
     fut: Future[R] = Future()
     fut.set_result(value)
     return fut

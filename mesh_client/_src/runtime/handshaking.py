@@ -1,6 +1,6 @@
 """The client's side of the handshake over a blocking stream: one driver for every client,
 the long-lived channels of :func:`mesh_client._src.runtime.channel.connect` and one-shot
-clients such as :func:`mesh_client._src.runtime.describe.describe_proc`.
+clients such as :func:`mesh_client._src.runtime.identifying.identify_proc`.
 
 The protocol itself (what to send, what to accept) is :mod:`mesh_client._src.wire.protocol`;
 this only moves its bytes until it says AUTHENTICATED. Reads block with the stream's timeout.
@@ -14,7 +14,7 @@ from mesh_client._src.wire import errors, protocol
 READ_BYTES = 4096  # handshake frames are under 100 bytes
 
 
-def authenticate(stream: streams.Stream, conn: protocol.Connection, label: str) -> None:
+def authenticate(stream: streams.Stream, conn: protocol.Connection, display: str) -> None:
     """Drive ``conn`` (a started client connection) until it is AUTHENTICATED.
 
     Raises AuthenticationError (a wrong token on either side, or the server closing) or
@@ -31,6 +31,6 @@ def authenticate(stream: streams.Stream, conn: protocol.Connection, label: str) 
                 break
             if isinstance(event, protocol.Closed):
                 raise errors.AuthenticationError(
-                    f"{label} closed the connection during the handshake"
+                    f"{display} closed the connection during the handshake"
                     + (f": {event.reason}" if event.reason else "")
                 )

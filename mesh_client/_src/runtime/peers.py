@@ -45,10 +45,10 @@ Segments = Sequence[bytes | bytearray | memoryview]
 class Peer:
     """One proc server: connect on first use, fail everything pending when the link drops."""
 
-    def __init__(self, address: Address, token: bytes, label: str, opener: channel_mod.Opener | None = None) -> None:
+    def __init__(self, address: Address, token: bytes, display: str, opener: channel_mod.Opener | None = None) -> None:
         self.address = address
         self._opener = opener or channel_mod.open_tcp
-        self.label = label
+        self.display = display
         self._token = token
         self._channel: channel_mod.Channel | None = None
         self._connect_lock = threading.Lock()
@@ -61,7 +61,7 @@ class Peer:
 
     def __repr__(self) -> str:
         state = "lost" if self.lost else ("connected" if self._channel else "new")
-        return f"<Peer {self.label} {self.address[0]}:{self.address[1]} {state}, {len(self._pending)} pending>"
+        return f"<Peer {self.display} {self.address[0]}:{self.address[1]} {state}, {len(self._pending)} pending>"
 
     def _get_channel(self) -> channel_mod.Channel:
         channel = self._channel
@@ -76,7 +76,7 @@ class Peer:
                     self._token,
                     on_message=self._on_message,
                     on_closed=self._on_closed,
-                    label=self.label,
+                    display=self.display,
                     opener=self._opener,
                 )
             return self._channel
@@ -106,7 +106,7 @@ class Peer:
             channel.send(envelopes.encode_request(call_id, header, payload))
         except (OSError, channel_mod.ChannelClosed) as exc:
             self._pending.pop(call_id, None)
-            fut.set_raw((LOST, self.lost or f"cannot reach {self.label}: {exc}", self))
+            fut.set_raw((LOST, self.lost or f"cannot reach {self.display}: {exc}", self))
             return fut
         if not reply:
             fut.set_raw((OK, None, None))
@@ -114,7 +114,7 @@ class Peer:
             self._fail_pending()
         return fut
 
-    def _on_message(self, channel: channel_mod.Channel, segments: list[Any]) -> None:
+    def _on_message(self, channel: channel_mod.Channel, segments: envelopes.Received) -> None:
         reply = envelopes.decode_reply(segments)  # MalformedMessage closes the channel
         fut = self._pending.pop(reply.call_id, None)
         if fut is not None:
@@ -133,7 +133,7 @@ class Peer:
                 break
             fut.set_raw((LOST, self.lost, self))
 
-    def describe_loss(self, reason: str) -> str:
+    def loss_message(self, reason: str) -> str:
         """The message of a call failed by the lost link: the owner's story of the proc's end
         if it knows it by :data:`LOSS_DETAIL_SECONDS` after the loss, else what it knows then."""
         if self.explain_loss is not None:
@@ -153,7 +153,7 @@ _peers: dict[tuple[Address, bytes], Peer] = {}
 _peers_lock = threading.Lock()
 
 
-def get_peer(address: Address, token: bytes, label: str | None = None) -> Peer:
+def get_peer(address: Address, token: bytes, display: str | None = None) -> Peer:
     """The shared peer for this address and token. A lost peer stays lost: its actors are gone."""
     key = (address, token)
     peer = _peers.get(key)
@@ -161,7 +161,7 @@ def get_peer(address: Address, token: bytes, label: str | None = None) -> Peer:
         with _peers_lock:
             peer = _peers.get(key)
             if peer is None:
-                peer = Peer(address, token, label or f"{address[0]}:{address[1]}")
+                peer = Peer(address, token, display or f"{address[0]}:{address[1]}")
                 _peers[key] = peer
     return peer
 

@@ -47,7 +47,6 @@ class Acceptor:
         self._backoff = backoff or throttling.Backoff()
         self.log = log or throttling.RateLimitedLog("accept() failures", reactor.call_later)
         self.paused = False
-        self.pauses = 0  # how often accepting had to stop for lack of resources
 
     def __repr__(self) -> str:
         return f"<Acceptor fd {self.listener.fileno()} {'paused' if self.paused else 'polling'}>"
@@ -75,7 +74,6 @@ class Acceptor:
     def _pause(self, exc: OSError) -> None:
         delay = self._backoff.next_delay()
         self.paused = True
-        self.pauses += 1
         self._reactor.unregister(self)
         self._reactor.call_later(delay, self._resume)
         self.log.note(

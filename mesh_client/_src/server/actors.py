@@ -12,23 +12,38 @@ import queue
 import sys
 import threading
 import traceback
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from mesh_client._src.actor import context as ctx_mod
 from mesh_client._src.actor import messages, ports, supervision
-from mesh_client._src.actor.endpoint import CONCURRENT, EXPLICIT_PORT, endpoint_names, is_endpoint
+from mesh_client._src.actor.endpoint import (
+    CONCURRENT,
+    EXPLICIT_PORT,
+    UNTRACED,
+    endpoint_names,
+    is_endpoint,
+)
 from mesh_client._src.actor.shape import Extent, Point
-from mesh_client._src.runtime import peers
+from mesh_client._src.runtime import ops, peers
 from mesh_client._src.runtime.channel import Channel, ChannelClosed
-from mesh_client._src.server import logs
+from mesh_client._src.server import logs, tracing
 from mesh_client._src.wire import envelopes, serialization
 
-Work = tuple[int, Channel, tuple[Any, ...], list[Any]]
+if TYPE_CHECKING:  # asyncio is imported where used: it costs ~35 ms at a proc's start
+    import asyncio
+    import concurrent.futures
+
+    from mesh_client._src.actor.actor import Actor
+    from mesh_client._src.actor.proc_mesh import ProcMesh
+
+# (call id, the caller's channel (None: made in this process), request header, payload)
+Work = tuple[int, Channel | None, tuple[Any, ...], envelopes.Received]
 
 
-def reply(channel: Channel, call_id: int, status: int, payload: list[Any]) -> None:
+def reply(channel: Channel | None, call_id: int, status: int, payload: Sequence[envelopes.Segment]) -> None:
     """Send a reply; a caller that went away is not an error of ours."""
-    if call_id == peers.NO_REPLY:
+    if call_id == peers.NO_REPLY or channel is None:
         return
     try:
         channel.send(envelopes.encode_reply(call_id, status, payload))
@@ -54,7 +69,7 @@ class ActorRunner:
     later call with its report (DEAD), and its watchers (the owner's supervision) get it too.
     """
 
-    def __init__(self, actor_id: str, name: str, on_exit: Any, this_proc: Any) -> None:
+    def __init__(self, actor_id: str, name: str, on_exit: Callable[[ActorRunner], None], this_proc: ProcMesh | None) -> None:
         self.actor_id = actor_id
         self.name = name
         self.display = f"<{name}>"
@@ -63,9 +78,9 @@ class ActorRunner:
         self._watchers: list[tuple[Channel, int]] = []
         self._watch_lock = threading.Lock()
         self._queue: queue.SimpleQueue[Work | None] = queue.SimpleQueue()
-        self._instance: Any = None
+        self._instance: Actor | None = None
         self._context: ctx_mod.Context | None = None
-        self._loop: Any = None  # the actor's asyncio loop, on a thread of its own, made for the first async endpoint
+        self._loop: asyncio.AbstractEventLoop | None = None  # the actor's asyncio loop, on a thread of its own, made for the first async endpoint
         self._on_exit = on_exit
         self._this_proc = this_proc
         self._thread = threading.Thread(target=self._run, name=f"actor:{name}", daemon=True)
@@ -111,7 +126,7 @@ class ActorRunner:
                 break
             call_id, channel, header, segments = work
             op = header[1]
-            if op == messages.STOP_ACTOR:
+            if op == ops.STOP_ACTOR:
                 if not self.failed:
                     self.cleanup(None)
                 reason = header[3] if len(header) > 3 else "stopped by client"
@@ -123,11 +138,11 @@ class ActorRunner:
                     reply(channel, call_id, messages.DEAD, [self.end_report.encode()])
                 continue
             try:
-                if op == messages.CALL:
+                if op == ops.CALL:
                     result = self._call(call_id, channel, header, segments)
                     if result is not _NO_REPLY_YET:
                         reply(channel, call_id, peers.OK, serialization.dumps(result))
-                elif op == messages.SPAWN:
+                elif op == ops.SPAWN:
                     self._construct(header, segments)
                     reply(channel, call_id, peers.OK, [])
                 elif op == SUPERVISE:
@@ -140,23 +155,23 @@ class ActorRunner:
                 ctx_mod.enter(None)
         self._on_exit(self)
 
-    def _failed_on(self, op: int, call_id: int, channel: Channel, header: tuple[Any, ...], exc: BaseException) -> None:
+    def _failed_on(self, op: int, call_id: int, channel: Channel | None, header: tuple[Any, ...], exc: BaseException) -> None:
         if isinstance(exc, _Fatal):
             exc = exc.exception
-        elif op == messages.CALL and call_id != peers.NO_REPLY and isinstance(exc, Exception):
+        elif op == ops.CALL and call_id != peers.NO_REPLY and isinstance(exc, Exception):
             reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))  # the caller handles it
             return
         if op == SUPERVISE and isinstance(exc, _Unhandled):
             report = header[2].report()  # Monarch passes the child's report up unchanged
         else:
             report = supervision.failed_report(self.display, _aborted(exc))
-        if op == messages.SPAWN:
+        if op == ops.SPAWN:
             reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))
-        elif op in (messages.CALL, FAILED_TASK):
+        elif op in (ops.CALL, FAILED_TASK):
             reply(channel, call_id, messages.DEAD, [report.encode()])
         self._fail(report, exc)
 
-    def _construct(self, header: tuple[Any, ...], segments: list[Any]) -> None:
+    def _construct(self, header: tuple[Any, ...], segments: envelopes.Received) -> None:
         _, _, actor_id, name, index, labels, sizes = header
         cls, args, kwargs, proc_mesh, creator = serialization.loads(segments)
         rank = Point(index, Extent(labels, sizes))
@@ -180,7 +195,7 @@ class ActorRunner:
 
     def _deliver(self, failure: supervision.MeshFailure) -> None:
         """A mesh this actor owns failed: handle it on this actor's thread, between messages."""
-        self.submit((peers.NO_REPLY, None, (peers.NO_REPLY, SUPERVISE, failure), []))  # type: ignore[arg-type]
+        self.submit((peers.NO_REPLY, None, (peers.NO_REPLY, SUPERVISE, failure), []))
 
     def _supervise(self, failure: supervision.MeshFailure) -> None:
         assert self._context is not None
@@ -192,7 +207,7 @@ class ActorRunner:
         if not handled:
             raise _Unhandled()
 
-    def _ensure_loop(self) -> Any:
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
             import asyncio
 
@@ -200,22 +215,26 @@ class ActorRunner:
             threading.Thread(target=self._loop.run_forever, name=f"actor-loop:{self.name}", daemon=True).start()
         return self._loop
 
-    def _schedule(self, awaitable: Any) -> Any:
-        """Run ``awaitable`` as a task of the actor's loop, in this message's context."""
-        import asyncio
-
+    def _schedule(self, awaitable: Awaitable[Any], traced: str | None = None) -> concurrent.futures.Future[Any]:
+        """Run ``awaitable`` as a task of the actor's loop, in this message's context, inside a
+        tracing span named ``traced`` if given (and the proc has a tracer)."""
         ctx = ctx_mod.context()
+        tracer = None if traced is None else tracing.tracer()
+        import asyncio
 
         async def in_context() -> Any:
             ctx_mod.enter(ctx)
-            return await awaitable
+            if tracer is None or traced is None:
+                return await awaitable
+            with tracing.span(tracer, traced, self.display, self.actor_id):
+                return await awaitable
 
         return asyncio.run_coroutine_threadsafe(in_context(), self._ensure_loop())
 
-    def _run_async(self, awaitable: Any) -> Any:
+    def _run_async(self, awaitable: Awaitable[Any]) -> Any:
         return self._schedule(awaitable).result()
 
-    def _call(self, call_id: int, channel: Channel, header: tuple[Any, ...], segments: list[Any]) -> Any:
+    def _call(self, call_id: int, channel: Channel | None, header: tuple[Any, ...], segments: envelopes.Received) -> Any:
         _, _, _, method, index, labels, sizes = header
         args, kwargs = serialization.loads(segments)
         assert self._context is not None
@@ -234,20 +253,27 @@ class ActorRunner:
         explicit = getattr(fn, EXPLICIT_PORT, False)
         if explicit:
             args = (ports.response_port(functools.partial(self._port_reply, channel, call_id)), *args)
+        traced = None if getattr(fn, UNTRACED, False) else method
+        tracer = None if traced is None else tracing.tracer()
         try:
-            result = fn(self._instance, *args, **kwargs)
+            if tracer is None or traced is None or inspect.iscoroutinefunction(fn):
+                result = fn(self._instance, *args, **kwargs)  # a coroutine is traced where it runs
+            else:
+                with tracing.span(tracer, traced, self.display, self.actor_id):
+                    result = fn(self._instance, *args, **kwargs)
+                traced = None  # its span has ended (an awaitable it returned runs untraced)
             if getattr(fn, CONCURRENT, False):
-                self._schedule(result).add_done_callback(functools.partial(self._task_done, channel, call_id, explicit))
+                self._schedule(result, traced).add_done_callback(functools.partial(self._task_done, channel, call_id, explicit))
                 return _NO_REPLY_YET
             if inspect.isawaitable(result):
-                result = self._run_async(result)
+                result = self._schedule(result, traced).result()
         except BaseException as exc:
             if explicit:  # it had a port to answer through: raising instead kills the actor, as in Monarch
                 raise _Fatal(exc) from exc
             raise
         return _NO_REPLY_YET if explicit else result
 
-    def _port_reply(self, channel: Channel, call_id: int, ok: bool, value: Any) -> None:
+    def _port_reply(self, channel: Channel | None, call_id: int, ok: bool, value: Any) -> None:
         if isinstance(value, ports.Encoded):  # sent from another proc: pass the bytes on as they are
             reply(channel, call_id, peers.OK if ok else peers.ERROR, value.segments)
         elif ok:
@@ -255,7 +281,7 @@ class ActorRunner:
         else:
             reply(channel, call_id, peers.ERROR, messages.encode_failure(value))
 
-    def _task_done(self, channel: Channel, call_id: int, explicit: bool, task: Any) -> None:
+    def _task_done(self, channel: Channel | None, call_id: int, explicit: bool, task: concurrent.futures.Future[Any]) -> None:
         """A concurrent endpoint finished (on the loop's thread)."""
         exc = task.exception()
         if exc is None:

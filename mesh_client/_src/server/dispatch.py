@@ -1,7 +1,7 @@
 """Admitting connections and routing their messages to actors, on the reactor thread.
 
 Nothing here blocks or runs user code: a CALL or SPAWN is queued for the actor's thread
-(:mod:`.actors`), BOOTSTRAP runs on a worker thread, DESCRIBE and STOP are answered at once.
+(:mod:`.actors`), BOOTSTRAP runs on a worker thread, IDENTIFY and STOP are answered at once.
 
 Before a peer proves it holds the token it gets a budget, not a blank cheque: at most
 ``max_unauthenticated`` such connections at once (more are closed at once), a small read
@@ -17,15 +17,18 @@ import json
 import os
 import socket
 import threading
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from mesh_client._src.actor import messages, ports
-from mesh_client._src.runtime import peers, reactor, streams
+from mesh_client._src.runtime import identifying, ops, peers, reactor, streams
 from mesh_client._src.runtime.channel import Channel, ChannelState, CloseKind
 from mesh_client._src.server import accepting, gpu, throttling
 from mesh_client._src.server.actors import ENDED_KEPT, ActorRunner, reply
 from mesh_client._src.wire import envelopes, protocol, serialization
+
+if TYPE_CHECKING:
+    from mesh_client._src.actor.proc_mesh import ProcMesh
 
 HANDSHAKE_TIMEOUT = 10.0
 MAX_UNAUTHENTICATED = 256
@@ -39,9 +42,9 @@ class ProcServer:
         listener: socket.socket,
         token: bytes,
         *,
-        identity: dict[str, Any],
+        identity: identifying.ProcIdentity,
         on_stop: Callable[[], None],
-        this_proc: Any = None,
+        this_proc: ProcMesh | None = None,
         max_message_bytes: int = protocol.DEFAULT_MAX_MESSAGE_BYTES,
         max_unauthenticated: int = MAX_UNAUTHENTICATED,
         handshake_timeout: float = HANDSHAKE_TIMEOUT,
@@ -98,7 +101,7 @@ class ProcServer:
         if channel.state is not ChannelState.CLOSED:
             channel.start()
 
-    def open_channel(self, stream: streams.Stream, label: str) -> Channel:
+    def open_channel(self, stream: streams.Stream, display: str) -> Channel:
         """A server channel over ``stream`` with its HELLO sent and its handshake deadline set;
         :meth:`_admit` then hands it to the reactor (tests drive in-memory ones directly)."""
         conn = protocol.Connection(protocol.Role.SERVER, self.token, max_message_bytes=self.max_message_bytes)
@@ -107,10 +110,10 @@ class ProcServer:
             conn,
             on_message=self._on_message,
             on_closed=self._on_closed,
-            label=label,
+            display=display,
+            on_authenticated=self._authenticated,
             reactor=self.reactor,
         )
-        channel.on_authenticated = self._authenticated
         self.channels.add(channel)
         # The timer's only reference to the channel goes when it is cancelled (on close).
         self.handshaking[channel] = self.reactor.call_later(self.handshake_timeout, lambda: self._expire(channel))
@@ -136,16 +139,16 @@ class ProcServer:
         if not channel.authenticated:
             if channel.bytes_received == 0 and kind in (CloseKind.PEER_LEFT, CloseKind.IO_ERROR):
                 return  # a TCP connect and close (a readiness or liveness probe): not a refusal
-            self.refusals.note(f"procmesh: refused connection from {channel.label}: {reason}")
+            self.refusals.note(f"procmesh: refused connection from {channel.display}: {reason}")
         elif kind is CloseKind.PROTOCOL_ERROR:
-            self.drops.note(f"procmesh: dropped connection from {channel.label}: {reason}")
+            self.drops.note(f"procmesh: dropped connection from {channel.display}: {reason}")
 
     # Messages --------------------------------------------------------------------------------
 
-    def _on_message(self, channel: Channel, segments: list[Any]) -> None:
+    def _on_message(self, channel: Channel, segments: envelopes.Received) -> None:
         request = envelopes.decode_request(segments)  # MalformedMessage closes the channel
         header, call_id, op, payload = request.header, request.call_id, request.op, request.payload
-        if op == messages.CALL:
+        if op == ops.CALL:
             runner = self.actors.get(header[2])
             if runner is not None:
                 runner.submit((call_id, channel, header, payload))
@@ -153,7 +156,7 @@ class ProcServer:
                 reply(channel, call_id, messages.DEAD, [self.ended[header[2]][0].encode()])
             else:
                 self._fail(channel, call_id, LookupError(f"no actor {header[2]!r} in this proc; it was stopped or never spawned"))
-        elif op == messages.WATCH:
+        elif op == ops.WATCH:
             runner = self.actors.get(header[2])
             if runner is not None:
                 runner.watch(channel, call_id)
@@ -161,25 +164,25 @@ class ProcServer:
                 reply(channel, call_id, messages.DEAD, [self.ended[header[2]][0].encode()])
             else:
                 reply(channel, call_id, peers.OK, [])
-        elif op == messages.SPAWN:
+        elif op == ops.SPAWN:
             actor_id = header[2]
             runner = ActorRunner(actor_id, header[3], self._actor_exited, self.this_proc)
             self.actors[actor_id] = runner
             runner.submit((call_id, channel, header, payload))
-        elif op == messages.STOP_ACTOR:
+        elif op == ops.STOP_ACTOR:
             runner = self.actors.get(header[2])
             if runner is None:
                 reply(channel, call_id, peers.OK, [])
             else:
                 runner.submit((call_id, channel, header, payload))
-        elif op == messages.PORT_SEND:
+        elif op == ops.PORT_SEND:
             ports.deliver(header[2], header[3], payload)
-        elif op == messages.BOOTSTRAP:
+        elif op == ops.BOOTSTRAP:
             threading.Thread(target=self._bootstrap, args=(channel, call_id, payload), daemon=True).start()
-        elif op == messages.DESCRIBE:
-            description = dict(self.identity, pid=os.getpid(), gpu=gpu.visible_gpu(), actors=len(self.actors))
-            reply(channel, call_id, peers.OK, [json.dumps(description).encode()])
-        elif op == messages.STOP:
+        elif op == ops.IDENTIFY:
+            answer = identifying.IdentityReply(**self.identity, pid=os.getpid(), gpu=gpu.visible_gpu(), actors=len(self.actors))
+            reply(channel, call_id, peers.OK, [json.dumps(answer).encode()])
+        elif op == ops.STOP:
             reply(channel, call_id, peers.OK, [])
             self.on_stop()
         else:
@@ -188,7 +191,7 @@ class ProcServer:
     def _fail(self, channel: Channel, call_id: int, exc: BaseException) -> None:
         reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))
 
-    def _bootstrap(self, channel: Channel, call_id: int, segments: list[Any]) -> None:
+    def _bootstrap(self, channel: Channel, call_id: int, segments: envelopes.Received) -> None:
         try:
             fn = serialization.loads(segments)
             result = fn()
@@ -215,5 +218,5 @@ class ProcServer:
                 runner.cleanup(None)
 
 
-async def _awaited(awaitable: Any) -> Any:
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
     return await awaitable

@@ -9,10 +9,14 @@ import signal
 import socket
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from mesh_client._src.server import config as config_mod
 from mesh_client._src.server import finalizing, gpu
 from mesh_client._src.server.dispatch import ProcServer
+
+if TYPE_CHECKING:
+    from mesh_client._src.actor.proc_mesh import ProcMesh
 
 
 def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None) -> int:
@@ -93,7 +97,7 @@ def _watch_lifeline(stopping: threading.Event) -> None:
     stopping.set()
 
 
-def _this_proc_mesh(cfg: config_mod.ServerConfig, host: str, port: int) -> object:
+def _this_proc_mesh(cfg: config_mod.ServerConfig, host: str, port: int) -> ProcMesh:
     from mesh_client._src.actor.proc_mesh import ProcMesh
     from mesh_client._src.actor.procs import ProcGroup
     from mesh_client._src.actor.shape import Shape

@@ -6,12 +6,13 @@ import os
 import runpy
 import socket
 import sys
-from typing import Any
 
 from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.context import context, current_rank
 from mesh_client._src.actor.endpoint import endpoint
 from mesh_client._src.actor.proc_mesh import ProcMesh
+from mesh_client._src.spmd import addresses
+from mesh_client._src.spmd.addresses import AddrType
 from mesh_client._src.spmd.elastic_env import torchelastic_env
 
 
@@ -47,10 +48,15 @@ class SPMDActor(Actor):
         self._max_restarts = max_restarts
 
     @endpoint
-    def get_host_port(self, use_ipaddr: Any = None) -> tuple[str, int]:
-        """This proc's IP and a port that was free on it (the master, when called on rank 0)."""
-        host = _proc_ip()
-        return host, _free_port(host)
+    def get_host_port(self, use_ipaddr: AddrType | None = None) -> tuple[str, int]:
+        """This proc's address and a port that was free on it (the master, when called on rank 0).
+
+        ``use_ipaddr``: None for the address its proc server listens on, else an IP of that
+        family (:func:`~mesh_client._src.spmd.addresses.master_address`).
+        """
+        own = _proc_ip()
+        host = addresses.master_address(own, socket.gethostname(), use_ipaddr)
+        return host, _free_port(own)
 
     @endpoint
     def setup_env(self, master_addr: str, master_port: int) -> dict[str, str]:
@@ -96,35 +102,36 @@ class SPMDActor(Actor):
             runpy.run_path(script_args[0], run_name="__main__")
 
 
-def _spawn(proc_mesh: ProcMesh) -> Any:
+def _spawn(proc_mesh: ProcMesh) -> SPMDActor:
     run_id, restarts, max_restarts = proc_mesh._elastic()
     return proc_mesh.spawn("_SPMDActor", SPMDActor, run_id, restarts, max_restarts)
 
 
 def setup_torch_elastic_env(
-    proc_mesh: ProcMesh, master_addr: str | None = None, master_port: int | None = None, use_ipaddr: Any = None
+    proc_mesh: ProcMesh, master_addr: str | None = None, master_port: int | None = None, use_ipaddr: AddrType | None = None
 ) -> None:
     """Set torchrun's worker environment in every proc of ``proc_mesh``.
 
-    Without a master, the proc at the all-zero point is the master: its IP, and a port free there.
+    Without a master, the proc at the all-zero point is the master: its address (``use_ipaddr``
+    as in :meth:`SPMDActor.get_host_port`), and a port free there.
     """
     if (master_addr is None) != (master_port is None):
         raise ValueError("give both master_addr and master_port, or neither")
     actors = _spawn(proc_mesh)
-    if master_addr is None:
+    if master_addr is None or master_port is None:
         first = actors.slice(**dict.fromkeys(proc_mesh._labels, 0))
         master_addr, master_port = first.get_host_port.call_one(use_ipaddr).get()
     actors.setup_env.call(master_addr, master_port).get()
 
 
 async def setup_torch_elastic_env_async(
-    proc_mesh: ProcMesh, master_addr: str | None = None, master_port: int | None = None, use_ipaddr: Any = None
+    proc_mesh: ProcMesh, master_addr: str | None = None, master_port: int | None = None, use_ipaddr: AddrType | None = None
 ) -> None:
     """The same as :func:`setup_torch_elastic_env`, for async controllers."""
     if (master_addr is None) != (master_port is None):
         raise ValueError("give both master_addr and master_port, or neither")
     actors = _spawn(proc_mesh)
-    if master_addr is None:
+    if master_addr is None or master_port is None:
         first = actors.slice(**dict.fromkeys(proc_mesh._labels, 0))
         master_addr, master_port = await first.get_host_port.call_one(use_ipaddr)
     await actors.setup_env.call(master_addr, master_port)

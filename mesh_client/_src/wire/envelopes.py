@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from mesh_client._src.wire import errors
 
 Segment = bytes | bytearray | memoryview
+Received = list[bytes | memoryview]  # a message's segments as the wire hands them over (views, no copy)
 
 # Reply status codes, the second field of a reply's envelope.
 OK = 0
@@ -35,13 +36,13 @@ class Request(NamedTuple):
     call_id: int
     op: int
     header: tuple[Any, ...]  # the whole envelope (call_id, op, *fields), as the handlers index it
-    payload: list[Any]
+    payload: Received
 
 
 class Reply(NamedTuple):
     call_id: int
     status: int
-    payload: list[Any]
+    payload: Received
     header: tuple[Any, ...]  # the whole envelope, for callers that keep it
 
 
@@ -50,7 +51,7 @@ def encode_request(call_id: int, header: tuple[Any, ...], payload: Sequence[Segm
     return [pickle.dumps((call_id, *header), protocol=5), *payload]
 
 
-def decode_request(segments: list[Any]) -> Request:
+def decode_request(segments: Received) -> Request:
     try:
         header = pickle.loads(segments[0])
         call_id, op = header[0], header[1]
@@ -65,7 +66,7 @@ def encode_reply(call_id: int, status: int, payload: Sequence[Segment]) -> list[
     return [pickle.dumps((call_id, status), protocol=5), *payload]
 
 
-def decode_reply(segments: list[Any]) -> Reply:
+def decode_reply(segments: Received) -> Reply:
     try:
         header = pickle.loads(segments[0])
         call_id, status = header

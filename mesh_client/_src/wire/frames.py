@@ -31,9 +31,6 @@ class Kind(enum.IntEnum):
     ERROR = 6  # after authentication: a UTF-8 reason, then the sender closes
 
 
-HANDSHAKE_KINDS = frozenset({Kind.HELLO, Kind.AUTH, Kind.WELCOME, Kind.REJECT})
-
-
 _HEADS: dict[int, struct.Struct] = {}
 
 

@@ -2,8 +2,9 @@
 
 Rule: everything that decides whether a byte may be interpreted lives here. Until the state is
 ``AUTHENTICATED`` only handshake frames of at most ``MAX_HANDSHAKE_FRAME`` bytes are accepted and
-nothing is unpickled anywhere; the runtime (:mod:`mesh_client._src.runtime.connection`) only
-moves bytes between a socket and this object, as httpcore does around h11.
+nothing is unpickled anywhere; the runtime (:mod:`mesh_client._src.runtime.channel`, and
+:mod:`mesh_client._src.runtime.handshaking` for one-shot clients) only moves bytes between a
+stream and this object, as httpcore does around h11.
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ from tests.cluster import testing
 from tests.integration.helm import support
 from tests.integration.operator.support import (
     create_mesh,
-    describe,
     events,
     get_mesh,
+    identify,
     kubectl,
     token,
     wait_ready,
@@ -53,7 +53,7 @@ def test_operator_pod_reconciles_a_mesh(cluster, release, core, custom, namespac
     mesh = wait_ready(custom, namespace, "m")
     assert [p["ready"] for p in mesh["status"]["procs"]] == [True, True]
     # The client's path: the token Secret, then each proc server directly.
-    answer = describe(mesh["status"]["procs"][1]["address"], token(core, namespace, "m"))
+    answer = identify(mesh["status"]["procs"][1]["address"], token(core, namespace, "m"))
     assert answer["rank"] == 1
     assert any(e.reason == "MeshReady" for e in events(core, namespace, "m"))
 

@@ -95,9 +95,9 @@ def test_a_token_opens_its_own_mesh_only(custom, core, namespace, operator):
     a, b = (support.wait_ready(custom, namespace, n)["status"]["procs"][0]["address"]
             for n in ("tok-a", "tok-b"))
     token_a = support.token(core, namespace, "tok-a")
-    assert support.describe(a, token_a)["pid"] > 0
+    assert support.identify(a, token_a)["pid"] > 0
     with pytest.raises((OSError, wire_errors.WireError)):
-        support.describe(b, token_a)
+        support.identify(b, token_a)
 
 
 def test_spawned_mesh_brings_its_own_secret(cluster, kube, core, namespace, operator):
@@ -178,7 +178,7 @@ def test_secret_deleted_under_running_procs_is_not_recreated(kube, custom, core,
     names = [s.metadata.name for s in core.list_namespaced_secret(namespace).items]
     assert "keep-token" not in names  # no new token under procs that hold the old one
     address = mesh_body["status"]["procs"][0]["address"]
-    assert support.describe(address, token)["pid"] > 0  # the running proc still takes it
+    assert support.identify(address, token)["pid"] > 0  # the running proc still takes it
 
 
 def test_a_mesh_recreated_at_once_gets_a_secret_of_its_own(kube, custom, core, namespace,

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from mesh_client import SupervisionError
-from mesh_client._src.runtime.describe import describe_proc
+from mesh_client._src.runtime.identifying import identify_proc
 from mesh_client.kubernetes import KubernetesHostMesh, attach
 from tests.cluster import testing
 from tests.integration.local.actors import Caller, Recorder
@@ -77,7 +77,7 @@ def test_a_killed_proc_fails_its_call_and_the_mesh_recovers(kube, custom, namesp
                 restartPolicy="RestartProc", maxRestarts=3)
     mesh = attach("fragile", namespace, api_client=kube, timeout=120)
     rec = mesh.spawn("rec", Recorder).slice(hosts=0, gpus=1)
-    pid = describe_proc(mesh._group.addresses[1], mesh._group.token)["pid"]
+    pid = identify_proc(mesh._group.addresses[1], mesh._group.token)["pid"]
     pending = rec.sleep.call_one(120)
     os.kill(pid, signal.SIGKILL)
     with pytest.raises(SupervisionError) as info:

@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from mesh_client._src.runtime.describe import describe_proc
+from mesh_client._src.runtime.identifying import identify_proc
 from mesh_client.kubernetes import attach
 from tests.integration.local.actors import Lambda, SuperviseNest, raise_value_error
 from tests.integration.operator.support import create_mesh
@@ -32,7 +32,7 @@ def test_faults_in_pods_reach_the_hook_as_locally(kube, custom, namespace, opera
     )
     assert failure.report().endswith("ValueError: Error.")
 
-    pid = describe_proc(mesh._group.addresses[1], mesh._group.token)["pid"]
+    pid = identify_proc(mesh._group.addresses[1], mesh._group.token)["pid"]
     os.kill(pid, signal.SIGKILL)
     failures = faults.wait("lam", 2)
     assert len(failures) == 2 and failures[1].crashed_ranks == [1]

@@ -3,7 +3,7 @@ can crash it or disturb others.
 
 Aspects: a wrong token is refused with a reason; a pickle sent before authenticating is never
 executed; garbage, truncated and oversized frames close only that connection; the server keeps
-serving its real clients throughout; describe answers an authenticated operator without pickles.
+serving its real clients throughout; IDENTIFY answers an authenticated client without pickles.
 """
 
 import os
@@ -12,7 +12,7 @@ import socket
 
 import pytest
 
-from mesh_client._src.runtime import channel, describe
+from mesh_client._src.runtime import channel, identifying
 from mesh_client._src.wire import errors, frames
 from tests.integration.local.actors import Recorder
 
@@ -109,8 +109,8 @@ def test_oversized_frames_after_authentication_are_refused(procs):
     assert rec.echo.call_one(1).get() == 1
 
 
-def test_describe_answers_an_authenticated_client(procs):
-    info = describe.describe_proc(procs._group.addresses[3], procs._group.token)
+def test_identify_answers_an_authenticated_client(procs):
+    info = identifying.identify_proc(procs._group.addresses[3], procs._group.token)
     assert info["mesh"] == "t" and info["rank"] == 3 and info["coords"] == {"hosts": 1, "gpus": 1}
     with pytest.raises(errors.AuthenticationError):
-        describe.describe_proc(procs._group.addresses[3], b"bad")
+        identifying.identify_proc(procs._group.addresses[3], b"bad")

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from mesh_client import Actor, endpoint, this_host
-from mesh_client.spmd import SPMDActor, setup_torch_elastic_env
+from mesh_client import Actor, ActorError, endpoint, this_host
+from mesh_client.spmd import AddrType, SPMDActor, setup_torch_elastic_env
 
 CONTRACT = (
     "RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
@@ -53,6 +53,14 @@ def test_env_in_every_proc_follows_the_contract(mesh):
         assert e["LOCAL_RANK"] == str(point["gpus"]) and e["GROUP_RANK"] == str(point["hosts"])
         assert (e["WORLD_SIZE"], e["LOCAL_WORLD_SIZE"], e["GROUP_WORLD_SIZE"]) == ("4", "2", "2")
         assert e["TORCHELASTIC_USE_AGENT_STORE"] == "False"
+
+
+def test_use_ipaddr_picks_the_family_of_the_master_address(mesh):
+    setup_torch_elastic_env(mesh, use_ipaddr=AddrType.IPv4)  # the procs listen on 127.0.0.1
+    envs = mesh.spawn("c4", Collective).env.call().get()
+    assert {e["MASTER_ADDR"] for e in envs.values()} == {"127.0.0.1"}
+    with pytest.raises(ActorError, match="mesh_client.spmd.AddrType"):
+        setup_torch_elastic_env(mesh, use_ipaddr="ipv4")
 
 
 def test_gloo_all_reduce_across_the_mesh(mesh):

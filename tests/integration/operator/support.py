@@ -1,6 +1,6 @@
 """Helpers for the operator's integration tests: kubectl, the CRD and the operator subprocess
 (the one helper for them, also used by tests/gpu and benchmarks/), mesh manifests, level-based
-waits on conditions, the client's describe call. Fixtures are in fixtures.py next to this file.
+waits on conditions, the client's authenticated IDENTIFY request. Fixtures are in fixtures.py next to this file.
 """
 
 from __future__ import annotations
@@ -182,12 +182,12 @@ def token(core: Any, namespace: str, name: str) -> bytes:
     return base64.b64decode(secret.data[contract.TOKEN_KEY])
 
 
-def describe(address: str, token_: bytes) -> dict[str, Any]:
-    """The client's authenticated describe call to one proc server."""
-    from mesh_client._src.runtime import describe as describing
+def identify(address: str, token_: bytes) -> dict[str, Any]:
+    """The proc server's identity (pid, GPU, mesh, rank), asked with the client's IDENTIFY request."""
+    from mesh_client._src.runtime import identifying
 
     host, _, port = address.rpartition(":")
-    return describing.describe_proc((host, int(port)), token_)
+    return identifying.identify_proc((host, int(port)), token_)
 
 
 def events(core: Any, namespace: str, name: str) -> list[Any]:
@@ -204,8 +204,8 @@ def dump(obj: Any) -> str:
 
 
 def kill_proc(address: str, token_: bytes) -> None:
-    """Kill the proc server behind ``address`` (its pid, from the authenticated describe)."""
-    os.kill(describe(address, token_)["pid"], signal.SIGKILL)
+    """Kill the proc server behind ``address`` (its pid, from its identity)."""
+    os.kill(identify(address, token_)["pid"], signal.SIGKILL)
 
 
 def owned_by(pod: Any, mesh: dict[str, Any]) -> bool:

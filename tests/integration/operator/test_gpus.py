@@ -34,7 +34,7 @@ def test_pinned_pair_shares_devices(operator, namespace, custom, core, gpu_node)
         assert env["PROCMESH_MEMORY_FRACTION"] == "0.4"
         assert not (pod.spec.containers[0].resources.limits or {})  # no GPU request
         # What the proc itself sees (the process node applies the NVIDIA runtime's rules).
-        assert support.describe(p["address"], token)["gpu"] == device
+        assert support.identify(p["address"], token)["gpu"] == device
 
 
 def test_overcommitted_device_is_refused(operator, namespace, custom, core, gpu_node):
@@ -95,4 +95,4 @@ def test_plugin_mode_lands_on_gpu_nodes_only(operator, namespace, custom, core, 
     token = support.token(core, namespace, "plug")
     for proc in mesh["status"]["procs"]:
         assert "gpu" not in proc
-        assert support.describe(proc["address"], token)["gpu"]
+        assert support.identify(proc["address"], token)["gpu"]

@@ -89,5 +89,5 @@ def test_mesh_created_again_at_once_is_ready_only_on_its_own_pods(operator, name
     ips = {p.status.pod_ip for p in pods}
     assert {p["address"].rsplit(":", 1)[0] for p in mesh["status"]["procs"]} == ips
     token = support.token(core, namespace, NAME)
-    assert sorted(support.describe(p["address"], token)["rank"]
+    assert sorted(support.identify(p["address"], token)["rank"]
                   for p in mesh["status"]["procs"]) == [0, 1]

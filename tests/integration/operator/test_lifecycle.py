@@ -61,10 +61,10 @@ def test_client_connects_with_the_secret_token(operator, namespace, custom, core
     mesh = support.wait_ready(custom, namespace, "tok")
     token = support.token(core, namespace, "tok")
     for proc in mesh["status"]["procs"]:
-        described = support.describe(proc["address"], token)
-        assert described["rank"] == proc["rank"] and described["mesh"] == "tok"
+        identity = support.identify(proc["address"], token)
+        assert identity["rank"] == proc["rank"] and identity["mesh"] == "tok"
     with pytest.raises((OSError, wire_errors.WireError)):  # refused: wrong token
-        support.describe(mesh["status"]["procs"][0]["address"], b"0" * 64)
+        support.identify(mesh["status"]["procs"][0]["address"], b"0" * 64)
 
 
 def test_suspend_and_resume(operator, namespace, custom, core):

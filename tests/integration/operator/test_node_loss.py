@@ -67,5 +67,5 @@ def test_procs_on_a_lost_node_restart_elsewhere(cluster, operator, namespace, cu
     pods = support.mesh_pods(core, namespace, "lossy")
     assert sorted(p.metadata.name for p in pods) == ["lossy-0", "lossy-1"]
     assert all(p.spec.node_name != doomed_node for p in pods)
-    # The mesh still works: a new proc answers the authenticated describe.
-    support.describe(mesh["status"]["procs"][0]["address"], support.token(core, namespace, "lossy"))
+    # The mesh still works: a new proc answers the authenticated IDENTIFY request.
+    support.identify(mesh["status"]["procs"][0]["address"], support.token(core, namespace, "lossy"))

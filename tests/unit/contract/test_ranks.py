@@ -12,7 +12,7 @@ import pytest
 from mesh_client._src import contract
 from mesh_client._src.actor import shape as actor_shape
 from mesh_client._src.spmd import elastic_env
-from procmesh_operator import shapes
+from procmesh_operator import dimensions
 
 SHAPES = [[("hosts", 1), ("gpus", 1)], [("hosts", 2), ("gpus", 3)],
           [("hosts", 3), ("node", 2), ("gpus", 4)], [("hosts", 2), ("x", 1), ("y", 3)]]
@@ -41,7 +41,7 @@ def test_out_of_range_is_refused():
 
 @pytest.mark.parametrize("dims", SHAPES)
 def test_operator_client_and_spmd_count_alike(dims):
-    operator = shapes.mesh_shape(dims[0][1], dims[1:])
+    operator = dimensions.mesh_dimensions(dims[0][1], dims[1:])
     client = actor_shape.Shape([n for n, _ in dims], [s for _, s in dims])
     labels, sizes = [n for n, _ in dims], [s for _, s in dims]
     for point in client.points():

@@ -53,10 +53,10 @@ def test_no_status_means_no_operator():
 def test_death_story_from_the_container_status():
     pod = {"spec": {"nodeName": "n1"}, "status": {"containerStatuses": [
         {"restartCount": 0, "state": {"terminated": {"exitCode": 137, "reason": "Error", "signal": 9}}}]}}
-    assert assessing.describe_death(pod, "m-1") == (
+    assert assessing.explain_death(pod, "m-1") == (
         "its container in pod m-1 on node n1 terminated (exit code 137, signal 9, Error); restarts: 0"
     )
-    assert assessing.describe_death(None, "m-1") == "pod m-1 was deleted"
+    assert assessing.explain_death(None, "m-1") == "pod m-1 was deleted"
 
 
 def test_manifest_modes():

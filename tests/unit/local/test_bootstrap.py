@@ -56,7 +56,7 @@ def test_server_config_errors_name_the_variable(env, match):
 
 
 def test_only_plain_proc_server_commands_are_forked():
-    from mesh_client._src.local.forks import eligible
+    from mesh_client._src.local.zygote_client import eligible
 
     default = default_bootstrap_cmd()
     assert eligible(default.argv(), default.program, default.argv(), {"CUDA_VISIBLE_DEVICES": "1"}, True)

@@ -20,6 +20,6 @@ def test_single_uncapped_proc_fits_alone_only():
 
 
 def test_message_names_procs_and_fix():
-    msg = budgets.describe("0", "n1", [U("policy-0", 0.6), U("trainer-0", 0.5)], 81920, 768)
+    msg = budgets.explain_overrun("0", "n1", [U("policy-0", 0.6), U("trainer-0", 0.5)], 81920, 768)
     assert "policy-0=0.6" in msg and "trainer-0=0.5" in msg and "node n1" in msg
     assert "memoryFraction" in msg

@@ -25,10 +25,10 @@ def server_channel(loop):
         conn,
         on_message=lambda c, segments: None,
         on_closed=lambda c, reason: closed.put((c.close_kind, c.bytes_received, reason)),
-        label="peer",
+        display="peer",
+        on_authenticated=authenticated.put,
         reactor=loop,
     )
-    ch.on_authenticated = authenticated.put
     conn.start()
     ch._flush_handshake()
     ch.start()

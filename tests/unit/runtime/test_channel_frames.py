@@ -49,7 +49,7 @@ def run_server(chunks):
         conn,
         on_message=lambda c, segments: received.append([bytes(s) for s in segments]),
         on_closed=lambda c, reason: closed.append((c.close_kind, reason)),
-        label="memory",
+        display="memory",
     )
     conn.start()
     ch._flush_handshake()
@@ -106,7 +106,7 @@ def test_a_stream_without_a_socket_cannot_be_registered():
         protocol.Connection(protocol.Role.SERVER, TOKEN),
         on_message=lambda c, s: None,
         on_closed=lambda c, r: None,
-        label="memory",
+        display="memory",
     )
     with pytest.raises(TypeError, match="on_readable"):
         ch.start()

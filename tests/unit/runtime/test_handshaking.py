@@ -1,4 +1,4 @@
-"""The client's handshake driver over an in-memory stream (the one connect() and describe use).
+"""The client's handshake driver over an in-memory stream (the one connect() and identify_proc use).
 
 Aspects: the server's HELLO and WELCOME split at every byte still authenticate, and the client
 writes exactly its AUTH; a wrong token is refused with the server's reason; a server that

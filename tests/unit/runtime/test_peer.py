@@ -103,11 +103,11 @@ def test_the_loss_story_is_asked_with_a_deadline_bound_to_the_loss():
     status, reason, _ = peer.request((1,), [], raw).get(timeout=10)
     thread.join(10)
     assert status == peers.LOST and peer.lost_at is not None
-    assert peer.describe_loss(reason) == f"the story: {reason}"
+    assert peer.loss_message(reason) == f"the story: {reason}"
     assert asked == [peer.lost_at + peers.LOSS_DETAIL_SECONDS]
 
     def broken(reason, deadline):
         raise RuntimeError("the owner could not tell")
 
     peer.explain_loss = broken
-    assert peer.describe_loss(reason) == reason  # the bare reason, never the owner's error
+    assert peer.loss_message(reason) == reason  # the bare reason, never the owner's error

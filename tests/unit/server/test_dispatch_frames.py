@@ -1,7 +1,7 @@
 """The proc server's dispatch over an in-memory stream: the real ProcServer, Channel and
 Connection, with a client Connection answering what the server wrote.
 
-Aspects: DESCRIBE, an unknown operation and a call to a missing actor are answered, with the
+Aspects: IDENTIFY, an unknown operation and a call to a missing actor are answered, with the
 requests split one byte per read; a malformed envelope after authentication drops the
 connection (logged once); a connect and close is no refusal, garbage is one; every closed
 channel leaves the server's books (connections and handshake deadlines).
@@ -63,7 +63,7 @@ def replies(client, stream):
 def test_requests_split_one_byte_per_read_are_answered(server):
     ch, stream, client = authenticated(server)
     requests = [
-        envelopes.encode_request(1, (ops.DESCRIBE,), ()),
+        envelopes.encode_request(1, (ops.IDENTIFY,), ()),
         envelopes.encode_request(2, (99,), ()),
         envelopes.encode_request(3, (ops.CALL, "nobody", "go", 0, (), ()), serialization.dumps(((), {}))),
     ]

@@ -1,7 +1,7 @@
-"""A mesh's shape as the operator uses it: ordered named dimensions, the last one local.
+"""A mesh's dimensions as the operator uses them: ordered and named, the last one local.
 
-A ProcMesh's shape is ``hosts`` followed by ``perHost`` (DESIGN.md); ranks are row-major over
-it, counted by :mod:`mesh_client._src.contract` (the client counts the same way). Used by
+A ProcMesh's dimensions are ``hosts`` followed by ``perHost`` (DESIGN.md); ranks are row-major over
+them, counted by :mod:`mesh_client._src.contract` (the client counts the same way). Used by
 :mod:`.rendering` (labels, PROCMESH_COORDS), :mod:`.placing` (the local index picks the pinned
 device) and :mod:`.statuses` (``status.procs[].coords``).
 """
@@ -15,7 +15,7 @@ from mesh_client._src import contract
 
 
 @dataclasses.dataclass(frozen=True)
-class Shape:
+class Dimensions:
     """An ordered list of ``(name, size)`` dimensions, sizes at least 1."""
 
     dims: tuple[tuple[str, int], ...]
@@ -55,6 +55,6 @@ class Shape:
         return contract.unravel(rank, self.sizes)[-1]
 
 
-def mesh_shape(hosts: int, per_host: list[tuple[str, int]]) -> Shape:
-    """The shape of a ProcMesh: ``hosts`` then the ``perHost`` dimensions in order."""
-    return Shape(((contract.HOSTS_DIM, hosts), *per_host))
+def mesh_dimensions(hosts: int, per_host: list[tuple[str, int]]) -> Dimensions:
+    """The dimensions of a ProcMesh: ``hosts`` then the ``perHost`` dimensions in order."""
+    return Dimensions(((contract.HOSTS_DIM, hosts), *per_host))

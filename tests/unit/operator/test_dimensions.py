@@ -2,11 +2,11 @@
 
 import pytest
 
-from procmesh_operator import shapes
+from procmesh_operator import dimensions
 
 
 def test_row_major_coords():
-    s = shapes.mesh_shape(2, [("gpus", 3)])
+    s = dimensions.mesh_dimensions(2, [("gpus", 3)])
     assert s.size == 6
     assert [s.coords(r) for r in (0, 1, 3, 5)] == [
         {"hosts": 0, "gpus": 0}, {"hosts": 0, "gpus": 1},
@@ -15,19 +15,19 @@ def test_row_major_coords():
 
 @pytest.mark.parametrize("dims", [[("a", 1)], [("a", 2), ("b", 3)], [("x", 4), ("y", 1), ("z", 2)]])
 def test_round_trip(dims):
-    s = shapes.mesh_shape(3, dims)
+    s = dimensions.mesh_dimensions(3, dims)
     assert [s.rank(s.coords(r)) for r in range(s.size)] == list(range(s.size))
 
 
 def test_host_and_local_index():
-    s = shapes.mesh_shape(2, [("node", 2), ("gpus", 4)])
+    s = dimensions.mesh_dimensions(2, [("node", 2), ("gpus", 4)])
     assert [s.host_of(r) for r in (0, 7, 8, 15)] == [0, 0, 1, 1]
     assert [s.local_index(r) for r in (0, 5, 11)] == [0, 1, 3]
     assert s.local_size == 4
 
 
 def test_out_of_range():
-    s = shapes.mesh_shape(1, [("gpus", 2)])
+    s = dimensions.mesh_dimensions(1, [("gpus", 2)])
     with pytest.raises(IndexError):
         s.coords(2)
     with pytest.raises(IndexError):

@@ -1,0 +1,56 @@
+"""Ask a proc server who it is (pid, GPU, mesh, rank, coordinates) without unpickling anything.
+
+A one-shot client of the IDENTIFY request (answered by :mod:`mesh_client._src.server.dispatch`):
+it shares the handshake driver (:mod:`.handshaking`) with :mod:`.channel`, and reads the reply's
+JSON segment without trusting a pickle. Tests use it to find a proc's pid and GPU; the operator
+never calls it (it stays off the data plane).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import TypedDict
+
+from mesh_client._src.runtime import handshaking, ops, streams
+from mesh_client._src.wire import envelopes, errors, protocol
+
+
+class ProcIdentity(TypedDict):
+    """Who a proc server is, as it was started (its mesh's rank and coordinates)."""
+
+    mesh: str
+    rank: int
+    coords: dict[str, int]
+    address: str  # host:port where it listens
+
+
+class IdentityReply(ProcIdentity):
+    """The IDENTIFY reply: the identity plus what the proc sees now."""
+
+    pid: int
+    gpu: str | None  # the GPU it sees (a UUID, or the index its environment names), if any
+    actors: int  # actors running in it
+
+
+def identify_proc(address: tuple[str, int], token: bytes, timeout: float = 5.0) -> IdentityReply:
+    """Connect, authenticate, send IDENTIFY and return the proc's identity."""
+    display = f"{address[0]}:{address[1]}"
+    stream = streams.SocketStream(socket.create_connection(address, timeout=timeout))
+    conn = protocol.Connection(protocol.Role.CLIENT, token)
+    conn.start()
+    try:
+        handshaking.authenticate(stream, conn, display)
+        stream.write(conn.send_message(envelopes.encode_request(1, (ops.IDENTIFY,), ())))
+        while True:
+            event = conn.next_event()
+            if event is protocol.NEED_DATA:
+                conn.receive_data(stream.read(65536))
+            elif isinstance(event, protocol.Message):
+                # The reply header is a pickle of two ints; parse it without unpickling.
+                reply: IdentityReply = json.loads(bytes(event.segments[1]))
+                return reply
+            elif isinstance(event, protocol.Closed):
+                raise errors.ProtocolError(f"proc server at {display} closed: {event.reason}")
+    finally:
+        stream.close()
