@@ -13,6 +13,7 @@ import pytest
 from tests.cluster import controlplane, testing
 from tests.cluster.process_node.config import NodeConfig
 from tests.integration.operator.support import (
+    DRA_NODE,
     GPU_NODE,
     OperatorProcess,
     install_crd,
@@ -30,6 +31,14 @@ def gpu_node(cluster: controlplane.Cluster) -> str:
     """A second process node with two emulated GPUs (GFD labels, nvidia.com/gpu: 2)."""
     cluster.add_node(NodeConfig(GPU_NODE, gpus=2))
     return GPU_NODE
+
+
+@pytest.fixture(scope="session")
+def dra_node(cluster: controlplane.Cluster) -> str:
+    """A process node with two emulated GPUs published as a ResourceSlice of the NVIDIA DRA
+    driver (gpu.nvidia.com), and no device plugin resource."""
+    cluster.add_node(NodeConfig(DRA_NODE, gpus=2, dra=True))
+    return DRA_NODE
 
 
 @pytest.fixture(scope="session")
