@@ -72,6 +72,16 @@ def _not_served(namespace: str) -> ClaimsNotServed:
         f"use gpus.mode pinned or plugin on this cluster")
 
 
+def settled(mesh: specs.MeshSpec, view: ClaimView) -> bool:
+    """Whether every claim ``mesh`` uses exists and lists ``mesh`` among its owners."""
+    for host in range(mesh.shape.sizes[0]):
+        claim = view.claims.get(contract.claim_name(claims.claims_owner(mesh), host))
+        owners = ((claim or {}).get("metadata") or {}).get("ownerReferences") or []
+        if not any(o.get("uid") == mesh.uid for o in owners):
+            return False
+    return True
+
+
 async def ensure(client: kubeclient.KubeClient, mesh: specs.MeshSpec,
                  partner: specs.MeshSpec | None) -> None:
     """Create the claims of ``mesh`` (or join its partner's claims as an owner)."""

@@ -361,9 +361,10 @@ class Controller:
         view: claiming.ClaimView | None = None
         if dra:  # the claims exist before any pod that references them
             try:
-                if needs_devices:
-                    await claiming.ensure(self.client, mesh, partner)
                 view = await claiming.observe(self.client, mesh)
+                if not claiming.settled(mesh, view):
+                    await claiming.ensure(self.client, mesh, partner)
+                    view = await claiming.observe(self.client, mesh)
             except claiming.ClaimsNotServed as e:
                 return planning.Plan(refusal=placing.Refusal(contract.DRA_NOT_SERVED, str(e))), \
                     [], None

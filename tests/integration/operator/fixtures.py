@@ -66,10 +66,18 @@ def core(kube: Any) -> Any:
 
 @pytest.fixture
 def devices_free(core: Any) -> None:
-    """Budgets are cluster-wide: wait until earlier tests' pinned procs are gone."""
+    """Budgets are cluster-wide: wait until earlier tests' pinned procs (and dra claims) are
+    gone."""
 
     def free() -> bool:
         pods = core.list_pod_for_all_namespaces(label_selector="procmesh.io/mesh").items
-        return not [p for p in pods if "procmesh.io/gpu-device" in (p.metadata.annotations or {})]
+        if [p for p in pods if "procmesh.io/gpu-device" in (p.metadata.annotations or {})]:
+            return False
+        # dra mode: a device stays allocated while a claim of an earlier test holds it.
+        from kubernetes import client
+
+        claims = client.CustomObjectsApi(core.api_client).list_cluster_custom_object(
+            "resource.k8s.io", "v1", "resourceclaims", label_selector="procmesh.io/mesh")
+        return not claims.get("items")
 
     testing.wait_for(free, "no pinned proc left from earlier tests")
