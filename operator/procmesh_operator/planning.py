@@ -32,8 +32,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import losses as losses_
 from procmesh_operator import claim_budgets, placing, rendering, specs
+from procmesh_operator import losses as losses_
 from procmesh_operator import settings as settings_
 
 
