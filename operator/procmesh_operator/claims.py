@@ -170,12 +170,20 @@ def device_memory_mib(slices: Iterable[Mapping[str, Any]], device: Device) -> in
     return quantity_mib(str(capacity["value"])) if capacity.get("value") else None
 
 
+#: What the kube-scheduler's DynamicResources plugin says when no allocation exists for a pod's
+#: claims (pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go in
+#: kubernetes v1.36.5), as opposed to passing states such as "resource claim ... is in the
+#: process of being allocated".
+UNALLOCATABLE_MESSAGES = ("cannot allocate all claims", "device class")
+
+
 def unschedulable_claim_message(pod: Mapping[str, Any]) -> str | None:
-    """The scheduler's message when it cannot place ``pod`` because of its claims, else None."""
+    """The scheduler's message when it cannot allocate ``pod``'s claims, else None."""
     if (pod.get("spec") or {}).get("nodeName"):
         return None
     for c in (pod.get("status") or {}).get("conditions") or []:
         if c.get("type") == "PodScheduled" and c.get("status") == "False" \
-                and c.get("reason") == "Unschedulable" and "claim" in str(c.get("message")).lower():
+                and c.get("reason") == "Unschedulable" \
+                and any(m in str(c.get("message")) for m in UNALLOCATABLE_MESSAGES):
             return str(c.get("message"))
     return None
