@@ -10,6 +10,7 @@ from tests.integration.operator import support
 pytestmark = pytest.mark.cluster
 
 GPUS_2 = [{"name": "gpus", "size": 2}]
+DRA_GPUS = {"mode": "dra", "deviceClassName": "gpu.nvidia.com"}
 
 BAD = [
     ("name-too-long", {"name": "m" * 53}, {}, "at most 52 characters"),
@@ -77,6 +78,8 @@ BAD = [
         "mode": "dra", "deviceClassName": "gpu.nvidia.com",
         "sharing": {"strategy": "MPS", "interval": "Long"}}},
      "interval is only valid with strategy TimeSlicing"),
+    ("dra-too-many-requests", {}, {"perHost": [{"name": "gpus", "size": 33}], "gpus": DRA_GPUS},
+     "a claim has at most 32 requests"),
     ("dra-colocated-own-claims", {}, {"perHost": GPUS_2, "colocateWith": "other", "gpus": {
         "mode": "dra", "deviceClassName": "gpu.nvidia.com"}},
      "uses its partner's ResourceClaims"),
