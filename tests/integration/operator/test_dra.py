@@ -6,8 +6,9 @@ Aspects: a dra mesh's claims are allocated by the scheduler and each proc sees e
 claim's device, which status.procs[].gpu reports from the allocation; a colocated mesh's pods
 reference the same claims, so both land on the same node and device, and it becomes a second
 owner of the claims; an over-committed device is refused with a condition and no pods; a claim
-that cannot be allocated shows the scheduler's reason in a condition; deleting the meshes deletes
-their claims.
+that cannot be allocated shows the scheduler's reason in a condition; deviceIDs select by UUID
+and sharing renders the driver's config; a restarted proc keeps its claim's device; deleting the
+meshes deletes their claims.
 """
 
 from __future__ import annotations
@@ -139,3 +140,23 @@ def test_uuid_selects_the_device(operator, namespace, custom, core, dra_node):
         "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}}}
     token = support.token(core, namespace, "picky")
     assert support.describe(mesh["status"]["procs"][0]["address"], token)["gpu"] == wanted
+
+
+def test_restarted_proc_keeps_its_claimed_device(operator, namespace, custom, core, dra_node):
+    support.create_mesh(custom, namespace, "again", perHost=GPUS_2, restartPolicy="RestartProc",
+                        gpus={"mode": "dra", "deviceClassName": CLASS})
+    mesh = support.wait_ready(custom, namespace, "again")
+    before = [p["gpu"] for p in mesh["status"]["procs"]]
+    old_uid = core.read_namespaced_pod("again-1", namespace).metadata.uid
+    token = support.token(core, namespace, "again")
+    support.kill_proc(mesh["status"]["procs"][1]["address"], token)
+
+    def restarted_and_ready():
+        m = support.get_mesh(custom, namespace, "again")
+        ready = support.condition(m, "Ready").get("status") == "True"
+        return m if ready and m["status"]["restarts"] == 1 else None
+
+    mesh = testing.wait_for(restarted_and_ready, "restart counted and mesh Ready again")
+    assert core.read_namespaced_pod("again-1", namespace).metadata.uid != old_uid
+    assert [p["gpu"] for p in mesh["status"]["procs"]] == before  # the claim keeps its device
+    assert support.describe(mesh["status"]["procs"][1]["address"], token)["gpu"] == before[1]
