@@ -372,7 +372,12 @@ class Controller:
         async with lock:
             nodes: dict[str, placing.NodeInfo] = {}
             others: list[dict[str, Any]] = []
-            if needs_devices:
+            if needs_devices and dra:
+                # A claim is namespaced, so only this namespace's procs can share its devices.
+                listed = await self.client.list(kubeclient.pods_path(mesh.namespace),
+                                                label_selector=contract.MESH_LABEL)
+                others = [p for p in listed.get("items") or [] if stores.mesh_key_of(p) != key]
+            elif needs_devices:
                 # Placement is decided on a fresh read: the budget must see every pinned proc.
                 listed_nodes = await self.client.list("/api/v1/nodes")
                 nodes = {n.name: n for n in (placing.node_info(item) for item in
