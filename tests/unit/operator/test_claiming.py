@@ -1,7 +1,8 @@
 """The dra steps of the reconcile, against the fake API wrapper of test_reconciling.
 
 Aspects: the claims come after the Service and before the pods, once; a colocated mesh creates
-no claim and joins its partner's as a second, non-controller owner; on a cluster that does not
+no claim and joins its partner's as a second, non-controller owner; two uncapped procs cannot
+share a claimed device (the budget sees the namespace's proc pods); on a cluster that does not
 serve resource.k8s.io/v1 the mesh is refused with DRANotServed and gets no pods.
 """
 
@@ -73,15 +74,29 @@ def test_claims_come_before_the_pods_once():
 
 def test_a_colocated_mesh_joins_its_partners_claims():
     client = DraClient({
-        kubeclient.mesh_path("ns", "p"): mesh_body("p", per_host=(("gpus", 1),), gpus=DRA),
-        kubeclient.mesh_path("ns", "t"): mesh_body("t", per_host=(("gpus", 1),),
-                                                   colocateWith="p", gpus={"mode": "dra"})})
+        kubeclient.mesh_path("ns", "p"): mesh_body("p", per_host=(("gpus", 1),),
+                                                   gpus={**DRA, "memoryFraction": 0.4}),
+        kubeclient.mesh_path("ns", "t"): mesh_body("t", per_host=(("gpus", 1),), colocateWith="p",
+                                                   gpus={"mode": "dra", "memoryFraction": 0.5})})
     reconcile(client, "p", "t")
     assert [p for p in client.objects if p.startswith(CLAIMS)] == [f"{CLAIMS}/p-gpus-0"]
     owners = client.objects[f"{CLAIMS}/p-gpus-0"]["metadata"]["ownerReferences"]
     assert [(o["name"], o["controller"]) for o in owners] == [("p", True), ("t", False)]
     trainer_pod = client.objects["/api/v1/namespaces/ns/pods/t-0"]
     assert trainer_pod["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimName": "p-gpus-0"}]
+
+
+def test_uncapped_procs_cannot_share_a_claim():
+    client = DraClient({
+        kubeclient.mesh_path("ns", "p"): mesh_body("p", per_host=(("gpus", 1),), gpus=DRA),
+        kubeclient.mesh_path("ns", "t"): mesh_body("t", per_host=(("gpus", 1),), colocateWith="p",
+                                                   gpus={"mode": "dra"})})
+    reconcile(client, "p", "t")
+    budget = statuses.condition(client.objects[kubeclient.mesh_path("ns", "t")]["status"]
+                                ["conditions"], contract.GPU_BUDGET)
+    assert (budget["status"], budget["reason"]) == ("False", contract.BUDGET_EXCEEDED)
+    assert "p-0=uncapped, t-0=uncapped" in budget["message"]
+    assert "/api/v1/namespaces/ns/pods/t-0" not in client.objects
 
 
 def test_a_cluster_without_dra_refuses_the_mesh():
