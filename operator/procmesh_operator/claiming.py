@@ -144,7 +144,12 @@ async def observe(client: kubeclient.KubeClient, mesh: specs.MeshSpec) -> ClaimV
             raise _not_served(mesh.namespace) from e
         raise
     found = {str((c.get("metadata") or {}).get("name")): c for c in listed.get("items") or []}
-    if not any((c.get("status") or {}).get("allocation") for c in found.values()):
-        return ClaimView(found)
-    slices = await client.list(SLICES_PATH)
-    return ClaimView(found, tuple(slices.get("items") or ()))
+    drivers = sorted({str(r.get("driver")) for c in found.values()
+                      for r in (((c.get("status") or {}).get("allocation") or {}).get("devices")
+                                or {}).get("results") or []})
+    slices: list[Mapping[str, Any]] = []
+    for driver in drivers:  # only the slices of the drivers that hold our devices
+        listed_slices = await client.request("GET", SLICES_PATH,
+                                             params={"fieldSelector": f"spec.driver={driver}"})
+        slices += (listed_slices or {}).get("items") or []
+    return ClaimView(found, tuple(slices))
