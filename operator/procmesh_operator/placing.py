@@ -139,8 +139,7 @@ def check_colocation(mesh: specs.MeshSpec, partner: specs.MeshSpec | None) -> Re
                        f"spec.colocateWith: {partner.name!r} is itself colocated with "
                        f"{partner.colocate_with!r}; in dra mode colocate with the mesh that owns "
                        f"the claims ({partner.colocate_with!r})")
-    pinned = (mesh.gpus.mode == contract.GPU_MODE_PINNED,)
-    if pinned[0] and mesh.gpus.device_ids is not None \
+    if mesh.gpus.mode == contract.GPU_MODE_PINNED and mesh.gpus.device_ids is not None \
             and mesh.gpus.device_ids != partner.gpus.device_ids:
         return Refusal(contract.INVALID_COLOCATION,
                        f"spec.gpus.deviceIDs {list(mesh.gpus.device_ids)} differ from those of "
