@@ -9,11 +9,15 @@ CUDA it says so and runs the same steps on the CPU, so CI exercises it.
 
     python examples/sharing_gpus.py                                  # local procs
     python examples/sharing_gpus.py --kubernetes [--namespace NS]    # two ProcMeshes, created here
+    python examples/sharing_gpus.py --kubernetes --gpus dra          # ... sharing ResourceClaims
     python examples/sharing_gpus.py --kubernetes --via-api-server   # from outside: port-forwards
     python examples/sharing_gpus.py --attach [--namespace NS]        # kubectl apply -f examples/meshes/rl-pinned-pair.yaml first
 
 On Kubernetes the policy and the trainer are ProcMeshes pinned to the same devices, the trainer
-colocated with the policy, each proc capped by the operator's memory-fraction bootstrap.
+colocated with the policy, each proc capped by the operator's memory-fraction bootstrap. With
+``--gpus dra`` (a cluster with a DRA GPU driver, Kubernetes 1.34+) the operator creates the
+policy's ResourceClaims, the kube-scheduler allocates their devices, and the trainer's procs use
+the same claims, so each sees the device of the policy's proc at the same point.
 """
 
 import argparse
@@ -58,6 +62,9 @@ class GpuActor(Actor):
     def memory(self):
         return {
             "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            # The device the node exposed (pinned: the pod's choice; dra: the claim's device).
+            "device": str(torch.cuda.get_device_properties(0).uuid) if CUDA
+            else os.environ.get("NVIDIA_VISIBLE_DEVICES"),
             "allocated": torch.cuda.memory_allocated() if CUDA else 0,
             "reserved": torch.cuda.memory_reserved() if CUDA else 0,
         }
@@ -109,16 +116,18 @@ def local_meshes():
     return policy_procs, trainer_procs
 
 
-def kubernetes_meshes(namespace, via_api_server=False, image=None):
-    # The same two roles as ProcMeshes: pinned to DEVICE_IDS, the trainer on the policy's devices.
+def kubernetes_meshes(namespace, via_api_server=False, image=None, gpus="pinned"):
+    # The same two roles as ProcMeshes: pinned to DEVICE_IDS (or, with dra, on the devices the
+    # scheduler allocates to the policy's claims), the trainer on the policy's devices.
     from mesh_client.kubernetes import KubernetesHostMesh
 
     hosts = KubernetesHostMesh(hosts=1, namespace=namespace, via_api_server=via_api_server, image=image)
     policy_procs = hosts.spawn_procs(
-        per_host={"gpus": len(DEVICE_IDS)}, gpus=DEVICE_IDS, memory_fraction=0.3, name="policy"
+        per_host={"gpus": len(DEVICE_IDS)}, gpus=DEVICE_IDS if gpus == "pinned" else "dra",
+        memory_fraction=0.3, name="policy"
     )
     trainer_procs = hosts.spawn_procs(
-        per_host={"gpus": len(DEVICE_IDS)}, gpus="pinned", memory_fraction=0.6, colocate_with=policy_procs, name="trainer"
+        per_host={"gpus": len(DEVICE_IDS)}, gpus=gpus, memory_fraction=0.6, colocate_with=policy_procs, name="trainer"
     )
     return policy_procs, trainer_procs
 
@@ -144,9 +153,11 @@ def main():
                         help="reach the procs through the API server (a client outside the pod network)")
     parser.add_argument("--image", default=None,
                         help="image of the procs (with torch); default: the operator's proc-server image")
+    parser.add_argument("--gpus", choices=["pinned", "dra"], default="pinned",
+                        help="--kubernetes: pin device IDs, or share ResourceClaims (dra)")
     args = parser.parse_args()
     if args.kubernetes:
-        policy_procs, trainer_procs = kubernetes_meshes(args.namespace, args.via_api_server, args.image)
+        policy_procs, trainer_procs = kubernetes_meshes(args.namespace, args.via_api_server, args.image, args.gpus)
     elif args.attach:
         policy_procs, trainer_procs = attached_meshes(args.namespace)
     else:

@@ -61,7 +61,15 @@ HOSTS_DIM = "hosts"
 GPU_MODE_NONE = "none"
 GPU_MODE_PLUGIN = "plugin"
 GPU_MODE_PINNED = "pinned"
-GPU_MODES = (GPU_MODE_NONE, GPU_MODE_PLUGIN, GPU_MODE_PINNED)
+GPU_MODE_DRA = "dra"
+GPU_MODES = (GPU_MODE_NONE, GPU_MODE_PLUGIN, GPU_MODE_PINNED, GPU_MODE_DRA)
+
+#: dra mode: the DeviceClass a claim requests when ``spec.gpus.deviceClassName`` is unset, and the
+#: driver whose attributes ``deviceIDs`` select on: the NVIDIA DRA GPU driver's (docs/dra.md).
+DRA_DRIVER = "gpu.nvidia.com"
+DEFAULT_DEVICE_CLASS = "gpu.nvidia.com"
+#: The ResourceClaim API the operator uses in dra mode (resource.k8s.io/v1, Kubernetes 1.34+).
+RESOURCE_API_VERSION = "resource.k8s.io/v1"
 
 
 def pod_name(mesh: str, rank: int) -> str:
@@ -93,6 +101,17 @@ def token_secret_name(mesh: str, spec_token_secret_name: str | None) -> str:
     """The Secret holding ``mesh``'s token: ``spec.tokenSecretName`` (the creator wrote it)
     when set, else the one the operator creates (:func:`secret_name`)."""
     return spec_token_secret_name or secret_name(mesh)
+
+
+def claim_name(mesh: str, host: int) -> str:
+    """dra mode: the ResourceClaim of host ``host`` of ``mesh`` (one request per local index;
+    a co-located mesh's pods reference its partner's claims)."""
+    return f"{mesh}-gpus-{host}"
+
+
+def claim_request(local_index: int) -> str:
+    """dra mode: the request, in a host's claim, of the device of local index ``local_index``."""
+    return f"gpu-{local_index}"
 
 
 def coord_label(dim: str) -> str:
@@ -134,6 +153,10 @@ BUDGET_EXCEEDED = "GPUBudgetExceeded"
 NO_NODE_FITS = "NoNodeFits"
 RESTART_LIMIT_REACHED = "RestartLimitReached"
 PROC_FAILED = "ProcFailed"
+#: dra mode: the kube-scheduler cannot allocate a proc's ResourceClaim (its message is quoted).
+CLAIM_UNALLOCATABLE = "ResourceClaimUnallocatable"
+#: dra mode on a cluster that does not serve resource.k8s.io/v1 (Kubernetes before 1.34).
+DRA_NOT_SERVED = "DRANotServed"
 #: The kubelet's container waiting reasons after which a proc's pod will not start without a
 #: change (an image that is not there or not allowed, a config the container cannot start with).
 #: The operator reports them as Ready's reason; the client fails at once on them.
@@ -141,7 +164,8 @@ STUCK_WAITING_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImage
                                    "InvalidImageName", "CreateContainerConfigError",
                                    "CreateContainerError"})
 FATAL_REASONS = frozenset({INVALID_COLOCATION, DEVICE_NOT_FOUND, BUDGET_EXCEEDED, NO_NODE_FITS,
-                           RESTART_LIMIT_REACHED, PROC_FAILED}) | STUCK_WAITING_REASONS
+                           RESTART_LIMIT_REACHED, PROC_FAILED, CLAIM_UNALLOCATABLE,
+                           DRA_NOT_SERVED}) | STUCK_WAITING_REASONS
 
 
 # --- Rank arithmetic ---------------------------------------------------------------------------

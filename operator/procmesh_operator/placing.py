@@ -7,6 +7,9 @@ proc pod that pins a device); the result feeds :func:`procmesh_operator.renderin
 * none / plugin mode: the scheduler picks (plugin mode: the device plugin picks the GPU).
 * colocateWith: the proc at point p goes to the node of the other mesh's proc at p (in pinned
   mode, to its device too), so the other mesh's proc must be scheduled first.
+* dra mode: the kube-scheduler places (a co-located mesh shares its partner's claims, so no
+  waiting for the partner); :mod:`.planning` calls :mod:`.claim_budgets` instead of
+  :func:`place`, after :func:`check_colocation`.
 * pinned mode otherwise: the operator picks one node per host index (first fit by name, among
   Ready, schedulable GPU nodes that match template.nodeSelector and where the budget fits), so
   that it can check devices and budgets before any pod exists.
@@ -125,13 +128,18 @@ def check_colocation(mesh: specs.MeshSpec, partner: specs.MeshSpec | None) -> Re
                        f"spec.colocateWith: ProcMesh {partner.name!r} has shape "
                        f"{list(partner.shape.dims)}, this mesh has {list(mesh.shape.dims)}; "
                        f"colocated meshes need the same hosts and perHost sizes")
-    pinned = (mesh.gpus.mode == contract.GPU_MODE_PINNED, partner.gpus.mode == contract.GPU_MODE_PINNED)
-    if pinned[0] != pinned[1]:
+    for shared in (contract.GPU_MODE_PINNED, contract.GPU_MODE_DRA):
+        if (mesh.gpus.mode == shared) != (partner.gpus.mode == shared):
+            return Refusal(contract.INVALID_COLOCATION,
+                           f"spec.colocateWith: this mesh has gpus.mode {mesh.gpus.mode!r} and "
+                           f"{partner.name!r} has {partner.gpus.mode!r}; sharing a {shared} "
+                           f"device needs both meshes in {shared} mode")
+    if mesh.gpus.mode == contract.GPU_MODE_DRA and partner.colocate_with is not None:
         return Refusal(contract.INVALID_COLOCATION,
-                       f"spec.colocateWith: this mesh has gpus.mode {mesh.gpus.mode!r} and "
-                       f"{partner.name!r} has {partner.gpus.mode!r}; sharing a pinned device "
-                       f"needs both meshes in pinned mode")
-    if pinned[0] and mesh.gpus.device_ids is not None \
+                       f"spec.colocateWith: {partner.name!r} is itself colocated with "
+                       f"{partner.colocate_with!r}; in dra mode colocate with the mesh that owns "
+                       f"the claims ({partner.colocate_with!r})")
+    if mesh.gpus.mode == contract.GPU_MODE_PINNED and mesh.gpus.device_ids is not None \
             and mesh.gpus.device_ids != partner.gpus.device_ids:
         return Refusal(contract.INVALID_COLOCATION,
                        f"spec.gpus.deviceIDs {list(mesh.gpus.device_ids)} differ from those of "

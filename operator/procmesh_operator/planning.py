@@ -32,8 +32,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mesh_client._src import contract
+from procmesh_operator import claim_budgets, placing, rendering, specs
 from procmesh_operator import losses as losses_
-from procmesh_operator import placing, rendering, specs
 from procmesh_operator import settings as settings_
 
 
@@ -87,11 +87,12 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
          other_pods: Iterable[Mapping[str, Any]] = (),
          settings: settings_.Settings,
          losses: Mapping[str, losses_.NodeLoss] | None = None, now: float = 0.0,
-         foreign: Mapping[int, Mapping[str, Any]] | None = None) -> Plan:
+         foreign: Mapping[int, Mapping[str, Any]] | None = None,
+         slot_memory: Mapping[tuple[str, str], int] | None = None) -> Plan:
     """Decide one reconcile of ``mesh``. ``restarts`` is the current status.restarts; ``pods``
     are the mesh's own pods by rank (terminating ones included); ``foreign`` the pods by rank
     holding a rank's name for another incarnation; ``losses`` the lost nodes by name, judged at
-    ``now`` (epoch seconds)."""
+    ``now`` (epoch seconds); ``slot_memory`` the device memory of allocated dra slots."""
     foreign = foreign or {}
     waits_for = tuple(sorted(_ident(p)[0] for p in foreign.values()))
     lost, expired, recheck = _node_losses(pods, losses or {}, now)
@@ -146,9 +147,15 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
             foreign or any(is_terminating(p) for p in pods.values())):
         missing = []  # a previous attempt (or incarnation) is still shutting down
 
-    placement = placing.place(
-        mesh, missing, own_pods=pods, partner=partner, partner_pods=partner_pods or {},
-        nodes=nodes or {}, other_pods=other_pods, settings=settings)
+    if mesh.gpus.mode == contract.GPU_MODE_DRA:  # the scheduler places; the budget is ours
+        refusal = placing.check_colocation(mesh, partner)
+        placement = placing.Placement(refusal=refusal) if refusal is not None or not missing \
+            else claim_budgets.place(mesh, missing, own_pods=pods, other_pods=other_pods,
+                                     slot_memory=slot_memory or {}, settings=settings)
+    else:
+        placement = placing.place(
+            mesh, missing, own_pods=pods, partner=partner, partner_pods=partner_pods or {},
+            nodes=nodes or {}, other_pods=other_pods, settings=settings)
     return done(Plan(creates=placement.procs, deletes=tuple(deletes), restarts=restarts,
                      restarted=tuple(restarted), failed=tuple(kept_failed),
                      restart_limit_reached=limit, refusal=placement.refusal,

@@ -1,5 +1,5 @@
 """The effectful reconcile of one ProcMesh, in a fixed order: secret -> access role -> service ->
-pods -> status.
+(dra mode: ResourceClaims, :mod:`.claiming`) -> pods -> status.
 
 :class:`Controller` owns the API client, the pod cache (:mod:`.stores`) and the work queue
 (:mod:`.queueing`); :mod:`.handlers` feeds it events. One reconcile reads the mesh (fresh),
@@ -23,6 +23,7 @@ from typing import Any
 
 from mesh_client._src import contract
 from procmesh_operator import (
+    claiming,
     eventing,
     kubeclient,
     losses,
@@ -217,15 +218,18 @@ class Controller:
         created: list[str] = []
         error: str | None = None
         failure: BaseException | None = None
+        view: claiming.ClaimView | None = None
         try:
             await self._ensure_secret(mesh)
             await self._ensure_access_role(mesh)
             await self._ensure_service(mesh)
-            plan, created = await self._reconcile_pods(mesh, previous)
-        except (kubeclient.ApiError, ChildConflict) as e:
+            plan, created, view = await self._reconcile_pods(mesh, previous)
+        except (kubeclient.ApiError, ChildConflict, claiming.ClaimConflict) as e:
             error, failure = str(e), e
         pods = self.store.pods_by_rank(key, mesh.uid)
-        status = statuses.compute_status(mesh, previous, pods, plan, error)
+        status = statuses.compute_status(
+            mesh, previous, pods, plan, error,
+            claimed_gpus=view.gpus_by_rank(mesh) if view is not None else None)
         if statuses.differs(previous, status):
             try:
                 written = await self.client.merge_patch(
@@ -337,7 +341,7 @@ class Controller:
             lambda: rendering.render_service(mesh))
 
     async def _reconcile_pods(self, mesh: specs.MeshSpec, previous: Mapping[str, Any]
-                              ) -> tuple[planning.Plan, list[str]]:
+                              ) -> tuple[planning.Plan, list[str], claiming.ClaimView | None]:
         key = (mesh.namespace, mesh.name)
         restarts = int(previous.get("restarts") or 0)
         partner: specs.MeshSpec | None = None
@@ -351,13 +355,29 @@ class Controller:
                 await self.store.prime(partner_key, lambda: self._list_pods(*partner_key))
                 partner_pods = self.store.pods_by_rank(partner_key, partner.uid)
         pods = self.store.pods_by_rank(key, mesh.uid)
-        needs_devices = (mesh.gpus.mode == contract.GPU_MODE_PINNED and not mesh.suspend
-                         and len(pods) < mesh.size)
+        dra = mesh.gpus.mode == contract.GPU_MODE_DRA and not mesh.suspend
+        needs_devices = (mesh.gpus.mode in (contract.GPU_MODE_PINNED, contract.GPU_MODE_DRA)
+                         and not mesh.suspend and len(pods) < mesh.size)
+        view: claiming.ClaimView | None = None
+        if dra:  # the claims exist before any pod that references them
+            try:
+                view = await claiming.observe(self.client, mesh)
+                if not claiming.settled(mesh, view):
+                    await claiming.ensure(self.client, mesh, partner)
+                    view = await claiming.observe(self.client, mesh)
+            except claiming.ClaimsNotServed as e:
+                return planning.Plan(refusal=placing.Refusal(contract.DRA_NOT_SERVED, str(e))), \
+                    [], None
         lock = self._placement_lock if needs_devices else contextlib.nullcontext()
         async with lock:
             nodes: dict[str, placing.NodeInfo] = {}
             others: list[dict[str, Any]] = []
-            if needs_devices:
+            if needs_devices and dra:
+                # A claim is namespaced, so only this namespace's procs can share its devices.
+                listed = await self.client.list(kubeclient.pods_path(mesh.namespace),
+                                                label_selector=contract.MESH_LABEL)
+                others = [p for p in listed.get("items") or [] if stores.mesh_key_of(p) != key]
+            elif needs_devices:
                 # Placement is decided on a fresh read: the budget must see every pinned proc.
                 listed_nodes = await self.client.list("/api/v1/nodes")
                 nodes = {n.name: n for n in (placing.node_info(item) for item in
@@ -367,10 +387,11 @@ class Controller:
             plan = planning.plan(mesh, restarts=restarts, pods=pods, partner=partner,
                                  partner_pods=partner_pods, nodes=nodes, other_pods=others,
                                  settings=self.settings, losses=self._losses, now=time.time(),
-                                 foreign=self.store.foreign_by_rank(key, mesh.uid))
+                                 foreign=self.store.foreign_by_rank(key, mesh.uid),
+                                 slot_memory=view.slot_memory() if view is not None else None)
             await self._delete_pods(mesh, plan)
             created = await self._create_pods(mesh, plan)
-        return plan, created
+        return plan, created, view
 
     async def _delete_pods(self, mesh: specs.MeshSpec, plan: planning.Plan) -> None:
         async def delete(name: str, uid: str) -> None:

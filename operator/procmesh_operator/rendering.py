@@ -19,7 +19,7 @@ import secrets
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import names, specs
+from procmesh_operator import claims, names, specs
 from procmesh_operator import settings as settings_
 
 PROC_SERVER_COMMAND = ["python", "-m", "mesh_client.proc_server"]
@@ -151,8 +151,11 @@ def _merged_env(mesh: specs.MeshSpec, ours: list[dict[str, Any]]) -> list[dict[s
     return user + ours
 
 
-def _resources(mesh: specs.MeshSpec) -> dict[str, Any]:
+def _resources(mesh: specs.MeshSpec, rank: int) -> dict[str, Any]:
     resources = copy.deepcopy(dict(mesh.template.get("resources") or {}))
+    if mesh.gpus.mode == contract.GPU_MODE_DRA:
+        # The device comes through the claim's request (the driver's CDI spec), not our env.
+        resources["claims"] = claims.pod_claims(mesh, rank)[1]
     if mesh.gpus.mode == contract.GPU_MODE_PLUGIN:
         # One unit of the (usually time-sliced) GPU resource; the device plugin picks the device.
         name = mesh.gpus.resource_name
@@ -235,7 +238,7 @@ def render_pod(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement,
     }
     if template.get("imagePullPolicy"):
         container["imagePullPolicy"] = template["imagePullPolicy"]
-    resources = _resources(mesh)
+    resources = _resources(mesh, rank)
     if resources:
         container["resources"] = resources
     pod_spec: dict[str, Any] = {
@@ -254,6 +257,8 @@ def render_pod(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement,
             "defaultMode": 0o440,
         }}],
     }
+    if mesh.gpus.mode == contract.GPU_MODE_DRA:
+        pod_spec["resourceClaims"] = claims.pod_claims(mesh, rank)[0]
     for field in ("nodeSelector", "tolerations", "schedulerName", "serviceAccountName",
                   "priorityClassName"):
         if template.get(field):

@@ -27,6 +27,11 @@ class GPUs:
     device_ids: tuple[str, ...] | None = None
     resource_name: str = settings_.DEFAULT_GPU_RESOURCE
     memory_fraction: float | None = None
+    # dra mode (a colocated mesh leaves them unset: it uses its partner's claims):
+    device_class_name: str = contract.DEFAULT_DEVICE_CLASS
+    selectors: tuple[str, ...] = ()
+    sharing_strategy: str | None = None  # TimeSlicing | MPS; None: no driver config
+    sharing_interval: str | None = None  # TimeSlicing only
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +70,7 @@ def parse(body: Mapping[str, Any]) -> MeshSpec:
     gpus = spec.get("gpus") or {}
     raw_ids = gpus.get("deviceIDs")
     fraction = gpus.get("memoryFraction")
+    sharing = gpus.get("sharing") or {}
     return MeshSpec(
         name=str(meta.get("name", "")),
         namespace=str(meta.get("namespace", "default")),
@@ -76,6 +82,10 @@ def parse(body: Mapping[str, Any]) -> MeshSpec:
             device_ids=None if raw_ids is None else tuple(str(x) for x in raw_ids),
             resource_name=str(gpus.get("resourceName") or settings_.DEFAULT_GPU_RESOURCE),
             memory_fraction=None if fraction is None else float(fraction),
+            device_class_name=str(gpus.get("deviceClassName") or contract.DEFAULT_DEVICE_CLASS),
+            selectors=tuple(str(x) for x in gpus.get("selectors") or ()),
+            sharing_strategy=sharing.get("strategy") or None,
+            sharing_interval=sharing.get("interval") or None,
         ),
         colocate_with=spec.get("colocateWith") or None,
         template=spec.get("template") or {},

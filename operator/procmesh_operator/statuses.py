@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import assigned_gpus, placing, planning, specs
+from procmesh_operator import assigned_gpus, claims, placing, planning, specs
 
 # Condition types, and the reasons a client acts on (the refusals, ProcFailed and
 # RestartLimitReached), are the contract's (mesh_client._src.contract); one function below
@@ -35,9 +35,12 @@ RECONCILE_ERROR = "ReconcileError"  # Degraded=True: an API call failed; retried
 NO_FAILURES = "NoFailures"  # Degraded=False
 NO_GPUS = "NoGPUs"  # budget True: gpus.mode none
 DEVICE_PLUGIN_ASSIGNS = "DevicePluginAssigns"  # budget True: plugin mode, per-proc fraction
-WITHIN_BUDGET = "WithinBudget"  # budget True: pinned devices checked
-# Refusals (placing.py): InvalidColocation, DeviceNotFound, GPUBudgetExceeded, NoNodeFits.
-BUDGET_REFUSALS = (contract.DEVICE_NOT_FOUND, contract.BUDGET_EXCEEDED, contract.NO_NODE_FITS)
+WITHIN_BUDGET = "WithinBudget"  # budget True: pinned devices (or dra claim slots) checked
+# Refusals (placing.py): InvalidColocation, DeviceNotFound, GPUBudgetExceeded, NoNodeFits;
+# dra mode (reconciling.py): DRANotServed. Ready=False, ResourceClaimUnallocatable (the
+# scheduler's message, read from a proc pod): contract.CLAIM_UNALLOCATABLE.
+BUDGET_REFUSALS = (contract.DEVICE_NOT_FOUND, contract.BUDGET_EXCEEDED, contract.NO_NODE_FITS,
+                   contract.DRA_NOT_SERVED)
 
 # --- Phases (display only) ---------------------------------------------------------------------
 PHASE_READY = "Ready"
@@ -69,8 +72,10 @@ def _condition(previous: Sequence[Mapping[str, Any]] | None, type_: str, status:
             "lastTransitionTime": since, "reason": reason, "message": message}
 
 
-def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None) -> dict[str, Any]:
-    """One ``status.procs[]`` entry: what a client needs to reach the proc."""
+def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None,
+               claimed_gpu: str | None = None) -> dict[str, Any]:
+    """One ``status.procs[]`` entry: what a client needs to reach the proc. ``claimed_gpu``:
+    dra mode, the device the scheduler allocated to the proc's claim request."""
     entry: dict[str, Any] = {"rank": rank, "coords": mesh.shape.coords(rank),
                              "pod": contract.pod_name(mesh.name, rank), "ready": False}
     if pod is None:
@@ -83,7 +88,8 @@ def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None) -
         entry["address"] = f"{status['podIP']}:{mesh.port}"
     entry["ready"] = planning.is_ready(pod)
     entry["podPhase"] = "Terminating" if planning.is_terminating(pod) else planning.pod_phase(pod)
-    gpu = assigned_gpus.assigned_gpu(pod)
+    gpu = claimed_gpu if mesh.gpus.mode == contract.GPU_MODE_DRA \
+        else assigned_gpus.assigned_gpu(pod)
     if gpu is not None:
         entry["gpu"] = gpu
     return entry
@@ -120,6 +126,12 @@ def ready_verdict(o: Observed) -> Verdict:
         return "False", o.refusal.reason, o.refusal.message
     if o.plan is not None and o.plan.lost:
         return "False", NODE_LOST, node_lost_message(o.mesh, o.plan)
+    for rank in sorted(o.pods):
+        unallocatable = claims.unschedulable_claim_message(o.pods[rank])
+        if unallocatable is not None:
+            return ("False", contract.CLAIM_UNALLOCATABLE,
+                    f"pod {contract.pod_name(o.mesh.name, rank)}: the scheduler cannot allocate "
+                    f"its ResourceClaim: {unallocatable}")
     stuck = stuck_container(o.pods)
     if stuck is not None:
         return "False", stuck[0], f"{o.ready} of {o.desired} procs ready; {stuck[1]}"
@@ -196,15 +208,21 @@ def budget_verdict(o: Observed) -> Verdict:
         return ("True", DEVICE_PLUGIN_ASSIGNS,
                 f"each proc requests one {o.mesh.gpus.resource_name}; the device plugin "
                 f"picks the device")
+    if o.mesh.gpus.mode == contract.GPU_MODE_DRA:
+        return ("True", WITHIN_BUDGET,
+                "every claimed device fits the memory fractions and CUDA contexts of the procs "
+                "that share its claim; the kube-scheduler allocates the devices")
     return ("True", WITHIN_BUDGET,
             "every pinned device fits its procs' memory fractions and CUDA contexts")
 
 
 def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
                    pods: Mapping[int, Mapping[str, Any]], plan: planning.Plan | None,
-                   error: str | None = None, *, now: str | None = None) -> dict[str, Any]:
+                   error: str | None = None, *, now: str | None = None,
+                   claimed_gpus: Mapping[int, str] | None = None) -> dict[str, Any]:
     """The status of ``mesh`` given its pods (by rank, as observed after the plan ran), the plan
-    (None when the reconcile failed before planning) and the error of the reconcile, if any."""
+    (None when the reconcile failed before planning) and the error of the reconcile, if any.
+    ``claimed_gpus``: dra mode, the allocated device of each rank (:mod:`.claims`)."""
     now = now or now_rfc3339()
     previous = previous or {}
     prev_conditions = previous.get("conditions")
@@ -237,7 +255,8 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         "readyProcs": o.ready,
         "restarts": o.restarts,
         "conditions": conditions,
-        "procs": [] if mesh.suspend else [proc_entry(mesh, r, pods.get(r))
+        "procs": [] if mesh.suspend else [proc_entry(mesh, r, pods.get(r),
+                                                     (claimed_gpus or {}).get(r))
                                           for r in range(mesh.size)],
     }
 

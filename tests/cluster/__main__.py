@@ -25,12 +25,14 @@ def _node_args(parser: argparse.ArgumentParser, default_name: str) -> None:
     parser.add_argument("--gpu-resource", default="nvidia.com/gpu")
     parser.add_argument("--host-gpus", default=None,
                         help="comma-separated host CUDA indices backing the node's GPUs")
+    parser.add_argument("--dra", action="store_true",
+                        help="also act as the NVIDIA DRA GPU driver (publish a ResourceSlice)")
 
 
 def _node(args: argparse.Namespace) -> NodeConfig:
     host = tuple(int(i) for i in args.host_gpus.split(",")) if args.host_gpus else None
     return NodeConfig(name=args.node_name, gpus=args.gpus, gpu_replicas=args.gpu_replicas,
-                      gpu_resource=args.gpu_resource, host_gpus=host)
+                      gpu_resource=args.gpu_resource, host_gpus=host, dra=args.dra)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,7 +22,7 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from tests.cluster import binaries, components, kubeconfigs, pki, processes
+from tests.cluster import binaries, components, device_classes, kubeconfigs, pki, processes
 from tests.cluster.process_node import config as node_config
 from tests.cluster.process_node import slots
 
@@ -206,9 +206,16 @@ class Cluster:
                             pass_fds=(slot,))
         finally:
             os.close(slot)  # the agent holds the slot from here on, until it exits
+        if node.dra:
+            device_classes.ensure(self.server, self._admin_context())
         if wait:
             self.wait_node_ready(node.name)
         return node
+
+    def _admin_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.layout.pki / "ca.crt"))
+        context.load_cert_chain(str(self.layout.pki / "admin.crt"), str(self.layout.pki / "admin.key"))
+        return context
 
     def wait_node_ready(self, name: str, timeout: float = START_TIMEOUT) -> None:
         folder = self.layout.nodes / name

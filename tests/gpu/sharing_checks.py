@@ -14,11 +14,14 @@ def first_point(values):
     return dict.fromkeys(values.sizes, 0)
 
 
-def each_proc_sees_exactly_its_device(policy, trainer, device_ids, smi_uuids):
-    for role in (policy, trainer):
-        for point, info in role.device.call().get():
+def each_proc_sees_exactly_its_device(policy, trainer, expected):
+    """``expected(role, point)``: the UUID the proc at ``point`` of ``role`` must see."""
+    for name, role in (("policy", policy), ("trainer", trainer)):
+        seen = list(role.device.call().get())
+        for point, info in seen:
             assert info["count"] == 1
-            assert info["uuid"] == smi_uuids[device_ids[point["gpus"]]]
+            assert info["uuid"] == expected(name, point)
+        assert len({info["uuid"] for _, info in seen}) == len(seen)  # one device per proc
 
 
 def over_the_cap_is_an_oom_in_that_role_only(policy, trainer):

@@ -15,6 +15,7 @@ from tests.integration.operator.fixtures import (  # noqa: F401
     crd,
     custom,
     devices_free,
+    dra_node,
     gpu_node,
     operator,
 )

@@ -64,6 +64,7 @@ class KubernetesHostMesh(MeshTrait):
         *,
         gpus: manifests.GpuRequest = None,
         memory_fraction: float | None = None,
+        device_class: str | None = None,
         colocate_with: ProcMesh | str | None = None,
         restart_policy: str | None = None,
         max_restarts: int | None = None,
@@ -71,9 +72,12 @@ class KubernetesHostMesh(MeshTrait):
     ) -> ProcMesh:
         """Create a ProcMesh of ``hosts`` x ``per_host`` procs, wait until Ready, and attach.
 
-        ``gpus``: None, ``"plugin"``, or device IDs (pinned); ``memory_fraction`` caps each proc's
-        PyTorch allocator before any actor runs. ``colocate_with`` (a mesh or its name) puts proc
-        p on the node (pinned: the device) of that mesh's proc p. ``stop()`` deletes the resource.
+        ``gpus``: None, ``"plugin"``, ``"dra"`` (ResourceClaims of ``device_class``, default
+        ``gpu.nvidia.com``, allocated by the kube-scheduler), or device IDs (pinned);
+        ``memory_fraction`` caps each proc's PyTorch allocator before any actor runs.
+        ``colocate_with`` (a mesh or its name) puts proc p on the node (pinned: the device; dra:
+        the same claim, so the same device) of that mesh's proc p. ``stop()`` deletes the
+        resource.
         """
         name = name or f"procs-{os.getpid()}-{next(_names)}"
         other = colocate_with.name if isinstance(colocate_with, ProcMesh) else colocate_with
@@ -83,6 +87,7 @@ class KubernetesHostMesh(MeshTrait):
             per_host=dict(per_host or {}),
             gpus=gpus,
             memory_fraction=memory_fraction,
+            device_class=device_class,
             colocate_with=other,
             template=self.template,
             restart_policy=restart_policy,

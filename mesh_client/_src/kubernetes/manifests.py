@@ -8,6 +8,13 @@ from typing import Any, Literal, TypedDict
 from mesh_client._src import contract
 
 
+class GpuSharing(TypedDict, total=False):
+    """``spec.gpus.sharing`` in dra mode: the NVIDIA driver's sharing strategy for a claim."""
+
+    strategy: str
+    interval: str
+
+
 class GpusSpec(TypedDict, total=False):
     """A ProcMesh's ``spec.gpus``, as the CRD spells it (crds/procmesh.yaml)."""
 
@@ -15,29 +22,41 @@ class GpusSpec(TypedDict, total=False):
     deviceIDs: list[int | str]
     resourceName: str
     memoryFraction: float
+    deviceClassName: str
+    selectors: list[str]
+    sharing: GpuSharing
 
 
 # What ``spawn_procs(gpus=...)`` takes: nothing, a mode, device IDs (pinned) or the spec itself.
-GpuRequest = Literal["plugin", "pinned"] | Sequence[int | str] | GpusSpec | None
+GpuRequest = Literal["plugin", "pinned", "dra"] | Sequence[int | str] | GpusSpec | None
 
 
-def gpus_spec(gpus: GpuRequest, memory_fraction: float | None) -> dict[str, Any]:
-    """``None`` → no GPUs; ``"plugin"`` or ``{"mode": ...}``; a list of device IDs → pinned."""
+def gpus_spec(gpus: GpuRequest, memory_fraction: float | None, *, device_class: str | None = None,
+              colocated: bool = False) -> dict[str, Any]:
+    """``None`` → no GPUs; ``"plugin"``, ``"dra"`` or ``{"mode": ...}``; a list of device IDs →
+    pinned. ``"dra"`` names ``device_class`` (default the NVIDIA driver's), unless ``colocated``:
+    a colocated dra mesh uses its partner's claims."""
     if gpus is None:
         spec: dict[str, Any] = {"mode": contract.GPU_MODE_NONE}
     elif gpus == contract.GPU_MODE_PLUGIN:
         spec = {"mode": contract.GPU_MODE_PLUGIN}
     elif gpus == contract.GPU_MODE_PINNED:
         spec = {"mode": contract.GPU_MODE_PINNED}  # device IDs inherited through colocate_with
+    elif gpus == contract.GPU_MODE_DRA:
+        spec = {"mode": contract.GPU_MODE_DRA}
+        if not colocated:
+            spec["deviceClassName"] = device_class or contract.DEFAULT_DEVICE_CLASS
     elif isinstance(gpus, Mapping):
         spec = dict(gpus)
     elif isinstance(gpus, Sequence) and not isinstance(gpus, str):
         spec = {"mode": contract.GPU_MODE_PINNED, "deviceIDs": [d if isinstance(d, str) else int(d) for d in gpus]}
     else:
         raise ValueError(
-            f"gpus={gpus!r}: give None (no GPUs), 'plugin', 'pinned' (with colocate_with), "
+            f"gpus={gpus!r}: give None (no GPUs), 'plugin', 'dra', 'pinned' (with colocate_with), "
             f"a list of device IDs, or a dict like the ProcMesh spec.gpus"
         )
+    if device_class is not None and spec.get("mode") != contract.GPU_MODE_DRA:
+        raise ValueError(f"device_class={device_class!r} is only meaningful with gpus='dra'")
     if memory_fraction is not None:
         spec["memoryFraction"] = memory_fraction
     return spec
@@ -50,6 +69,7 @@ def proc_mesh_manifest(
     per_host: Mapping[str, int],
     gpus: GpuRequest = None,
     memory_fraction: float | None = None,
+    device_class: str | None = None,
     colocate_with: str | None = None,
     template: Mapping[str, Any] | None = None,
     restart_policy: str | None = None,
@@ -62,7 +82,8 @@ def proc_mesh_manifest(
     spec: dict[str, Any] = {
         contract.HOSTS_DIM: hosts,
         "perHost": [{"name": k, "size": int(v)} for k, v in per_host.items()],
-        "gpus": gpus_spec(gpus, memory_fraction),
+        "gpus": gpus_spec(gpus, memory_fraction, device_class=device_class,
+                          colocated=bool(colocate_with)),
     }
     if colocate_with:
         spec["colocateWith"] = colocate_with

@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 
 import requests
 
-from tests.cluster.process_node import addresses, api, gpus, logserver, pods, registration
+from tests.cluster.process_node import addresses, api, dra, gpus, logserver, pods, registration
 from tests.cluster.process_node.config import NodeConfig
 
 Obj = dict[str, Any]
@@ -57,6 +57,8 @@ class Agent:
                                                 since, self.logs.port)
         self.heartbeat.renew()
         self.heartbeat.start()
+        if self.config.dra and self.ctx.devices:
+            dra.publish(self.api, self.config, self.ctx.devices, node["metadata"]["uid"])
         print(f"process node {self.config.name} registered; pods get {self.config.pod_cidr}", flush=True)
 
     # Pods...

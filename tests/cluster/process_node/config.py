@@ -35,6 +35,9 @@ class NodeConfig:
     gpu_product: str = "NVIDIA-H200"
     gpu_memory_mib: int = 143771
     host_gpus: tuple[int, ...] | None = None
+    # Emulated NVIDIA DRA GPU driver (process_node/dra.py): publish the GPUs as a ResourceSlice
+    # of driver gpu.nvidia.com and expose the devices of allocated claims to their pods.
+    dra: bool = False
     # Extra node labels and taints (taints as {key, value, effect} dicts):
     labels: dict[str, str] = dataclasses.field(default_factory=dict)
     taints: tuple[dict[str, str], ...] = ()

@@ -25,6 +25,7 @@ from tests.cluster.process_node import (
     addresses,
     api,
     containers,
+    dra,
     environment,
     gpus,
     registration,
@@ -224,8 +225,18 @@ class PodWorker(threading.Thread):
             return None
         return containers.Launch(argv, env, spec.get("workingDir"), mounts)
 
+    def _get_claim(self, namespace: str, name: str) -> Obj | None:
+        return self.ctx.api.get(  # type: ignore[no-any-return]
+            f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}")
+
     def _apply_gpus(self, name: str, spec: Obj, env: dict[str, str]) -> None:
-        """The device plugin's allocation, then the NVIDIA runtime's view of it."""
+        """The device plugin's allocation (or the DRA driver's claimed devices), then the NVIDIA
+        runtime's view of it."""
+        claimed = dra.claimed_devices(self.pod, spec, self.ctx.config.name, self.ctx.devices,
+                                      self._get_claim) if self.ctx.config.dra else None
+        if claimed is not None:
+            # What the driver's CDI spec does: the node, not the pod, names the devices.
+            env["NVIDIA_VISIBLE_DEVICES"] = gpus.visible_devices_value(claimed) or "void"
         units = gpu_units(spec, self.ctx.config.gpu_resource)
         if units and name not in self.allocated:
             self.allocated[name] = self.ctx.allocator.allocate(self.uid, name, units)

@@ -23,8 +23,9 @@ STATUS_SECONDS = 60
 
 
 def gfd_labels(config: NodeConfig) -> dict[str, str]:
-    """The labels NVIDIA GPU Feature Discovery sets (none on a node without GPUs)."""
-    if config.gpus == 0:
+    """The labels NVIDIA GPU Feature Discovery sets (none on a node without GPUs, nor on a DRA
+    node: there the GPUs are its ResourceSlice's, not the device plugin's)."""
+    if config.gpus == 0 or config.dra:
         return {}
     return {
         "nvidia.com/gpu.present": "true",
@@ -57,7 +58,7 @@ def resources(config: NodeConfig) -> dict[str, str]:
     """Capacity, which is also what is allocatable (nothing is reserved)."""
     found = {"cpu": config.cpu, "memory": config.memory, "pods": str(config.pods),
              "ephemeral-storage": "100Gi"}
-    if config.gpus:
+    if config.gpus and not config.dra:
         found[config.gpu_resource] = str(config.gpus * config.gpu_replicas)
     return found
 

@@ -25,7 +25,7 @@ def _truthy_pod_fields(spec: dict[str, Any]) -> list[str]:
     for field in ("hostPID", "hostIPC", "shareProcessNamespace"):
         if spec.get(field):
             found.append(f"spec.{field}: processes share the host's namespaces anyway")
-    for field in ("ephemeralContainers", "hostAliases", "resourceClaims",
+    for field in ("ephemeralContainers", "hostAliases",
                   "runtimeClassName", "activeDeadlineSeconds"):
         if spec.get(field) not in (None, [], {}):
             found.append(f"spec.{field}: not implemented by the process node")

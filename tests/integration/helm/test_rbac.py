@@ -1,5 +1,6 @@
-"""The chart's RBAC is enough, and every rule matters: remove one and the loss shows. And it is
-no more: the operator reads no Secret and can bind no Role (issue 12).
+"""The chart's RBAC is enough, and every rule matters: remove one and the loss shows (for a dra
+mesh too: the resourceclaims rule). And it is no more: the operator reads no Secret and can bind
+no Role (issue 12).
 
 Installed in namespaced mode (a Role and a RoleBinding per watched namespace). A helm
 post-renderer (drop_rule.py) takes one permission out of the operator's roles; the operator must
@@ -105,6 +106,34 @@ def test_missing_rule_shows_as_403_in_the_mesh_status(cluster, release, core, cu
         support.install(cluster, "namespaced.yaml")
     # With the rule back, the same mesh recovers: the failure was the rule, nothing else.
     wait_ready(custom, WATCHED, name)
+
+
+@pytest.fixture(scope="module")
+def dra_node(cluster):
+    """A node with one emulated GPU published by the process node as the NVIDIA DRA driver."""
+    from tests.cluster.process_node.config import NodeConfig
+
+    cluster.add_node(NodeConfig("helm-dra", gpus=1, dra=True))
+    return "helm-dra"
+
+
+def test_missing_claims_rule_shows_as_403_for_a_dra_mesh(cluster, release, core, custom, tmp_path,
+                                                         dra_node):
+    support.install(cluster, "namespaced.yaml",
+                    extra=support.post_renderer(tmp_path, "resourceclaims", "create"))
+    try:
+        assert not can_i(cluster, "create", "resourceclaims.resource.k8s.io")
+        create_mesh(custom, WATCHED, "no-claims", perHost=[{"name": "gpus", "size": 1}],
+                    gpus={"mode": "dra", "deviceClassName": "gpu.nvidia.com"})
+        mesh = wait_condition(custom, WATCHED, "no-claims", "Degraded", "True")
+        message = condition(mesh, "Degraded")["message"]
+        assert "403" in message and 'cannot create resource "resourceclaims"' in message, message
+        assert not mesh_pods(core, WATCHED, "no-claims")
+    finally:
+        support.install(cluster, "namespaced.yaml")
+    mesh = wait_ready(custom, WATCHED, "no-claims")
+    assert mesh["status"]["procs"][0]["gpu"].startswith("GPU-")  # slices listed: rbac.draGPUs
+    kubectl(cluster, "delete", "pm", "no-claims", "-n", WATCHED, "--wait=true")
 
 
 def test_missing_status_rule_shows_in_the_operator_log(cluster, release, core, custom,

@@ -82,8 +82,9 @@ def test_namespaced_mode_is_namespaced(cluster):
     assert roles == {(ns, support.FULLNAME) for ns in ("team-a", "team-b")}
     cluster_rules = [r for d in docs if d["kind"] == "ClusterRole" for r in d["rules"]]
     granted = {res for r in cluster_rules for res in r["resources"]}
-    # read-only: for kopf, and nodes for node loss (the operator's node watch)
-    assert granted == {"customresourcedefinitions", "namespaces", "nodes"}
+    # read-only: for kopf, nodes for node loss (the operator's node watch), and the slices of
+    # the devices allocated to dra claims (rbac.draGPUs)
+    assert granted == {"customresourcedefinitions", "namespaces", "nodes", "resourceslices"}
     assert all(set(r["verbs"]) <= {"list", "watch"} for r in cluster_rules)
     [deployment] = [d for d in docs if d["kind"] == "Deployment"]
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]

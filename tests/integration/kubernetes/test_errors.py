@@ -30,6 +30,19 @@ def test_refused_gpu_budget_fails_at_once(kube, custom, namespace, operator, gpu
     assert "cannot become Ready" in str(info.value) and "CUDA context" in str(info.value)
 
 
+def test_unallocatable_dra_claim_fails_at_once(kube, custom, namespace, operator, dra_node,
+                                               devices_free):
+    hosts = KubernetesHostMesh(hosts=1, namespace=namespace, api_client=kube, timeout=300)
+    no_such_gpu = 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA B300"'
+    with pytest.raises(MeshNotReady) as info:
+        hosts.spawn_procs(per_host={"gpus": 1}, name="b300", gpus={
+            "mode": "dra", "deviceClassName": "gpu.nvidia.com", "selectors": [no_such_gpu]})
+    assert info.value.reason == "ResourceClaimUnallocatable"
+    text = str(info.value)
+    assert "cannot become Ready" in text and "cannot allocate all claims" in text
+    assert "was not Ready after" not in text  # it did not wait for the timeout
+
+
 def test_unschedulable_pods_report_the_scheduler_message(kube, custom, namespace, operator):
     create_mesh(custom, namespace, "nowhere", hosts=1, perHost=[{"name": "gpus", "size": 1}],
                 template={"nodeSelector": {"example.com/no-such-label": "x"}})

@@ -1,6 +1,7 @@
 """The examples through the operator: two pinned, colocated ProcMeshes sharing (emulated) GPUs,
 created from Python or applied with kubectl and attached; DDP on a 2x2 ProcMesh."""
 
+import ast
 import os
 import subprocess
 import sys
@@ -25,6 +26,19 @@ def test_sharing_gpus_creates_pinned_colocated_meshes(cluster, namespace, operat
     assert "step 2: loss=" in out and "Example completed successfully!" in out
     # each role reported its procs: the trainer's procs see the same devices as the policy's
     assert out.count("trainer + reference") == 2
+
+
+def test_sharing_gpus_shares_dra_claims(cluster, namespace, operator, dra_node, devices_free):
+    out = run(cluster, "examples/sharing_gpus.py", "--kubernetes", "--gpus", "dra", "--namespace", namespace)
+    assert "step 2: loss=" in out and "Example completed successfully!" in out
+    # the node exposed each proc's claimed device: the trainer's procs see the policy's devices
+    devices = {}
+    for line in out.splitlines():
+        role, _, usage = line.partition(" {")
+        if role in ("policy", "trainer") and usage:
+            devices.setdefault(role, []).append(ast.literal_eval("{" + usage)["device"])
+    assert sorted(devices["policy"]) == sorted(devices["trainer"])
+    assert all(d.startswith("GPU-") for d in devices["policy"])
 
 
 def test_sharing_gpus_attaches_to_applied_meshes(cluster, namespace, operator, gpu_node, devices_free):

@@ -22,6 +22,7 @@ from tests.cluster import controlplane, testing
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 GPU_NODE = "gpu-node"
+DRA_NODE = "dra-node"  # GPUs through the emulated NVIDIA DRA driver only
 
 
 def kubectl(cluster: controlplane.Cluster, *args: str, input: str | None = None,

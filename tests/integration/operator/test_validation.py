@@ -10,6 +10,7 @@ from tests.integration.operator import support
 pytestmark = pytest.mark.cluster
 
 GPUS_2 = [{"name": "gpus", "size": 2}]
+DRA_GPUS = {"mode": "dra", "deviceClassName": "gpu.nvidia.com"}
 
 BAD = [
     ("name-too-long", {"name": "m" * 53}, {}, "at most 52 characters"),
@@ -39,7 +40,7 @@ BAD = [
                                 "gpus": {"mode": "plugin", "memoryFraction": 1.5}},
      "should be less than or equal to 1"),
     ("fraction-no-gpu", {}, {"perHost": GPUS_2, "gpus": {"memoryFraction": 0.5}},
-     "needs gpus.mode plugin or pinned"),
+     "needs gpus.mode plugin, pinned or dra"),
     ("resource-not-plugin", {}, {"perHost": GPUS_2,
                                  "gpus": {"mode": "none", "resourceName": "nvidia.com/gpu"}},
      "only valid with gpus.mode plugin"),
@@ -57,6 +58,31 @@ BAD = [
      "spec.tokenSecretName in body should match"),
     ("bad-automount", {}, {"perHost": GPUS_2, "template": {"automountServiceAccountToken": "yes"}},
      "automountServiceAccountToken: Invalid value"),
+    # dra mode (issue 11):
+    ("dra-no-class", {}, {"perHost": GPUS_2, "gpus": {"mode": "dra"}},
+     "gpus.deviceClassName is required in dra mode"),
+    ("dra-empty-class", {}, {"perHost": GPUS_2, "gpus": {"mode": "dra", "deviceClassName": ""}},
+     "should be at least 1 chars long"),
+    ("dra-index-ids", {}, {"perHost": GPUS_2, "gpus": {
+        "mode": "dra", "deviceClassName": "gpu.nvidia.com", "deviceIDs": [0, 1]}},
+     "in dra mode gpus.deviceIDs must be GPU or MIG UUIDs"),
+    ("selectors-not-dra", {}, {"perHost": GPUS_2, "gpus": {
+        "mode": "pinned", "deviceIDs": [0, 1], "selectors": ["true"]}},
+     "only valid with gpus.mode dra"),
+    ("class-not-dra", {}, {"perHost": GPUS_2, "gpus": {
+        "mode": "plugin", "deviceClassName": "gpu.nvidia.com"}}, "only valid with gpus.mode dra"),
+    ("dra-bad-sharing", {}, {"perHost": GPUS_2, "gpus": {
+        "mode": "dra", "deviceClassName": "gpu.nvidia.com", "sharing": {"strategy": "Spatial"}}},
+     "Unsupported value"),
+    ("dra-interval-mps", {}, {"perHost": GPUS_2, "gpus": {
+        "mode": "dra", "deviceClassName": "gpu.nvidia.com",
+        "sharing": {"strategy": "MPS", "interval": "Long"}}},
+     "interval is only valid with strategy TimeSlicing"),
+    ("dra-too-many-requests", {}, {"perHost": [{"name": "gpus", "size": 33}], "gpus": DRA_GPUS},
+     "a claim has at most 32 requests"),
+    ("dra-colocated-own-claims", {}, {"perHost": GPUS_2, "colocateWith": "other", "gpus": {
+        "mode": "dra", "deviceClassName": "gpu.nvidia.com"}},
+     "uses its partner's ResourceClaims"),
 ]
 
 

@@ -50,6 +50,8 @@ GPU_MESHES = {
     contract.GPU_MODE_NONE: {"gpus": {"mode": "none"}},
     contract.GPU_MODE_PLUGIN: {"gpus": {"mode": "plugin", "memoryFraction": 0.25}},
     contract.GPU_MODE_PINNED: {"gpus": {"mode": "pinned", "deviceIDs": [0, 1], "memoryFraction": 0.4}},
+    contract.GPU_MODE_DRA: {"gpus": {"mode": "dra", "deviceClassName": "gpu.nvidia.com",
+                                     "memoryFraction": 0.3}},
 }
 
 
