@@ -24,6 +24,8 @@ from typing import Any
 from mesh_client._src import contract
 from procmesh_operator import (
     eventing,
+    fitting,
+    ganging,
     kubeclient,
     losses,
     metrics,
@@ -44,7 +46,7 @@ CREATE_CONCURRENCY = 32
 WAITING_RECHECK_SECONDS = 5.0
 
 
-CHILD_KINDS = ("Role", "Service")
+CHILD_KINDS = ("Role", "Service", "PodGroup")
 
 
 class ChildConflict(Exception):
@@ -69,6 +71,8 @@ class Controller:
         self._losses: dict[str, losses.NodeLoss] = {}  # lost nodes by name (from the node watch)
         # Meshes whose token Secret this process created (-> mesh uid); never the token itself.
         self._secrets_made: dict[Key, str] = {}
+        self._gang_mode: str | None = None  # ganging.POD_GROUP, GATE or OFF, resolved once
+        self._gated: set[Key] = set()  # meshes whose pods wait at the gang gate
 
     # --- Lifecycle -----------------------------------------------------------------------------
 
@@ -142,6 +146,9 @@ class Controller:
         if key is None:
             return
         self.enqueue(key)
+        if event_type == "DELETED" or planning.is_failed(body):
+            for gated in self._gated - {key}:
+                self.enqueue(gated)  # room may have freed for a mesh held at the gang gate
         for dependent in self._colocated_by.get(key, ()):
             self.enqueue(dependent)
 
@@ -173,6 +180,7 @@ class Controller:
         self._phases.pop(key, None)
         self._last_status_rv.pop(key, None)
         self._secrets_made.pop(key, None)
+        self._gated.discard(key)
         for deps in self._colocated_by.values():
             deps.discard(key)  # (meshes colocated with this one keep their entry: they wait)
         if self.queue is not None:
@@ -217,15 +225,20 @@ class Controller:
         created: list[str] = []
         error: str | None = None
         failure: BaseException | None = None
+        hold: ganging.Hold | None = None
         try:
+            mode = await self._resolve_gang_mode()
             await self._ensure_secret(mesh)
             await self._ensure_access_role(mesh)
             await self._ensure_service(mesh)
+            if mode == ganging.POD_GROUP and not mesh.suspend:
+                await self._ensure_pod_group(mesh)
             plan, created = await self._reconcile_pods(mesh, previous)
+            hold = await self._gang_hold(mesh, mode)
         except (kubeclient.ApiError, ChildConflict) as e:
             error, failure = str(e), e
         pods = self.store.pods_by_rank(key, mesh.uid)
-        status = statuses.compute_status(mesh, previous, pods, plan, error)
+        status = statuses.compute_status(mesh, previous, pods, plan, error, hold=hold)
         if statuses.differs(previous, status):
             try:
                 written = await self.client.merge_patch(
@@ -247,6 +260,8 @@ class Controller:
         if failure is not None:
             raise failure
         again = [WAITING_RECHECK_SECONDS] if plan is not None and plan.waiting is not None else []
+        if hold is not None and key in self._gated:
+            again.append(WAITING_RECHECK_SECONDS)  # room may free outside our pods' events
         if plan is not None and plan.recheck is not None:
             again.append(max(plan.recheck, 0.1))  # when a lost node's toleration runs out
         return min(again) if again else None
@@ -336,6 +351,65 @@ class Controller:
                                                   contract.service_name(mesh.name)),
             lambda: rendering.render_service(mesh))
 
+    async def _ensure_pod_group(self, mesh: specs.MeshSpec) -> None:
+        """The mesh's PodGroup (ganging.render_pod_group), created before its pods and never
+        updated (a PodGroup's spec is immutable, like the mesh's shape)."""
+        await self._ensure_child(
+            mesh, "PodGroup", ganging.pod_groups_path(mesh.namespace, ganging.pod_group_name(mesh)),
+            lambda: ganging.render_pod_group(mesh))
+
+    # --- The gang (ganging.py) -----------------------------------------------------------------
+
+    async def _resolve_gang_mode(self) -> str:
+        """``--gang``, with ``auto`` decided once per process by API discovery: the PodGroup
+        API when ``scheduling.k8s.io/v1alpha2`` serves podgroups, else our gate."""
+        if self._gang_mode is None:
+            discovery = None
+            if self.settings.gang == ganging.AUTO:
+                discovery = await self.client.get_or_none(ganging.POD_GROUP_API)
+            self._gang_mode = ganging.resolve_mode(self.settings.gang, discovery)
+            logger.info("gang placement: %s", self._gang_mode)
+        return self._gang_mode
+
+    async def _gang_hold(self, mesh: specs.MeshSpec, mode: str) -> ganging.Hold | None:
+        """Why the mesh's gang is not placed (None: nothing holds it). In gate mode this is
+        where the gate is lifted: once every pod exists, under the placement lock, on a fresh
+        list of nodes and pods, and only if :func:`fitting.fit` places the whole mesh."""
+        key = (mesh.namespace, mesh.name)
+        pods = self.store.pods_by_rank(key, mesh.uid)
+        if mesh.suspend or mode == ganging.OFF:
+            self._gated.discard(key)
+            return None
+        if mode == ganging.POD_GROUP:
+            if len(pods) >= mesh.size and all(ganging.is_bound(p) for p in pods.values()):
+                return None
+            group = await self.client.get_or_none(
+                ganging.pod_groups_path(mesh.namespace, ganging.pod_group_name(mesh)))
+            return ganging.scheduler_hold(group, [pods[r] for r in sorted(pods)])
+        gated = [p for p in pods.values() if ganging.is_gated(p) and not planning.is_terminating(p)]
+        if not gated:
+            self._gated.discard(key)
+            return None
+        self._gated.add(key)
+        waiting = ganging.waiting_hold(mesh, pods)
+        if waiting is not None:
+            return waiting
+        async with self._placement_lock:
+            listed_nodes = await self.client.list("/api/v1/nodes")
+            listed_pods = await self.client.list("/api/v1/pods")
+            verdict = fitting.fit(gated, listed_nodes.get("items") or [],
+                                  listed_pods.get("items") or [])
+            if not verdict.fits:
+                return ganging.Hold(ganging.UNSCHEDULABLE, verdict.message)
+            released = await asyncio.gather(*(
+                self.client.merge_patch(kubeclient.pods_path(mesh.namespace, _ident(p)[0]),
+                                        ganging.ungate_patch(p)) for p in gated))
+        for pod in released:
+            self.store.upsert(pod)
+        self._gated.discard(key)
+        logger.info("released the gang of %s/%s: %d pods", mesh.namespace, mesh.name, len(gated))
+        return None
+
     async def _reconcile_pods(self, mesh: specs.MeshSpec, previous: Mapping[str, Any]
                               ) -> tuple[planning.Plan, list[str]]:
         key = (mesh.namespace, mesh.name)
@@ -393,7 +467,8 @@ class Controller:
         created: list[str] = []
 
         async def create(rank: int, placement: rendering.ProcPlacement) -> None:
-            pod = rendering.render_pod(mesh, rank, placement, self.settings)
+            pod = ganging.join(rendering.render_pod(mesh, rank, placement, self.settings), mesh,
+                               self._gang_mode or ganging.OFF)
             path = kubeclient.pods_path(mesh.namespace)
             async with semaphore:
                 try:
@@ -414,6 +489,11 @@ class Controller:
                 raise result
         created.sort(key=lambda n: int(n.rsplit("-", 1)[1]))
         return created
+
+
+def _ident(pod: Mapping[str, Any]) -> tuple[str, str]:
+    meta = pod.get("metadata") or {}
+    return str(meta.get("name")), str(meta.get("uid", ""))
 
 
 def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:

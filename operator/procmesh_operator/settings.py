@@ -35,3 +35,6 @@ class Settings:
     #: force-deletes them and restarts them elsewhere per restartPolicy. A template's own
     #: tolerations for these keys win.
     node_loss_toleration_seconds: int = 30
+    #: How a mesh is placed as one gang (procmesh_operator.ganging): ``auto`` (the PodGroup API
+    #: where served, else the scheduling-gate fallback), ``podgroup``, ``gate`` or ``off``.
+    gang: str = "auto"

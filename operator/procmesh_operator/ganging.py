@@ -1,0 +1,155 @@
+"""A mesh is a gang: every proc is placed, or none holds resources. Pure.
+
+Two mechanisms, chosen per cluster by :func:`resolve_mode` (``--gang``, default ``auto``):
+
+* ``podgroup`` (Kubernetes 1.36+ with the ``GenericWorkload`` and ``GangScheduling`` gates and
+  ``scheduling.k8s.io/v1alpha2`` served): one PodGroup per mesh, named like the mesh and owned by
+  it, with ``spec.schedulingPolicy.gang.minCount`` = every proc; each proc pod names it in
+  ``spec.schedulingGroup.podGroupName``. The kube-scheduler holds the pods at its Permit stage
+  until all of them fit, then binds them together: no pod is bound, so no kubelet starts one and
+  no device plugin hands out a GPU, while the mesh cannot be complete.
+* ``gate`` (any cluster): each proc pod is created with the scheduling gate
+  :data:`contract.GANG_GATE`, so the scheduler ignores it. Once every pod of the mesh exists,
+  :mod:`.reconciling` runs :func:`procmesh_operator.fitting.fit` on a fresh list of nodes and
+  pods and, only if the whole mesh fits, lifts the gate from all its pods at once.
+* ``off``: neither (pods are scheduled one by one, as before issue 16).
+
+:mod:`.reconciling` creates what :func:`render_pod_group` returns and passes every rendered pod
+through :func:`join`; :mod:`.statuses` turns a :class:`Hold` into the ``Scheduled`` condition.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from mesh_client._src import contract
+from procmesh_operator import names, rendering, specs
+
+AUTO = "auto"
+POD_GROUP = "podgroup"
+GATE = "gate"
+OFF = "off"
+MODES = (AUTO, POD_GROUP, GATE, OFF)
+
+POD_GROUP_GROUP = "scheduling.k8s.io"
+POD_GROUP_VERSION = "v1alpha2"
+POD_GROUP_API = f"/apis/{POD_GROUP_GROUP}/{POD_GROUP_VERSION}"
+POD_GROUP_PLURAL = "podgroups"
+
+# --- Reasons of the Scheduled condition (statuses.py) -----------------------------------------
+ALL_PROCS_SCHEDULED = "AllProcsScheduled"  # Scheduled=True: every proc's pod is on a node
+#: Scheduled=False: gate mode, not every pod of the mesh exists yet, so none is released.
+WAITING_FOR_GANG = "WaitingForGang"
+#: Scheduled=False: the whole mesh does not fit now (our check, or the scheduler's word).
+UNSCHEDULABLE = "Unschedulable"
+SCHEDULING = "Scheduling"  # Scheduled=False: released (or not gated) and not yet bound
+
+
+@dataclasses.dataclass(frozen=True)
+class Hold:
+    """Why the gang is not placed yet: a reason of the Scheduled condition and a message."""
+
+    reason: str
+    message: str
+
+
+def resolve_mode(setting: str, discovery: Mapping[str, Any] | None) -> str:
+    """The mechanism for ``--gang=setting`` given the API discovery document of
+    :data:`POD_GROUP_API` (None when that group version is not served)."""
+    if setting != AUTO:
+        return setting
+    resources = (discovery or {}).get("resources") or []
+    served = any(r.get("name") == POD_GROUP_PLURAL for r in resources)
+    return POD_GROUP if served else GATE
+
+
+def pod_groups_path(namespace: str, name: str | None = None) -> str:
+    base = f"{POD_GROUP_API}/namespaces/{namespace}/{POD_GROUP_PLURAL}"
+    return base if name is None else f"{base}/{name}"
+
+
+def pod_group_name(mesh: specs.MeshSpec) -> str:
+    """The mesh's PodGroup: the mesh's own name (one group per mesh, in its namespace)."""
+    return mesh.name
+
+
+def render_pod_group(mesh: specs.MeshSpec) -> dict[str, Any]:
+    """The PodGroup of ``mesh``: a gang of every proc. Immutable once created, like the mesh's
+    shape. Priority is not copied: ``spec.priorityClassName`` needs the WorkloadAwarePreemption
+    gate; the pods carry ``template.priorityClassName`` themselves."""
+    return {
+        "apiVersion": f"{POD_GROUP_GROUP}/{POD_GROUP_VERSION}",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": pod_group_name(mesh),
+            "namespace": mesh.namespace,
+            "labels": names.mesh_labels(mesh.name),
+            "ownerReferences": [rendering.owner_reference(mesh)],
+        },
+        "spec": {"schedulingPolicy": {"gang": {"minCount": mesh.size}}},
+    }
+
+
+def join(pod: Mapping[str, Any], mesh: specs.MeshSpec, mode: str) -> dict[str, Any]:
+    """``pod`` (as rendered) made a member of the mesh's gang under ``mode``."""
+    out = copy.deepcopy(dict(pod))
+    spec = out.setdefault("spec", {})
+    if mode == POD_GROUP:
+        spec["schedulingGroup"] = {"podGroupName": pod_group_name(mesh)}
+    elif mode == GATE:
+        gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != contract.GANG_GATE]
+        spec["schedulingGates"] = [*gates, {"name": contract.GANG_GATE}]
+    return out
+
+
+def is_gated(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod still carries our gang gate."""
+    return any(g.get("name") == contract.GANG_GATE
+               for g in (pod.get("spec") or {}).get("schedulingGates") or [])
+
+
+def ungate_patch(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """A merge patch removing our gate and keeping anyone else's (gates can only be removed)."""
+    rest = [g for g in (pod.get("spec") or {}).get("schedulingGates") or []
+            if g.get("name") != contract.GANG_GATE]
+    return {"spec": {"schedulingGates": rest or None}}
+
+
+def is_bound(pod: Mapping[str, Any]) -> bool:
+    return bool((pod.get("spec") or {}).get("nodeName"))
+
+
+def waiting_hold(mesh: specs.MeshSpec, pods: Mapping[int, Mapping[str, Any]]) -> Hold | None:
+    """Gate mode: the hold while some pods of the mesh do not exist yet (none is released)."""
+    missing = [r for r in range(mesh.size) if r not in pods]
+    if not missing:
+        return None
+    return Hold(WAITING_FOR_GANG,
+                f"{mesh.size - len(missing)} of {mesh.size} pods exist; their scheduling gate "
+                f"{contract.GANG_GATE} is lifted once all exist and the whole mesh fits")
+
+
+def scheduler_hold(pod_group: Mapping[str, Any] | None,
+                   pods: Iterable[Mapping[str, Any]]) -> Hold | None:
+    """PodGroup mode: the scheduler's verdict, from the PodGroup's ``PodGroupScheduled``
+    condition and the first unbound pod's ``PodScheduled`` message (which names the nodes)."""
+    group = next((c for c in ((pod_group or {}).get("status") or {}).get("conditions") or []
+                  if c.get("type") == "PodGroupScheduled"), None)
+    if group is None or group.get("status") != "False":
+        return None
+    detail = ""
+    for pod in pods:
+        if is_bound(pod):
+            continue
+        for c in (pod.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("message"):
+                name = (pod.get("metadata") or {}).get("name", "?")
+                detail = f"; pod {name}: {c['message']}"
+                break
+        if detail:
+            break
+    return Hold(str(group.get("reason") or UNSCHEDULABLE),
+                f"the kube-scheduler holds the whole gang ({group.get('message', '')}){detail}")
