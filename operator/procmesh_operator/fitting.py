@@ -22,7 +22,7 @@ from typing import Any
 
 #: Requests are compared in thousandths (millicores for cpu), as integers.
 _SCALE = 1000
-_SUFFIXES = {
+_SUFFIXES: dict[str, decimal.Decimal | int] = {
     "": 1, "m": decimal.Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
     "P": 10**15, "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
     "Ei": 2**60,
@@ -221,9 +221,9 @@ def fit(gang: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]],
         if room is None:
             name = (pod.get("metadata") or {}).get("name", "?")
             detail = "; ".join(f"{n}: {why}" for n, why in reasons.items()) or "the cluster has no nodes"
+            after = " after those" if placed else ""
             return Fit(False, f"{len(gang)} procs must be placed together and only {placed} "
-                              f"fit: 0/{len(space)} nodes can take pod {name} after those: "
-                              f"{detail}")
+                              f"fit: 0/{len(space)} nodes can take pod {name}{after}: {detail}")
         _take(pod, room)
         placed += 1
     return Fit(True)

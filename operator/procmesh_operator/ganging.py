@@ -132,10 +132,12 @@ def waiting_hold(mesh: specs.MeshSpec, pods: Mapping[int, Mapping[str, Any]]) ->
                 f"{contract.GANG_GATE} is lifted once all exist and the whole mesh fits")
 
 
-def scheduler_hold(pod_group: Mapping[str, Any] | None,
-                   pods: Iterable[Mapping[str, Any]]) -> Hold | None:
+def scheduler_hold(pod_group: Mapping[str, Any] | None, pods: Iterable[Mapping[str, Any]],
+                   explanation: str | None = None) -> Hold | None:
     """PodGroup mode: the scheduler's verdict, from the PodGroup's ``PodGroupScheduled``
-    condition and the first unbound pod's ``PodScheduled`` message (which names the nodes)."""
+    condition and the first unbound pod's ``PodScheduled`` message (which names the nodes),
+    followed by ``explanation`` (the operator's own fit check, which names the gang's
+    shortfall where the scheduler says only "pod group is unschedulable")."""
     group = next((c for c in ((pod_group or {}).get("status") or {}).get("conditions") or []
                   if c.get("type") == "PodGroupScheduled"), None)
     if group is None or group.get("status") != "False":
@@ -151,5 +153,7 @@ def scheduler_hold(pod_group: Mapping[str, Any] | None,
                 break
         if detail:
             break
+    extra = f"; the operator's check: {explanation}" if explanation else ""
     return Hold(str(group.get("reason") or UNSCHEDULABLE),
-                f"the kube-scheduler holds the whole gang ({group.get('message', '')}){detail}")
+                f"the kube-scheduler holds the whole gang: {group.get('message', '')}{detail}"
+                f"{extra}")

@@ -385,7 +385,13 @@ class Controller:
                 return None
             group = await self.client.get_or_none(
                 ganging.pod_groups_path(mesh.namespace, ganging.pod_group_name(mesh)))
-            return ganging.scheduler_hold(group, [pods[r] for r in sorted(pods)])
+            ordered = [pods[r] for r in sorted(pods)]
+            if ganging.scheduler_hold(group, ordered) is None:
+                return None
+            unbound = [p for p in ordered
+                       if not ganging.is_bound(p) and not planning.is_terminating(p)]
+            verdict = await self._fit(unbound)
+            return ganging.scheduler_hold(group, ordered, None if verdict.fits else verdict.message)
         gated = [p for p in pods.values() if ganging.is_gated(p) and not planning.is_terminating(p)]
         if not gated:
             self._gated.discard(key)
@@ -395,10 +401,7 @@ class Controller:
         if waiting is not None:
             return waiting
         async with self._placement_lock:
-            listed_nodes = await self.client.list("/api/v1/nodes")
-            listed_pods = await self.client.list("/api/v1/pods")
-            verdict = fitting.fit(gated, listed_nodes.get("items") or [],
-                                  listed_pods.get("items") or [])
+            verdict = await self._fit(gated)
             if not verdict.fits:
                 return ganging.Hold(ganging.UNSCHEDULABLE, verdict.message)
             released = await asyncio.gather(*(
@@ -409,6 +412,12 @@ class Controller:
         self._gated.discard(key)
         logger.info("released the gang of %s/%s: %d pods", mesh.namespace, mesh.name, len(gated))
         return None
+
+    async def _fit(self, gang: list[dict[str, Any]]) -> fitting.Fit:
+        """:func:`fitting.fit` on a fresh list of the nodes and of every pod in the cluster."""
+        listed_nodes = await self.client.list("/api/v1/nodes")
+        listed_pods = await self.client.list("/api/v1/pods")
+        return fitting.fit(gang, listed_nodes.get("items") or [], listed_pods.get("items") or [])
 
     async def _reconcile_pods(self, mesh: specs.MeshSpec, previous: Mapping[str, Any]
                               ) -> tuple[planning.Plan, list[str]]:

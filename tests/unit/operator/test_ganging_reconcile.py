@@ -1,0 +1,92 @@
+"""The reconcile with gang placement on, against the fake API of test_reconciling.py.
+
+Aspects: gate mode creates every pod gated and lifts the gate only when the whole mesh fits
+(then from all pods), else reports Unschedulable and looks again; podgroup mode creates the
+PodGroup before the pods, which name it; ``auto`` follows API discovery.
+"""
+
+import asyncio
+import dataclasses
+
+from mesh_client._src import contract
+from procmesh_operator import ganging, kubeclient, reconciling
+
+from .builders import SETTINGS, mesh_body
+from .test_reconciling import MESH_PATH, FakeClient
+
+PODS = kubeclient.pods_path("ns")
+
+
+class ClusterFake(FakeClient):
+    """The fake, plus cluster-wide lists of nodes and pods (as the fit check reads them)."""
+
+    async def list(self, path, *, label_selector=None):
+        if path == "/api/v1/pods":
+            self.calls.append(("list", path))
+            return {"metadata": {"resourceVersion": str(self.rv)},
+                    "items": [o for p, o in self.objects.items() if "/pods/" in p]}
+        return await super().list(path, label_selector=label_selector)
+
+
+def gpu_node(units):
+    return {"metadata": {"name": "gpu", "labels": {"nvidia.com/gpu.present": "true"}}, "spec": {},
+            "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "pods": "110",
+                                       "nvidia.com/gpu": str(units)},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def run(units, size, gang):
+    body = mesh_body("m", per_host=(("gpus", size),), gpus={"mode": "plugin"})
+    client = ClusterFake({MESH_PATH: body, "/api/v1/nodes/gpu": gpu_node(units)})
+    ctl = reconciling.Controller(client, dataclasses.replace(SETTINGS, gang=gang))
+    again = asyncio.run(ctl.reconcile(("ns", "m")))
+    pods = {p: o for p, o in client.objects.items() if p.startswith(PODS + "/")}
+    return client, ctl, pods, again
+
+
+def scheduled(client):
+    status = client.objects[MESH_PATH]["status"]
+    return next(c for c in status["conditions"] if c["type"] == contract.SCHEDULED)
+
+
+def test_gate_mode_lifts_the_gate_from_every_pod_when_the_mesh_fits():
+    client, _, pods, _ = run(units=6, size=4, gang="gate")
+    assert len(pods) == 4
+    assert all(not o["spec"].get("schedulingGates") for o in pods.values())
+    assert sorted(p for verb, p in client.calls if verb == "patch" and "/pods/" in p) == \
+        sorted(pods)
+    assert scheduled(client)["reason"] == ganging.SCHEDULING
+
+
+def test_gate_mode_holds_every_pod_while_the_mesh_does_not_fit():
+    client, ctl, pods, again = run(units=6, size=12, gang="gate")
+    assert len(pods) == 12
+    assert all(ganging.is_gated(o) for o in pods.values())
+    assert not [p for verb, p in client.calls if verb == "patch" and "/pods/" in p]
+    c = scheduled(client)
+    assert (c["status"], c["reason"]) == ("False", ganging.UNSCHEDULABLE)
+    assert "12 procs must be placed together and only 6 fit" in c["message"]
+    assert again == reconciling.WAITING_RECHECK_SECONDS
+    # Room frees elsewhere: a proc pod's deletion requeues the held mesh.
+    assert ("ns", "m") in ctl._gated
+
+
+def test_podgroup_mode_creates_the_group_before_the_pods_which_name_it():
+    client, _, pods, _ = run(units=6, size=3, gang="podgroup")
+    creates = [p for verb, p in client.calls if verb == "create" and "/events" not in p]
+    group = ganging.pod_groups_path("ns")
+    assert creates.index(group) < creates.index(PODS)
+    assert client.objects[f"{group}/m"]["spec"]["schedulingPolicy"]["gang"]["minCount"] == 3
+    assert all(o["spec"]["schedulingGroup"] == {"podGroupName": "m"} for o in pods.values())
+    assert all(not o["spec"].get("schedulingGates") for o in pods.values())
+
+
+def test_auto_follows_discovery():
+    body = mesh_body("m", per_host=(("gpus", 1),))
+    client = ClusterFake({MESH_PATH: body, ganging.POD_GROUP_API: {
+        "resources": [{"name": "podgroups"}]}})
+    ctl = reconciling.Controller(client, SETTINGS)
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert f"{ganging.pod_groups_path('ns')}/m" in client.objects
+    _, _, pods, _ = run(units=6, size=1, gang="auto")  # no discovery document: the gate
+    assert all("schedulingGroup" not in o["spec"] for o in pods.values())
