@@ -66,6 +66,12 @@ def resolve_mode(setting: str, discovery: Mapping[str, Any] | None) -> str:
     return POD_GROUP if served else GATE
 
 
+def mode_for(mode: str, mesh: specs.MeshSpec) -> str:
+    """The cluster's ``mode`` as it applies to ``mesh``: a one-proc mesh is all-or-nothing by
+    itself and needs no gang (no PodGroup, no gate, no fit check)."""
+    return OFF if mesh.size < 2 else mode
+
+
 def pod_groups_path(namespace: str, name: str | None = None) -> str:
     base = f"{POD_GROUP_API}/namespaces/{namespace}/{POD_GROUP_PLURAL}"
     return base if name is None else f"{base}/{name}"
@@ -149,7 +155,7 @@ def scheduler_hold(pod_group: Mapping[str, Any] | None, pods: Iterable[Mapping[s
         for c in (pod.get("status") or {}).get("conditions") or []:
             if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("message"):
                 name = (pod.get("metadata") or {}).get("name", "?")
-                detail = f"; pod {name}: {c['message']}"
+                detail = f"; pod {name} is Pending: {c['message']}"
                 break
         if detail:
             break

@@ -227,7 +227,7 @@ class Controller:
         failure: BaseException | None = None
         hold: ganging.Hold | None = None
         try:
-            mode = await self._resolve_gang_mode()
+            mode = ganging.mode_for(await self._resolve_gang_mode(), mesh)
             await self._ensure_secret(mesh)
             await self._ensure_access_role(mesh)
             await self._ensure_service(mesh)
@@ -477,7 +477,7 @@ class Controller:
 
         async def create(rank: int, placement: rendering.ProcPlacement) -> None:
             pod = ganging.join(rendering.render_pod(mesh, rank, placement, self.settings), mesh,
-                               self._gang_mode or ganging.OFF)
+                               ganging.mode_for(self._gang_mode or ganging.OFF, mesh))
             path = kubeclient.pods_path(mesh.namespace)
             async with semaphore:
                 try:

@@ -217,7 +217,7 @@ def scheduled_verdict(o: Observed, hold: ganging.Hold | None) -> Verdict:
                     and c.get("reason") != "SchedulingGated":
                 name = (live[rank].get("metadata") or {}).get("name", "?")
                 return ("False", str(c.get("reason") or ganging.UNSCHEDULABLE),
-                        f"{bound} of {o.mesh.size} procs on nodes; pod {name}: "
+                        f"{bound} of {o.mesh.size} procs on nodes; pod {name} is Pending: "
                         f"{c.get('message', '')}")
     return "False", ganging.SCHEDULING, f"{bound} of {o.mesh.size} procs on nodes"
 

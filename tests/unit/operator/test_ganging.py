@@ -76,7 +76,7 @@ def test_the_schedulers_hold_quotes_the_group_the_pod_and_our_check():
                                         "message": "pod group is unschedulable"}]}}
     hold = ganging.scheduler_hold(group, [pod(m, 0), waiting], "2 procs must be placed")
     assert hold is not None and hold.reason == "Unschedulable"
-    assert "pod group is unschedulable; pod m-1: 0/2 nodes are available; the operator's " \
+    assert "pod group is unschedulable; pod m-1 is Pending: 0/2 nodes are available; the operator's " \
            "check: 2 procs must be placed" in hold.message
     assert ganging.scheduler_hold(None, [waiting]) is None
     assert ganging.scheduler_hold({"status": {}}, [waiting]) is None
@@ -112,10 +112,15 @@ def test_without_a_hold_the_first_unbound_pods_scheduler_reason_shows():
                                         "reason": "Unschedulable", "message": "0/1 nodes"}]
     c = conds(statuses.compute_status(m, None, {0: pod(m, 0), 1: waiting}, planning.Plan()))
     assert c["Scheduled"]["reason"] == "Unschedulable"
-    assert c["Scheduled"]["message"] == "1 of 2 procs on nodes; pod m-1: 0/1 nodes"
+    assert c["Scheduled"]["message"] == "1 of 2 procs on nodes; pod m-1 is Pending: 0/1 nodes"
 
 
 def test_a_suspended_mesh_is_not_scheduled():
     m = mesh("m", suspend=True)
     c = conds(statuses.compute_status(m, None, {}, planning.Plan()))
     assert (c["Scheduled"]["status"], c["Scheduled"]["reason"]) == ("False", "Suspended")
+
+
+def test_a_one_proc_mesh_needs_no_gang():
+    assert ganging.mode_for(ganging.POD_GROUP, mesh("m", per_host=(("gpus", 1),))) == ganging.OFF
+    assert ganging.mode_for(ganging.GATE, mesh("m")) == ganging.GATE

@@ -82,11 +82,18 @@ def test_podgroup_mode_creates_the_group_before_the_pods_which_name_it():
 
 
 def test_auto_follows_discovery():
-    body = mesh_body("m", per_host=(("gpus", 1),))
+    body = mesh_body("m", per_host=(("gpus", 2),))
     client = ClusterFake({MESH_PATH: body, ganging.POD_GROUP_API: {
         "resources": [{"name": "podgroups"}]}})
     ctl = reconciling.Controller(client, SETTINGS)
     asyncio.run(ctl.reconcile(("ns", "m")))
     assert f"{ganging.pod_groups_path('ns')}/m" in client.objects
-    _, _, pods, _ = run(units=6, size=1, gang="auto")  # no discovery document: the gate
-    assert all("schedulingGroup" not in o["spec"] for o in pods.values())
+    _, _, pods, _ = run(units=6, size=2, gang="auto")  # no discovery document: the gate
+    assert pods and all("schedulingGroup" not in o["spec"] for o in pods.values())
+
+
+def test_a_one_proc_mesh_is_neither_grouped_nor_gated():
+    client, _, pods, _ = run(units=6, size=1, gang="podgroup")
+    assert not [p for p in client.objects if "/podgroups/" in p]
+    [only] = pods.values()
+    assert "schedulingGroup" not in only["spec"] and not ganging.is_gated(only)
