@@ -141,25 +141,30 @@ def waiting_hold(mesh: specs.MeshSpec, pods: Mapping[int, Mapping[str, Any]]) ->
 def scheduler_hold(pod_group: Mapping[str, Any] | None, pods: Iterable[Mapping[str, Any]],
                    explanation: str | None = None) -> Hold | None:
     """PodGroup mode: the scheduler's verdict, from the PodGroup's ``PodGroupScheduled``
-    condition and the first unbound pod's ``PodScheduled`` message (which names the nodes),
+    condition and the first unbound pod's ``PodScheduled`` condition (either may come first),
     followed by ``explanation`` (the operator's own fit check, which names the gang's
-    shortfall where the scheduler says only "pod group is unschedulable")."""
+    shortfall where the scheduler says only "pod group is unschedulable"). None while the
+    scheduler has said nothing against the gang."""
     group = next((c for c in ((pod_group or {}).get("status") or {}).get("conditions") or []
-                  if c.get("type") == "PodGroupScheduled"), None)
-    if group is None or group.get("status") != "False":
-        return None
-    detail = ""
+                  if c.get("type") == "PodGroupScheduled" and c.get("status") == "False"), None)
+    pod_name, pod_c = "", None
     for pod in pods:
         if is_bound(pod):
             continue
-        for c in (pod.get("status") or {}).get("conditions") or []:
-            if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("message"):
-                name = (pod.get("metadata") or {}).get("name", "?")
-                detail = f"; pod {name} is Pending: {c['message']}"
-                break
-        if detail:
+        pod_c = next((c for c in (pod.get("status") or {}).get("conditions") or []
+                      if c.get("type") == "PodScheduled" and c.get("status") == "False"
+                      and c.get("reason") != "SchedulingGated"), None)
+        if pod_c is not None:
+            pod_name = str((pod.get("metadata") or {}).get("name", "?"))
             break
-    extra = f"; the operator's check: {explanation}" if explanation else ""
-    return Hold(str(group.get("reason") or UNSCHEDULABLE),
-                f"the kube-scheduler holds the whole gang: {group.get('message', '')}{detail}"
-                f"{extra}")
+    if group is None and pod_c is None:
+        return None
+    reason = str((group or {}).get("reason") or (pod_c or {}).get("reason") or UNSCHEDULABLE)
+    message = "the kube-scheduler holds the whole gang"
+    if group is not None and group.get("message"):
+        message += f": {group['message']}"
+    if pod_c is not None:
+        message += f"; pod {pod_name} is Pending: {pod_c.get('message', '')}"
+    if explanation:
+        message += f"; the operator's check: {explanation}"
+    return Hold(reason, message)

@@ -390,8 +390,13 @@ class Controller:
                 return None
             unbound = [p for p in ordered
                        if not ganging.is_bound(p) and not planning.is_terminating(p)]
-            verdict = await self._fit(unbound)
-            return ganging.scheduler_hold(group, ordered, None if verdict.fits else verdict.message)
+            try:
+                verdict: fitting.Fit | None = await self._fit(unbound)
+            except kubeclient.ApiError as e:  # only an explanation here: never a failure
+                logger.info("no fit explanation for %s/%s: %s", mesh.namespace, mesh.name, e)
+                verdict = None
+            explanation = verdict.message if verdict is not None and not verdict.fits else None
+            return ganging.scheduler_hold(group, ordered, explanation)
         gated = [p for p in pods.values() if ganging.is_gated(p) and not planning.is_terminating(p)]
         if not gated:
             self._gated.discard(key)

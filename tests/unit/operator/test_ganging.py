@@ -78,8 +78,9 @@ def test_the_schedulers_hold_quotes_the_group_the_pod_and_our_check():
     assert hold is not None and hold.reason == "Unschedulable"
     assert "pod group is unschedulable; pod m-1 is Pending: 0/2 nodes are available; the operator's " \
            "check: 2 procs must be placed" in hold.message
-    assert ganging.scheduler_hold(None, [waiting]) is None
-    assert ganging.scheduler_hold({"status": {}}, [waiting]) is None
+    only_pod = ganging.scheduler_hold(None, [waiting])  # the pod's word came first
+    assert only_pod is not None and only_pod.reason == "Unschedulable"
+    assert ganging.scheduler_hold({"status": {}}, [pod(m, 0)]) is None  # nothing said yet
 
 
 def conds(status):
