@@ -78,8 +78,10 @@ def pod_groups_path(namespace: str, name: str | None = None) -> str:
 
 
 def pod_group_name(mesh: specs.MeshSpec) -> str:
-    """The mesh's PodGroup: the mesh's own name (one group per mesh, in its namespace)."""
-    return mesh.name
+    """The PodGroup of this incarnation of the mesh: its name and the start of its uid. Pods
+    name their group by name only, so a mesh deleted and created again at once (whose earlier
+    pods, still running, name the earlier group) must not share it."""
+    return f"{mesh.name}-{mesh.uid[:8]}"
 
 
 def render_pod_group(mesh: specs.MeshSpec) -> dict[str, Any]:

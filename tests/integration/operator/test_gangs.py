@@ -41,11 +41,11 @@ def pod_group(kube, namespace, name):
 def test_a_mesh_larger_than_the_node_holds_no_gpu(cluster, operator, custom, core, kube, namespace,
                                                   place):
     mesh = gang_checks.mesh_larger_than_the_node_holds_nothing(custom, core, kube, namespace, place)
-    group = pod_group(kube, namespace, "twelve")
+    group = pod_group(kube, namespace, f"twelve-{mesh['metadata']['uid'][:8]}")
     assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 12}}
     assert group["metadata"]["ownerReferences"][0]["uid"] == mesh["metadata"]["uid"]
     pods = support.mesh_pods(core, namespace, "twelve")
-    assert {p.spec.scheduling_group.pod_group_name for p in pods} == {"twelve"}
+    assert {p.spec.scheduling_group.pod_group_name for p in pods} == {group["metadata"]["name"]}
     assert not any(p.spec.scheduling_gates for p in pods)  # the scheduler holds them, not us
     # kubectl get shows the reason in its own column.
     table = support.kubectl(cluster, "get", "pm", "-n", namespace).stdout

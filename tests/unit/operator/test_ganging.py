@@ -27,7 +27,8 @@ def test_the_pod_group_is_a_gang_of_every_proc_owned_by_the_mesh():
     m = mesh("trainer", hosts=2, per_host=(("gpus", 3),))
     group = ganging.render_pod_group(m)
     assert group["apiVersion"] == "scheduling.k8s.io/v1alpha2" and group["kind"] == "PodGroup"
-    assert group["metadata"]["name"] == "trainer" and group["metadata"]["namespace"] == "ns"
+    assert group["metadata"]["name"] == "trainer-uid-trai"  # name and uid: per incarnation
+    assert group["metadata"]["namespace"] == "ns"
     assert group["metadata"]["ownerReferences"][0]["uid"] == m.uid
     assert group["spec"] == {"schedulingPolicy": {"gang": {"minCount": 6}}}
     assert ganging.pod_groups_path("ns", "trainer") == \
@@ -38,7 +39,7 @@ def test_pods_join_by_scheduling_group_or_by_our_gate():
     m = mesh("m")
     rendered = rendering.render_pod(m, 0, rendering.ProcPlacement(), SETTINGS)
     native = ganging.join(rendered, m, ganging.POD_GROUP)
-    assert native["spec"]["schedulingGroup"] == {"podGroupName": "m"}
+    assert native["spec"]["schedulingGroup"] == {"podGroupName": "m-uid-m"}
     assert "schedulingGates" not in native["spec"]
     gated = ganging.join(rendered, m, ganging.GATE)
     assert gated["spec"]["schedulingGates"] == [{"name": contract.GANG_GATE}]

@@ -76,8 +76,8 @@ def test_podgroup_mode_creates_the_group_before_the_pods_which_name_it():
     creates = [p for verb, p in client.calls if verb == "create" and "/events" not in p]
     group = ganging.pod_groups_path("ns")
     assert creates.index(group) < creates.index(PODS)
-    assert client.objects[f"{group}/m"]["spec"]["schedulingPolicy"]["gang"]["minCount"] == 3
-    assert all(o["spec"]["schedulingGroup"] == {"podGroupName": "m"} for o in pods.values())
+    assert client.objects[f"{group}/m-uid-m"]["spec"]["schedulingPolicy"]["gang"]["minCount"] == 3
+    assert all(o["spec"]["schedulingGroup"] == {"podGroupName": "m-uid-m"} for o in pods.values())
     assert all(not o["spec"].get("schedulingGates") for o in pods.values())
 
 
@@ -87,7 +87,7 @@ def test_auto_follows_discovery():
         "resources": [{"name": "podgroups"}]}})
     ctl = reconciling.Controller(client, SETTINGS)
     asyncio.run(ctl.reconcile(("ns", "m")))
-    assert f"{ganging.pod_groups_path('ns')}/m" in client.objects
+    assert f"{ganging.pod_groups_path('ns')}/m-uid-m" in client.objects
     _, _, pods, _ = run(units=6, size=2, gang="auto")  # no discovery document: the gate
     assert pods and all("schedulingGroup" not in o["spec"] for o in pods.values())
 
