@@ -66,6 +66,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="all-or-nothing placement of a mesh: the PodGroup API (Kubernetes 1.36, "
                         "gate GenericWorkload), the operator's scheduling gate, or off; auto "
                         "picks podgroup where the API is served, else gate")
+    p.add_argument("--gang-stall-seconds", type=float, default=defaults.gang_stall_seconds,
+                   help="gate mode: how long a released mesh may stay partly placed before all "
+                        "its pods are recreated behind the gate")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return p.parse_args(argv)
 
@@ -114,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = settings_.Settings(
         default_image=args.default_image, cuda_context_mib=args.cuda_context_mib,
         default_gpu_memory_mib=args.default_gpu_memory_mib, resync_seconds=args.resync_seconds,
-        node_loss_toleration_seconds=args.node_loss_toleration_seconds, gang=args.gang)
+        node_loss_toleration_seconds=args.node_loss_toleration_seconds, gang=args.gang,
+        gang_stall_seconds=args.gang_stall_seconds)
     if args.metrics_port:
         prometheus_client.start_http_server(args.metrics_port, addr=args.metrics_address)
 

@@ -12,6 +12,10 @@ Two mechanisms, chosen per cluster by :func:`resolve_mode` (``--gang``, default 
   :data:`contract.GANG_GATE`, so the scheduler ignores it. Once every pod of the mesh exists,
   :mod:`.reconciling` runs :func:`procmesh_operator.fitting.fit` on a fresh list of nodes and
   pods and, only if the whole mesh fits, lifts the gate from all its pods at once.
+  The check and the lift are not atomic with the scheduler's bindings: if something else takes
+  the room meanwhile, part of the gang binds and the rest stays Pending. :func:`stalled` sees
+  that after a bounded wait, and :mod:`.reconciling` then deletes every pod of the mesh, so it
+  is recreated behind the gate (released again after a back-off that doubles per stall).
 * ``off``: neither (pods are scheduled one by one, as before issue 16).
 
 :mod:`.reconciling` creates what :func:`render_pod_group` returns and passes every rendered pod
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -46,6 +51,10 @@ WAITING_FOR_GANG = "WaitingForGang"
 #: Scheduled=False: the whole mesh does not fit now (our check, or the scheduler's word).
 UNSCHEDULABLE = "Unschedulable"
 SCHEDULING = "Scheduling"  # Scheduled=False: released (or not gated) and not yet bound
+#: Scheduled=False: gate mode, a released gang was partly bound and the rest unschedulable for
+#: the bounded wait (--gang-stall-seconds): every pod is deleted and the mesh recreated behind
+#: the gate, released again no sooner than the back-off.
+GANG_STALLED = "GangStalled"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,3 +179,37 @@ def scheduler_hold(pod_group: Mapping[str, Any] | None, pods: Iterable[Mapping[s
     if explanation:
         message += f"; the operator's check: {explanation}"
     return Hold(reason, message)
+
+
+def _epoch(stamp: Any) -> float | None:
+    try:
+        return datetime.datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def stalled(mesh: specs.MeshSpec, pods: Mapping[int, Mapping[str, Any]], now: float,
+            wait_seconds: float) -> str | None:
+    """Gate mode: a message when the released gang is partly bound and one of its unbound pods
+    has been Unschedulable for ``wait_seconds`` (judged at ``now``, epoch seconds), else None.
+    A gang with no pod bound holds nothing and is left to wait."""
+    live = [p for p in pods.values()
+            if not (p.get("metadata") or {}).get("deletionTimestamp")
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    if len(live) < mesh.size or any(is_gated(p) for p in live):
+        return None
+    unbound = [p for p in live if not is_bound(p)]
+    if not unbound or len(unbound) == len(live):
+        return None
+    for pod in unbound:
+        for c in (pod.get("status") or {}).get("conditions") or []:
+            since = _epoch(c.get("lastTransitionTime"))
+            if c.get("type") == "PodScheduled" and c.get("status") == "False" \
+                    and c.get("reason") == UNSCHEDULABLE and since is not None \
+                    and now - since >= wait_seconds:
+                name = (pod.get("metadata") or {}).get("name", "?")
+                return (f"{len(live) - len(unbound)} of {mesh.size} released procs were bound "
+                        f"but pod {name} stayed unschedulable for {wait_seconds:g} s "
+                        f"({c.get('message', '')}): something took the room after the fit "
+                        f"check; every pod is deleted and recreated behind the gate")
+    return None

@@ -73,6 +73,11 @@ class Controller:
         self._secrets_made: dict[Key, str] = {}
         self._gang_mode: str | None = None  # ganging.POD_GROUP, GATE or OFF, resolved once
         self._gated: set[Key] = set()  # meshes whose pods wait at the gang gate
+        # Gate mode: meshes whose released gang stalled -> (stalls so far, no release before).
+        self._stalls: dict[Key, tuple[int, float]] = {}
+        # Gate mode: meshes released as a whole gang and not all bound yet (a proc released
+        # alone after a RestartProc is not: its stall must not take its running peers down).
+        self._released: set[Key] = set()
 
     # --- Lifecycle -----------------------------------------------------------------------------
 
@@ -181,6 +186,8 @@ class Controller:
         self._last_status_rv.pop(key, None)
         self._secrets_made.pop(key, None)
         self._gated.discard(key)
+        self._stalls.pop(key, None)
+        self._released.discard(key)
         for deps in self._colocated_by.values():
             deps.discard(key)  # (meshes colocated with this one keep their entry: they wait)
         if self.queue is not None:
@@ -260,7 +267,7 @@ class Controller:
         if failure is not None:
             raise failure
         again = [WAITING_RECHECK_SECONDS] if plan is not None and plan.waiting is not None else []
-        if hold is not None and key in self._gated:
+        if key in self._gated:
             again.append(WAITING_RECHECK_SECONDS)  # room may free outside our pods' events
         if plan is not None and plan.recheck is not None:
             again.append(max(plan.recheck, 0.1))  # when a lost node's toleration runs out
@@ -397,14 +404,27 @@ class Controller:
                 verdict = None
             explanation = verdict.message if verdict is not None and not verdict.fits else None
             return ganging.scheduler_hold(group, ordered, explanation)
+        stall = ganging.stalled(mesh, pods, time.time(), self.settings.gang_stall_seconds) \
+            if key in self._released else None
+        if stall is not None:
+            return await self._recreate_stalled(mesh, pods, stall)
         gated = [p for p in pods.values() if ganging.is_gated(p) and not planning.is_terminating(p)]
         if not gated:
-            self._gated.discard(key)
+            # Released: watched until all are bound (a stall shows only by waiting).
+            if all(ganging.is_bound(p) for p in pods.values()):
+                self._gated.discard(key)
+                self._released.discard(key)
+                self._stalls.pop(key, None)
             return None
         self._gated.add(key)
         waiting = ganging.waiting_hold(mesh, pods)
         if waiting is not None:
             return waiting
+        stalls, not_before = self._stalls.get(key, (0, 0.0))
+        if time.monotonic() < not_before:
+            return ganging.Hold(ganging.GANG_STALLED, (
+                f"the gang stalled {stalls} time(s) after its release (something else took the "
+                f"room); released again in {not_before - time.monotonic():.0f} s if it fits"))
         async with self._placement_lock:
             verdict = await self._fit(gated)
             if not verdict.fits:
@@ -414,9 +434,32 @@ class Controller:
                                         ganging.ungate_patch(p)) for p in gated))
         for pod in released:
             self.store.upsert(pod)
+        if len(gated) >= mesh.size:
+            self._released.add(key)
         self._gated.discard(key)
         logger.info("released the gang of %s/%s: %d pods", mesh.namespace, mesh.name, len(gated))
         return None
+
+    async def _recreate_stalled(self, mesh: specs.MeshSpec, pods: Mapping[int, Mapping[str, Any]],
+                                message: str) -> ganging.Hold:
+        """Delete every pod of a stalled gang (not a restart: no proc had all its peers), so
+        that the plan recreates them behind the gate; the next release backs off."""
+        key = (mesh.namespace, mesh.name)
+        stalls = self._stalls.get(key, (0, 0.0))[0] + 1
+        delay = min(self.settings.gang_stall_seconds * 2 ** (stalls - 1), 600.0)
+        self._stalls[key] = (stalls, time.monotonic() + delay)
+        self._gated.add(key)
+        self._released.discard(key)
+        for pod in pods.values():
+            name, uid = _ident(pod)
+            result = await self.client.delete(kubeclient.pods_path(mesh.namespace, name), uid=uid)
+            meta = (result or {}).get("metadata") or {}
+            if result is not None and meta.get("uid") == uid and meta.get("deletionTimestamp"):
+                self.store.upsert(result)  # terminating until its kubelet is done
+            else:
+                self.store.forget(mesh.namespace, mesh.name, name, uid)
+        logger.warning("gang of %s/%s stalled: %s", mesh.namespace, mesh.name, message)
+        return ganging.Hold(ganging.GANG_STALLED, f"{message}; released again after {delay:.0f} s")
 
     async def _fit(self, gang: list[dict[str, Any]]) -> fitting.Fit:
         """:func:`fitting.fit` on a fresh list of the nodes and of every pod in the cluster."""

@@ -38,3 +38,7 @@ class Settings:
     #: How a mesh is placed as one gang (procmesh_operator.ganging): ``auto`` (the PodGroup API
     #: where served, else the scheduling-gate fallback), ``podgroup``, ``gate`` or ``off``.
     gang: str = "auto"
+    #: Gate mode: how long a released gang may stay partly bound (the rest Unschedulable)
+    #: before all its pods are deleted and recreated behind the gate; the next release waits
+    #: as long again, doubling per stall up to ten minutes.
+    gang_stall_seconds: float = 60.0

@@ -253,7 +253,7 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
     scheduled = scheduled_verdict(o, hold)
     ready = ready_verdict(o)
     if ready[1] == PROCS_NOT_READY and scheduled[0] == "False" and scheduled[1] in (
-            ganging.UNSCHEDULABLE, ganging.WAITING_FOR_GANG):
+            ganging.UNSCHEDULABLE, ganging.WAITING_FOR_GANG, ganging.GANG_STALLED):
         ready = ("False", scheduled[1], scheduled[2])  # the gang's wait is why it is not ready
     conditions = [cond(contract.READY, ready),
                   cond(contract.PROGRESSING, progressing_verdict(o, degraded_c)),

@@ -7,14 +7,16 @@ picks the gate. The checks are issue 16's, shared with test_gangs.py (gang_check
 
 Aspects: pods wait at the gate procmesh.io/gang, and a 12-proc mesh keeps all 12 there while a
 6-proc mesh is released and runs; 4 + 4 + 6 procs take turns with no deadlock; the API is really
-not served; template.priorityClassName reaches the pods.
+not served; template.priorityClassName reaches the pods; a released mesh that the scheduler
+places only in part (here: a pod anti-affinity, which the operator's fit check does not simulate)
+is recreated behind the gate after the bounded wait, and holds nothing during the back-off.
 """
 
 import pytest
 
 from mesh_client._src import contract
 from procmesh_operator import ganging
-from tests.cluster import binaries
+from tests.cluster import binaries, testing
 from tests.cluster.process_node.config import NodeConfig
 from tests.cluster.pytest_plugin import admin_client, started_cluster
 from tests.integration.operator import gang_checks, support
@@ -22,6 +24,7 @@ from tests.integration.operator import gang_checks, support
 pytestmark = pytest.mark.cluster
 
 GPU_NODE = "gpu-units"
+STALL_SECONDS = 3
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +44,8 @@ def kube(cluster):
 
 @pytest.fixture(scope="module")
 def operator(cluster, tmp_path_factory):
-    with support.operator_with_crd(cluster.kubeconfig, tmp_path_factory.mktemp("op")) as op:
+    with support.operator_with_crd(cluster.kubeconfig, tmp_path_factory.mktemp("op"),
+                                   "--gang-stall-seconds", str(STALL_SECONDS)) as op:
         yield op
 
 
@@ -77,3 +81,27 @@ def test_meshes_take_turns_without_deadlock(operator, custom, core, namespace, p
 
 def test_priority_class_name_passes_through(operator, custom, core, kube, namespace, place):
     gang_checks.priority_passes_through(custom, core, kube, namespace, place)
+
+
+def test_a_partly_placed_release_is_recreated_behind_the_gate(operator, custom, core, namespace,
+                                                             place):
+    apart = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": {contract.MESH_LABEL: "apart"}},
+        "topologyKey": "kubernetes.io/hostname"}]}}
+    gang_checks.create(custom, namespace, "apart", 2, place, affinity=apart)
+    def both():
+        pods = support.mesh_pods(core, namespace, "apart")
+        return pods if len(pods) == 2 else None
+    first = {p.metadata.uid for p in testing.wait_for(both, "both pods created")}
+    mesh = support.wait_condition(custom, namespace, "apart", "Scheduled", "False",
+                                  "GangStalled")
+    message = support.condition(mesh, "Scheduled")["message"]
+    assert "1 of 2 released procs were bound" in message and "stayed unschedulable" in message
+
+    def recreated_and_held():
+        pods = support.mesh_pods(core, namespace, "apart")
+        fresh = [p for p in pods if p.metadata.uid not in first
+                 and p.metadata.deletion_timestamp is None]
+        return len(fresh) == 2 and all(p.spec.scheduling_gates for p in fresh) and fresh
+    fresh = testing.wait_for(recreated_and_held, "both pods recreated behind the gate")
+    assert not any(p.spec.node_name for p in fresh)

@@ -97,3 +97,59 @@ def test_a_one_proc_mesh_is_neither_grouped_nor_gated():
     assert not [p for p in client.objects if "/podgroups/" in p]
     [only] = pods.values()
     assert "schedulingGroup" not in only["spec"] and not ganging.is_gated(only)
+
+
+def stall(client, ctl, bound, unbound):
+    """Make the released gang partly bound, the rest Unschedulable since long ago."""
+    for rank in bound:
+        client.objects[f"{PODS}/m-{rank}"]["spec"]["nodeName"] = "gpu"
+    for rank in unbound:
+        client.objects[f"{PODS}/m-{rank}"]["status"] = {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+             "message": "0/1 nodes are available", "lastTransitionTime": "2020-01-01T00:00:00Z"}]}
+    for path, obj in client.objects.items():
+        if path.startswith(PODS + "/"):
+            ctl.store.upsert(obj)
+
+
+def test_a_stalled_release_is_recreated_behind_the_gate_and_backs_off():
+    client, ctl, pods, _ = run(units=6, size=4, gang="gate")
+    stall(client, ctl, bound=(0, 1), unbound=(2, 3))
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert sorted(p for verb, p in client.calls if verb == "delete") == sorted(pods)
+    c = scheduled(client)
+    assert c["reason"] == ganging.GANG_STALLED and "pod m-2 stayed unschedulable" in c["message"]
+    # Recreated behind the gate; not released again before the back-off, though it fits.
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    again = [o for p, o in client.objects.items() if p.startswith(PODS + "/")]
+    assert len(again) == 4 and all(ganging.is_gated(o) for o in again)
+    assert scheduled(client)["reason"] == ganging.GANG_STALLED
+    assert "released again in" in scheduled(client)["message"]
+
+
+def test_a_proc_released_alone_never_takes_its_running_peers_down():
+    client, ctl, pods, _ = run(units=6, size=4, gang="gate")
+    ctl._released.clear()  # as after a RestartProc: only one pod was released this time
+    stall(client, ctl, bound=(0, 1, 2), unbound=(3,))
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert not [p for verb, p in client.calls if verb == "delete"]
+
+
+def test_stalled_needs_a_partly_bound_released_gang_past_the_wait():
+    from .builders import mesh, pod
+
+    m = mesh("m", per_host=(("gpus", 2),))
+    waiting = pod(m, 1, node=None, phase="Pending", ready=False)
+    waiting["status"]["conditions"] = [{"type": "PodScheduled", "status": "False",
+                                        "reason": "Unschedulable", "message": "no room",
+                                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    t = 1767225600.0  # 2026-01-01T00:00:00Z
+    assert ganging.stalled(m, {0: pod(m, 0), 1: waiting}, t + 61, 60) is not None
+    assert ganging.stalled(m, {0: pod(m, 0), 1: waiting}, t + 59, 60) is None
+    nothing_bound = pod(m, 0, node=None, phase="Pending", ready=False)
+    assert ganging.stalled(m, {0: nothing_bound, 1: waiting}, t + 61, 60) is None
+    assert ganging.stalled(m, {1: waiting}, t + 61, 60) is None  # not every pod exists
+    gated = ganging.join(waiting, m, ganging.GATE)
+    assert ganging.stalled(m, {0: pod(m, 0), 1: gated}, t + 61, 60) is None
