@@ -73,8 +73,9 @@ class Controller:
         self._secrets_made: dict[Key, str] = {}
         self._gang_mode: str | None = None  # ganging.POD_GROUP, GATE or OFF, resolved once
         self._gated: set[Key] = set()  # meshes whose pods wait at the gang gate
-        # Gate mode: meshes whose released gang stalled -> (stalls so far, no release before).
-        self._stalls: dict[Key, tuple[int, float]] = {}
+        # Gate mode: meshes whose released gang stalled -> (stalls so far, no release before
+        # (monotonic), the Scheduled message).
+        self._stalls: dict[Key, tuple[int, float, str]] = {}
         # Gate mode: meshes released as a whole gang and not all bound yet (a proc released
         # alone after a RestartProc is not: its stall must not take its running peers down).
         self._released: set[Key] = set()
@@ -420,11 +421,9 @@ class Controller:
         waiting = ganging.waiting_hold(mesh, pods)
         if waiting is not None:
             return waiting
-        stalls, not_before = self._stalls.get(key, (0, 0.0))
+        _, not_before, stalled_message = self._stalls.get(key, (0, 0.0, ""))
         if time.monotonic() < not_before:
-            return ganging.Hold(ganging.GANG_STALLED, (
-                f"the gang stalled {stalls} time(s) after its release (something else took the "
-                f"room); released again in {not_before - time.monotonic():.0f} s if it fits"))
+            return ganging.Hold(ganging.GANG_STALLED, stalled_message)
         async with self._placement_lock:
             verdict = await self._fit(gated)
             if not verdict.fits:
@@ -445,9 +444,11 @@ class Controller:
         """Delete every pod of a stalled gang (not a restart: no proc had all its peers), so
         that the plan recreates them behind the gate; the next release backs off."""
         key = (mesh.namespace, mesh.name)
-        stalls = self._stalls.get(key, (0, 0.0))[0] + 1
+        stalls = self._stalls.get(key, (0, 0.0, ""))[0] + 1
         delay = min(self.settings.gang_stall_seconds * 2 ** (stalls - 1), 600.0)
-        self._stalls[key] = (stalls, time.monotonic() + delay)
+        message = (f"{message}; stall {stalls}: released again after a {delay:.0f} s back-off "
+                   f"if it fits")
+        self._stalls[key] = (stalls, time.monotonic() + delay, message)
         self._gated.add(key)
         self._released.discard(key)
         for pod in pods.values():
@@ -459,7 +460,7 @@ class Controller:
             else:
                 self.store.forget(mesh.namespace, mesh.name, name, uid)
         logger.warning("gang of %s/%s stalled: %s", mesh.namespace, mesh.name, message)
-        return ganging.Hold(ganging.GANG_STALLED, f"{message}; released again after {delay:.0f} s")
+        return ganging.Hold(ganging.GANG_STALLED, message)
 
     async def _fit(self, gang: list[dict[str, Any]]) -> fitting.Fit:
         """:func:`fitting.fit` on a fresh list of the nodes and of every pod in the cluster."""

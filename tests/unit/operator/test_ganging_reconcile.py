@@ -125,7 +125,8 @@ def test_a_stalled_release_is_recreated_behind_the_gate_and_backs_off():
     again = [o for p, o in client.objects.items() if p.startswith(PODS + "/")]
     assert len(again) == 4 and all(ganging.is_gated(o) for o in again)
     assert scheduled(client)["reason"] == ganging.GANG_STALLED
-    assert "released again in" in scheduled(client)["message"]
+    assert "stall 1: released again after a 60 s back-off" in scheduled(client)["message"]
+    assert "pod m-2 stayed unschedulable" in scheduled(client)["message"]
 
 
 def test_a_proc_released_alone_never_takes_its_running_peers_down():
