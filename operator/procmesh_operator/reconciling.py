@@ -1,5 +1,5 @@
 """The effectful reconcile of one ProcMesh, in a fixed order: secret -> access role -> service ->
-pods -> status.
+pod group -> pods -> gang -> status.
 
 :class:`Controller` owns the API client, the pod cache (:mod:`.stores`) and the work queue
 (:mod:`.queueing`); :mod:`.handlers` feeds it events. One reconcile reads the mesh (fresh),
@@ -10,6 +10,9 @@ queue retry with backoff. Pinned placement runs under one lock, so two meshes ca
 same device budget at once. Node events keep a map of lost nodes (:mod:`.losses`): a node's
 transition requeues the meshes with pods on it, and a mesh with procs on a lost node is looked
 at again when their toleration runs out. Every ``resync_seconds`` a relist repairs the pod cache.
+The gang step (:mod:`.ganging`) creates the mesh's PodGroup before its pods where that API is
+served, or, in gate mode, lifts the pods' scheduling gate once :mod:`.fitting` finds room for the
+whole mesh, and recreates a released gang that stalls half-placed.
 """
 
 from __future__ import annotations

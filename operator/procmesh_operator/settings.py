@@ -3,7 +3,7 @@
 Built once by :mod:`.__main__` from the command line; :mod:`.rendering` reads the image, the
 grace period, the readiness period and the node-loss toleration, :mod:`.placing` the CUDA context
 size and the device memory fallback (for :mod:`.budgets`), :mod:`.reconciling` the resync
-period. The proc port is the contract's (``mesh_client._src.contract.PROC_PORT``).
+period and the gang settings (:mod:`.ganging`). The proc port is the contract's (``mesh_client._src.contract.PROC_PORT``).
 """
 
 from __future__ import annotations
