@@ -145,6 +145,11 @@ PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 #: GPUBudgetSatisfied: the placement check of the mesh's devices.
 GPU_BUDGET = "GPUBudgetSatisfied"
+#: Scheduled: True once every proc's pod is on a node. False while the mesh waits as one gang
+#: (for all its pods, for room, or for the scheduler), with the reason and message why.
+SCHEDULED = "Scheduled"
+#: The scheduling gate proc pods carry while their mesh waits to be released as one gang.
+GANG_GATE = "procmesh.io/gang"
 
 #: Reasons after which waiting for Ready is pointless: the client fails at once on them.
 INVALID_COLOCATION = "InvalidColocation"

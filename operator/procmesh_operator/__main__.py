@@ -62,6 +62,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="how long procs stay on a NotReady/unreachable node before they are "
                         "force-deleted and restarted elsewhere (a template's own tolerations "
                         "for those taints win)")
+    p.add_argument("--gang", choices=("auto", "podgroup", "gate", "off"), default=defaults.gang,
+                   help="all-or-nothing placement of a mesh: the PodGroup API (Kubernetes 1.36, "
+                        "gate GenericWorkload), the operator's scheduling gate, or off; auto "
+                        "picks podgroup where the API is served, else gate")
+    p.add_argument("--gang-stall-seconds", type=float, default=defaults.gang_stall_seconds,
+                   help="gate mode: how long a released mesh may stay partly placed before all "
+                        "its pods are recreated behind the gate")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return p.parse_args(argv)
 
@@ -110,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = settings_.Settings(
         default_image=args.default_image, cuda_context_mib=args.cuda_context_mib,
         default_gpu_memory_mib=args.default_gpu_memory_mib, resync_seconds=args.resync_seconds,
-        node_loss_toleration_seconds=args.node_loss_toleration_seconds)
+        node_loss_toleration_seconds=args.node_loss_toleration_seconds, gang=args.gang,
+        gang_stall_seconds=args.gang_stall_seconds)
     if args.metrics_port:
         prometheus_client.start_http_server(args.metrics_port, addr=args.metrics_address)
 

@@ -67,6 +67,8 @@ def _resource_of(path: str) -> str:
     rest = parts[2:] if parts[0] == "api" else parts[3:]  # drop api/v1 or apis/<group>/<version>
     if len(rest) >= 2 and rest[0] == "namespaces":
         rest = rest[2:] or ["namespaces"]
+    if not rest:
+        return "discovery"  # a group version's resource list (/apis/<group>/<version>)
     resource = rest[0]
     return f"{resource}/{rest[2]}" if len(rest) == 3 else resource
 

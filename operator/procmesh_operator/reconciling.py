@@ -1,5 +1,5 @@
 """The effectful reconcile of one ProcMesh, in a fixed order: secret -> access role -> service ->
-(dra mode: ResourceClaims, :mod:`.claiming`) -> pods -> status.
+(dra mode: ResourceClaims, :mod:`.claiming`) -> pod group -> pods -> gang -> status.
 
 :class:`Controller` owns the API client, the pod cache (:mod:`.stores`) and the work queue
 (:mod:`.queueing`); :mod:`.handlers` feeds it events. One reconcile reads the mesh (fresh),
@@ -10,6 +10,9 @@ queue retry with backoff. Pinned placement runs under one lock, so two meshes ca
 same device budget at once. Node events keep a map of lost nodes (:mod:`.losses`): a node's
 transition requeues the meshes with pods on it, and a mesh with procs on a lost node is looked
 at again when their toleration runs out. Every ``resync_seconds`` a relist repairs the pod cache.
+The gang step (:mod:`.ganging`) creates the mesh's PodGroup before its pods where that API is
+served, or, in gate mode, lifts the pods' scheduling gate once :mod:`.fitting` finds room for the
+whole mesh, and recreates a released gang that stalls half-placed.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from mesh_client._src import contract
 from procmesh_operator import (
     claiming,
     eventing,
+    fitting,
+    ganging,
     kubeclient,
     losses,
     metrics,
@@ -45,7 +50,7 @@ CREATE_CONCURRENCY = 32
 WAITING_RECHECK_SECONDS = 5.0
 
 
-CHILD_KINDS = ("Role", "Service")
+CHILD_KINDS = ("Role", "Service", "PodGroup")
 
 
 class ChildConflict(Exception):
@@ -70,6 +75,14 @@ class Controller:
         self._losses: dict[str, losses.NodeLoss] = {}  # lost nodes by name (from the node watch)
         # Meshes whose token Secret this process created (-> mesh uid); never the token itself.
         self._secrets_made: dict[Key, str] = {}
+        self._gang_mode: str | None = None  # ganging.POD_GROUP, GATE or OFF, resolved once
+        self._gated: set[Key] = set()  # meshes whose pods wait at the gang gate
+        # Gate mode: meshes whose released gang stalled -> (stalls so far, no release before
+        # (monotonic), the Scheduled message).
+        self._stalls: dict[Key, tuple[int, float, str]] = {}
+        # Gate mode: meshes released as a whole gang and not all bound yet (a proc released
+        # alone after a RestartProc is not: its stall must not take its running peers down).
+        self._released: set[Key] = set()
 
     # --- Lifecycle -----------------------------------------------------------------------------
 
@@ -143,6 +156,9 @@ class Controller:
         if key is None:
             return
         self.enqueue(key)
+        if event_type == "DELETED" or planning.is_failed(body):
+            for gated in self._gated - {key}:
+                self.enqueue(gated)  # room may have freed for a mesh held at the gang gate
         for dependent in self._colocated_by.get(key, ()):
             self.enqueue(dependent)
 
@@ -174,6 +190,9 @@ class Controller:
         self._phases.pop(key, None)
         self._last_status_rv.pop(key, None)
         self._secrets_made.pop(key, None)
+        self._gated.discard(key)
+        self._stalls.pop(key, None)
+        self._released.discard(key)
         for deps in self._colocated_by.values():
             deps.discard(key)  # (meshes colocated with this one keep their entry: they wait)
         if self.queue is not None:
@@ -219,16 +238,21 @@ class Controller:
         error: str | None = None
         failure: BaseException | None = None
         view: claiming.ClaimView | None = None
+        hold: ganging.Hold | None = None
         try:
+            mode = ganging.mode_for(await self._resolve_gang_mode(), mesh)
             await self._ensure_secret(mesh)
             await self._ensure_access_role(mesh)
             await self._ensure_service(mesh)
+            if mode == ganging.POD_GROUP and not mesh.suspend:
+                await self._ensure_pod_group(mesh)
             plan, created, view = await self._reconcile_pods(mesh, previous)
+            hold = await self._gang_hold(mesh, mode)
         except (kubeclient.ApiError, ChildConflict, claiming.ClaimConflict) as e:
             error, failure = str(e), e
         pods = self.store.pods_by_rank(key, mesh.uid)
         status = statuses.compute_status(
-            mesh, previous, pods, plan, error,
+            mesh, previous, pods, plan, error, hold=hold,
             claimed_gpus=view.gpus_by_rank(mesh) if view is not None else None)
         if statuses.differs(previous, status):
             try:
@@ -251,6 +275,8 @@ class Controller:
         if failure is not None:
             raise failure
         again = [WAITING_RECHECK_SECONDS] if plan is not None and plan.waiting is not None else []
+        if key in self._gated:
+            again.append(WAITING_RECHECK_SECONDS)  # room may free outside our pods' events
         if plan is not None and plan.recheck is not None:
             again.append(max(plan.recheck, 0.1))  # when a lost node's toleration runs out
         return min(again) if again else None
@@ -340,6 +366,115 @@ class Controller:
                                                   contract.service_name(mesh.name)),
             lambda: rendering.render_service(mesh))
 
+    async def _ensure_pod_group(self, mesh: specs.MeshSpec) -> None:
+        """The mesh's PodGroup (ganging.render_pod_group), created before its pods and never
+        updated (a PodGroup's spec is immutable, like the mesh's shape)."""
+        await self._ensure_child(
+            mesh, "PodGroup", ganging.pod_groups_path(mesh.namespace, ganging.pod_group_name(mesh)),
+            lambda: ganging.render_pod_group(mesh))
+
+    # --- The gang (ganging.py) -----------------------------------------------------------------
+
+    async def _resolve_gang_mode(self) -> str:
+        """``--gang``, with ``auto`` decided once per process by API discovery: the PodGroup
+        API when ``scheduling.k8s.io/v1alpha2`` serves podgroups, else our gate."""
+        if self._gang_mode is None:
+            discovery = None
+            if self.settings.gang == ganging.AUTO:
+                discovery = await self.client.get_or_none(ganging.POD_GROUP_API)
+            self._gang_mode = ganging.resolve_mode(self.settings.gang, discovery)
+            logger.info("gang placement: %s", self._gang_mode)
+        return self._gang_mode
+
+    async def _gang_hold(self, mesh: specs.MeshSpec, mode: str) -> ganging.Hold | None:
+        """Why the mesh's gang is not placed (None: nothing holds it). In gate mode this is
+        where the gate is lifted: once every pod exists, under the placement lock, on a fresh
+        list of nodes and pods, and only if :func:`fitting.fit` places the whole mesh."""
+        key = (mesh.namespace, mesh.name)
+        pods = self.store.pods_by_rank(key, mesh.uid)
+        if mesh.suspend or mode == ganging.OFF:
+            self._gated.discard(key)
+            return None
+        if mode == ganging.POD_GROUP:
+            if len(pods) >= mesh.size and all(ganging.is_bound(p) for p in pods.values()):
+                return None
+            group = await self.client.get_or_none(
+                ganging.pod_groups_path(mesh.namespace, ganging.pod_group_name(mesh)))
+            ordered = [pods[r] for r in sorted(pods)]
+            if ganging.scheduler_hold(group, ordered) is None:
+                return None
+            unbound = [p for p in ordered
+                       if not ganging.is_bound(p) and not planning.is_terminating(p)]
+            try:
+                verdict: fitting.Fit | None = await self._fit(unbound)
+            except kubeclient.ApiError as e:  # only an explanation here: never a failure
+                logger.info("no fit explanation for %s/%s: %s", mesh.namespace, mesh.name, e)
+                verdict = None
+            explanation = verdict.message if verdict is not None and not verdict.fits else None
+            return ganging.scheduler_hold(group, ordered, explanation)
+        stall = ganging.stalled(mesh, pods, time.time(), self.settings.gang_stall_seconds) \
+            if key in self._released else None
+        if stall is not None:
+            return await self._recreate_stalled(mesh, pods, stall)
+        gated = [p for p in pods.values() if ganging.is_gated(p) and not planning.is_terminating(p)]
+        if not gated:
+            # Released: watched until all are bound (a stall shows only by waiting).
+            if all(ganging.is_bound(p) for p in pods.values()):
+                self._gated.discard(key)
+                self._released.discard(key)
+                self._stalls.pop(key, None)
+            return None
+        self._gated.add(key)
+        waiting = ganging.waiting_hold(mesh, pods)
+        if waiting is not None:
+            return waiting
+        _, not_before, stalled_message = self._stalls.get(key, (0, 0.0, ""))
+        if time.monotonic() < not_before:
+            return ganging.Hold(ganging.GANG_STALLED, stalled_message)
+        async with self._placement_lock:
+            verdict = await self._fit(gated)
+            if not verdict.fits:
+                return ganging.Hold(ganging.UNSCHEDULABLE, verdict.message)
+            released = await asyncio.gather(*(
+                self.client.merge_patch(kubeclient.pods_path(mesh.namespace, _ident(p)[0]),
+                                        ganging.ungate_patch(p)) for p in gated))
+        for pod in released:
+            self.store.upsert(pod)
+        if len(gated) >= mesh.size:
+            self._released.add(key)
+        self._gated.discard(key)
+        logger.info("released the gang of %s/%s: %d pods", mesh.namespace, mesh.name, len(gated))
+        return None
+
+    async def _recreate_stalled(self, mesh: specs.MeshSpec, pods: Mapping[int, Mapping[str, Any]],
+                                message: str) -> ganging.Hold:
+        """Delete every pod of a stalled gang (not a restart: no proc had all its peers), so
+        that the plan recreates them behind the gate; the next release backs off."""
+        key = (mesh.namespace, mesh.name)
+        stalls = self._stalls.get(key, (0, 0.0, ""))[0] + 1
+        delay = min(self.settings.gang_stall_seconds * 2 ** (stalls - 1), 600.0)
+        message = (f"{message}; stall {stalls}: released again after a {delay:.0f} s back-off "
+                   f"if it fits")
+        self._stalls[key] = (stalls, time.monotonic() + delay, message)
+        self._gated.add(key)
+        self._released.discard(key)
+        for pod in pods.values():
+            name, uid = _ident(pod)
+            result = await self.client.delete(kubeclient.pods_path(mesh.namespace, name), uid=uid)
+            meta = (result or {}).get("metadata") or {}
+            if result is not None and meta.get("uid") == uid and meta.get("deletionTimestamp"):
+                self.store.upsert(result)  # terminating until its kubelet is done
+            else:
+                self.store.forget(mesh.namespace, mesh.name, name, uid)
+        logger.warning("gang of %s/%s stalled: %s", mesh.namespace, mesh.name, message)
+        return ganging.Hold(ganging.GANG_STALLED, message)
+
+    async def _fit(self, gang: list[dict[str, Any]]) -> fitting.Fit:
+        """:func:`fitting.fit` on a fresh list of the nodes and of every pod in the cluster."""
+        listed_nodes = await self.client.list("/api/v1/nodes")
+        listed_pods = await self.client.list("/api/v1/pods")
+        return fitting.fit(gang, listed_nodes.get("items") or [], listed_pods.get("items") or [])
+
     async def _reconcile_pods(self, mesh: specs.MeshSpec, previous: Mapping[str, Any]
                               ) -> tuple[planning.Plan, list[str], claiming.ClaimView | None]:
         key = (mesh.namespace, mesh.name)
@@ -414,7 +549,8 @@ class Controller:
         created: list[str] = []
 
         async def create(rank: int, placement: rendering.ProcPlacement) -> None:
-            pod = rendering.render_pod(mesh, rank, placement, self.settings)
+            pod = ganging.join(rendering.render_pod(mesh, rank, placement, self.settings), mesh,
+                               ganging.mode_for(self._gang_mode or ganging.OFF, mesh))
             path = kubeclient.pods_path(mesh.namespace)
             async with semaphore:
                 try:
@@ -435,6 +571,11 @@ class Controller:
                 raise result
         created.sort(key=lambda n: int(n.rsplit("-", 1)[1]))
         return created
+
+
+def _ident(pod: Mapping[str, Any]) -> tuple[str, str]:
+    meta = pod.get("metadata") or {}
+    return str(meta.get("name")), str(meta.get("uid", ""))
 
 
 def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:

@@ -3,7 +3,7 @@
 Built once by :mod:`.__main__` from the command line; :mod:`.rendering` reads the image, the
 grace period, the readiness period and the node-loss toleration, :mod:`.placing` the CUDA context
 size and the device memory fallback (for :mod:`.budgets`), :mod:`.reconciling` the resync
-period. The proc port is the contract's (``mesh_client._src.contract.PROC_PORT``).
+period and the gang settings (:mod:`.ganging`). The proc port is the contract's (``mesh_client._src.contract.PROC_PORT``).
 """
 
 from __future__ import annotations
@@ -35,3 +35,10 @@ class Settings:
     #: force-deletes them and restarts them elsewhere per restartPolicy. A template's own
     #: tolerations for these keys win.
     node_loss_toleration_seconds: int = 30
+    #: How a mesh is placed as one gang (procmesh_operator.ganging): ``auto`` (the PodGroup API
+    #: where served, else the scheduling-gate fallback), ``podgroup``, ``gate`` or ``off``.
+    gang: str = "auto"
+    #: Gate mode: how long a released gang may stay partly bound (the rest Unschedulable)
+    #: before all its pods are deleted and recreated behind the gate; the next release waits
+    #: as long again, doubling per stall up to ten minutes.
+    gang_stall_seconds: float = 60.0

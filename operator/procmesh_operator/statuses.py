@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import assigned_gpus, claims, placing, planning, specs
+from procmesh_operator import assigned_gpus, claims, ganging, placing, planning, specs
 
 # Condition types, and the reasons a client acts on (the refusals, ProcFailed and
 # RestartLimitReached), are the contract's (mesh_client._src.contract); one function below
@@ -216,12 +216,36 @@ def budget_verdict(o: Observed) -> Verdict:
             "every pinned device fits its procs' memory fractions and CUDA contexts")
 
 
+def scheduled_verdict(o: Observed, hold: ganging.Hold | None) -> Verdict:
+    """Scheduled: every proc's pod is on a node; else why the gang waits (``hold``, from
+    :mod:`.ganging`), else the first unbound pod's PodScheduled reason."""
+    if o.mesh.suspend:
+        return "False", SUSPENDED, "spec.suspend is true: the mesh has no pods"
+    live = {r: p for r, p in o.pods.items() if r < o.mesh.size and not planning.is_terminating(p)}
+    bound = sum(1 for p in live.values() if ganging.is_bound(p))
+    if bound == o.mesh.size:
+        return "True", ganging.ALL_PROCS_SCHEDULED, f"{bound} of {o.mesh.size} procs on nodes"
+    if hold is not None:
+        return "False", hold.reason, hold.message
+    for rank in sorted(live):
+        for c in (live[rank].get("status") or {}).get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("status") == "False" \
+                    and c.get("reason") != "SchedulingGated":
+                name = (live[rank].get("metadata") or {}).get("name", "?")
+                return ("False", str(c.get("reason") or ganging.UNSCHEDULABLE),
+                        f"{bound} of {o.mesh.size} procs on nodes; pod {name} is Pending: "
+                        f"{c.get('message', '')}")
+    return "False", ganging.SCHEDULING, f"{bound} of {o.mesh.size} procs on nodes"
+
+
 def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
                    pods: Mapping[int, Mapping[str, Any]], plan: planning.Plan | None,
                    error: str | None = None, *, now: str | None = None,
-                   claimed_gpus: Mapping[int, str] | None = None) -> dict[str, Any]:
+                   claimed_gpus: Mapping[int, str] | None = None,
+                   hold: ganging.Hold | None = None) -> dict[str, Any]:
     """The status of ``mesh`` given its pods (by rank, as observed after the plan ran), the plan
-    (None when the reconcile failed before planning) and the error of the reconcile, if any.
+    (None when the reconcile failed before planning), the error of the reconcile, if any, and
+    what holds its gang (:mod:`.ganging`), if anything.
     ``claimed_gpus``: dra mode, the allocated device of each rank (:mod:`.claims`)."""
     now = now or now_rfc3339()
     previous = previous or {}
@@ -244,10 +268,16 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         degraded_c = dict(old_degraded)
     else:
         degraded_c = cond(contract.DEGRADED, ("Unknown", RECONCILE_ERROR, ""))
-    conditions = [cond(contract.READY, ready_verdict(o)),
+    scheduled = scheduled_verdict(o, hold)
+    ready = ready_verdict(o)
+    if ready[1] == PROCS_NOT_READY and scheduled[0] == "False" and scheduled[1] in (
+            ganging.UNSCHEDULABLE, ganging.WAITING_FOR_GANG, ganging.GANG_STALLED):
+        ready = ("False", scheduled[1], scheduled[2])  # the gang's wait is why it is not ready
+    conditions = [cond(contract.READY, ready),
                   cond(contract.PROGRESSING, progressing_verdict(o, degraded_c)),
                   degraded_c,
-                  cond(contract.GPU_BUDGET, budget_verdict(o))]
+                  cond(contract.GPU_BUDGET, budget_verdict(o)),
+                  cond(contract.SCHEDULED, scheduled)]
     return {
         "observedGeneration": mesh.generation,
         "phase": derive_phase(mesh.suspend, conditions),

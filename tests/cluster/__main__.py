@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     up = commands.add_parser("up", help="start the control plane and one process node")
     _node_args(up, "node-0")
     up.add_argument("--no-node", action="store_true", help="start no process node")
+    up.add_argument("--no-gang", action="store_true",
+                    help="without the Workload/PodGroup API and gang scheduling (on by default)")
     up.add_argument("--real-node", action="store_true",
                     help="a real node (kubelet, containerd, kube-proxy) instead of a process node; "
                     "the cluster runs in a network namespace of its own (needs `images` first)")
@@ -75,7 +77,8 @@ def _run(args: argparse.Namespace) -> int:
         raise controlplane.ClusterError("a real node joins a cluster started with `up --real-node` "
                                         "(whose control plane runs in the node's network namespace)")
     real = args.real_node if args.command == "up" else started_real
-    cluster = real_cluster.RealNodeCluster(args.dir) if real else controlplane.Cluster(args.dir)
+    gang = not getattr(args, "no_gang", False)
+    cluster = real_cluster.RealNodeCluster(args.dir) if real else controlplane.Cluster(args.dir, gang=gang)
     if args.command == "up" and isinstance(cluster, real_cluster.RealNodeCluster):
         started = time.monotonic()
         cluster.up(real_nodes=() if args.no_node else (args.node_name,))

@@ -12,6 +12,21 @@ from pathlib import Path
 #: The service range only names ClusterIPs; nothing routes to it (there is no kube-proxy).
 SERVICE_CIDR = "10.96.0.0/16"
 
+#: Gang scheduling (Kubernetes 1.36, alpha): the Workload/PodGroup API and the scheduler's
+#: GangScheduling plugin. On by default in test clusters (``Cluster(gang=False)`` turns it off,
+#: as on a cluster without the gate, so the operator's own all-or-nothing fallback is tested).
+GANG_FEATURE_GATES = "GenericWorkload=true,GangScheduling=true"
+#: Alpha API groups are not served unless asked for, gate or not.
+GANG_RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
+
+
+def gang_flags(gang: bool, *, api: bool = False) -> list[str]:
+    """The feature-gate flag (and, for the apiserver, the runtime-config one) when ``gang``."""
+    if not gang:
+        return []
+    flags = [f"--feature-gates={GANG_FEATURE_GATES}"]
+    return [*flags, f"--runtime-config={GANG_RUNTIME_CONFIG}"] if api else flags
+
 
 @dataclasses.dataclass(frozen=True)
 class Ports:
@@ -77,7 +92,7 @@ def etcd(binary: Path, layout: Layout, ports: Ports) -> list[str]:
     ]
 
 
-def apiserver(binary: Path, layout: Layout, ports: Ports) -> list[str]:
+def apiserver(binary: Path, layout: Layout, ports: Ports, gang: bool = True) -> list[str]:
     pki = layout.pki
     return [
         str(binary),
@@ -104,6 +119,7 @@ def apiserver(binary: Path, layout: Layout, ports: Ports) -> list[str]:
         f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
         f"--kubelet-certificate-authority={pki / 'ca.crt'}",
         "--profiling=false",
+        *gang_flags(gang, api=True),
     ]
 
 
@@ -111,7 +127,7 @@ def apiserver(binary: Path, layout: Layout, ports: Ports) -> list[str]:
 NODE_MONITOR_GRACE_SECONDS = 25
 
 
-def controller_manager(binary: Path, layout: Layout, ports: Ports) -> list[str]:
+def controller_manager(binary: Path, layout: Layout, ports: Ports, gang: bool = True) -> list[str]:
     kubeconfig = layout.kubeconfig("controller-manager")
     pki = layout.pki
     return [
@@ -134,6 +150,7 @@ def controller_manager(binary: Path, layout: Layout, ports: Ports) -> list[str]:
         # node-loss tests wait for it. Two lease renewals (every 10 s) may be missed first.
         f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s",
         "--profiling=false",
+        *gang_flags(gang),
     ]
 
 
@@ -150,7 +167,7 @@ def scheduler_config(layout: Layout) -> str:
     )
 
 
-def scheduler(binary: Path, layout: Layout, ports: Ports) -> list[str]:
+def scheduler(binary: Path, layout: Layout, ports: Ports, gang: bool = True) -> list[str]:
     kubeconfig = layout.kubeconfig("scheduler")
     return [
         str(binary),
@@ -160,4 +177,5 @@ def scheduler(binary: Path, layout: Layout, ports: Ports) -> list[str]:
         "--bind-address=127.0.0.1",
         f"--secure-port={ports.scheduler}",
         "--profiling=false",
+        *gang_flags(gang),
     ]

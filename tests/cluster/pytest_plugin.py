@@ -48,16 +48,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.C
 
 
 @contextlib.contextmanager
-def started_cluster(folder: Path, node: NodeConfig, needs: Sequence[str]) -> Iterator[controlplane.Cluster]:
+def started_cluster(folder: Path, node: NodeConfig, needs: Sequence[str], *,
+                    gang: bool = True) -> Iterator[controlplane.Cluster]:
     """A control plane with ``node`` in ``folder``, stopped on exit; skipped (failed under CI)
-    when a binary in ``needs`` is missing."""
+    when a binary in ``needs`` is missing. ``gang=False``: without the PodGroup API."""
     absent = binaries.missing(needs)
     if absent:
         message = f"cluster binaries missing ({', '.join(absent)}): run `bash tests/cluster/build.sh`"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    instance = controlplane.Cluster(folder)
+    instance = controlplane.Cluster(folder, gang=gang)
     instance.up([node])
     try:
         yield instance

@@ -1,7 +1,8 @@
 """Is a ProcMesh ready, still coming, or stuck? A pure reading of the resource and its pods.
 
 Used by :mod:`.attaching` while it waits; failures that no waiting can fix (a refused GPU
-budget, an exhausted restart limit, an image that cannot be pulled) end the wait at once.
+budget, an exhausted restart limit, an image that cannot be pulled) end the wait at once. A mesh
+that waits as one gang (condition Scheduled=False) is reported with the operator's reason.
 """
 
 from __future__ import annotations
@@ -76,6 +77,13 @@ def assess(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> Assess
         reason, message, fatal = pod_problem(pod)
         if fatal:
             return Assessment(False, progress, message, reason, True)
+    scheduled = condition(mesh, contract.SCHEDULED)
+    if current and scheduled.get("status") == "False" and scheduled.get("reason"):
+        # The mesh waits as one gang: the operator's word (the gang's shortfall, the
+        # scheduler's reason) says more than any one pod's "SchedulingGated" or "Pending".
+        return Assessment(False, f"{progress}, {scheduled['reason']}",
+                          f"{scheduled['reason']}: {scheduled.get('message', '')}",
+                          str(scheduled["reason"]))
     problems = [pod_problem(p) for p in pods]
     problems = [p for p in problems if p[0]]
     if problems:

@@ -69,3 +69,14 @@ def test_manifest_modes():
         manifests.proc_mesh_manifest("r", hosts=1, per_host={"hosts": 2})
     with pytest.raises(ValueError, match="gpus=3"):
         manifests.gpus_spec(3, None)
+
+
+def test_a_mesh_waiting_as_one_gang_reports_the_operators_reason_not_a_pods():
+    gated = {"metadata": {"name": "m-0"}, "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+         "message": "Scheduling is blocked due to non-empty scheduling gates"}]}}
+    v = assessing.assess(mesh([cond("Ready", "False", "Unschedulable", "12 procs ..."),
+                               cond("Scheduled", "False", "Unschedulable",
+                                    "12 procs must be placed together and only 6 fit")]), [gated])
+    assert not v.ready and not v.fatal and v.reason == "Unschedulable"
+    assert v.problem == "Unschedulable: 12 procs must be placed together and only 6 fit"

@@ -13,6 +13,7 @@ same name is not Ready on the earlier mesh's pods and waits for them to go.
 
 import asyncio
 import copy
+import dataclasses
 
 import pytest
 
@@ -70,7 +71,15 @@ class FakeClient:
     async def merge_patch(self, path, body):
         self.calls.append(("patch", path))
         target = path.removesuffix("/status")
-        self.objects[target]["status"] = copy.deepcopy(body["status"])
+        if path.endswith("/status"):
+            self.objects[target]["status"] = copy.deepcopy(body["status"])
+        else:  # a pod's spec (the gang gate): one level of merge, None deletes
+            spec = self.objects[target].setdefault("spec", {})
+            for field, value in body["spec"].items():
+                if value is None:
+                    spec.pop(field, None)
+                else:
+                    spec[field] = copy.deepcopy(value)
         return copy.deepcopy(self._stamp(self.objects[target]))
 
     async def delete(self, path, *, uid=None, grace_period_seconds=None):
@@ -85,9 +94,13 @@ MESH_PATH = kubeclient.mesh_path("ns", "m")
 ROLES = kubeclient.roles_path("ns")
 
 
-def controller(objects):
+#: The behaviour without gang placement; tests/unit/operator/test_ganging_reconcile.py has it on.
+NO_GANG = dataclasses.replace(SETTINGS, gang="off")
+
+
+def controller(objects, settings=NO_GANG):
     client = FakeClient(objects)
-    return reconciling.Controller(client, SETTINGS), client
+    return reconciling.Controller(client, settings), client
 
 
 def creates(client):

@@ -19,7 +19,7 @@ def conds(status):
 def test_all_conditions_present_with_generation():
     m = mesh(generation=7)
     s = statuses.compute_status(m, None, {}, planning.Plan(), now=T0)
-    assert set(conds(s)) == {"Ready", "Progressing", "Degraded", "GPUBudgetSatisfied"}
+    assert set(conds(s)) == {"Ready", "Progressing", "Degraded", "GPUBudgetSatisfied", "Scheduled"}
     assert all(c["observedGeneration"] == 7 for c in s["conditions"])
     assert s["observedGeneration"] == 7 and s["phase"] == "Progressing"
     assert conds(s)["Progressing"]["reason"] == statuses.CREATING_PROCS
