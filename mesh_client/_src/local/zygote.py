@@ -36,6 +36,9 @@ def _child(request: dict[str, Any], report_fd: int, stdout_fd: int) -> None:
     _die_with_parent()
     from mesh_client._src.server import config as config_mod
     from mesh_client._src.server import main as server_main
+    from mesh_client._src.server import output
+
+    output.write_whole_lines(flush=False)
 
     try:
         cfg = config_mod.from_env(os.environ)

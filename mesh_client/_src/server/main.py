@@ -12,7 +12,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from mesh_client._src.server import config as config_mod
-from mesh_client._src.server import finalizing, gpu
+from mesh_client._src.server import finalizing, gpu, output
 from mesh_client._src.server.dispatch import ProcServer
 
 if TYPE_CHECKING:
@@ -108,6 +108,7 @@ def _this_proc_mesh(cfg: config_mod.ServerConfig, host: str, port: int) -> ProcM
 
 
 def main() -> None:
+    output.write_whole_lines()
     try:
         cfg = config_mod.from_env(os.environ)
     except config_mod.ConfigError as exc:

@@ -80,8 +80,8 @@ def test_dra_pair_shares_claims(operator, namespace, custom, core, dra_node):
             [("gpu", f"gpu-{rank}")]
         assert "NVIDIA_VISIBLE_DEVICES" not in support.env_of(pod)  # the node sets it, not us
         # What each proc itself sees: exactly the claimed device.
-        assert support.describe(p["address"], policy_token)["gpu"] == uuid
-        assert support.describe(t["address"], trainer_token)["gpu"] == uuid
+        assert support.identify(p["address"], policy_token)["gpu"] == uuid
+        assert support.identify(t["address"], trainer_token)["gpu"] == uuid
     assert len(seen) == 2  # two requests, two devices
 
     # Deleting both meshes deletes the claim (garbage collection, through the owners).
@@ -139,7 +139,7 @@ def test_uuid_selects_the_device(operator, namespace, custom, core, dra_node):
         "apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
         "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}}}
     token = support.token(core, namespace, "picky")
-    assert support.describe(mesh["status"]["procs"][0]["address"], token)["gpu"] == wanted
+    assert support.identify(mesh["status"]["procs"][0]["address"], token)["gpu"] == wanted
 
 
 def test_restarted_proc_keeps_its_claimed_device(operator, namespace, custom, core, dra_node):
@@ -159,4 +159,4 @@ def test_restarted_proc_keeps_its_claimed_device(operator, namespace, custom, co
     mesh = testing.wait_for(restarted_and_ready, "restart counted and mesh Ready again")
     assert core.read_namespaced_pod("again-1", namespace).metadata.uid != old_uid
     assert [p["gpu"] for p in mesh["status"]["procs"]] == before  # the claim keeps its device
-    assert support.describe(mesh["status"]["procs"][1]["address"], token)["gpu"] == before[1]
+    assert support.identify(mesh["status"]["procs"][1]["address"], token)["gpu"] == before[1]
