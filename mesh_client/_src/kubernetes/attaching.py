@@ -77,7 +77,9 @@ def wait_ready(api: api_mod.KubeApi, name: str, timeout: float, progress: bool |
     last_line = ""
     while True:
         mesh = api.get_mesh(name)
-        verdict = assessing.assess(mesh, api.pods(name) if not _looks_ready(mesh) else [])
+        # Pods every time, also when the status says Ready: a status no operator keeps current
+        # (assessing.stale_status) must not send the client to procs that are gone.
+        verdict = assessing.assess(mesh, api.visible_pods(name))
         if verdict.ready:
             if show and last_line:
                 print(f"\rProcMesh {api.namespace}/{name}: {verdict.progress}".ljust(len(last_line) + 1), file=sys.stderr)
@@ -96,10 +98,6 @@ def wait_ready(api: api_mod.KubeApi, name: str, timeout: float, progress: bool |
             last_line = line
         time.sleep(delay)
         delay = min(delay * 1.5, 0.5)
-
-
-def _looks_ready(mesh: dict[str, Any]) -> bool:
-    return assessing.condition(mesh, contract.READY).get("status") == "True"
 
 
 def connect_mesh(

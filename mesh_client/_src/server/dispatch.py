@@ -177,7 +177,8 @@ class ProcServer:
         elif op == messages.BOOTSTRAP:
             threading.Thread(target=self._bootstrap, args=(channel, call_id, payload), daemon=True).start()
         elif op == messages.DESCRIBE:
-            description = dict(self.identity, pid=os.getpid(), gpu=gpu.visible_gpu(), actors=len(self.actors))
+            description = dict(self.identity, pid=os.getpid(), gpu=gpu.visible_gpu(),
+                               memory=gpu.memory(), actors=len(self.actors))
             reply(channel, call_id, peers.OK, [json.dumps(description).encode()])
         elif op == messages.STOP:
             reply(channel, call_id, peers.OK, [])
