@@ -120,10 +120,28 @@ def ready_verdict(o: Observed) -> Verdict:
         return "False", o.refusal.reason, o.refusal.message
     if o.plan is not None and o.plan.lost:
         return "False", NODE_LOST, node_lost_message(o.mesh, o.plan)
-    stuck = stuck_container(o.pods)
+    stuck = stuck_container(o.pods) or unschedulable(o.pods)
     if stuck is not None:
         return "False", stuck[0], f"{o.ready} of {o.desired} procs ready; {stuck[1]}"
     return "False", PROCS_NOT_READY, f"{o.ready} of {o.desired} procs ready"
+
+
+def unschedulable(pods: Mapping[int, Mapping[str, Any]]) -> tuple[str, str] | None:
+    """The scheduler's reason and message for Pending procs (PodScheduled=False), naming the
+    lowest rank and counting the others, or None: so ``describe`` and ``attach`` show why in
+    Ready, not only in the pods' own conditions."""
+    pending: list[tuple[int, Mapping[str, Any]]] = []
+    for rank in sorted(pods):
+        for c in (pods[rank].get("status") or {}).get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("status") == "False":
+                pending.append((rank, c))
+    if not pending:
+        return None
+    rank, c = pending[0]
+    name = (pods[rank].get("metadata") or {}).get("name", "?")
+    more = f" (and {len(pending) - 1} more pods)" if len(pending) > 1 else ""
+    reason = str(c.get("reason") or "Unschedulable")
+    return reason, f"pod {name} ({rank=}) is Pending: {c.get('message') or reason}{more}"
 
 
 def stuck_container(pods: Mapping[int, Mapping[str, Any]]) -> tuple[str, str] | None:
