@@ -70,7 +70,15 @@ def get(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
     if args.all_namespaces:
         header.insert(0, "NAMESPACE")
     now = _now()
-    rows = [tables.get_row(m, now, wide=wide, namespace=args.all_namespaces) for m in meshes]
+    grouped = tables.pods_by_mesh(api.all_mesh_pods(args.all_namespaces))
+
+    def pods_of(mesh: dict[str, Any]) -> list[Any] | None:
+        if grouped is None:
+            return None
+        meta = mesh["metadata"]
+        return grouped.get((str(meta.get("namespace")), str(meta["name"])), [])
+
+    rows = [tables.get_row(m, now, wide=wide, namespace=args.all_namespaces, pods=pods_of(m)) for m in meshes]
     out.write(tables.render(header, rows) + "\n")
     return 0
 

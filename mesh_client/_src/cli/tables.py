@@ -68,6 +68,19 @@ def shape_text(mesh: Mapping[str, Any]) -> str:
     return " x ".join(f"{n}={s}" for n, s in dims)
 
 
+def pods_by_mesh(pods: Sequence[Mapping[str, Any]] | None) -> dict[tuple[str, str], list[Mapping[str, Any]]] | None:
+    """Pods grouped by (namespace, mesh label); None stays None (pods not readable)."""
+    if pods is None:
+        return None
+    out: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        mesh = (meta.get("labels") or {}).get(contract.MESH_LABEL)
+        if mesh:
+            out.setdefault((str(meta.get("namespace")), str(mesh)), []).append(pod)
+    return out
+
+
 def phase(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None = None) -> str:
     """The operator's phase, unless its status cannot be believed (:func:`assessing.stale_status`):
     then what the client sees instead, so ``get`` never shows an old ``Ready`` as current."""
@@ -82,12 +95,13 @@ GET_WIDE = ["SHAPE", "BUDGET", "COLOCATED WITH", "GENERATION"]
 
 
 def get_row(mesh: Mapping[str, Any], now: datetime.datetime, *, wide: bool = False,
-            namespace: bool = False) -> list[str]:
-    """One ``procmesh get`` row. READY is ready/desired, as ``kubectl get deployment`` shows it."""
+            namespace: bool = False, pods: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
+    """One ``procmesh get`` row. READY is ready/desired, as ``kubectl get deployment`` shows it.
+    ``pods``: the mesh's pods, to check its status against (None: not readable)."""
     meta, spec = mesh.get("metadata") or {}, mesh.get("spec") or {}
     status = mesh.get("status") or {}
     ready = f"{status.get('readyProcs', 0)}/{status.get('desiredProcs', '?')}" if status else "0/?"
-    row = [str(meta.get("name")), ready, phase(mesh), str(status.get("restarts", 0)),
+    row = [str(meta.get("name")), ready, phase(mesh, pods), str(status.get("restarts", 0)),
            str((spec.get("gpus") or {}).get("mode", contract.GPU_MODE_NONE)),
            age(meta.get("creationTimestamp"), now)]
     if namespace:

@@ -232,6 +232,19 @@ class KubeApi:
             raise self._refused(exc, "list", "pods") from None
         return [self._sanitize(p) for p in items]
 
+    def all_mesh_pods(self, all_namespaces: bool = False) -> list[dict[str, Any]] | None:
+        """Every mesh's pods in this namespace (or all, one list call), or None when not allowed."""
+        try:
+            if all_namespaces:
+                items = self.core.list_pod_for_all_namespaces(label_selector=contract.MESH_LABEL).items
+            else:
+                items = self.core.list_namespaced_pod(self.namespace, label_selector=contract.MESH_LABEL).items
+        except self._exc as exc:
+            if exc.status == 403:
+                return None
+            raise self._refused(exc, "list", "pods") from None
+        return [self._sanitize(p) for p in items]
+
     def pod(self, name: str) -> dict[str, Any] | None:
         try:
             return self._sanitize(self.core.read_namespaced_pod(name, self.namespace))
