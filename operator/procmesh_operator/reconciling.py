@@ -25,6 +25,7 @@ from mesh_client._src import contract
 from procmesh_operator import (
     eventing,
     kubeclient,
+    leases,
     losses,
     metrics,
     placing,
@@ -69,6 +70,7 @@ class Controller:
         self._losses: dict[str, losses.NodeLoss] = {}  # lost nodes by name (from the node watch)
         # Meshes whose token Secret this process created (-> mesh uid); never the token itself.
         self._secrets_made: dict[Key, str] = {}
+        self._leases = leases.LeaseClock()  # spec.lease: when each renewal was last seen
 
     # --- Lifecycle -----------------------------------------------------------------------------
 
@@ -173,6 +175,7 @@ class Controller:
         self._phases.pop(key, None)
         self._last_status_rv.pop(key, None)
         self._secrets_made.pop(key, None)
+        self._leases.forget(key)
         for deps in self._colocated_by.values():
             deps.discard(key)  # (meshes colocated with this one keep their entry: they wait)
         if self.queue is not None:
@@ -208,6 +211,10 @@ class Controller:
             self._forget(key)  # garbage collection removes the children
             return None
         mesh = specs.parse(body)
+        lease_left = self._lease_left(mesh)
+        if lease_left is not None and lease_left <= 0:
+            await self._expire(mesh, body)
+            return None
         previous = body.get("status") or {}
         if mesh.colocate_with:
             self._colocated_by.setdefault((namespace, mesh.colocate_with), set()).add(key)
@@ -249,7 +256,27 @@ class Controller:
         again = [WAITING_RECHECK_SECONDS] if plan is not None and plan.waiting is not None else []
         if plan is not None and plan.recheck is not None:
             again.append(max(plan.recheck, 0.1))  # when a lost node's toleration runs out
+        if lease_left is not None:
+            again.append(max(lease_left, 0.1))  # when the lease lapses unless renewed
         return min(again) if again else None
+
+    def _lease_left(self, mesh: specs.MeshSpec) -> float | None:
+        """Seconds the mesh's lease has left (None: no lease; see :mod:`.leases`)."""
+        if mesh.lease_seconds is None:
+            self._leases.forget((mesh.namespace, mesh.name))
+            return None
+        return self._leases.remaining((mesh.namespace, mesh.name), mesh.uid, mesh.lease_renewal,
+                                      mesh.lease_seconds, time.monotonic())
+
+    async def _expire(self, mesh: specs.MeshSpec, body: Mapping[str, Any]) -> None:
+        """The holder stopped renewing: delete the mesh (this incarnation only); garbage
+        collection removes its pods, and with them their GPU budget."""
+        await self.events.post(
+            body, eventing.WARNING, contract.LEASE_EXPIRED,
+            f"deleted: its lease was not renewed for {mesh.lease_seconds} s (spec.lease."
+            f"durationSeconds); the program that created it has stopped")
+        await self.client.delete(kubeclient.mesh_path(mesh.namespace, mesh.name), uid=mesh.uid)
+        self._forget((mesh.namespace, mesh.name))
 
     async def _list_pods(self, namespace: str, mesh: str) -> list[dict[str, Any]]:
         listed = await self.client.list(kubeclient.pods_path(namespace),
