@@ -47,6 +47,14 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None) -
     return kubernetes.config.new_client_from_config(config_file=kubeconfig, context=context)
 
 
+def pod_namespace() -> str | None:
+    """The namespace of the pod this process runs in (its service account's), if any."""
+    if not os.path.exists(SA_NAMESPACE):
+        return None
+    with open(SA_NAMESPACE) as f:
+        return f.read().strip() or None
+
+
 def default_namespace(kubeconfig: str | None = None, context: str | None = None) -> str:
     if os.path.exists(SA_NAMESPACE) and kubeconfig is None:
         with open(SA_NAMESPACE) as f:
@@ -170,6 +178,14 @@ class KubeApi:
                     f"or pick another name"
                 ) from None
             raise self._refused(exc, "create", contract.PLURAL, body["metadata"]["name"]) from None
+
+    def renew_lease(self, name: str, when: str) -> None:
+        """Write the lease renewal annotation of mesh ``name`` (see :mod:`.lifetimes`)."""
+        body = {"metadata": {"annotations": {contract.LEASE_RENEW_ANNOTATION: when}}}
+        try:
+            self.custom.patch_namespaced_custom_object(contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name, body)
+        except self._exc as exc:
+            raise self._refused(exc, "patch", contract.PLURAL, name) from None
 
     def delete_mesh(self, name: str) -> None:
         try:

@@ -18,7 +18,7 @@ from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import Shape
 from mesh_client._src.kubernetes import api as api_mod
-from mesh_client._src.kubernetes import assessing, forwarding
+from mesh_client._src.kubernetes import assessing, forwarding, lifetimes
 from mesh_client._src.kubernetes.errors import MeshNotReady
 from mesh_client._src.runtime import peers
 
@@ -28,8 +28,10 @@ DEFAULT_TIMEOUT = 600.0
 class KubernetesProcs:
     """The owner of an attached mesh's ProcGroup: explains deaths, and deletes only what it made."""
 
-    def __init__(self, api: api_mod.KubeApi, mesh: dict[str, Any], pod_names: Sequence[str], created: bool) -> None:
+    def __init__(self, api: api_mod.KubeApi, mesh: dict[str, Any], pod_names: Sequence[str], created: bool,
+                 lease: lifetimes.LeaseRenewer | None = None) -> None:
         self.api = api
+        self.lease = lease  # the creator's lifetimes.LeaseRenewer, stopped with the mesh
         self.name = mesh["metadata"]["name"]
         self.pod_names = list(pod_names)
         self.created = created
@@ -65,6 +67,8 @@ class KubernetesProcs:
             for peer in self.group.peers:
                 peer.close()
                 peers.forget_peer(peer)
+        if self.lease is not None:
+            self.lease.stop()
         if self.created:
             self.api.delete_mesh(self.name)
 
@@ -108,11 +112,13 @@ def connect_mesh(
     bootstrap: Callable[[], Any] | None = None,
     via_api_server: bool = False,
     token: bytes | None = None,
+    lease: lifetimes.LeaseRenewer | None = None,
 ) -> ProcMesh:
     """Build the proc mesh from a Ready resource: addresses, token, shape; connect; bootstrap.
 
     ``via_api_server`` reaches each proc by a port-forward through the API server instead of
     its pod IP. ``token``: the creator's own (it wrote the Secret); None reads the mesh's Secret.
+    ``lease``: the creator's renewer, stopped when the mesh is.
     """
     name = mesh["metadata"]["name"]
     spec, status = mesh["spec"], mesh["status"]
@@ -131,7 +137,7 @@ def connect_mesh(
         f"{api.namespace}/{name}[{','.join(f'{k}={v}' for k, v in point.items())}] (pod {p['pod']})"
         for point, p in zip(shape.points(), procs)
     ]
-    owner = KubernetesProcs(api, mesh, [p["pod"] for p in procs], created)
+    owner = KubernetesProcs(api, mesh, [p["pod"] for p in procs], created, lease)
     opener = None
     if via_api_server:
         pods = {a: p["pod"] for a, p in zip(addresses, procs)}

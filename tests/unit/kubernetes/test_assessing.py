@@ -95,3 +95,18 @@ def test_manifest_modes():
         manifests.proc_mesh_manifest("r", hosts=1, per_host={"hosts": 2})
     with pytest.raises(ValueError, match="gpus=3"):
         manifests.gpus_spec(3, None)
+
+
+def test_spawned_meshes_carry_their_lease_and_their_creators_pod():
+    from mesh_client._src.kubernetes import lifetimes
+
+    env = {"POD_NAME": "controller-x", "POD_UID": "uid-1"}
+    owner = lifetimes.creator_pod_owner("team", env, pod_namespace="team")
+    assert owner == {"apiVersion": "v1", "kind": "Pod", "name": "controller-x", "uid": "uid-1"}
+    assert lifetimes.creator_pod_owner("other", env, pod_namespace="team") is None  # refs stay in a namespace
+    assert lifetimes.creator_pod_owner("team", {}, pod_namespace="team") is None  # not told who it is
+    body = manifests.proc_mesh_manifest("m", hosts=1, per_host={"procs": 1}, lease_seconds=30, owner=owner)
+    assert body["spec"]["lease"] == {"durationSeconds": 30}
+    assert body["metadata"]["ownerReferences"] == [owner]
+    plain = manifests.proc_mesh_manifest("m", hosts=1, per_host={"procs": 1})
+    assert "lease" not in plain["spec"] and "ownerReferences" not in plain["metadata"]
