@@ -119,8 +119,15 @@ PROCS_HEADER = ["RANK", "COORDS", "POD", "NODE", "GPU", "MEMORY CAP", "READY", "
                 "LAST FAILURE"]
 
 
-def coords_text(coords: Mapping[str, Any]) -> str:
-    return ",".join(f"{k}={v}" for k, v in coords.items()) or NONE
+def dim_names(mesh: Mapping[str, Any]) -> list[str]:
+    spec = mesh.get("spec") or {}
+    return [contract.HOSTS_DIM, *(str(d["name"]) for d in spec.get("perHost") or [])]
+
+
+def coords_text(coords: Mapping[str, Any], order: Sequence[str] = ()) -> str:
+    """``hosts=0,gpus=1`` in the mesh's dimension order (the API may return the map sorted)."""
+    keys = [k for k in order if k in coords] + [k for k in coords if k not in order]
+    return ",".join(f"{k}={coords[k]}" for k in keys) or NONE
 
 
 def pod_state(pod: Mapping[str, Any] | None) -> tuple[str, str]:
@@ -188,7 +195,7 @@ def proc_rows(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
         state, restarts = pod_state(pod)
         node = proc.get("node") or ((pod or {}).get("spec") or {}).get("nodeName") or NONE
         ready = "true" if pod is not None and _pod_is_ready(pod) else "false"
-        rows.append([str(proc.get("rank")), coords_text(proc.get("coords") or {}), str(proc.get("pod")),
+        rows.append([str(proc.get("rank")), coords_text(proc.get("coords") or {}, dim_names(mesh)), str(proc.get("pod")),
                      str(node), str(proc.get("gpu") or "-"), memory_cap(mesh, pod), ready, state, restarts,
                      last_failure(pod, now)])
     return rows
