@@ -36,11 +36,16 @@ def memory() -> dict[str, Any] | None:
         if not torch.cuda.is_available() or not torch.cuda.is_initialized():
             return None
         total = int(torch.cuda.get_device_properties(0).total_memory)
-        fraction = os.environ.get(contract.MEMORY_FRACTION)
+        getter = getattr(torch.cuda, "get_per_process_memory_fraction", None)  # torch 2.8+
+        if getter is not None:
+            fraction: float | None = float(getter(0))  # whoever set it: env or a bootstrap
+        else:
+            env = os.environ.get(contract.MEMORY_FRACTION)
+            fraction = float(env) if env else None
         return {"allocated": int(torch.cuda.memory_allocated(0)),
                 "reserved": int(torch.cuda.memory_reserved(0)),
                 "total": total,
-                "cap": int(total * float(fraction)) if fraction else total}
+                "cap": int(total * fraction) if fraction is not None else total}
     except Exception:
         return None
 
