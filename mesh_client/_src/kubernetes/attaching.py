@@ -73,35 +73,55 @@ class KubernetesProcs:
             self.api.delete_mesh(self.name)
 
 
+class ProgressLine:
+    """One line on stderr, rewritten in place; :meth:`end` finishes it, so that what comes next
+    (the result, an error, a Ctrl-C traceback) starts on a line of its own."""
+
+    def __init__(self, show: bool) -> None:
+        self.show = show
+        self.last = ""
+
+    def update(self, text: str) -> None:
+        if self.show:
+            line = f"\r{text}"
+            print(line.ljust(len(self.last)), end="", file=sys.stderr, flush=True)
+            self.last = line
+
+    def end(self, text: str | None = None) -> None:
+        if self.show and self.last:
+            if text is not None:
+                print(f"\r{text}".ljust(len(self.last) + 1), end="", file=sys.stderr)
+            print(file=sys.stderr, flush=True)
+        self.last = ""
+
+
 def wait_ready(api: api_mod.KubeApi, name: str, timeout: float, progress: bool | None = None) -> dict[str, Any]:
     """Poll until Ready; raise MeshNotReady at once for fatal causes, or with the cause at timeout."""
-    show = sys.stderr.isatty() if progress is None else progress
+    line = ProgressLine(sys.stderr.isatty() if progress is None else progress)
     deadline = time.monotonic() + timeout
     delay = 0.05
-    last_line = ""
-    while True:
-        mesh = api.get_mesh(name)
-        # Pods every time, also when the status says Ready: a status no operator keeps current
-        # (assessing.stale_status) must not send the client to procs that are gone.
-        verdict = assessing.assess(mesh, api.visible_pods(name))
-        if verdict.ready:
-            if show and last_line:
-                print(f"\rProcMesh {api.namespace}/{name}: {verdict.progress}".ljust(len(last_line) + 1), file=sys.stderr)
-            return mesh
-        if verdict.fatal:
-            raise MeshNotReady(f"ProcMesh {api.namespace}/{name} cannot become Ready: {verdict.problem}", verdict.reason)
-        if time.monotonic() >= deadline:
-            raise MeshNotReady(
-                f"ProcMesh {api.namespace}/{name} was not Ready after {timeout:.0f} s: {verdict.problem} "
-                f"('kubectl describe procmesh {name} -n {api.namespace}' shows its conditions and events)",
-                verdict.reason,
-            )
-        if show:
-            line = f"\rProcMesh {api.namespace}/{name}: {verdict.progress}"
-            print(line.ljust(len(last_line)), end="", file=sys.stderr, flush=True)
-            last_line = line
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.5)
+    try:
+        while True:
+            mesh = api.get_mesh(name)
+            # Pods every time, also when the status says Ready: a status no operator keeps current
+            # (assessing.stale_status) must not send the client to procs that are gone.
+            verdict = assessing.assess(mesh, api.visible_pods(name))
+            if verdict.ready:
+                line.end(f"ProcMesh {api.namespace}/{name}: {verdict.progress}")
+                return mesh
+            if verdict.fatal:
+                raise MeshNotReady(f"ProcMesh {api.namespace}/{name} cannot become Ready: {verdict.problem}", verdict.reason)
+            if time.monotonic() >= deadline:
+                raise MeshNotReady(
+                    f"ProcMesh {api.namespace}/{name} was not Ready after {timeout:.0f} s: {verdict.problem} "
+                    f"('kubectl describe procmesh {name} -n {api.namespace}' shows its conditions and events)",
+                    verdict.reason,
+                )
+            line.update(f"ProcMesh {api.namespace}/{name}: {verdict.progress}")
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.5)
+    finally:
+        line.end()  # before any traceback, Ctrl-C's included
 
 
 def connect_mesh(

@@ -110,3 +110,17 @@ def test_spawned_meshes_carry_their_lease_and_their_creators_pod():
     assert body["metadata"]["ownerReferences"] == [owner]
     plain = manifests.proc_mesh_manifest("m", hosts=1, per_host={"procs": 1})
     assert "lease" not in plain["spec"] and "ownerReferences" not in plain["metadata"]
+
+
+def test_the_progress_line_ends_before_whatever_follows(capsys):
+    from mesh_client._src.kubernetes.attaching import ProgressLine
+
+    line = ProgressLine(show=True)
+    line.update("ProcMesh ns/m: 0/8 procs ready")
+    line.end()  # as on an error or Ctrl-C: a newline, so the traceback starts on its own line
+    line.end()  # idempotent
+    assert capsys.readouterr().err == "\rProcMesh ns/m: 0/8 procs ready\n"
+    quiet = ProgressLine(show=False)
+    quiet.update("x")
+    quiet.end()
+    assert capsys.readouterr().err == ""
