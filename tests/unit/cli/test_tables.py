@@ -7,6 +7,7 @@ import io
 import pytest
 
 from mesh_client._src.cli import logs, tables
+from mesh_client._src.kubernetes import logstreams
 
 NOW = datetime.datetime(2026, 1, 2, 12, 0, 0, tzinfo=datetime.timezone.utc)
 
@@ -79,9 +80,9 @@ def test_top_rows():
 
 
 def test_log_lines_whole_across_chunks_and_interleaved_with_prefix():
-    assert list(logs.lines_of([b"a\nb", b"c\n", b"\xffd"])) == ["a", "bc", "\ufffdd"]
+    assert list(logstreams.lines_of([b"a\nb", b"c\n", b"\xffd"])) == ["a", "bc", "\ufffdd"]
     out = io.StringIO()
-    sink = logs.Interleaver(out)
+    sink = logstreams.Interleaver(out)
     sink.write("[rank 3] ", "hello")
     assert out.getvalue() == "[rank 3] hello\n"
 
