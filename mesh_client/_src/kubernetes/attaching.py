@@ -18,7 +18,7 @@ from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import Shape
 from mesh_client._src.kubernetes import api as api_mod
-from mesh_client._src.kubernetes import assessing, forwarding, lifetimes
+from mesh_client._src.kubernetes import assessing, forwarding, lifetimes, output
 from mesh_client._src.kubernetes.errors import MeshNotReady
 from mesh_client._src.runtime import peers
 
@@ -32,6 +32,7 @@ class KubernetesProcs:
                  lease: lifetimes.LeaseRenewer | None = None) -> None:
         self.api = api
         self.lease = lease  # the creator's lifetimes.LeaseRenewer, stopped with the mesh
+        self.output: output.OutputForwarder | None = None  # the procs' output, while attached
         self.name = mesh["metadata"]["name"]
         self.pod_names = list(pod_names)
         self.created = created
@@ -67,6 +68,8 @@ class KubernetesProcs:
             for peer in self.group.peers:
                 peer.close()
                 peers.forget_peer(peer)
+        if self.output is not None:
+            self.output.stop()
         if self.lease is not None:
             self.lease.stop()
         if self.created:
@@ -133,12 +136,15 @@ def connect_mesh(
     via_api_server: bool = False,
     token: bytes | None = None,
     lease: lifetimes.LeaseRenewer | None = None,
+    forward_output: bool | None = None,
 ) -> ProcMesh:
     """Build the proc mesh from a Ready resource: addresses, token, shape; connect; bootstrap.
 
     ``via_api_server`` reaches each proc by a port-forward through the API server instead of
     its pod IP. ``token``: the creator's own (it wrote the Secret); None reads the mesh's Secret.
-    ``lease``: the creator's renewer, stopped when the mesh is.
+    ``lease``: the creator's renewer, stopped when the mesh is. ``forward_output``: print what
+    the procs print, prefixed with their rank (:mod:`.output`; None: on unless
+    ``PROCMESH_FORWARD_OUTPUT=0``).
     """
     name = mesh["metadata"]["name"]
     spec, status = mesh["spec"], mesh["status"]
@@ -169,6 +175,9 @@ def connect_mesh(
     proc_mesh = ProcMesh(group, shape)
     for peer in group.peers:
         peer.connect()
+    if output.enabled(forward_output):
+        owner.output = output.OutputForwarder(api, name, [p["pod"] for p in procs])
+        owner.output.start()
     if bootstrap is not None:
         proc_mesh.run(bootstrap).get()
     return proc_mesh
@@ -185,15 +194,19 @@ def attach(
     api_client: Any = None,
     progress: bool | None = None,
     via_api_server: bool = False,
+    forward_output: bool | None = None,
 ) -> ProcMesh:
     """The proc mesh of an existing ProcMesh resource, once it is Ready.
 
     Its extent is ``hosts`` followed by the ``perHost`` dimensions. ``stop()`` on it only
     disconnects: the resource belongs to whoever created it. ``via_api_server=True`` reaches the
     procs by port-forwards through the API server (needs ``create`` on ``pods/portforward``), for
-    clients that cannot reach pod IPs.
+    clients that cannot reach pod IPs. What the procs print shows on this program's stdout,
+    prefixed ``[<mesh> rank <r>]``, unless ``forward_output=False`` (or
+    ``PROCMESH_FORWARD_OUTPUT=0``).
     """
     client = api_client or api_mod.make_api_client(kubeconfig, context)
     api = api_mod.KubeApi(client, namespace or api_mod.default_namespace(kubeconfig, context))
     mesh = wait_ready(api, name, timeout, progress)
-    return connect_mesh(api, mesh, created=False, bootstrap=bootstrap, via_api_server=via_api_server)
+    return connect_mesh(api, mesh, created=False, bootstrap=bootstrap, via_api_server=via_api_server,
+                        forward_output=forward_output)

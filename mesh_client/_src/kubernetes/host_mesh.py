@@ -41,6 +41,7 @@ class KubernetesHostMesh(MeshTrait):
         timeout: float = attaching.DEFAULT_TIMEOUT,
         via_api_server: bool = False,
         lease_seconds: int = lifetimes.DEFAULT_LEASE_SECONDS,
+        forward_output: bool | None = None,
     ) -> None:
         self._shape = Shape([contract.HOSTS_DIM], [hosts])
         self.hosts = hosts
@@ -52,6 +53,7 @@ class KubernetesHostMesh(MeshTrait):
         self.timeout = timeout
         self.via_api_server = via_api_server  # port-forward through the API server, not pod IPs
         self.lease_seconds = lease_seconds  # how long a spawned mesh outlives its last renewal
+        self.forward_output = forward_output  # procs' output on stdout (None: PROCMESH_FORWARD_OUTPUT)
 
     def _with_shape(self, shape: Shape) -> KubernetesHostMesh:
         raise NotImplementedError("slicing a Kubernetes host mesh is not supported; spawn with fewer hosts")
@@ -112,7 +114,7 @@ class KubernetesHostMesh(MeshTrait):
             mesh = attaching.wait_ready(self.api, name, self.timeout)
             return attaching.connect_mesh(
                 self.api, mesh, created=True, bootstrap=bootstrap, via_api_server=self.via_api_server, token=token,
-                lease=lease,
+                lease=lease, forward_output=self.forward_output,
             )
         except BaseException:
             if lease is not None:
