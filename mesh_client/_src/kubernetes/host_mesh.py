@@ -26,6 +26,7 @@ class KubernetesHostMesh(MeshTrait):
     tolerations, affinity, schedulerName, serviceAccountName, labels, annotations) apply to
     every mesh it spawns. A spawned mesh is deleted ``lease_seconds`` after this program stops
     renewing its lease (killed, crashed, exited), and with this program's pod in a cluster.
+    What its procs print shows on this program's stdout unless ``forward_output=False``.
     """
 
     def __init__(
