@@ -9,11 +9,13 @@ No line is lost or repeated across the attach: before :meth:`OutputForwarder.sta
 each thread has counted the lines its pod's current run had written, and its follow stream skips
 exactly those. A stream that ends (the proc restarted, the connection dropped) is opened again;
 the same run (pod uid and restart count unchanged) skips what was already shown, a new run is
-shown from its start.
+shown from its start. :meth:`OutputForwarder.stop` reads each log once more, so what a proc
+printed before the controller stopped its mesh is shown even when its stream lagged.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import socket
 import sys
@@ -54,21 +56,58 @@ class OutputForwarder:
         self._lock = threading.Lock()
         self._denied = threading.Event()
         self._counted = threading.Semaphore(0)
+        self._threads: list[threading.Thread] = []
+        self._progress: dict[int, tuple[tuple[str, int] | None, int]] = {}  # rank -> (run, lines shown)
 
     def start(self) -> None:
+        atexit.register(self._at_exit)
         for rank, pod in enumerate(self.pods):
-            threading.Thread(target=self._follow, args=(rank, pod), daemon=True,
-                             name=f"procmesh output {self.mesh}[{rank}]").start()
+            thread = threading.Thread(target=self._follow, args=(rank, pod), daemon=True,
+                                      name=f"procmesh output {self.mesh}[{rank}]")
+            self._threads.append(thread)
+            thread.start()
         for _ in self.pods:  # every pod's lines so far are counted, so none printed later is lost
             if not self._counted.acquire(timeout=READY_TIMEOUT):
                 break
 
     def stop(self) -> None:
+        atexit.unregister(self._at_exit)
+        self._halt(2.0)
+        self._catch_up()
+
+    def _halt(self, join_timeout: float) -> None:
         self._stopped.set()
         with self._lock:
             responses, self._responses = list(self._responses), set()
         for response in responses:
             _interrupt(response)
+        for thread in self._threads:
+            thread.join(timeout=join_timeout)
+
+    def _at_exit(self) -> None:
+        """A program that exits with its mesh attached: end the threads before the interpreter
+        does (a daemon thread still writing to stdout then aborts the exit)."""
+        self._halt(0.5)
+
+    def _catch_up(self) -> None:
+        """Show what each proc wrote that its stream had not delivered yet (streams lag), so
+        everything printed before ``stop()`` is seen: one plain read per pod, same run only."""
+        if self._denied.is_set():
+            return
+        for rank, pod in enumerate(self.pods):
+            run, shown = self._progress.get(rank, (None, 0))
+            try:
+                if run is None or self._run_of(pod) != run:
+                    continue
+                response = self.api.pod_log(pod)
+                try:
+                    lines = list(logstreams.response_lines(response))
+                finally:
+                    response.release_conn()
+            except Exception:
+                continue
+            for line in lines[shown:]:
+                self.sink.write(f"[{self.mesh} rank {rank}] ", line)
 
     # --- one pod -------------------------------------------------------------------------------
 
@@ -90,14 +129,17 @@ class OutputForwarder:
 
     def _follow(self, rank: int, pod: str) -> None:
         prefix = f"[{self.mesh} rank {rank}] "
+        run: tuple[str, int] | None = None
+        shown = 0
         try:
             run, shown = self._run_of(pod), self._count_lines(pod)
         except MeshAccessDenied as exc:
             self._note_denied(exc)
             return
         except Exception:
-            run, shown = None, 0
+            pass  # counted as nothing shown yet; the stream below may repeat a little
         finally:
+            self._progress[rank] = (run, shown)
             self._counted.release()
         missing_since: float | None = None
         while not self._stopped.is_set():
@@ -119,6 +161,7 @@ class OutputForwarder:
                         if index >= shown:
                             self.sink.write(prefix, line)
                             shown = index + 1
+                            self._progress[rank] = (run, shown)
                 except Exception:
                     pass  # a dropped stream: opened again below
                 finally:
@@ -137,6 +180,7 @@ class OutputForwarder:
                 continue
             if now_run != run and now_run != ("", 0):
                 run, shown = now_run, 0  # a new run of the proc: its output from the start
+                self._progress[rank] = (run, shown)
 
     def _note_denied(self, exc: MeshAccessDenied) -> None:
         if not self._denied.is_set():
