@@ -16,4 +16,9 @@ from mesh_client._src.kubernetes.errors import (
 )
 from mesh_client._src.kubernetes.host_mesh import KubernetesHostMesh
 
+# Tracebacks and reprs name the errors where users import them, not where they are defined.
+for _error in (KubernetesMeshError, MeshAccessDenied, MeshNotFound, MeshNotReady):
+    _error.__module__ = __name__
+del _error
+
 __all__ = ["KubernetesHostMesh", "KubernetesMeshError", "MeshAccessDenied", "MeshNotFound", "MeshNotReady", "attach"]

@@ -47,6 +47,11 @@ GPU_DEVICE_ANNOTATION = "procmesh.io/gpu-device"
 MEMORY_FRACTION_ANNOTATION = "procmesh.io/memory-fraction"
 NODE_ANNOTATION = "procmesh.io/node"
 GENERATION_ANNOTATION = "procmesh.io/generation"
+#: On a ProcMesh with ``spec.lease``: the holder's last renewal (RFC 3339, the holder's clock).
+#: The operator measures the lease from when it sees this value change, on its own clock.
+LEASE_RENEW_ANNOTATION = "procmesh.io/lease-renew-time"
+#: The Event reason of a mesh deleted because its lease lapsed.
+LEASE_EXPIRED = "LeaseExpired"
 
 #: The proc server's port when ``spec.port`` is not set (the CRD's default says the same).
 PROC_PORT = 26600

@@ -50,6 +50,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="peering priority of this replica; 'random' gives replicas of one "
                         "Deployment distinct priorities (equal priorities pause them all)")
     p.add_argument("--log-format", choices=sorted(LOG_FORMATS), default="json")
+    p.add_argument("--access-logs", action="store_true",
+                   help="log every request to the liveness endpoint (off by default: the probes "
+                        "would be most of the log)")
     p.add_argument("--verbose", action="store_true")
     p.add_argument("--debug", action="store_true")
     defaults = settings_.Settings()
@@ -113,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     kopf.configure(debug=args.debug, verbose=args.verbose, log_format=LOG_FORMATS[args.log_format])
     logging.getLogger("procmesh_operator").setLevel(logging.DEBUG if args.debug else logging.INFO)
+    if not args.access_logs:  # aiohttp's access log of kopf's liveness endpoint
+        logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     config = load_configuration(args.kubeconfig, args.context)
     settings = settings_.Settings(
         default_image=args.default_image, cuda_context_mib=args.cuda_context_mib,

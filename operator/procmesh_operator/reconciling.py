@@ -31,6 +31,7 @@ from procmesh_operator import (
     fitting,
     ganging,
     kubeclient,
+    leases,
     losses,
     metrics,
     placing,
@@ -83,6 +84,7 @@ class Controller:
         # Gate mode: meshes released as a whole gang and not all bound yet (a proc released
         # alone after a RestartProc is not: its stall must not take its running peers down).
         self._released: set[Key] = set()
+        self._leases = leases.LeaseClock()  # spec.lease: when each renewal was last seen
 
     # --- Lifecycle -----------------------------------------------------------------------------
 
@@ -193,6 +195,7 @@ class Controller:
         self._gated.discard(key)
         self._stalls.pop(key, None)
         self._released.discard(key)
+        self._leases.forget(key)
         for deps in self._colocated_by.values():
             deps.discard(key)  # (meshes colocated with this one keep their entry: they wait)
         if self.queue is not None:
@@ -228,6 +231,10 @@ class Controller:
             self._forget(key)  # garbage collection removes the children
             return None
         mesh = specs.parse(body)
+        lease_left = self._lease_left(mesh)
+        if lease_left is not None and lease_left <= 0:
+            await self._expire(mesh, body)
+            return None
         previous = body.get("status") or {}
         if mesh.colocate_with:
             self._colocated_by.setdefault((namespace, mesh.colocate_with), set()).add(key)
@@ -279,7 +286,27 @@ class Controller:
             again.append(WAITING_RECHECK_SECONDS)  # room may free outside our pods' events
         if plan is not None and plan.recheck is not None:
             again.append(max(plan.recheck, 0.1))  # when a lost node's toleration runs out
+        if lease_left is not None:
+            again.append(max(lease_left, 0.1))  # when the lease lapses unless renewed
         return min(again) if again else None
+
+    def _lease_left(self, mesh: specs.MeshSpec) -> float | None:
+        """Seconds the mesh's lease has left (None: no lease; see :mod:`.leases`)."""
+        if mesh.lease_seconds is None:
+            self._leases.forget((mesh.namespace, mesh.name))
+            return None
+        return self._leases.remaining((mesh.namespace, mesh.name), mesh.uid, mesh.lease_renewal,
+                                      mesh.lease_seconds, time.monotonic())
+
+    async def _expire(self, mesh: specs.MeshSpec, body: Mapping[str, Any]) -> None:
+        """The holder stopped renewing: delete the mesh (this incarnation only); garbage
+        collection removes its pods, and with them their GPU budget."""
+        await self.events.post(
+            body, eventing.WARNING, contract.LEASE_EXPIRED,
+            f"deleted: its lease was not renewed for {mesh.lease_seconds} s (spec.lease."
+            f"durationSeconds); the program that created it has stopped")
+        await self.client.delete(kubeclient.mesh_path(mesh.namespace, mesh.name), uid=mesh.uid)
+        self._forget((mesh.namespace, mesh.name))
 
     async def _list_pods(self, namespace: str, mesh: str) -> list[dict[str, Any]]:
         listed = await self.client.list(kubeclient.pods_path(namespace),

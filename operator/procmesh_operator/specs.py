@@ -51,6 +51,8 @@ class MeshSpec:
     suspend: bool
     port: int
     token_secret_name: str | None = None  # spec.tokenSecretName: the creator made the Secret
+    lease_seconds: int | None = None  # spec.lease.durationSeconds: deleted when not renewed
+    lease_renewal: str | None = None  # the holder's last renewal (contract.LEASE_RENEW_ANNOTATION)
 
     @property
     def token_secret(self) -> str:
@@ -94,4 +96,12 @@ def parse(body: Mapping[str, Any]) -> MeshSpec:
         suspend=bool(spec.get("suspend", False)),
         port=int(spec.get("port", contract.PROC_PORT)),
         token_secret_name=spec.get("tokenSecretName") or None,
+        lease_seconds=_lease_seconds(spec),
+        lease_renewal=(meta.get("annotations") or {}).get(contract.LEASE_RENEW_ANNOTATION),
     )
+
+
+def _lease_seconds(spec: Mapping[str, Any]) -> int | None:
+    lease = spec.get("lease") or {}
+    seconds = lease.get("durationSeconds")
+    return None if seconds is None else int(seconds)

@@ -132,10 +132,32 @@ def ready_verdict(o: Observed) -> Verdict:
             return ("False", contract.CLAIM_UNALLOCATABLE,
                     f"pod {contract.pod_name(o.mesh.name, rank)}: the scheduler cannot allocate "
                     f"its ResourceClaim: {unallocatable}")
-    stuck = stuck_container(o.pods)
+    stuck = stuck_container(o.pods) or unschedulable(o.pods)
     if stuck is not None:
         return "False", stuck[0], f"{o.ready} of {o.desired} procs ready; {stuck[1]}"
     return "False", PROCS_NOT_READY, f"{o.ready} of {o.desired} procs ready"
+
+
+#: The PodScheduled=False reasons of a Pending pod (:func:`unschedulable`).
+POD_PENDING_REASONS = ("Unschedulable", "SchedulingGated")
+
+
+def unschedulable(pods: Mapping[int, Mapping[str, Any]]) -> tuple[str, str] | None:
+    """The scheduler's reason and message for Pending procs (PodScheduled=False), naming the
+    lowest rank and counting the others, or None: so ``describe`` and ``attach`` show why in
+    Ready, not only in the pods' own conditions."""
+    pending: list[tuple[int, Mapping[str, Any]]] = []
+    for rank in sorted(pods):
+        for c in (pods[rank].get("status") or {}).get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("status") == "False":
+                pending.append((rank, c))
+    if not pending:
+        return None
+    rank, c = pending[0]
+    name = (pods[rank].get("metadata") or {}).get("name", "?")
+    more = f" (and {len(pending) - 1} more pods)" if len(pending) > 1 else ""
+    reason = str(c.get("reason") or "Unschedulable")
+    return reason, f"pod {name} ({rank=}) is Pending: {c.get('message') or reason}{more}"
 
 
 def stuck_container(pods: Mapping[int, Mapping[str, Any]]) -> tuple[str, str] | None:
@@ -270,9 +292,11 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         degraded_c = cond(contract.DEGRADED, ("Unknown", RECONCILE_ERROR, ""))
     scheduled = scheduled_verdict(o, hold)
     ready = ready_verdict(o)
-    if ready[1] == PROCS_NOT_READY and scheduled[0] == "False" and scheduled[1] in (
+    # The gang's wait is why it is not ready: it says more than one Pending pod's reason
+    # (unschedulable(): "SchedulingGated" behind our gate, or the scheduler's "Unschedulable").
+    if ready[1] in (PROCS_NOT_READY, *POD_PENDING_REASONS) and scheduled[0] == "False" and scheduled[1] in (
             ganging.UNSCHEDULABLE, ganging.WAITING_FOR_GANG, ganging.GANG_STALLED):
-        ready = ("False", scheduled[1], scheduled[2])  # the gang's wait is why it is not ready
+        ready = ("False", scheduled[1], scheduled[2])
     conditions = [cond(contract.READY, ready),
                   cond(contract.PROGRESSING, progressing_verdict(o, degraded_c)),
                   degraded_c,

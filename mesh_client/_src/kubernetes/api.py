@@ -48,6 +48,14 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None) -
     return kubernetes.config.new_client_from_config(config_file=kubeconfig, context=context)
 
 
+def pod_namespace() -> str | None:
+    """The namespace of the pod this process runs in (its service account's), if any."""
+    if not os.path.exists(SA_NAMESPACE):
+        return None
+    with open(SA_NAMESPACE) as f:
+        return f.read().strip() or None
+
+
 def default_namespace(kubeconfig: str | None = None, context: str | None = None) -> str:
     if os.path.exists(SA_NAMESPACE) and kubeconfig is None:
         with open(SA_NAMESPACE) as f:
@@ -111,6 +119,55 @@ class KubeApi:
                 raise self._mesh_denied(name, "get", contract.PLURAL, name) from None
             raise self._refused(exc, "get", contract.PLURAL, name) from None
 
+    def list_meshes(self, all_namespaces: bool = False) -> list[dict[str, Any]]:
+        """The ProcMeshes of this namespace (or of all), as the API returns them."""
+        try:
+            if all_namespaces:
+                listed = self.custom.list_cluster_custom_object(contract.GROUP, contract.VERSION, contract.PLURAL)
+            else:
+                listed = self.custom.list_namespaced_custom_object(contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL)
+        except self._exc as exc:
+            if exc.status == 403:
+                where = "in any namespace" if all_namespaces else f"in namespace {self.namespace}"
+                raise MeshAccessDenied(
+                    f"the API server refused to list procmeshes {where}: listing takes 'list' on "
+                    f"procmeshes.procmesh.io (the chart's client role grants it: rbac.clientRole.create=true, "
+                    f"or bind the aggregated 'view' ClusterRole); a single mesh needs only its Role: "
+                    f"'procmesh get MESH'"
+                ) from None
+            raise self._refused(exc, "list", contract.PLURAL) from None
+        return list(listed.get("items") or [])
+
+    def events(self, kind: str, name: str) -> list[dict[str, Any]]:
+        """Events about the object ``kind``/``name``, oldest first; [] when not allowed to read
+        them (they only add detail)."""
+        try:
+            items = self.core.list_namespaced_event(
+                self.namespace, field_selector=f"involvedObject.kind={kind},involvedObject.name={name}").items
+        except self._exc as exc:
+            if exc.status == 403:
+                return []
+            raise self._refused(exc, "list", "events") from None
+        events = [self._sanitize(e) for e in items]
+        return sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+
+    def pod_log(self, pod: str, *, follow: bool = False, tail: int | None = None, previous: bool = False) -> Any:
+        """A streaming response of ``pod``'s proc-server log (``.stream()`` yields chunks)."""
+        kwargs: dict[str, Any] = {"container": contract.CONTAINER_NAME, "follow": follow, "previous": previous,
+                                  "_preload_content": False}
+        if tail is not None:
+            kwargs["tail_lines"] = tail
+        try:
+            return self.core.read_namespaced_pod_log(pod, self.namespace, **kwargs)
+        except self._exc as exc:
+            if exc.status == 403:
+                raise MeshAccessDenied(
+                    f"the API server refused to get pods/log of {self.namespace}/{pod}: reading a mesh's "
+                    f"logs takes 'get' on pods/log in namespace {self.namespace} (the chart's client role "
+                    f"grants it)"
+                ) from None
+            raise self._refused(exc, "get", "pods/log", pod) from None
+
     def create_mesh(self, body: dict[str, Any]) -> dict[str, Any]:
         try:
             created: dict[str, Any] = self.custom.create_namespaced_custom_object(contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, body)
@@ -124,6 +181,14 @@ class KubeApi:
                     f"or pick another name"
                 ) from None
             raise self._refused(exc, "create", contract.PLURAL, body["metadata"]["name"]) from None
+
+    def renew_lease(self, name: str, when: str) -> None:
+        """Write the lease renewal annotation of mesh ``name`` (see :mod:`.lifetimes`)."""
+        body = {"metadata": {"annotations": {contract.LEASE_RENEW_ANNOTATION: when}}}
+        try:
+            self.custom.patch_namespaced_custom_object(contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name, body)
+        except self._exc as exc:
+            raise self._refused(exc, "patch", contract.PLURAL, name) from None
 
     def delete_mesh(self, name: str) -> None:
         try:
@@ -173,11 +238,29 @@ class KubeApi:
             raise self._refused(exc, "create", "secrets", name) from None
 
     def pods(self, mesh: str) -> list[dict[str, Any]]:
+        return self.visible_pods(mesh) or []
+
+    def visible_pods(self, mesh: str) -> list[dict[str, Any]] | None:
+        """The mesh's pods, or None when this client may not list pods (they are only for
+        better messages and for checking the status against them; the status suffices)."""
         try:
             items = self.core.list_namespaced_pod(self.namespace, label_selector=contract.mesh_label_selector(mesh)).items
         except self._exc as exc:
             if exc.status == 403:
-                return []  # pods are only for better messages; the mesh status suffices
+                return None
+            raise self._refused(exc, "list", "pods") from None
+        return [self._sanitize(p) for p in items]
+
+    def all_mesh_pods(self, all_namespaces: bool = False) -> list[dict[str, Any]] | None:
+        """Every mesh's pods in this namespace (or all, one list call), or None when not allowed."""
+        try:
+            if all_namespaces:
+                items = self.core.list_pod_for_all_namespaces(label_selector=contract.MESH_LABEL).items
+            else:
+                items = self.core.list_namespaced_pod(self.namespace, label_selector=contract.MESH_LABEL).items
+        except self._exc as exc:
+            if exc.status == 403:
+                return None
             raise self._refused(exc, "list", "pods") from None
         return [self._sanitize(p) for p in items]
 

@@ -53,45 +53,103 @@ def pod_problem(pod: Mapping[str, Any]) -> tuple[str, str, bool]:
     return "", "", False
 
 
-def assess(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> Assessment:
-    """Read the mesh's conditions, then its pods, into one verdict."""
+#: Reasons of :func:`stale_status` (the client's, not the operator's: no operator wrote them).
+NOT_RECONCILED = "NotReconciled"  # the mesh has no status at all
+STATUS_STALE = "StatusStale"  # its status is for an older generation than its spec
+STATUS_BEHIND_PODS = "StatusBehindPods"  # its pods contradict its status (current generation)
+
+
+def stale_status(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None) -> tuple[str, str] | None:
+    """(reason, message) when the mesh's status cannot be believed, else None.
+
+    The status is the operator's word, and only as fresh as the operator: when none reconciles
+    the mesh (down, or not watching its namespace) it keeps saying "8 of 8 ready" while pods go.
+    So it is checked against the generation it was computed for and, when ``pods`` could be read
+    (None: not allowed or not looked at), against the pods themselves.
+    """
+    meta = mesh.get("metadata") or {}
     status = mesh.get("status") or {}
-    generation = (mesh.get("metadata") or {}).get("generation")
+    namespace = meta.get("namespace", "default")
+    generation = meta.get("generation")
+    hint = f"is the operator running, and watching namespace {namespace}?"
+    if not status:
+        return NOT_RECONCILED, f"no operator has reconciled this ProcMesh (generation {generation}): {hint}"
+    observed = status.get("observedGeneration")
+    if observed != generation:
+        return STATUS_STALE, (
+            f"no operator has reconciled generation {generation} of this ProcMesh (its status is for "
+            f"generation {observed}): {hint}"
+        )
+    if pods is None:
+        return None
+    by_name = {(p.get("metadata") or {}).get("name"): p for p in pods}
+    wrong = []
+    for proc in status.get("procs") or []:
+        if not proc.get("ready"):
+            continue
+        pod = by_name.get(proc.get("pod"))
+        if pod is None:
+            wrong.append(f"{proc.get('pod')} is gone")
+        elif not _pod_ready(pod):
+            wrong.append(f"{proc.get('pod')} is not ready")
+    if wrong:
+        more = f" (and {len(wrong) - 3} more)" if len(wrong) > 3 else ""
+        return STATUS_BEHIND_PODS, (
+            f"the status says {status.get('readyProcs', '?')} of {status.get('desiredProcs', '?')} procs ready, "
+            f"but pod {', '.join(wrong[:3])}{more}: the operator has not caught up; if this lasts, {hint}"
+        )
+    return None
+
+
+def _pod_ready(pod: Mapping[str, Any]) -> bool:
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def assess(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None) -> Assessment:
+    """Read the mesh's conditions, then its pods, into one verdict. ``pods``: the mesh's pods
+    as listed, or None when they could not be read (then the status alone decides)."""
+    status = mesh.get("status") or {}
     ready_c = condition(mesh, contract.READY)
     desired = status.get("desiredProcs", "?")
     progress = f"{status.get('readyProcs', 0)}/{desired} procs ready"
-    current = status.get("observedGeneration") == generation
+    stale = stale_status(mesh, pods)
     procs = status.get("procs") or []
     if (
-        current
+        stale is None
         and ready_c.get("status") == "True"
         and procs
         and all(p.get("ready") and p.get("address") for p in procs)
     ):
         return Assessment(True, progress)
-    for type_ in (contract.GPU_BUDGET, contract.DEGRADED, contract.READY, contract.PROGRESSING):
-        c = condition(mesh, type_)
-        if c.get("reason") in contract.FATAL_REASONS and c.get("status") in ("False", "True"):
-            return Assessment(False, progress, f"{c['reason']}: {c.get('message', '')}", c["reason"], True)
-    for pod in pods:
+    if stale is None or stale[0] == STATUS_BEHIND_PODS:  # conditions of this generation hold
+        for type_ in (contract.GPU_BUDGET, contract.DEGRADED, contract.READY, contract.PROGRESSING):
+            c = condition(mesh, type_)
+            if c.get("reason") in contract.FATAL_REASONS and c.get("status") in ("False", "True"):
+                return Assessment(False, progress, f"{c['reason']}: {c.get('message', '')}", c["reason"], True)
+    for pod in pods or ():
         reason, message, fatal = pod_problem(pod)
         if fatal:
             return Assessment(False, progress, message, reason, True)
+    if stale is not None:
+        if not status:
+            return Assessment(False, "waiting for the operator", stale[1], stale[0])
+        return Assessment(False, f"{progress} (status not current)", stale[1], stale[0])
     scheduled = condition(mesh, contract.SCHEDULED)
-    if current and scheduled.get("status") == "False" and scheduled.get("reason"):
+    if scheduled.get("status") == "False" and scheduled.get("reason"):
         # The mesh waits as one gang: the operator's word (the gang's shortfall, the
         # scheduler's reason) says more than any one pod's "SchedulingGated" or "Pending".
         return Assessment(False, f"{progress}, {scheduled['reason']}",
                           f"{scheduled['reason']}: {scheduled.get('message', '')}",
                           str(scheduled["reason"]))
-    problems = [pod_problem(p) for p in pods]
+    problems = [pod_problem(p) for p in pods or ()]
     problems = [p for p in problems if p[0]]
     if problems:
         reason, message, _ = problems[0]
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         return Assessment(False, f"{progress}, {reason}", message + more, reason)
-    if not status:
-        return Assessment(False, "waiting for the operator", "the operator has not reported any status: is it running?", "NoStatus")
     if ready_c:
         return Assessment(False, f"{progress}, {ready_c.get('reason', '')}", f"{ready_c.get('reason')}: {ready_c.get('message', '')}", ready_c.get("reason", ""))
     return Assessment(False, progress, "not ready yet", "")

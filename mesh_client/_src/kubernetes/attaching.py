@@ -18,7 +18,7 @@ from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import Shape
 from mesh_client._src.kubernetes import api as api_mod
-from mesh_client._src.kubernetes import assessing, forwarding
+from mesh_client._src.kubernetes import assessing, forwarding, lifetimes, output
 from mesh_client._src.kubernetes.errors import MeshNotReady
 from mesh_client._src.runtime import peers
 
@@ -28,8 +28,11 @@ DEFAULT_TIMEOUT = 600.0
 class KubernetesProcs:
     """The owner of an attached mesh's ProcGroup: explains deaths, and deletes only what it made."""
 
-    def __init__(self, api: api_mod.KubeApi, mesh: dict[str, Any], pod_names: Sequence[str], created: bool) -> None:
+    def __init__(self, api: api_mod.KubeApi, mesh: dict[str, Any], pod_names: Sequence[str], created: bool,
+                 lease: lifetimes.LeaseRenewer | None = None) -> None:
         self.api = api
+        self.lease = lease  # the creator's lifetimes.LeaseRenewer, stopped with the mesh
+        self.output: output.OutputForwarder | None = None  # the procs' output, while attached
         self.name = mesh["metadata"]["name"]
         self.pod_names = list(pod_names)
         self.created = created
@@ -65,41 +68,63 @@ class KubernetesProcs:
             for peer in self.group.peers:
                 peer.close()
                 peers.forget_peer(peer)
+        if self.output is not None:
+            self.output.stop()
+        if self.lease is not None:
+            self.lease.stop()
         if self.created:
             self.api.delete_mesh(self.name)
 
 
+class ProgressLine:
+    """One line on stderr, rewritten in place; :meth:`end` finishes it, so that what comes next
+    (the result, an error, a Ctrl-C traceback) starts on a line of its own."""
+
+    def __init__(self, show: bool) -> None:
+        self.show = show
+        self.last = ""
+
+    def update(self, text: str) -> None:
+        if self.show:
+            line = f"\r{text}"
+            print(line.ljust(len(self.last)), end="", file=sys.stderr, flush=True)
+            self.last = line
+
+    def end(self, text: str | None = None) -> None:
+        if self.show and self.last:
+            if text is not None:
+                print(f"\r{text}".ljust(len(self.last) + 1), end="", file=sys.stderr)
+            print(file=sys.stderr, flush=True)
+        self.last = ""
+
+
 def wait_ready(api: api_mod.KubeApi, name: str, timeout: float, progress: bool | None = None) -> dict[str, Any]:
     """Poll until Ready; raise MeshNotReady at once for fatal causes, or with the cause at timeout."""
-    show = sys.stderr.isatty() if progress is None else progress
+    line = ProgressLine(sys.stderr.isatty() if progress is None else progress)
     deadline = time.monotonic() + timeout
     delay = 0.05
-    last_line = ""
-    while True:
-        mesh = api.get_mesh(name)
-        verdict = assessing.assess(mesh, api.pods(name) if not _looks_ready(mesh) else [])
-        if verdict.ready:
-            if show and last_line:
-                print(f"\rProcMesh {api.namespace}/{name}: {verdict.progress}".ljust(len(last_line) + 1), file=sys.stderr)
-            return mesh
-        if verdict.fatal:
-            raise MeshNotReady(f"ProcMesh {api.namespace}/{name} cannot become Ready: {verdict.problem}", verdict.reason)
-        if time.monotonic() >= deadline:
-            raise MeshNotReady(
-                f"ProcMesh {api.namespace}/{name} was not Ready after {timeout:.0f} s: {verdict.problem} "
-                f"('kubectl describe procmesh {name} -n {api.namespace}' shows its conditions and events)",
-                verdict.reason,
-            )
-        if show:
-            line = f"\rProcMesh {api.namespace}/{name}: {verdict.progress}"
-            print(line.ljust(len(last_line)), end="", file=sys.stderr, flush=True)
-            last_line = line
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.5)
-
-
-def _looks_ready(mesh: dict[str, Any]) -> bool:
-    return assessing.condition(mesh, contract.READY).get("status") == "True"
+    try:
+        while True:
+            mesh = api.get_mesh(name)
+            # Pods every time, also when the status says Ready: a status no operator keeps current
+            # (assessing.stale_status) must not send the client to procs that are gone.
+            verdict = assessing.assess(mesh, api.visible_pods(name))
+            if verdict.ready:
+                line.end(f"ProcMesh {api.namespace}/{name}: {verdict.progress}")
+                return mesh
+            if verdict.fatal:
+                raise MeshNotReady(f"ProcMesh {api.namespace}/{name} cannot become Ready: {verdict.problem}", verdict.reason)
+            if time.monotonic() >= deadline:
+                raise MeshNotReady(
+                    f"ProcMesh {api.namespace}/{name} was not Ready after {timeout:.0f} s: {verdict.problem} "
+                    f"('kubectl describe procmesh {name} -n {api.namespace}' shows its conditions and events)",
+                    verdict.reason,
+                )
+            line.update(f"ProcMesh {api.namespace}/{name}: {verdict.progress}")
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.5)
+    finally:
+        line.end()  # before any traceback, Ctrl-C's included
 
 
 def connect_mesh(
@@ -110,11 +135,16 @@ def connect_mesh(
     bootstrap: Callable[[], Any] | None = None,
     via_api_server: bool = False,
     token: bytes | None = None,
+    lease: lifetimes.LeaseRenewer | None = None,
+    forward_output: bool | None = None,
 ) -> ProcMesh:
     """Build the proc mesh from a Ready resource: addresses, token, shape; connect; bootstrap.
 
     ``via_api_server`` reaches each proc by a port-forward through the API server instead of
     its pod IP. ``token``: the creator's own (it wrote the Secret); None reads the mesh's Secret.
+    ``lease``: the creator's renewer, stopped when the mesh is. ``forward_output``: print what
+    the procs print, prefixed with their rank (:mod:`.output`; None: on unless
+    ``PROCMESH_FORWARD_OUTPUT=0``).
     """
     name = mesh["metadata"]["name"]
     spec, status = mesh["spec"], mesh["status"]
@@ -133,7 +163,7 @@ def connect_mesh(
         f"{api.namespace}/{name}[{','.join(f'{k}={v}' for k, v in point.items())}] (pod {p['pod']})"
         for point, p in zip(shape.points(), procs)
     ]
-    owner = KubernetesProcs(api, mesh, [p["pod"] for p in procs], created)
+    owner = KubernetesProcs(api, mesh, [p["pod"] for p in procs], created, lease)
     opener = None
     if via_api_server:
         pods = {a: p["pod"] for a, p in zip(addresses, procs)}
@@ -145,6 +175,9 @@ def connect_mesh(
     proc_mesh = ProcMesh(group, shape)
     for peer in group.peers:
         peer.connect()
+    if output.enabled(forward_output):
+        owner.output = output.OutputForwarder(api, name, [p["pod"] for p in procs])
+        owner.output.start()
     if bootstrap is not None:
         proc_mesh.run(bootstrap).get()
     return proc_mesh
@@ -161,15 +194,19 @@ def attach(
     api_client: Any = None,
     progress: bool | None = None,
     via_api_server: bool = False,
+    forward_output: bool | None = None,
 ) -> ProcMesh:
     """The proc mesh of an existing ProcMesh resource, once it is Ready.
 
     Its extent is ``hosts`` followed by the ``perHost`` dimensions. ``stop()`` on it only
     disconnects: the resource belongs to whoever created it. ``via_api_server=True`` reaches the
     procs by port-forwards through the API server (needs ``create`` on ``pods/portforward``), for
-    clients that cannot reach pod IPs.
+    clients that cannot reach pod IPs. What the procs print shows on this program's stdout,
+    prefixed ``[<mesh> rank <r>]``, unless ``forward_output=False`` (or
+    ``PROCMESH_FORWARD_OUTPUT=0``).
     """
     client = api_client or api_mod.make_api_client(kubeconfig, context)
     api = api_mod.KubeApi(client, namespace or api_mod.default_namespace(kubeconfig, context))
     mesh = wait_ready(api, name, timeout, progress)
-    return connect_mesh(api, mesh, created=False, bootstrap=bootstrap, via_api_server=via_api_server)
+    return connect_mesh(api, mesh, created=False, bootstrap=bootstrap, via_api_server=via_api_server,
+                        forward_output=forward_output)

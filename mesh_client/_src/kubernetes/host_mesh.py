@@ -1,6 +1,6 @@
 """``KubernetesHostMesh``: hosts of a cluster; ``spawn_procs`` creates a ProcMesh, and its token
 Secret (the creator generates the token: it needs ``create secrets``, never a read), and
-attaches."""
+attaches. The mesh lives as long as its creator (:mod:`.lifetimes`) unless told to outlive it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from mesh_client._src import contract
 from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.kubernetes import api as api_mod
-from mesh_client._src.kubernetes import attaching, manifests
+from mesh_client._src.kubernetes import attaching, lifetimes, manifests
 
 _names = itertools.count()
 
@@ -24,7 +24,9 @@ class KubernetesHostMesh(MeshTrait):
 
     ``image`` and ``template`` (the ProcMesh ``spec.template``: resources, env, nodeSelector,
     tolerations, affinity, schedulerName, serviceAccountName, labels, annotations) apply to
-    every mesh it spawns.
+    every mesh it spawns. A spawned mesh is deleted ``lease_seconds`` after this program stops
+    renewing its lease (killed, crashed, exited), and with this program's pod in a cluster.
+    What its procs print shows on this program's stdout unless ``forward_output=False``.
     """
 
     def __init__(
@@ -39,6 +41,8 @@ class KubernetesHostMesh(MeshTrait):
         api_client: Any = None,
         timeout: float = attaching.DEFAULT_TIMEOUT,
         via_api_server: bool = False,
+        lease_seconds: int = lifetimes.DEFAULT_LEASE_SECONDS,
+        forward_output: bool | None = None,
     ) -> None:
         self._shape = Shape([contract.HOSTS_DIM], [hosts])
         self.hosts = hosts
@@ -49,6 +53,8 @@ class KubernetesHostMesh(MeshTrait):
             self.template["image"] = image
         self.timeout = timeout
         self.via_api_server = via_api_server  # port-forward through the API server, not pod IPs
+        self.lease_seconds = lease_seconds  # how long a spawned mesh outlives its last renewal
+        self.forward_output = forward_output  # procs' output on stdout (None: PROCMESH_FORWARD_OUTPUT)
 
     def _with_shape(self, shape: Shape) -> KubernetesHostMesh:
         raise NotImplementedError("slicing a Kubernetes host mesh is not supported; spawn with fewer hosts")
@@ -69,6 +75,7 @@ class KubernetesHostMesh(MeshTrait):
         restart_policy: str | None = None,
         max_restarts: int | None = None,
         port: int | None = None,
+        outlive: bool = False,
     ) -> ProcMesh:
         """Create a ProcMesh of ``hosts`` x ``per_host`` procs, wait until Ready, and attach.
 
@@ -78,6 +85,8 @@ class KubernetesHostMesh(MeshTrait):
         ``colocate_with`` (a mesh or its name) puts proc p on the node (pinned: the device; dra:
         the same claim, so the same device) of that mesh's proc p. ``stop()`` deletes the
         resource.
+        ``outlive=True``: no lease and no owner, so the mesh stays after this program ends
+        (delete it yourself: ``procmesh delete NAME``).
         """
         name = name or f"procs-{os.getpid()}-{next(_names)}"
         other = colocate_with.name if isinstance(colocate_with, ProcMesh) else colocate_with
@@ -93,6 +102,9 @@ class KubernetesHostMesh(MeshTrait):
             restart_policy=restart_policy,
             max_restarts=max_restarts,
             port=port,
+            lease_seconds=None if outlive else self.lease_seconds,
+            owner=None if outlive else lifetimes.creator_pod_owner(
+                self.api.namespace, os.environ, api_mod.pod_namespace()),
         )
         # The creator makes the token, so it never reads a Secret: the mesh names a Secret of
         # a fresh random name (a name picked in advance by someone else is refused below), which
@@ -100,12 +112,18 @@ class KubernetesHostMesh(MeshTrait):
         token = secrets.token_hex(32).encode()
         body["spec"]["tokenSecretName"] = f"{name}-token-{secrets.token_hex(4)}"
         created = self.api.create_mesh(body)
+        lease = None if outlive else lifetimes.LeaseRenewer(self.api, name, self.lease_seconds)
         try:
+            if lease is not None:
+                lease.start()
             self.api.create_token_secret(created, token)
             mesh = attaching.wait_ready(self.api, name, self.timeout)
             return attaching.connect_mesh(
-                self.api, mesh, created=True, bootstrap=bootstrap, via_api_server=self.via_api_server, token=token
+                self.api, mesh, created=True, bootstrap=bootstrap, via_api_server=self.via_api_server, token=token,
+                lease=lease, forward_output=self.forward_output,
             )
         except BaseException:
+            if lease is not None:
+                lease.stop()
             self.api.delete_mesh(name)
             raise

@@ -76,7 +76,11 @@ def proc_mesh_manifest(
     max_restarts: int | None = None,
     port: int | None = None,
     labels: Mapping[str, str] | None = None,
+    lease_seconds: int | None = None,
+    owner: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """The ProcMesh body. ``lease_seconds``: ``spec.lease`` (the creator renews it);
+    ``owner``: an owner reference (the creator's pod), so the mesh goes with it."""
     if contract.HOSTS_DIM in per_host:
         raise ValueError(f"per_host cannot have a '{contract.HOSTS_DIM}' dimension: the host mesh has it already")
     spec: dict[str, Any] = {
@@ -95,7 +99,11 @@ def proc_mesh_manifest(
         spec["maxRestarts"] = max_restarts
     if port is not None:
         spec["port"] = port
+    if lease_seconds is not None:
+        spec["lease"] = {"durationSeconds": int(lease_seconds)}
     metadata: dict[str, Any] = {"name": name}
     if labels:
         metadata["labels"] = dict(labels)
+    if owner:
+        metadata["ownerReferences"] = [dict(owner)]
     return {"apiVersion": contract.API_VERSION, "kind": contract.KIND, "metadata": metadata, "spec": spec}

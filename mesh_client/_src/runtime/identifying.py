@@ -2,14 +2,16 @@
 
 A one-shot client of the IDENTIFY request (answered by :mod:`mesh_client._src.server.dispatch`):
 it shares the handshake driver (:mod:`.handshaking`) with :mod:`.channel`, and reads the reply's
-JSON segment without trusting a pickle. Tests use it to find a proc's pid and GPU; the operator
-never calls it (it stays off the data plane).
+JSON segment without trusting a pickle. ``procmesh top`` (:mod:`mesh_client._src.cli`) reads each
+proc's GPU memory with it, tests a proc's pid and GPU; the operator never calls it (it stays off
+the data plane).
 """
 
 from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Callable
 from typing import TypedDict
 
 from mesh_client._src.runtime import handshaking, ops, streams
@@ -25,18 +27,40 @@ class ProcIdentity(TypedDict):
     address: str  # host:port where it listens
 
 
+class GpuMemory(TypedDict):
+    """A proc's device memory in bytes (``procmesh top``): torch's allocated and reserved, the
+    device's total, and the cap its memory fraction puts on it."""
+
+    allocated: int
+    reserved: int
+    total: int
+    cap: int
+
+
 class IdentityReply(ProcIdentity):
     """The IDENTIFY reply: the identity plus what the proc sees now."""
 
     pid: int
     gpu: str | None  # the GPU it sees (a UUID, or the index its environment names), if any
+    memory: GpuMemory | None  # device 0 as its torch allocator sees it; None without CUDA in use
     actors: int  # actors running in it
 
 
-def identify_proc(address: tuple[str, int], token: bytes, timeout: float = 5.0) -> IdentityReply:
-    """Connect, authenticate, send IDENTIFY and return the proc's identity."""
+def identify_proc(
+    address: tuple[str, int],
+    token: bytes,
+    timeout: float = 5.0,
+    opener: Callable[[tuple[str, int], float], streams.SocketStream] | None = None,
+) -> IdentityReply:
+    """Connect, authenticate, send IDENTIFY and return the proc's identity.
+
+    ``opener`` makes the stream (a port-forward, say) instead of a TCP connection to ``address``.
+    """
     display = f"{address[0]}:{address[1]}"
-    stream = streams.SocketStream(socket.create_connection(address, timeout=timeout))
+    if opener is not None:
+        stream = opener(address, timeout)
+    else:
+        stream = streams.SocketStream(socket.create_connection(address, timeout=timeout))
     conn = protocol.Connection(protocol.Role.CLIENT, token)
     conn.start()
     try:

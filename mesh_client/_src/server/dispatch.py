@@ -180,7 +180,8 @@ class ProcServer:
         elif op == ops.BOOTSTRAP:
             threading.Thread(target=self._bootstrap, args=(channel, call_id, payload), daemon=True).start()
         elif op == ops.IDENTIFY:
-            answer = identifying.IdentityReply(**self.identity, pid=os.getpid(), gpu=gpu.visible_gpu(), actors=len(self.actors))
+            answer = identifying.IdentityReply(**self.identity, pid=os.getpid(), gpu=gpu.visible_gpu(),
+                                               memory=gpu.memory(), actors=len(self.actors))
             reply(channel, call_id, peers.OK, [json.dumps(answer).encode()])
         elif op == ops.STOP:
             reply(channel, call_id, peers.OK, [])

@@ -80,7 +80,8 @@ def test_namespaced_mode_is_namespaced(cluster):
     roles = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in docs
              if d["kind"] in ("Role", "RoleBinding")}
     assert roles == {(ns, support.FULLNAME) for ns in ("team-a", "team-b")}
-    cluster_rules = [r for d in docs if d["kind"] == "ClusterRole" for r in d["rules"]]
+    cluster_rules = [r for d in docs if d["kind"] == "ClusterRole" and not _aggregated(d)
+                     for r in d["rules"]]
     granted = {res for r in cluster_rules for res in r["resources"]}
     # read-only: for kopf, nodes for node loss (the operator's node watch), and the slices of
     # the devices allocated to dra claims (rbac.draGPUs)
@@ -92,6 +93,36 @@ def test_namespaced_mode_is_namespaced(cluster):
     assert "--all-namespaces" not in args
     peerings = [d for d in docs if d["kind"] == "KopfPeering"]
     assert {p["metadata"]["namespace"] for p in peerings} == {"team-a", "team-b"}
+
+
+def _aggregated(doc: dict) -> bool:
+    """A ClusterRole for Kubernetes' default roles (aggregate-roles.yaml), not the operator's."""
+    labels = doc["metadata"].get("labels") or {}
+    return any(k.startswith("rbac.authorization.k8s.io/aggregate-to-") for k in labels)
+
+
+def test_client_role_binds_users_groups_and_service_accounts(cluster):
+    bindings = [{"namespace": "team-a", "serviceAccount": "ctl"},
+                {"namespace": "team-a", "user": "alice@example.com"},
+                {"namespace": "team-b", "group": "ml-researchers"}]
+    docs = support.render(cluster, "ha.yaml", sets={"rbac.clientRole.bindings": bindings})
+    subjects = sorted((d["metadata"]["namespace"], s["kind"], s["name"]) for d in docs
+                      if d["kind"] == "RoleBinding" and d["roleRef"]["name"].endswith("-client")
+                      for s in d["subjects"])
+    assert subjects == [("team-a", "ServiceAccount", "ctl"), ("team-a", "User", "alice@example.com"),
+                        ("team-b", "Group", "ml-researchers")]
+
+
+def test_meshes_join_the_default_edit_and_view_roles(cluster):
+    docs = support.render(cluster, "ha.yaml")
+    aggregated = {d["metadata"]["name"].rsplit("-", 1)[1]: d for d in docs
+                  if d["kind"] == "ClusterRole" and _aggregated(d)}
+    assert set(aggregated) == {"edit", "view"}
+    assert aggregated["view"]["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    assert {v for r in aggregated["view"]["rules"] for v in r["verbs"]} == {"get", "list", "watch"}
+    assert not [r for d in aggregated.values() for r in d["rules"] if "secrets" in r["resources"]]
+    assert not [d for d in support.render(cluster, "ha.yaml", sets={"rbac.aggregateToDefaultRoles": False})
+                if d["kind"] == "ClusterRole" and _aggregated(d)]
 
 
 def _client_grants(docs: list[dict]) -> set[tuple[str, str]]:

@@ -33,10 +33,11 @@ pytestmark = pytest.mark.cluster
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 #: Enough to follow a mesh's pods while waiting; grants nothing on meshes or Secrets.
 POD_READER = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]
-#: What spawn_procs needs (the chart's client role, less what it adds for logs and forwards).
+#: What spawn_procs needs (the chart's client role, less what it adds for logs and forwards);
+#: ``patch`` renews the lease of the meshes it spawns.
 CREATOR = [
     {"apiGroups": ["procmesh.io"], "resources": ["procmeshes"],
-     "verbs": ["get", "list", "watch", "create", "delete"]},
+     "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
 ]

@@ -3,6 +3,7 @@ created from Python or applied with kubectl and attached; DDP on a 2x2 ProcMesh.
 
 import ast
 import os
+import re
 import subprocess
 import sys
 
@@ -51,3 +52,5 @@ def test_spmd_train_on_a_two_by_two_proc_mesh(cluster, namespace, operator):
     out = run(cluster, "examples/spmd_train.py", "--kubernetes", "--hosts", "2", "--namespace", namespace, "--steps", "12")
     # the workers print to their pods' logs; each checks that DDP kept the replicas equal
     assert "trained on 4 procs: True" in out
+    # ... and what they print shows in the controller's output, as it does locally
+    assert re.search(r"^\[\S+ rank 0\] step 0: loss \d+\.\d+ \(world size 4\)$", out, re.MULTILINE), out

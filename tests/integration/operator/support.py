@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from mesh_client._src import contract
@@ -91,15 +91,17 @@ class OperatorProcess:
     def log(self) -> pathlib.Path:
         return self.folder / f"operator-{self.runs}.log"
 
-    def start(self, *extra: str) -> None:
-        """Start (again), with extra command-line arguments for this run only."""
+    def start(self, *extra: str, namespaces: Sequence[str] = ()) -> None:
+        """Start (again), with extra command-line arguments for this run only; watching only
+        ``namespaces`` when given, else all."""
         self.runs += 1
+        scope = [f"--namespace={n}" for n in namespaces] or ["--all-namespaces"]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "operator"),
                                              env.get("PYTHONPATH", "")])
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "procmesh_operator", "--all-namespaces", "--standalone",
+                [sys.executable, "-m", "procmesh_operator", *scope, "--standalone",
                  "--kubeconfig", str(self.kubeconfig),
                  "--liveness", f"http://127.0.0.1:{self.liveness_port}/healthz",
                  "--metrics-port", str(self.metrics_port), "--log-format", "json", *extra],

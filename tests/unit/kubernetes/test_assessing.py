@@ -20,9 +20,35 @@ READY_PROCS = [{"rank": 0, "address": "10.0.0.1:26600", "ready": True}]
 
 
 def test_ready_needs_the_current_generation_and_every_address():
-    assert assessing.assess(mesh([cond("Ready", "True", "AllProcsReady")], READY_PROCS), []).ready
-    assert not assessing.assess(mesh([cond("Ready", "True", "AllProcsReady")], READY_PROCS, generation=2), []).ready
-    assert not assessing.assess(mesh([cond("Ready", "True", "AllProcsReady")], [{"rank": 0, "ready": True}]), []).ready
+    assert assessing.assess(mesh([cond("Ready", "True", "AllProcsReady")], READY_PROCS), None).ready
+    assert not assessing.assess(mesh([cond("Ready", "True", "AllProcsReady")], READY_PROCS, generation=2), None).ready
+    assert not assessing.assess(mesh([cond("Ready", "True", "AllProcsReady")], [{"rank": 0, "ready": True}]), None).ready
+
+
+def ready_pod(name, ready=True):
+    return {"metadata": {"name": name}, "status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def test_a_status_for_an_older_generation_says_no_operator_reconciled_it():
+    m = mesh([cond("Ready", "True", "AllProcsReady", "1 of 1 procs ready")], READY_PROCS,
+             generation=3, observed=2)
+    m["metadata"]["namespace"] = "team-x"
+    v = assessing.assess(m, None)
+    assert not v.ready and not v.fatal and v.reason == "StatusStale"
+    assert v.problem == ("no operator has reconciled generation 3 of this ProcMesh (its status is for "
+                         "generation 2): is the operator running, and watching namespace team-x?")
+    assert "AllProcsReady" not in v.problem  # never the self-contradicting old verdict
+
+
+def test_a_ready_status_whose_pods_are_gone_is_not_believed():
+    procs = [{"rank": r, "pod": f"m-{r}", "address": f"10.0.0.{r}:1", "ready": True} for r in range(2)]
+    m = mesh([cond("Ready", "True", "AllProcsReady")], procs, readyProcs=2, desiredProcs=2)
+    assert assessing.assess(m, [ready_pod("m-0"), ready_pod("m-1")]).ready
+    v = assessing.assess(m, [ready_pod("m-1", ready=False)])
+    assert not v.ready and v.reason == "StatusBehindPods"
+    assert "the status says 2 of 2 procs ready, but pod m-0 is gone, m-1 is not ready" in v.problem
+    assert assessing.stale_status(m, None) is None  # pods unreadable: the status alone decides
 
 
 def test_a_refused_budget_is_fatal_with_the_operator_message():
@@ -47,7 +73,7 @@ def test_unschedulable_pods_keep_waiting_with_the_scheduler_message():
 
 def test_no_status_means_no_operator():
     v = assessing.assess({"metadata": {"name": "m", "generation": 1}}, [])
-    assert "operator" in v.problem and not v.fatal
+    assert "operator" in v.problem and not v.fatal and v.reason == "NotReconciled"
 
 
 def test_death_story_from_the_container_status():
@@ -80,3 +106,32 @@ def test_a_mesh_waiting_as_one_gang_reports_the_operators_reason_not_a_pods():
                                     "12 procs must be placed together and only 6 fit")]), [gated])
     assert not v.ready and not v.fatal and v.reason == "Unschedulable"
     assert v.problem == "Unschedulable: 12 procs must be placed together and only 6 fit"
+
+
+def test_spawned_meshes_carry_their_lease_and_their_creators_pod():
+    from mesh_client._src.kubernetes import lifetimes
+
+    env = {"POD_NAME": "controller-x", "POD_UID": "uid-1"}
+    owner = lifetimes.creator_pod_owner("team", env, pod_namespace="team")
+    assert owner == {"apiVersion": "v1", "kind": "Pod", "name": "controller-x", "uid": "uid-1"}
+    assert lifetimes.creator_pod_owner("other", env, pod_namespace="team") is None  # refs stay in a namespace
+    assert lifetimes.creator_pod_owner("team", {}, pod_namespace="team") is None  # not told who it is
+    body = manifests.proc_mesh_manifest("m", hosts=1, per_host={"procs": 1}, lease_seconds=30, owner=owner)
+    assert body["spec"]["lease"] == {"durationSeconds": 30}
+    assert body["metadata"]["ownerReferences"] == [owner]
+    plain = manifests.proc_mesh_manifest("m", hosts=1, per_host={"procs": 1})
+    assert "lease" not in plain["spec"] and "ownerReferences" not in plain["metadata"]
+
+
+def test_the_progress_line_ends_before_whatever_follows(capsys):
+    from mesh_client._src.kubernetes.attaching import ProgressLine
+
+    line = ProgressLine(show=True)
+    line.update("ProcMesh ns/m: 0/8 procs ready")
+    line.end()  # as on an error or Ctrl-C: a newline, so the traceback starts on its own line
+    line.end()  # idempotent
+    assert capsys.readouterr().err == "\rProcMesh ns/m: 0/8 procs ready\n"
+    quiet = ProgressLine(show=False)
+    quiet.update("x")
+    quiet.end()
+    assert capsys.readouterr().err == ""

@@ -119,3 +119,17 @@ def test_a_container_that_cannot_start_names_the_kubelets_reason():
     assert (ready["status"], ready["reason"]) == ("False", "ErrImageNeverPull")
     assert "m-1" in ready["message"] and 'image "x:0" is not present' in ready["message"]
     assert "ErrImageNeverPull" in contract.FATAL_REASONS  # so attach stops at once on it
+
+
+def test_the_schedulers_reason_for_pending_procs_is_readys():
+    m = mesh()
+    pending = pod(m, 1, phase="Pending", ready=False)
+    pending["status"]["conditions"] = [{"type": "PodScheduled", "status": "False",
+                                        "reason": "Unschedulable",
+                                        "message": "0/2 nodes are available: 2 node(s) didn't "
+                                                   "match Pod's node affinity/selector."}]
+    s = statuses.compute_status(m, None, {0: pod(m, 0), 1: pending}, planning.Plan(), now=T0)
+    ready = conds(s)["Ready"]
+    assert (ready["status"], ready["reason"]) == ("False", "Unschedulable")
+    assert ready["message"] == ("1 of 2 procs ready; pod m-1 (rank=1) is Pending: 0/2 nodes are "
+                                "available: 2 node(s) didn't match Pod's node affinity/selector.")

@@ -1,0 +1,215 @@
+"""The ``procmesh`` commands: each fetches through :class:`~mesh_client._src.kubernetes.api.KubeApi`
+and prints what :mod:`.tables` renders (or what :mod:`.logs` streams).
+
+Rights, as the README's access model has them: ``get``/``describe``/``wait`` need ``get`` on the
+mesh (its Role ``<mesh>-procmesh-access`` suffices), ``get`` without a name needs ``list``;
+``logs`` needs ``pods/log``; ``top`` needs the mesh's token, which only its Role grants.
+Refusals raise :class:`~mesh_client._src.kubernetes.errors.MeshAccessDenied` naming what to bind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import datetime
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from mesh_client._src import contract
+from mesh_client._src.cli import logs, tables
+from mesh_client._src.kubernetes import api as api_mod
+from mesh_client._src.kubernetes import attaching, forwarding
+from mesh_client._src.kubernetes.errors import KubernetesMeshError, MeshNotFound
+from mesh_client._src.runtime import identifying
+
+RESOURCE = f"{contract.PLURAL}.{contract.GROUP}"  # what kubectl prints: procmesh.procmesh.io
+KIND_PREFIX = f"procmesh.{contract.GROUP}"
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def _dump(obj: Any, output: str, out: TextIO) -> None:
+    if output == "json":
+        out.write(json.dumps(obj, indent=4, default=str) + "\n")
+    else:
+        import yaml
+
+        out.write(yaml.safe_dump(obj, sort_keys=False, default_flow_style=False))
+
+
+# --- get ---------------------------------------------------------------------------------------
+
+def get(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
+    if args.names:
+        meshes = [api.get_mesh(n) for n in args.names]
+    else:
+        meshes = sorted(api.list_meshes(args.all_namespaces),
+                        key=lambda m: (m["metadata"].get("namespace", ""), m["metadata"]["name"]))
+    if args.output in ("json", "yaml"):
+        if len(args.names) == 1:
+            _dump(meshes[0], args.output, out)
+        else:
+            _dump({"apiVersion": "v1", "kind": "List", "items": meshes,
+                   "metadata": {"resourceVersion": ""}}, args.output, out)
+        return 0
+    if args.output == "name":
+        for mesh in meshes:
+            out.write(f"{KIND_PREFIX}/{mesh['metadata']['name']}\n")
+        return 0
+    if not meshes:
+        where = "any namespace" if args.all_namespaces else f"{api.namespace} namespace"
+        print(f"No resources found in {where}.", file=sys.stderr)
+        return 0
+    wide = args.output == "wide"
+    header = list(tables.GET_HEADER) + (tables.GET_WIDE if wide else [])
+    if args.all_namespaces:
+        header.insert(0, "NAMESPACE")
+    now = _now()
+    grouped = tables.pods_by_mesh(api.all_mesh_pods(args.all_namespaces))
+
+    def pods_of(mesh: dict[str, Any]) -> list[Any] | None:
+        if grouped is None:
+            return None
+        meta = mesh["metadata"]
+        return grouped.get((str(meta.get("namespace")), str(meta["name"])), [])
+
+    rows = [tables.get_row(m, now, wide=wide, namespace=args.all_namespaces, pods=pods_of(m)) for m in meshes]
+    out.write(tables.render(header, rows) + "\n")
+    return 0
+
+
+# --- describe ----------------------------------------------------------------------------------
+
+def describe(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
+    for i, name in enumerate(args.names):
+        mesh = api.get_mesh(name)
+        pods = api.visible_pods(name)
+        events = api.events(contract.KIND, name)
+        if i:
+            out.write("\n\n")
+        out.write(tables.describe_text(mesh, pods, events, _now()) + "\n")
+    return 0
+
+
+# --- logs --------------------------------------------------------------------------------------
+
+def logs_(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
+    mesh = api.get_mesh(args.name)
+    procs = (mesh.get("status") or {}).get("procs") or []
+    if not procs:  # no status yet: the pods themselves, by their rank label
+        procs = [{"rank": int(p["metadata"]["labels"].get(contract.RANK_LABEL, 0)),
+                  "pod": p["metadata"]["name"], "coords": {}} for p in api.pods(args.name)]
+    coords = logs.parse_coords(args.coords) if args.coords else None
+    chosen = logs.select(procs, args.rank, coords)
+    if not chosen:
+        raise KubernetesMeshError(
+            f"no proc of ProcMesh {api.namespace}/{args.name} matches --rank {args.rank or '*'} "
+            f"--coords {args.coords or '*'}; 'procmesh describe {args.name}' lists its procs")
+
+    def opener(pod: str) -> Callable[[], Any]:
+        return lambda: api.pod_log(pod, follow=args.follow, tail=args.tail, previous=args.previous)
+
+    streams = [(f"[rank {p['rank']}] " if args.prefix else "", opener(str(p["pod"]))) for p in chosen]
+    errors = logs.follow_all(streams, out)
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
+    return 1 if errors and len(errors) == len(streams) else 0
+
+
+# --- top ---------------------------------------------------------------------------------------
+
+def top(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
+    """Each proc's GPU memory, asked from the proc itself over the authenticated wire (the
+    operator never connects to procs, so no status holds this)."""
+    mesh = api.get_mesh(args.name)
+    procs = sorted((mesh.get("status") or {}).get("procs") or [], key=lambda p: p["rank"])
+    token = api.read_token(args.name, api_mod.token_secret_name(mesh))
+    opener = None
+    if args.via_api_server:
+        pods = {_address(p): str(p["pod"]) for p in procs if p.get("address")}
+        opener = forwarding.port_forward_opener(api.api_client, api.namespace, pods)
+
+    def ask(proc: dict[str, Any]) -> tuple[identifying.IdentityReply | None, str | None]:
+        if not proc.get("address"):
+            return None, "no address (not running)"
+        try:
+            return identifying.identify_proc(_address(proc), token, timeout=args.timeout, opener=opener), None
+        except Exception as exc:  # one proc's failure is a row, not the end of the table
+            return None, f"{type(exc).__name__}: {exc}"
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, max(1, len(procs)))) as pool:
+        answers = list(pool.map(ask, procs))
+    rows = [tables.top_row(p, d, e) for p, (d, e) in zip(procs, answers)]
+    out.write(tables.render(tables.TOP_HEADER, rows) + "\n" if rows else "No procs.\n")
+    return 0
+
+
+def _address(proc: dict[str, Any]) -> tuple[str, int]:
+    host, _, port = str(proc["address"]).rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+# --- create / delete / wait --------------------------------------------------------------------
+
+def create(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
+    import yaml
+
+    text = sys.stdin.read() if args.filename == "-" else open(args.filename).read()
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    for doc in docs:
+        if doc.get("kind") != contract.KIND or doc.get("apiVersion") != contract.API_VERSION:
+            raise KubernetesMeshError(
+                f"{args.filename}: a {doc.get('apiVersion')} {doc.get('kind')} is not a ProcMesh; "
+                f"procmesh create takes {contract.API_VERSION} ProcMesh documents (kubectl apply the rest)")
+    for doc in docs:
+        namespace = (doc.get("metadata") or {}).get("namespace")
+        target = api if namespace in (None, api.namespace) else api_mod.KubeApi(api.api_client, namespace)
+        created = target.create_mesh(doc)
+        out.write(f"{KIND_PREFIX}/{created['metadata']['name']} created\n")
+    return 0
+
+
+def delete(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
+    for name in args.names:
+        api.get_mesh(name)  # a missing mesh is an error, as in kubectl
+        api.delete_mesh(name)
+        out.write(f'{KIND_PREFIX} "{name}" deleted\n')
+    if args.wait:
+        for name in args.names:
+            _wait_deleted(api, name, args.timeout)
+    return 0
+
+
+def wait(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
+    for name in args.names:
+        if args.wait_for == "delete":
+            _wait_deleted(api, name, args.timeout)
+        else:
+            attaching.wait_ready(api, name, args.timeout, progress=False)
+            out.write(f"{KIND_PREFIX}/{name} condition met\n")
+    return 0
+
+
+def _wait_deleted(api: api_mod.KubeApi, name: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            api.get_mesh(name)
+        except MeshNotFound:
+            return
+        if time.monotonic() >= deadline:
+            raise KubernetesMeshError(
+                f"ProcMesh {api.namespace}/{name} still exists after {timeout:.0f} s; "
+                f"'procmesh describe {name}' shows why")
+        time.sleep(0.2)
+
+
+COMMANDS: dict[str, Callable[[api_mod.KubeApi, argparse.Namespace, TextIO], int]] = {
+    "get": get, "describe": describe, "logs": logs_, "top": top, "create": create,
+    "delete": delete, "wait": wait,
+}

@@ -1,0 +1,148 @@
+"""The ``procmesh`` command line (also ``kubectl-procmesh``, so ``kubectl procmesh ...`` works):
+argument parsing with kubectl's conventions, then one of :data:`.commands.COMMANDS`.
+
+``-n/--namespace``, ``--context`` and ``--kubeconfig`` are accepted before or after the command,
+as kubectl accepts them. Errors of the Kubernetes backend are printed as ``error: ...`` with
+exit status 1, like kubectl; they already say what was wrong and what to do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from mesh_client._src.cli import commands
+
+DESCRIPTION = "Inspect and manage ProcMesh resources (procmesh.io/v1alpha1): meshes of proc servers."
+EPILOG = """examples:
+  procmesh get -o wide                 every mesh of the namespace, with shape and GPU budget
+  procmesh describe trainer            procs -> pods -> nodes -> GPUs, conditions, events
+  procmesh logs trainer -f             every proc's output, prefixed with its rank
+  procmesh top trainer                 GPU memory of each proc against its cap
+  procmesh wait trainer --timeout 5m   until Ready (or a cause that waiting cannot fix)
+"""
+
+
+def duration(text: str) -> float:
+    """kubectl's ``--timeout`` values: ``90``, ``90s``, ``5m``, ``1h``."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        if text and text[-1] in units:
+            return float(text[:-1]) * units[text[-1]]
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (like 30s, 5m or 1h)") from None
+
+
+def _connection_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
+    default = argparse.SUPPRESS if suppress else None
+    parser.add_argument("-n", "--namespace", default=default,
+                        help="namespace (default: the kubeconfig context's, or the pod's)")
+    parser.add_argument("--context", default=default, help="kubeconfig context to use")
+    parser.add_argument("--kubeconfig", default=default,
+                        help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config; in a pod, "
+                             "its service account)")
+
+
+def build_parser(prog: str = "procmesh") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    _connection_flags(parser, suppress=False)
+    common = argparse.ArgumentParser(add_help=False)
+    _connection_flags(common, suppress=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("get", parents=[common], help="list meshes: ready/desired, phase, restarts, GPU mode",
+                       description="List ProcMeshes (all of the namespace, or those named). PHASE is the "
+                                   "operator's, unless its status is not current: then StatusStale or "
+                                   "NotReconciled (no operator has reconciled the mesh's generation).")
+    p.add_argument("names", nargs="*", metavar="MESH")
+    p.add_argument("-o", "--output", choices=["wide", "json", "yaml", "name"],
+                   help="wide: shape, GPU budget, colocation, observed/current generation")
+    p.add_argument("-A", "--all-namespaces", action="store_true", help="meshes of every namespace")
+
+    p = sub.add_parser("describe", parents=[common], help="a mesh in detail: procs, pods, nodes, GPUs, conditions",
+                       description="Show a ProcMesh: its spec, conditions, a proc -> pod -> node -> GPU -> "
+                                   "memory cap table with each pod's live state and last failure, and its "
+                                   "events.")
+    p.add_argument("names", nargs="+", metavar="MESH")
+
+    p = sub.add_parser("logs", parents=[common], help="the procs' output, interleaved, prefixed by rank",
+                       description="Print the proc servers' logs, one stream per pod (any number of procs), "
+                                   "each line prefixed with its proc's rank.")
+    p.add_argument("name", metavar="MESH")
+    p.add_argument("--rank", type=int, action="append", help="only this rank (repeatable)")
+    p.add_argument("--coords", metavar="DIM=I,...", help="only procs at these coordinates, e.g. hosts=1")
+    p.add_argument("-f", "--follow", action="store_true", help="keep streaming new output")
+    p.add_argument("--tail", type=int, help="lines of recent output per proc")
+    p.add_argument("-p", "--previous", action="store_true", help="the previous run of each proc")
+    p.add_argument("--no-prefix", dest="prefix", action="store_false", help="no [rank N] prefix")
+
+    p = sub.add_parser("top", parents=[common], help="each proc's GPU memory against its cap",
+                       description="Ask every proc (over the authenticated proc wire, with the mesh's token: "
+                                   "needs the mesh's access Role) for its PyTorch allocator's GPU memory, "
+                                   "shown against the cap its memory fraction sets.")
+    p.add_argument("name", metavar="MESH")
+    p.add_argument("--via-api-server", action="store_true",
+                   help="reach the procs by port-forwards through the API server (outside the pod network)")
+    p.add_argument("--timeout", type=duration, default=5.0, help="per proc (default 5s)")
+
+    p = sub.add_parser("create", parents=[common], help="create meshes from a manifest",
+                       description="Create the ProcMeshes of a YAML or JSON file ('-' reads stdin).")
+    p.add_argument("-f", "--filename", required=True, help="manifest file, or - for stdin")
+
+    p = sub.add_parser("delete", parents=[common], help="delete meshes (their pods go with them)",
+                       description="Delete ProcMeshes; garbage collection removes their pods, Service, "
+                                   "token Secret and access Role.")
+    p.add_argument("names", nargs="+", metavar="MESH")
+    p.add_argument("--wait", action="store_true", help="until each mesh is gone")
+    p.add_argument("--timeout", type=duration, default=120.0, help="for --wait (default 2m)")
+
+    p = sub.add_parser("wait", parents=[common], help="until meshes are Ready (or deleted)",
+                       description="Wait until each mesh is Ready for its current generation (fails at once "
+                                   "on a cause no waiting fixes, such as a refused GPU budget), or until "
+                                   "it is deleted.")
+    p.add_argument("names", nargs="+", metavar="MESH")
+    p.add_argument("--for", dest="wait_for", default="condition=Ready",
+                   choices=["condition=Ready", "delete"], help="condition=Ready (default) or delete")
+    p.add_argument("--timeout", type=duration, default=600.0, help="default 10m")
+    return parser
+
+
+def _prog(argv0: str) -> str:
+    return "kubectl procmesh" if os.path.basename(argv0).startswith("kubectl-") else "procmesh"
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Run one command; returns the exit status (0 ok, 1 error, 130 interrupted)."""
+    parser = build_parser(_prog(sys.argv[0]))
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    out = out or sys.stdout
+    try:
+        from mesh_client._src.kubernetes import api as api_mod
+        from mesh_client._src.kubernetes.errors import KubernetesMeshError
+
+        client = api_mod.make_api_client(args.kubeconfig, args.context)
+        namespace = args.namespace or api_mod.default_namespace(args.kubeconfig, args.context)
+        api = api_mod.KubeApi(client, namespace)
+    except ImportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # no kubeconfig, no such context: the client's own words
+        print(f"error: cannot load Kubernetes credentials: {exc}", file=sys.stderr)
+        return 1
+    try:
+        return commands.COMMANDS[args.command](api, args, out)
+    except (KubernetesMeshError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def entry() -> None:
+    """The console script."""
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""A mesh's lifetime follows the program that created it, as local procs die with theirs.
+
+Two ties, both set by :meth:`KubernetesHostMesh.spawn_procs` unless it is told ``outlive=True``:
+
+- **In a pod**: an owner reference from the mesh to the controller's pod (named by the
+  ``POD_NAME`` and ``POD_UID`` environment, which the downward API provides), so garbage
+  collection deletes the mesh when that pod goes.
+- **Everywhere**: ``spec.lease``. :class:`LeaseRenewer` writes the annotation
+  ``procmesh.io/lease-renew-time`` every third of the lease from a daemon thread; the operator
+  (``procmesh_operator.leases``) deletes the mesh once a lease passes without one. SIGKILL, a
+  crash or a lost laptop all stop the renewals; a normal exit deletes the mesh at once (atexit).
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import sys
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from mesh_client._src.kubernetes import api as api_mod
+from mesh_client._src.kubernetes.errors import KubernetesMeshError, MeshAccessDenied, MeshNotFound
+
+#: The lease of spawned meshes unless the host mesh is given another: long enough for a
+#: controller's GC pause or an API server restart, short enough to free GPUs soon.
+DEFAULT_LEASE_SECONDS = 30
+POD_NAME_ENV = "POD_NAME"
+POD_UID_ENV = "POD_UID"
+POD_NAMESPACE_ENV = "POD_NAMESPACE"
+
+
+def creator_pod_owner(mesh_namespace: str, environ: Mapping[str, str],
+                      pod_namespace: str | None) -> dict[str, Any] | None:
+    """The owner reference to this process's pod, if it runs in one of ``mesh_namespace``
+    (owner references do not cross namespaces) and the downward API told it who it is."""
+    name, uid = environ.get(POD_NAME_ENV), environ.get(POD_UID_ENV)
+    namespace = environ.get(POD_NAMESPACE_ENV) or pod_namespace
+    if not name or not uid or namespace != mesh_namespace:
+        return None
+    return {"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid}
+
+
+def now_rfc3339() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaseRenewer:
+    """Renews one mesh's lease until :meth:`stop`; deletes the mesh if the program exits first."""
+
+    def __init__(self, api: api_mod.KubeApi, name: str, seconds: float) -> None:
+        self.api = api
+        self.name = name
+        self.period = max(1.0, seconds / 3)
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"procmesh lease {name}", daemon=True)
+
+    def start(self) -> None:
+        """Renew once now, so a client that may not is told at spawn (not by a deleted mesh
+        half a minute later), then keep renewing in the background."""
+        try:
+            self.api.renew_lease(self.name, now_rfc3339())
+        except MeshAccessDenied as exc:
+            raise MeshAccessDenied(
+                f"{exc}. A mesh spawned from Python holds a lease it renews by patching the mesh "
+                f"(the chart's client role grants 'patch' on procmeshes); or spawn it with "
+                f"outlive=True, and delete it yourself") from None
+        atexit.register(self._at_exit)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        atexit.unregister(self._at_exit)
+
+    def _run(self) -> None:
+        failing = False
+        while not self._stopped.wait(self.period):
+            try:
+                self.api.renew_lease(self.name, now_rfc3339())
+                failing = False
+            except MeshNotFound:
+                return
+            except (KubernetesMeshError, OSError) as exc:  # retried; said once per streak
+                if not failing:
+                    print(f"procmesh: cannot renew the lease of ProcMesh {self.api.namespace}/{self.name} "
+                          f"(retrying; the operator deletes it if this lasts): {exc}", file=sys.stderr)
+                failing = True
+
+    def _at_exit(self) -> None:
+        if not self._stopped.is_set():
+            self._stopped.set()
+            try:
+                self.api.delete_mesh(self.name)
+            except Exception:
+                pass  # the lease lapses and the operator deletes it

@@ -1,0 +1,43 @@
+"""Pod log streams as lines: cut whole from chunks, written whole under one lock with a prefix.
+
+Shared by ``procmesh logs`` (:mod:`mesh_client._src.cli.logs`) and the client's forwarding of
+proc output (:mod:`.output`). Streams come from :meth:`.api.KubeApi.pod_log`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any, TextIO
+
+CHUNK = 8192
+
+
+def lines_of(chunks: Iterable[bytes]) -> Iterable[str]:
+    """Whole lines from a byte stream cut anywhere (a last unterminated line is kept too)."""
+    pending = b""
+    for chunk in chunks:
+        pending += chunk
+        *whole, pending = pending.split(b"\n")
+        for line in whole:
+            yield line.decode("utf-8", "replace")
+    if pending:
+        yield pending.decode("utf-8", "replace")
+
+
+def response_lines(response: Any) -> Iterable[str]:
+    """The lines of a streaming log response (``_preload_content=False``)."""
+    return lines_of(response.stream(CHUNK, decode_content=False))
+
+
+class Interleaver:
+    """Writes lines of many streams to one output, each whole and prefixed."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.lock = threading.Lock()
+
+    def write(self, prefix: str, line: str) -> None:
+        with self.lock:
+            self.out.write(f"{prefix}{line}\n")
+            self.out.flush()

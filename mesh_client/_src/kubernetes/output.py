@@ -1,0 +1,201 @@
+"""What the procs print shows in the controller's terminal, as Monarch does: each line of each
+proc pod's log on this program's stdout, prefixed ``[<mesh> rank <r>] ``.
+
+On by default for every mesh attached or spawned (``forward_output=False``, or the environment
+``PROCMESH_FORWARD_OUTPUT=0``, switches it off). One thread per pod follows its log through the
+API server (``pods/log``; without that right, one note says so and nothing else changes).
+
+No line is lost or repeated across the attach: before :meth:`OutputForwarder.start` returns,
+each thread has counted the lines its pod's current run had written, and its follow stream skips
+exactly those. A stream that ends (the proc restarted, the connection dropped) is opened again;
+the same run (pod uid and restart count unchanged) skips what was already shown, a new run is
+shown from its start. :meth:`OutputForwarder.stop` reads each log once more, so what a proc
+printed before the controller stopped its mesh is shown even when its stream lagged.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from mesh_client._src.kubernetes import api as api_mod
+from mesh_client._src.kubernetes import logstreams
+from mesh_client._src.kubernetes.errors import MeshAccessDenied
+
+ENV = "PROCMESH_FORWARD_OUTPUT"
+#: How long start() waits for every pod's line count (a slow API server must not hang attach).
+READY_TIMEOUT = 10.0
+REOPEN_SECONDS = 1.0
+#: A pod missing this long (its mesh deleted under us) ends its thread.
+GIVE_UP_SECONDS = 120.0
+
+
+def enabled(forward_output: bool | None) -> bool:
+    """The caller's choice, else the environment's (on unless ``PROCMESH_FORWARD_OUTPUT=0``)."""
+    if forward_output is not None:
+        return forward_output
+    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+class OutputForwarder:
+    """Follows the logs of one mesh's pods (by rank) until :meth:`stop`."""
+
+    def __init__(self, api: api_mod.KubeApi, mesh: str, pods: Sequence[str], out: TextIO | None = None) -> None:
+        self.api = api
+        self.mesh = mesh
+        self.pods = list(pods)
+        self.sink = logstreams.Interleaver(out or sys.stdout)
+        self._stopped = threading.Event()
+        self._responses: set[Any] = set()
+        self._lock = threading.Lock()
+        self._denied = threading.Event()
+        self._counted = threading.Semaphore(0)
+        self._threads: list[threading.Thread] = []
+        self._progress: dict[int, tuple[tuple[str, int] | None, int]] = {}  # rank -> (run, lines shown)
+
+    def start(self) -> None:
+        atexit.register(self._at_exit)
+        for rank, pod in enumerate(self.pods):
+            thread = threading.Thread(target=self._follow, args=(rank, pod), daemon=True,
+                                      name=f"procmesh output {self.mesh}[{rank}]")
+            self._threads.append(thread)
+            thread.start()
+        for _ in self.pods:  # every pod's lines so far are counted, so none printed later is lost
+            if not self._counted.acquire(timeout=READY_TIMEOUT):
+                break
+
+    def stop(self) -> None:
+        atexit.unregister(self._at_exit)
+        self._halt(2.0)
+        self._catch_up()
+
+    def _halt(self, join_timeout: float) -> None:
+        self._stopped.set()
+        with self._lock:
+            responses, self._responses = list(self._responses), set()
+        for response in responses:
+            _interrupt(response)
+        for thread in self._threads:
+            thread.join(timeout=join_timeout)
+
+    def _at_exit(self) -> None:
+        """A program that exits with its mesh attached: end the threads before the interpreter
+        does (a daemon thread still writing to stdout then aborts the exit)."""
+        self._halt(0.5)
+
+    def _catch_up(self) -> None:
+        """Show what each proc wrote that its stream had not delivered yet (streams lag), so
+        everything printed before ``stop()`` is seen: one plain read per pod, same run only."""
+        if self._denied.is_set():
+            return
+        for rank, pod in enumerate(self.pods):
+            run, shown = self._progress.get(rank, (None, 0))
+            try:
+                if run is None or self._run_of(pod) != run:
+                    continue
+                response = self.api.pod_log(pod)
+                try:
+                    lines = list(logstreams.response_lines(response))
+                finally:
+                    response.release_conn()
+            except Exception:
+                continue
+            for line in lines[shown:]:
+                self.sink.write(f"[{self.mesh} rank {rank}] ", line)
+
+    # --- one pod -------------------------------------------------------------------------------
+
+    def _run_of(self, pod: str) -> tuple[str, int] | None:
+        """(uid, restarts) of the pod's current run; None when it is gone; ("", 0) unknown."""
+        body = self.api.pod(pod)
+        if body is None:
+            return None
+        meta, status = body.get("metadata") or {}, body.get("status") or {}
+        restarts = sum(int(cs.get("restartCount") or 0) for cs in status.get("containerStatuses") or [])
+        return str(meta.get("uid", "")), restarts
+
+    def _count_lines(self, pod: str) -> int:
+        response = self.api.pod_log(pod)
+        try:
+            return sum(1 for _ in logstreams.response_lines(response))
+        finally:
+            response.release_conn()
+
+    def _follow(self, rank: int, pod: str) -> None:
+        prefix = f"[{self.mesh} rank {rank}] "
+        run: tuple[str, int] | None = None
+        shown = 0
+        try:
+            run, shown = self._run_of(pod), self._count_lines(pod)
+        except MeshAccessDenied as exc:
+            self._note_denied(exc)
+            return
+        except Exception:
+            pass  # counted as nothing shown yet; the stream below may repeat a little
+        finally:
+            self._progress[rank] = (run, shown)
+            self._counted.release()
+        missing_since: float | None = None
+        while not self._stopped.is_set():
+            try:
+                response = self.api.pod_log(pod, follow=True)
+            except MeshAccessDenied as exc:
+                self._note_denied(exc)
+                return
+            except Exception:
+                response = None
+            if response is not None:
+                missing_since = None
+                with self._lock:
+                    self._responses.add(response)
+                try:
+                    for index, line in enumerate(logstreams.response_lines(response)):
+                        if self._stopped.is_set():
+                            return
+                        if index >= shown:
+                            self.sink.write(prefix, line)
+                            shown = index + 1
+                            self._progress[rank] = (run, shown)
+                except Exception:
+                    pass  # a dropped stream: opened again below
+                finally:
+                    with self._lock:
+                        self._responses.discard(response)
+            if self._stopped.wait(REOPEN_SECONDS):
+                return
+            try:
+                now_run = self._run_of(pod)
+            except Exception:
+                now_run = run
+            if now_run is None:
+                missing_since = missing_since or time.monotonic()
+                if time.monotonic() - missing_since > GIVE_UP_SECONDS:
+                    return
+                continue
+            if now_run != run and now_run != ("", 0):
+                run, shown = now_run, 0  # a new run of the proc: its output from the start
+                self._progress[rank] = (run, shown)
+
+    def _note_denied(self, exc: MeshAccessDenied) -> None:
+        if not self._denied.is_set():
+            self._denied.set()
+            print(f"procmesh: not showing the output of ProcMesh {self.api.namespace}/{self.mesh}'s procs: "
+                  f"{exc} (forward_output=False, or {ENV}=0, turns this off)", file=sys.stderr)
+
+
+def _interrupt(response: Any) -> None:
+    """Wake the thread reading ``response``: shut its socket down (``close()`` from another
+    thread would wait for the reader's lock, which an idle log stream holds forever)."""
+    sock = getattr(getattr(response, "connection", None), "sock", None)
+    if sock is None:
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass

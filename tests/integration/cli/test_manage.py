@@ -1,0 +1,115 @@
+"""``procmesh create/get/describe/wait/delete`` against the real control plane and operator.
+
+Aspects: create -f from a manifest (stdin too); wait until Ready; get as a table (READY is
+ready/desired, as the README shows it), -o wide/json/yaml/name, a missing mesh is an error
+naming the namespace; describe's proc -> pod -> node table and conditions; delete --wait.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from tests.cluster import testing
+from tests.integration.cli.support import procmesh
+
+pytestmark = pytest.mark.cluster
+
+MANIFEST = """\
+apiVersion: procmesh.io/v1alpha1
+kind: ProcMesh
+metadata: {name: cli-mesh}
+spec:
+  hosts: 2
+  perHost: [{name: procs, size: 2}]
+"""
+
+
+def test_create_wait_get_describe_delete(cluster, core, namespace, operator):
+    kc = cluster.kubeconfig
+    created = procmesh(kc, "create", "-n", namespace, "-f", "-", input=MANIFEST)
+    assert (created.returncode, created.stdout) == (0, "procmesh.procmesh.io/cli-mesh created\n"), created.stderr
+
+    waited = procmesh(kc, "wait", "cli-mesh", "-n", namespace, "--timeout", "120s")
+    assert (waited.returncode, waited.stdout) == (0, "procmesh.procmesh.io/cli-mesh condition met\n"), waited.stderr
+
+    table = procmesh(kc, "get", "-n", namespace)
+    assert table.returncode == 0, table.stderr
+    header, row = table.stdout.splitlines()
+    assert header.split() == ["NAME", "READY", "PHASE", "RESTARTS", "GPUS", "AGE"]
+    assert row.split()[:5] == ["cli-mesh", "4/4", "Ready", "0", "none"]
+
+    wide = procmesh(kc, "get", "cli-mesh", "-n", namespace, "-o", "wide").stdout.splitlines()
+    assert wide[0].split()[6:] == ["SHAPE", "BUDGET", "COLOCATED", "WITH", "GENERATION"]
+    assert "hosts=2 x procs=2" in wide[1] and wide[1].split()[-1] == "1/1"
+
+    as_json = json.loads(procmesh(kc, "get", "cli-mesh", "-n", namespace, "-o", "json").stdout)
+    assert as_json["kind"] == "ProcMesh" and as_json["status"]["readyProcs"] == 4
+    as_yaml = yaml.safe_load(procmesh(kc, "get", "-n", namespace, "-o", "yaml").stdout)
+    assert [m["metadata"]["name"] for m in as_yaml["items"]] == ["cli-mesh"]
+    assert procmesh(kc, "get", "-n", namespace, "-o", "name").stdout == "procmesh.procmesh.io/cli-mesh\n"
+    everywhere = procmesh(kc, "get", "-A").stdout.splitlines()
+    assert everywhere[0].split()[0] == "NAMESPACE"
+    assert any(line.split()[:2] == [namespace, "cli-mesh"] for line in everywhere[1:])
+
+    described = procmesh(kc, "describe", "cli-mesh", "-n", namespace)
+    assert described.returncode == 0, described.stderr
+    text = described.stdout
+    assert "Shape:          hosts=2 x procs=2 (4 procs)" in text and "Phase:          Ready" in text
+    procs = text.split("Procs:\n")[1].split("Events:")[0].splitlines()
+    assert procs[0].split()[:5] == ["RANK", "COORDS", "POD", "NODE", "GPU"]
+    rows = [line.split() for line in procs[1:]]
+    nodes = {p.metadata.name: p.spec.node_name for p in core.list_namespaced_pod(namespace).items}
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
+        (str(rank), f"hosts={rank // 2},procs={rank % 2}", f"cli-mesh-{rank}", nodes[f"cli-mesh-{rank}"])
+        for rank in range(4)]
+    assert all(r[6:9] == ["true", "Running", "0"] for r in rows)
+    assert "Ready                True     AllProcsReady" in text
+
+    deleted = procmesh(kc, "delete", "cli-mesh", "-n", namespace, "--wait")
+    assert (deleted.returncode, deleted.stdout) == (0, 'procmesh.procmesh.io "cli-mesh" deleted\n'), deleted.stderr
+    missing = procmesh(kc, "get", "cli-mesh", "-n", namespace)
+    assert missing.returncode == 1
+    assert f"ProcMesh {namespace}/cli-mesh does not exist" in missing.stderr
+    none_left = procmesh(kc, "get", "-n", namespace)
+    assert (none_left.stdout, none_left.stderr) == ("", f"No resources found in {namespace} namespace.\n")
+
+
+def test_create_refuses_what_is_not_a_procmesh(cluster, namespace, operator):
+    result = procmesh(cluster.kubeconfig, "create", "-n", namespace, "-f", "-",
+                      input="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    assert result.returncode == 1
+    assert "a v1 ConfigMap is not a ProcMesh" in result.stderr
+
+
+def test_wait_fails_at_once_on_a_cause_no_waiting_fixes(cluster, namespace, operator, gpu_node,
+                                                        devices_free):
+    # the whole device plus a CUDA context fits no GPU of any node
+    greedy = ("apiVersion: procmesh.io/v1alpha1\nkind: ProcMesh\nmetadata: {name: greedy}\n"
+              "spec: {hosts: 1, perHost: [{name: gpus, size: 1}],\n"
+              "       gpus: {mode: pinned, deviceIDs: [0], memoryFraction: 1.0}}\n")
+    assert procmesh(cluster.kubeconfig, "create", "-n", namespace, "-f", "-", input=greedy).returncode == 0
+    result = procmesh(cluster.kubeconfig, "wait", "greedy", "-n", namespace, "--timeout", "10m")
+    assert result.returncode == 1
+    assert f"ProcMesh {namespace}/greedy cannot become Ready" in result.stderr
+
+
+def test_describe_shows_the_schedulers_reason_in_a_condition(cluster, namespace, operator):
+    nowhere = MANIFEST.replace("cli-mesh", "nowhere") + \
+        "  template: {nodeSelector: {example.com/no-such-label: x}}\n"
+    kc = cluster.kubeconfig
+    assert procmesh(kc, "create", "-n", namespace, "-f", "-", input=nowhere).returncode == 0
+
+    def unschedulable() -> str | None:
+        text = procmesh(kc, "describe", "nowhere", "-n", namespace).stdout
+        ready = [line for line in text.splitlines() if line.strip().startswith("Ready ")]
+        return text if ready and "Unschedulable" in ready[0] else None
+
+    text = testing.wait_for(unschedulable, "Ready=False Unschedulable in describe")
+    ready = next(line for line in text.splitlines() if line.strip().startswith("Ready "))
+    assert "is Pending: 0/" in ready and "node(s) didn't match" in ready and "(and 3 more pods)" in ready
+    assert "Pending (Unschedulable)" in text.split("Procs:")[1]
+    waited = procmesh(kc, "wait", "nowhere", "-n", namespace, "--timeout", "3s")
+    assert waited.returncode == 1 and "nowhere-0 is Pending" in waited.stderr

@@ -1,0 +1,61 @@
+"""Status that cannot lie: a mesh whose namespace no operator watches keeps its last status,
+and the CLI and the client say so instead of repeating it.
+
+The session's operator is stopped and another one runs watching only a different namespace
+(the README's "is the operator watching namespace team-x?" case); the mesh's pods then go, and
+its spec changes. ``get``/``describe``/``wait`` and ``attach`` name the generation no operator
+has reconciled and the namespace to watch; none of them repeats the old "AllProcsReady".
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from mesh_client.kubernetes import MeshNotReady, attach
+from tests.cluster import testing
+from tests.integration.cli.support import procmesh
+from tests.integration.operator.support import (
+    OperatorProcess,
+    create_mesh,
+    mesh_pods,
+    patch_mesh,
+    wait_ready,
+)
+
+pytestmark = pytest.mark.cluster
+
+
+def test_a_mesh_no_operator_watches_is_reported_stale(cluster, kube, core, custom, namespace, operator,
+                                                      tmp_path):
+    create_mesh(custom, namespace, "orphan", hosts=1, perHost=[{"name": "procs", "size": 2}])
+    wait_ready(custom, namespace, "orphan")
+    kc = cluster.kubeconfig
+    operator.stop()
+    elsewhere = OperatorProcess(cluster.kubeconfig, tmp_path)
+    try:
+        elsewhere.start(namespaces=["some-other-namespace"])
+        core.delete_namespaced_pod("orphan-0", namespace, grace_period_seconds=0)
+        testing.wait_for(lambda: [p.metadata.name for p in mesh_pods(core, namespace, "orphan")] == ["orphan-1"],
+                         "pod orphan-0 gone, and no operator to make it again")
+        row = procmesh(kc, "get", "orphan", "-n", namespace).stdout.splitlines()[1].split()
+        assert row[1:3] == ["2/2", "StatusBehindPods"]  # the old count, never shown as Ready
+        described = procmesh(kc, "describe", "orphan", "-n", namespace).stdout
+        assert ("Warning:        StatusBehindPods: the status says 2 of 2 procs ready, but pod orphan-0 "
+                "is gone") in described
+        assert f"watching namespace {namespace}?" in described
+
+        patch_mesh(custom, namespace, "orphan", {"maxRestarts": 7})  # generation 2
+        row = procmesh(kc, "get", "orphan", "-n", namespace, "-o", "wide").stdout.splitlines()[1].split()
+        assert row[2] == "StatusStale" and row[-1] == "1/2"
+        expected = (f"no operator has reconciled generation 2 of this ProcMesh (its status is for "
+                    f"generation 1): is the operator running, and watching namespace {namespace}?")
+        waited = procmesh(kc, "wait", "orphan", "-n", namespace, "--timeout", "3s")
+        assert waited.returncode == 1 and expected in waited.stderr
+        assert "AllProcsReady" not in waited.stderr
+        with pytest.raises(MeshNotReady) as info:
+            attach("orphan", namespace, api_client=kube, timeout=3, progress=False)
+        assert expected in str(info.value) and info.value.reason == "StatusStale"
+    finally:
+        elsewhere.stop()
+        operator.start()
+    wait_ready(custom, namespace, "orphan")  # the watching operator catches up: generation 2, 2 pods

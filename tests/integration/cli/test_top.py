@@ -1,0 +1,66 @@
+"""``procmesh top``, ``describe`` and ``get`` with the rights of the access model (README,
+"Access"): a user bound to the mesh's Role alone asks every proc over the authenticated wire;
+one without it is told which Role to bind.
+
+Aspects: top's rows come from the procs themselves (the actor count an attached client made);
+describe works without pod rights and says so; every refusal names the mesh's Role.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from mesh_client.kubernetes import attach
+from tests.cluster import testing
+from tests.integration.cli.support import procmesh, token_kubeconfig
+from tests.integration.kubernetes.test_access import bind_mesh_role
+from tests.integration.local.actors import Recorder
+from tests.integration.operator.support import create_mesh, wait_ready
+
+pytestmark = pytest.mark.cluster
+
+#: Rights unrelated to meshes (a Role needs one rule): what a user without the mesh's Role has.
+NOTHING = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]
+
+
+def test_top_and_describe_with_the_mesh_role_only(cluster, kube, custom, namespace, operator, tmp_path):
+    create_mesh(custom, namespace, "watched", hosts=1, perHost=[{"name": "procs", "size": 3}])
+    wait_ready(custom, namespace, "watched")
+    mesh = attach("watched", namespace, api_client=kube, timeout=120, progress=False)
+    mesh.spawn("rec", Recorder).echo.call(1).get()  # one actor per proc, as the procs will say
+    try:
+        with testing.service_account_client(cluster, kube, namespace, "alice", NOTHING) as alice:
+            bind_mesh_role(kube, alice, namespace, "watched", "alice")
+            kc = token_kubeconfig(tmp_path / "alice.kubeconfig", alice, namespace)
+            top = procmesh(kc, "top", "watched")
+            assert top.returncode == 0, top.stderr
+            header, *rows = top.stdout.splitlines()
+            assert header.split() == ["RANK", "POD", "GPU", "ALLOCATED", "RESERVED", "CAP", "RESERVED/CAP",
+                                      "ACTORS"]
+            assert [r.split()[:2] for r in rows] == [[str(i), f"watched-{i}"] for i in range(3)]
+            # CPU procs: no allocator to report; the actor count is the procs' own answer
+            assert all(r.split()[-5:] == ["no", "CUDA", "in", "use", "1"] for r in rows), top.stdout
+
+            described = procmesh(kc, "describe", "watched")
+            assert described.returncode == 0, described.stderr
+            assert "pods not readable by this client" in described.stdout
+            assert "Phase:          Ready" in described.stdout
+
+            listed = procmesh(kc, "get")
+            assert listed.returncode == 1 and "refused to list procmeshes" in listed.stderr
+            assert "'procmesh get MESH'" in listed.stderr
+            assert procmesh(kc, "get", "watched").stdout.split()[6:9] == ["watched", "3/3", "Ready"]
+    finally:
+        mesh.stop().get()
+
+
+def test_without_the_mesh_role_every_command_names_it(cluster, kube, custom, namespace, operator, tmp_path):
+    create_mesh(custom, namespace, "guarded", hosts=1, perHost=[{"name": "procs", "size": 1}])
+    wait_ready(custom, namespace, "guarded")
+    with testing.service_account_client(cluster, kube, namespace, "bob", NOTHING) as bob:
+        kc = token_kubeconfig(tmp_path / "bob.kubeconfig", bob, namespace)
+        for command in ("top", "describe", "get", "wait"):
+            result = procmesh(kc, command, "guarded", "--timeout", "5s") if command in ("top", "wait") \
+                else procmesh(kc, command, "guarded")
+            assert result.returncode == 1, (command, result.stdout)
+            assert "--role=guarded-procmesh-access" in result.stderr, (command, result.stderr)

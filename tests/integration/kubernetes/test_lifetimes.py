@@ -1,0 +1,113 @@
+"""A mesh's lifetime follows the program that created it (issue 15, item 3), against the real
+control plane and operator.
+
+Aspects: a controller killed with SIGKILL stops renewing its mesh's lease and the operator
+deletes the mesh (with a LeaseExpired event), pods and all; a controller that raises deletes its
+mesh on exit, long before its lease could lapse; a controller in a pod owns its mesh, so
+deleting the pod deletes the mesh; ``outlive=True`` meshes stay and are still reconciled.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from kubernetes import client
+
+from tests.cluster import testing
+from tests.integration.cli.support import env
+from tests.integration.kubernetes.test_access import CREATOR
+from tests.integration.operator.support import ROOT, get_mesh, mesh_pods, patch_mesh, wait_condition
+
+pytestmark = pytest.mark.cluster
+
+CONTROLLER = """
+import sys, time
+from mesh_client.kubernetes import KubernetesHostMesh
+hosts = KubernetesHostMesh(hosts=1, namespace={namespace!r}, kubeconfig={kubeconfig!r}, timeout=120,
+                           lease_seconds={lease})
+mesh = hosts.spawn_procs(per_host={{"procs": 2}}, name={name!r}, outlive={outlive})
+print("spawned", flush=True)
+if {raise_!r}:
+    raise RuntimeError("the controller failed")
+time.sleep(600)
+"""
+
+
+def controller(cluster, namespace: str, name: str, *, lease: int = 600, outlive: bool = False,
+               raise_: bool = False) -> subprocess.Popen[str]:
+    code = CONTROLLER.format(namespace=namespace, kubeconfig=str(cluster.kubeconfig), lease=lease,
+                             name=name, outlive=outlive, raise_=raise_)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env(), cwd=str(ROOT))
+    first = proc.stdout.readline()
+    assert first == "spawned\n", first + proc.stdout.read()
+    return proc
+
+
+def gone(custom, namespace: str, name: str) -> bool:
+    try:
+        get_mesh(custom, namespace, name)
+    except client.ApiException as exc:
+        return exc.status == 404
+    return False
+
+
+def test_a_sigkilled_controllers_mesh_is_deleted_when_its_lease_lapses(cluster, custom, core, namespace,
+                                                                       operator):
+    proc = controller(cluster, namespace, "doomed", lease=6)
+    mesh = get_mesh(custom, namespace, "doomed")
+    assert mesh["spec"]["lease"] == {"durationSeconds": 6}
+    assert mesh["metadata"]["annotations"]["procmesh.io/lease-renew-time"]
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    testing.wait_for(lambda: gone(custom, namespace, "doomed"), "the operator deleting the unrenewed mesh")
+    testing.wait_for(lambda: not mesh_pods(core, namespace, "doomed"), "its pods collected")
+    events = [e for e in core.list_namespaced_event(namespace).items if e.reason == "LeaseExpired"]
+    assert [e.involved_object.name for e in events] == ["doomed"]
+    assert "lease was not renewed for 6 s" in events[0].message
+
+
+def test_a_controller_that_raises_deletes_its_mesh_on_exit(cluster, custom, namespace, operator):
+    proc = controller(cluster, namespace, "raised", raise_=True)  # a 600 s lease: not what deletes it
+    assert proc.wait(timeout=60) == 1
+    assert "RuntimeError: the controller failed" in proc.stdout.read()
+    testing.wait_for(lambda: gone(custom, namespace, "raised"), "the mesh deleted as its creator exited")
+
+
+def test_an_outliving_mesh_stays_after_its_controller_is_killed(cluster, custom, namespace, operator):
+    proc = controller(cluster, namespace, "keeper", outlive=True)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    mesh = get_mesh(custom, namespace, "keeper")
+    assert "lease" not in mesh["spec"] and not mesh["metadata"].get("ownerReferences")
+    patch_mesh(custom, namespace, "keeper", {"maxRestarts": 9})
+    wait_condition(custom, namespace, "keeper", "Ready", "True")  # reconciled at generation 2, alive
+
+
+IN_POD = textwrap.dedent("""
+    import time
+    from mesh_client.kubernetes import KubernetesHostMesh
+    hosts = KubernetesHostMesh(hosts=1, timeout=120, lease_seconds=600)
+    hosts.spawn_procs(per_host={"procs": 1}, name="owned")
+    print("spawned", flush=True)
+    time.sleep(600)
+""")
+
+
+def test_a_controller_pods_mesh_goes_with_the_pod(cluster, kube, custom, core, namespace, operator):
+    with testing.service_account_client(cluster, kube, namespace, "controller", CREATOR):
+        pod = testing.python_pod("controller", IN_POD, serviceAccountName="controller", container={"env": [
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}]})
+        uid = core.create_namespaced_pod(namespace, pod).metadata.uid
+        testing.wait_for(lambda: "spawned" in testing.pod_output(cluster, namespace, "controller"),
+                         "the in-cluster controller spawned its mesh")
+        owners = get_mesh(custom, namespace, "owned")["metadata"]["ownerReferences"]
+        assert owners == [{"apiVersion": "v1", "kind": "Pod", "name": "controller", "uid": uid}]
+        core.delete_namespaced_pod("controller", namespace)
+        testing.wait_for(lambda: gone(custom, namespace, "owned"), "garbage collection of the pod's mesh")
