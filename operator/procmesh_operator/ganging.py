@@ -77,8 +77,15 @@ def resolve_mode(setting: str, discovery: Mapping[str, Any] | None) -> str:
 
 def mode_for(mode: str, mesh: specs.MeshSpec) -> str:
     """The cluster's ``mode`` as it applies to ``mesh``: a one-proc mesh is all-or-nothing by
-    itself and needs no gang (no PodGroup, no gate, no fit check)."""
-    return OFF if mesh.size < 2 else mode
+    itself and needs no gang (no PodGroup, no gate, no fit check). A dra mesh is gated, never
+    in a PodGroup: with v1.36's alpha gang scheduling, pods whose shared ResourceClaim was
+    already allocated were bound to nodes the allocation excludes (tests/integration/operator/
+    test_dra.py, 2 of 5 runs); the gate's release leaves each pod to the scheduler's DRA path."""
+    if mesh.size < 2:
+        return OFF
+    if mode == POD_GROUP and mesh.gpus.mode == contract.GPU_MODE_DRA:
+        return GATE
+    return mode
 
 
 def pod_groups_path(namespace: str, name: str | None = None) -> str:

@@ -126,3 +126,10 @@ def test_a_suspended_mesh_is_not_scheduled():
 def test_a_one_proc_mesh_needs_no_gang():
     assert ganging.mode_for(ganging.POD_GROUP, mesh("m", per_host=(("gpus", 1),))) == ganging.OFF
     assert ganging.mode_for(ganging.GATE, mesh("m")) == ganging.GATE
+
+
+def test_a_dra_mesh_is_gated_rather_than_in_a_pod_group():
+    dra = mesh("m", gpus={"mode": "dra", "deviceClassName": "gpu.nvidia.com"})
+    assert ganging.mode_for(ganging.POD_GROUP, dra) == ganging.GATE
+    assert ganging.mode_for(ganging.OFF, dra) == ganging.OFF
+    assert ganging.mode_for(ganging.POD_GROUP, mesh("m")) == ganging.POD_GROUP
