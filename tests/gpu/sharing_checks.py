@@ -50,6 +50,7 @@ def taking_turns_releases_cached_memory(policy, trainer):
 def colocated_actor_memory_shows_in_its_proc(trainer_procs, trainer):
     before = trainer.memory.call().get()
     reference = trainer_procs.spawn("reference", Role, 256)
+    reference.initialized.get()  # spawn returns at once (as Monarch's): wait for its __init__
     after = trainer.memory.call().get()
     for point, mem in after:
         assert mem["allocated"] - before.item(**point)["allocated"] >= 256 << 20
