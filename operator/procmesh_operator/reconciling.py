@@ -424,7 +424,11 @@ class Controller:
             return None
         if mode == ganging.POD_GROUP:
             if len(pods) >= mesh.size and all(ganging.is_bound(p) for p in pods.values()):
+                self._gated.discard(key)
                 return None
+            # Looked at again every few seconds until bound: the scheduler writes the PodGroup's
+            # condition with no event of ours to follow (we do not watch PodGroups).
+            self._gated.add(key)
             group = await self.client.get_or_none(
                 ganging.pod_groups_path(mesh.namespace, ganging.pod_group_name(mesh)))
             ordered = [pods[r] for r in sorted(pods)]

@@ -14,6 +14,10 @@ from mesh_client._src.runtime import streams
 class ForwardedStream(streams.SocketStream):
     """The local end of a port-forward; keeps the forward (and its relay thread) alive."""
 
+    #: The handshake's first bytes wait on the API server and the kubelet opening the stream
+    #: into the pod (seconds on a loaded node): a longer bound than a direct TCP connection's.
+    handshake_timeout = 30.0
+
     def __init__(self, forward: Any, port: int) -> None:
         super().__init__(forward.socket(port))
         self.forward = forward

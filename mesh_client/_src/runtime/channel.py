@@ -226,7 +226,8 @@ def connect(
     display = display or f"{address[0]}:{address[1]}"
     stream = opener(address, timeout)
     sock = stream.get_extra_info("socket")
-    sock.settimeout(timeout)  # bounds the handshake's reads
+    # Bounds the handshake's reads; a stream may ask for longer (a port-forward's relay).
+    sock.settimeout(max(timeout, float(getattr(stream, "handshake_timeout", timeout))))
     conn = protocol.Connection(protocol.Role.CLIENT, token)
     conn.start()
     try:

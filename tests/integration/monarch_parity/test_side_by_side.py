@@ -26,6 +26,10 @@ SCENARIOS = ["broadcast_error", "failing_init", "proc_death", "supervise", "unha
 def outcome(api: str, scenario: str) -> tuple[dict, list[str], list[str]]:
     """The outcome line, and the other lines of stdout and stderr (Monarch's own notice left out)."""
     env = dict(os.environ)
+    # Unbuffered, Monarch's procs write a print's text and its newline apart, and two procs
+    # printing at once interleave inside a line; ours write whole lines either way
+    # (tests/integration/local/test_whole_lines.py). Compare the lines, not that race.
+    env.pop("PYTHONUNBUFFERED", None)
     done = subprocess.run(
         [sys.executable, str(PROGRAMS), api, scenario], capture_output=True, text=True, timeout=300, env=env, cwd=PROGRAMS.parent
     )

@@ -51,14 +51,17 @@ def units_held(core: Any, place: Place) -> int:
                for c in p.spec.containers)
 
 
-def wait_held(custom: Any, core: Any, namespace: str, name: str, procs: int) -> dict[str, Any]:
-    """Wait until every pod of the mesh exists and its Scheduled condition says Unschedulable,
-    then check that none is on a node."""
+def wait_held(custom: Any, core: Any, namespace: str, name: str, procs: int,
+              says: str = "") -> dict[str, Any]:
+    """Wait until every pod of the mesh exists and its Scheduled condition says Unschedulable
+    (with ``says`` in its message: the gang's explanation can follow a pod's first word), then
+    check that none is on a node."""
     def held() -> dict[str, Any] | None:
         mesh = support.get_mesh(custom, namespace, name)
         c = support.condition(mesh, "Scheduled")
         pods = support.mesh_pods(core, namespace, name)
-        return mesh if c.get("reason") == "Unschedulable" and len(pods) == procs else None
+        return mesh if c.get("reason") == "Unschedulable" and says in c.get("message", "") \
+            and len(pods) == procs else None
     mesh = testing.wait_for(held, f"{namespace}/{name} held as a gang")
     assert bound(core, namespace, name) == 0
     return mesh
@@ -70,7 +73,8 @@ def mesh_larger_than_the_node_holds_nothing(custom: Any, core: Any, kube: Any, n
     the condition, `kubectl get`'s column and attach's error say why; a 6-proc mesh still fits
     beside it and becomes Ready (the held gang hoards nothing)."""
     create(custom, namespace, "twelve", 12, place)
-    mesh = wait_held(custom, core, namespace, "twelve", 12)
+    mesh = wait_held(custom, core, namespace, "twelve", 12,
+                     says="12 procs must be placed together and only 6 fit")
     assert units_held(core, place) == 0
     scheduled = support.condition(mesh, "Scheduled")
     assert scheduled["status"] == "False"
