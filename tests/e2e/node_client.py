@@ -27,6 +27,11 @@ class Sleeper(Actor):
 
 
 def main(name: str, namespace: str) -> int:
+    # As in Monarch, a proc lost under this controller's actors is also a supervision event,
+    # whose default hook ends the controller; this one reports the failed call instead.
+    import mesh_client.actor
+
+    mesh_client.actor.unhandled_fault_hook = lambda failure: None
     mesh = attach(name, namespace, timeout=300)
     proc = mesh.spawn("sleeper", Sleeper).slice(hosts=0, gpus=1)
     assert proc.echo.call_one(7).get(timeout=60) == 7
