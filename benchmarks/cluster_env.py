@@ -8,10 +8,47 @@ import contextlib
 import pathlib
 import sys
 import tempfile
+import time
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def mesh_ready(obj: dict[str, Any]) -> bool:
+    """Ready=True for the mesh's current generation."""
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c["type"] == "Ready":
+            return bool(c["status"] == "True"
+                        and c.get("observedGeneration") == obj["metadata"]["generation"])
+    return False
+
+
+def time_until_ready(custom: Any, namespace: str, spec: dict[str, Any], metrics_port: int,
+                     name: str = "bench") -> dict[str, Any]:
+    """Create a ProcMesh of ``spec`` and watch it to Ready: the seconds taken, and the API
+    requests the operator made meanwhile (from its metrics)."""
+    from kubernetes import watch
+
+    from mesh_client._src import contract
+
+    before = operator_requests(metrics_port)
+    body = {"apiVersion": contract.API_VERSION, "kind": contract.KIND, "metadata": {"name": name},
+            "spec": spec}
+    started = time.monotonic()
+    created = custom.create_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace,
+                                                     contract.PLURAL, body)
+    w = watch.Watch()
+    for event in w.stream(custom.list_namespaced_custom_object, contract.GROUP, contract.VERSION,
+                          namespace, contract.PLURAL,
+                          resource_version=created["metadata"]["resourceVersion"],
+                          timeout_seconds=600):
+        if event["object"]["metadata"]["name"] == name and mesh_ready(event["object"]):
+            w.stop()
+    elapsed = time.monotonic() - started
+    time.sleep(1.0)  # let the last status write and events settle before counting requests
+    return {"seconds": elapsed, "requests": operator_requests(metrics_port) - before}
 
 
 def operator_requests(metrics_port: int) -> int:

@@ -31,10 +31,9 @@ from typing import Any
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "operator")]
 
-from kubernetes import client, config, watch  # noqa: E402
+from kubernetes import client, config  # noqa: E402
 
 from benchmarks import cluster_env  # noqa: E402
-from mesh_client._src import contract  # noqa: E402
 from tests.cluster import controlplane  # noqa: E402
 from tests.cluster.process_node.config import NodeConfig  # noqa: E402
 from tests.integration.operator import support  # noqa: E402
@@ -42,33 +41,8 @@ from tests.integration.operator import support  # noqa: E402
 SETTINGS = ("off", "podgroup", "gate")
 
 
-def mesh_ready(obj: dict[str, Any]) -> bool:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c["type"] == "Ready":
-            return bool(c["status"] == "True"
-                        and c.get("observedGeneration") == obj["metadata"]["generation"])
-    return False
-
-
 def run_once(custom: Any, namespace: str, procs: int, metrics_port: int) -> dict[str, Any]:
-    before = cluster_env.operator_requests(metrics_port)
-    body = {"apiVersion": contract.API_VERSION, "kind": contract.KIND,
-            "metadata": {"name": "bench"},
-            "spec": {"hosts": 1, "perHost": [{"name": "gpus", "size": procs}],
-                     "gpus": {"mode": "plugin"}}}
-    started = time.monotonic()
-    created = custom.create_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace,
-                                                     contract.PLURAL, body)
-    w = watch.Watch()
-    for event in w.stream(custom.list_namespaced_custom_object, contract.GROUP, contract.VERSION,
-                          namespace, contract.PLURAL,
-                          resource_version=created["metadata"]["resourceVersion"],
-                          timeout_seconds=600):
-        if event["object"]["metadata"]["name"] == "bench" and mesh_ready(event["object"]):
-            w.stop()
-    elapsed = time.monotonic() - started
-    time.sleep(1.0)  # let the last status write settle before counting requests
-    return {"seconds": elapsed, "requests": cluster_env.operator_requests(metrics_port) - before}
+    return cluster_env.time_until_ready(custom, namespace, {"hosts": 1, "perHost": [{"name": "gpus", "size": procs}], "gpus": {"mode": "plugin"}}, metrics_port)
 
 
 def fresh_namespace(core: Any, prefix: str) -> str:

@@ -87,31 +87,8 @@ def run_baseline(core: Any, namespace: str, procs: int) -> dict[str, Any]:
     return {"seconds": elapsed, "requests": requests}
 
 
-def mesh_ready(obj: dict[str, Any]) -> bool:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c["type"] == "Ready":
-            return c["status"] == "True" and \
-                c.get("observedGeneration") == obj["metadata"]["generation"]
-    return False
-
-
 def run_operator(custom: Any, namespace: str, procs: int, metrics_port: int) -> dict[str, Any]:
-    before = cluster_env.operator_requests(metrics_port)
-    body = {"apiVersion": contract.API_VERSION, "kind": contract.KIND, "metadata": {"name": "bench"},
-            "spec": {"hosts": 1, "perHost": [{"name": "procs", "size": procs}]}}
-    started = time.monotonic()
-    created = custom.create_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace,
-                                                     contract.PLURAL, body)
-    w = watch.Watch()
-    for event in w.stream(custom.list_namespaced_custom_object, contract.GROUP, contract.VERSION,
-                          namespace, contract.PLURAL,
-                          resource_version=created["metadata"]["resourceVersion"],
-                          timeout_seconds=600):
-        if event["object"]["metadata"]["name"] == "bench" and mesh_ready(event["object"]):
-            w.stop()
-    elapsed = time.monotonic() - started
-    time.sleep(1.0)  # let the last status write and events settle before counting
-    return {"seconds": elapsed, "requests": cluster_env.operator_requests(metrics_port) - before}
+    return cluster_env.time_until_ready(custom, namespace, {"hosts": 1, "perHost": [{"name": "procs", "size": procs}]}, metrics_port)
 
 
 def wait_gone(core: Any, namespace: str) -> None:

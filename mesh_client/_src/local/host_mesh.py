@@ -25,6 +25,21 @@ T = TypeVar("T", bound=Actor)
 _names = itertools.count()
 
 
+def connected_mesh(group: ProcGroup, shape: Shape, bootstrap: Callable[[], Any] | None) -> ProcMesh:
+    """The mesh of ``group``'s procs once every one is connected and ``bootstrap`` ran in each;
+    on any failure its procs are stopped and the cause raised."""
+    mesh = ProcMesh(group, shape)
+    try:
+        for peer in group.peers:
+            peer.connect()
+        if bootstrap is not None:
+            mesh.run(bootstrap).get()
+    except BaseException:
+        mesh.stop()
+        raise
+    return mesh
+
+
 def proc_displays(name: str, shape: Shape) -> list[str]:
     """Human names of each proc, e.g. ``policy[gpus=1]``, used in every error message."""
     displays = []
@@ -80,16 +95,7 @@ class HostMesh(MeshTrait):
         addresses = procs.start()
         group = ProcGroup(name, addresses, token.encode(), displays, owner=procs)
         procs.watch(group.peers)
-        mesh = ProcMesh(group, shape)
-        try:
-            for peer in group.peers:
-                peer.connect()
-            if bootstrap is not None:
-                mesh.run(bootstrap).get()
-        except BaseException:
-            mesh.stop()
-            raise
-        return mesh
+        return connected_mesh(group, shape, bootstrap)
 
 
 def this_host() -> HostMesh:

@@ -27,6 +27,7 @@ from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.local.bootstrap import default_bootstrap_cmd
+from mesh_client._src.local.host_mesh import connected_mesh, proc_displays
 from mesh_client._src.local.launcher import LocalProcs
 from mesh_client._src.runtime.futures import Future
 
@@ -171,18 +172,9 @@ class WorkerHostMesh(MeshTrait):
         ]
         addresses = [a for fut in per_worker for a in fut.get()]
         shape = Shape(["hosts", *per_host], [len(advertised), *per_host.values()])
-        displays = [f"{name}[{','.join(f'{k}={v}' for k, v in p.items())}]" for p in shape.points()]
-        group = ProcGroup(name, addresses, token.encode(), displays, owner=_WorkerProcs(self._agents, name))
-        mesh = ProcMesh(group, shape)
-        try:
-            for peer in group.peers:
-                peer.connect()
-            if bootstrap is not None:
-                mesh.run(bootstrap).get()
-        except BaseException:
-            mesh.stop()
-            raise
-        return mesh
+        group = ProcGroup(name, addresses, token.encode(), proc_displays(name, shape),
+                          owner=_WorkerProcs(self._agents, name))
+        return connected_mesh(group, shape, bootstrap)
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Let go of the workers (they keep running, for the next controller to attach)."""
