@@ -10,6 +10,7 @@ Used by :mod:`.reconciling` (children, status, the pod lists that :mod:`.stores`
 
 from __future__ import annotations
 
+import json
 import ssl
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -71,6 +72,25 @@ def _resource_of(path: str) -> str:
         return "discovery"  # a group version's resource list (/apis/<group>/<version>)
     resource = rest[0]
     return f"{resource}/{rest[2]}" if len(rest) == 3 else resource
+
+
+def decode(status: int, reason: str, text: str) -> Any:
+    """A response's JSON body, or :class:`ApiError` for an error status. Errors are not always
+    a JSON Status: a group version the API server does not serve answers ``404 page not
+    found`` in plain text, which must read as Not Found, not as a decoding failure."""
+    try:
+        data = json.loads(text) if text.strip() else None
+    except ValueError:
+        if status < 400:
+            raise ApiError(status, reason, f"the API server sent a body that is not JSON: "
+                                           f"{text[:200]!r}") from None
+        data = text.strip()
+    if status >= 400:
+        if isinstance(data, dict):
+            raise ApiError(status, str(data.get("reason") or reason),
+                           str(data.get("message") or data))
+        raise ApiError(status, reason, str(data or reason))
+    return data
 
 
 class KubeClient:
@@ -135,13 +155,7 @@ class KubeClient:
             self.counts[key] = self.counts.get(key, 0) + 1
             if self._on_request is not None:
                 self._on_request(key[0], key[1], response.status)
-            data = await response.json(content_type=None) if response.content_length != 0 \
-                else None
-            if response.status >= 400:
-                data = data if isinstance(data, dict) else {}
-                raise ApiError(response.status, str(data.get("reason") or response.reason),
-                               str(data.get("message") or data))
-            return data
+            return decode(response.status, str(response.reason), await response.text())
 
     # --- Verbs ---------------------------------------------------------------------------------
 

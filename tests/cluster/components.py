@@ -20,12 +20,20 @@ GANG_FEATURE_GATES = "GenericWorkload=true,GangScheduling=true"
 GANG_RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
 
 
-def gang_flags(gang: bool, *, api: bool = False) -> list[str]:
-    """The feature-gate flag (and, for the apiserver, the runtime-config one) when ``gang``."""
-    if not gang:
-        return []
-    flags = [f"--feature-gates={GANG_FEATURE_GATES}"]
-    return [*flags, f"--runtime-config={GANG_RUNTIME_CONFIG}"] if api else flags
+#: A cluster as before Kubernetes 1.34, where resource.k8s.io/v1 does not exist: the v1.36
+#: components emulate 1.33 (``Cluster(emulate=...)``). Turning the group version off with
+#: --runtime-config is not enough: 1.36's apiserver never becomes ready without it.
+EMULATE_BEFORE_DRA = "1.33"
+
+
+def emulation_flags(version: str | None) -> list[str]:
+    """``--emulated-version`` when the cluster emulates an older Kubernetes."""
+    return [f"--emulated-version={version}"] if version else []
+
+
+def gang_flags(gang: bool) -> list[str]:
+    """The feature-gate flag of the scheduler and controller manager when ``gang``."""
+    return [f"--feature-gates={GANG_FEATURE_GATES}"] if gang else []
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +100,8 @@ def etcd(binary: Path, layout: Layout, ports: Ports) -> list[str]:
     ]
 
 
-def apiserver(binary: Path, layout: Layout, ports: Ports, gang: bool = True) -> list[str]:
+def apiserver(binary: Path, layout: Layout, ports: Ports, gang: bool = True,
+              emulate: str | None = None) -> list[str]:
     pki = layout.pki
     return [
         str(binary),
@@ -119,7 +128,9 @@ def apiserver(binary: Path, layout: Layout, ports: Ports, gang: bool = True) -> 
         f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
         f"--kubelet-certificate-authority={pki / 'ca.crt'}",
         "--profiling=false",
-        *gang_flags(gang, api=True),
+        *gang_flags(gang),
+        *([f"--runtime-config={GANG_RUNTIME_CONFIG}"] if gang else []),
+        *emulation_flags(emulate),
     ]
 
 
@@ -127,7 +138,8 @@ def apiserver(binary: Path, layout: Layout, ports: Ports, gang: bool = True) -> 
 NODE_MONITOR_GRACE_SECONDS = 25
 
 
-def controller_manager(binary: Path, layout: Layout, ports: Ports, gang: bool = True) -> list[str]:
+def controller_manager(binary: Path, layout: Layout, ports: Ports, gang: bool = True,
+                       emulate: str | None = None) -> list[str]:
     kubeconfig = layout.kubeconfig("controller-manager")
     pki = layout.pki
     return [
@@ -151,6 +163,7 @@ def controller_manager(binary: Path, layout: Layout, ports: Ports, gang: bool = 
         f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s",
         "--profiling=false",
         *gang_flags(gang),
+        *emulation_flags(emulate),
     ]
 
 
@@ -167,7 +180,8 @@ def scheduler_config(layout: Layout) -> str:
     )
 
 
-def scheduler(binary: Path, layout: Layout, ports: Ports, gang: bool = True) -> list[str]:
+def scheduler(binary: Path, layout: Layout, ports: Ports, gang: bool = True,
+              emulate: str | None = None) -> list[str]:
     kubeconfig = layout.kubeconfig("scheduler")
     return [
         str(binary),
@@ -178,4 +192,5 @@ def scheduler(binary: Path, layout: Layout, ports: Ports, gang: bool = True) -> 
         f"--secure-port={ports.scheduler}",
         "--profiling=false",
         *gang_flags(gang),
+        *emulation_flags(emulate),
     ]

@@ -62,11 +62,18 @@ def _tail(path: Path, lines: int = 40) -> str:
 
 class Cluster:
     """One local control plane and its process nodes, kept in ``root``. ``gang`` serves the
-    Workload/PodGroup API and gang scheduling (:data:`components.GANG_FEATURE_GATES`)."""
+    Workload/PodGroup API and gang scheduling (:data:`components.GANG_FEATURE_GATES`);
+    ``emulate`` names an older Kubernetes minor version the components behave as (for example
+    :data:`components.EMULATE_BEFORE_DRA`; the gang gates do not exist there, so not with
+    ``gang``)."""
 
-    def __init__(self, root: Path | None = None, *, gang: bool = True) -> None:
+    def __init__(self, root: Path | None = None, *, gang: bool = True,
+                 emulate: str | None = None) -> None:
+        if gang and emulate:
+            raise ValueError("gang needs Kubernetes 1.36's gates: use gang=False with emulate")
         self.layout = components.Layout(Path(root) if root else default_dir())
         self.gang = gang
+        self.emulate = emulate
 
     # Reading the state...
 
@@ -110,22 +117,24 @@ class Cluster:
             folder.mkdir(parents=True, exist_ok=True)
         ports = components.Ports(free_port(), free_port(), free_port(), free_port())
         self.layout.state.write_text(json.dumps({"ports": dataclasses.asdict(ports),
-                                                 "gang": self.gang}, indent=2))
+                                                 "gang": self.gang, "emulate": self.emulate},
+                                                indent=2))
         try:
             self._write_credentials(ports)
             self._start("etcd", components.etcd(binaries.path("etcd"), self.layout, ports))
             self._wait("etcd", lambda: _http_ok(f"http://127.0.0.1:{ports.etcd}/health"))
             self._start("kube-apiserver", components.apiserver(
-                binaries.path("kube-apiserver"), self.layout, ports, self.gang))
+                binaries.path("kube-apiserver"), self.layout, ports, self.gang, self.emulate))
             ca = ssl.create_default_context(cafile=str(self.layout.pki / "ca.crt"))
             self._wait("kube-apiserver",
                        lambda: _http_ok(f"https://127.0.0.1:{ports.apiserver}/readyz", ca))
             self._start("kube-controller-manager", components.controller_manager(
-                binaries.path("kube-controller-manager"), self.layout, ports, self.gang))
+                binaries.path("kube-controller-manager"), self.layout, ports, self.gang,
+                self.emulate))
             (self.root / "scheduler.yaml").write_text(components.scheduler_config(self.layout))
             self._start("kube-scheduler",
                         components.scheduler(binaries.path("kube-scheduler"), self.layout, ports,
-                                             self.gang))
+                                             self.gang, self.emulate))
             insecure = ssl.create_default_context()
             insecure.check_hostname = False
             insecure.verify_mode = ssl.CERT_NONE  # self-signed serving certs of KCM and scheduler
@@ -268,9 +277,10 @@ class Cluster:
         log = self.layout.logs / "kube-apiserver.log"
         for attempt in range(APISERVER_RESTART_ATTEMPTS):
             offset = log.stat().st_size if log.exists() else 0
-            gang = bool(json.loads(self.layout.state.read_text()).get("gang", True))
+            state = json.loads(self.layout.state.read_text())
             self._start("kube-apiserver", components.apiserver(
-                binaries.path("kube-apiserver"), self.layout, ports, gang))
+                binaries.path("kube-apiserver"), self.layout, ports, bool(state.get("gang", True)),
+                state.get("emulate")))
             try:
                 self._wait("kube-apiserver",
                            lambda: _http_ok(f"https://127.0.0.1:{ports.apiserver}/readyz", ca))

@@ -49,16 +49,18 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.C
 
 @contextlib.contextmanager
 def started_cluster(folder: Path, node: NodeConfig, needs: Sequence[str], *,
-                    gang: bool = True) -> Iterator[controlplane.Cluster]:
+                    gang: bool = True, emulate: str | None = None
+                    ) -> Iterator[controlplane.Cluster]:
     """A control plane with ``node`` in ``folder``, stopped on exit; skipped (failed under CI)
-    when a binary in ``needs`` is missing. ``gang=False``: without the PodGroup API."""
+    when a binary in ``needs`` is missing. ``gang=False``: without the PodGroup API;
+    ``emulate``: an older Kubernetes (see :class:`controlplane.Cluster`)."""
     absent = binaries.missing(needs)
     if absent:
         message = f"cluster binaries missing ({', '.join(absent)}): run `bash tests/cluster/build.sh`"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    instance = controlplane.Cluster(folder, gang=gang)
+    instance = controlplane.Cluster(folder, gang=gang, emulate=emulate)
     instance.up([node])
     try:
         yield instance
