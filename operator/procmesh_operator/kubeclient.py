@@ -4,8 +4,9 @@ The only module of the operator that speaks HTTP. It takes a ``kubernetes.client
 (loaded by :mod:`.__main__` from the kubeconfig or in-cluster) for the server, TLS material and
 token, and returns plain dicts, which is what :mod:`.rendering` builds and :mod:`.planning`
 reads. Errors become :class:`ApiError` with the server's status code and message.
-Used by :mod:`.reconciling` (children, status, the pod lists that :mod:`.stores` caches) and
-:mod:`.eventing` (Events); unit tests fake it at this level.
+Used by :mod:`.reconciling` (children, status, the pod lists that :mod:`.stores` caches, pod
+groups and leases), :mod:`.claiming` (ResourceClaims and ResourceSlices) and :mod:`.eventing`
+(Events); :mod:`.metrics` counts its requests. Unit tests fake it at this level.
 """
 
 from __future__ import annotations

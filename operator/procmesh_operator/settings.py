@@ -2,8 +2,9 @@
 
 Built once by :mod:`.__main__` from the command line; :mod:`.rendering` reads the image, the
 grace period, the readiness period and the node-loss toleration, :mod:`.placing` the CUDA context
-size and the device memory fallback (for :mod:`.budgets`), :mod:`.reconciling` the resync
-period and the gang settings (:mod:`.ganging`). The proc port is the contract's (``mesh_client._src.contract.PROC_PORT``).
+size and the device memory fallback (for :mod:`.budgets` and, in dra mode,
+:mod:`.claim_budgets`), :mod:`.reconciling` the resync period and the gang settings
+(:mod:`.ganging`). The proc port is the contract's (``mesh_client._src.contract.PROC_PORT``).
 """
 
 from __future__ import annotations
