@@ -1,0 +1,167 @@
+"""Queued meshes under Kueue's real controller manager (issue 16, items 3-4 and their checks).
+
+A ClusterQueue of 6 GPU units (plus cpu and memory) for a node of 6 time-sliced units
+(2 GPUs x 3 replicas) that only this module's meshes tolerate; each mesh is labelled
+``kueue.x-k8s.io/queue-name`` and becomes one Kueue Workload.
+
+Aspects: 4 + 4 + 6 procs queue in order (StrictFIFO) with no deadlock, a queued mesh has no pod
+and says ``QuotaReserved=False`` with Kueue's message in its conditions, ``kubectl get pm``,
+``kubectl describe`` and attach's error; a high-priority mesh preempts a low one, whose procs
+go (the client's call fails naming the preemption) and which returns to Ready once the units
+free up.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from mesh_client.kubernetes import MeshNotReady, attach
+from procmesh_operator import workloads
+from tests.cluster import testing
+from tests.cluster.kueue import configs
+from tests.cluster.process_node.config import NodeConfig
+from tests.integration.local.actors import Lambda
+from tests.integration.operator import gang_checks, support
+
+pytestmark = pytest.mark.cluster
+
+UNITS = 6
+
+
+@pytest.fixture(scope="module")
+def place(cluster):
+    key = f"procmesh.io/test-kueue-{uuid.uuid4().hex[:6]}"
+    # Sorted after the session's gpu-node (see test_gangs.py: pinned placement ignores taints).
+    name = f"gpu-zz-kueue-{uuid.uuid4().hex[:6]}"
+    cluster.add_node(NodeConfig(name, gpus=2, gpu_replicas=3, labels={key: "yes"},
+                                taints=({"key": key, "value": "yes", "effect": "NoSchedule"},)))
+    return gang_checks.Place(name, {
+        "nodeSelector": {key: "yes"},
+        "tolerations": [{"key": key, "operator": "Exists", "effect": "NoSchedule"}],
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}}})
+
+
+@pytest.fixture
+def queue(kueue, custom, namespace):
+    """A LocalQueue in the test's namespace on a fresh 6-unit ClusterQueue; returns its name."""
+    cluster_queue = f"cq-{namespace}"
+    flavor = f"flavor-{namespace}"
+    custom.create_cluster_custom_object(configs.GROUP, configs.VERSION, "resourceflavors",
+                                        configs.resource_flavor(flavor))
+    custom.create_cluster_custom_object(configs.GROUP, configs.VERSION, "clusterqueues",
+                                        configs.cluster_queue(cluster_queue, flavor, {
+                                            "cpu": "10", "memory": "10Gi",
+                                            "nvidia.com/gpu": str(UNITS)}))
+    custom.create_namespaced_custom_object(configs.GROUP, configs.VERSION, namespace, "localqueues",
+                                           configs.local_queue(namespace, "team", cluster_queue))
+    yield "team"
+    custom.delete_cluster_custom_object(configs.GROUP, configs.VERSION, "clusterqueues", cluster_queue)
+    custom.delete_cluster_custom_object(configs.GROUP, configs.VERSION, "resourceflavors", flavor)
+
+
+def create_queued(custom, namespace, name, procs, place, queue, **template):
+    body = support.mesh_manifest(name, perHost=[{"name": "gpus", "size": procs}],
+                                 gpus={"mode": "plugin"}, template={**place.template, **template})
+    body["metadata"]["labels"] = {workloads.QUEUE_NAME_LABEL: queue}
+    return custom.create_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
+                                                  namespace, support.contract.PLURAL, body)
+
+
+def workload_of(custom, namespace, mesh):
+    return custom.get_namespaced_custom_object(
+        workloads.GROUP, workloads.VERSION, namespace, workloads.PLURAL,
+        f"procmesh-{mesh['metadata']['name']}-{mesh['metadata']['uid'][:8]}")
+
+
+def created_in_an_earlier_second(custom, namespace, mesh):
+    """Wait until the mesh's Workload exists and the clock is past the second it was created
+    in: Kueue orders by creation time, in whole seconds."""
+    def done():
+        try:
+            stamp = workload_of(custom, namespace, mesh)["metadata"]["creationTimestamp"]
+        except Exception:
+            return None
+        created = time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+        return stamp if time.time() >= created + 1 else None
+    testing.wait_for(done, f"the Workload of {mesh['metadata']['name']}, a second old")
+
+
+def wait_reason(custom, namespace, name, type_, reason):
+    def check():
+        mesh = support.get_mesh(custom, namespace, name)
+        return mesh if support.condition(mesh, type_).get("reason") == reason else None
+    return testing.wait_for(check, f"{namespace}/{name} {type_} reason {reason}")
+
+
+def test_meshes_queue_in_order_under_the_quota(cluster, operator, kueue, kube, custom, core,
+                                               namespace, place, queue):
+    sizes = {"four-a": 4, "four-b": 4, "six": 6}
+    for name, procs in sizes.items():
+        created_in_an_earlier_second(
+            custom, namespace, create_queued(custom, namespace, name, procs, place, queue))
+    support.wait_ready(custom, namespace, "four-a")
+    for name in ("four-b", "six"):
+        mesh = wait_reason(custom, namespace, name, "Ready", "Queued")
+        assert support.mesh_pods(core, namespace, name) == []  # queued: no pod at all
+        admitted = support.condition(mesh, "Admitted")
+        assert admitted["status"] == "False" and admitted["reason"] == "Pending"
+        assert admitted["message"].startswith("QuotaReserved=False (Pending): "), admitted
+        assert "insufficient" in admitted["message"] and "nvidia.com/gpu" in admitted["message"]
+    table = support.kubectl(cluster, "get", "pm", "-n", namespace).stdout
+    assert any(r.split()[0] == "four-b" and "Queued" in r for r in table.splitlines()), table
+    described = support.kubectl(cluster, "describe", "pm", "four-b", "-n", namespace).stdout
+    assert "QuotaReserved=False (Pending)" in described, described
+    with pytest.raises(MeshNotReady) as info:
+        attach("four-b", namespace, api_client=kube, timeout=4, progress=False)
+    assert info.value.reason == "Queued" and "QuotaReserved=False" in str(info.value)
+
+    order = []
+    waiting = dict(sizes)
+    while waiting:
+        def one_ready():
+            for name in waiting:
+                if support.condition(support.get_mesh(custom, namespace, name),
+                                     "Ready").get("status") == "True":
+                    return name
+            return None
+        running = testing.wait_for(one_ready, f"one of {sorted(waiting)} Ready")
+        order.append(running)
+        del waiting[running]
+        assert gang_checks.units_held(core, place) == sizes[running]
+        for name in waiting:  # Kueue admits no other: they have no pod
+            assert support.mesh_pods(core, namespace, name) == [], f"{name} has pods beside {running}"
+        custom.delete_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
+                                               namespace, support.contract.PLURAL, running)
+    assert order == ["four-a", "four-b", "six"]
+
+
+def test_a_high_priority_mesh_preempts_a_low_one_which_comes_back(
+        operator, kueue, kube, custom, core, namespace, place, queue, faults):
+    gang_checks.priority_class(kube, "procmesh-kueue-low", 100)
+    gang_checks.priority_class(kube, "procmesh-kueue-high", 1000)
+    create_queued(custom, namespace, "low", 4, place, queue, priorityClassName="procmesh-kueue-low")
+    support.wait_ready(custom, namespace, "low")
+    mesh = attach("low", namespace, api_client=kube, timeout=120, progress=False)
+    actors = mesh.spawn("lam", Lambda)
+    assert actors.slice(gpus=0).run.call_one(lambda: 42).get() == 42
+
+    create_queued(custom, namespace, "high", 4, place, queue, priorityClassName="procmesh-kueue-high")
+    stopped = wait_reason(custom, namespace, "low", "Ready", "Preempted")
+    assert "Evicted=True (Preempted)" in support.condition(stopped, "Ready")["message"]
+    support.wait_ready(custom, namespace, "high")
+    testing.wait_for(lambda: support.mesh_pods(core, namespace, "low") == [] or None,
+                     "the preempted mesh's pods gone")
+    assert gang_checks.units_held(core, place) == 4  # only high's
+    failures = faults.wait("lam")
+    assert failures, "no call of the preempted mesh failed"
+    report = failures[0].report()
+    assert "is gone" in report and "Preempted" in report, report
+
+    custom.delete_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
+                                           namespace, support.contract.PLURAL, "high")
+    back = support.wait_ready(custom, namespace, "low")
+    assert support.condition(back, "Admitted")["status"] == "True"
+    assert len(support.mesh_pods(core, namespace, "low")) == 4
