@@ -168,7 +168,9 @@ def read(workload: Mapping[str, Any] | None) -> Admission:
         return Admission(STATE_QUEUED, str(admitted.get("reason") or ADMITTED),
                          str(admitted.get("message") or ""), True, cluster_queue)
     if not reserved_c:
-        return Admission(STATE_QUEUED, "Pending", "Kueue has not looked at the Workload yet")
+        # StrictFIFO: Kueue reports only on the head of the queue; the rest just wait.
+        return Admission(STATE_QUEUED, "Pending", "waiting in its queue (Kueue reports on a "
+                         "workload once it is the next to admit)")
     return Admission(STATE_QUEUED, str(reserved_c.get("reason") or "Pending"),
                      str(reserved_c.get("message") or ""))
 

@@ -104,12 +104,18 @@ def test_meshes_queue_in_order_under_the_quota(cluster, operator, kueue, kube, c
             custom, namespace, create_queued(custom, namespace, name, procs, place, queue))
     support.wait_ready(custom, namespace, "four-a")
     for name in ("four-b", "six"):
-        mesh = wait_reason(custom, namespace, name, "Ready", "Queued")
+        wait_reason(custom, namespace, name, "Ready", "Queued")
         assert support.mesh_pods(core, namespace, name) == []  # queued: no pod at all
-        admitted = support.condition(mesh, "Admitted")
-        assert admitted["status"] == "False" and admitted["reason"] == "Pending"
-        assert admitted["message"].startswith("QuotaReserved=False (Pending): "), admitted
-        assert "insufficient" in admitted["message"] and "nvidia.com/gpu" in admitted["message"]
+    # The head of the queue gets Kueue's verdict (StrictFIFO: the one behind it just waits).
+    def told():
+        mesh = support.get_mesh(custom, namespace, "four-b")
+        return mesh if "insufficient" in support.condition(mesh, "Admitted").get("message", "") \
+            else None
+    mesh = testing.wait_for(told, "four-b told why by Kueue")
+    admitted = support.condition(mesh, "Admitted")
+    assert admitted["status"] == "False" and admitted["reason"] == "Pending"
+    assert admitted["message"].startswith("QuotaReserved=False (Pending): "), admitted
+    assert "nvidia.com/gpu" in admitted["message"], admitted
     table = support.kubectl(cluster, "get", "pm", "-n", namespace).stdout
     assert any(r.split()[0] == "four-b" and "Queued" in r for r in table.splitlines()), table
     described = support.kubectl(cluster, "describe", "pm", "four-b", "-n", namespace).stdout
