@@ -164,10 +164,12 @@ def test_a_high_priority_mesh_preempts_a_low_one_which_comes_back(
     failures = faults.wait("lam")
     assert failures, "no call of the preempted mesh failed"
     report = failures[0].report()
-    assert "is gone" in report and "Preempted" in report, report
+    assert "is gone" in report, report
+    assert "the mesh's Kueue workload is not admitted: Preempted: Evicted=True (Preempted)" in report
 
     custom.delete_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
                                            namespace, support.contract.PLURAL, "high")
     back = support.wait_ready(custom, namespace, "low")
     assert support.condition(back, "Admitted")["status"] == "True"
+    assert back["status"]["restarts"] == 0  # an eviction is no restart of the mesh's procs
     assert len(support.mesh_pods(core, namespace, "low")) == 4
