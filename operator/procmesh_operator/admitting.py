@@ -4,7 +4,9 @@ Called by :mod:`.reconciling` for a mesh labelled ``kueue.x-k8s.io/queue-name``,
 Service and before the pods. :func:`admission` creates the mesh's Workload once (rendered by
 :mod:`.workloads` from a proc pod, with the value of the mesh's PriorityClass) and returns what
 it says; when an eviction has left no proc pod, it releases the Workload's quota so that Kueue
-queues it again. The reconcile creates pods only for an admitted mesh.
+queues it again. ``spec.suspend`` deactivates the Workload (``spec.active: false``), so a
+suspended mesh gives its quota back (Kueue evicts it as ``Deactivated``), and resuming
+reactivates it: it queues again. The reconcile creates pods only for an admitted mesh.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ async def admission(client: kubeclient.KubeClient, mesh: specs.MeshSpec, queue: 
             if not e.conflict:
                 raise
             workload = await client.get(path)
+    active = not mesh.suspend
+    if bool((workload.get("spec") or {}).get("active", True)) != active:
+        workload = await client.merge_patch(path, {"spec": {"active": active}})
     verdict = workloads.read(workload)
     if verdict.state == workloads.STATE_EVICTED and verdict.reserved and not pods:
         now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -280,7 +280,8 @@ class Controller:
             claimed_gpus=view.gpus_by_rank(mesh) if view is not None else None)
         if queue is not None and admission is not None:
             status = workloads.overlay(status, previous, admission, queue, mesh.generation,
-                                       statuses.now_rfc3339())
+                                       statuses.now_rfc3339(),
+                                       suspended=bool((body.get("spec") or {}).get("suspend")))
         if statuses.differs(previous, status):
             try:
                 written = await self.client.merge_patch(
@@ -432,7 +433,7 @@ class Controller:
         admission = await admitting.admission(self.client, mesh, queue, pods, self.settings)
         if admission.state == workloads.STATE_ADMITTED:
             return mesh, admission
-        if admission.state == workloads.STATE_EVICTED and pods and previous:
+        if admission.state == workloads.STATE_EVICTED and pods and previous and not mesh.suspend:
             stopping = workloads.overlay(previous, previous, admission, queue, mesh.generation,
                                          statuses.now_rfc3339())
             if statuses.differs(previous, stopping):

@@ -107,6 +107,7 @@ def render_workload(mesh: specs.MeshSpec, queue: str, pod: Mapping[str, Any],
     orders and preempts by ``spec.priority``; None when the mesh names none)."""
     spec: dict[str, Any] = {
         "queueName": queue,
+        "active": not mesh.suspend,  # a suspended mesh holds no quota
         "podSets": [{"name": POD_SET, "count": mesh.size, "template": pod_set_template(pod)}],
     }
     priority_class = (mesh.template.get("priorityClassName") or None)
@@ -148,7 +149,9 @@ def _find(conditions: Sequence[Mapping[str, Any]] | None, type_: str) -> Mapping
 
 
 def read(workload: Mapping[str, Any] | None) -> Admission:
-    """The admission state of a Workload (None: not created yet)."""
+    """The admission state of a Workload (None: not created yet). An eviction counts (state
+    :data:`STATE_EVICTED`) while quota is still reserved: the procs must stop and the quota be
+    released; after that the workload is queued again, and says what evicted it."""
     if workload is None:
         return Admission(STATE_QUEUED, "WorkloadCreated", "the mesh's Workload was just created")
     status = workload.get("status") or {}
@@ -157,9 +160,12 @@ def read(workload: Mapping[str, Any] | None) -> Admission:
     reserved = reserved_c.get("status") == "True"
     cluster_queue = (status.get("admission") or {}).get("clusterQueue")
     evicted = _find(conditions, EVICTED)
-    if evicted.get("status") == "True":
+    if evicted.get("status") == "True" and reserved:
         return Admission(STATE_EVICTED, str(evicted.get("reason") or EVICTED),
                          str(evicted.get("message") or ""), reserved, cluster_queue)
+    if not (workload.get("spec") or {}).get("active", True):
+        return Admission(STATE_QUEUED, "Deactivated", "spec.suspend is true: the mesh's Workload "
+                         "is inactive and holds no quota")
     admitted = _find(conditions, ADMITTED)
     if reserved and admitted.get("status") == "True":
         return Admission(STATE_ADMITTED, ADMITTED, str(reserved_c.get("message") or ""), True,
@@ -171,8 +177,11 @@ def read(workload: Mapping[str, Any] | None) -> Admission:
         # StrictFIFO: Kueue reports only on the head of the queue; the rest just wait.
         return Admission(STATE_QUEUED, "Pending", "waiting in its queue (Kueue reports on a "
                          "workload once it is the next to admit)")
-    return Admission(STATE_QUEUED, str(reserved_c.get("reason") or "Pending"),
-                     str(reserved_c.get("message") or ""))
+    message = str(reserved_c.get("message") or "")
+    before = str(evicted.get("message") or "")
+    if evicted.get("status") == "True" and before and before not in message:
+        message = f"{message} (evicted before: {evicted.get('reason')}: {before})"
+    return Admission(STATE_QUEUED, str(reserved_c.get("reason") or "Pending"), message)
 
 
 def _set(conditions: list[dict[str, Any]], type_: str, status: str, reason: str, message: str,
@@ -229,11 +238,12 @@ def verdicts(admission: Admission, queue: str) -> tuple[tuple[str, str, str], tu
 
 
 def overlay(status: Mapping[str, Any], previous: Mapping[str, Any] | None, admission: Admission,
-            queue: str, generation: int, now: str) -> dict[str, Any]:
+            queue: str, generation: int, now: str, *, suspended: bool = False) -> dict[str, Any]:
     """``status`` (as :func:`procmesh_operator.statuses.compute_status` computed it, for a mesh
     treated as suspended when not admitted) with the Admitted condition set (its transition
     time kept from ``previous``, the status before) and, while the mesh is not admitted, Ready,
-    Scheduled and Progressing saying why it has no procs."""
+    Scheduled and Progressing saying why it has no procs; ``suspended`` (``spec.suspend``:
+    the user's reason, which those keep) only the Admitted condition."""
     admitted, wait = verdicts(admission, queue)
     conditions = [dict(c) for c in status.get("conditions") or []]
     before = _find((previous or {}).get("conditions"), contract.ADMITTED)
@@ -241,7 +251,7 @@ def overlay(status: Mapping[str, Any], previous: Mapping[str, Any] | None, admis
         conditions.append(dict(before))
     _set(conditions, contract.ADMITTED, *admitted, generation, now)
     result = dict(status, conditions=conditions)
-    if admission.state != STATE_ADMITTED:
+    if admission.state != STATE_ADMITTED and not suspended:
         _, reason, message = wait
         _set(conditions, contract.READY, "False", reason, message, generation, now)
         _set(conditions, contract.SCHEDULED, "False", reason, message, generation, now)

@@ -155,8 +155,12 @@ def test_a_high_priority_mesh_preempts_a_low_one_which_comes_back(
     assert actors.slice(gpus=0).run.call_one(lambda: 42).get() == 42
 
     create_queued(custom, namespace, "high", 4, place, queue, priorityClassName="procmesh-kueue-high")
-    stopped = wait_reason(custom, namespace, "low", "Ready", "Preempted")
-    assert "Evicted=True (Preempted)" in support.condition(stopped, "Ready")["message"]
+    def preempted():  # Preempted while its procs stop; then queued again, saying so
+        mesh = support.get_mesh(custom, namespace, "low")
+        admitted = support.condition(mesh, "Admitted")
+        return mesh if admitted.get("status") == "False" and \
+            "Preempted to accommodate a workload" in admitted.get("message", "") else None
+    testing.wait_for(preempted, "low preempted")
     support.wait_ready(custom, namespace, "high")
     testing.wait_for(lambda: support.mesh_pods(core, namespace, "low") == [] or None,
                      "the preempted mesh's pods gone")
@@ -165,7 +169,8 @@ def test_a_high_priority_mesh_preempts_a_low_one_which_comes_back(
     assert failures, "no call of the preempted mesh failed"
     report = failures[0].report()
     assert "is gone" in report, report
-    assert "the mesh's Kueue workload is not admitted: Preempted: Evicted=True (Preempted)" in report
+    assert "the mesh's Kueue workload is not admitted: " in report, report
+    assert "Preempted to accommodate a workload" in report, report
 
     custom.delete_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
                                            namespace, support.contract.PLURAL, "high")
@@ -173,3 +178,26 @@ def test_a_high_priority_mesh_preempts_a_low_one_which_comes_back(
     assert support.condition(back, "Admitted")["status"] == "True"
     assert back["status"]["restarts"] == 0  # an eviction is no restart of the mesh's procs
     assert len(support.mesh_pods(core, namespace, "low")) == 4
+
+
+def test_a_suspended_mesh_gives_its_quota_back_and_queues_again_on_resume(
+        operator, kueue, custom, core, namespace, place, queue):
+    create_queued(custom, namespace, "first", UNITS, place, queue)
+    first = support.wait_ready(custom, namespace, "first")
+    created_in_an_earlier_second(custom, namespace, first)
+    create_queued(custom, namespace, "second", UNITS, place, queue)
+    wait_reason(custom, namespace, "second", "Ready", "Queued")
+
+    support.patch_mesh(custom, namespace, "first", {"suspend": True})
+    support.wait_ready(custom, namespace, "second")  # first's Workload was deactivated
+    first = support.get_mesh(custom, namespace, "first")
+    assert support.condition(first, "Ready")["reason"] == "Suspended"  # the user's reason
+    assert support.condition(first, "Admitted")["reason"] == "Deactivated"
+    assert support.mesh_pods(core, namespace, "first") == []
+
+    support.patch_mesh(custom, namespace, "first", {"suspend": False})
+    wait_reason(custom, namespace, "first", "Ready", "Queued")  # back in line, no pod
+    assert support.mesh_pods(core, namespace, "first") == []
+    custom.delete_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
+                                           namespace, support.contract.PLURAL, "second")
+    support.wait_ready(custom, namespace, "first")

@@ -47,6 +47,9 @@ def test_the_workload_is_one_pod_set_of_every_proc_owned_by_the_mesh():
     assert w["metadata"]["labels"][contract.MESH_LABEL] == "m"
     assert w["metadata"]["ownerReferences"][0]["uid"] == m.uid
     assert w["spec"]["queueName"] == "team-a"
+    assert w["spec"]["active"] is True
+    suspended = mesh("m", suspend=True)
+    assert workloads.render_workload(suspended, "q", pod, None)["spec"]["active"] is False
     assert w["spec"]["priority"] == 1000
     assert w["spec"]["priorityClassRef"] == {"group": "scheduling.k8s.io", "kind": "PriorityClass",
                                              "name": "high"}
@@ -90,6 +93,16 @@ def test_reading_admitted_queued_and_evicted():
                                            "accommodate a workload (UID: u)")))
     assert (evicted.state, evicted.reason, evicted.reserved) == \
         (workloads.STATE_EVICTED, "Preempted", True)
+    # Released (by release_patch): queued again, and it says what evicted it.
+    requeued = workloads.read(workload(cond("QuotaReserved", "False", "Pending",
+                                            "couldn't assign flavors to pod set procs"),
+                                       cond("Evicted", "True", "Preempted", "Preempted to "
+                                            "accommodate a workload (UID: u)")))
+    assert (requeued.state, requeued.reason) == (workloads.STATE_QUEUED, "Pending")
+    assert "evicted before: Preempted: Preempted to accommodate" in requeued.message
+    inactive = workload(cond("Evicted", "True", "Deactivated", "The workload is deactivated"))
+    inactive["spec"] = {"active": False}
+    assert workloads.read(inactive).reason == "Deactivated"
 
 
 def test_the_release_clears_the_admission_and_requeues_after_preemption():
@@ -167,3 +180,16 @@ def test_an_admitted_mesh_keeps_its_own_conditions_and_the_status_settles():
     again_base = statuses.compute_status(m, first, {}, None, now=LATER)
     again = workloads.overlay(again_base, first, admission, "q", m.generation, LATER)
     assert not statuses.differs(first, again)
+
+
+def test_a_suspended_mesh_keeps_its_own_reason_and_says_its_workload_is_deactivated():
+    admission = workloads.Admission(workloads.STATE_EVICTED, "Deactivated",
+                                    "The workload is deactivated", reserved=False)
+    m = mesh("m", suspend=True)
+    base = statuses.compute_status(m, None, {}, None, now=NOW)
+    status = workloads.overlay(base, None, admission, "q", m.generation, NOW, suspended=True)
+    by_type = {c["type"]: c for c in status["conditions"]}
+    assert by_type[contract.READY]["reason"] == statuses.SUSPENDED
+    assert status["phase"] == statuses.PHASE_SUSPENDED
+    assert (by_type[contract.ADMITTED]["status"], by_type[contract.ADMITTED]["reason"]) == \
+        ("False", "Deactivated")
