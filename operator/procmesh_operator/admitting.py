@@ -3,7 +3,9 @@
 Called by :mod:`.reconciling` for a mesh labelled ``kueue.x-k8s.io/queue-name``, after the
 Service and before the pods. :func:`admission` creates the mesh's Workload once (rendered by
 :mod:`.workloads` from a proc pod, with the value of the mesh's PriorityClass) and returns what
-it says; when an eviction has left no proc pod, it releases the Workload's quota so that Kueue
+it says (with the assigned ResourceFlavors while procs are to be created: their node labels
+and tolerations go into the pods, :func:`workloads.with_flavors`); when an eviction has left no
+proc pod, it releases the Workload's quota so that Kueue
 queues it again. ``spec.suspend`` deactivates the Workload (``spec.active: false``), so a
 suspended mesh gives its quota back (Kueue evicts it as ``Deactivated``), and resuming
 reactivates it: it queues again. The reconcile creates pods only for an admitted mesh.
@@ -11,6 +13,7 @@ reactivates it: it queues again. The reconcile creates pods only for an admitted
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Mapping
 from typing import Any
@@ -58,6 +61,10 @@ async def admission(client: kubeclient.KubeClient, mesh: specs.MeshSpec, queue: 
     if bool((workload.get("spec") or {}).get("active", True)) != active:
         workload = await client.merge_patch(path, {"spec": {"active": active}})
     verdict = workloads.read(workload)
+    if verdict.state == workloads.STATE_ADMITTED and len(pods) < mesh.size:
+        flavors = [await client.get(f"/apis/{workloads.GROUP}/{workloads.VERSION}/resourceflavors/{f}")
+                   for f in workloads.assigned_flavors(workload)]
+        verdict = dataclasses.replace(verdict, flavors=tuple(flavors))
     if verdict.state == workloads.STATE_EVICTED and verdict.reserved and not pods:
         now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         await client.merge_patch(

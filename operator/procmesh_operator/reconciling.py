@@ -432,6 +432,9 @@ class Controller:
         pods = self.store.pods_by_rank(key, mesh.uid)
         admission = await admitting.admission(self.client, mesh, queue, pods, self.settings)
         if admission.state == workloads.STATE_ADMITTED:
+            if admission.flavors:  # the procs go where their quota is
+                mesh = dataclasses.replace(
+                    mesh, template=workloads.with_flavors(mesh.template, admission.flavors))
             return mesh, admission
         if admission.state == workloads.STATE_EVICTED and pods and previous and not mesh.suspend:
             stopping = workloads.overlay(previous, previous, admission, queue, mesh.generation,

@@ -139,6 +139,8 @@ class Admission:
     message: str
     reserved: bool = False
     cluster_queue: str | None = None
+    #: The assigned ResourceFlavors' bodies, read while the mesh has pods to create.
+    flavors: tuple[Mapping[str, Any], ...] = ()
 
 
 def _find(conditions: Sequence[Mapping[str, Any]] | None, type_: str) -> Mapping[str, Any]:
@@ -182,6 +184,35 @@ def read(workload: Mapping[str, Any] | None) -> Admission:
     if evicted.get("status") == "True" and before and before not in message:
         message = f"{message} (evicted before: {evicted.get('reason')}: {before})"
     return Admission(STATE_QUEUED, str(reserved_c.get("reason") or "Pending"), message)
+
+
+def assigned_flavors(workload: Mapping[str, Any]) -> list[str]:
+    """The ResourceFlavors Kueue assigned to the mesh's pod set (sorted, no repeats)."""
+    assignments = ((workload.get("status") or {}).get("admission") or {}).get("podSetAssignments")
+    return sorted({str(f) for a in assignments or [] for f in (a.get("flavors") or {}).values()})
+
+
+def with_flavors(template: Mapping[str, Any], flavors: Sequence[Mapping[str, Any]]
+                 ) -> dict[str, Any]:
+    """The mesh's pod template with the assigned flavors' ``nodeLabels`` added to its node
+    selector and their ``tolerations`` to its tolerations, as Kueue does for the jobs it
+    starts, so the procs land on the nodes whose quota they were admitted against. A label the
+    template already sets to another value is left as the template has it."""
+    selector = {str(k): str(v) for k, v in (template.get("nodeSelector") or {}).items()}
+    tolerations = list(template.get("tolerations") or [])
+    for flavor in flavors:
+        spec = flavor.get("spec") or {}
+        for key, value in (spec.get("nodeLabels") or {}).items():
+            selector.setdefault(str(key), str(value))
+        for toleration in spec.get("tolerations") or []:
+            if toleration not in tolerations:
+                tolerations.append(toleration)
+    result = dict(template)
+    if selector:
+        result["nodeSelector"] = selector
+    if tolerations:
+        result["tolerations"] = tolerations
+    return result
 
 
 def _set(conditions: list[dict[str, Any]], type_: str, status: str, reason: str, message: str,

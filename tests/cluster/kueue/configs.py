@@ -53,9 +53,17 @@ def configuration(*, webhook_port: int, health_port: int, cert_dir: Path) -> str
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def resource_flavor(name: str) -> dict[str, Any]:
-    """A ResourceFlavor with no node labels: quota only, any node."""
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceFlavor", "metadata": {"name": name}}
+def resource_flavor(name: str, node_labels: dict[str, str] | None = None,
+                    tolerations: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    """A ResourceFlavor: the nodes with ``node_labels`` (any node if None), whose taints
+    ``tolerations`` tolerate; Kueue's job controllers add both to the pods they admit."""
+    spec: dict[str, Any] = {}
+    if node_labels:
+        spec["nodeLabels"] = node_labels
+    if tolerations:
+        spec["tolerations"] = tolerations
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceFlavor", "metadata": {"name": name},
+            "spec": spec}
 
 
 def cluster_queue(name: str, flavor: str, quota: dict[str, str], *,

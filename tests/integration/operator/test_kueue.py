@@ -1,10 +1,10 @@
 """Queued meshes under Kueue's real controller manager (issue 16, items 3-4 and their checks).
 
-A ClusterQueue of 6 GPU units (plus cpu and memory) for a node of 6 time-sliced units
-(2 GPUs x 3 replicas) that only this module's meshes tolerate; each mesh is labelled
-``kueue.x-k8s.io/queue-name`` and becomes one Kueue Workload.
+A ClusterQueue of 6 GPU units (plus cpu and memory) whose one ResourceFlavor is a node of 6
+time-sliced units (2 GPUs x 3 replicas) that only this flavor's tolerations tolerate; each mesh
+is labelled ``kueue.x-k8s.io/queue-name``, names no node, and becomes one Kueue Workload.
 
-Aspects: 4 + 4 + 6 procs queue in order (StrictFIFO) with no deadlock, a queued mesh has no pod
+Aspects: the procs land on the node of the flavor they were admitted on; 4 + 4 + 6 procs queue in order (StrictFIFO) with no deadlock, a queued mesh has no pod
 and says ``QuotaReserved=False`` with Kueue's message in its conditions, ``kubectl get pm``,
 ``kubectl describe`` and attach's error; a high-priority mesh preempts a low one, whose procs
 go (the client's call fails naming the preemption) and which returns to Ready once the units
@@ -32,25 +32,32 @@ UNITS = 6
 
 
 @pytest.fixture(scope="module")
-def place(cluster):
+def node_key(cluster):
+    """(the 6-unit node's name, the label and taint key that only it has)."""
     key = f"procmesh.io/test-kueue-{uuid.uuid4().hex[:6]}"
     # Sorted after the session's gpu-node (see test_gangs.py: pinned placement ignores taints).
     name = f"gpu-zz-kueue-{uuid.uuid4().hex[:6]}"
     cluster.add_node(NodeConfig(name, gpus=2, gpu_replicas=3, labels={key: "yes"},
                                 taints=({"key": key, "value": "yes", "effect": "NoSchedule"},)))
-    return gang_checks.Place(name, {
-        "nodeSelector": {key: "yes"},
-        "tolerations": [{"key": key, "operator": "Exists", "effect": "NoSchedule"}],
-        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}}})
+    return name, key
+
+
+@pytest.fixture(scope="module")
+def place(node_key):
+    """The meshes name no node: their ResourceFlavor does (its nodeLabels and tolerations)."""
+    return gang_checks.Place(node_key[0], {"resources": {"requests": {"cpu": "10m", "memory": "32Mi"}}})
 
 
 @pytest.fixture
-def queue(kueue, custom, namespace):
-    """A LocalQueue in the test's namespace on a fresh 6-unit ClusterQueue; returns its name."""
+def queue(kueue, custom, namespace, node_key):
+    """A LocalQueue in the test's namespace on a fresh 6-unit ClusterQueue whose one flavor is
+    the 6-unit node; returns the LocalQueue's name."""
     cluster_queue = f"cq-{namespace}"
     flavor = f"flavor-{namespace}"
+    key = node_key[1]
     custom.create_cluster_custom_object(configs.GROUP, configs.VERSION, "resourceflavors",
-                                        configs.resource_flavor(flavor))
+                                        configs.resource_flavor(flavor, {key: "yes"}, [
+                                            {"key": key, "operator": "Exists", "effect": "NoSchedule"}]))
     custom.create_cluster_custom_object(configs.GROUP, configs.VERSION, "clusterqueues",
                                         configs.cluster_queue(cluster_queue, flavor, {
                                             "cpu": "10", "memory": "10Gi",
@@ -97,12 +104,15 @@ def wait_reason(custom, namespace, name, type_, reason):
 
 
 def test_meshes_queue_in_order_under_the_quota(cluster, operator, kueue, kube, custom, core,
-                                               namespace, place, queue):
+                                               namespace, place, queue, node_key):
     sizes = {"four-a": 4, "four-b": 4, "six": 6}
     for name, procs in sizes.items():
         created_in_an_earlier_second(
             custom, namespace, create_queued(custom, namespace, name, procs, place, queue))
     support.wait_ready(custom, namespace, "four-a")
+    pod = support.mesh_pods(core, namespace, "four-a")[0]
+    assert node_key[1] in pod.spec.node_selector  # from the assigned ResourceFlavor
+    assert pod.spec.node_name == place.node
     for name in ("four-b", "six"):
         wait_reason(custom, namespace, name, "Ready", "Queued")
         assert support.mesh_pods(core, namespace, name) == []  # queued: no pod at all
@@ -136,7 +146,7 @@ def test_meshes_queue_in_order_under_the_quota(cluster, operator, kueue, kube, c
         running = testing.wait_for(one_ready, f"one of {sorted(waiting)} Ready")
         order.append(running)
         del waiting[running]
-        assert gang_checks.units_held(core, place) == sizes[running]
+        assert gang_checks.units_held(core, place) == sizes[running]  # on the flavor's node
         for name in waiting:  # Kueue admits no other: they have no pod
             assert support.mesh_pods(core, namespace, name) == [], f"{name} has pods beside {running}"
         custom.delete_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,

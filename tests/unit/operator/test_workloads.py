@@ -193,3 +193,21 @@ def test_a_suspended_mesh_keeps_its_own_reason_and_says_its_workload_is_deactiva
     assert status["phase"] == statuses.PHASE_SUSPENDED
     assert (by_type[contract.ADMITTED]["status"], by_type[contract.ADMITTED]["reason"]) == \
         ("False", "Deactivated")
+
+
+def test_an_admitted_meshs_pods_get_its_flavors_node_labels_and_tolerations():
+    w = {"status": {"admission": {"clusterQueue": "cq", "podSetAssignments": [
+        {"name": "procs", "flavors": {"cpu": "default", "nvidia.com/gpu": "h200"}}]}}}
+    assert workloads.assigned_flavors(w) == ["default", "h200"]
+    assert workloads.assigned_flavors({"status": {}}) == []
+    taint = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
+    flavors = [{"metadata": {"name": "default"}, "spec": {}},
+               {"metadata": {"name": "h200"},
+                "spec": {"nodeLabels": {"gpu.product": "H200", "zone": "b"}, "tolerations": [taint]}}]
+    template = {"nodeSelector": {"zone": "a"}, "image": "x"}
+    placed = workloads.with_flavors(template, flavors)
+    # Added, never overriding what the template says; the template itself is not changed.
+    assert placed["nodeSelector"] == {"zone": "a", "gpu.product": "H200"}
+    assert placed["tolerations"] == [taint] and placed["image"] == "x"
+    assert template == {"nodeSelector": {"zone": "a"}, "image": "x"}
+    assert workloads.with_flavors(placed, flavors)["tolerations"] == [taint]  # no repeats
