@@ -152,7 +152,7 @@ def test_meshes_queue_in_order_under_the_quota(cluster, operator, kueue, kube, c
         custom.delete_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
                                                namespace, support.contract.PLURAL, running)
         # Its units are free once its pods are gone (terminating pods still hold them).
-        testing.wait_for(lambda: support.mesh_pods(core, namespace, running) == [] or None,
+        testing.wait_for(lambda gone=running: support.mesh_pods(core, namespace, gone) == [] or None,
                          f"the pods of {running} gone")
     assert order == ["four-a", "four-b", "six"]
 
