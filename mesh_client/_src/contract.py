@@ -161,6 +161,8 @@ GANG_GATE = "procmesh.io/gang"
 ADMITTED = "Admitted"
 #: Ready/Scheduled/Progressing reason of a queued mesh waiting for Kueue's admission.
 QUEUED = "Queued"
+#: The label (on the ProcMesh) that queues the mesh in a Kueue LocalQueue, as on a Kueue Job.
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 #: Reasons after which waiting for Ready is pointless: the client fails at once on them.
 INVALID_COLOCATION = "InvalidColocation"

@@ -31,7 +31,7 @@ GROUP = "kueue.x-k8s.io"
 VERSION = "v1beta2"
 PLURAL = "workloads"
 #: The label that makes a ProcMesh queueable (on the ProcMesh itself), as on a Kueue Job.
-QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+QUEUE_NAME_LABEL = contract.KUEUE_QUEUE_LABEL
 #: The one pod set of a mesh's Workload: every proc.
 POD_SET = "procs"
 

@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-from mesh_client.kubernetes import MeshNotReady, attach
+from mesh_client.kubernetes import KubernetesHostMesh, MeshNotReady, attach
 from procmesh_operator import workloads
 from tests.cluster import testing
 from tests.cluster.kueue import configs
@@ -214,3 +214,19 @@ def test_a_suspended_mesh_gives_its_quota_back_and_queues_again_on_resume(
     custom.delete_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
                                            namespace, support.contract.PLURAL, "second")
     support.wait_ready(custom, namespace, "first")
+
+
+def test_the_python_client_spawns_through_a_queue(operator, kueue, kube, custom, namespace,
+                                                  place, queue):
+    hosts = KubernetesHostMesh(namespace=namespace, api_client=kube, queue=queue,
+                               template=place.template, timeout=120)
+    procs = hosts.spawn_procs(per_host={"gpus": 2}, gpus="plugin", name="spawned")
+    try:
+        mesh = support.get_mesh(custom, namespace, "spawned")
+        assert mesh["metadata"]["labels"][workloads.QUEUE_NAME_LABEL] == queue
+        assert support.condition(mesh, "Admitted")["status"] == "True"
+        assert workload_of(custom, namespace, mesh)["spec"]["podSets"][0]["count"] == 2
+        actors = procs.spawn("lam", Lambda)
+        assert list(actors.run.call(lambda: 1).get().values()) == [1, 1]
+    finally:
+        procs.stop().get()
