@@ -155,6 +155,14 @@ GPU_BUDGET = "GPUBudgetSatisfied"
 SCHEDULED = "Scheduled"
 #: The scheduling gate proc pods carry while their mesh waits to be released as one gang.
 GANG_GATE = "procmesh.io/gang"
+#: Admitted: only on a mesh labelled kueue.x-k8s.io/queue-name. True while Kueue admits its
+#: Workload; False with Kueue's reason (QuotaReserved's, e.g. Pending, or Evicted's, e.g.
+#: Preempted) while the mesh has no procs because of its queue.
+ADMITTED = "Admitted"
+#: Ready/Scheduled/Progressing reason of a queued mesh waiting for Kueue's admission.
+QUEUED = "Queued"
+#: The label (on the ProcMesh) that queues the mesh in a Kueue LocalQueue, as on a Kueue Job.
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 #: Reasons after which waiting for Ready is pointless: the client fails at once on them.
 INVALID_COLOCATION = "InvalidColocation"

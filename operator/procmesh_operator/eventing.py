@@ -80,6 +80,19 @@ def transitions(old: Mapping[str, Any] | None, new: Mapping[str, Any], plan: pla
         elif type_ == contract.DEGRADED and status == "True" and \
                 reason == statuses.RECONCILE_ERROR:
             events.append((WARNING, str(reason), message))
+    # A queued mesh (Kueue): admitted, or stopped by an eviction (Admitted takes Evicted's
+    # reason, e.g. Preempted, only while quota is still reserved; waiting says Pending).
+    before, after = _reason_of(old, contract.ADMITTED), _reason_of(new, contract.ADMITTED)
+    if after[0] is not None and before != after:
+        c = statuses.condition(new.get("conditions"), contract.ADMITTED) or {}
+        message = str(c.get("message") or "")
+        if after[0] == "True":
+            events.append((NORMAL, "Admitted", message))
+        elif (statuses.condition(new.get("conditions"), contract.READY) or {}).get("reason") \
+                == after[1] and after[1] != contract.QUEUED:
+            events.append((WARNING, str(after[1]), message))  # evicted: its procs are stopped
+        elif before[0] is None or before[0] == "True":
+            events.append((NORMAL, contract.QUEUED, message))
     return events
 
 

@@ -1,7 +1,7 @@
 """Thin kopf handlers: they feed events to the :class:`~procmesh_operator.reconciling.Controller`.
 
-Every ProcMesh event and every proc pod event enqueues the mesh it concerns (node events only
-when a node is lost or back); the reconcile
+Every ProcMesh event, every proc pod event and every event of a mesh's Kueue Workload enqueues
+the mesh it concerns (node events only when a node is lost or back); the reconcile
 itself (level-based, coalesced per mesh) lives in :mod:`.reconciling`. Only ``on.event``
 handlers are used, so kopf writes nothing to our objects (no finalizers, no progress
 annotations): deletion is left to garbage collection through owner references.
@@ -17,7 +17,7 @@ from typing import Any
 import kopf
 
 from mesh_client._src import contract
-from procmesh_operator import reconciling
+from procmesh_operator import reconciling, workloads
 
 DEFAULT_PEERING = "procmesh"
 #: The key of the :class:`~procmesh_operator.reconciling.Controller` in kopf's memo.
@@ -66,6 +66,13 @@ def register(registry: kopf.OperatorRegistry,
                    registry=registry)
     async def pod_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         _controller(memo).pod_event(type, _plain(body))
+
+    # Kueue (admitting.py): a queued mesh's Workload, admitted or evicted. Without Kueue's CRDs
+    # kopf logs once that it cannot serve it, and starts watching when they appear.
+    @kopf.on.event(workloads.GROUP, workloads.VERSION, workloads.PLURAL,
+                   labels={contract.MESH_LABEL: kopf.PRESENT}, registry=registry)
+    async def workload_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+        _controller(memo).workload_event(_plain(body))
 
     # Node loss (losses.py): the Ready condition of every node, and deletions.
     @kopf.on.event("", "v1", "nodes", registry=registry)

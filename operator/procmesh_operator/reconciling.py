@@ -12,13 +12,16 @@ transition requeues the meshes with pods on it, and a mesh with procs on a lost 
 at again when their toleration runs out. Every ``resync_seconds`` a relist repairs the pod cache.
 The gang step (:mod:`.ganging`) creates the mesh's PodGroup before its pods where that API is
 served, or, in gate mode, lifts the pods' scheduling gate once :mod:`.fitting` finds room for the
-whole mesh, and recreates a released gang that stalls half-placed.
+whole mesh, and recreates a released gang that stalls half-placed. A mesh labelled
+``kueue.x-k8s.io/queue-name`` first goes through Kueue (:mod:`.admitting`): it is planned as
+suspended until its Workload is admitted, and its status says why (:func:`workloads.overlay`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Hashable, Mapping
@@ -26,6 +29,7 @@ from typing import Any
 
 from mesh_client._src import contract
 from procmesh_operator import (
+    admitting,
     claiming,
     eventing,
     fitting,
@@ -41,6 +45,7 @@ from procmesh_operator import (
     specs,
     statuses,
     stores,
+    workloads,
 )
 from procmesh_operator import settings as settings_
 
@@ -164,6 +169,13 @@ class Controller:
         for dependent in self._colocated_by.get(key, ()):
             self.enqueue(dependent)
 
+    def workload_event(self, body: Mapping[str, Any]) -> None:
+        """A mesh's Kueue Workload changed (admitted, evicted): look at the mesh again."""
+        meta = body.get("metadata") or {}
+        mesh = (meta.get("labels") or {}).get(contract.MESH_LABEL)
+        if mesh:
+            self.enqueue((str(meta.get("namespace", "default")), str(mesh)))
+
     def node_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """Track lost nodes; on a transition, look again at the meshes with pods there."""
         name = str((body.get("metadata") or {}).get("name"))
@@ -246,21 +258,30 @@ class Controller:
         failure: BaseException | None = None
         view: claiming.ClaimView | None = None
         hold: ganging.Hold | None = None
+        queue = workloads.queue_name(body)
+        admission: workloads.Admission | None = None
         try:
             mode = ganging.mode_for(await self._resolve_gang_mode(), mesh)
             await self._ensure_secret(mesh)
             await self._ensure_access_role(mesh)
             await self._ensure_service(mesh)
+            if queue is not None:
+                mesh, admission = await self._admit(mesh, queue, previous)
             if mode == ganging.POD_GROUP and not mesh.suspend:
                 await self._ensure_pod_group(mesh)
             plan, created, view = await self._reconcile_pods(mesh, previous)
             hold = await self._gang_hold(mesh, mode)
-        except (kubeclient.ApiError, ChildConflict, claiming.ClaimConflict) as e:
+        except (kubeclient.ApiError, ChildConflict, claiming.ClaimConflict,
+                admitting.KueueNotServed) as e:
             error, failure = str(e), e
         pods = self.store.pods_by_rank(key, mesh.uid)
         status = statuses.compute_status(
             mesh, previous, pods, plan, error, hold=hold,
             claimed_gpus=view.gpus_by_rank(mesh) if view is not None else None)
+        if queue is not None and admission is not None:
+            status = workloads.overlay(status, previous, admission, queue, mesh.generation,
+                                       statuses.now_rfc3339(),
+                                       suspended=bool((body.get("spec") or {}).get("suspend")))
         if statuses.differs(previous, status):
             try:
                 written = await self.client.merge_patch(
@@ -399,6 +420,32 @@ class Controller:
         await self._ensure_child(
             mesh, "PodGroup", ganging.pod_groups_path(mesh.namespace, ganging.pod_group_name(mesh)),
             lambda: ganging.render_pod_group(mesh))
+
+    # --- Kueue (admitting.py) ------------------------------------------------------------------
+
+    async def _admit(self, mesh: specs.MeshSpec, queue: str, previous: Mapping[str, Any]
+                     ) -> tuple[specs.MeshSpec, workloads.Admission]:
+        """The mesh as it is to be planned: suspended unless its Workload is admitted. On an
+        eviction, the status says so before any proc is stopped, so that a client whose call
+        fails on a stopped proc reads why."""
+        key = (mesh.namespace, mesh.name)
+        pods = self.store.pods_by_rank(key, mesh.uid)
+        admission = await admitting.admission(self.client, mesh, queue, pods, self.settings)
+        if admission.state == workloads.STATE_ADMITTED:
+            if admission.flavors:  # the procs go where their quota is
+                mesh = dataclasses.replace(
+                    mesh, template=workloads.with_flavors(mesh.template, admission.flavors))
+            return mesh, admission
+        if admission.state == workloads.STATE_EVICTED and pods and previous and not mesh.suspend:
+            stopping = workloads.overlay(previous, previous, admission, queue, mesh.generation,
+                                         statuses.now_rfc3339())
+            if statuses.differs(previous, stopping):
+                written = await self.client.merge_patch(
+                    kubeclient.mesh_path(mesh.namespace, mesh.name, status=True),
+                    {"status": stopping})
+                self._last_status_rv[key] = str(
+                    (written.get("metadata") or {}).get("resourceVersion"))
+        return dataclasses.replace(mesh, suspend=True), admission
 
     # --- The gang (ganging.py) -----------------------------------------------------------------
 

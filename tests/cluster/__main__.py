@@ -46,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--no-node", action="store_true", help="start no process node")
     up.add_argument("--no-gang", action="store_true",
                     help="without the Workload/PodGroup API and gang scheduling (on by default)")
+    up.add_argument("--kueue", action="store_true",
+                    help="also run Kueue's controller manager (tests/cluster/kueue; built on first use)")
     up.add_argument("--real-node", action="store_true",
                     help="a real node (kubelet, containerd, kube-proxy) instead of a process node; "
                     "the cluster runs in a network namespace of its own (needs `images` first)")
@@ -89,11 +91,16 @@ def _run(args: argparse.Namespace) -> int:
     elif args.command == "up":
         started = time.monotonic()
         cluster.up([] if args.no_node else [_node(args)])
+        if args.kueue:
+            from tests.cluster.kueue import manager as kueue_manager
+
+            kueue_manager.start(cluster)
         print(f"cluster up in {time.monotonic() - started:.1f} s", file=sys.stderr)
         print(cluster.kubeconfig)
     elif args.command == "add-node":
         cluster.add_node(_node(args))
     elif args.command == "down":
+        processes.stop_pidfiles([cluster.root / "kueue" / "kueue.pid"])  # `up --kueue`
         cluster.down()
     elif args.command == "status":
         run = cluster.layout.run

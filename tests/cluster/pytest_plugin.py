@@ -3,7 +3,9 @@
 ``cluster`` (session) starts the control plane and one process node (``node-0``, no GPUs) in a
 temporary folder and stops everything at the end; it yields the
 :class:`tests.cluster.controlplane.Cluster` (``.kubeconfig``, ``.add_node(NodeConfig(...))``).
-``kube`` (session) is a ``kubernetes.client.ApiClient`` for the admin kubeconfig. ``namespace``
+``kube`` (session) is a ``kubernetes.client.ApiClient`` for the admin kubeconfig. ``kueue``
+(session) runs Kueue's controller manager against ``cluster`` (tests/cluster/kueue), built on
+first use. ``namespace``
 (function) is a fresh namespace with its ``default`` service account ready, deleted afterwards.
 When a test fails, the output of the containers it ran is added to its report.
 """
@@ -88,6 +90,28 @@ def kube(cluster: controlplane.Cluster) -> Iterator[Any]:
         yield api_client
 
 
+@pytest.fixture(scope="session")
+def kueue(cluster: controlplane.Cluster) -> Iterator[Any]:
+    """Kueue's real controller manager (:mod:`tests.cluster.kueue.manager`) against the session
+    cluster, its CRDs installed; stopped at the end. The first use builds it (minutes: see
+    tests/cluster/README.md, "Kueue"); skipped (failed under CI) where it can be neither found
+    nor built."""
+    import shutil
+
+    from tests.cluster.kueue import builds, manager
+
+    if not builds.ready(builds.cache_dir()) and shutil.which("go") is None:
+        message = "Kueue is not built and there is no Go to build it: run `python -m tests.cluster.kueue.builds`"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    instance = manager.start(cluster)
+    try:
+        yield instance
+    finally:
+        instance.stop()
+
+
 @pytest.fixture
 def namespace(kube: Any) -> Iterator[str]:
     """A fresh namespace whose ``default`` service account and root CA exist already."""
@@ -130,5 +154,5 @@ def pytest_runtest_makereport(
     return report
 
 
-__all__ = ["DEFAULT_NODE", "NodeConfig", "cluster", "kube", "namespace",
+__all__ = ["DEFAULT_NODE", "NodeConfig", "cluster", "kube", "kueue", "namespace",
            "pytest_runtest_call", "pytest_runtest_makereport"]

@@ -5,6 +5,7 @@ node and one operator."""
 from tests.cluster.pytest_plugin import (  # noqa: F401 - fixtures and hooks are found by name
     cluster,
     kube,
+    kueue,
     namespace,
     pytest_runtest_call,
     pytest_runtest_makereport,

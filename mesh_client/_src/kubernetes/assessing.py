@@ -155,6 +155,15 @@ def assess(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None) ->
     return Assessment(False, progress, "not ready yet", "")
 
 
+def queue_story(mesh: Mapping[str, Any]) -> str | None:
+    """Why a mesh labelled for a Kueue queue has no procs (its Admitted condition is False:
+    queued, or evicted, e.g. preempted), or None."""
+    admitted = condition(mesh, contract.ADMITTED)
+    if admitted.get("status") != "False":
+        return None
+    return f"the mesh's Kueue workload is not admitted: {admitted.get('reason')}: {admitted.get('message', '')}"
+
+
 def explain_death(pod: Mapping[str, Any] | None, pod_name: str) -> str | None:
     """How the proc server in ``pod`` ended, if its status says so yet."""
     if pod is None:

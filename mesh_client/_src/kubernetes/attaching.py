@@ -60,7 +60,12 @@ class KubernetesProcs:
                 story = None
             if story is None:
                 time.sleep(min(0.01, max(0.0, deadline - time.monotonic())))
-        return f"proc {self.api.namespace}/{self.name} rank {index} ({name}) is gone: {story or reason}"
+        try:  # a queued mesh whose procs Kueue stopped: its status said why before they went
+            queued = assessing.queue_story(self.api.get_mesh(self.name))
+        except Exception:
+            queued = None
+        why = f"; {queued}" if queued else ""
+        return f"proc {self.api.namespace}/{self.name} rank {index} ({name}) is gone: {story or reason}{why}"
 
     def stop(self, indices: Sequence[int], reason: str) -> None:
         """Disconnect; delete the ProcMesh only if this client created it."""

@@ -27,6 +27,8 @@ class KubernetesHostMesh(MeshTrait):
     every mesh it spawns. A spawned mesh is deleted ``lease_seconds`` after this program stops
     renewing its lease (killed, crashed, exited), and with this program's pod in a cluster.
     What its procs print shows on this program's stdout unless ``forward_output=False``.
+    ``queue``: a Kueue LocalQueue of ``namespace``; each mesh then waits (in ``spawn_procs``,
+    up to ``timeout``) until Kueue admits it as one workload.
     """
 
     def __init__(
@@ -43,6 +45,7 @@ class KubernetesHostMesh(MeshTrait):
         via_api_server: bool = False,
         lease_seconds: int = lifetimes.DEFAULT_LEASE_SECONDS,
         forward_output: bool | None = None,
+        queue: str | None = None,
     ) -> None:
         self._shape = Shape([contract.HOSTS_DIM], [hosts])
         self.hosts = hosts
@@ -55,6 +58,7 @@ class KubernetesHostMesh(MeshTrait):
         self.via_api_server = via_api_server  # port-forward through the API server, not pod IPs
         self.lease_seconds = lease_seconds  # how long a spawned mesh outlives its last renewal
         self.forward_output = forward_output  # procs' output on stdout (None: PROCMESH_FORWARD_OUTPUT)
+        self.queue = queue  # a Kueue LocalQueue: every mesh spawned is admitted through it
 
     def _with_shape(self, shape: Shape) -> KubernetesHostMesh:
         raise NotImplementedError("slicing a Kubernetes host mesh is not supported; spawn with fewer hosts")
@@ -105,6 +109,7 @@ class KubernetesHostMesh(MeshTrait):
             lease_seconds=None if outlive else self.lease_seconds,
             owner=None if outlive else lifetimes.creator_pod_owner(
                 self.api.namespace, os.environ, api_mod.pod_namespace()),
+            labels={contract.KUEUE_QUEUE_LABEL: self.queue} if self.queue else None,
         )
         # The creator makes the token, so it never reads a Secret: the mesh names a Secret of
         # a fresh random name (a name picked in advance by someone else is refused below), which

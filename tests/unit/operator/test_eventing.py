@@ -37,3 +37,28 @@ def test_restart_event_carries_exit_code():
     assert ("Normal", "CreatedProcs", "created 1 pod(s): m-2") in events
     assert any(e[1] == "ProcFailed" and "exit code 137" in e[2] and "restart 1" in e[2]
                for e in events)
+
+
+def test_a_queued_mesh_gets_an_event_when_queued_admitted_and_preempted():
+    from procmesh_operator import workloads
+
+    m = mesh()
+    suspended = mesh(suspend=True)
+
+    def status(admission, previous, spec=suspended):
+        base = statuses.compute_status(spec, previous, {}, planning.Plan(), now=T)
+        return workloads.overlay(base, previous, admission, "q", 1, T)
+
+    queued = status(workloads.Admission(workloads.STATE_QUEUED, "Pending", "no quota"), None)
+    assert [e[:2] for e in eventing.transitions(None, queued, None, [], {}, "m")] == \
+        [("Normal", "Queued")]
+    admitted = status(workloads.Admission(workloads.STATE_ADMITTED, "Admitted", "", True, "cq"),
+                      queued, spec=m)
+    assert ("Normal", "Admitted") in [e[:2] for e in eventing.transitions(queued, admitted, None, [], {}, "m")]
+    evicted = status(workloads.Admission(workloads.STATE_EVICTED, "Preempted", "by high", True),
+                     admitted)
+    assert ("Warning", "Preempted") in [e[:2] for e in eventing.transitions(admitted, evicted, None, [], {}, "m")]
+    again = status(workloads.Admission(workloads.STATE_QUEUED, "Pending", "no quota"), evicted)
+    assert [e for e in eventing.transitions(evicted, again, None, [], {}, "m")
+            if e[1] in ("Queued", "Preempted", "Admitted")] == []  # still the same wait
+    assert eventing.transitions(queued, queued, None, [], {}, "m") == []

@@ -1,0 +1,73 @@
+"""The Kueue step of one reconcile: a queued mesh's Workload, created, read, and released.
+
+Called by :mod:`.reconciling` for a mesh labelled ``kueue.x-k8s.io/queue-name``, after the
+Service and before the pods. :func:`admission` creates the mesh's Workload once (rendered by
+:mod:`.workloads` from a proc pod, with the value of the mesh's PriorityClass) and returns what
+it says (with the assigned ResourceFlavors while procs are to be created: their node labels
+and tolerations go into the pods, :func:`workloads.with_flavors`); when an eviction has left no
+proc pod, it releases the Workload's quota so that Kueue
+queues it again. ``spec.suspend`` deactivates the Workload (``spec.active: false``), so a
+suspended mesh gives its quota back (Kueue evicts it as ``Deactivated``), and resuming
+reactivates it: it queues again. The reconcile creates pods only for an admitted mesh.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Mapping
+from typing import Any
+
+from procmesh_operator import kubeclient, rendering, specs, workloads
+from procmesh_operator import settings as settings_
+
+
+class KueueNotServed(Exception):
+    """The mesh is labelled for a queue but the cluster serves no Kueue Workloads."""
+
+
+async def _priority(client: kubeclient.KubeClient, mesh: specs.MeshSpec) -> int | None:
+    """The value of ``spec.template.priorityClassName`` (None: none named, or none of that
+    name, which the pods' creation then reports)."""
+    name = mesh.template.get("priorityClassName")
+    if not name:
+        return None
+    found = await client.get_or_none(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
+    return int(found["value"]) if found is not None and "value" in found else None
+
+
+async def admission(client: kubeclient.KubeClient, mesh: specs.MeshSpec, queue: str,
+                    pods: Mapping[int, Mapping[str, Any]],
+                    settings: settings_.Settings) -> workloads.Admission:
+    """Ensure the mesh's Workload and read its admission; ``pods``: the mesh's pods now (an
+    eviction releases the quota only once there are none)."""
+    path = workloads.workloads_path(mesh.namespace, workloads.workload_name(mesh))
+    workload = await client.get_or_none(path)
+    if workload is None:
+        pod = rendering.render_pod(mesh, 0, rendering.ProcPlacement(), settings)
+        body = workloads.render_workload(mesh, queue, pod, await _priority(client, mesh))
+        try:
+            workload = await client.create(workloads.workloads_path(mesh.namespace), body)
+        except kubeclient.ApiError as e:
+            if e.not_found:
+                raise KueueNotServed(
+                    f"the mesh is labelled {workloads.QUEUE_NAME_LABEL}={queue} but the cluster "
+                    f"serves no {workloads.GROUP}/{workloads.VERSION} Workloads: install Kueue "
+                    f"(v0.17 or later), or remove the label") from e
+            if not e.conflict:
+                raise
+            workload = await client.get(path)
+    active = not mesh.suspend
+    if bool((workload.get("spec") or {}).get("active", True)) != active:
+        workload = await client.merge_patch(path, {"spec": {"active": active}})
+    verdict = workloads.read(workload)
+    if verdict.state == workloads.STATE_ADMITTED and len(pods) < mesh.size:
+        flavors = [await client.get(f"/apis/{workloads.GROUP}/{workloads.VERSION}/resourceflavors/{f}")
+                   for f in workloads.assigned_flavors(workload)]
+        verdict = dataclasses.replace(verdict, flavors=tuple(flavors))
+    if verdict.state == workloads.STATE_EVICTED and verdict.reserved and not pods:
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        await client.merge_patch(
+            workloads.workloads_path(mesh.namespace, workloads.workload_name(mesh), status=True),
+            workloads.release_patch(workload, now))
+    return verdict

@@ -1,0 +1,291 @@
+"""A queued mesh's Kueue Workload, as pure functions: render it, read its admission, release it.
+
+A ProcMesh labelled ``kueue.x-k8s.io/queue-name`` is one Kueue workload: the operator creates a
+``Workload`` (``kueue.x-k8s.io/v1beta2``, owned by the mesh) with one pod set of every proc and
+keeps the mesh without pods until Kueue admits it. This is Kueue's contract with an external job
+controller (what its jobframework does for built-in kinds, in
+``pkg/controller/jobframework/reconciler.go``), done by our operator for ProcMesh:
+
+- Kueue reserves quota and admits (``QuotaReserved`` and ``Admitted`` True) -> pods are created.
+- Kueue evicts (``Evicted=True``: preemption, deactivation, a stopped queue) -> the operator
+  deletes every proc pod, and once none is left it clears ``status.admission`` with
+  ``QuotaReserved=False`` (reason ``Pending``) and ``Requeued`` (True after a preemption), as
+  jobframework's ``UnsetQuotaReservationWithCondition`` does: that is what puts the workload
+  back in its queue.
+
+:mod:`.admitting` does the API calls; :mod:`.reconciling` treats a mesh that is not admitted as
+suspended and lays :func:`overlay` over its status; :mod:`.handlers` watches Workloads by the
+mesh label.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mesh_client._src import contract
+from procmesh_operator import rendering, specs
+
+GROUP = "kueue.x-k8s.io"
+VERSION = "v1beta2"
+PLURAL = "workloads"
+#: The label that makes a ProcMesh queueable (on the ProcMesh itself), as on a Kueue Job.
+QUEUE_NAME_LABEL = contract.KUEUE_QUEUE_LABEL
+#: The one pod set of a mesh's Workload: every proc.
+POD_SET = "procs"
+
+# --- Kueue's condition types and reasons we read or write (apis/kueue/v1beta2/workload_types.go)
+QUOTA_RESERVED = "QuotaReserved"
+ADMITTED = "Admitted"
+EVICTED = "Evicted"
+REQUEUED = "Requeued"
+#: Evicted reasons after which jobframework sets Requeued=True.
+REQUEUED_AFTER = ("Preempted", "NodeFailures")
+
+# --- What a mesh's Workload says (Admission.state) -------------------------------------------
+STATE_ADMITTED = "Admitted"  # run the procs
+STATE_QUEUED = "Queued"  # no pods: waiting for quota (or for Kueue to look)
+STATE_EVICTED = "Evicted"  # stop every proc, then release the quota (release_patch)
+
+PHASE_QUEUED = "Queued"  # status.phase of a mesh that is not admitted (display only)
+
+
+def queue_name(body: Mapping[str, Any]) -> str | None:
+    """The LocalQueue a ProcMesh body asks for, or None: not queued."""
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    value = labels.get(QUEUE_NAME_LABEL)
+    return str(value) if value else None
+
+
+def workload_name(mesh: specs.MeshSpec) -> str:
+    """One Workload per incarnation of the mesh (a recreated mesh of this name gets its own)."""
+    return f"procmesh-{mesh.name}-{mesh.uid[:8]}"
+
+
+def workloads_path(namespace: str, name: str | None = None, *, status: bool = False) -> str:
+    base = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+    if name is None:
+        return base
+    return f"{base}/{name}/status" if status else f"{base}/{name}"
+
+
+def _container_demand(container: Mapping[str, Any]) -> dict[str, Any]:
+    """A container's name, image and resources, with requests defaulted from limits as the API
+    server defaults them in a pod (a template is not defaulted, and Kueue counts requests)."""
+    kept = {k: container[k] for k in ("name", "image") if k in container}
+    kept.setdefault("name", contract.CONTAINER_NAME)
+    resources = container.get("resources") or {}
+    limits = dict(resources.get("limits") or {})
+    requests = {**limits, **(resources.get("requests") or {})}
+    if limits or requests:
+        kept["resources"] = {k: v for k, v in (("limits", limits), ("requests", requests)) if v}
+    return kept
+
+
+def pod_set_template(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """What Kueue needs of a proc's pod: its containers' requests and what decides its node
+    (Kueue sums requests per pod set and matches flavors against node selectors and
+    tolerations), not its env, probes or volumes."""
+    spec = pod.get("spec") or {}
+    kept: dict[str, Any] = {"containers": [_container_demand(c) for c in spec.get("containers") or []]}
+    if spec.get("initContainers"):
+        kept["initContainers"] = [_container_demand(c) for c in spec["initContainers"]]
+    for key in ("nodeSelector", "tolerations", "affinity", "priorityClassName", "overhead",
+                "runtimeClassName", "restartPolicy"):
+        if spec.get(key):
+            kept[key] = spec[key]
+    labels = {k: v for k, v in ((pod.get("metadata") or {}).get("labels") or {}).items()
+              if k == contract.MESH_LABEL}
+    return {"metadata": {"labels": labels}, "spec": kept}
+
+
+def render_workload(mesh: specs.MeshSpec, queue: str, pod: Mapping[str, Any],
+                    priority: int | None) -> dict[str, Any]:
+    """The mesh's Workload: one pod set of ``mesh.size`` copies of ``pod`` (a rendered proc),
+    in LocalQueue ``queue``, with the value of the pods' PriorityClass (``priority``: Kueue
+    orders and preempts by ``spec.priority``; None when the mesh names none)."""
+    spec: dict[str, Any] = {
+        "queueName": queue,
+        "active": not mesh.suspend,  # a suspended mesh holds no quota
+        "podSets": [{"name": POD_SET, "count": mesh.size, "template": pod_set_template(pod)}],
+    }
+    priority_class = (mesh.template.get("priorityClassName") or None)
+    if priority_class is not None and priority is not None:
+        spec["priorityClassRef"] = {"group": "scheduling.k8s.io", "kind": "PriorityClass",
+                                    "name": str(priority_class)}
+        spec["priority"] = priority
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Workload",
+        "metadata": {
+            "name": workload_name(mesh),
+            "namespace": mesh.namespace,
+            "labels": {contract.MESH_LABEL: mesh.name,
+                       contract.MANAGED_BY_LABEL: contract.MANAGED_BY},
+            "ownerReferences": [rendering.owner_reference(mesh)],
+        },
+        "spec": spec,
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class Admission:
+    """What a mesh's Workload says: its :data:`state`, Kueue's reason and message for it, and
+    whether quota is still reserved (an eviction is over only once it is released)."""
+
+    state: str
+    reason: str
+    message: str
+    reserved: bool = False
+    cluster_queue: str | None = None
+    #: The assigned ResourceFlavors' bodies, read while the mesh has pods to create.
+    flavors: tuple[Mapping[str, Any], ...] = ()
+
+
+def _find(conditions: Sequence[Mapping[str, Any]] | None, type_: str) -> Mapping[str, Any]:
+    for c in conditions or []:
+        if c.get("type") == type_:
+            return c
+    return {}
+
+
+def read(workload: Mapping[str, Any] | None) -> Admission:
+    """The admission state of a Workload (None: not created yet). An eviction counts (state
+    :data:`STATE_EVICTED`) while quota is still reserved: the procs must stop and the quota be
+    released; after that the workload is queued again, and says what evicted it."""
+    if workload is None:
+        return Admission(STATE_QUEUED, "WorkloadCreated", "the mesh's Workload was just created")
+    status = workload.get("status") or {}
+    conditions = status.get("conditions")
+    reserved_c = _find(conditions, QUOTA_RESERVED)
+    reserved = reserved_c.get("status") == "True"
+    cluster_queue = (status.get("admission") or {}).get("clusterQueue")
+    evicted = _find(conditions, EVICTED)
+    if evicted.get("status") == "True" and reserved:
+        return Admission(STATE_EVICTED, str(evicted.get("reason") or EVICTED),
+                         str(evicted.get("message") or ""), reserved, cluster_queue)
+    if not (workload.get("spec") or {}).get("active", True):
+        return Admission(STATE_QUEUED, "Deactivated", "spec.suspend is true: the mesh's Workload "
+                         "is inactive and holds no quota")
+    admitted = _find(conditions, ADMITTED)
+    if reserved and admitted.get("status") == "True":
+        return Admission(STATE_ADMITTED, ADMITTED, str(reserved_c.get("message") or ""), True,
+                         cluster_queue)
+    if reserved:  # quota reserved, admission checks pending
+        return Admission(STATE_QUEUED, str(admitted.get("reason") or ADMITTED),
+                         str(admitted.get("message") or ""), True, cluster_queue)
+    if not reserved_c:
+        # StrictFIFO: Kueue reports only on the head of the queue; the rest just wait.
+        return Admission(STATE_QUEUED, "Pending", "waiting in its queue (Kueue reports on a "
+                         "workload once it is the next to admit)")
+    message = str(reserved_c.get("message") or "")
+    before = str(evicted.get("message") or "")
+    if evicted.get("status") == "True" and before and before not in message:
+        message = f"{message} (evicted before: {evicted.get('reason')}: {before})"
+    return Admission(STATE_QUEUED, str(reserved_c.get("reason") or "Pending"), message)
+
+
+def assigned_flavors(workload: Mapping[str, Any]) -> list[str]:
+    """The ResourceFlavors Kueue assigned to the mesh's pod set (sorted, no repeats)."""
+    assignments = ((workload.get("status") or {}).get("admission") or {}).get("podSetAssignments")
+    return sorted({str(f) for a in assignments or [] for f in (a.get("flavors") or {}).values()})
+
+
+def with_flavors(template: Mapping[str, Any], flavors: Sequence[Mapping[str, Any]]
+                 ) -> dict[str, Any]:
+    """The mesh's pod template with the assigned flavors' ``nodeLabels`` added to its node
+    selector and their ``tolerations`` to its tolerations, as Kueue does for the jobs it
+    starts, so the procs land on the nodes whose quota they were admitted against. A label the
+    template already sets to another value is left as the template has it."""
+    selector = {str(k): str(v) for k, v in (template.get("nodeSelector") or {}).items()}
+    tolerations = list(template.get("tolerations") or [])
+    for flavor in flavors:
+        spec = flavor.get("spec") or {}
+        for key, value in (spec.get("nodeLabels") or {}).items():
+            selector.setdefault(str(key), str(value))
+        for toleration in spec.get("tolerations") or []:
+            if toleration not in tolerations:
+                tolerations.append(toleration)
+    result = dict(template)
+    if selector:
+        result["nodeSelector"] = selector
+    if tolerations:
+        result["tolerations"] = tolerations
+    return result
+
+
+def _set(conditions: list[dict[str, Any]], type_: str, status: str, reason: str, message: str,
+         generation: int, now: str) -> None:
+    """Kubernetes' SetStatusCondition: the transition time moves only when the status does."""
+    for c in conditions:
+        if c.get("type") == type_:
+            if c.get("status") != status:
+                c["lastTransitionTime"] = now
+            c.update(status=status, reason=reason, message=message,
+                     observedGeneration=generation)
+            return
+    conditions.append({"type": type_, "status": status, "reason": reason, "message": message,
+                       "observedGeneration": generation, "lastTransitionTime": now})
+
+
+def release_patch(workload: Mapping[str, Any], now: str) -> dict[str, Any]:
+    """The status patch that ends an eviction once no proc is left: quota released, the
+    workload back in its queue. Carries the resourceVersion it was computed from, so a
+    concurrent write by Kueue makes it fail (and the reconcile retry) instead of being lost."""
+    meta = workload.get("metadata") or {}
+    status = workload.get("status") or {}
+    generation = int(meta.get("generation") or 0)
+    conditions = [dict(c) for c in status.get("conditions") or []]
+    evicted = _find(conditions, EVICTED)
+    reason = str(evicted.get("reason") or EVICTED)
+    message = str(evicted.get("message") or "evicted")
+    _set(conditions, REQUEUED, "True" if reason in REQUEUED_AFTER else "False", reason, message,
+         generation, now)
+    _set(conditions, QUOTA_RESERVED, "False", "Pending", message, generation, now)
+    _set(conditions, ADMITTED, "False", "NoReservation", "The workload has no reservation",
+         generation, now)
+    return {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+            "status": {"admission": None, "conditions": conditions}}
+
+
+# --- The mesh's status -------------------------------------------------------------------------
+
+def verdicts(admission: Admission, queue: str) -> tuple[tuple[str, str, str], tuple[str, str, str]]:
+    """(the Admitted condition, the wait) as (status, reason, message) triples. The Admitted
+    condition carries Kueue's own reason; the wait (Ready, Scheduled and Progressing of a mesh
+    that is not admitted) says ``Queued``, or Kueue's eviction reason (``Preempted``...)."""
+    if admission.state == STATE_ADMITTED:
+        where = f" in ClusterQueue {admission.cluster_queue}" if admission.cluster_queue else ""
+        return ("True", ADMITTED, f"QuotaReserved=True: admitted by Kueue{where}"), \
+            ("True", ADMITTED, "")
+    if admission.state == STATE_EVICTED:
+        message = (f"Evicted=True ({admission.reason}): {admission.message}; its procs are "
+                   f"stopped, and it runs again once Kueue re-admits it from LocalQueue {queue}")
+        return ("False", admission.reason, message), ("False", admission.reason, message)
+    message = (f"QuotaReserved=False ({admission.reason}): {admission.message}; no proc runs "
+               f"until Kueue admits the mesh from LocalQueue {queue}")
+    return ("False", admission.reason, message), ("False", contract.QUEUED, message)
+
+
+def overlay(status: Mapping[str, Any], previous: Mapping[str, Any] | None, admission: Admission,
+            queue: str, generation: int, now: str, *, suspended: bool = False) -> dict[str, Any]:
+    """``status`` (as :func:`procmesh_operator.statuses.compute_status` computed it, for a mesh
+    treated as suspended when not admitted) with the Admitted condition set (its transition
+    time kept from ``previous``, the status before) and, while the mesh is not admitted, Ready,
+    Scheduled and Progressing saying why it has no procs; ``suspended`` (``spec.suspend``:
+    the user's reason, which those keep) only the Admitted condition."""
+    admitted, wait = verdicts(admission, queue)
+    conditions = [dict(c) for c in status.get("conditions") or []]
+    before = _find((previous or {}).get("conditions"), contract.ADMITTED)
+    if before and not _find(conditions, contract.ADMITTED):
+        conditions.append(dict(before))
+    _set(conditions, contract.ADMITTED, *admitted, generation, now)
+    result = dict(status, conditions=conditions)
+    if admission.state != STATE_ADMITTED and not suspended:
+        _, reason, message = wait
+        _set(conditions, contract.READY, "False", reason, message, generation, now)
+        _set(conditions, contract.SCHEDULED, "False", reason, message, generation, now)
+        _set(conditions, contract.PROGRESSING, "True", reason, message, generation, now)
+        result["phase"] = PHASE_QUEUED
+    return result

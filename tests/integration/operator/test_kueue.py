@@ -1,0 +1,232 @@
+"""Queued meshes under Kueue's real controller manager (issue 16, items 3-4 and their checks).
+
+A ClusterQueue of 6 GPU units (plus cpu and memory) whose one ResourceFlavor is a node of 6
+time-sliced units (2 GPUs x 3 replicas) that only this flavor's tolerations tolerate; each mesh
+is labelled ``kueue.x-k8s.io/queue-name``, names no node, and becomes one Kueue Workload.
+
+Aspects: the procs land on the node of the flavor they were admitted on; 4 + 4 + 6 procs queue in order (StrictFIFO) with no deadlock, a queued mesh has no pod
+and says ``QuotaReserved=False`` with Kueue's message in its conditions, ``kubectl get pm``,
+``kubectl describe`` and attach's error; a high-priority mesh preempts a low one, whose procs
+go (the client's call fails naming the preemption) and which returns to Ready once the units
+free up.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from mesh_client.kubernetes import KubernetesHostMesh, MeshNotReady, attach
+from procmesh_operator import workloads
+from tests.cluster import testing
+from tests.cluster.kueue import configs
+from tests.cluster.process_node.config import NodeConfig
+from tests.integration.local.actors import Lambda
+from tests.integration.operator import gang_checks, support
+
+pytestmark = pytest.mark.cluster
+
+UNITS = 6
+
+
+@pytest.fixture(scope="module")
+def node_key(cluster):
+    """(the 6-unit node's name, the label and taint key that only it has)."""
+    key = f"procmesh.io/test-kueue-{uuid.uuid4().hex[:6]}"
+    # Sorted after the session's gpu-node (see test_gangs.py: pinned placement ignores taints).
+    name = f"gpu-zz-kueue-{uuid.uuid4().hex[:6]}"
+    cluster.add_node(NodeConfig(name, gpus=2, gpu_replicas=3, labels={key: "yes"},
+                                taints=({"key": key, "value": "yes", "effect": "NoSchedule"},)))
+    return name, key
+
+
+@pytest.fixture(scope="module")
+def place(node_key):
+    """The meshes name no node: their ResourceFlavor does (its nodeLabels and tolerations)."""
+    return gang_checks.Place(node_key[0], {"resources": {"requests": {"cpu": "10m", "memory": "32Mi"}}})
+
+
+@pytest.fixture
+def queue(kueue, custom, namespace, node_key):
+    """A LocalQueue in the test's namespace on a fresh 6-unit ClusterQueue whose one flavor is
+    the 6-unit node; returns the LocalQueue's name."""
+    cluster_queue = f"cq-{namespace}"
+    flavor = f"flavor-{namespace}"
+    key = node_key[1]
+    custom.create_cluster_custom_object(configs.GROUP, configs.VERSION, "resourceflavors",
+                                        configs.resource_flavor(flavor, {key: "yes"}, [
+                                            {"key": key, "operator": "Exists", "effect": "NoSchedule"}]))
+    custom.create_cluster_custom_object(configs.GROUP, configs.VERSION, "clusterqueues",
+                                        configs.cluster_queue(cluster_queue, flavor, {
+                                            "cpu": "10", "memory": "10Gi",
+                                            "nvidia.com/gpu": str(UNITS)}))
+    custom.create_namespaced_custom_object(configs.GROUP, configs.VERSION, namespace, "localqueues",
+                                           configs.local_queue(namespace, "team", cluster_queue))
+    yield "team"
+    custom.delete_cluster_custom_object(configs.GROUP, configs.VERSION, "clusterqueues", cluster_queue)
+    custom.delete_cluster_custom_object(configs.GROUP, configs.VERSION, "resourceflavors", flavor)
+
+
+def create_queued(custom, namespace, name, procs, place, queue, **template):
+    body = support.mesh_manifest(name, perHost=[{"name": "gpus", "size": procs}],
+                                 gpus={"mode": "plugin"}, template={**place.template, **template})
+    body["metadata"]["labels"] = {workloads.QUEUE_NAME_LABEL: queue}
+    return custom.create_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
+                                                  namespace, support.contract.PLURAL, body)
+
+
+def workload_of(custom, namespace, mesh):
+    return custom.get_namespaced_custom_object(
+        workloads.GROUP, workloads.VERSION, namespace, workloads.PLURAL,
+        f"procmesh-{mesh['metadata']['name']}-{mesh['metadata']['uid'][:8]}")
+
+
+def created_in_an_earlier_second(custom, namespace, mesh):
+    """Wait until the mesh's Workload exists and the clock is past the second it was created
+    in: Kueue orders by creation time, in whole seconds."""
+    def done():
+        try:
+            stamp = workload_of(custom, namespace, mesh)["metadata"]["creationTimestamp"]
+        except Exception:
+            return None
+        created = time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+        return stamp if time.time() >= created + 1 else None
+    testing.wait_for(done, f"the Workload of {mesh['metadata']['name']}, a second old")
+
+
+def wait_reason(custom, namespace, name, type_, reason):
+    def check():
+        mesh = support.get_mesh(custom, namespace, name)
+        return mesh if support.condition(mesh, type_).get("reason") == reason else None
+    return testing.wait_for(check, f"{namespace}/{name} {type_} reason {reason}")
+
+
+def test_meshes_queue_in_order_under_the_quota(cluster, operator, kueue, kube, custom, core,
+                                               namespace, place, queue, node_key):
+    sizes = {"four-a": 4, "four-b": 4, "six": 6}
+    for name, procs in sizes.items():
+        created_in_an_earlier_second(
+            custom, namespace, create_queued(custom, namespace, name, procs, place, queue))
+    support.wait_ready(custom, namespace, "four-a")
+    pod = support.mesh_pods(core, namespace, "four-a")[0]
+    assert node_key[1] in pod.spec.node_selector  # from the assigned ResourceFlavor
+    assert pod.spec.node_name == place.node
+    for name in ("four-b", "six"):
+        wait_reason(custom, namespace, name, "Ready", "Queued")
+        assert support.mesh_pods(core, namespace, name) == []  # queued: no pod at all
+    # The head of the queue gets Kueue's verdict (StrictFIFO: the one behind it just waits).
+    def told():
+        mesh = support.get_mesh(custom, namespace, "four-b")
+        return mesh if "insufficient" in support.condition(mesh, "Admitted").get("message", "") \
+            else None
+    mesh = testing.wait_for(told, "four-b told why by Kueue")
+    admitted = support.condition(mesh, "Admitted")
+    assert admitted["status"] == "False" and admitted["reason"] == "Pending"
+    assert admitted["message"].startswith("QuotaReserved=False (Pending): "), admitted
+    assert "nvidia.com/gpu" in admitted["message"], admitted
+    table = support.kubectl(cluster, "get", "pm", "-n", namespace).stdout
+    assert any(r.split()[0] == "four-b" and "Queued" in r for r in table.splitlines()), table
+    described = support.kubectl(cluster, "describe", "pm", "four-b", "-n", namespace).stdout
+    assert "QuotaReserved=False (Pending)" in described, described
+    with pytest.raises(MeshNotReady) as info:
+        attach("four-b", namespace, api_client=kube, timeout=4, progress=False)
+    assert info.value.reason == "Queued" and "QuotaReserved=False" in str(info.value)
+
+    order = []
+    waiting = dict(sizes)
+    while waiting:
+        def one_ready():
+            for name in waiting:
+                if support.condition(support.get_mesh(custom, namespace, name),
+                                     "Ready").get("status") == "True":
+                    return name
+            return None
+        running = testing.wait_for(one_ready, f"one of {sorted(waiting)} Ready")
+        order.append(running)
+        del waiting[running]
+        assert gang_checks.units_held(core, place) == sizes[running]  # on the flavor's node
+        for name in waiting:  # Kueue admits no other: they have no pod
+            assert support.mesh_pods(core, namespace, name) == [], f"{name} has pods beside {running}"
+        custom.delete_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
+                                               namespace, support.contract.PLURAL, running)
+        # Its units are free once its pods are gone (terminating pods still hold them).
+        testing.wait_for(lambda gone=running: support.mesh_pods(core, namespace, gone) == [] or None,
+                         f"the pods of {running} gone")
+    assert order == ["four-a", "four-b", "six"]
+
+
+def test_a_high_priority_mesh_preempts_a_low_one_which_comes_back(
+        operator, kueue, kube, custom, core, namespace, place, queue, faults):
+    gang_checks.priority_class(kube, "procmesh-kueue-low", 100)
+    gang_checks.priority_class(kube, "procmesh-kueue-high", 1000)
+    create_queued(custom, namespace, "low", 4, place, queue, priorityClassName="procmesh-kueue-low")
+    support.wait_ready(custom, namespace, "low")
+    mesh = attach("low", namespace, api_client=kube, timeout=120, progress=False)
+    actors = mesh.spawn("lam", Lambda)
+    assert actors.slice(gpus=0).run.call_one(lambda: 42).get() == 42
+
+    create_queued(custom, namespace, "high", 4, place, queue, priorityClassName="procmesh-kueue-high")
+    def preempted():  # Preempted while its procs stop; then queued again, saying so
+        mesh = support.get_mesh(custom, namespace, "low")
+        admitted = support.condition(mesh, "Admitted")
+        return mesh if admitted.get("status") == "False" and \
+            "Preempted to accommodate a workload" in admitted.get("message", "") else None
+    testing.wait_for(preempted, "low preempted")
+    support.wait_ready(custom, namespace, "high")
+    testing.wait_for(lambda: support.mesh_pods(core, namespace, "low") == [] or None,
+                     "the preempted mesh's pods gone")
+    assert gang_checks.units_held(core, place) == 4  # only high's
+    failures = faults.wait("lam")
+    assert failures, "no call of the preempted mesh failed"
+    report = failures[0].report()
+    assert "is gone" in report, report
+    assert "the mesh's Kueue workload is not admitted: " in report, report
+    assert "Preempted to accommodate a workload" in report, report
+
+    custom.delete_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
+                                           namespace, support.contract.PLURAL, "high")
+    back = support.wait_ready(custom, namespace, "low")
+    assert support.condition(back, "Admitted")["status"] == "True"
+    assert back["status"]["restarts"] == 0  # an eviction is no restart of the mesh's procs
+    assert len(support.mesh_pods(core, namespace, "low")) == 4
+
+
+def test_a_suspended_mesh_gives_its_quota_back_and_queues_again_on_resume(
+        operator, kueue, custom, core, namespace, place, queue):
+    create_queued(custom, namespace, "first", UNITS, place, queue)
+    first = support.wait_ready(custom, namespace, "first")
+    created_in_an_earlier_second(custom, namespace, first)
+    create_queued(custom, namespace, "second", UNITS, place, queue)
+    wait_reason(custom, namespace, "second", "Ready", "Queued")
+
+    support.patch_mesh(custom, namespace, "first", {"suspend": True})
+    support.wait_ready(custom, namespace, "second")  # first's Workload was deactivated
+    first = support.get_mesh(custom, namespace, "first")
+    assert support.condition(first, "Ready")["reason"] == "Suspended"  # the user's reason
+    assert support.condition(first, "Admitted")["reason"] == "Deactivated"
+    assert support.mesh_pods(core, namespace, "first") == []
+
+    support.patch_mesh(custom, namespace, "first", {"suspend": False})
+    wait_reason(custom, namespace, "first", "Ready", "Queued")  # back in line, no pod
+    assert support.mesh_pods(core, namespace, "first") == []
+    custom.delete_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
+                                           namespace, support.contract.PLURAL, "second")
+    support.wait_ready(custom, namespace, "first")
+
+
+def test_the_python_client_spawns_through_a_queue(operator, kueue, kube, custom, namespace,
+                                                  place, queue):
+    hosts = KubernetesHostMesh(namespace=namespace, api_client=kube, queue=queue,
+                               template=place.template, timeout=120)
+    procs = hosts.spawn_procs(per_host={"gpus": 2}, gpus="plugin", name="spawned")
+    try:
+        mesh = support.get_mesh(custom, namespace, "spawned")
+        assert mesh["metadata"]["labels"][workloads.QUEUE_NAME_LABEL] == queue
+        assert support.condition(mesh, "Admitted")["status"] == "True"
+        assert workload_of(custom, namespace, mesh)["spec"]["podSets"][0]["count"] == 2
+        actors = procs.spawn("lam", Lambda)
+        assert list(actors.run.call(lambda: 1).get().values()) == [1, 1]
+    finally:
+        procs.stop().get()

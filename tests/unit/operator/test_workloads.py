@@ -1,0 +1,213 @@
+"""A queued mesh's Kueue Workload (workloads.py) and the status it gives the mesh.
+
+Aspects: the queue label; the Workload (one pod set of every proc, requests and placement of a
+proc pod, priority, owned by the mesh); reading admitted / queued / evicted; the release patch
+after an eviction (as Kueue's jobframework writes it); the Admitted condition and the overlay
+of Ready, Scheduled and Progressing while the mesh is not admitted.
+"""
+
+from mesh_client._src import contract
+from mesh_client._src.kubernetes import assessing
+from procmesh_operator import rendering, statuses, workloads
+
+from .builders import SETTINGS, mesh, mesh_body
+
+NOW = "2026-01-01T00:00:00Z"
+LATER = "2026-01-01T00:01:00Z"
+
+
+def cond(type_, status, reason, message=""):
+    return {"type": type_, "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": NOW, "observedGeneration": 1}
+
+
+def workload(*conditions, admission=None, rv="7"):
+    status = {"conditions": list(conditions)}
+    if admission is not None:
+        status["admission"] = admission
+    return {"metadata": {"name": "w", "generation": 1, "resourceVersion": rv}, "status": status}
+
+
+def test_the_queue_label_on_the_mesh_makes_it_queueable():
+    body = mesh_body("m")
+    assert workloads.queue_name(body) is None
+    body["metadata"]["labels"] = {workloads.QUEUE_NAME_LABEL: "team-a"}
+    assert workloads.queue_name(body) == "team-a"
+
+
+def test_the_workload_is_one_pod_set_of_every_proc_owned_by_the_mesh():
+    template = {"resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                "priorityClassName": "high", "nodeSelector": {"pool": "a"},
+                "env": [{"name": "X", "value": "1"}]}
+    m = mesh("m", hosts=2, per_host=(("gpus", 3),), gpus={"mode": "plugin"}, template=template)
+    pod = rendering.render_pod(m, 0, rendering.ProcPlacement(), SETTINGS)
+    w = workloads.render_workload(m, "team-a", pod, 1000)
+    assert w["apiVersion"] == "kueue.x-k8s.io/v1beta2" and w["kind"] == "Workload"
+    assert w["metadata"]["name"] == "procmesh-m-uid-m"
+    assert w["metadata"]["labels"][contract.MESH_LABEL] == "m"
+    assert w["metadata"]["ownerReferences"][0]["uid"] == m.uid
+    assert w["spec"]["queueName"] == "team-a"
+    assert w["spec"]["active"] is True
+    suspended = mesh("m", suspend=True)
+    assert workloads.render_workload(suspended, "q", pod, None)["spec"]["active"] is False
+    assert w["spec"]["priority"] == 1000
+    assert w["spec"]["priorityClassRef"] == {"group": "scheduling.k8s.io", "kind": "PriorityClass",
+                                             "name": "high"}
+    (pod_set,) = w["spec"]["podSets"]
+    assert pod_set["name"] == "procs" and pod_set["count"] == 6
+    spec = pod_set["template"]["spec"]
+    (container,) = spec["containers"]
+    # What Kueue counts (requests, the GPU unit of plugin mode) and what picks a node; no env.
+    assert container["resources"]["requests"]["cpu"] == "100m"
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert container["resources"]["requests"]["nvidia.com/gpu"] == 1  # defaulted, as in a pod
+    assert "env" not in container
+    assert spec["nodeSelector"] == {"pool": "a"} and spec["priorityClassName"] == "high"
+
+
+def test_a_mesh_without_priority_class_has_no_priority():
+    m = mesh("m")
+    pod = rendering.render_pod(m, 0, rendering.ProcPlacement(), SETTINGS)
+    spec = workloads.render_workload(m, "q", pod, None)["spec"]
+    assert "priority" not in spec and "priorityClassRef" not in spec
+
+
+def test_reading_admitted_queued_and_evicted():
+    assert workloads.read(None).state == workloads.STATE_QUEUED
+    assert workloads.read(workload()).state == workloads.STATE_QUEUED
+    pending = workloads.read(workload(cond("QuotaReserved", "False", "Pending",
+                                           "couldn't assign flavors to pod set procs: insufficient "
+                                           "quota for nvidia.com/gpu")))
+    assert (pending.state, pending.reason) == (workloads.STATE_QUEUED, "Pending")
+    assert "insufficient quota" in pending.message and not pending.reserved
+    admitted = workloads.read(workload(cond("QuotaReserved", "True", "QuotaReserved"),
+                                       cond("Admitted", "True", "Admitted"),
+                                       admission={"clusterQueue": "cq"}))
+    assert (admitted.state, admitted.cluster_queue) == (workloads.STATE_ADMITTED, "cq")
+    checks = workloads.read(workload(cond("QuotaReserved", "True", "QuotaReserved"),
+                                     cond("Admitted", "False", "UnsatisfiedChecks")))
+    assert (checks.state, checks.reason) == (workloads.STATE_QUEUED, "UnsatisfiedChecks")
+    evicted = workloads.read(workload(cond("QuotaReserved", "True", "QuotaReserved"),
+                                      cond("Admitted", "True", "Admitted"),
+                                      cond("Evicted", "True", "Preempted", "Preempted to "
+                                           "accommodate a workload (UID: u)")))
+    assert (evicted.state, evicted.reason, evicted.reserved) == \
+        (workloads.STATE_EVICTED, "Preempted", True)
+    # Released (by release_patch): queued again, and it says what evicted it.
+    requeued = workloads.read(workload(cond("QuotaReserved", "False", "Pending",
+                                            "couldn't assign flavors to pod set procs"),
+                                       cond("Evicted", "True", "Preempted", "Preempted to "
+                                            "accommodate a workload (UID: u)")))
+    assert (requeued.state, requeued.reason) == (workloads.STATE_QUEUED, "Pending")
+    assert "evicted before: Preempted: Preempted to accommodate" in requeued.message
+    inactive = workload(cond("Evicted", "True", "Deactivated", "The workload is deactivated"))
+    inactive["spec"] = {"active": False}
+    assert workloads.read(inactive).reason == "Deactivated"
+
+
+def test_the_release_clears_the_admission_and_requeues_after_preemption():
+    w = workload(cond("QuotaReserved", "True", "QuotaReserved"), cond("Admitted", "True", "Admitted"),
+                 cond("Evicted", "True", "Preempted", "Preempted to accommodate a workload"),
+                 admission={"clusterQueue": "cq"}, rv="42")
+    patch = workloads.release_patch(w, LATER)
+    assert patch["metadata"] == {"resourceVersion": "42"}  # optimistic: Kueue's writes win
+    assert patch["status"]["admission"] is None
+    by_type = {c["type"]: c for c in patch["status"]["conditions"]}
+    assert by_type["QuotaReserved"]["status"] == "False"
+    assert by_type["QuotaReserved"]["reason"] == "Pending"
+    assert by_type["QuotaReserved"]["lastTransitionTime"] == LATER
+    assert by_type["Admitted"]["status"] == "False"
+    assert (by_type["Requeued"]["status"], by_type["Requeued"]["reason"]) == ("True", "Preempted")
+    assert by_type["Evicted"] == w["status"]["conditions"][2]  # Kueue resets it on re-admission
+    deactivated = workload(cond("Evicted", "True", "Deactivated", "The workload is deactivated"))
+    by_type = {c["type"]: c for c in workloads.release_patch(deactivated, LATER)["status"]["conditions"]}
+    assert by_type["Requeued"]["status"] == "False"
+
+
+def _queued_status(admission, queue="team-a", previous=None):
+    m = mesh("m", suspend=True)  # how reconciling plans a mesh that is not admitted
+    status = statuses.compute_status(m, previous, {}, None, now=NOW)
+    return workloads.overlay(status, previous, admission, queue, m.generation, NOW)
+
+
+def test_a_queued_mesh_says_quota_reserved_false_with_kueues_message():
+    admission = workloads.Admission(workloads.STATE_QUEUED, "Pending",
+                                    "couldn't assign flavors to pod set procs: insufficient quota "
+                                    "for nvidia.com/gpu in flavor default, 4 more needed")
+    status = _queued_status(admission)
+    by_type = {c["type"]: c for c in status["conditions"]}
+    assert by_type[contract.ADMITTED]["status"] == "False"
+    assert by_type[contract.ADMITTED]["reason"] == "Pending"
+    assert by_type[contract.ADMITTED]["message"].startswith("QuotaReserved=False (Pending): "
+                                                             "couldn't assign flavors")
+    for type_ in (contract.READY, contract.SCHEDULED):
+        assert (by_type[type_]["status"], by_type[type_]["reason"]) == ("False", contract.QUEUED)
+        assert "4 more needed" in by_type[type_]["message"]
+        assert "LocalQueue team-a" in by_type[type_]["message"]
+    assert by_type[contract.PROGRESSING]["status"] == "True"
+    assert status["phase"] == workloads.PHASE_QUEUED and status["procs"] == []
+    # attach's wait reads the Scheduled reason; a failed call's explanation reads Admitted.
+    body = {"metadata": {"generation": 1}, "status": status}
+    verdict = assessing.assess(body, [])
+    assert verdict.reason == contract.QUEUED and "QuotaReserved=False" in verdict.problem
+    assert not verdict.fatal  # a queued mesh may be admitted: attach keeps waiting
+    assert "Pending" in (assessing.queue_story(body) or "")
+
+
+def test_an_evicted_mesh_says_kueues_reason_and_that_it_comes_back():
+    admission = workloads.Admission(workloads.STATE_EVICTED, "Preempted",
+                                    "Preempted to accommodate a workload (UID: u) due to "
+                                    "prioritization in the ClusterQueue", reserved=True)
+    status = _queued_status(admission)
+    by_type = {c["type"]: c for c in status["conditions"]}
+    for type_ in (contract.READY, contract.SCHEDULED, contract.ADMITTED):
+        assert by_type[type_]["reason"] == "Preempted"
+        assert "Evicted=True (Preempted): Preempted to accommodate" in by_type[type_]["message"]
+        assert "runs again once Kueue re-admits it" in by_type[type_]["message"]
+
+
+def test_an_admitted_mesh_keeps_its_own_conditions_and_the_status_settles():
+    admission = workloads.Admission(workloads.STATE_ADMITTED, "Admitted", "", True, "cq")
+    m = mesh("m")
+    base = statuses.compute_status(m, None, {}, None, now=NOW)
+    first = workloads.overlay(base, None, admission, "q", m.generation, NOW)
+    by_type = {c["type"]: c for c in first["conditions"]}
+    assert by_type[contract.ADMITTED]["status"] == "True"
+    assert "ClusterQueue cq" in by_type[contract.ADMITTED]["message"]
+    assert by_type[contract.READY] == {c["type"]: c for c in base["conditions"]}[contract.READY]
+    assert first["phase"] == base["phase"]
+    # Reconciled again later: nothing changed, so nothing to write (the transition time holds).
+    again_base = statuses.compute_status(m, first, {}, None, now=LATER)
+    again = workloads.overlay(again_base, first, admission, "q", m.generation, LATER)
+    assert not statuses.differs(first, again)
+
+
+def test_a_suspended_mesh_keeps_its_own_reason_and_says_its_workload_is_deactivated():
+    admission = workloads.Admission(workloads.STATE_EVICTED, "Deactivated",
+                                    "The workload is deactivated", reserved=False)
+    m = mesh("m", suspend=True)
+    base = statuses.compute_status(m, None, {}, None, now=NOW)
+    status = workloads.overlay(base, None, admission, "q", m.generation, NOW, suspended=True)
+    by_type = {c["type"]: c for c in status["conditions"]}
+    assert by_type[contract.READY]["reason"] == statuses.SUSPENDED
+    assert status["phase"] == statuses.PHASE_SUSPENDED
+    assert (by_type[contract.ADMITTED]["status"], by_type[contract.ADMITTED]["reason"]) == \
+        ("False", "Deactivated")
+
+
+def test_an_admitted_meshs_pods_get_its_flavors_node_labels_and_tolerations():
+    w = {"status": {"admission": {"clusterQueue": "cq", "podSetAssignments": [
+        {"name": "procs", "flavors": {"cpu": "default", "nvidia.com/gpu": "h200"}}]}}}
+    assert workloads.assigned_flavors(w) == ["default", "h200"]
+    assert workloads.assigned_flavors({"status": {}}) == []
+    taint = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
+    flavors = [{"metadata": {"name": "default"}, "spec": {}},
+               {"metadata": {"name": "h200"},
+                "spec": {"nodeLabels": {"gpu.product": "H200", "zone": "b"}, "tolerations": [taint]}}]
+    template = {"nodeSelector": {"zone": "a"}, "image": "x"}
+    placed = workloads.with_flavors(template, flavors)
+    # Added, never overriding what the template says; the template itself is not changed.
+    assert placed["nodeSelector"] == {"zone": "a", "gpu.product": "H200"}
+    assert placed["tolerations"] == [taint] and placed["image"] == "x"
+    assert template == {"nodeSelector": {"zone": "a"}, "image": "x"}
+    assert workloads.with_flavors(placed, flavors)["tolerations"] == [taint]  # no repeats
