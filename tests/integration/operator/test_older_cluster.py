@@ -1,11 +1,13 @@
-"""gpus.mode dra on a cluster that does not serve resource.k8s.io/v1 (as before Kubernetes 1.34).
+"""A cluster older or plainer than our features need: no resource.k8s.io/v1 (as before
+Kubernetes 1.34) and no Kueue.
 
 This module starts a control plane of its own whose components emulate Kubernetes 1.33
 (``--emulated-version``), where resource.k8s.io/v1 does not exist: the API is really absent,
 not faked. Aspects: discovery confirms it;
 a dra mesh is refused with DRANotServed in Ready and GPUBudgetSatisfied, with the fix in the
 message, and gets no pods; the client's spawn_procs fails at once with that reason, not at its
-timeout; a CPU mesh on the same cluster still becomes Ready (nothing else depends on DRA).
+timeout; a mesh labelled for a Kueue queue says Kueue is missing and gets no pods; a CPU mesh
+on the same cluster still becomes Ready (nothing else depends on DRA or Kueue).
 """
 
 import pytest
@@ -72,6 +74,17 @@ def test_spawn_procs_fails_at_once_with_the_reason(operator, kube, namespace):
     text = str(info.value)
     assert "cannot become Ready" in text and contract.RESOURCE_API_VERSION in text
     assert "was not Ready after" not in text  # refused at once, not at the timeout
+
+
+def test_a_queued_mesh_without_kueue_says_so(operator, custom, core, namespace):
+    manifest = support.mesh_manifest("queued", perHost=[{"name": "gpus", "size": 1}])
+    manifest["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team"}
+    custom.create_namespaced_custom_object("procmesh.io", "v1alpha1", namespace, "procmeshes",
+                                           manifest)
+    mesh = support.wait_condition(custom, namespace, "queued", contract.DEGRADED, "True")
+    message = support.condition(mesh, contract.DEGRADED)["message"]
+    assert "kueue.x-k8s.io/queue-name=team" in message and "install Kueue" in message
+    assert support.mesh_pods(core, namespace, "queued") == []
 
 
 def test_a_cpu_mesh_still_becomes_ready(operator, custom, core, namespace):
