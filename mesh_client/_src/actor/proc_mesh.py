@@ -12,12 +12,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast, overload
 
 from mesh_client._src.actor import context as context_mod
-from mesh_client._src.actor import messages, watching
+from mesh_client._src.actor import messages, restarts, watching
 from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.actor_mesh import ActorMesh, gather
 from mesh_client._src.actor.endpoint import check_endpoint_kinds, endpoint_names, plain_method_names
 from mesh_client._src.actor.options import options
-from mesh_client._src.actor.procs import ProcGroup
+from mesh_client._src.actor.procs import ProcGroup, SpawnRecord
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.runtime import futures, ops, peers
 from mesh_client._src.runtime.futures import Future
@@ -83,6 +83,9 @@ class ProcMesh(MeshTrait):
             for i, p in enumerate(shape.ranks)
         ]
         spawned = gather(futs, lambda values: None, fail_fast=peers.is_lost)
+        group.born[actor_id] = list(group.incarnations)
+        if group.owner is not None:  # the process that made the procs may respawn after a restart
+            group.spawns[actor_id] = SpawnRecord(actor_id, name, payload, what, shape, Class, owner.actor_id, owner.display)
         watching.watch(group, shape, actor_id, name, Class, owner.actor_id, owner.display)
         if options.spawn_waits:
             spawned.get()
@@ -108,6 +111,31 @@ class ProcMesh(MeshTrait):
         """Run ``fn`` in every proc (as ``bootstrap`` does; a coroutine is awaited there); gives
         the list of results."""
         return _run_everywhere(self._group, self._shape, fn)
+
+    def reconnect(self) -> list[int]:
+        """Reach the procs that were restarted (or lost) since they were spawned or attached.
+
+        After a proc dies, its actors are gone and calls to them fail, naming the restart. On
+        Kubernetes the operator restarts it per ``restartPolicy``: this waits until the mesh is
+        Ready again. Locally nothing restarts a proc by itself: this starts a new process in
+        each dead one's place. Either way it connects, runs the mesh's ``bootstrap`` in each
+        restarted proc, and returns their ranks (in the root mesh). Then spawn your actors
+        again, or call :meth:`respawn` instead. Old actor handles on restarted procs keep
+        failing at once ("was restarted ... re-spawn your actors") until re-spawned.
+        """
+        if self._stopped:
+            raise RuntimeError(f"`ProcMesh` has already been stopped: cannot reconnect {self!r}; spawn new procs")
+        return restarts.reconnect(self._group)
+
+    def respawn(self) -> list[int]:
+        """:meth:`reconnect`, then spawn every actor mesh spawned on these procs again, in each
+        restarted proc, with the same name, class and arguments (the first spawn's, kept by
+        this client), so the handles you hold work again. The actors start afresh: what they
+        held is lost, and their ``__init__`` runs again (the first that raises is raised here).
+        Returns the restarted procs' ranks."""
+        if self._stopped:
+            raise RuntimeError(f"`ProcMesh` has already been stopped: cannot respawn on {self!r}; spawn new procs")
+        return restarts.respawn(self._group)
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Stop every proc of this mesh; the future completes once they are gone."""

@@ -29,6 +29,7 @@ def connected_mesh(group: ProcGroup, shape: Shape, bootstrap: Callable[[], Any] 
     """The mesh of ``group``'s procs once every one is connected and ``bootstrap`` ran in each;
     on any failure its procs are stopped and the cause raised."""
     mesh = ProcMesh(group, shape)
+    group.bootstrap = bootstrap  # run again in a proc that restarts (ProcMesh.reconnect)
     try:
         for peer in group.peers:
             peer.connect()
