@@ -120,7 +120,7 @@ class KubernetesHostMesh(MeshTrait):
             mesh = attaching.wait_ready(self.api, name, self.timeout)
             return attaching.connect_mesh(
                 self.api, mesh, created=True, bootstrap=bootstrap, via_api_server=self.via_api_server, token=token,
-                lease=lease, forward_output=self.forward_output,
+                lease=lease, forward_output=self.forward_output, timeout=self.timeout,
             )
         except BaseException:
             if lease is not None:
