@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast, overload
 
 from mesh_client._src.actor import context as context_mod
-from mesh_client._src.actor import messages, restarts, watching
+from mesh_client._src.actor import messages, restarts, sources, watching
 from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.actor_mesh import ActorMesh, gather
 from mesh_client._src.actor.endpoint import check_endpoint_kinds, endpoint_names, plain_method_names
@@ -71,12 +71,14 @@ class ProcMesh(MeshTrait):
             check_endpoint_kinds(Class, names)
         owner = context_mod.context().actor_instance
         actor_id = f"{name}-{uuid.uuid4().hex[:12]}"
-        payload = serialization.dumps((Class, args, kwargs, self, context_mod.Creator(owner.name, owner.display)))
+        code_files: set[str] = set()
+        payload = serialization.dumps((Class, args, kwargs, self, context_mod.Creator(owner.name, owner.display)), code_files)
+        texts = sources.collect(code_files)  # for the remote tracebacks' lines
         group, shape = self._group, self._shape
         what = f"__init__ of {Class.__qualname__} ({name!r})"
         futs = [
             group.peers[p].request(
-                (ops.SPAWN, actor_id, name, i, shape.labels, shape.sizes),
+                (ops.SPAWN, actor_id, name, i, shape.labels, shape.sizes, texts),
                 payload,
                 functools.partial(messages.decode_reply, what, group.displays[p]),
             )
@@ -85,7 +87,8 @@ class ProcMesh(MeshTrait):
         spawned = gather(futs, lambda values: None, fail_fast=peers.is_lost)
         group.born[actor_id] = list(group.incarnations)
         if group.owner is not None:  # the process that made the procs may respawn after a restart
-            group.spawns[actor_id] = SpawnRecord(actor_id, name, payload, what, shape, Class, owner.actor_id, owner.display)
+            group.spawns[actor_id] = SpawnRecord(actor_id, name, payload, texts, what, shape, Class, owner.actor_id,
+                                                 owner.display)
         watching.watch(group, shape, actor_id, name, Class, owner.actor_id, owner.display)
         if options.spawn_waits:
             spawned.get()

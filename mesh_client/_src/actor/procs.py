@@ -51,6 +51,7 @@ class SpawnRecord:
     actor_id: str
     name: str
     payload: list[bytes | memoryview]  # the pickled (class, args, kwargs, mesh, creator)
+    sources: dict[str, str]  # the controller's files of its by-value code (:mod:`.sources`)
     what: str  # "__init__ of Class ('name')", for errors
     shape: Shape  # the actor mesh's shape: its points and the group's procs under them
     cls: type

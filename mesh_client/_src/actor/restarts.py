@@ -91,7 +91,7 @@ def respawn(group: ProcGroup) -> list[int]:
         for pt in points:
             p = shape.ranks[pt.rank]
             sent.append(group.peers[p].request(
-                (ops.SPAWN, record.actor_id, record.name, pt.rank, shape.labels, shape.sizes),
+                (ops.SPAWN, record.actor_id, record.name, pt.rank, shape.labels, shape.sizes, record.sources),
                 record.payload,
                 functools.partial(messages.decode_reply, record.what, group.displays[p])))
             born[p] = group.incarnations[p]

@@ -1,0 +1,45 @@
+"""The controller's source text, for remote tracebacks that show the user's lines.
+
+A class or function of the controller's ``__main__`` (or a notebook cell) travels by value, and
+its file does not exist in the proc (never on Kubernetes; locally it may have changed or gone).
+:mod:`.proc_mesh` gives each spawn the text of the files whose code it pickles (:func:`collect`,
+read through the controller's ``linecache``, so notebook cells work too); the proc server puts
+it in its own ``linecache`` (:func:`register`, from :mod:`mesh_client._src.server.actors`)
+before the actor is built, so a traceback formatted there shows ``File "/path/script.py", line
+N, in endpoint`` with the source line. Once per spawn, never per call.
+"""
+
+from __future__ import annotations
+
+import linecache
+from collections.abc import Iterable, Mapping
+
+#: Files larger than this are not shipped (their frames still name file and line).
+MAX_FILE_CHARS = 1 << 20
+#: All the files of one spawn together stay under this.
+MAX_TOTAL_CHARS = 4 << 20
+
+
+def collect(filenames: Iterable[str]) -> dict[str, str]:
+    """The text of each file, as the controller's ``linecache`` has it (skipping unknown ones)."""
+    out: dict[str, str] = {}
+    total = 0
+    for name in sorted(set(filenames)):
+        if name.startswith("<dynamic-code>"):
+            continue
+        text = "".join(linecache.getlines(name))
+        if not text or len(text) > MAX_FILE_CHARS or total + len(text) > MAX_TOTAL_CHARS:
+            continue
+        out[name] = text
+        total += len(text)
+    return out
+
+
+def register(sources: Mapping[str, str]) -> None:
+    """Make ``linecache`` (and so ``traceback``) find each file's lines in this process.
+
+    The entry has no modification time, so ``linecache.checkcache`` keeps it, also when no file
+    of that name exists here; it is the text the shipped code was compiled from."""
+    for name, text in sources.items():
+        lines = text.splitlines(keepends=True)
+        linecache.cache[name] = (len(text), None, lines, name)
