@@ -19,7 +19,7 @@ from mesh_client._src.actor.endpoint import check_endpoint_kinds, endpoint_names
 from mesh_client._src.actor.options import options
 from mesh_client._src.actor.procs import ProcGroup, SpawnRecord
 from mesh_client._src.actor.shape import MeshTrait, Shape
-from mesh_client._src.runtime import futures, ops, peers
+from mesh_client._src.runtime import futures, offloading, ops, peers
 from mesh_client._src.runtime.futures import Future
 from mesh_client._src.wire import serialization
 
@@ -139,6 +139,14 @@ class ProcMesh(MeshTrait):
         if self._stopped:
             raise RuntimeError(f"`ProcMesh` has already been stopped: cannot respawn on {self!r}; spawn new procs")
         return restarts.respawn(self._group)
+
+    async def reconnect_async(self) -> list[int]:
+        """:meth:`reconnect` for async controllers (the loop serves other tasks meanwhile)."""
+        return await offloading.run_blocking(self.reconnect, name="procmesh-reconnect")
+
+    async def respawn_async(self) -> list[int]:
+        """:meth:`respawn` for async controllers (the loop serves other tasks meanwhile)."""
+        return await offloading.run_blocking(self.respawn, name="procmesh-respawn")
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Stop every proc of this mesh; the future completes once they are gone."""

@@ -22,7 +22,7 @@ from mesh_client._src.actor.shape import Shape
 from mesh_client._src.kubernetes import api as api_mod
 from mesh_client._src.kubernetes import assessing, forwarding, lifetimes, output, reviving
 from mesh_client._src.kubernetes.errors import MeshNotReady
-from mesh_client._src.runtime import peers
+from mesh_client._src.runtime import offloading, peers
 
 DEFAULT_TIMEOUT = 600.0
 
@@ -116,7 +116,7 @@ class KubernetesProcs:
                     f"procs {[self._where(i) for i in waiting]} lost their connection and their pods were not "
                     f"replaced within {self.timeout:.0f} s (restartPolicy {self.restart_policy}); "
                     f"'kubectl describe procmesh {self.name} -n {self.api.namespace}' shows why", "NotRestarted")
-            time.sleep(0.2)
+            offloading.sleep(0.2)
         self.restarts = restarts
         for i, proc in found.items():
             self.uids[i] = uids[i]
@@ -183,7 +183,7 @@ def wait_ready(api: api_mod.KubeApi, name: str, timeout: float, progress: bool |
                     verdict.reason,
                 )
             line.update(f"ProcMesh {api.namespace}/{name}: {verdict.progress}")
-            time.sleep(delay)
+            offloading.sleep(delay)  # cut short when an attach_async's task is cancelled
             delay = min(delay * 1.5, 0.5)
     finally:
         line.end()  # before any traceback, Ctrl-C's included
@@ -273,3 +273,28 @@ def attach(
     mesh = wait_ready(api, name, timeout, progress)
     return connect_mesh(api, mesh, created=False, bootstrap=bootstrap, via_api_server=via_api_server,
                         forward_output=forward_output, timeout=timeout)
+
+
+async def attach_async(
+    name: str,
+    namespace: str | None = None,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    bootstrap: Callable[[], Any] | None = None,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    api_client: Any = None,
+    progress: bool | None = None,
+    via_api_server: bool = False,
+    forward_output: bool | None = None,
+) -> ProcMesh:
+    """:func:`attach` for async controllers: ``mesh = await attach_async("trainer")``.
+
+    The wait runs on a thread of its own, so the event loop serves other tasks meanwhile;
+    cancelling the awaiting task ends the wait (a mesh attached after all is disconnected)."""
+    def blocking() -> ProcMesh:
+        return attach(name, namespace, timeout=timeout, bootstrap=bootstrap, kubeconfig=kubeconfig, context=context,
+                      api_client=api_client, progress=progress, via_api_server=via_api_server,
+                      forward_output=forward_output)
+
+    return await offloading.run_blocking(blocking, name=f"procmesh-attach-{name}", discard=lambda mesh: mesh.stop())
