@@ -74,7 +74,7 @@ def _code(make: Callable[..., types.CodeType], args: tuple[Any, ...], filename: 
     return make(*args).replace(co_filename=filename)
 
 
-class _Pickler(cloudpickle.Pickler):
+class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]  # cloudpickle is untyped
     """cloudpickle's, keeping each by-value code object's file name (and noting it in ``code_files``)."""
 
     def __init__(self, out: io.BytesIO, buffers: list[pickle.PickleBuffer], code_files: set[str] | None) -> None:
