@@ -71,9 +71,16 @@ class ProcMesh(MeshTrait):
             check_endpoint_kinds(Class, names)
         owner = context_mod.context().actor_instance
         actor_id = f"{name}-{uuid.uuid4().hex[:12]}"
-        code_files: set[str] = set()
-        payload = serialization.dumps((Class, args, kwargs, self, context_mod.Creator(owner.name, owner.display)), code_files)
-        texts = sources.collect(code_files)  # for the remote tracebacks' lines
+        creator = context_mod.Creator(owner.name, owner.display)
+
+        def encode() -> tuple[list[bytes | memoryview], dict[str, str]]:
+            """The spawn's payload, and the text of the files of its by-value code (for the remote
+            tracebacks' lines); again at a respawn, when this mesh pickles its procs' new addresses."""
+            code_files: set[str] = set()
+            payload = serialization.dumps((Class, args, kwargs, self, creator), code_files)
+            return payload, sources.collect(code_files)
+
+        payload, texts = encode()
         group, shape = self._group, self._shape
         what = f"__init__ of {Class.__qualname__} ({name!r})"
         futs = [
@@ -87,8 +94,7 @@ class ProcMesh(MeshTrait):
         spawned = gather(futs, lambda values: None, fail_fast=peers.is_lost)
         group.born[actor_id] = list(group.incarnations)
         if group.owner is not None:  # the process that made the procs may respawn after a restart
-            group.spawns[actor_id] = SpawnRecord(actor_id, name, payload, texts, what, shape, Class, owner.actor_id,
-                                                 owner.display)
+            group.spawns[actor_id] = SpawnRecord(actor_id, name, encode, what, shape, Class, owner.actor_id, owner.display)
         watching.watch(group, shape, actor_id, name, Class, owner.actor_id, owner.display)
         if options.spawn_waits:
             spawned.get()

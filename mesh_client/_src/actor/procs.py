@@ -50,8 +50,9 @@ class SpawnRecord:
 
     actor_id: str
     name: str
-    payload: list[bytes | memoryview]  # the pickled (class, args, kwargs, mesh, creator)
-    sources: dict[str, str]  # the controller's files of its by-value code (:mod:`.sources`)
+    # The pickled (class, args, kwargs, mesh, creator), made again (the same objects, the mesh
+    # with its procs' current addresses), and the text of the files of its by-value code.
+    encode: Callable[[], tuple[list[bytes | memoryview], dict[str, str]]]
     what: str  # "__init__ of Class ('name')", for errors
     shape: Shape  # the actor mesh's shape: its points and the group's procs under them
     cls: type

@@ -12,7 +12,8 @@ again (the actors start from their ``__init__``: their state is lost).
 
 An actor handle whose proc restarted after its spawn fails its calls at once with the words of
 :func:`gone_message` (:mod:`.actor_mesh` compares ``ProcGroup.born`` with its incarnations),
-never by reaching a proc that does not know it. :mod:`.proc_mesh` offers both as ``ProcMesh.reconnect`` and ``respawn``.
+never by reaching a proc that does not know it. :mod:`.proc_mesh` offers both as
+``ProcMesh.reconnect`` and ``ProcMesh.respawn``.
 """
 
 from __future__ import annotations
@@ -81,23 +82,26 @@ def respawn(group: ProcGroup) -> list[int]:
     """:func:`reconnect`, then every recorded spawn again on the procs restarted since it.
 
     The same actor ids, so existing handles reach the new actors; each ``__init__`` runs again
-    with the arguments of the first spawn; the first that raises is raised here.
+    with the arguments of the first spawn (the same objects, pickled again: the mesh they get
+    has its procs' new addresses); the first that raises is raised here.
     """
     restarted = reconnect(group)
     sent: list[futures.Future[Any]] = []
     for record in list(group.spawns.values()):
         born, shape = group.born[record.actor_id], record.shape
         points = [pt for pt in shape.points() if born[shape.ranks[pt.rank]] != group.incarnations[shape.ranks[pt.rank]]]
+        if not points:
+            continue
+        payload, texts = record.encode()
         for pt in points:
             p = shape.ranks[pt.rank]
             sent.append(group.peers[p].request(
-                (ops.SPAWN, record.actor_id, record.name, pt.rank, shape.labels, shape.sizes, record.sources),
-                record.payload,
+                (ops.SPAWN, record.actor_id, record.name, pt.rank, shape.labels, shape.sizes, texts),
+                payload,
                 functools.partial(messages.decode_reply, record.what, group.displays[p])))
             born[p] = group.incarnations[p]
-        if points:
-            watching.watch(group, shape, record.actor_id, record.name, record.cls, record.owner_id,
-                           record.creator, only=[pt.rank for pt in points])
+        watching.watch(group, shape, record.actor_id, record.name, record.cls, record.owner_id, record.creator,
+                       only=[pt.rank for pt in points])
     for fut in sent:
         fut.get()
     return restarted
