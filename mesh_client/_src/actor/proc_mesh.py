@@ -21,7 +21,6 @@ from mesh_client._src.actor.procs import ProcGroup, SpawnRecord
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.runtime import futures, offloading, ops, peers
 from mesh_client._src.runtime.futures import Future
-from mesh_client._src.wire import serialization
 
 T = TypeVar("T", bound=Actor)
 R = TypeVar("R")
@@ -76,9 +75,7 @@ class ProcMesh(MeshTrait):
         def encode() -> tuple[list[bytes | memoryview], dict[str, str]]:
             """The spawn's payload, and the text of the files of its by-value code (for the remote
             tracebacks' lines); again at a respawn, when this mesh pickles its procs' new addresses."""
-            code_files: set[str] = set()
-            payload = serialization.dumps((Class, args, kwargs, self, creator), code_files)
-            return payload, sources.collect(code_files)
+            return sources.dumps_with_sources((Class, args, kwargs, self, creator))
 
         payload, texts = encode()
         group, shape = self._group, self._shape
@@ -130,7 +127,9 @@ class ProcMesh(MeshTrait):
         each dead one's place. Either way it connects, runs the mesh's ``bootstrap`` in each
         restarted proc, and returns their ranks (in the root mesh). Then spawn your actors
         again, or call :meth:`respawn` instead. Old actor handles on restarted procs keep
-        failing at once ("was restarted ... re-spawn your actors") until re-spawned.
+        failing at once ("was restarted ... re-spawn your actors") until re-spawned. Call it
+        once a failure was seen: a proc whose death this client has not noticed yet (no call
+        failed, no connection dropped) and whose pod was not replaced yet is not waited for.
         """
         if self._stopped:
             raise RuntimeError(f"`ProcMesh` has already been stopped: cannot reconnect {self!r}; spawn new procs")
@@ -190,10 +189,10 @@ class ProcMesh(MeshTrait):
 
 
 def _run_everywhere(group: ProcGroup, shape: Shape, fn: Callable[[], Any]) -> Future[list[Any]]:
-    payload = serialization.dumps(fn)
+    payload, texts = sources.dumps_with_sources(fn)
     futs = [
         group.peers[p].request(
-            (ops.BOOTSTRAP,),
+            (ops.BOOTSTRAP, texts),
             payload,
             functools.partial(messages.decode_reply, f"bootstrap {getattr(fn, '__qualname__', fn)!r}", group.displays[p]),
         )

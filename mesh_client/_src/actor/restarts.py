@@ -21,10 +21,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from mesh_client._src.actor import messages, watching
+from mesh_client._src.actor import messages, sources, watching
 from mesh_client._src.actor.procs import ProcGroup, RevivingOwner
 from mesh_client._src.runtime import futures, ops
-from mesh_client._src.wire import serialization
 
 #: What a program does after a restart, said in every error about one.
 WAY_ON = ("re-spawn your actors: mesh.respawn() reconnects and spawns them again (same class and "
@@ -70,8 +69,8 @@ def reconnect(group: ProcGroup) -> list[int]:
         group.peers[index].connect()
     restarted = sorted(i for i, proc in revived.items() if proc.restarted)
     if group.bootstrap is not None and restarted:
-        payload = serialization.dumps(group.bootstrap)
-        waits = [group.peers[i].request((ops.BOOTSTRAP,), payload, functools.partial(
+        payload, texts = sources.dumps_with_sources(group.bootstrap)
+        waits = [group.peers[i].request((ops.BOOTSTRAP, texts), payload, functools.partial(
             messages.decode_reply, "bootstrap after a restart", group.displays[i])) for i in restarted]
         for fut in waits:
             fut.get()

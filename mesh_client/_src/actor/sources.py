@@ -2,17 +2,20 @@
 
 A class or function of the controller's ``__main__`` (or a notebook cell) travels by value, and
 its file does not exist in the proc (never on Kubernetes; locally it may have changed or gone).
-:mod:`.proc_mesh` gives each spawn the text of the files whose code it pickles (:func:`collect`,
-read through the controller's ``linecache``, so notebook cells work too); the proc server puts
-it in its own ``linecache`` (:func:`register`, from :mod:`mesh_client._src.server.actors`)
-before the actor is built, so a traceback formatted there shows ``File "/path/script.py", line
-N, in endpoint`` with the source line. Once per spawn, never per call.
+:mod:`.proc_mesh` gives each spawn (and each ``run``/bootstrap) the text of the files whose code
+it pickles (:func:`dumps_with_sources`, read through the controller's ``linecache``, so notebook
+cells work too); the proc server puts it in its own ``linecache`` (:func:`register`, from
+:mod:`mesh_client._src.server.actors` and ``dispatch``) before the code runs, so a traceback formatted there shows ``File "/path/script.py", line
+N, in endpoint`` with the source line. Once per spawn or run, never per endpoint call.
 """
 
 from __future__ import annotations
 
 import linecache
 from collections.abc import Iterable, Mapping
+from typing import Any
+
+from mesh_client._src.wire import serialization
 
 #: Files larger than this are not shipped (their frames still name file and line).
 MAX_FILE_CHARS = 1 << 20
@@ -33,6 +36,13 @@ def collect(filenames: Iterable[str]) -> dict[str, str]:
         out[name] = text
         total += len(text)
     return out
+
+
+def dumps_with_sources(obj: Any) -> tuple[list[bytes | memoryview], dict[str, str]]:
+    """``serialization.dumps(obj)``, and the text of the files of the code it pickled by value."""
+    code_files: set[str] = set()
+    payload = serialization.dumps(obj, code_files)
+    return payload, collect(code_files)
 
 
 def register(sources: Mapping[str, str]) -> None:

@@ -74,3 +74,31 @@ def test_after_a_restart_reconnect_and_respawn(kube, custom, namespace, operator
     assert mesh.respawn() == [1]
     assert second.echo.call_one(4).get(timeout=60) == 4
     mesh.stop().get()
+
+
+def test_restart_mesh_brings_every_proc_back(kube, custom, namespace, operator, faults):
+    create_mesh(custom, namespace, "whole", hosts=1, perHost=[{"name": "gpus", "size": 2}],
+                restartPolicy="RestartMesh", maxRestarts=1)
+    mesh = attach("whole", namespace, api_client=kube, timeout=120)
+    rec = mesh.spawn("rec", Recorder)
+    assert list(rec.record.call("a").get().values()) == [1, 1]
+    kill(mesh, 0)
+    with pytest.raises(SupervisionError, match="restartPolicy RestartMesh"):
+        rec.slice(hosts=0, gpus=0).echo.call_one(1).get(timeout=60)
+    assert mesh.respawn() == [0, 1]  # waits for the whole mesh's new pods, then spawns on both
+    assert list(rec.record.call("b").get().values()) == [1, 1]  # fresh everywhere
+    mesh.stop().get()
+
+
+def test_a_never_policy_says_so_and_reconnect_raises_the_cause(kube, custom, namespace, operator, faults):
+    from mesh_client.kubernetes import MeshNotReady
+
+    create_mesh(custom, namespace, "once", hosts=1, perHost=[{"name": "gpus", "size": 1}], restartPolicy="Never")
+    mesh = attach("once", namespace, api_client=kube, timeout=120)
+    rec = mesh.spawn("rec", Recorder)
+    kill(mesh, 0)
+    with pytest.raises(SupervisionError, match=r"restartPolicy Never: the operator does not restart it"):
+        rec.echo.call_one(1).get(timeout=60)
+    with pytest.raises(MeshNotReady, match="ProcFailed"):
+        mesh.reconnect()
+    mesh.stop().get()
