@@ -32,10 +32,14 @@ WAY_ON = ("re-spawn your actors: mesh.respawn() reconnects and spawns them again
 
 def _owner(group: ProcGroup) -> RevivingOwner:
     owner = group.owner
-    if owner is None or not hasattr(owner, "revive"):
+    if owner is None:
         raise RuntimeError(
-            f"{group!r} cannot reconnect here: only the program that spawned or attached the mesh "
-            f"can (this is a reference received from elsewhere, or a backend that restarts nothing)")
+            f"{group!r} cannot be reconnected here: this is a reference received from another process; "
+            f"only the program that spawned or attached the mesh can reconnect or respawn it")
+    if not hasattr(owner, "revive"):
+        raise RuntimeError(
+            f"{group!r} cannot be reconnected: its backend ({type(owner).__name__}, e.g. procs spawned on "
+            f"attach_to_workers hosts) cannot bring procs back; spawn_procs again for new procs")
     return owner  # type: ignore[return-value]  # checked by hasattr: a RevivingOwner
 
 

@@ -5,10 +5,12 @@ Aspects: the failed call says the local backend restarts no proc by itself and n
 bootstrap runs again), after which old handles on it fail at once naming the restart, survivors
 keep their actors and state, and actors spawned anew answer; ``respawn()`` also spawns every actor
 mesh again with the same class and arguments, so the old handles answer again (fresh state on the
-restarted proc only); a stopped actor mesh is not respawned.
+restarted proc only); a stopped actor mesh is not respawned; a mesh reference received from
+elsewhere refuses to reconnect, saying who can.
 """
 
 import os
+import pickle
 import signal
 
 import pytest
@@ -51,6 +53,9 @@ def test_reconnect_starts_the_dead_proc_again_and_old_handles_name_the_restart(f
         assert new_pid != dead
         assert fresh.item(gpus=1)["env"]["TEST_BOOTSTRAPPED"] == str(new_pid)  # bootstrap ran again
         assert mesh.reconnect() == []  # nothing more to bring back
+        elsewhere = pickle.loads(pickle.dumps(mesh))  # as an actor in another proc would get it
+        with pytest.raises(RuntimeError, match="a reference received from another process"):
+            elsewhere.reconnect()
 
 
 def test_respawn_brings_the_old_handles_back(faults):
