@@ -140,7 +140,8 @@ class ProcMesh(MeshTrait):
         restarted proc, with the same name, class and arguments (the first spawn's, kept by
         this client), so the handles you hold work again. The actors start afresh: what they
         held is lost, and their ``__init__`` runs again (the first that raises is raised here).
-        Returns the restarted procs' ranks."""
+        Returns the restarted procs' ranks. Like :meth:`reconnect`, it acts on the whole root
+        mesh a slice comes from."""
         if self._stopped:
             raise RuntimeError(f"`ProcMesh` has already been stopped: cannot respawn on {self!r}; spawn new procs")
         return restarts.respawn(self._group)
