@@ -22,6 +22,10 @@ if TYPE_CHECKING:  # asyncio is imported where used: only async programs pay for
 
 R = TypeVar("R")
 
+#: How long a cancelled call's thread may take to clean up before the cancellation goes on (it
+#: wakes at once from :func:`sleep`; only an API call in flight keeps it longer).
+CANCEL_GRACE_SECONDS = 5.0
+
 _state = threading.local()  # .cancel: the Event of the async call this thread runs, if any
 
 
@@ -55,11 +59,15 @@ async def run_blocking(fn: Callable[[], R], *, name: str, discard: Callable[[R],
             if error is None:
                 _discard(discard, value)
 
-    threading.Thread(target=work, name=name, daemon=True).start()
+    thread = threading.Thread(target=work, name=name, daemon=True)
+    thread.start()
     try:
         return await done
     except asyncio.CancelledError:
         cancel.set()
+        # Let the thread finish its cleanup (end the progress line, delete the mesh it made)
+        # before the cancellation goes on: what it prints then comes before a Ctrl-C traceback.
+        thread.join(CANCEL_GRACE_SECONDS)
         raise
 
 

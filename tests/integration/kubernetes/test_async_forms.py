@@ -4,8 +4,8 @@ control plane and operator.
 Aspects: ``attach_async`` and ``KubernetesHostMesh.spawn_procs_async`` are awaited while another
 task of the loop keeps running, and give working meshes; cancelling a ``spawn_procs_async``
 whose mesh cannot be placed ends its wait and deletes the ProcMesh; the progress line that
-``attach`` draws on stderr ends with a newline before the traceback of a Ctrl-C (SIGINT) and of
-a timeout, so the traceback starts on a line of its own.
+``attach`` (and ``attach_async``) draws on stderr ends with a newline before the traceback of a
+Ctrl-C (SIGINT) and of a timeout, so the traceback starts on a line of its own.
 """
 
 from __future__ import annotations
@@ -79,20 +79,27 @@ from mesh_client.kubernetes import attach
 attach("pending", {namespace!r}, kubeconfig={kubeconfig!r}, timeout={timeout}, progress=True)
 """
 
+ATTACH_ASYNC = """
+import asyncio
+from mesh_client.kubernetes import attach_async
+asyncio.run(attach_async("pending", {namespace!r}, kubeconfig={kubeconfig!r}, timeout={timeout}, progress=True))
+"""
+
 
 def read(path) -> str:
     return path.read_bytes().decode()  # read_text() would turn the progress line's "\r" into "\n"
 
 
-@pytest.mark.parametrize("how", ["sigint", "timeout"])
+@pytest.mark.parametrize("how", ["sigint", "timeout", "sigint-async"])
 def test_the_progress_line_ends_before_a_traceback(cluster, custom, namespace, operator, tmp_path, how):
     create_mesh(custom, namespace, "pending", hosts=1, perHost=[{"name": "gpus", "size": 1}], template=NOWHERE)
-    code = ATTACH.format(namespace=namespace, kubeconfig=str(cluster.kubeconfig), timeout=600 if how == "sigint" else 3)
+    code = (ATTACH_ASYNC if how.endswith("async") else ATTACH).format(
+        namespace=namespace, kubeconfig=str(cluster.kubeconfig), timeout=3 if how == "timeout" else 600)
     err = tmp_path / "stderr"
     with err.open("w") as sink:
         proc = subprocess.Popen([sys.executable, "-c", code], stderr=sink, env=env(), cwd=str(ROOT))
         try:
-            if how == "sigint":
+            if how.startswith("sigint"):
                 testing.wait_for(lambda: f"\rProcMesh {namespace}/pending:" in read(err) or proc.poll() is not None,
                                  "the progress line")
                 assert proc.poll() is None, read(err)
@@ -101,6 +108,6 @@ def test_the_progress_line_ends_before_a_traceback(cluster, custom, namespace, o
         finally:
             proc.kill()
     text = read(err)
-    assert ("KeyboardInterrupt" if how == "sigint" else "MeshNotReady: ProcMesh") in text, text
+    assert ("KeyboardInterrupt" if how.startswith("sigint") else "MeshNotReady: ProcMesh") in text, text
     before, _, _ = text.partition("Traceback (most recent call last):")
     assert f"\rProcMesh {namespace}/pending:" in before and before.endswith("\n"), repr(text[:400])
