@@ -28,6 +28,8 @@ from mesh_client._src.runtime import ops, peers
 
 START_TIMEOUT = float(os.environ.get("PROCMESH_START_TIMEOUT", "120"))
 STOP_TIMEOUT = 5.0
+#: How long ``revive`` waits for the exit status of a proc whose connection dropped.
+LOST_EXIT_SECONDS = 5.0
 
 #: What a failed call on a dead local proc adds: the way on (the local backend restarts nothing).
 NO_RESTARTS = f"the local backend restarts no proc by itself: {restarts.WAY_ON} (either starts a new proc in its place)"
@@ -97,6 +99,12 @@ class LocalProcs:
     def revive(self, indices: Sequence[int]) -> Mapping[int, Revived]:
         """A new process in place of each dead one of ``indices``; a live one whose connection
         dropped is reached again where it is."""
+        for i in indices:  # a lost proc's exit status may lag its connection (the zygote reports it)
+            if i < len(self._peers) and self._peers[i].lost:
+                try:
+                    self.processes[i].wait(timeout=LOST_EXIT_SECONDS)
+                except subprocess.TimeoutExpired:
+                    pass  # alive after all: reached again at its address
         dead = [i for i in indices if self.processes[i].poll() is not None]
         out = {i: Revived(self.addresses[i], False) for i in indices
                if i not in dead and i < len(self._peers) and self._peers[i].lost}
