@@ -82,7 +82,7 @@ class ProcMesh(MeshTrait):
         what = f"__init__ of {Class.__qualname__} ({name!r})"
         futs = [
             group.peers[p].request(
-                (ops.SPAWN, actor_id, name, i, shape.labels, shape.sizes, texts),
+                (ops.SPAWN, actor_id, name, i, shape.labels, shape.sizes, sources.not_yet_sent(group.peers[p], texts)),
                 payload,
                 functools.partial(messages.decode_reply, what, group.displays[p]),
             )
@@ -193,7 +193,7 @@ def _run_everywhere(group: ProcGroup, shape: Shape, fn: Callable[[], Any]) -> Fu
     payload, texts = sources.dumps_with_sources(fn)
     futs = [
         group.peers[p].request(
-            (ops.BOOTSTRAP, texts),
+            (ops.BOOTSTRAP, sources.not_yet_sent(group.peers[p], texts)),
             payload,
             functools.partial(messages.decode_reply, f"bootstrap {getattr(fn, '__qualname__', fn)!r}", group.displays[p]),
         )

@@ -74,7 +74,7 @@ def reconnect(group: ProcGroup) -> list[int]:
     restarted = sorted(i for i, proc in revived.items() if proc.restarted)
     if group.bootstrap is not None and restarted:
         payload, texts = sources.dumps_with_sources(group.bootstrap)
-        waits = [group.peers[i].request((ops.BOOTSTRAP, texts), payload, functools.partial(
+        waits = [group.peers[i].request((ops.BOOTSTRAP, sources.not_yet_sent(group.peers[i], texts)), payload, functools.partial(
             messages.decode_reply, "bootstrap after a restart", group.displays[i])) for i in restarted]
         for fut in waits:
             fut.get()
@@ -99,7 +99,8 @@ def respawn(group: ProcGroup) -> list[int]:
         for pt in points:
             p = shape.ranks[pt.rank]
             sent.append(group.peers[p].request(
-                (ops.SPAWN, record.actor_id, record.name, pt.rank, shape.labels, shape.sizes, texts),
+                (ops.SPAWN, record.actor_id, record.name, pt.rank, shape.labels, shape.sizes,
+                 sources.not_yet_sent(group.peers[p], texts)),
                 payload,
                 functools.partial(messages.decode_reply, record.what, group.displays[p])))
             born[p] = group.incarnations[p]

@@ -6,12 +6,15 @@ its file does not exist in the proc (never on Kubernetes; locally it may have ch
 it pickles (:func:`dumps_with_sources`, read through the controller's ``linecache``, so notebook
 cells work too); the proc server puts it in its own ``linecache`` (:func:`register`, from
 :mod:`mesh_client._src.server.actors` and ``dispatch``) before the code runs, so a traceback formatted there shows ``File "/path/script.py", line
-N, in endpoint`` with the source line. Once per spawn or run, never per endpoint call.
+N, in endpoint`` with the source line. Each text travels once per connection (:func:`not_yet_sent`: a
+new proc after a restart gets it again), never with endpoint calls.
 """
 
 from __future__ import annotations
 
 import linecache
+import threading
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -43,6 +46,21 @@ def dumps_with_sources(obj: Any) -> tuple[list[bytes | memoryview], dict[str, st
     code_files: set[str] = set()
     payload = serialization.dumps(obj, code_files)
     return payload, collect(code_files)
+
+
+_sent: weakref.WeakKeyDictionary[object, set[tuple[str, int]]] = weakref.WeakKeyDictionary()
+_sent_lock = threading.Lock()
+
+
+def not_yet_sent(connection: object, texts: Mapping[str, str]) -> dict[str, str]:
+    """The part of ``texts`` not sent over ``connection`` (a peer) before; noted as sent now."""
+    if not texts:
+        return {}
+    with _sent_lock:
+        sent = _sent.setdefault(connection, set())
+        out = {name: text for name, text in texts.items() if (name, hash(text)) not in sent}
+        sent.update((name, hash(text)) for name, text in out.items())
+    return out
 
 
 def register(sources: Mapping[str, str]) -> None:

@@ -3,8 +3,9 @@ another process's linecache so tracebacks there show the lines.
 
 Aspects: ``collect`` reads files through linecache (a real file, and an entry only linecache
 knows, as a notebook cell is) and skips unknown names, ``<dynamic-code>`` and files past the size
-bound; after ``register`` a traceback of code compiled under a file name that does not exist
-shows its source line, also after ``linecache.checkcache``.
+bound; each text goes once per connection (again when it changed); after ``register`` a
+traceback of code compiled under a file name that does not exist shows its source line, also
+after ``linecache.checkcache``.
 """
 
 import linecache
@@ -35,3 +36,15 @@ def test_registered_text_shows_in_tracebacks_of_a_file_that_does_not_exist():
     except KeyError as exc:
         shown = "".join(traceback.format_exception(exc))
     assert f'File "{name}", line 2, in f\n    raise KeyError(\'from the script\')' in shown
+
+
+def test_each_text_goes_once_per_connection():
+    class Connection:
+        pass
+
+    first, second = Connection(), Connection()
+    texts = {"/a.py": "a = 1\n", "/b.py": "b = 2\n"}
+    assert sources.not_yet_sent(first, texts) == texts
+    assert sources.not_yet_sent(first, texts) == {}
+    assert sources.not_yet_sent(first, {"/a.py": "a = 3\n"}) == {"/a.py": "a = 3\n"}  # changed: again
+    assert sources.not_yet_sent(second, texts) == texts  # another connection (a restarted proc's)
