@@ -3,11 +3,12 @@
     from mesh_client.kubernetes import KubernetesHostMesh, attach
 
     trainer = attach("trainer", namespace="rl")                 # an existing ProcMesh
+    trainer = await attach_async("trainer", namespace="rl")     # the same, in an async controller
     hosts = KubernetesHostMesh(hosts=1, namespace="rl")
     policy = hosts.spawn_procs(per_host={"gpus": 2}, gpus=[0, 1], memory_fraction=0.3)
 """
 
-from mesh_client._src.kubernetes.attaching import attach
+from mesh_client._src.kubernetes.attaching import attach, attach_async
 from mesh_client._src.kubernetes.errors import (
     KubernetesMeshError,
     MeshAccessDenied,
@@ -21,4 +22,5 @@ for _error in (KubernetesMeshError, MeshAccessDenied, MeshNotFound, MeshNotReady
     _error.__module__ = __name__
 del _error
 
-__all__ = ["KubernetesHostMesh", "KubernetesMeshError", "MeshAccessDenied", "MeshNotFound", "MeshNotReady", "attach"]
+__all__ = ["KubernetesHostMesh", "KubernetesMeshError", "MeshAccessDenied", "MeshNotFound", "MeshNotReady", "attach",
+           "attach_async"]

@@ -13,9 +13,9 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, cast
 
-from mesh_client._src.actor import messages
+from mesh_client._src.actor import messages, restarts
 from mesh_client._src.actor.endpoint import Propagator, check_propagate
-from mesh_client._src.actor.errors import NotAnEndpoint
+from mesh_client._src.actor.errors import NotAnEndpoint, SupervisionError
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.actor.value_mesh import ValueMesh
@@ -117,6 +117,7 @@ class ActorMesh(MeshTrait, Generic[T]):
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Stop these actors (their ``__cleanup__`` runs); the procs stay."""
+        self._group.spawns.pop(self._actor_id, None)  # nothing to respawn after a restart
         futs = [
             self._group.peers[p].request(
                 (ops.STOP_ACTOR, self._actor_id, reason),
@@ -145,9 +146,16 @@ class ActorEndpoint(Generic[R]):
         mesh = self._mesh
         shape, group = mesh._shape, mesh._group
         payload = serialization.dumps((args, kwargs))
-        futs = []
+        futs: list[Future[Any]] = []
+        born = group.born.get(mesh._actor_id)
         for i in indices:
             p = shape.ranks[i]
+            if born is not None and born[p] != group.incarnations[p]:  # its actor died with the old proc
+                error = SupervisionError(f"{messages.endpoint_call(self._what)} failed: {restarts.gone_message(group, p, mesh._name)}")
+                fut: Future[Any] = Future(functools.partial(_raise, error))
+                fut.set_raw((peers.LOST, str(error), None))  # lost, so a gather fails fast on it
+                futs.append(fut)
+                continue
             futs.append(
                 group.peers[p].request(
                     (ops.CALL, mesh._actor_id, self._method, i, shape.labels, shape.sizes),
@@ -193,6 +201,10 @@ class ActorEndpoint(Generic[R]):
             f"{self._mesh._name}.{self._method} is an endpoint of a remote actor mesh; "
             f"use .call(...), .call_one(...), .choose(...), .stream(...) or .broadcast(...)"
         )
+
+
+def _raise(error: BaseException, raw: object) -> Any:
+    raise error
 
 
 class NotAnEndpointRef:

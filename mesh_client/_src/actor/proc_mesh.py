@@ -12,16 +12,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast, overload
 
 from mesh_client._src.actor import context as context_mod
-from mesh_client._src.actor import messages, watching
+from mesh_client._src.actor import messages, restarts, sources, watching
 from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.actor_mesh import ActorMesh, gather
 from mesh_client._src.actor.endpoint import check_endpoint_kinds, endpoint_names, plain_method_names
 from mesh_client._src.actor.options import options
-from mesh_client._src.actor.procs import ProcGroup
+from mesh_client._src.actor.procs import ProcGroup, SpawnRecord
 from mesh_client._src.actor.shape import MeshTrait, Shape
-from mesh_client._src.runtime import futures, ops, peers
+from mesh_client._src.runtime import futures, offloading, ops, peers
 from mesh_client._src.runtime.futures import Future
-from mesh_client._src.wire import serialization
 
 T = TypeVar("T", bound=Actor)
 R = TypeVar("R")
@@ -71,18 +70,28 @@ class ProcMesh(MeshTrait):
             check_endpoint_kinds(Class, names)
         owner = context_mod.context().actor_instance
         actor_id = f"{name}-{uuid.uuid4().hex[:12]}"
-        payload = serialization.dumps((Class, args, kwargs, self, context_mod.Creator(owner.name, owner.display)))
+        creator = context_mod.Creator(owner.name, owner.display)
+
+        def encode() -> tuple[list[bytes | memoryview], dict[str, str]]:
+            """The spawn's payload, and the text of the files of its by-value code (for the remote
+            tracebacks' lines); again at a respawn, when this mesh pickles its procs' new addresses."""
+            return sources.dumps_with_sources((Class, args, kwargs, self, creator))
+
+        payload, texts = encode()
         group, shape = self._group, self._shape
         what = f"__init__ of {Class.__qualname__} ({name!r})"
         futs = [
             group.peers[p].request(
-                (ops.SPAWN, actor_id, name, i, shape.labels, shape.sizes),
+                (ops.SPAWN, actor_id, name, i, shape.labels, shape.sizes, sources.not_yet_sent(group.peers[p], texts)),
                 payload,
                 functools.partial(messages.decode_reply, what, group.displays[p]),
             )
             for i, p in enumerate(shape.ranks)
         ]
         spawned = gather(futs, lambda values: None, fail_fast=peers.is_lost)
+        group.born[actor_id] = list(group.incarnations)
+        if group.owner is not None:  # the process that made the procs may respawn after a restart
+            group.spawns[actor_id] = SpawnRecord(actor_id, name, encode, what, shape, Class, owner.actor_id, owner.display)
         watching.watch(group, shape, actor_id, name, Class, owner.actor_id, owner.display)
         if options.spawn_waits:
             spawned.get()
@@ -108,6 +117,42 @@ class ProcMesh(MeshTrait):
         """Run ``fn`` in every proc (as ``bootstrap`` does; a coroutine is awaited there); gives
         the list of results."""
         return _run_everywhere(self._group, self._shape, fn)
+
+    def reconnect(self) -> list[int]:
+        """Reach the procs that were restarted (or lost) since they were spawned or attached.
+
+        After a proc dies, its actors are gone and calls to them fail, naming the restart. On
+        Kubernetes the operator restarts it per ``restartPolicy``: this waits until the mesh is
+        Ready again. Locally nothing restarts a proc by itself: this starts a new process in
+        each dead one's place. Either way it connects, runs the mesh's ``bootstrap`` in each
+        restarted proc, and returns their ranks (in the root mesh). Then spawn your actors
+        again, or call :meth:`respawn` instead. Old actor handles on restarted procs keep
+        failing at once ("was restarted ... re-spawn your actors") until re-spawned. Call it
+        once a failure was seen: a proc whose death this client has not noticed yet (no call
+        failed, no connection dropped) and whose pod was not replaced yet is not waited for.
+        """
+        if self._stopped:
+            raise RuntimeError(f"`ProcMesh` has already been stopped: cannot reconnect {self!r}; spawn new procs")
+        return restarts.reconnect(self._group)
+
+    def respawn(self) -> list[int]:
+        """:meth:`reconnect`, then spawn every actor mesh spawned on these procs again, in each
+        restarted proc, with the same name, class and arguments (the first spawn's, kept by
+        this client), so the handles you hold work again. The actors start afresh: what they
+        held is lost, and their ``__init__`` runs again (the first that raises is raised here).
+        Returns the restarted procs' ranks. Like :meth:`reconnect`, it acts on the whole root
+        mesh a slice comes from."""
+        if self._stopped:
+            raise RuntimeError(f"`ProcMesh` has already been stopped: cannot respawn on {self!r}; spawn new procs")
+        return restarts.respawn(self._group)
+
+    async def reconnect_async(self) -> list[int]:
+        """:meth:`reconnect` for async controllers (the loop serves other tasks meanwhile)."""
+        return await offloading.run_blocking(self.reconnect, name="procmesh-reconnect")
+
+    async def respawn_async(self) -> list[int]:
+        """:meth:`respawn` for async controllers (the loop serves other tasks meanwhile)."""
+        return await offloading.run_blocking(self.respawn, name="procmesh-respawn")
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Stop every proc of this mesh; the future completes once they are gone."""
@@ -145,10 +190,10 @@ class ProcMesh(MeshTrait):
 
 
 def _run_everywhere(group: ProcGroup, shape: Shape, fn: Callable[[], Any]) -> Future[list[Any]]:
-    payload = serialization.dumps(fn)
+    payload, texts = sources.dumps_with_sources(fn)
     futs = [
         group.peers[p].request(
-            (ops.BOOTSTRAP,),
+            (ops.BOOTSTRAP, sources.not_yet_sent(group.peers[p], texts)),
             payload,
             functools.partial(messages.decode_reply, f"bootstrap {getattr(fn, '__qualname__', fn)!r}", group.displays[p]),
         )

@@ -1,15 +1,19 @@
 """The procs behind one root proc mesh: their addresses, the mesh token and their names.
 
 A :class:`ProcGroup` pickles as plain data, so meshes sent to another proc reconnect there; the
-backend that started the procs (``owner``) stays with the process that owns them.
+backend that started the procs (``owner``), the bootstrap and the record of spawns (what
+:mod:`.restarts` needs to reconnect and re-spawn after a proc restart) stay with the process
+that owns them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from mesh_client._src.actor.shape import Shape
 from mesh_client._src.runtime import channel, peers
 
 
@@ -17,6 +21,43 @@ class ProcOwner(Protocol):
     """What a backend offers for the procs it started."""
 
     def stop(self, indices: Sequence[int], reason: str) -> None: ...
+
+
+class RevivingOwner(ProcOwner, Protocol):
+    """A backend that can bring procs back after they died (``ProcMesh.reconnect``)."""
+
+    def revive(self, indices: Sequence[int]) -> Mapping[int, Revived]:
+        """Bring back procs ``indices`` (lost, or restarted behind our back): where each serves
+        now, and whether it is a new process (its actors gone). Raises when one cannot be."""
+        ...
+
+    def restart_note(self, index: int) -> str | None:
+        """Why proc ``index``'s old actors are gone ("restart 1 of at most 2"), if known."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Revived:
+    """One proc after :meth:`ProcOwner.revive`: its address, and whether it is a new process."""
+
+    address: tuple[str, int]
+    restarted: bool
+
+
+@dataclasses.dataclass
+class SpawnRecord:
+    """One ``spawn`` on this group: enough to send it again to a restarted proc (``respawn``)."""
+
+    actor_id: str
+    name: str
+    # The pickled (class, args, kwargs, mesh, creator), made again (the same objects, the mesh
+    # with its procs' current addresses), and the text of the files of its by-value code.
+    encode: Callable[[], tuple[list[bytes | memoryview], dict[str, str]]]
+    what: str  # "__init__ of Class ('name')", for errors
+    shape: Shape  # the actor mesh's shape: its points and the group's procs under them
+    cls: type
+    owner_id: str
+    creator: str
 
 
 class ProcGroup:
@@ -38,10 +79,33 @@ class ProcGroup:
         self.owner = owner
         self.run_id = f"{name}-{uuid.uuid4().hex[:12]}"  # names one run of this group's procs
         self.stopping: set[int] = set()  # procs being stopped on purpose: their loss is no failure
+        # How often each proc was replaced by a new process that this group reconnected to
+        # (:mod:`.restarts`); an actor spawned on an older incarnation is gone.
+        self.incarnations = [0] * len(self.addresses)
+        self.bootstrap: Callable[[], Any] | None = None  # run again in every restarted proc
+        self.spawns: dict[str, SpawnRecord] = {}  # actor id -> its spawn, for respawn
+        self.born: dict[str, list[int]] = {}  # actor id -> the incarnation of each proc at spawn
+        self._opener = opener
         if opener is None:
             self.peers = [peers.get_peer(a, token, display) for a, display in zip(self.addresses, self.displays)]
         else:  # private peers: another mesh object in this process may reach the procs directly
             self.peers = [peers.Peer(a, token, display, opener) for a, display in zip(self.addresses, self.displays)]
+
+    def replace_peer(self, index: int, address: tuple[str, int], restarted: bool) -> None:
+        """Reach proc ``index`` at ``address`` over a fresh connection (the old one is lost)."""
+        old = self.peers[index]
+        old.close()
+        peers.forget_peer(old)
+        self.addresses[index] = (str(address[0]), int(address[1]))
+        display = self.displays[index]
+        if self._opener is None:
+            peer = peers.get_peer(self.addresses[index], self.token, display)
+        else:
+            peer = peers.Peer(self.addresses[index], self.token, display, self._opener)
+        peer.explain_loss = old.explain_loss
+        self.peers[index] = peer
+        if restarted:
+            self.incarnations[index] += 1
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (ProcGroup, (self.name, self.addresses, self.token, self.displays))

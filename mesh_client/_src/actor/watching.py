@@ -9,6 +9,7 @@ Decoding runs on the supervision thread, since explaining a lost proc may ask it
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from mesh_client._src.actor import messages, supervision
@@ -19,10 +20,14 @@ from mesh_client._src.runtime import futures, ops, peers
 _CLOSED_BY_US = "closed by this client"
 
 
-def watch(group: ProcGroup, shape: Shape, actor_id: str, name: str, cls: type, owner_id: str, creator: str) -> None:
-    """Start one watch per actor of the mesh; failures go to ``owner_id``."""
+def watch(group: ProcGroup, shape: Shape, actor_id: str, name: str, cls: type, owner_id: str, creator: str,
+          only: Collection[int] | None = None) -> None:
+    """Start one watch per actor of the mesh (``only``: those of these mesh ranks, respawned);
+    failures go to ``owner_id``."""
     sizes = dict(zip(shape.labels, shape.sizes))
     for point in shape.points():
+        if only is not None and point.rank not in only:
+            continue
         p = shape.ranks[point.rank]
         display = supervision.actor_display(creator, cls, name, dict(point), sizes)
         fut = group.peers[p].request((ops.WATCH, actor_id), (), _raw)

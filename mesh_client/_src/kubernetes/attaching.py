@@ -3,24 +3,26 @@
 Waits until the mesh is Ready (with a progress line on a terminal), reads the proc addresses
 from ``status.procs`` and the token from the mesh's Secret (``spec.tokenSecretName``, default
 ``<name>-token``: what the mesh's access Role grants), connects to every proc server, and runs
-``bootstrap`` there. When a proc dies, failed calls say what its pod's status says.
+``bootstrap`` there. When a proc dies, failed calls say what its pod's status says, and
+whether the operator restarts it; after a restart (a new pod uid, :mod:`.reviving`),
+``ProcMesh.reconnect``/``respawn`` come here (:meth:`KubernetesProcs.revive`) for the new procs.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mesh_client._src import contract
 from mesh_client._src.actor.proc_mesh import ProcMesh
-from mesh_client._src.actor.procs import ProcGroup
+from mesh_client._src.actor.procs import ProcGroup, Revived
 from mesh_client._src.actor.shape import Shape
 from mesh_client._src.kubernetes import api as api_mod
-from mesh_client._src.kubernetes import assessing, forwarding, lifetimes, output
+from mesh_client._src.kubernetes import assessing, forwarding, lifetimes, output, reviving
 from mesh_client._src.kubernetes.errors import MeshNotReady
-from mesh_client._src.runtime import peers
+from mesh_client._src.runtime import offloading, peers
 
 DEFAULT_TIMEOUT = 600.0
 
@@ -37,35 +39,95 @@ class KubernetesProcs:
         self.pod_names = list(pod_names)
         self.created = created
         spec, status = mesh.get("spec") or {}, mesh.get("status") or {}
-        self._elastic = (
-            f"{self.name}-{mesh['metadata'].get('uid', '')[:8]}",
-            int(status.get("restarts") or 0),
-            int(spec.get("maxRestarts") or 0),
-        )
+        self.restart_policy = str(spec.get("restartPolicy") or "RestartProc")
+        self.max_restarts = int(spec.get("maxRestarts", 3))
+        self.restarts = int(status.get("restarts") or 0)  # status.restarts when last seen
+        self._run_id = f"{self.name}-{mesh['metadata'].get('uid', '')[:8]}"
+        self.uids: list[str | None] = [None] * len(self.pod_names)  # the pods attached to (None: unknown)
+        self.timeout = DEFAULT_TIMEOUT  # how long revive waits for the mesh to be Ready again
+        self.forwarded: dict[tuple[str, int], str] | None = None  # via_api_server: address -> pod
         self.group: ProcGroup | None = None
 
     def elastic_info(self) -> tuple[str, int, int]:
-        return self._elastic
+        return self._run_id, self.restarts, self.max_restarts
+
+    def _where(self, index: int) -> str:
+        return f"{self.api.namespace}/{self.name} rank {index} ({self.pod_names[index]})"
 
     def explain(self, index: int, reason: str, deadline: float) -> str:
         """Ask the API server how the proc's pod ended, while ``deadline`` (time.monotonic())
-        allows: the pod's status usually lags the dropped connection, so mostly it says only
-        that the proc is gone, and the caller is not kept waiting for the story."""
+        allows, and at least once: the pod's status usually lags the dropped connection, so
+        a call failing at once mostly says only that the proc is gone (and whether it will be
+        restarted); a later one says it was restarted, once a new pod has replaced it."""
         name = self.pod_names[index]
         story = None
-        while story is None and time.monotonic() < deadline:
+        while True:
             try:
-                story = assessing.explain_death(self.api.pod(name), name)
+                pod = self.api.pod(name)
+                uid = ((pod or {}).get("metadata") or {}).get("uid")
+                if uid and self.uids[index] and uid != self.uids[index]:
+                    return self._restarted(index)
+                story = assessing.explain_death(pod, name)
             except Exception:
                 story = None
-            if story is None:
-                time.sleep(min(0.01, max(0.0, deadline - time.monotonic())))
+            if story is not None or time.monotonic() >= deadline:
+                break
+            time.sleep(min(0.01, max(0.0, deadline - time.monotonic())))
         try:  # a queued mesh whose procs Kueue stopped: its status said why before they went
             queued = assessing.queue_story(self.api.get_mesh(self.name))
         except Exception:
             queued = None
         why = f"; {queued}" if queued else ""
-        return f"proc {self.api.namespace}/{self.name} rank {index} ({name}) is gone: {story or reason}{why}"
+        hint = reviving.gone_hint(self.restart_policy, self.restarts, self.max_restarts)
+        return f"proc {self._where(index)} is gone: {story or reason}{why}; {hint}"
+
+    def _restarted(self, index: int) -> str:
+        try:
+            self.restarts = int((self.api.get_mesh(self.name).get("status") or {}).get("restarts") or 0)
+        except Exception:
+            pass  # the count as last seen
+        return reviving.restarted_message(self._where(index), self.restart_policy, self.restarts, self.max_restarts)
+
+    def restart_note(self, index: int) -> str:
+        return reviving.restart_count(self.restart_policy, self.restarts, self.max_restarts)
+
+    def revive(self, indices: Sequence[int]) -> Mapping[int, Revived]:
+        """Wait until the mesh is Ready with a new pod for every proc of ``indices`` whose
+        connection was lost; each proc whose pod was replaced, at its new address."""
+        assert self.group is not None
+        deadline = time.monotonic() + self.timeout
+        lost = {i for i in indices if self.group.peers[i].lost}
+        while True:
+            mesh = wait_ready(self.api, self.name, max(0.0, deadline - time.monotonic()))
+            restarts = int(mesh["status"].get("restarts") or 0)
+            entries = {int(p["rank"]): p for p in mesh["status"]["procs"]}
+            uids = reviving.pod_uids(self.api.visible_pods(self.name), self.pod_names)
+            found: dict[int, Revived] = {}
+            waiting = []
+            for i in indices:
+                address = reviving.address_of(entries[i]) or self.group.addresses[i]
+                if uids[i] and self.uids[i]:
+                    replaced = uids[i] != self.uids[i]
+                else:  # pods may not be listed: a lost proc counts as restarted once the count moved
+                    replaced = i in lost and restarts > self.restarts
+                if replaced:
+                    found[i] = Revived(address, True)
+                elif i in lost:
+                    waiting.append(i)  # its old pod is still there: its replacement is coming
+            if not waiting:
+                break
+            if time.monotonic() >= deadline:
+                raise MeshNotReady(
+                    f"procs {[self._where(i) for i in waiting]} lost their connection and their pods were not "
+                    f"replaced within {self.timeout:.0f} s (restartPolicy {self.restart_policy}); "
+                    f"'kubectl describe procmesh {self.name} -n {self.api.namespace}' shows why", "NotRestarted")
+            offloading.sleep(0.2)
+        self.restarts = restarts
+        for i, proc in found.items():
+            self.uids[i] = uids[i]
+            if self.forwarded is not None:
+                self.forwarded[proc.address] = self.pod_names[i]
+        return found
 
     def stop(self, indices: Sequence[int], reason: str) -> None:
         """Disconnect; delete the ProcMesh only if this client created it."""
@@ -126,7 +188,7 @@ def wait_ready(api: api_mod.KubeApi, name: str, timeout: float, progress: bool |
                     verdict.reason,
                 )
             line.update(f"ProcMesh {api.namespace}/{name}: {verdict.progress}")
-            time.sleep(delay)
+            offloading.sleep(delay)  # cut short when an attach_async's task is cancelled
             delay = min(delay * 1.5, 0.5)
     finally:
         line.end()  # before any traceback, Ctrl-C's included
@@ -142,6 +204,7 @@ def connect_mesh(
     token: bytes | None = None,
     lease: lifetimes.LeaseRenewer | None = None,
     forward_output: bool | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> ProcMesh:
     """Build the proc mesh from a Ready resource: addresses, token, shape; connect; bootstrap.
 
@@ -149,7 +212,7 @@ def connect_mesh(
     its pod IP. ``token``: the creator's own (it wrote the Secret); None reads the mesh's Secret.
     ``lease``: the creator's renewer, stopped when the mesh is. ``forward_output``: print what
     the procs print, prefixed with their rank (:mod:`.output`; None: on unless
-    ``PROCMESH_FORWARD_OUTPUT=0``).
+    ``PROCMESH_FORWARD_OUTPUT=0``). ``timeout``: how long ``reconnect`` waits for restarted procs.
     """
     name = mesh["metadata"]["name"]
     spec, status = mesh["spec"], mesh["status"]
@@ -158,10 +221,7 @@ def connect_mesh(
     procs = sorted(status["procs"], key=lambda p: p["rank"])
     if [p["rank"] for p in procs] != list(range(len(shape))):
         raise MeshNotReady(f"ProcMesh {api.namespace}/{name} status lists ranks {[p['rank'] for p in procs]}, expected 0..{len(shape) - 1}")
-    addresses = []
-    for p in procs:
-        host, _, port = p["address"].rpartition(":")
-        addresses.append((host.strip("[]"), int(port)))
+    addresses = [reviving.address_of(p) or ("", 0) for p in procs]
     if token is None:
         token = api.read_token(name, api_mod.token_secret_name(mesh))
     displays = [
@@ -169,11 +229,14 @@ def connect_mesh(
         for point, p in zip(shape.points(), procs)
     ]
     owner = KubernetesProcs(api, mesh, [p["pod"] for p in procs], created, lease)
+    owner.uids = reviving.pod_uids(api.visible_pods(name), owner.pod_names)  # to tell a restart later
+    owner.timeout = timeout
     opener = None
     if via_api_server:
-        pods = {a: p["pod"] for a, p in zip(addresses, procs)}
-        opener = forwarding.port_forward_opener(api.api_client, api.namespace, pods)
+        owner.forwarded = {a: p["pod"] for a, p in zip(addresses, procs)}
+        opener = forwarding.port_forward_opener(api.api_client, api.namespace, owner.forwarded)
     group = ProcGroup(name, addresses, token, displays, owner=owner, opener=opener)
+    group.bootstrap = bootstrap  # run again in a restarted proc (ProcMesh.reconnect)
     owner.group = group
     for index, peer in enumerate(group.peers):
         peer.explain_loss = lambda reason, deadline, i=index: owner.explain(i, reason, deadline)
@@ -214,4 +277,29 @@ def attach(
     api = api_mod.KubeApi(client, namespace or api_mod.default_namespace(kubeconfig, context))
     mesh = wait_ready(api, name, timeout, progress)
     return connect_mesh(api, mesh, created=False, bootstrap=bootstrap, via_api_server=via_api_server,
-                        forward_output=forward_output)
+                        forward_output=forward_output, timeout=timeout)
+
+
+async def attach_async(
+    name: str,
+    namespace: str | None = None,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    bootstrap: Callable[[], Any] | None = None,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    api_client: Any = None,
+    progress: bool | None = None,
+    via_api_server: bool = False,
+    forward_output: bool | None = None,
+) -> ProcMesh:
+    """:func:`attach` for async controllers: ``mesh = await attach_async("trainer")``.
+
+    The wait runs on a thread of its own, so the event loop serves other tasks meanwhile;
+    cancelling the awaiting task ends the wait (a mesh attached after all is disconnected)."""
+    def blocking() -> ProcMesh:
+        return attach(name, namespace, timeout=timeout, bootstrap=bootstrap, kubeconfig=kubeconfig, context=context,
+                      api_client=api_client, progress=progress, via_api_server=via_api_server,
+                      forward_output=forward_output)
+
+    return await offloading.run_blocking(blocking, name=f"procmesh-attach-{name}", discard=lambda mesh: mesh.stop())

@@ -15,6 +15,7 @@ from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.kubernetes import api as api_mod
 from mesh_client._src.kubernetes import attaching, lifetimes, manifests
+from mesh_client._src.runtime import offloading
 
 _names = itertools.count()
 
@@ -125,10 +126,37 @@ class KubernetesHostMesh(MeshTrait):
             mesh = attaching.wait_ready(self.api, name, self.timeout)
             return attaching.connect_mesh(
                 self.api, mesh, created=True, bootstrap=bootstrap, via_api_server=self.via_api_server, token=token,
-                lease=lease, forward_output=self.forward_output,
+                lease=lease, forward_output=self.forward_output, timeout=self.timeout,
             )
         except BaseException:
             if lease is not None:
                 lease.stop()
             self.api.delete_mesh(name)
             raise
+
+    async def spawn_procs_async(
+        self,
+        per_host: Mapping[str, int] | None = None,
+        bootstrap: Callable[[], Any] | None = None,
+        name: str | None = None,
+        *,
+        gpus: manifests.GpuRequest = None,
+        memory_fraction: float | None = None,
+        device_class: str | None = None,
+        colocate_with: ProcMesh | str | None = None,
+        restart_policy: str | None = None,
+        max_restarts: int | None = None,
+        port: int | None = None,
+        outlive: bool = False,
+    ) -> ProcMesh:
+        """:meth:`spawn_procs` for async controllers: ``procs = await hosts.spawn_procs_async(...)``.
+
+        The event loop serves other tasks while the mesh becomes Ready. Cancelling the awaiting
+        task ends the wait and deletes the ProcMesh (as any error of ``spawn_procs`` does)."""
+        def blocking() -> ProcMesh:
+            return self.spawn_procs(per_host, bootstrap, name, gpus=gpus, memory_fraction=memory_fraction,
+                                    device_class=device_class, colocate_with=colocate_with,
+                                    restart_policy=restart_policy, max_restarts=max_restarts, port=port,
+                                    outlive=outlive)
+
+        return await offloading.run_blocking(blocking, name="procmesh-spawn-procs", discard=lambda mesh: mesh.stop())

@@ -18,6 +18,7 @@ from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.local.bootstrap import default_bootstrap_cmd
 from mesh_client._src.local.launcher import CommandSpec, LocalProcs
+from mesh_client._src.runtime import offloading
 from mesh_client._src.runtime.futures import Future
 
 T = TypeVar("T", bound=Actor)
@@ -29,6 +30,7 @@ def connected_mesh(group: ProcGroup, shape: Shape, bootstrap: Callable[[], Any] 
     """The mesh of ``group``'s procs once every one is connected and ``bootstrap`` ran in each;
     on any failure its procs are stopped and the cause raised."""
     mesh = ProcMesh(group, shape)
+    group.bootstrap = bootstrap  # run again in a proc that restarts (ProcMesh.reconnect)
     try:
         for peer in group.peers:
             peer.connect()
@@ -96,6 +98,19 @@ class HostMesh(MeshTrait):
         group = ProcGroup(name, addresses, token.encode(), displays, owner=procs)
         procs.watch(group.peers)
         return connected_mesh(group, shape, bootstrap)
+
+    async def spawn_procs_async(
+        self,
+        per_host: Mapping[str, int] | None = None,
+        bootstrap: Callable[[], Any] | None = None,
+        name: str | None = None,
+        bootstrap_command: CommandSpec = None,
+    ) -> ProcMesh:
+        """:meth:`spawn_procs` for async controllers: the event loop serves other tasks while
+        the procs start and bootstrap (procs started for a cancelled task are stopped)."""
+        return await offloading.run_blocking(
+            lambda: self.spawn_procs(per_host, bootstrap, name, bootstrap_command),
+            name="procmesh-spawn-procs", discard=lambda mesh: mesh.stop())
 
 
 def this_host() -> HostMesh:

@@ -1,7 +1,9 @@
 """Starting, watching and stopping proc server processes on this machine.
 
 Each proc gets the mesh token in its environment, reports its address on a private pipe, and
-holds a lifeline (its stdin) to this process: if the controller dies, its procs exit too.
+holds a lifeline (its stdin) to this process: if the controller dies, its procs exit too. A proc
+that dies stays dead until ``ProcMesh.reconnect``/``respawn`` asks :meth:`LocalProcs.revive`
+for a new one in its place (:mod:`mesh_client._src.actor.restarts`).
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from mesh_client._src import contract
+from mesh_client._src.actor import restarts
+from mesh_client._src.actor.procs import Revived
 from mesh_client._src.actor.shape import Point
 from mesh_client._src.local import zygote_client
 from mesh_client._src.local.bootstrap import BootstrapCommand, default_bootstrap_cmd
@@ -24,6 +28,11 @@ from mesh_client._src.runtime import ops, peers
 
 START_TIMEOUT = float(os.environ.get("PROCMESH_START_TIMEOUT", "120"))
 STOP_TIMEOUT = 5.0
+#: How long ``revive`` waits for the exit status of a proc whose connection dropped.
+LOST_EXIT_SECONDS = 5.0
+
+#: What a failed call on a dead local proc adds: the way on (the local backend restarts nothing).
+NO_RESTARTS = f"the local backend restarts no proc by itself: {restarts.WAY_ON} (either starts a new proc in its place)"
 
 CommandSpec = BootstrapCommand | Callable[[Point], BootstrapCommand] | None
 
@@ -59,28 +68,59 @@ class LocalProcs:
         self._command = command
         self.processes: list[subprocess.Popen[bytes] | zygote_client.ForkedProc] = []
         self.addresses: list[tuple[str, int]] = []
-        self._peers: list[peers.Peer] = []
+        self.restarts = [0] * len(self._points)  # new processes started in each one's place
+        self._peers: Sequence[peers.Peer] = []
         _live.add(self)
 
     def start(self) -> list[tuple[str, int]]:
         """Launch every proc and wait until each reports its address."""
-        readers: dict[int, int] = {}
         try:
-            for index, point in enumerate(self._points):
-                fd = self._launch(index, point)
-                if fd is not None:
-                    readers[fd] = index
-            self.addresses = self._await_ready(readers)
+            self.processes = [None] * len(self._points)  # type: ignore[list-item]  # filled below
+            started = self._start(range(len(self._points)))
         except BaseException:
             self.kill()
             raise
+        self.addresses = [started[i] for i in range(len(self._points))]
+        return self.addresses
+
+    def _start(self, indices: Sequence[int]) -> dict[int, tuple[str, int]]:
+        """Launch procs ``indices`` in their slots of ``processes``; their addresses once ready."""
+        readers: dict[int, int] = {}
+        try:
+            for index in indices:
+                fd = self._launch(index, self._points[index])
+                if fd is not None:
+                    readers[fd] = index
+            return self._await_ready(readers, indices)
         finally:
             for fd in readers:
                 os.close(fd)
-        return self.addresses
+
+    def revive(self, indices: Sequence[int]) -> Mapping[int, Revived]:
+        """A new process in place of each dead one of ``indices``; a live one whose connection
+        dropped is reached again where it is."""
+        for i in indices:  # a lost proc's exit status may lag its connection (the zygote reports it)
+            if i < len(self._peers) and self._peers[i].lost:
+                try:
+                    self.processes[i].wait(timeout=LOST_EXIT_SECONDS)
+                except subprocess.TimeoutExpired:
+                    pass  # alive after all: reached again at its address
+        dead = [i for i in indices if self.processes[i].poll() is not None]
+        out = {i: Revived(self.addresses[i], False) for i in indices
+               if i not in dead and i < len(self._peers) and self._peers[i].lost}
+        if dead:
+            _live.add(self)
+            for i, address in self._start(dead).items():
+                self.addresses[i] = address
+                self.restarts[i] += 1
+                out[i] = Revived(address, True)
+        return out
+
+    def restart_note(self, index: int) -> str:
+        return f"restart {self.restarts[index]} of this proc, by reconnect() or respawn()"
 
     def _launch(self, index: int, point: Point) -> int | None:
-        """Start one proc; returns the read end of its ready pipe, or None if forked."""
+        """Start proc ``index`` in its slot; returns the read end of its ready pipe, or None if forked."""
         spec = self._command
         cmd = spec(point) if callable(spec) else (spec or default_bootstrap_cmd())
         if not isinstance(cmd, BootstrapCommand):
@@ -97,7 +137,7 @@ class LocalProcs:
         )
         env.update(proc_env.render())
         if zygote_client.eligible(cmd.argv(), cmd.program, default_bootstrap_cmd().argv(), cmd.env, cmd.inherit_env):
-            self.processes.append(zygote_client.get_zygote().fork(env))
+            self.processes[index] = zygote_client.get_zygote().fork(env)
             return None
         read_fd, write_fd = os.pipe()
         env.update(dataclasses.replace(proc_env, ready_fd=write_fd, lifeline=True).render())
@@ -105,14 +145,14 @@ class LocalProcs:
             proc = subprocess.Popen(cmd.argv(), executable=cmd.program, env=env, stdin=subprocess.PIPE, pass_fds=(write_fd,))
         finally:
             os.close(write_fd)
-        self.processes.append(proc)
+        self.processes[index] = proc
         return read_fd
 
-    def _await_ready(self, readers: dict[int, int]) -> list[tuple[str, int]]:
-        addresses: list[tuple[str, int] | None] = [None] * len(self.processes)
+    def _await_ready(self, readers: dict[int, int], indices: Sequence[int]) -> dict[int, tuple[str, int]]:
+        addresses: dict[int, tuple[str, int]] = {}
         buffers = {fd: b"" for fd in readers}
         waiting = set(readers)
-        forked = [i for i, p in enumerate(self.processes) if isinstance(p, zygote_client.ForkedProc)]
+        forked = [i for i in indices if isinstance(self.processes[i], zygote_client.ForkedProc)]
         deadline = time.monotonic() + START_TIMEOUT
         while waiting or forked:
             left = deadline - time.monotonic()
@@ -146,7 +186,7 @@ class LocalProcs:
                     host, _, port = buffers[fd].decode().strip().rpartition(":")
                     addresses[index] = (host, int(port))
                     waiting.discard(fd)
-        return [a for a in addresses if a is not None]
+        return addresses
 
     def _failed_start(self, index: int) -> None:
         proc = self.processes[index]
@@ -161,7 +201,7 @@ class LocalProcs:
 
     def watch(self, group_peers: Sequence[peers.Peer]) -> None:
         """Let failed calls say how each proc died."""
-        self._peers = list(group_peers)
+        self._peers = group_peers  # the group's own list: a reconnect replaces peers in it
         for index, peer in enumerate(group_peers):
             peer.explain_loss = lambda reason, deadline, i=index: self.explain(i, reason, deadline)
 
@@ -173,10 +213,10 @@ class LocalProcs:
             proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             return (f"lost the connection to proc {self.displays[index]} (pid {proc.pid}; its exit "
-                    f"status was not known yet): {reason}")
+                    f"status was not known yet): {reason}; {NO_RESTARTS}")
         code = proc.returncode
         monarch = f"Killed(sig={-code}): " if code is not None and code < 0 else ""  # Monarch's words first
-        return f"{monarch}proc {self.displays[index]} (pid {proc.pid}) {explain_exit(code)}"
+        return f"{monarch}proc {self.displays[index]} (pid {proc.pid}) {explain_exit(code)}; {NO_RESTARTS}"
 
     def stop(self, indices: Sequence[int], reason: str) -> None:
         """Ask the procs to stop, then make sure they are gone."""
@@ -209,10 +249,11 @@ class LocalProcs:
             _live.discard(self)
 
     def kill(self) -> None:
-        for proc in self.processes:
+        started = [proc for proc in self.processes if proc is not None]  # a failed start leaves holes
+        for proc in started:
             if proc.poll() is None:
                 proc.kill()
-        for proc in self.processes:
+        for proc in started:
             proc.wait()
         _live.discard(self)
 

@@ -7,8 +7,8 @@ layer sends them (:mod:`mesh_client._src.actor`), the proc server answers them
 """
 
 CALL = 1  # (actor_id, method, index in slice, slice labels, slice sizes); payload (args, kwargs)
-SPAWN = 2  # (actor_id, name, index in mesh, labels, sizes); payload (cls, args, kwargs, proc mesh, creator)
-BOOTSTRAP = 3  # (); payload: a callable run before any actor
+SPAWN = 2  # (actor_id, name, index in mesh, labels, sizes, {file: source}); payload (cls, args, kwargs, proc mesh, creator)
+BOOTSTRAP = 3  # ({file: source}); payload: a callable run before any actor
 STOP_ACTOR = 4  # (actor_id, reason)
 STOP = 5  # (); the proc server replies, then exits
 IDENTIFY = 6  # (); reply: one JSON segment, the proc's identity (no pickle, so a client reads it before trusting any)

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mesh_client._src.actor import context as ctx_mod
-from mesh_client._src.actor import messages, ports, supervision
+from mesh_client._src.actor import messages, ports, sources, supervision
 from mesh_client._src.actor.endpoint import (
     CONCURRENT,
     EXPLICIT_PORT,
@@ -172,7 +172,9 @@ class ActorRunner:
         self._fail(report, exc)
 
     def _construct(self, header: tuple[Any, ...], segments: envelopes.Received) -> None:
-        _, _, actor_id, name, index, labels, sizes = header
+        _, _, actor_id, name, index, labels, sizes = header[:7]
+        if len(header) > 7:  # the controller's files of the code pickled by value
+            sources.register(header[7])
         cls, args, kwargs, proc_mesh, creator = serialization.loads(segments)
         rank = Point(index, Extent(labels, sizes))
         self.display = supervision.actor_display(creator.display, cls, name, dict(rank), dict(zip(labels, sizes)))

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from mesh_client._src.actor import messages, ports
+from mesh_client._src.actor import messages, ports, sources
 from mesh_client._src.runtime import identifying, ops, peers, reactor, streams
 from mesh_client._src.runtime.channel import Channel, ChannelState, CloseKind
 from mesh_client._src.server import accepting, gpu, throttling
@@ -178,7 +178,8 @@ class ProcServer:
         elif op == ops.PORT_SEND:
             ports.deliver(header[2], header[3], payload)
         elif op == ops.BOOTSTRAP:
-            threading.Thread(target=self._bootstrap, args=(channel, call_id, payload), daemon=True).start()
+            texts = header[2] if len(header) > 2 else {}  # the controller's files of the code pickled by value
+            threading.Thread(target=self._bootstrap, args=(channel, call_id, payload, texts), daemon=True).start()
         elif op == ops.IDENTIFY:
             answer = identifying.IdentityReply(**self.identity, pid=os.getpid(), gpu=gpu.visible_gpu(),
                                                memory=gpu.memory(), actors=len(self.actors))
@@ -192,8 +193,9 @@ class ProcServer:
     def _fail(self, channel: Channel, call_id: int, exc: BaseException) -> None:
         reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))
 
-    def _bootstrap(self, channel: Channel, call_id: int, segments: envelopes.Received) -> None:
+    def _bootstrap(self, channel: Channel, call_id: int, segments: envelopes.Received, texts: dict[str, str]) -> None:
         try:
+            sources.register(texts)
             fn = serialization.loads(segments)
             result = fn()
             if hasattr(result, "__await__"):

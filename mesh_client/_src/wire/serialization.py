@@ -3,12 +3,18 @@
 Out-of-band buffers become their own frame segments, so a numpy array or a large ``bytes`` is
 handed to ``sendmsg`` as is instead of being copied into the pickle stream. Only ever called on
 messages of an authenticated connection (see :mod:`.protocol`).
+
+Code pickled by value (a class or function of the controller's ``__main__``) keeps its
+``co_filename``, which cloudpickle replaces with ``<dynamic-code>``: remote tracebacks then name
+the user's file, and :mod:`mesh_client._src.actor.sources` ships that file's text for their lines.
 """
 
 from __future__ import annotations
 
 import io
 import pickle
+import types
+from collections.abc import Callable
 from typing import Any
 
 import cloudpickle
@@ -60,13 +66,38 @@ def _plain(obj: Any, depth: int = 3) -> bool:
     return False
 
 
-def dumps(obj: Any) -> list[bytes | memoryview]:
-    """``[pickle stream, buffer, buffer, ...]``; the buffers are views, not copies."""
+_CODE_REDUCE: Callable[[types.CodeType], tuple[Any, tuple[Any, ...]]] = cloudpickle.Pickler.dispatch_table[types.CodeType]
+
+
+def _code(make: Callable[..., types.CodeType], args: tuple[Any, ...], filename: str) -> types.CodeType:
+    """Rebuild a code object as cloudpickle does, under the file name it had where it was made."""
+    return make(*args).replace(co_filename=filename)
+
+
+class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]  # cloudpickle is untyped
+    """cloudpickle's, keeping each by-value code object's file name (and noting it in ``code_files``)."""
+
+    def __init__(self, out: io.BytesIO, buffers: list[pickle.PickleBuffer], code_files: set[str] | None) -> None:
+        super().__init__(out, protocol=5, buffer_callback=buffers.append)
+        self.code_files = code_files
+
+    def reducer_override(self, obj: Any) -> Any:
+        if type(obj) is types.CodeType:
+            if self.code_files is not None:
+                self.code_files.add(obj.co_filename)
+            make, args = _CODE_REDUCE(obj)
+            return _code, (make, args, obj.co_filename)
+        return super().reducer_override(obj)
+
+
+def dumps(obj: Any, code_files: set[str] | None = None) -> list[bytes | memoryview]:
+    """``[pickle stream, buffer, buffer, ...]``; the buffers are views, not copies.
+    ``code_files`` gets the file name of every code object pickled by value."""
     if _plain(obj):  # the fast path for small arguments and results (a third of the cost)
         return [pickle.dumps(obj, protocol=5)]
     buffers: list[pickle.PickleBuffer] = []
     out = io.BytesIO()
-    cloudpickle.Pickler(out, protocol=5, buffer_callback=buffers.append).dump(_lift(obj))
+    _Pickler(out, buffers, code_files).dump(_lift(obj))
     return [out.getbuffer(), *(b.raw() for b in buffers)]
 
 

@@ -41,3 +41,25 @@ def test_the_forward_needs_the_portforward_permission(cluster, kube, custom, nam
     with testing.service_account_client(cluster, kube, namespace, "remote", rules) as remote:
         with pytest.raises(MeshAccessDenied, match="pods/portforward"):
             attach("guarded", namespace, api_client=remote, timeout=120, via_api_server=True)
+
+
+def test_respawn_through_port_forwards(kube, custom, namespace, operator, faults):
+    """A restarted proc's new pod is reached through a port-forward too (its address is new)."""
+    import os
+    import signal
+
+    from mesh_client import SupervisionError
+    from mesh_client._src.runtime.identifying import identify_proc
+
+    create_mesh(custom, namespace, "fwd-again", hosts=1, perHost=[{"name": "gpus", "size": 1}],
+                restartPolicy="RestartProc", maxRestarts=1)
+    mesh = attach("fwd-again", namespace, api_client=kube, timeout=120, via_api_server=True)
+    rec = mesh.spawn("rec", Recorder)
+    pod_address = mesh._group.addresses[0]
+    os.kill(identify_proc(pod_address, mesh._group.token)["pid"], signal.SIGKILL)  # the test reaches pod IPs
+    with pytest.raises(SupervisionError):
+        rec.echo.call_one(1).get(timeout=60)
+    assert mesh.respawn() == [0]
+    assert rec.echo.call_one(2).get(timeout=60) == 2
+    assert type(mesh._group.peers[0]._channel.stream).__name__ == "ForwardedStream"
+    mesh.stop().get()

@@ -25,7 +25,7 @@ def test_a_running_proc_past_the_deadline_is_named_without_a_story():
     try:
         message = owner.explain(0, "the link dropped", deadline=time.monotonic() - 1)
         assert message == (f"lost the connection to proc m[gpus=0] (pid {proc.pid}; its exit "
-                           f"status was not known yet): the link dropped")
+                           f"status was not known yet): the link dropped; {launcher.NO_RESTARTS}")
         assert proc.poll() is None  # explaining never touches the proc
     finally:
         owner.kill()
@@ -37,5 +37,5 @@ def test_a_killed_proc_is_said_to_be_killed_by_its_signal():
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert owner.explain(0, "the link dropped", deadline=time.monotonic() - 1) == \
-        f"Killed(sig=9): proc m[gpus=0] (pid {proc.pid}) killed by SIGKILL"  # Monarch's words first
+        f"Killed(sig=9): proc m[gpus=0] (pid {proc.pid}) killed by SIGKILL; {launcher.NO_RESTARTS}"  # Monarch's words first
     owner.kill()

@@ -1,0 +1,54 @@
+"""Which pods of an attached mesh are new processes, and how a failed call says so.
+
+A proc pod's uid is its incarnation: the operator restarts a proc by deleting its pod and
+creating one of the same name (pods run with ``restartPolicy: Never``), so a different uid under
+a rank's pod name means its actors are gone. :class:`~.attaching.KubernetesProcs` keeps the uids
+it attached to, compares them in ``revive`` (``ProcMesh.reconnect``) and in the message of a
+failed call. Pure functions: nothing here calls the API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mesh_client._src.actor import restarts as actor_restarts
+
+NEVER = "Never"  # spec.restartPolicy that restarts nothing
+
+
+def pod_uids(pods: Sequence[Mapping[str, Any]] | None, names: Sequence[str]) -> list[str | None]:
+    """The uid of the pod of each name (None where absent, or when pods may not be listed)."""
+    by_name = {(p.get("metadata") or {}).get("name"): (p.get("metadata") or {}).get("uid") for p in pods or []}
+    return [by_name.get(name) for name in names]
+
+
+def address_of(entry: Mapping[str, Any]) -> tuple[str, int] | None:
+    """``status.procs[]``'s ``host:port`` (IPv6 in brackets or not), or None while it has none."""
+    text = entry.get("address")
+    if not text:
+        return None
+    host, _, port = str(text).rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def restart_count(policy: str, restarts: int, max_restarts: int) -> str:
+    """"restart 1 of at most 2" (the mesh's count, ``status.restarts``)."""
+    return f"restart {restarts} of at most {max_restarts}, restartPolicy {policy}"
+
+
+def restarted_message(where: str, policy: str, restarts: int, max_restarts: int) -> str:
+    """A call to an actor of a proc whose pod was replaced since this client attached."""
+    return (f"proc {where} was restarted ({restart_count(policy, restarts, max_restarts)}): a new pod "
+            f"replaced the one its actors ran in; {actor_restarts.WAY_ON}")
+
+
+def gone_hint(policy: str, restarts_used: int, max_restarts: int) -> str:
+    """What follows a lost proc's story: whether the operator brings it back, and the way on."""
+    if policy == NEVER:
+        return "restartPolicy Never: the operator does not restart it (spawn a new mesh)"
+    if restarts_used >= max_restarts:
+        return (f"its restarts are used up ({restarts_used} of at most {max_restarts}): the operator "
+                f"does not restart it (raise spec.maxRestarts, or spawn a new mesh)")
+    return (f"the operator restarts it (restartPolicy {policy}, {restarts_used} of at most {max_restarts} "
+            f"restarts used so far); then {actor_restarts.WAY_ON}")

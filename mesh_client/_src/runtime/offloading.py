@@ -1,0 +1,98 @@
+"""The ``*_async`` forms of blocking calls (``attach_async``, ``spawn_procs_async``, ...).
+
+As Monarch pairs ``setup_torch_elastic_env`` with ``setup_torch_elastic_env_async``, each
+blocking step of making a mesh has an ``async def`` twin that awaits :func:`run_blocking`: the
+blocking form runs on a daemon thread of its own (never the loop's default executor, whose
+shutdown would wait for it), so the event loop goes on serving other tasks. If the awaiting task
+is cancelled (or Ctrl-C ends ``asyncio.run``), the thread is told so: waits that call
+:func:`sleep` / :func:`check_cancelled` between polls (:mod:`mesh_client._src.kubernetes.attaching`)
+raise ``CancelledError`` there, so the blocking form cleans up as for any error (a mesh it created
+is deleted), and a result that still arrives is handed to ``discard`` (a mesh is stopped).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:  # asyncio is imported where used: only async programs pay for it
+    import asyncio
+
+R = TypeVar("R")
+
+#: How long a cancelled call's thread may take to clean up before the cancellation goes on (it
+#: wakes at once from :func:`sleep`; only an API call in flight keeps it longer).
+CANCEL_GRACE_SECONDS = 5.0
+
+_state = threading.local()  # .cancel: the Event of the async call this thread runs, if any
+
+
+async def run_blocking(fn: Callable[[], R], *, name: str, discard: Callable[[R], Any] | None = None) -> R:
+    """``fn()`` on a thread named ``name``, awaited; ``discard(result)`` if nobody awaits it any more."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[R] = loop.create_future()
+    cancel = threading.Event()
+
+    def settle(value: Any, error: BaseException | None) -> None:  # on the loop's thread
+        if done.cancelled():
+            if error is None:
+                _discard(discard, value)
+        elif error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(value)
+
+    def work() -> None:
+        _state.cancel = cancel
+        try:
+            value: Any = fn()
+            error: BaseException | None = None
+        except BaseException as exc:  # handed to the awaiting task, whatever it is
+            value, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:  # the loop is closed: nobody will ever take the result
+            if error is None:
+                _discard(discard, value)
+
+    thread = threading.Thread(target=work, name=name, daemon=True)
+    thread.start()
+    try:
+        return await done
+    except asyncio.CancelledError:
+        cancel.set()
+        # Let the thread finish its cleanup (end the progress line, delete the mesh it made)
+        # before the cancellation goes on: what it prints then comes before a Ctrl-C traceback.
+        thread.join(CANCEL_GRACE_SECONDS)
+        raise
+
+
+def _discard(discard: Callable[[Any], Any] | None, value: Any) -> None:
+    if discard is not None:
+        try:
+            discard(value)
+        except Exception:
+            pass  # best effort: the result was abandoned
+
+
+def check_cancelled() -> None:
+    """Raise ``CancelledError`` in a :func:`run_blocking` thread whose awaiting task went away."""
+    cancel: threading.Event | None = getattr(_state, "cancel", None)
+    if cancel is not None and cancel.is_set():
+        import asyncio
+
+        raise asyncio.CancelledError("the task awaiting this call was cancelled")
+
+
+def sleep(seconds: float) -> None:
+    """``time.sleep``, cut short (with ``CancelledError``) when the awaiting task is cancelled."""
+    cancel: threading.Event | None = getattr(_state, "cancel", None)
+    if cancel is None:
+        time.sleep(seconds)
+        return
+    cancel.wait(seconds)
+    check_cancelled()

@@ -1,0 +1,104 @@
+"""After a proc pod's proc server is killed (SIGKILL): the operator restarts it, and the client
+has a way on.
+
+Aspects: the call that fails at once says the operator restarts the proc (policy and restarts
+used) and names ``respawn``/``reconnect``; ``reconnect()`` called at once waits for the new pod
+and returns its rank, and its bootstrap runs there again; an old handle on it then fails naming
+the restart ("restart 1 of at most 2"), survivors keep their state; ``respawn()`` spawns the
+actors again with the first spawn's arguments so the old handle answers; a second kill, seen only
+after the operator restarted the proc, is said to be a restart ("restart 2 of at most 2") by the
+call itself, and ``respawn()`` brings the handle back once more.
+"""
+
+import os
+import signal
+
+import pytest
+
+from mesh_client import SupervisionError
+from mesh_client._src.runtime.identifying import identify_proc
+from mesh_client.kubernetes import attach
+from tests.cluster import testing
+from tests.integration.local.actors import Recorder
+from tests.integration.operator.support import condition, create_mesh, get_mesh
+
+pytestmark = pytest.mark.cluster
+
+
+def set_marker():
+    os.environ["TEST_BOOTSTRAPPED"] = str(os.getpid())
+
+
+def kill(mesh, index):
+    os.kill(identify_proc(mesh._group.addresses[index], mesh._group.token)["pid"], signal.SIGKILL)
+
+
+def test_after_a_restart_reconnect_and_respawn(kube, custom, namespace, operator, faults):
+    create_mesh(custom, namespace, "phoenix", hosts=1, perHost=[{"name": "gpus", "size": 2}],
+                restartPolicy="RestartProc", maxRestarts=2)
+    mesh = attach("phoenix", namespace, api_client=kube, timeout=120, bootstrap=set_marker)
+    rec = mesh.spawn("rec", Recorder, "tagged")
+    first, second = rec.slice(hosts=0, gpus=0), rec.slice(hosts=0, gpus=1)
+    assert first.record.call_one("kept").get() == 1
+
+    kill(mesh, 1)
+    with pytest.raises(SupervisionError) as lost:
+        rec.echo.call(1).get(timeout=60)
+    message = str(lost.value)
+    assert f"proc {namespace}/phoenix rank 1 (phoenix-1) is gone" in message
+    assert "the operator restarts it (restartPolicy RestartProc, 0 of at most 2 restarts used so far)" in message
+    assert "mesh.respawn()" in message and "mesh.reconnect()" in message
+
+    assert mesh.reconnect() == [1]  # waits for the new pod
+    with pytest.raises(SupervisionError, match=r"proc .*phoenix-1.* was restarted \(restart 1 of at most 2, "
+                                               r"restartPolicy RestartProc\) after actor mesh 'rec' was spawned"):
+        second.echo.call_one(2).get(timeout=60)
+    assert first.record.call_one("still").get() == 2  # the survivor kept its actor and state
+    mesh.respawn()
+    where = rec.where.call().get()
+    assert {v["tag"] for v in where.values()} == {"tagged"}
+    assert where.item(hosts=0, gpus=1)["env"]["TEST_BOOTSTRAPPED"] == str(where.item(hosts=0, gpus=1)["pid"])
+    assert list(rec.record.call("c").get().values()) == [3, 1]
+
+    kill(mesh, 1)
+
+    def restarted_twice():
+        m = get_mesh(custom, namespace, "phoenix")
+        fresh = condition(m, "Ready").get("observedGeneration") == m["metadata"]["generation"]
+        return fresh and condition(m, "Ready").get("status") == "True" and m["status"].get("restarts") == 2
+
+    testing.wait_for(restarted_twice, "phoenix restarted its proc a second time and is Ready again")
+    testing.wait_for(lambda: mesh._group.peers[1].lost, "the client saw the connection drop")
+    with pytest.raises(SupervisionError, match=r"proc .*phoenix-1.* was restarted \(restart 2 of at most 2"):
+        second.echo.call_one(3).get(timeout=60)
+    assert mesh.respawn() == [1]
+    assert second.echo.call_one(4).get(timeout=60) == 4
+    mesh.stop().get()
+
+
+def test_restart_mesh_brings_every_proc_back(kube, custom, namespace, operator, faults):
+    create_mesh(custom, namespace, "whole", hosts=1, perHost=[{"name": "gpus", "size": 2}],
+                restartPolicy="RestartMesh", maxRestarts=1)
+    mesh = attach("whole", namespace, api_client=kube, timeout=120)
+    rec = mesh.spawn("rec", Recorder)
+    assert list(rec.record.call("a").get().values()) == [1, 1]
+    kill(mesh, 0)
+    with pytest.raises(SupervisionError, match="restartPolicy RestartMesh"):
+        rec.slice(hosts=0, gpus=0).echo.call_one(1).get(timeout=60)
+    assert mesh.respawn() == [0, 1]  # waits for the whole mesh's new pods, then spawns on both
+    assert list(rec.record.call("b").get().values()) == [1, 1]  # fresh everywhere
+    mesh.stop().get()
+
+
+def test_a_never_policy_says_so_and_reconnect_raises_the_cause(kube, custom, namespace, operator, faults):
+    from mesh_client.kubernetes import MeshNotReady
+
+    create_mesh(custom, namespace, "once", hosts=1, perHost=[{"name": "gpus", "size": 1}], restartPolicy="Never")
+    mesh = attach("once", namespace, api_client=kube, timeout=120)
+    rec = mesh.spawn("rec", Recorder)
+    kill(mesh, 0)
+    with pytest.raises(SupervisionError, match=r"restartPolicy Never: the operator does not restart it"):
+        rec.echo.call_one(1).get(timeout=60)
+    with pytest.raises(MeshNotReady, match="ProcFailed"):
+        mesh.reconnect()
+    mesh.stop().get()

@@ -1,0 +1,77 @@
+"""After a local proc is killed (SIGKILL of its proc server): the way on.
+
+Aspects: the failed call says the local backend restarts no proc by itself and names
+``respawn``/``reconnect``; ``reconnect()`` starts a new process in the dead one's place (its
+bootstrap runs again), after which old handles on it fail at once naming the restart, survivors
+keep their actors and state, and actors spawned anew answer; ``respawn()`` also spawns every actor
+mesh again with the same class and arguments, so the old handles answer again (fresh state on the
+restarted proc only); a stopped actor mesh is not respawned; a mesh reference received from
+elsewhere refuses to reconnect, saying who can.
+"""
+
+import os
+import pickle
+import signal
+
+import pytest
+
+from mesh_client import SupervisionError, this_host
+from tests.integration.local.actors import Recorder
+
+
+def set_marker():
+    os.environ["TEST_BOOTSTRAPPED"] = str(os.getpid())
+
+
+def kill(mesh_actor, **coords):
+    pid = mesh_actor.slice(**coords).where.call_one().get()["pid"]
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def test_reconnect_starts_the_dead_proc_again_and_old_handles_name_the_restart(faults):
+    with this_host().spawn_procs(per_host={"gpus": 2}, bootstrap=set_marker, name="victim") as mesh:
+        rec = mesh.spawn("rec", Recorder)
+        assert rec.slice(gpus=0).record.call_one("kept").get() == 1
+        dead = kill(rec, gpus=1)
+        with pytest.raises(SupervisionError) as lost:
+            rec.echo.call(1).get(timeout=60)
+        assert "the local backend restarts no proc by itself" in str(lost.value)
+        assert "mesh.respawn()" in str(lost.value) and "mesh.reconnect()" in str(lost.value)
+        assert faults.wait("rec")[0].crashed_ranks == [1]
+
+        assert mesh.reconnect() == [1]
+        with pytest.raises(SupervisionError, match=r"proc victim\[gpus=1\] was restarted \(restart 1 of this proc"
+                                                   r".*after actor mesh 'rec' was spawned on it.*re-spawn your actors"):
+            rec.slice(gpus=1).echo.call_one(2).get(timeout=60)
+        with pytest.raises(SupervisionError, match="was restarted"):
+            rec.echo.call(2).get(timeout=60)  # the whole mesh's call fails on the restarted one
+        assert rec.slice(gpus=0).record.call_one("still").get() == 2  # the survivor kept its state
+
+        fresh = mesh.spawn("fresh", Recorder).where.call().get()
+        new_pid = fresh.item(gpus=1)["pid"]
+        assert new_pid != dead
+        assert fresh.item(gpus=1)["env"]["TEST_BOOTSTRAPPED"] == str(new_pid)  # bootstrap ran again
+        assert mesh.reconnect() == []  # nothing more to bring back
+        elsewhere = pickle.loads(pickle.dumps(mesh))  # as an actor in another proc would get it
+        with pytest.raises(RuntimeError, match="a reference received from another process"):
+            elsewhere.reconnect()
+
+
+def test_respawn_brings_the_old_handles_back(faults):
+    with this_host().spawn_procs(per_host={"gpus": 2}, name="again") as mesh:
+        rec = mesh.spawn("rec", Recorder, "tagged")
+        stopped = mesh.spawn("gone", Recorder)
+        stopped.stop().get()
+        for value in ("a", "b"):
+            rec.record.call(value).get()
+        kill(rec, gpus=0)
+        with pytest.raises(SupervisionError):
+            rec.slice(gpus=0).echo.call_one(1).get(timeout=60)
+
+        assert mesh.respawn() == [0]
+        where = rec.where.call().get()
+        assert {v["tag"] for v in where.values()} == {"tagged"}  # the first spawn's arguments
+        assert list(rec.record.call("c").get().values()) == [1, 3]  # fresh on 0, kept on 1
+        with pytest.raises(SupervisionError, match="was restarted"):  # stopped before: not respawned
+            stopped.slice(gpus=0).echo.call_one(0).get(timeout=60)

@@ -1,0 +1,38 @@
+"""Pure parts of reconnecting after a restart on Kubernetes: pod incarnations and the words.
+
+Aspects: pod uids line up with the rank's pod names (None for a missing pod or no pod list);
+``status.procs`` addresses parse, IPv6 in brackets included, and a proc without an address yet
+gives None; what a lost proc's error adds depends on restartPolicy and the restarts left; a
+restart is named with its count and the way on.
+"""
+
+from mesh_client._src.kubernetes import reviving
+
+
+def pod(name, uid):
+    return {"metadata": {"name": name, "uid": uid}}
+
+
+def test_uids_follow_the_pod_names():
+    assert reviving.pod_uids([pod("m-1", "b"), pod("m-0", "a")], ["m-0", "m-1", "m-2"]) == ["a", "b", None]
+    assert reviving.pod_uids(None, ["m-0"]) == [None]
+
+
+def test_addresses():
+    assert reviving.address_of({"address": "10.0.0.7:26600"}) == ("10.0.0.7", 26600)
+    assert reviving.address_of({"address": "[fd00::7]:26600"}) == ("fd00::7", 26600)
+    assert reviving.address_of({"rank": 0}) is None
+
+
+def test_what_a_lost_proc_adds():
+    assert "does not restart it (spawn a new mesh)" in reviving.gone_hint("Never", 0, 3)
+    assert "restarts are used up (3 of at most 3)" in reviving.gone_hint("RestartProc", 3, 3)
+    coming = reviving.gone_hint("RestartMesh", 1, 3)
+    assert coming.startswith("the operator restarts it (restartPolicy RestartMesh, 1 of at most 3 restarts used so far)")
+    assert "mesh.respawn()" in coming and "mesh.reconnect()" in coming
+
+
+def test_a_restart_is_named_with_its_count_and_the_way_on():
+    text = reviving.restarted_message("ns/m rank 1 (m-1)", "RestartProc", 1, 2)
+    assert text.startswith("proc ns/m rank 1 (m-1) was restarted (restart 1 of at most 2, restartPolicy RestartProc)")
+    assert "re-spawn your actors" in text
