@@ -1,0 +1,99 @@
+"""The kube-scheduler's required inter-pod (anti-)affinity, on one node, for the gang fit check.
+
+Pure. :func:`procmesh_operator.fitting.fit` asks :func:`why_not` for each node it tries, with the
+pods already on that node (bound ones and those it placed a moment ago) and every pod placed
+anywhere; so the gate mode of :mod:`.ganging` does not release a gang whose hosts cannot get
+distinct nodes (:mod:`.spreading`), which the scheduler would then leave half bound.
+
+Simulated as the scheduler's InterPodAffinity filter does, for terms whose topologyKey is
+``kubernetes.io/hostname`` (a node is its own domain); terms on other keys (zones) are not
+simulated and stay the scheduler's to judge:
+
+* each required anti-affinity term of the incoming pod fails on a node holding a matching pod,
+  and so does an existing pod's term that matches the incoming pod (anti-affinity is symmetric);
+* each required affinity term needs a matching pod on the node, unless no pod anywhere matches
+  and the incoming pod matches the term itself (the first of a group goes anywhere).
+
+Namespaces: a term's ``namespaces`` list, else the pod's own namespace; a ``namespaceSelector``
+is read as "any namespace" (the check has no namespace labels).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+HOSTNAME_TOPOLOGY_KEY = "kubernetes.io/hostname"
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _requirement(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key = str(expr.get("key"))
+    values = [str(v) for v in expr.get("values") or []]
+    op = expr.get("operator")
+    if op == "In":
+        return key in labels and labels[key] in values
+    if op == "NotIn":
+        return key not in labels or labels[key] not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    return False
+
+
+def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """A metav1.LabelSelector against ``labels``; a missing selector matches nothing, as in
+    an affinity term."""
+    if selector is None:
+        return False
+    if any(labels.get(str(k)) != str(v) for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    return all(_requirement(e, labels) for e in selector.get("matchExpressions") or [])
+
+
+def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    return pod.get("metadata") or {}
+
+
+def _term_matches(term: Mapping[str, Any], owner: Mapping[str, Any],
+                  other: Mapping[str, Any]) -> bool:
+    """Whether ``other`` is a pod that ``owner``'s term ``term`` selects."""
+    namespace = str(_meta(other).get("namespace") or "default")
+    if term.get("namespaceSelector") is None:
+        allowed = term.get("namespaces") or [str(_meta(owner).get("namespace") or "default")]
+        if namespace not in allowed:
+            return False
+    return selector_matches(term.get("labelSelector"), _meta(other).get("labels") or {})
+
+
+def _terms(pod: Mapping[str, Any], kind: str) -> list[Mapping[str, Any]]:
+    section = (((pod.get("spec") or {}).get("affinity") or {}).get(kind) or {})
+    return [t for t in section.get(_REQUIRED) or [] if t.get("topologyKey") == HOSTNAME_TOPOLOGY_KEY]
+
+
+def _name(pod: Mapping[str, Any]) -> str:
+    return str(_meta(pod).get("name", "?"))
+
+
+def why_not(pod: Mapping[str, Any], here: Sequence[Mapping[str, Any]],
+            anywhere: Iterable[Mapping[str, Any]]) -> str | None:
+    """None if ``pod``'s required inter-pod terms (and those of the pods ``here``, on the node)
+    allow it on this node, else the reason in the scheduler's words. ``anywhere``: every pod
+    placed on any node (for the first-of-a-group rule)."""
+    for term in _terms(pod, "podAntiAffinity"):
+        clash = next((p for p in here if _term_matches(term, pod, p)), None)
+        if clash is not None:
+            return f"node(s) didn't match pod anti-affinity rules (pod {_name(clash)} is there)"
+    for other in here:
+        if any(_term_matches(t, other, pod) for t in _terms(other, "podAntiAffinity")):
+            return (f"node(s) didn't satisfy existing pods anti-affinity rules (pod "
+                    f"{_name(other)} is there)")
+    affinity = _terms(pod, "podAffinity")
+    if affinity and not all(any(_term_matches(t, pod, p) for p in here) for t in affinity):
+        everywhere = list(anywhere)
+        first_of_group = all(_term_matches(t, pod, pod) for t in affinity) and not any(
+            _term_matches(t, pod, p) for t in affinity for p in everywhere)
+        if not first_of_group:
+            return "node(s) didn't match pod affinity rules"
+    return None
