@@ -21,6 +21,7 @@ import io
 import os
 import sys
 from collections.abc import Mapping
+from typing import Any
 
 #: ``0`` (or ``false``, ``no``, ``off``) in the controller's environment: no proc output is
 #: forwarded from pods, and local procs' lines carry no prefix.
@@ -58,7 +59,7 @@ class _PrefixedLines(io.RawIOBase):
     def fileno(self) -> int:
         return self._fd
 
-    def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
+    def write(self, data: Any, /) -> int:  # any buffer (collections.abc.Buffer from 3.12)
         chunk = bytes(data)
         if not chunk:
             return 0
