@@ -158,10 +158,11 @@ def _tolerates(pod: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     return False
 
 
-def why_not(pod: Mapping[str, Any], room: Room,
-            space: Sequence[Room] | None = None) -> str | None:
+def why_not(pod: Mapping[str, Any], room: Room, space: Sequence[Room] | None = None,
+            first: bool | None = None) -> str | None:
     """None if ``pod`` can go to ``room`` now, else a short reason as the scheduler words it.
-    ``space``: every room (for inter-pod affinity; None: only ``room``'s pods are known)."""
+    ``space``: every room (for inter-pod affinity; None: only ``room``'s pods are known);
+    ``first``: :func:`interpod.first_of_group` of ``pod`` over ``space``, if known already."""
     if not room.schedulable:
         return "node is not Ready or is cordoned"
     if not _affinity_matches(pod, room):
@@ -174,7 +175,27 @@ def why_not(pod: Mapping[str, Any], room: Room,
     if short:
         return ", ".join(f"Insufficient {name} ({_show(room.free.get(name, 0), name)} free of "
                          f"{_show(room.allocatable.get(name, 0), name)})" for name in sorted(short))
-    return interpod.why_not(pod, room.pods, (p for r in space or [room] for p in r.pods))
+    if first is None:
+        placed = interpod.Placed((p, r.name) for r in space or [room] for p in r.pods)
+        first = interpod.first_of_group(pod, placed)
+    return interpod.why_not(pod, room.pods, first)
+
+
+def _first_room(pod: Mapping[str, Any], space: Sequence[Room], placed: interpod.Placed
+                ) -> tuple[Room | None, dict[str, str | None]]:
+    """The first room that takes ``pod`` (None if none does) and the reasons of those before.
+    ``placed``: every pod in ``space``'s rooms."""
+    first = interpod.first_of_group(pod, placed)
+    only = interpod.affinity_nodes(pod, placed)  # a host's later procs: its node, no other
+    reasons: dict[str, str | None] = {}
+    for room in space:
+        if only is not None and room.name not in only:
+            reasons[room.name] = "node(s) didn't match pod affinity rules"
+            continue
+        reasons[room.name] = why_not(pod, room, space, first)
+        if reasons[room.name] is None:
+            return room, reasons
+    return None, reasons
 
 
 def _show(amount: int, name: str) -> str:
@@ -217,14 +238,15 @@ def fit(gang: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]],
     pending = [p for p in others if not (p.get("spec") or {}).get("nodeName")
                and not (p.get("spec") or {}).get("schedulingGates") and not _terminal(p)
                and not (p.get("metadata") or {}).get("deletionTimestamp")]
+    everywhere = interpod.Placed((p, r.name) for r in space for p in r.pods)
     for pod in sorted(pending, key=_size_key):
-        room = next((r for r in space if why_not(pod, r, space) is None), None)
+        room, _ = _first_room(pod, space, everywhere)
         if room is not None:
             _take(pod, room)
+            everywhere.add(pod, room.name)
     placed = 0
     for pod in sorted(gang, key=_size_key):
-        reasons = {r.name: why_not(pod, r, space) for r in space}
-        room = next((r for r in space if reasons[r.name] is None), None)
+        room, reasons = _first_room(pod, space, everywhere)
         if room is None:
             name = (pod.get("metadata") or {}).get("name", "?")
             detail = "; ".join(f"{n}: {why}" for n, why in reasons.items()) or "the cluster has no nodes"
@@ -232,5 +254,6 @@ def fit(gang: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]],
             return Fit(False, f"{len(gang)} procs must be placed together and only {placed} "
                               f"fit: 0/{len(space)} nodes can take pod {name}{after}: {detail}")
         _take(pod, room)
+        everywhere.add(pod, room.name)
         placed += 1
     return Fit(True)

@@ -76,11 +76,66 @@ def _name(pod: Mapping[str, Any]) -> str:
     return str(_meta(pod).get("name", "?"))
 
 
+class Placed:
+    """Every pod placed anywhere, indexed by label, so that finding the pods a term selects
+    costs a lookup, not a scan of the cluster (a 2000-proc gang asks once per proc)."""
+
+    def __init__(self, pods: Iterable[tuple[Mapping[str, Any], str]] = ()) -> None:
+        self._all: list[Mapping[str, Any]] = []
+        self._by_label: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+        self._node: dict[int, str] = {}  # id(pod) -> its node
+        for pod, node in pods:
+            self.add(pod, node)
+
+    def add(self, pod: Mapping[str, Any], node: str) -> None:
+        self._all.append(pod)
+        self._node[id(pod)] = node
+        for key, value in (_meta(pod).get("labels") or {}).items():
+            self._by_label.setdefault((str(key), str(value)), []).append(pod)
+
+    def node_of(self, pod: Mapping[str, Any]) -> str:
+        return self._node[id(pod)]
+
+    def candidates(self, term: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        """A superset of the pods ``term`` selects: those with its rarest required label."""
+        selector = term.get("labelSelector") or {}
+        pairs = [(str(k), str(v)) for k, v in (selector.get("matchLabels") or {}).items()]
+        pairs += [(str(e.get("key")), str(e["values"][0]))
+                  for e in selector.get("matchExpressions") or []
+                  if e.get("operator") == "In" and len(e.get("values") or []) == 1]
+        if not pairs:
+            return self._all
+        return min((self._by_label.get(pair, []) for pair in pairs), key=len)
+
+
+def affinity_nodes(pod: Mapping[str, Any], placed: Placed) -> set[str] | None:
+    """The nodes where every required affinity term of ``pod`` finds a pod: only these can
+    take it. None when any node can (no terms, or :func:`first_of_group`)."""
+    affinity = _terms(pod, "podAffinity")
+    if not affinity or first_of_group(pod, placed):
+        return None
+    out: set[str] | None = None
+    for term in affinity:
+        nodes = {placed.node_of(p) for p in placed.candidates(term) if _term_matches(term, pod, p)}
+        out = nodes if out is None else out & nodes
+    return out or set()
+
+
+def first_of_group(pod: Mapping[str, Any], placed: Placed) -> bool:
+    """Whether ``pod`` may ignore its required affinity terms: it matches them itself and no
+    pod ``placed`` anywhere matches any of them (the scheduler's rule for a group's first pod).
+    The same on every node, so :mod:`.fitting` asks once per pod."""
+    affinity = _terms(pod, "podAffinity")
+    if not affinity or not all(_term_matches(t, pod, pod) for t in affinity):
+        return False
+    return not any(_term_matches(t, pod, p) for t in affinity for p in placed.candidates(t))
+
+
 def why_not(pod: Mapping[str, Any], here: Sequence[Mapping[str, Any]],
-            anywhere: Iterable[Mapping[str, Any]]) -> str | None:
+            first: bool) -> str | None:
     """None if ``pod``'s required inter-pod terms (and those of the pods ``here``, on the node)
-    allow it on this node, else the reason in the scheduler's words. ``anywhere``: every pod
-    placed on any node (for the first-of-a-group rule)."""
+    allow it on this node, else the reason in the scheduler's words. ``first``: what
+    :func:`first_of_group` says of ``pod``."""
     for term in _terms(pod, "podAntiAffinity"):
         clash = next((p for p in here if _term_matches(term, pod, p)), None)
         if clash is not None:
@@ -90,10 +145,7 @@ def why_not(pod: Mapping[str, Any], here: Sequence[Mapping[str, Any]],
             return (f"node(s) didn't satisfy existing pods anti-affinity rules (pod "
                     f"{_name(other)} is there)")
     affinity = _terms(pod, "podAffinity")
-    if affinity and not all(any(_term_matches(t, pod, p) for p in here) for t in affinity):
-        everywhere = list(anywhere)
-        first_of_group = all(_term_matches(t, pod, pod) for t in affinity) and not any(
-            _term_matches(t, pod, p) for t in affinity for p in everywhere)
-        if not first_of_group:
-            return "node(s) didn't match pod affinity rules"
+    if affinity and not first and not all(any(_term_matches(t, pod, p) for p in here)
+                                          for t in affinity):
+        return "node(s) didn't match pod affinity rules"
     return None
