@@ -27,6 +27,8 @@ class KubernetesHostMesh(MeshTrait):
     every mesh it spawns. A spawned mesh is deleted ``lease_seconds`` after this program stops
     renewing its lease (killed, crashed, exited), and with this program's pod in a cluster.
     What its procs print shows on this program's stdout unless ``forward_output=False``.
+    Each host is a node of its own unless ``hosts_on_distinct_nodes=False`` (the ProcMesh's
+    ``spec.placement.hosts: Any``, e.g. several hosts on a one-node test cluster).
     """
 
     def __init__(
@@ -43,6 +45,7 @@ class KubernetesHostMesh(MeshTrait):
         via_api_server: bool = False,
         lease_seconds: int = lifetimes.DEFAULT_LEASE_SECONDS,
         forward_output: bool | None = None,
+        hosts_on_distinct_nodes: bool = True,
     ) -> None:
         self._shape = Shape([contract.HOSTS_DIM], [hosts])
         self.hosts = hosts
@@ -55,6 +58,8 @@ class KubernetesHostMesh(MeshTrait):
         self.via_api_server = via_api_server  # port-forward through the API server, not pod IPs
         self.lease_seconds = lease_seconds  # how long a spawned mesh outlives its last renewal
         self.forward_output = forward_output  # procs' output on stdout (None: PROCMESH_FORWARD_OUTPUT)
+        self.host_placement = contract.HOSTS_ON_DISTINCT_NODES if hosts_on_distinct_nodes \
+            else contract.HOSTS_ON_ANY_NODES  # spec.placement.hosts of every spawned mesh
 
     def _with_shape(self, shape: Shape) -> KubernetesHostMesh:
         raise NotImplementedError("slicing a Kubernetes host mesh is not supported; spawn with fewer hosts")
@@ -99,6 +104,7 @@ class KubernetesHostMesh(MeshTrait):
             device_class=device_class,
             colocate_with=other,
             template=self.template,
+            host_placement=self.host_placement,
             restart_policy=restart_policy,
             max_restarts=max_restarts,
             port=port,

@@ -4,8 +4,9 @@ meshes tolerate.
 
 Aspects: a 2-host mesh lands on the two nodes, one host each; confined to one node it stays
 Pending with the scheduler's reason in its Scheduled condition; ``placement.hosts: Any`` puts
-both hosts on that one node; a mesh colocated with a spread mesh lands beside it, proc by proc
-(the anti-affinity matches its own mesh's pods only); ``kubectl explain`` teaches the field.
+both hosts on that one node, and so does the Python client's ``hosts_on_distinct_nodes=False``;
+a mesh colocated with a spread mesh lands beside it, proc by proc (the anti-affinity matches its
+own mesh's pods only); ``kubectl explain`` teaches the field.
 """
 
 import uuid
@@ -104,3 +105,17 @@ def test_a_colocated_mesh_lands_beside_its_spread_partner(operator, custom, core
 def test_explain_teaches_the_placement(cluster, crd):
     out = support.kubectl(cluster, "explain", "procmesh.spec.placement.hosts").stdout
     assert "DistinctNodes" in out and "anti-affinity" in out and "Any" in out
+
+
+def test_the_python_client_can_let_hosts_share_a_node(operator, kube, core, namespace, pair):
+    from mesh_client.kubernetes import KubernetesHostMesh
+
+    names, _, on_solo = pair
+    hosts = KubernetesHostMesh(hosts=2, namespace=namespace, api_client=kube, template=on_solo,
+                               hosts_on_distinct_nodes=False, forward_output=False)
+    procs = hosts.spawn_procs(per_host={"procs": 1}, name="shared")
+    try:
+        assert procs.sizes == {"hosts": 2, "procs": 1}
+        assert nodes_by_host(core, namespace, "shared") == {0: {names[0]}, 1: {names[0]}}
+    finally:
+        procs.stop().get()
