@@ -4,7 +4,7 @@ meshes tolerate.
 
 Aspects: a 2-host mesh lands on the two nodes, one host each; confined to one node it stays
 Pending with the scheduler's reason in its Scheduled condition; ``placement.hosts: Any`` puts
-both hosts on that one node, and so does the Python client's ``hosts_on_distinct_nodes=False``;
+both hosts on that one node (and cannot be changed afterwards), and so does the Python client's ``hosts_on_distinct_nodes=False``;
 a mesh colocated with a spread mesh lands beside it, proc by proc (the anti-affinity matches its
 own mesh's pods only); ``kubectl explain`` teaches the field.
 """
@@ -89,6 +89,11 @@ def test_any_lets_both_hosts_share_one_node(operator, custom, core, namespace, p
     create(custom, namespace, "packed", on_solo, placement={"hosts": "Any"})
     support.wait_ready(custom, namespace, "packed")
     assert nodes_by_host(core, namespace, "packed") == {0: {names[0]}, 1: {names[0]}}
+    # Running procs cannot follow a change of placement: the API server refuses it.
+    from kubernetes.client.exceptions import ApiException
+
+    with pytest.raises(ApiException, match="placement is immutable"):
+        support.patch_mesh(custom, namespace, "packed", {"placement": {"hosts": "DistinctNodes"}})
 
 
 def test_a_colocated_mesh_lands_beside_its_spread_partner(operator, custom, core, namespace, pair):

@@ -11,7 +11,7 @@ a 2-host gang on two nodes, refuses it on one with the scheduler's words, and le
 import pytest
 
 from mesh_client._src import contract
-from procmesh_operator import fitting, placing, rendering, spreading
+from procmesh_operator import fitting, interpod, placing, rendering, spreading
 from tests.unit.operator import builders
 
 HOST = contract.coord_label("hosts")
@@ -135,3 +135,32 @@ def test_another_mesh_is_not_repelled():
     # The other mesh's pod of host 1 neither repels nor attracts this mesh's host 0.
     space = fitting.rooms([fit_node("a")], [other])
     assert fitting.why_not(gang()[0], space[0], space) is None
+
+
+# --- interpod.py's reading of terms ---------------------------------------------------------------
+
+def labelled(name, namespace="ns", **labels):
+    return {"metadata": {"name": name, "namespace": namespace, "labels": labels}}
+
+
+def test_a_term_selects_its_own_namespace_unless_it_names_others():
+    term = {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}
+    owner = labelled("me", "ns")
+    assert interpod._term_matches(term, owner, labelled("a", "ns", app="x"))
+    assert not interpod._term_matches(term, owner, labelled("b", "other", app="x"))
+    assert interpod._term_matches({**term, "namespaces": ["other"]}, owner,
+                                  labelled("b", "other", app="x"))
+    assert not interpod._term_matches({"topologyKey": "kubernetes.io/hostname"}, owner,
+                                      labelled("a", "ns", app="x"))  # no selector: nothing
+
+
+def test_the_index_narrows_by_an_equality_and_falls_back_to_all():
+    placed = interpod.Placed([(labelled("a", app="x", tier="1"), "n1"),
+                              (labelled("b", app="y", tier="1"), "n2")])
+    by_app = {"labelSelector": {"matchExpressions": [
+        {"key": "app", "operator": "In", "values": ["x"]}]}}
+    assert [p["metadata"]["name"] for p in placed.candidates(by_app)] == ["a"]
+    not_x = {"labelSelector": {"matchExpressions": [
+        {"key": "app", "operator": "NotIn", "values": ["x"]}]}}
+    assert len(placed.candidates(not_x)) == 2
+    assert placed.node_of(placed.candidates(by_app)[0]) == "n1"
