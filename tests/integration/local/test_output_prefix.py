@@ -2,8 +2,9 @@
 Kubernetes (``[<mesh> rank <r>] ``), and bare when switched off.
 
 Aspects: stdout and stderr lines of every rank carry their prefix, on both launch paths (forked
-by the zygote, and exec'd with ``PROCMESH_ZYGOTE=0``); a line printed in pieces gets one prefix,
-a multi-line print one per line; ``forward_output=False`` and ``PROCMESH_FORWARD_OUTPUT=0`` leave
+by the zygote, and exec'd with ``PROCMESH_ZYGOTE=0``); a line printed in pieces gets one prefix
+(its pieces are separate writes, so another proc's line may come between them: the procs talk
+one at a time here), a multi-line print one per line; ``forward_output=False`` and ``PROCMESH_FORWARD_OUTPUT=0`` leave
 lines bare. The controller runs in a subprocess whose streams are pipes.
 """
 
@@ -16,12 +17,11 @@ import pytest
 
 PROGRAM = textwrap.dedent('''
     import sys
-    from mesh_client import Actor, current_rank, endpoint, this_host
+    from mesh_client import Actor, endpoint, this_host
 
     class Talker(Actor):
         @endpoint
-        def talk(self) -> None:
-            rank = current_rank().rank
+        def talk(self, rank: int) -> None:
             print(f"out from {rank}", flush=True)
             print(f"err from {rank}", file=sys.stderr, flush=True)
             print("in ", end="", flush=True)
@@ -31,7 +31,9 @@ PROGRAM = textwrap.dedent('''
     if __name__ == "__main__":
         choice = {"on": None, "off": False}[sys.argv[1]]
         procs = this_host().spawn_procs(per_host={"gpus": 2}, name="talk", forward_output=choice)
-        procs.spawn("talker", Talker).talk.call().get()
+        talkers = procs.spawn("talker", Talker)
+        for rank in (0, 1):  # one at a time: a line flushed in pieces is two writes
+            talkers.slice(gpus=rank).talk.call(rank).get()
         procs.stop().get()
 ''')
 
