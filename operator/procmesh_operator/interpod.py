@@ -23,7 +23,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-HOSTNAME_TOPOLOGY_KEY = "kubernetes.io/hostname"
+from procmesh_operator import names
+
+HOSTNAME_TOPOLOGY_KEY = names.HOSTNAME_LABEL
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 

@@ -30,10 +30,9 @@ from __future__ import annotations
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import specs
+from procmesh_operator import names, specs
 
-#: The well-known node label the scheduler's inter-pod affinity reads as "same node".
-HOSTNAME_TOPOLOGY_KEY = "kubernetes.io/hostname"
+HOSTNAME_TOPOLOGY_KEY = names.HOSTNAME_LABEL
 
 _SCHEDULER_PLACED = (contract.GPU_MODE_NONE, contract.GPU_MODE_PLUGIN, contract.GPU_MODE_DRA)
 
