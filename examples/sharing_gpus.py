@@ -32,12 +32,25 @@ DEVICE_IDS = [int(i) for i in os.environ.get("PROCMESH_DEVICE_IDS", "0,1").split
 HIDDEN = 1024
 BATCH = 64
 
-CUDA = torch.cuda.is_available()
-if CUDA and max(DEVICE_IDS) >= torch.cuda.device_count():
-    raise SystemExit(f"this host has no GPU {max(DEVICE_IDS)}; edit DEVICE_IDS or set PROCMESH_DEVICE_IDS")
-if not CUDA:
-    print("note: CUDA is not available; running on the CPU, without pinning or memory caps")
-DEVICE = "cuda" if CUDA else "cpu"
+
+# Asked inside each proc, never fixed in the controller: on Kubernetes the controller may be a
+# laptop without a GPU while every proc has one (or the other way round).
+def cuda():
+    return torch.cuda.is_available()
+
+
+def device():
+    return "cuda" if cuda() else "cpu"
+
+
+def cuda_report():
+    """What this process sees of CUDA: torch's version and build, and the device it was given."""
+    return {
+        "torch": torch.__version__,
+        "built for CUDA": torch.version.cuda,
+        "available": cuda(),
+        "device": torch.cuda.get_device_name(0) if cuda() else None,
+    }
 
 
 def on_gpus(device_ids):
@@ -50,11 +63,15 @@ def on_gpus(device_ids):
     return command
 
 
+def cap_memory(fraction):
+    """In each proc before any actor runs: cap its PyTorch allocator (where it has CUDA)."""
+    if cuda():
+        torch.cuda.set_per_process_memory_fraction(fraction)
+
+
 def memory_cap(fraction):
-    """The bootstrap: cap this process's PyTorch allocator before any actor runs."""
-    if CUDA:
-        return partial(torch.cuda.set_per_process_memory_fraction, fraction)
-    return None
+    """The bootstrap that caps each proc's allocator at ``fraction``."""
+    return partial(cap_memory, fraction)
 
 
 class GpuActor(Actor):
@@ -63,31 +80,37 @@ class GpuActor(Actor):
         return {
             "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
             # The device the node exposed (pinned: the pod's choice; dra: the claim's device).
-            "device": str(torch.cuda.get_device_properties(0).uuid) if CUDA
+            "device": str(torch.cuda.get_device_properties(0).uuid) if cuda()
             else os.environ.get("NVIDIA_VISIBLE_DEVICES"),
-            "allocated": torch.cuda.memory_allocated() if CUDA else 0,
-            "reserved": torch.cuda.memory_reserved() if CUDA else 0,
+            "allocated": torch.cuda.memory_allocated() if cuda() else 0,
+            "reserved": torch.cuda.memory_reserved() if cuda() else 0,
         }
+
+    @endpoint
+    def cuda_info(self):
+        return cuda_report()
 
 
 class Policy(GpuActor):
     def __init__(self):
-        self.model = torch.nn.Linear(HIDDEN, HIDDEN, device=DEVICE)
+        self.device = device()
+        self.model = torch.nn.Linear(HIDDEN, HIDDEN, device=self.device)
 
     @endpoint
     def generate(self):
         with torch.no_grad():
-            return self.model(torch.randn(BATCH, HIDDEN, device=DEVICE)).norm().item()
+            return self.model(torch.randn(BATCH, HIDDEN, device=self.device)).norm().item()
 
 
 class Trainer(GpuActor):
     def __init__(self):
-        self.model = torch.nn.Linear(HIDDEN, HIDDEN, device=DEVICE)
+        self.device = device()
+        self.model = torch.nn.Linear(HIDDEN, HIDDEN, device=self.device)
         self.optim = torch.optim.SGD(self.model.parameters(), lr=1e-3, foreach=True)
 
     @endpoint
     def train_step(self):
-        loss = self.model(torch.randn(BATCH, HIDDEN, device=DEVICE)).pow(2).mean()
+        loss = self.model(torch.randn(BATCH, HIDDEN, device=self.device)).pow(2).mean()
         loss.backward()
         self.optim.step()
         self.optim.zero_grad()
@@ -99,7 +122,18 @@ def report(label, role):
         print(label, usage)
 
 
+def report_cuda(label, role):
+    """Each proc's own view of CUDA (on Kubernetes: the pod's torch and GPU, not this host's)."""
+    for point, seen in role.cuda_info.call().get().items():
+        where = ", ".join(f"{k}={v}" for k, v in point.items())
+        device_ = seen["device"] or "no CUDA device: running on the CPU, without memory caps"
+        print(f"{label} proc {where}: torch {seen['torch']} (CUDA build {seen['built for CUDA']}), "
+              f"CUDA available: {seen['available']}, {device_}")
+
+
 def local_meshes():
+    if cuda() and max(DEVICE_IDS) >= torch.cuda.device_count():
+        raise SystemExit(f"this host has no GPU {max(DEVICE_IDS)}; edit DEVICE_IDS or set PROCMESH_DEVICE_IDS")
     # Concurrent sharing: the same list for both roles, so proc i of each shares GPU DEVICE_IDS[i].
     policy_procs = this_host().spawn_procs(
         per_host={"gpus": len(DEVICE_IDS)},
@@ -165,6 +199,8 @@ def main():
 
     policy = policy_procs.spawn("policy", Policy)
     trainer = trainer_procs.spawn("trainer", Trainer)
+    report_cuda("policy", policy)
+    report_cuda("trainer", trainer)
 
     generated = policy.generate.call()
     losses = trainer.train_step.call()

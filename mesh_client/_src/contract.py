@@ -69,6 +69,12 @@ GPU_MODE_PINNED = "pinned"
 GPU_MODE_DRA = "dra"
 GPU_MODES = (GPU_MODE_NONE, GPU_MODE_PLUGIN, GPU_MODE_PINNED, GPU_MODE_DRA)
 
+#: ``spec.placement.hosts`` values (the CRD's enum says the same): by default a host is a
+#: machine (its procs on one node, no two hosts of a mesh on one node); ``Any`` lifts both.
+HOSTS_ON_DISTINCT_NODES = "DistinctNodes"
+HOSTS_ON_ANY_NODES = "Any"
+HOST_PLACEMENTS = (HOSTS_ON_DISTINCT_NODES, HOSTS_ON_ANY_NODES)
+
 #: dra mode: the DeviceClass a claim requests when ``spec.gpus.deviceClassName`` is unset, and the
 #: driver whose attributes ``deviceIDs`` select on: the NVIDIA DRA GPU driver's (docs/dra.md).
 DRA_DRIVER = "gpu.nvidia.com"

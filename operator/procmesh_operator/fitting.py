@@ -8,8 +8,10 @@ requests of the live pods bound to it. Pods already released but not bound yet (
 a moment ago) are placed first, as reservations; then the gang's pods, largest first, each on
 the first eligible node with room (first-fit decreasing). Eligible means: Ready and schedulable,
 ``nodeSelector`` and required node affinity match, and every NoSchedule/NoExecute taint is
-tolerated. Inter-pod affinity, topology spread and volumes are not simulated (the scheduler
-still judges them; see the README's race windows).
+tolerated, and the required inter-pod (anti-)affinity on ``kubernetes.io/hostname`` holds
+(:mod:`.interpod`: the terms that keep a mesh's hosts on distinct nodes). Other inter-pod terms,
+topology spread and volumes are not simulated (the scheduler still judges them; see the README's
+race windows).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import decimal
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from procmesh_operator import interpod
 
 #: Requests are compared in thousandths (millicores for cpu), as integers.
 _SCALE = 1000
@@ -78,6 +82,7 @@ class Room:
     schedulable: bool
     free: dict[str, int]
     allocatable: Mapping[str, int]
+    pods: list[Mapping[str, Any]] = dataclasses.field(default_factory=list)  # live, on it
 
 
 def rooms(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> list[Room]:
@@ -99,8 +104,7 @@ def rooms(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]])
         room = out.get(str((pod.get("spec") or {}).get("nodeName") or ""))
         if room is None or _terminal(pod):
             continue
-        for name, amount in requests_of(pod).items():
-            room.free[name] = room.free.get(name, 0) - amount
+        _take(pod, room)
     return [out[name] for name in sorted(out)]
 
 
@@ -154,8 +158,11 @@ def _tolerates(pod: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     return False
 
 
-def why_not(pod: Mapping[str, Any], room: Room) -> str | None:
-    """None if ``pod`` can go to ``room`` now, else a short reason as the scheduler words it."""
+def why_not(pod: Mapping[str, Any], room: Room, space: Sequence[Room] | None = None,
+            first: bool | None = None) -> str | None:
+    """None if ``pod`` can go to ``room`` now, else a short reason as the scheduler words it.
+    ``space``: every room (for inter-pod affinity; None: only ``room``'s pods are known);
+    ``first``: :func:`interpod.first_of_group` of ``pod`` over ``space``, if known already."""
     if not room.schedulable:
         return "node is not Ready or is cordoned"
     if not _affinity_matches(pod, room):
@@ -168,7 +175,27 @@ def why_not(pod: Mapping[str, Any], room: Room) -> str | None:
     if short:
         return ", ".join(f"Insufficient {name} ({_show(room.free.get(name, 0), name)} free of "
                          f"{_show(room.allocatable.get(name, 0), name)})" for name in sorted(short))
-    return None
+    if first is None:
+        placed = interpod.Placed((p, r.name) for r in space or [room] for p in r.pods)
+        first = interpod.first_of_group(pod, placed)
+    return interpod.why_not(pod, room.pods, first)
+
+
+def _first_room(pod: Mapping[str, Any], space: Sequence[Room], placed: interpod.Placed
+                ) -> tuple[Room | None, dict[str, str | None]]:
+    """The first room that takes ``pod`` (None if none does) and the reasons of those before.
+    ``placed``: every pod in ``space``'s rooms."""
+    first = interpod.first_of_group(pod, placed)
+    only = interpod.affinity_nodes(pod, placed)  # a host's later procs: its node, no other
+    reasons: dict[str, str | None] = {}
+    for room in space:
+        if only is not None and room.name not in only:
+            reasons[room.name] = "node(s) didn't match pod affinity rules"
+            continue
+        reasons[room.name] = why_not(pod, room, space, first)
+        if reasons[room.name] is None:
+            return room, reasons
+    return None, reasons
 
 
 def _show(amount: int, name: str) -> str:
@@ -183,6 +210,7 @@ def _show(amount: int, name: str) -> str:
 def _take(pod: Mapping[str, Any], room: Room) -> None:
     for name, amount in requests_of(pod).items():
         room.free[name] = room.free.get(name, 0) - amount
+    room.pods.append(pod)
 
 
 def _size_key(pod: Mapping[str, Any]) -> tuple[int, ...]:
@@ -210,14 +238,15 @@ def fit(gang: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]],
     pending = [p for p in others if not (p.get("spec") or {}).get("nodeName")
                and not (p.get("spec") or {}).get("schedulingGates") and not _terminal(p)
                and not (p.get("metadata") or {}).get("deletionTimestamp")]
+    everywhere = interpod.Placed((p, r.name) for r in space for p in r.pods)
     for pod in sorted(pending, key=_size_key):
-        room = next((r for r in space if why_not(pod, r) is None), None)
+        room, _ = _first_room(pod, space, everywhere)
         if room is not None:
             _take(pod, room)
+            everywhere.add(pod, room.name)
     placed = 0
     for pod in sorted(gang, key=_size_key):
-        reasons = {r.name: why_not(pod, r) for r in space}
-        room = next((r for r in space if reasons[r.name] is None), None)
+        room, reasons = _first_room(pod, space, everywhere)
         if room is None:
             name = (pod.get("metadata") or {}).get("name", "?")
             detail = "; ".join(f"{n}: {why}" for n, why in reasons.items()) or "the cluster has no nodes"
@@ -225,5 +254,6 @@ def fit(gang: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]],
             return Fit(False, f"{len(gang)} procs must be placed together and only {placed} "
                               f"fit: 0/{len(space)} nodes can take pod {name}{after}: {detail}")
         _take(pod, room)
+        everywhere.add(pod, room.name)
         placed += 1
     return Fit(True)

@@ -1,5 +1,5 @@
 """What only the operator names: the token mount inside a proc pod, the labels and selector of a
-mesh's children, and the node-loss taints it tolerates.
+mesh's children, the node-loss taints it tolerates and the node label that means "one node".
 
 Every name the client must agree on (API coordinates, child names, label and annotation keys,
 the token key, the port) is in :mod:`mesh_client._src.contract`; this module builds on it.
@@ -14,6 +14,9 @@ from mesh_client._src import contract
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"  # node Ready=False
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"  # node Ready=Unknown (no heartbeat)
 NODE_LOSS_TAINTS = (NOT_READY_TAINT, UNREACHABLE_TAINT)
+
+#: The well-known node label (well_known_labels.go) that inter-pod affinity reads as "same node".
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 # Where the token Secret is mounted in the proc server container (PROCMESH_TOKEN_FILE).
 TOKEN_VOLUME = "procmesh-token"

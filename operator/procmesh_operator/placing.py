@@ -12,7 +12,9 @@ proc pod that pins a device); the result feeds :func:`procmesh_operator.renderin
   :func:`place`, after :func:`check_colocation`.
 * pinned mode otherwise: the operator picks one node per host index (first fit by name, among
   Ready, schedulable GPU nodes that match template.nodeSelector and where the budget fits), so
-  that it can check devices and budgets before any pod exists.
+  that it can check devices and budgets before any pod exists; a node other than any other
+  host's unless spec.placement.hosts is Any (:mod:`.spreading` does the rest for the modes the
+  scheduler places).
 """
 
 from __future__ import annotations
@@ -261,7 +263,8 @@ def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
             if refusal is not None:
                 return Placement(refusal=refusal)
         else:
-            taken = set(host_nodes.values())
+            # Hosts are machines unless spec.placement.hosts says Any (budgets still apply).
+            taken = set(host_nodes.values()) if mesh.hosts_on_distinct_nodes else set()
             reasons: list[str] = []
             for node in sorted(nodes.values(), key=lambda n: n.name):
                 if node.name in taken:

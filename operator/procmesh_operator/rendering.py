@@ -19,7 +19,7 @@ import secrets
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import claims, names, specs
+from procmesh_operator import claims, names, specs, spreading
 from procmesh_operator import settings as settings_
 
 PROC_SERVER_COMMAND = ["python", "-m", "mesh_client.proc_server"]
@@ -178,8 +178,9 @@ def _node_affinity_terms(terms: list[dict[str, Any]], extra: dict[str, Any]) -> 
     return out
 
 
-def _affinity(mesh: specs.MeshSpec, placement: ProcPlacement) -> dict[str, Any] | None:
+def _affinity(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement) -> dict[str, Any] | None:
     affinity = copy.deepcopy(dict(mesh.template.get("affinity") or {}))
+    spreading.merge_into(affinity, spreading.pod_affinity(mesh, rank))  # hosts are machines
     extra: dict[str, Any] = {}
     if mesh.gpus.mode == contract.GPU_MODE_PLUGIN:
         extra["matchExpressions"] = [
@@ -265,7 +266,7 @@ def render_pod(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement,
             pod_spec[field] = copy.deepcopy(template[field])
     pod_spec["tolerations"] = node_loss_tolerations(
         pod_spec.get("tolerations") or [], settings.node_loss_toleration_seconds)
-    affinity = _affinity(mesh, placement)
+    affinity = _affinity(mesh, rank, placement)
     if affinity:
         pod_spec["affinity"] = affinity
     return {

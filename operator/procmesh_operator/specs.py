@@ -53,6 +53,12 @@ class MeshSpec:
     token_secret_name: str | None = None  # spec.tokenSecretName: the creator made the Secret
     lease_seconds: int | None = None  # spec.lease.durationSeconds: deleted when not renewed
     lease_renewal: str | None = None  # the holder's last renewal (contract.LEASE_RENEW_ANNOTATION)
+    host_placement: str = contract.HOSTS_ON_DISTINCT_NODES  # spec.placement.hosts
+
+    @property
+    def hosts_on_distinct_nodes(self) -> bool:
+        """Whether every host of this mesh is a node of its own (spec.placement.hosts)."""
+        return self.host_placement == contract.HOSTS_ON_DISTINCT_NODES
 
     @property
     def token_secret(self) -> str:
@@ -98,6 +104,8 @@ def parse(body: Mapping[str, Any]) -> MeshSpec:
         token_secret_name=spec.get("tokenSecretName") or None,
         lease_seconds=_lease_seconds(spec),
         lease_renewal=(meta.get("annotations") or {}).get(contract.LEASE_RENEW_ANNOTATION),
+        host_placement=str((spec.get("placement") or {}).get(
+            "hosts", contract.HOSTS_ON_DISTINCT_NODES)),
     )
 
 

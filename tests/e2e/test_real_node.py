@@ -133,8 +133,10 @@ def test_spmd_train_in_containers(cluster: Any, kube: Any, release: str) -> None
     from kubernetes import client
 
     examples = support.image("examples")["ref"]
+    # One real node: both hosts share it (spec.placement.hosts Any; by default they need two).
     create_mesh(client.CustomObjectsApi(kube), support.CLIENT_NAMESPACE, "spmd", hosts=2,
-                perHost=[{"name": "gpus", "size": 2}], template={"image": examples})
+                perHost=[{"name": "gpus", "size": 2}], template={"image": examples},
+                placement={"hosts": "Any"})
     # A mesh someone else made: its user is granted that mesh alone, by binding its access Role.
     support.kubectl(cluster, "-n", support.CLIENT_NAMESPACE, "create", "rolebinding", "spmd-user",
                     "--role=spmd-procmesh-access",

@@ -30,6 +30,8 @@ class KubernetesHostMesh(MeshTrait):
     What its procs print shows on this program's stdout unless ``forward_output=False``.
     ``queue``: a Kueue LocalQueue of ``namespace``; each mesh then waits (in ``spawn_procs``,
     up to ``timeout``) until Kueue admits it as one workload.
+    Each host is a node of its own unless ``hosts_on_distinct_nodes=False`` (the ProcMesh's
+    ``spec.placement.hosts: Any``, e.g. several hosts on a one-node test cluster).
     """
 
     def __init__(
@@ -47,6 +49,7 @@ class KubernetesHostMesh(MeshTrait):
         lease_seconds: int = lifetimes.DEFAULT_LEASE_SECONDS,
         forward_output: bool | None = None,
         queue: str | None = None,
+        hosts_on_distinct_nodes: bool = True,
     ) -> None:
         self._shape = Shape([contract.HOSTS_DIM], [hosts])
         self.hosts = hosts
@@ -60,6 +63,8 @@ class KubernetesHostMesh(MeshTrait):
         self.lease_seconds = lease_seconds  # how long a spawned mesh outlives its last renewal
         self.forward_output = forward_output  # procs' output on stdout (None: PROCMESH_FORWARD_OUTPUT)
         self.queue = queue  # a Kueue LocalQueue: every mesh spawned is admitted through it
+        self.host_placement = contract.HOSTS_ON_DISTINCT_NODES if hosts_on_distinct_nodes \
+            else contract.HOSTS_ON_ANY_NODES  # spec.placement.hosts of every spawned mesh
 
     def _with_shape(self, shape: Shape) -> KubernetesHostMesh:
         raise NotImplementedError("slicing a Kubernetes host mesh is not supported; spawn with fewer hosts")
@@ -104,6 +109,7 @@ class KubernetesHostMesh(MeshTrait):
             device_class=device_class,
             colocate_with=other,
             template=self.template,
+            host_placement=self.host_placement,
             restart_policy=restart_policy,
             max_restarts=max_restarts,
             port=port,

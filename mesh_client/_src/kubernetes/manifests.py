@@ -78,9 +78,11 @@ def proc_mesh_manifest(
     labels: Mapping[str, str] | None = None,
     lease_seconds: int | None = None,
     owner: Mapping[str, Any] | None = None,
+    host_placement: str | None = None,
 ) -> dict[str, Any]:
     """The ProcMesh body. ``lease_seconds``: ``spec.lease`` (the creator renews it);
-    ``owner``: an owner reference (the creator's pod), so the mesh goes with it."""
+    ``owner``: an owner reference (the creator's pod), so the mesh goes with it;
+    ``host_placement``: ``spec.placement.hosts`` (None: the CRD's default, DistinctNodes)."""
     if contract.HOSTS_DIM in per_host:
         raise ValueError(f"per_host cannot have a '{contract.HOSTS_DIM}' dimension: the host mesh has it already")
     spec: dict[str, Any] = {
@@ -101,6 +103,11 @@ def proc_mesh_manifest(
         spec["port"] = port
     if lease_seconds is not None:
         spec["lease"] = {"durationSeconds": int(lease_seconds)}
+    if host_placement is not None:
+        if host_placement not in contract.HOST_PLACEMENTS:
+            raise ValueError(f"host_placement={host_placement!r}: give one of "
+                             f"{', '.join(contract.HOST_PLACEMENTS)}")
+        spec["placement"] = {"hosts": host_placement}
     metadata: dict[str, Any] = {"name": name}
     if labels:
         metadata["labels"] = dict(labels)

@@ -27,8 +27,9 @@ from typing import Any, TextIO
 from mesh_client._src.kubernetes import api as api_mod
 from mesh_client._src.kubernetes import logstreams
 from mesh_client._src.kubernetes.errors import MeshAccessDenied
+from mesh_client._src.server import output as proc_output
 
-ENV = "PROCMESH_FORWARD_OUTPUT"
+ENV = proc_output.FORWARD_ENV  # one switch for both backends
 #: How long start() waits for every pod's line count (a slow API server must not hang attach).
 READY_TIMEOUT = 10.0
 REOPEN_SECONDS = 1.0
@@ -38,9 +39,7 @@ GIVE_UP_SECONDS = 120.0
 
 def enabled(forward_output: bool | None) -> bool:
     """The caller's choice, else the environment's (on unless ``PROCMESH_FORWARD_OUTPUT=0``)."""
-    if forward_output is not None:
-        return forward_output
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    return proc_output.forwarding_enabled(forward_output, os.environ)
 
 
 class OutputForwarder:
@@ -107,7 +106,7 @@ class OutputForwarder:
             except Exception:
                 continue
             for line in lines[shown:]:
-                self.sink.write(f"[{self.mesh} rank {rank}] ", line)
+                self.sink.write(proc_output.proc_prefix(self.mesh, rank), line)
 
     # --- one pod -------------------------------------------------------------------------------
 
@@ -128,7 +127,7 @@ class OutputForwarder:
             response.release_conn()
 
     def _follow(self, rank: int, pod: str) -> None:
-        prefix = f"[{self.mesh} rank {rank}] "
+        prefix = proc_output.proc_prefix(self.mesh, rank)
         run: tuple[str, int] | None = None
         shown = 0
         try:

@@ -20,6 +20,7 @@ from mesh_client._src.local.bootstrap import default_bootstrap_cmd
 from mesh_client._src.local.launcher import CommandSpec, LocalProcs
 from mesh_client._src.runtime import offloading
 from mesh_client._src.runtime.futures import Future
+from mesh_client._src.server import output
 
 T = TypeVar("T", bound=Actor)
 
@@ -79,12 +80,17 @@ class HostMesh(MeshTrait):
         bootstrap: Callable[[], Any] | None = None,
         name: str | None = None,
         bootstrap_command: CommandSpec = None,
+        *,
+        forward_output: bool | None = None,
     ) -> ProcMesh:
         """Start one proc server per point of ``per_host`` and return their mesh.
 
         ``bootstrap_command`` (a BootstrapCommand or a callable of the point) sets each proc's
         command and env, e.g. ``CUDA_VISIBLE_DEVICES``. ``bootstrap`` runs in every proc before
         any actor, e.g. ``partial(torch.cuda.set_per_process_memory_fraction, 0.3)``.
+        What the procs print shows in this terminal, each line led by ``[<name> rank <r>] ``
+        as on Kubernetes; ``forward_output=False`` (or ``PROCMESH_FORWARD_OUTPUT=0``) leaves
+        the lines bare.
         Returns once every proc is up and bootstrapped; raises with the cause otherwise.
         """
         shape = Shape.from_sizes(dict(per_host or {}))
@@ -93,7 +99,9 @@ class HostMesh(MeshTrait):
         token = secrets.token_hex(32)
         if self._python is not None and bootstrap_command is None:
             bootstrap_command = dataclasses.replace(default_bootstrap_cmd(), program=self._python)
-        procs = LocalProcs(name, list(shape.points()), displays, bootstrap_command, token)
+        prefixes = [output.proc_prefix(name, rank) for rank in range(len(displays))] \
+            if output.forwarding_enabled(forward_output) else None
+        procs = LocalProcs(name, list(shape.points()), displays, bootstrap_command, token, prefixes)
         addresses = procs.start()
         group = ProcGroup(name, addresses, token.encode(), displays, owner=procs)
         procs.watch(group.peers)

@@ -25,6 +25,7 @@ from mesh_client._src.actor.shape import Point
 from mesh_client._src.local import zygote_client
 from mesh_client._src.local.bootstrap import BootstrapCommand, default_bootstrap_cmd
 from mesh_client._src.runtime import ops, peers
+from mesh_client._src.server import output
 
 START_TIMEOUT = float(os.environ.get("PROCMESH_START_TIMEOUT", "120"))
 STOP_TIMEOUT = 5.0
@@ -60,9 +61,13 @@ def _command_line(args: object) -> str:
 class LocalProcs:
     """The processes of one local proc mesh (the ``owner`` of its ProcGroup)."""
 
-    def __init__(self, name: str, points: Sequence[Point], displays: Sequence[str], command: CommandSpec, token: str) -> None:
+    def __init__(self, name: str, points: Sequence[Point], displays: Sequence[str], command: CommandSpec, token: str,
+                 prefixes: Sequence[str] | None = None) -> None:
+        """``prefixes``: what each proc puts before every line it prints (server/output.py);
+        None: bare lines."""
         self.name = name
         self.displays = list(displays)
+        self._prefixes = list(prefixes) if prefixes is not None else None
         self.token = token
         self._points = list(points)
         self._command = command
@@ -136,6 +141,9 @@ class LocalProcs:
             sys_path=tuple(p for p in sys.path if p),
         )
         env.update(proc_env.render())
+        env.pop(output.PREFIX_ENV, None)  # a proc that starts procs: its own prefix is not theirs
+        if self._prefixes is not None:
+            env[output.PREFIX_ENV] = self._prefixes[index]
         if zygote_client.eligible(cmd.argv(), cmd.program, default_bootstrap_cmd().argv(), cmd.env, cmd.inherit_env):
             self.processes[index] = zygote_client.get_zygote().fork(env)
             return None

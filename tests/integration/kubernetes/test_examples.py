@@ -27,6 +27,11 @@ def test_sharing_gpus_creates_pinned_colocated_meshes(cluster, namespace, operat
     assert "step 2: loss=" in out and "Example completed successfully!" in out
     # each role reported its procs: the trainer's procs see the same devices as the policy's
     assert out.count("trainer + reference") == 2
+    # CUDA as each proc sees it (its pod's torch and GPU), one line per proc, not the controller's
+    for role in ("policy", "trainer"):
+        for gpu in (0, 1):
+            assert re.search(rf"^{role} proc hosts=0, gpus={gpu}: torch \S+ \(CUDA build \S+\), "
+                             rf"CUDA available: (True|False), ", out, re.MULTILINE), out
 
 
 def test_sharing_gpus_shares_dra_claims(cluster, namespace, operator, dra_node, devices_free):

@@ -31,7 +31,9 @@ class SingleProc:
 def single_proc(tmp_path: pathlib.Path, *, nofile: int | None = None, env: dict[str, str] | None = None) -> Iterator[SingleProc]:
     log = tmp_path / "proc.stderr"
     command = flooding.proc_command(nofile, str(log), env)
-    with this_host().spawn_procs(per_host={"procs": 1}, name="lone", bootstrap_command=command) as mesh:
+    # The proc's stderr goes to ``log``, read line by line: no "[lone rank 0] " prefix there.
+    with this_host().spawn_procs(per_host={"procs": 1}, name="lone", bootstrap_command=command,
+                                 forward_output=False) as mesh:
         actor = mesh.spawn("rec", Recorder).slice(procs=0)
         pid = actor.where.call_one().get(timeout=30)["pid"]
         yield SingleProc(mesh, actor, pid, flooding.listening_port(pid), log)

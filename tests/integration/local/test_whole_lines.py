@@ -31,6 +31,8 @@ def test_procs_printing_at_once_never_split_a_line():
     done = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    expected = "a whole line from an actor " + "x" * 40
-    assert [line for line in lines if line != expected] == []
+    expected = [f"[procs{n} rank {r}] a whole line from an actor " + "x" * 40
+                for n in range(10) for r in range(4)]  # the mesh's default name: procs<n>
+    assert [line for line in lines if line not in expected] == []
     assert len(lines) == 4 * 300
+    assert len({line.split("]")[0] for line in lines}) == 4  # every proc, each with its prefix

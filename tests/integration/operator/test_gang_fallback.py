@@ -8,9 +8,13 @@ picks the gate. The checks are issue 16's, shared with test_gangs.py (gang_check
 Aspects: pods wait at the gate procmesh.io/gang, and a 12-proc mesh keeps all 12 there while a
 6-proc mesh is released and runs; 4 + 4 + 6 procs take turns with no deadlock; the API is really
 not served; template.priorityClassName reaches the pods; a released mesh that the scheduler
-places only in part (here: a pod anti-affinity, which the operator's fit check does not simulate)
-is recreated behind the gate after the bounded wait, and holds nothing during the back-off.
+places only in part (here: a pod anti-affinity over ``kubernetes.io/os``, a topology key the
+operator's fit check does not simulate) is recreated behind the gate after the bounded wait, and
+holds nothing during the back-off; a 2-host mesh on the one GPU node is never released, since
+the check knows hosts need distinct nodes (spec.placement.hosts), and ``Any`` releases it.
 """
+
+import re
 
 import pytest
 
@@ -85,9 +89,10 @@ def test_priority_class_name_passes_through(operator, custom, core, kube, namesp
 
 def test_a_partly_placed_release_is_recreated_behind_the_gate(operator, custom, core, namespace,
                                                              place):
+    # Every node is linux: one topology domain, so only one of the two pods can ever bind.
     apart = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
         "labelSelector": {"matchLabels": {contract.MESH_LABEL: "apart"}},
-        "topologyKey": "kubernetes.io/hostname"}]}}
+        "topologyKey": "kubernetes.io/os"}]}}
     gang_checks.create(custom, namespace, "apart", 2, place, affinity=apart)
     def both():
         pods = support.mesh_pods(core, namespace, "apart")
@@ -105,3 +110,20 @@ def test_a_partly_placed_release_is_recreated_behind_the_gate(operator, custom, 
         return len(fresh) == 2 and all(p.spec.scheduling_gates for p in fresh) and fresh
     fresh = testing.wait_for(recreated_and_held, "both pods recreated behind the gate")
     assert not any(p.spec.node_name for p in fresh)
+
+
+def test_the_gate_keeps_hosts_on_distinct_nodes(operator, custom, core, namespace, place):
+    # Only the GPU node has GPU units: a 2-host plugin mesh cannot get two nodes.
+    support.create_mesh(custom, namespace, "hosts", hosts=2, perHost=[{"name": "gpus", "size": 1}],
+                        gpus={"mode": "plugin"})
+    mesh = support.wait_condition(custom, namespace, "hosts", "Scheduled", "False", "Unschedulable")
+    message = support.condition(mesh, "Scheduled")["message"]
+    assert re.search(rf"{GPU_NODE}: node\(s\) didn't match pod anti-affinity rules \(pod hosts-[01] "
+                     r"is there\)", message), message
+    pods = support.mesh_pods(core, namespace, "hosts")
+    assert len(pods) == 2 and all(p.spec.scheduling_gates for p in pods)  # never released
+
+    support.create_mesh(custom, namespace, "shared", hosts=2, perHost=[{"name": "gpus", "size": 1}],
+                        gpus={"mode": "plugin"}, placement={"hosts": "Any"})
+    support.wait_ready(custom, namespace, "shared")
+    assert {p.spec.node_name for p in support.mesh_pods(core, namespace, "shared")} == {GPU_NODE}

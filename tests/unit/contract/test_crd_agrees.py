@@ -1,6 +1,6 @@
 """The CRD (and so the chart, whose copy is byte-equal) says what the contract says.
 
-Aspects: API coordinates; the default port; the GPU modes; the name-length and proc-count rules
+Aspects: API coordinates; the default port; the GPU modes; the host placements; the name-length and proc-count rules
 that keep derived names valid.
 """
 
@@ -31,6 +31,12 @@ def test_gpu_modes():
     mode = SPEC["properties"]["gpus"]["properties"]["mode"]
     assert tuple(mode["enum"]) == contract.GPU_MODES
     assert mode["default"] == contract.GPU_MODE_NONE
+
+
+def test_host_placements():
+    hosts = SPEC["properties"]["placement"]["properties"]["hosts"]
+    assert tuple(hosts["enum"]) == contract.HOST_PLACEMENTS
+    assert hosts["default"] == contract.HOSTS_ON_DISTINCT_NODES
 
 
 def test_length_rules():

@@ -1,5 +1,5 @@
 """spawn_procs(gpus="dra") as a ProcMesh manifest: the device class by default or as given, none
-for a colocated mesh (it uses its partner's claims), and device_class refused in other modes."""
+for a colocated mesh (it uses its partner's claims), and device_class refused in other modes; spec.placement.hosts as given, and checked."""
 
 import pytest
 
@@ -21,3 +21,11 @@ def test_colocated_dra_mesh_uses_its_partners_claims():
 def test_device_class_needs_dra():
     with pytest.raises(ValueError, match="only meaningful with gpus='dra'"):
         manifests.proc_mesh_manifest("p", hosts=1, per_host={"gpus": 1}, gpus="plugin", device_class="x")
+
+
+def test_host_placement_is_the_crds_and_checked():
+    assert "placement" not in manifests.proc_mesh_manifest("p", hosts=2, per_host={"procs": 1})["spec"]
+    body = manifests.proc_mesh_manifest("p", hosts=2, per_host={"procs": 1}, host_placement="Any")
+    assert body["spec"]["placement"] == {"hosts": "Any"}
+    with pytest.raises(ValueError, match="give one of DistinctNodes, Any"):
+        manifests.proc_mesh_manifest("p", hosts=2, per_host={"procs": 1}, host_placement="Anywhere")

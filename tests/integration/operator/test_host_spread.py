@@ -1,0 +1,126 @@
+"""Hosts are machines (issue 15 item 11), against the real kube-scheduler: a mesh's hosts land on
+distinct nodes, each host's procs on one node, on two process nodes that only this module's
+meshes tolerate.
+
+Aspects: a 2-host mesh lands on the two nodes, one host each; confined to one node it stays
+Pending with the scheduler's reason in its Scheduled condition; ``placement.hosts: Any`` puts
+both hosts on that one node (and cannot be changed afterwards), and so does the Python client's ``hosts_on_distinct_nodes=False``;
+a mesh colocated with a spread mesh lands beside it, proc by proc (the anti-affinity matches its
+own mesh's pods only); ``kubectl explain`` teaches the field.
+"""
+
+import uuid
+
+import pytest
+
+from tests.cluster import testing
+from tests.cluster.process_node.config import NodeConfig
+from tests.integration.operator import support
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module")
+def pair(cluster):
+    """Two nodes, ``a`` and ``b``, labelled for this module (``a`` also as the solo node) and
+    tainted so that no other test's pod lands there. Returns (names, template of the pair,
+    template of the solo node)."""
+    key = f"procmesh.io/test-spread-{uuid.uuid4().hex[:6]}"
+    names = [f"spread-{side}-{key[-6:]}" for side in ("a", "b")]
+    taint = {"key": key, "value": "yes", "effect": "NoSchedule"}
+    cluster.add_node(NodeConfig(names[0], labels={key: "pair", f"{key}-solo": "yes"},
+                                taints=(taint,)))
+    cluster.add_node(NodeConfig(names[1], labels={key: "pair"}, taints=(taint,)))
+    tolerations = [{"key": key, "operator": "Exists", "effect": "NoSchedule"}]
+    return (names, {"nodeSelector": {key: "pair"}, "tolerations": tolerations},
+            {"nodeSelector": {f"{key}-solo": "yes"}, "tolerations": tolerations})
+
+
+def nodes_by_host(core, namespace, name):
+    """host index -> the set of nodes its live pods are bound to."""
+    out: dict[int, set[str]] = {}
+    for pod in support.mesh_pods(core, namespace, name):
+        if pod.metadata.deletion_timestamp is None:
+            host = int(pod.metadata.labels["coord.procmesh.io/hosts"])
+            out.setdefault(host, set()).add(pod.spec.node_name)
+    return out
+
+
+def create(custom, namespace, name, template, **spec):
+    support.create_mesh(custom, namespace, name, hosts=2, perHost=[{"name": "procs", "size": 2}],
+                        template=template, **spec)
+
+
+def test_two_hosts_land_on_two_nodes_one_each(operator, custom, core, namespace, pair):
+    names, on_pair, _ = pair
+    create(custom, namespace, "spread", on_pair)
+    mesh = support.wait_ready(custom, namespace, "spread")
+    by_host = nodes_by_host(core, namespace, "spread")
+    assert all(len(nodes) == 1 for nodes in by_host.values()), by_host  # a host's procs together
+    assert sorted(n for nodes in by_host.values() for n in nodes) == sorted(names), by_host
+    assert {p["node"] for p in mesh["status"]["procs"]} == set(names)
+
+
+def test_on_one_node_the_second_host_stays_pending_with_the_schedulers_reason(
+        operator, custom, core, namespace, pair):
+    names, _, on_solo = pair
+    create(custom, namespace, "lonely", on_solo)
+
+    def held():
+        mesh = support.get_mesh(custom, namespace, "lonely")
+        c = support.condition(mesh, "Scheduled")
+        pods = support.mesh_pods(core, namespace, "lonely")
+        ok = c.get("status") == "False" \
+            and "didn't match pod anti-affinity rules" in c.get("message", "") \
+            and len(pods) == 4
+        return (mesh, c, pods) if ok else None
+
+    mesh, scheduled, pods = testing.wait_for(held, "lonely held for its anti-affinity")
+    assert scheduled["reason"] == "Unschedulable", scheduled
+    assert support.condition(mesh, "Ready")["status"] == "False"
+    # Host 1 never joins host 0 on the one node (in PodGroup mode the gang holds all four).
+    assert not [p for p in pods if p.spec.node_name
+                and p.metadata.labels["coord.procmesh.io/hosts"] == "1"]
+    assert {p.spec.node_name for p in pods if p.spec.node_name} <= {names[0]}
+
+
+def test_any_lets_both_hosts_share_one_node(operator, custom, core, namespace, pair):
+    names, _, on_solo = pair
+    create(custom, namespace, "packed", on_solo, placement={"hosts": "Any"})
+    support.wait_ready(custom, namespace, "packed")
+    assert nodes_by_host(core, namespace, "packed") == {0: {names[0]}, 1: {names[0]}}
+    # Running procs cannot follow a change of placement: the API server refuses it.
+    from kubernetes.client.exceptions import ApiException
+
+    with pytest.raises(ApiException, match="placement is immutable"):
+        support.patch_mesh(custom, namespace, "packed", {"placement": {"hosts": "DistinctNodes"}})
+
+
+def test_a_colocated_mesh_lands_beside_its_spread_partner(operator, custom, core, namespace, pair):
+    _, on_pair, _ = pair
+    create(custom, namespace, "base", on_pair)
+    create(custom, namespace, "beside", on_pair, colocateWith="base")
+    base = support.wait_ready(custom, namespace, "base")
+    beside = support.wait_ready(custom, namespace, "beside")
+    assert [p["node"] for p in beside["status"]["procs"]] == \
+        [p["node"] for p in base["status"]["procs"]]
+    assert len({p["node"] for p in base["status"]["procs"]}) == 2
+
+
+def test_explain_teaches_the_placement(cluster, crd):
+    out = support.kubectl(cluster, "explain", "procmesh.spec.placement.hosts").stdout
+    assert "DistinctNodes" in out and "anti-affinity" in out and "Any" in out
+
+
+def test_the_python_client_can_let_hosts_share_a_node(operator, kube, core, namespace, pair):
+    from mesh_client.kubernetes import KubernetesHostMesh
+
+    names, _, on_solo = pair
+    hosts = KubernetesHostMesh(hosts=2, namespace=namespace, api_client=kube, template=on_solo,
+                               hosts_on_distinct_nodes=False, forward_output=False)
+    procs = hosts.spawn_procs(per_host={"procs": 1}, name="shared")
+    try:
+        assert procs.sizes == {"hosts": 2, "procs": 1}
+        assert nodes_by_host(core, namespace, "shared") == {0: {names[0]}, 1: {names[0]}}
+    finally:
+        procs.stop().get()
