@@ -1,7 +1,7 @@
 """``attach()``: a ProcMesh resource as a proc mesh of this client.
 
 Waits until the mesh is Ready (with a progress line on a terminal), reads the proc addresses
-from ``status.procs`` and the token from the mesh's Secret (``spec.tokenSecretName``, default
+from ``status.procs`` (or a big mesh's ``status.procTable``: :func:`contract.status_procs`) and the token from the mesh's Secret (``spec.tokenSecretName``, default
 ``<name>-token``: what the mesh's access Role grants), connects to every proc server, and runs
 ``bootstrap`` there. When a proc dies, failed calls say what its pod's status says.
 """
@@ -150,7 +150,7 @@ def connect_mesh(
     spec, status = mesh["spec"], mesh["status"]
     dims = [(d["name"], int(d["size"])) for d in spec.get("perHost") or []]
     shape = Shape([contract.HOSTS_DIM, *(n for n, _ in dims)], [int(spec.get(contract.HOSTS_DIM, 1)), *(s for _, s in dims)])
-    procs = sorted(status["procs"], key=lambda p: p["rank"])
+    procs = sorted(contract.status_procs(mesh), key=lambda p: p["rank"])
     if [p["rank"] for p in procs] != list(range(len(shape))):
         raise MeshNotReady(f"ProcMesh {api.namespace}/{name} status lists ranks {[p['rank'] for p in procs]}, expected 0..{len(shape) - 1}")
     addresses = []
