@@ -147,7 +147,7 @@ def connect_mesh(
     ``PROCMESH_FORWARD_OUTPUT=0``).
     """
     name = mesh["metadata"]["name"]
-    spec, status = mesh["spec"], mesh["status"]
+    spec = mesh["spec"]
     dims = [(d["name"], int(d["size"])) for d in spec.get("perHost") or []]
     shape = Shape([contract.HOSTS_DIM, *(n for n, _ in dims)], [int(spec.get(contract.HOSTS_DIM, 1)), *(s for _, s in dims)])
     procs = sorted(contract.status_procs(mesh), key=lambda p: p["rank"])
