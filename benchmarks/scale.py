@@ -185,6 +185,11 @@ def process_usage(pid: int) -> tuple[float, float]:
     return peak, (int(fields[11]) + int(fields[12])) / ticks
 
 
+def say(text: str) -> None:
+    """Progress on stderr (a run takes minutes; stdout is the table or the JSON)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
@@ -340,14 +345,18 @@ def main(argv: list[str] | None = None) -> int:
     with kwok_environment(nodes) as (cluster, operator):
         api_client = config.new_client_from_config(str(cluster.kubeconfig))
         core, custom = client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
+        say(f"{nodes} fake nodes Ready; plain loop of {steps[0] * args.procs} pods")
         report["loop"] = run_loop(core, args.procs, steps[0])
+        say(f"plain loop: {report['loop']}")
         in_cluster = 0
         for step in steps:
             report["waves"].append(run_wave(core, custom, operator, step - in_cluster, args.procs,
                                             step))
+            say(f"wave to {step} meshes: {report['waves'][-1]}")
             in_cluster = step
         if args.big:
             report["big_loop"] = run_loop(core, args.big, 1)
+            say(f"plain loop of {args.big} pods: {report['big_loop']}")
             big = run_wave(core, custom, operator, 1, args.big, in_cluster + 1)
             namespace = next(n.metadata.name for n in core.list_namespace().items
                              if n.metadata.name.startswith(f"wave{in_cluster + 1}-"))
