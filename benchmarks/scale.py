@@ -19,6 +19,7 @@ The operator's peak RSS (VmHWM) and CPU seconds are read from /proc after each p
 (``--plot``, PNG) shows apply -> Ready and reconcile latency against the meshes in the cluster.
 
     python benchmarks/scale.py [--procs 64] [--steps 10,50,100] [--big 1024] [--json] [--plot F]
+                               [--operator-arg=--gang=off]
 """
 
 from __future__ import annotations
@@ -92,6 +93,33 @@ def raw_watch(call: Any, *args: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
     finally:
         response.close()
+
+
+def wait_all(call: Any, args: Sequence[Any], done: Any, expected: int,
+             timeout: float = 1800.0) -> dict[str, float]:
+    """When each of ``expected`` objects listed by ``call(*args)`` first satisfied ``done``
+    (monotonic seconds), by name: a list, then a watch from its resourceVersion, listed again
+    whenever the watch ends or errs (an apiserver may close a watch at any time)."""
+    seen: dict[str, float] = {}
+    deadline = time.monotonic() + timeout
+    while len(seen) < expected:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(seen)} of {expected} ready after {timeout:.0f} s")
+        listed = json.loads(call(*args, _preload_content=False).data)
+        for obj in listed.get("items") or []:
+            if done(obj):
+                seen.setdefault(obj["metadata"]["name"], time.monotonic())
+        if len(seen) >= expected:
+            break
+        for event in raw_watch(call, *args, resource_version=listed["metadata"]["resourceVersion"]):
+            if event.get("type") == "ERROR":
+                break  # e.g. 410 Gone: list again
+            obj = event["object"]
+            if event.get("type") != "DELETED" and done(obj):
+                seen.setdefault(obj["metadata"]["name"], time.monotonic())
+            if len(seen) >= expected:
+                break
+    return seen
 
 
 def pod_ready(pod: dict[str, Any]) -> bool:
@@ -208,15 +236,7 @@ def run_loop(core: Any, procs_per_mesh: int, meshes: int) -> dict[str, Any]:
         for pod in pods:
             core.create_namespaced_pod(namespace, pod)
             names.add(pod["metadata"]["name"])
-    listed = json.loads(core.list_namespaced_pod(namespace, _preload_content=False).data)
-    ready = {p["metadata"]["name"] for p in listed["items"] if pod_ready(p)}
-    if len(ready) < len(names):
-        for event in raw_watch(core.list_namespaced_pod, namespace,
-                               resource_version=listed["metadata"]["resourceVersion"]):
-            if pod_ready(event["object"]):
-                ready.add(event["object"]["metadata"]["name"])
-            if len(ready) >= len(names):
-                break
+    wait_all(core.list_namespaced_pod, (namespace,), pod_ready, len(names))
     seconds = time.monotonic() - started
     delete_namespace(core, namespace)
     return {"pods": len(names), "seconds": round(seconds, 3)}
@@ -229,25 +249,18 @@ def run_wave(core: Any, custom: Any, operator: support.OperatorProcess, meshes: 
     before = operator.metrics()
     hosts, per_host = shape(procs)
     created: dict[str, float] = {}
-    first_rv = None
     started = time.monotonic()
     for i in range(meshes):
         name = f"m{i}"
         body = {"apiVersion": contract.API_VERSION, "kind": contract.KIND,
                 "metadata": {"name": name}, "spec": kwok_spec(hosts, per_host)}
-        result = custom.create_namespaced_custom_object(contract.GROUP, contract.VERSION,
-                                                        namespace, contract.PLURAL, body)
+        custom.create_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace,
+                                               contract.PLURAL, body)
         created[name] = time.monotonic()
-        first_rv = first_rv or result["metadata"]["resourceVersion"]
-    ready: dict[str, float] = {}
-    for event in raw_watch(custom.list_namespaced_custom_object, contract.GROUP, contract.VERSION,
-                           namespace, contract.PLURAL, resource_version=first_rv):
-        obj = event["object"]
-        name = obj["metadata"]["name"]
-        if name not in ready and support.condition(obj, contract.READY).get("status") == "True":
-            ready[name] = time.monotonic()
-        if len(ready) >= meshes:
-            break
+    ready = wait_all(custom.list_namespaced_custom_object,
+                     (contract.GROUP, contract.VERSION, namespace, contract.PLURAL),
+                     lambda obj: support.condition(obj, contract.READY).get("status") == "True",
+                     meshes)
     wave_seconds = time.monotonic() - started
     time.sleep(1.0)  # the last status writes and events, before counting requests
     after = operator.metrics()
@@ -286,8 +299,10 @@ def _round(value: float | None) -> float | None:
 
 
 @contextlib.contextmanager
-def kwok_environment(nodes: int) -> Iterator[tuple[controlplane.Cluster, support.OperatorProcess]]:
-    """A fresh control plane, KWOK with ``nodes`` fake nodes, the CRD and the operator."""
+def kwok_environment(nodes: int, operator_args: Sequence[str] = ()
+                     ) -> Iterator[tuple[controlplane.Cluster, support.OperatorProcess]]:
+    """A fresh control plane, KWOK with ``nodes`` fake nodes, the CRD and the operator (run
+    with ``operator_args``)."""
     cluster = controlplane.Cluster(pathlib.Path(tempfile.mkdtemp(prefix="pm-scale-")))
     cluster.up([])
     try:
@@ -295,7 +310,7 @@ def kwok_environment(nodes: int) -> Iterator[tuple[controlplane.Cluster, support
         simulator.add_nodes(cluster, [f"kwok-node-{i}" for i in range(nodes)], pods=PODS_PER_NODE,
                             timeout=600)
         folder = pathlib.Path(tempfile.mkdtemp(prefix="pm-scale-operator-"))
-        with support.operator_with_crd(cluster.kubeconfig, folder) as operator:
+        with support.operator_with_crd(cluster.kubeconfig, folder, *operator_args) as operator:
             yield cluster, operator
     finally:
         cluster.down()
@@ -335,14 +350,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--big", type=int, default=1024, help="procs of the one big mesh (0: none)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--plot", type=pathlib.Path, help="write the curve as a PNG here")
+    p.add_argument("--operator-arg", action="append", default=[],
+                   help="an argument for the operator, e.g. --operator-arg=--gang=off")
     args = p.parse_args(argv)
     steps = [int(s) for s in args.steps.split(",")]
     pods = steps[-1] * args.procs + args.big
     nodes = math.ceil(pods / (PODS_PER_NODE - 10)) + 1
 
     report: dict[str, Any] = {"procs": args.procs, "steps": steps, "big": args.big,
-                              "nodes": nodes, "pods_per_node": PODS_PER_NODE, "waves": []}
-    with kwok_environment(nodes) as (cluster, operator):
+                              "nodes": nodes, "pods_per_node": PODS_PER_NODE,
+                              "operator_args": args.operator_arg, "waves": []}
+    with kwok_environment(nodes, args.operator_arg) as (cluster, operator):
         api_client = config.new_client_from_config(str(cluster.kubeconfig))
         core, custom = client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
         say(f"{nodes} fake nodes Ready; plain loop of {steps[0] * args.procs} pods")

@@ -8,6 +8,7 @@ from ``status.procs`` (or a big mesh's ``status.procTable``: :func:`contract.sta
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -107,8 +108,12 @@ def wait_ready(api: api_mod.KubeApi, name: str, timeout: float, progress: bool |
         while True:
             mesh = api.get_mesh(name)
             # Pods every time, also when the status says Ready: a status no operator keeps current
-            # (assessing.stale_status) must not send the client to procs that are gone.
-            verdict = assessing.assess(mesh, api.visible_pods(name))
+            # (assessing.stale_status) must not send the client to procs that are gone. A mesh too
+            # big to list its procs is checked against the pods' one-line summaries (the
+            # Table form: a few hundred kB for thousands of pods, where whole pods are MBs).
+            size = math.prod(extent for _, extent in contract.mesh_dims(mesh.get("spec") or {}))
+            pods = api.visible_pods(name) if contract.lists_procs(size) else api.pod_summaries(name)
+            verdict = assessing.assess(mesh, pods)
             if verdict.ready:
                 line.end(f"ProcMesh {api.namespace}/{name}: {verdict.progress}")
                 return mesh
