@@ -177,6 +177,15 @@ def requests_total(text: str) -> float:
     return sum(v for _, v in metric_samples(text, "procmesh_api_requests_total"))
 
 
+def requests_by_kind(text: str) -> dict[str, float]:
+    """The operator's requests so far by "verb resource" (codes summed)."""
+    out: dict[str, float] = {}
+    for labels, value in metric_samples(text, "procmesh_api_requests_total"):
+        kind = f"{labels.get('verb', '?')} {labels.get('resource', '?')}"
+        out[kind] = out.get(kind, 0.0) + value
+    return out
+
+
 def reconcile_buckets(text: str) -> dict[float, float]:
     """Cumulative counts by upper bound of the reconcile-duration histogram."""
     return {math.inf if labels["le"] == "+Inf" else float(labels["le"]): v
@@ -276,6 +285,10 @@ def run_wave(core: Any, custom: Any, operator: support.OperatorProcess, meshes: 
         "reconcile_p50_seconds": _round(quantile(0.5, before_b, after_b)),
         "reconcile_p99_seconds": _round(quantile(0.99, before_b, after_b)),
         "requests_per_mesh": round((requests_total(after) - requests_total(before)) / meshes, 1),
+        "requests_per_mesh_by_kind": {
+            k: round((v - requests_by_kind(before).get(k, 0.0)) / meshes, 1)
+            for k, v in sorted(requests_by_kind(after).items())
+            if v - requests_by_kind(before).get(k, 0.0) > 0},
         "operator_peak_rss_mb": round(peak_mb, 1), "operator_cpu_seconds": round(cpu, 1),
     }
 

@@ -57,3 +57,14 @@ def test_a_caller_changing_its_answer_changes_nothing_kept():
     s.pods_by_rank(KEY, "uid-m").pop(0)
     assert ranks(s) == {0: "5"}
     assert s.pods_by_rank(KEY, "another-uid") == {}
+
+
+def test_managed_fields_are_not_kept():
+    m = mesh()
+    s = stores.PodStore()
+    body = pod(m, 0, rv=5)
+    body["metadata"]["managedFields"] = [{"manager": "kube-scheduler", "fieldsV1": {"f:spec": {}}}]
+    s.upsert(body)
+    kept = s.pods_by_rank(KEY, "uid-m")[0]
+    assert "managedFields" not in kept["metadata"] and kept["metadata"]["name"] == "m-0"
+    assert "managedFields" in body["metadata"]  # the caller's body is left as it was
