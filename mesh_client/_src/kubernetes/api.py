@@ -72,41 +72,6 @@ def default_namespace(kubeconfig: str | None = None, context: str | None = None)
         return "default"
 
 
-#: Ask a list for the API server's Table form (meta.k8s.io/v1), rows without the objects.
-TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io, application/json"
-
-
-def summaries_of_table(table: dict[str, Any]) -> list[dict[str, Any]]:
-    """Pod-shaped dicts from a pod list in Table form: its Name, Ready ("1/1": containers ready
-    of all) and Status columns (the phase, Terminating, or the reason a container waits, as
-    ``kubectl get pods`` prints them). A pod is Ready when Running with every container ready."""
-    columns = [str(c.get("name", "")).lower() for c in table.get("columnDefinitions") or []]
-    if table.get("kind") != "Table" or not {"name", "ready", "status"} <= set(columns):
-        raise KubernetesMeshError(f"the API server answered a Table request with {table.get('kind')!r} "
-                                  f"(columns {columns}); it should serve meta.k8s.io/v1 Tables")
-    at = {name: columns.index(name) for name in ("name", "ready", "status")}
-    pods = []
-    for row in table.get("rows") or []:
-        cells = row.get("cells") or []
-        ready_text, status_text = str(cells[at["ready"]]), str(cells[at["status"]])
-        done, _, total = ready_text.partition("/")
-        ready = done.isdigit() and total.isdigit() and done == total and int(total) > 0
-        pod: dict[str, Any] = {"metadata": {"name": str(cells[at["name"]])}}
-        if status_text == "Terminating":
-            pod["metadata"]["deletionTimestamp"] = "(terminating)"
-        phase = status_text if status_text in POD_PHASES else ("Pending" if not ready else "Running")
-        status: dict[str, Any] = {"phase": phase, "conditions": [
-            {"type": "Ready", "status": "True" if ready and phase == "Running" else "False"}]}
-        if status_text not in POD_PHASES and status_text != "Terminating":
-            status["containerStatuses"] = [{"state": {"waiting": {"reason": status_text}}}]
-        pod["status"] = status
-        pods.append(pod)
-    return pods
-
-
-POD_PHASES = frozenset({"Pending", "Running", "Succeeded", "Failed", "Unknown"})
-
-
 class KubeApi:
     """ProcMeshes, their pods and token Secrets in one namespace."""
 
@@ -281,7 +246,7 @@ class KubeApi:
         better messages and for checking the status against them; the status suffices)."""
         try:
             # The JSON as it comes, not the client's typed models: building and re-serialising
-            # those costs about 1 ms a pod, which a big mesh's attach pays at every poll.
+            # those costs about 1 ms a pod, paid at every poll of attach's wait for Ready.
             response = self.core.list_namespaced_pod(self.namespace, label_selector=contract.mesh_label_selector(mesh),
                                                      _preload_content=False)
         except self._exc as exc:
@@ -290,22 +255,6 @@ class KubeApi:
             raise self._refused(exc, "list", "pods") from None
         items: list[dict[str, Any]] = json.loads(response.data).get("items") or []
         return items
-
-    def pod_summaries(self, mesh: str) -> list[dict[str, Any]] | None:
-        """The mesh's pods reduced to what a readiness check reads, or None when this client may
-        not list pods: name, Terminating, phase, Ready, and a container's waiting reason, as
-        pod-shaped dicts :mod:`.assessing` reads like pods. From the API server's Table form of
-        the list (what ``kubectl get pods`` shows: one short row a pod), so a mesh of thousands
-        of procs costs a few hundred kB per look, not the tens of MB of whole pods."""
-        try:
-            response = self.core.list_namespaced_pod(
-                self.namespace, label_selector=contract.mesh_label_selector(mesh), _preload_content=False,
-                _headers={"Accept": TABLE_ACCEPT})
-        except self._exc as exc:
-            if exc.status == 403:
-                return None
-            raise self._refused(exc, "list", "pods") from None
-        return summaries_of_table(json.loads(response.data))
 
     def all_mesh_pods(self, all_namespaces: bool = False) -> list[dict[str, Any]] | None:
         """Every mesh's pods in this namespace (or all, one list call), or None when not allowed."""
