@@ -337,21 +337,35 @@ def plot(report: dict[str, Any], path: pathlib.Path) -> None:
 
     waves = report["waves"]
     x = [w["meshes_in_cluster"] for w in waves]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(14, 4))
     left.plot(x, [w["ready_p50_seconds"] for w in waves], "o-", label="apply -> Ready p50")
     left.plot(x, [w["ready_p99_seconds"] for w in waves], "o--", label="apply -> Ready p99")
+    for w in waves:
+        left.annotate(f"wave of {w['new_meshes']}", (w["meshes_in_cluster"], w["ready_p50_seconds"]),
+                      textcoords="offset points", xytext=(4, -12), fontsize=8)
     left.axhline(report["loop"]["seconds"], color="grey", linestyle=":",
                  label=f"plain loop, {report['loop']['pods']} pods")
-    left.set_xlabel("meshes in the cluster")
+    left.set_xlabel("meshes in the cluster after the wave")
     left.set_ylabel("seconds")
-    left.set_title(f"{report['procs']}-proc meshes created at once, per wave")
-    left.legend()
-    right.plot(x, [w["reconcile_p50_seconds"] or 0 for w in waves], "o-", label="reconcile p50")
-    right.plot(x, [w["reconcile_p99_seconds"] or 0 for w in waves], "o--", label="reconcile p99")
-    right.set_xlabel("meshes in the cluster")
-    right.set_ylabel("seconds")
-    right.set_title("operator reconcile latency")
-    right.legend()
+    left.set_title(f"{report['procs']}-proc meshes created at once")
+    left.legend(fontsize=8)
+    middle.plot(x, [w["reconcile_p50_seconds"] or 0 for w in waves], "o-", label="reconcile p50")
+    middle.plot(x, [w["reconcile_p99_seconds"] or 0 for w in waves], "o--",
+                label="reconcile p99 (10 = histogram's last bound)")
+    middle.set_xlabel("meshes in the cluster after the wave")
+    middle.set_ylabel("seconds")
+    middle.set_title("operator reconcile latency")
+    middle.legend(fontsize=8)
+    cpu, before = [], 0.0
+    for w in waves:  # the operator's CPU is cumulative: per wave, per new mesh
+        cpu.append((w["operator_cpu_seconds"] - before) / w["new_meshes"])
+        before = w["operator_cpu_seconds"]
+    right.plot(x, [w["requests_per_mesh"] for w in waves], "o-", label="API requests per mesh")
+    right.plot(x, [c * 100 for c in cpu], "s-", label="operator CPU per mesh (x100 s)")
+    right.plot(x, [w["operator_peak_rss_mb"] for w in waves], "^-", label="operator peak RSS (MB)")
+    right.set_xlabel("meshes in the cluster after the wave")
+    right.set_title("cost per mesh, and memory")
+    right.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -365,7 +379,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plot", type=pathlib.Path, help="write the curve as a PNG here")
     p.add_argument("--operator-arg", action="append", default=[],
                    help="an argument for the operator, e.g. --operator-arg=--gang=off")
+    p.add_argument("--replot", type=pathlib.Path,
+                   help="draw --plot from a report saved with --json (or its waves), run nothing")
     args = p.parse_args(argv)
+    if args.replot:
+        if not args.plot:
+            p.error("--replot needs --plot")
+        plot(json.loads(args.replot.read_text()), args.plot)
+        return 0
     steps = [int(s) for s in args.steps.split(",")]
     pods = steps[-1] * args.procs + args.big
     nodes = math.ceil(pods / (PODS_PER_NODE - 10)) + 1
