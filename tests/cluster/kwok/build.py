@@ -99,7 +99,7 @@ def ensure(jobs: int = 2, force: bool = False) -> Path:
     """The KWOK folder for the current pin, built first when incomplete."""
     final = cache_dir()
     if not force and not missing():
-        print(f"kwok up to date in {final}", flush=True)
+        print(f"kwok up to date in {final}", file=sys.stderr, flush=True)
         return final
     if os.environ.get("PROCMESH_KWOK_DIR"):
         raise RuntimeError(f"$PROCMESH_KWOK_DIR={final} lacks {', '.join(missing())}")
