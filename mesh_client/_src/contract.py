@@ -9,7 +9,8 @@ of ``mesh_client`` (``.importlinter`` forbids it anything else). What lives here
 - condition types and the reasons a client acts on (:data:`FATAL_REASONS`);
 - the ``PROCMESH_*`` environment of the proc server: names, rendering and parsing, both directions
   (the operator's pod builder renders it, :mod:`mesh_client._src.server.config` parses it);
-- the row-major rank/coordinate arithmetic of a mesh's shape.
+- the row-major rank/coordinate arithmetic of a mesh's shape;
+- how ``status.procs`` travels for big meshes (:func:`encode_proc_table`, :func:`status_procs`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import dataclasses
 import json
 import math
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 # --- API coordinates -------------------------------------------------------------------------
 
@@ -233,6 +235,148 @@ def rank_of(coords: Mapping[str, int], dims: Sequence[tuple[str, int]]) -> int:
         if not 0 <= coords[name] < extent:
             raise IndexError(f"coordinate {name}={coords[name]} is outside size {extent}")
     return ravel([coords[name] for name, _ in dims], [s for _, s in dims])
+
+
+# --- status.procs of big meshes ------------------------------------------------------------------
+# A listed ``status.procs[]`` entry is about 190 bytes of JSON (250 with a GPU UUID): 4,096 procs
+# would make one object of about 1 MB, against etcd's 1.5 MiB limit, rewritten whole at every
+# status change. So a mesh of more than MAX_LISTED_PROCS procs publishes ``status.procTable``
+# instead, the same facts as columns (about 25 bytes a proc), and leaves ``status.procs`` empty;
+# what the rank determines (coordinates, pod name) is not written at all. Small meshes keep the
+# list, which people read with kubectl. Readers call :func:`status_procs` for either form.
+
+#: The largest mesh whose status lists its procs one entry each.
+MAX_LISTED_PROCS = 256
+
+
+def lists_procs(size: int) -> bool:
+    """Whether a mesh of ``size`` procs lists them in ``status.procs`` (else ``procTable``)."""
+    return size <= MAX_LISTED_PROCS
+
+
+def format_ranks(ranks: Iterable[int]) -> str:
+    """Ranks as intervals, ``"0-3,5,7-9"`` (the form of an Indexed Job's ``completedIndexes``)."""
+    ordered = sorted(set(ranks))
+    parts: list[str] = []
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def parse_ranks(text: str) -> list[int]:
+    """The ranks of :func:`format_ranks`'s form, ascending; ValueError on anything else."""
+    ranks: list[int] = []
+    for part in text.split(",") if text else []:
+        first, sep, last = part.partition("-")
+        if not first.isdigit() or (sep and not last.isdigit()):
+            raise ValueError(f"{text!r} is not a list of ranks and rank intervals like '0-3,5'")
+        ranks.extend(range(int(first), int(last if sep else first) + 1))
+    return ranks
+
+
+def encode_proc_table(procs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``status.procTable`` from the entries ``status.procs`` would list (ranks 0..n-1 in order):
+    per-rank columns (``node`` indexes ``nodes``, -1 when unbound; ``podIPs`` and ``gpus`` empty
+    when unknown), rank intervals for ``ready`` and for each ``phases[].phase``, the port once."""
+    nodes: list[str] = []
+    node_index: dict[str, int] = {}
+    node_col: list[int] = []
+    ips: list[str] = []
+    gpus: list[str] = []
+    phases: dict[str, list[int]] = {}
+    ports: set[int] = set()
+    for rank, proc in enumerate(procs):
+        if proc.get("rank") != rank:
+            raise ValueError(f"entry {rank} of the procs has rank {proc.get('rank')}")
+        node = proc.get("node")
+        if node is None:
+            node_col.append(-1)
+        else:
+            node_col.append(node_index.setdefault(str(node), len(nodes)))
+            if node_col[-1] == len(nodes):
+                nodes.append(str(node))
+        address = proc.get("address")
+        ip = ""
+        if address:
+            ip, _, port = str(address).rpartition(":")
+            ports.add(int(port))
+        ips.append(ip)
+        gpus.append(str(proc.get("gpu") or ""))
+        if proc.get("podPhase"):
+            phases.setdefault(str(proc["podPhase"]), []).append(rank)
+    if len(ports) > 1:
+        raise ValueError(f"the procs listen on several ports {sorted(ports)}; a mesh has one")
+    table: dict[str, Any] = {
+        "size": len(procs), "nodes": nodes, "node": node_col, "podIPs": ips,
+        "ready": format_ranks(r for r, p in enumerate(procs) if p.get("ready")),
+        "phases": [{"phase": k, "ranks": format_ranks(v)} for k, v in sorted(phases.items())],
+    }
+    if ports:
+        table["port"] = ports.pop()
+    if any(gpus):
+        table["gpus"] = gpus
+    return table
+
+
+def decode_proc_table(table: Mapping[str, Any], mesh: str,
+                      dims: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
+    """The ``status.procs`` entries of a ``status.procTable`` (the inverse of
+    :func:`encode_proc_table`) for mesh ``mesh`` of shape ``dims`` (``hosts`` first)."""
+    size = int(table.get("size") or 0)
+    if size != math.prod(s for _, s in dims):
+        raise ValueError(f"status.procTable of ProcMesh {mesh} has {size} procs, its shape "
+                         f"{list(dims)} has {math.prod(s for _, s in dims)}")
+    nodes = list(table.get("nodes") or [])
+    node_col = list(table.get("node") or [-1] * size)
+    ips = list(table.get("podIPs") or [""] * size)
+    gpus = list(table.get("gpus") or [""] * size)
+    if not len(node_col) == len(ips) == len(gpus) == size:
+        raise ValueError(f"status.procTable of ProcMesh {mesh} has columns of lengths "
+                         f"{len(node_col)}, {len(ips)}, {len(gpus)} for {size} procs")
+    ready = set(parse_ranks(str(table.get("ready") or "")))
+    phase_of: dict[int, str] = {}
+    for group in table.get("phases") or []:
+        for rank in parse_ranks(str(group.get("ranks") or "")):
+            phase_of[rank] = str(group.get("phase"))
+    port = table.get("port")
+    names = [name for name, _ in dims]
+    sizes = [extent for _, extent in dims]
+    procs: list[dict[str, Any]] = []
+    for rank in range(size):
+        entry: dict[str, Any] = {"rank": rank, "coords": dict(zip(names, unravel(rank, sizes))),
+                                 "pod": pod_name(mesh, rank), "ready": rank in ready}
+        if node_col[rank] >= 0:
+            entry["node"] = nodes[node_col[rank]]
+        if ips[rank] and port is not None:
+            entry["address"] = f"{ips[rank]}:{port}"
+        if rank in phase_of:
+            entry["podPhase"] = phase_of[rank]
+        if gpus[rank]:
+            entry["gpu"] = gpus[rank]
+        procs.append(entry)
+    return procs
+
+
+def mesh_dims(spec: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """A ProcMesh spec's shape as named dimensions: ``hosts``, then ``perHost`` in order."""
+    return [(HOSTS_DIM, int(spec.get(HOSTS_DIM, 1))),
+            *((str(d["name"]), int(d["size"])) for d in spec.get("perHost") or [])]
+
+
+def status_procs(mesh: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A ProcMesh's procs by rank, from ``status.procs`` or, for a big mesh, ``status.procTable``."""
+    status = mesh.get("status") or {}
+    listed = status.get("procs") or []
+    table = status.get("procTable")
+    if listed or not table:
+        return [dict(p) for p in listed]
+    return decode_proc_table(table, str((mesh.get("metadata") or {}).get("name", "")),
+                             mesh_dims(mesh.get("spec") or {}))
 
 
 # --- The proc server's environment -------------------------------------------------------------

@@ -14,7 +14,8 @@ Layout (each module one concern, imported as a module):
   :mod:`.assigned_gpus` -- the GPU each proc was given, for ``status.procs[]``.
 * :mod:`.kubeclient`, :mod:`.stores`, :mod:`.queueing` -- REST access, the pod cache, the work queue.
 * :mod:`.reconciling` -- the ordered, effectful reconcile (secret -> service -> pods -> status).
-* :mod:`.handlers` -- thin kopf handlers that feed the queue; :mod:`.__main__` -- the entry point.
+* :mod:`.handlers` -- thin kopf handlers that feed the queue (:mod:`.diffbases`: kopf keeps no
+  diff essence for them); :mod:`.__main__` -- the entry point.
 """
 
 __version__ = "0.1.0"

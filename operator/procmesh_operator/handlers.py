@@ -11,13 +11,14 @@ annotations): deletion is left to garbage collection through owner references.
 from __future__ import annotations
 
 import copy
+import marshal
 from collections.abc import Callable
 from typing import Any
 
 import kopf
 
 from mesh_client._src import contract
-from procmesh_operator import reconciling, workloads
+from procmesh_operator import diffbases, reconciling, workloads
 
 DEFAULT_PEERING = "procmesh"
 #: The key of the :class:`~procmesh_operator.reconciling.Controller` in kopf's memo.
@@ -41,6 +42,8 @@ def register(registry: kopf.OperatorRegistry,
     async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
         # We post our own Events for mesh transitions; kopf would post one per handler log line.
         settings.posting.enabled = False
+        # Event handlers only: kopf's per-event diff essence is never read (diffbases.py).
+        settings.persistence.diffbase_storage = diffbases.NoDiffBase()
         # Long watches get silently stuck behind some load balancers (kopf#585, #957).
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
@@ -92,5 +95,11 @@ def _controller(memo: kopf.Memo) -> reconciling.Controller:
 
 
 def _plain(body: kopf.Body) -> dict[str, Any]:
-    """A detached plain-dict copy (kopf's Body is a live view of the latest event)."""
-    return copy.deepcopy(dict(body))
+    """A detached plain-dict copy (kopf's Body is a live view of the latest event). Bodies are
+    JSON (dicts, lists, strings, numbers), which marshal copies in C, several times faster than
+    ``copy.deepcopy``: this runs once per pod event."""
+    try:
+        plain: dict[str, Any] = marshal.loads(marshal.dumps(dict(body)))
+    except ValueError:  # something not JSON-like inside: the general copy
+        plain = copy.deepcopy(dict(body))
+    return plain

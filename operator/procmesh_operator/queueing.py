@@ -19,6 +19,8 @@ logger = logging.getLogger(__name__)
 
 BACKOFF_BASE = 0.5
 BACKOFF_MAX = 30.0
+#: The longest wait that batches a key's events after a run of it (see _run).
+BATCH_MAX = 1.0
 
 
 @dataclasses.dataclass
@@ -73,12 +75,19 @@ class WorkQueue:
             slot.forgotten = True
 
     async def _run(self, key: Hashable, slot: _Slot) -> None:
+        loop = asyncio.get_running_loop()
         try:
             while slot.dirty and not self._closed:
                 slot.dirty = False
+                started = loop.time()
                 try:
                     delay = await self._worker(key)
                     slot.failures = 0
+                    # Events that came during the run are batched for as long again (at most
+                    # BATCH_MAX): a mesh whose reconcile costs more (thousands of procs) is
+                    # looked at less often instead of back to back; a small one at once.
+                    if slot.dirty and not self._closed:
+                        await asyncio.sleep(min(loop.time() - started, BATCH_MAX))
                 except asyncio.CancelledError:
                     raise
                 except Exception:

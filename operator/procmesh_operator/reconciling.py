@@ -298,8 +298,9 @@ class Controller:
             await self.events.post(body, type_, reason, message)
         if plan is not None and plan.restarted:
             metrics.RESTARTS.labels(policy=mesh.restart_policy).inc(len(plan.restarted))
-        self._phases[key] = str(status["phase"])
-        self._publish_phases()
+        if self._phases.get(key) != status["phase"]:  # the gauges walk every mesh: on changes only
+            self._phases[key] = str(status["phase"])
+            self._publish_phases()
         if failure is not None:
             raise failure
         again = [WAITING_RECHECK_SECONDS] if plan is not None and plan.waiting is not None else []

@@ -243,10 +243,11 @@ def scheduled_verdict(o: Observed, hold: ganging.Hold | None) -> Verdict:
     :mod:`.ganging`), else the first unbound pod's PodScheduled reason."""
     if o.mesh.suspend:
         return "False", SUSPENDED, "spec.suspend is true: the mesh has no pods"
-    live = {r: p for r, p in o.pods.items() if r < o.mesh.size and not planning.is_terminating(p)}
+    size = o.mesh.size  # once: it is computed from the shape (and big meshes have many pods)
+    live = {r: p for r, p in o.pods.items() if r < size and not planning.is_terminating(p)}
     bound = sum(1 for p in live.values() if ganging.is_bound(p))
-    if bound == o.mesh.size:
-        return "True", ganging.ALL_PROCS_SCHEDULED, f"{bound} of {o.mesh.size} procs on nodes"
+    if bound == size:
+        return "True", ganging.ALL_PROCS_SCHEDULED, f"{bound} of {size} procs on nodes"
     if hold is not None:
         return "False", hold.reason, hold.message
     for rank in sorted(live):
@@ -272,11 +273,12 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
     now = now or now_rfc3339()
     previous = previous or {}
     prev_conditions = previous.get("conditions")
+    size = mesh.size  # once: it is computed from the shape (and big meshes have many pods)
     o = Observed(
         mesh=mesh, pods=pods, plan=plan, error=error,
         ready=0 if mesh.suspend else sum(
-            1 for rank, pod in pods.items() if rank < mesh.size and planning.is_ready(pod)),
-        desired=0 if mesh.suspend else mesh.size,
+            1 for rank, pod in pods.items() if rank < size and planning.is_ready(pod)),
+        desired=0 if mesh.suspend else size,
         restarts=plan.restarts if plan is not None else int(previous.get("restarts") or 0))
 
     def cond(type_: str, verdict: Verdict) -> dict[str, Any]:
@@ -309,10 +311,18 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         "readyProcs": o.ready,
         "restarts": o.restarts,
         "conditions": conditions,
-        "procs": [] if mesh.suspend else [proc_entry(mesh, r, pods.get(r),
-                                                     (claimed_gpus or {}).get(r))
-                                          for r in range(mesh.size)],
+        **procs_fields(mesh, [] if mesh.suspend else [
+            proc_entry(mesh, r, pods.get(r), (claimed_gpus or {}).get(r))
+            for r in range(size)]),
     }
+
+
+def procs_fields(mesh: specs.MeshSpec, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """``status.procs``, or for a mesh too big to list, an empty list and ``status.procTable``
+    (:func:`contract.encode_proc_table`; None while suspended, which a merge patch deletes)."""
+    if contract.lists_procs(mesh.size):
+        return {"procs": entries}
+    return {"procs": [], "procTable": contract.encode_proc_table(entries) if entries else None}
 
 
 def node_lost_message(mesh: specs.MeshSpec, plan: planning.Plan) -> str:

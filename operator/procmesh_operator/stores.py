@@ -59,6 +59,9 @@ class PodStore:
         self._tombstones: dict[str, float] = {}  # uid -> expiry, in insertion (= expiry) order
         self._primed: set[Key] = set()
         self._clock = clock
+        # key -> owner uid -> pods_by_rank's answer, until the next write to that mesh's pods:
+        # a reconcile asks several times, and a big mesh has thousands of pods to sort.
+        self._ranked: dict[Key, dict[str, dict[int, dict[str, Any]]]] = {}
 
     # --- Tombstones ----------------------------------------------------------------------------
 
@@ -105,7 +108,11 @@ class PodStore:
         current = pods.get(name)
         if current is not None and _rv(current) > _rv(body):
             return  # resourceVersions grow cluster-wide: a newer incarnation wins over an old one
-        pods[name] = dict(body)
+        pods[name] = _trimmed(body)
+        self._changed(key)
+
+    def _changed(self, key: Key) -> None:
+        self._ranked.pop(key, None)
 
     def forget(self, namespace: str, mesh: str, name: str, uid: str) -> None:
         """The operator deleted this pod and it is gone: drop it and ignore its stale events."""
@@ -116,6 +123,7 @@ class PodStore:
         current = pods.get(name)
         if current is not None and _uid(current) == uid:
             del pods[name]
+            self._changed(key)
         self._bury(uid)
 
     # --- Lists ---------------------------------------------------------------------------------
@@ -133,6 +141,7 @@ class PodStore:
         pods = self._pods.setdefault(key, {})
         for name in [n for n in pods if n not in listed_names]:
             del pods[name]  # gone before we listed (a later ADDED would have a newer version)
+            self._changed(key)
         for pod in listed:
             self.upsert(pod)
         self._primed.add(key)
@@ -156,6 +165,7 @@ class PodStore:
             seen = by_key.get(key, {})
             for name in [n for n, p in pods.items() if n not in seen and _rv(p) <= list_rv]:
                 del pods[name]
+                self._changed(key)
                 changed.add(key)
             for name, pod in seen.items():
                 before = pods.get(name)
@@ -169,6 +179,7 @@ class PodStore:
         """Forget a mesh (deleted): its pods go with it."""
         self._primed.discard(key)
         self._pods.pop(key, None)
+        self._changed(key)
 
     # --- Reads ---------------------------------------------------------------------------------
 
@@ -182,8 +193,13 @@ class PodStore:
         ``<mesh>-<rank>`` are skipped). A pod of the same name and label controlled by another
         uid is not this mesh's proc (an earlier mesh of this name, being garbage-collected):
         see :meth:`foreign_by_rank`."""
-        return {rank: pod for rank, pod in self._by_rank(key).items()
-                if controller_uid(pod) == owner_uid}
+        by_owner = self._ranked.setdefault(key, {})
+        cached = by_owner.get(owner_uid)
+        if cached is None:
+            cached = {rank: pod for rank, pod in self._by_rank(key).items()
+                      if controller_uid(pod) == owner_uid}
+            by_owner[owner_uid] = cached
+        return dict(cached)  # callers may change their copy, never the cached one
 
     def foreign_by_rank(self, key: Key, owner_uid: str) -> dict[int, dict[str, Any]]:
         """Pods with the mesh's label and a rank's name not controlled by ``owner_uid``: they
@@ -198,6 +214,17 @@ class PodStore:
             if rank is not None:
                 out[rank] = pod
         return out
+
+
+def _trimmed(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod as kept: without ``metadata.managedFields``, which nothing here reads and which
+    is a third or more of a pod (client-go's informers strip it too). At thousands of pods this
+    is most of the operator's memory."""
+    kept = dict(body)
+    meta = kept.get("metadata")
+    if isinstance(meta, Mapping) and "managedFields" in meta:
+        kept["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
+    return kept
 
 
 def controller_uid(body: Mapping[str, Any]) -> str | None:

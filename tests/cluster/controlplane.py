@@ -302,6 +302,8 @@ class Cluster:
         if self.layout.nodes.exists():
             for folder in sorted(self.layout.nodes.iterdir()):
                 self.stop_node(folder.name)
+        # KWOK's controller (tests/cluster/kwok/simulator.py), when a scale run started one.
+        processes.stop_pidfiles([self.layout.run / "kwok.pid"], grace=5)
         for name in reversed(COMPONENTS):
             processes.stop_pidfiles([self.layout.run / f"{name}.pid"], grace=10)
 

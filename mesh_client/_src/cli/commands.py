@@ -100,7 +100,7 @@ def describe(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int
 
 def logs_(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
     mesh = api.get_mesh(args.name)
-    procs = (mesh.get("status") or {}).get("procs") or []
+    procs = contract.status_procs(mesh)
     if not procs:  # no status yet: the pods themselves, by their rank label
         procs = [{"rank": int(p["metadata"]["labels"].get(contract.RANK_LABEL, 0)),
                   "pod": p["metadata"]["name"], "coords": {}} for p in api.pods(args.name)]
@@ -127,7 +127,7 @@ def top(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
     """Each proc's GPU memory, asked from the proc itself over the authenticated wire (the
     operator never connects to procs, so no status holds this)."""
     mesh = api.get_mesh(args.name)
-    procs = sorted((mesh.get("status") or {}).get("procs") or [], key=lambda p: p["rank"])
+    procs = sorted(contract.status_procs(mesh), key=lambda p: p["rank"])
     token = api.read_token(args.name, api_mod.token_secret_name(mesh))
     opener = None
     if args.via_api_server:

@@ -190,7 +190,7 @@ def proc_rows(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
     """describe's proc → pod → node → GPU → memory cap table, with live pod state."""
     by_name = {(p.get("metadata") or {}).get("name"): p for p in pods}
     rows = []
-    for proc in sorted((mesh.get("status") or {}).get("procs") or [], key=lambda p: p.get("rank", 0)):
+    for proc in sorted(contract.status_procs(mesh), key=lambda p: p.get("rank", 0)):
         pod = by_name.get(proc.get("pod"))
         state, restarts = pod_state(pod)
         node = proc.get("node") or ((pod or {}).get("spec") or {}).get("nodeName") or NONE

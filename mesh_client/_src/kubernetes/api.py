@@ -9,6 +9,7 @@ never needs to read any other Secret: for meshes it creates, it writes the token
 from __future__ import annotations
 
 import base64
+import json
 import os
 from collections.abc import Callable
 from typing import Any
@@ -244,12 +245,16 @@ class KubeApi:
         """The mesh's pods, or None when this client may not list pods (they are only for
         better messages and for checking the status against them; the status suffices)."""
         try:
-            items = self.core.list_namespaced_pod(self.namespace, label_selector=contract.mesh_label_selector(mesh)).items
+            # The JSON as it comes, not the client's typed models: building and re-serialising
+            # those costs about 1 ms a pod, paid at every poll of attach's wait for Ready.
+            response = self.core.list_namespaced_pod(self.namespace, label_selector=contract.mesh_label_selector(mesh),
+                                                     _preload_content=False)
         except self._exc as exc:
             if exc.status == 403:
                 return None
             raise self._refused(exc, "list", "pods") from None
-        return [self._sanitize(p) for p in items]
+        items: list[dict[str, Any]] = json.loads(response.data).get("items") or []
+        return items
 
     def all_mesh_pods(self, all_namespaces: bool = False) -> list[dict[str, Any]] | None:
         """Every mesh's pods in this namespace (or all, one list call), or None when not allowed."""

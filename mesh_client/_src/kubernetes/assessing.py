@@ -84,7 +84,7 @@ def stale_status(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | No
         return None
     by_name = {(p.get("metadata") or {}).get("name"): p for p in pods}
     wrong = []
-    for proc in status.get("procs") or []:
+    for proc in contract.status_procs(mesh):
         if not proc.get("ready"):
             continue
         pod = by_name.get(proc.get("pod"))
@@ -116,7 +116,7 @@ def assess(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None) ->
     desired = status.get("desiredProcs", "?")
     progress = f"{status.get('readyProcs', 0)}/{desired} procs ready"
     stale = stale_status(mesh, pods)
-    procs = status.get("procs") or []
+    procs = contract.status_procs(mesh)
     if (
         stale is None
         and ready_c.get("status") == "True"

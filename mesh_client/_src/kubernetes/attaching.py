@@ -1,7 +1,7 @@
 """``attach()``: a ProcMesh resource as a proc mesh of this client.
 
 Waits until the mesh is Ready (with a progress line on a terminal), reads the proc addresses
-from ``status.procs`` and the token from the mesh's Secret (``spec.tokenSecretName``, default
+from ``status.procs`` (or a big mesh's ``status.procTable``: :func:`contract.status_procs`) and the token from the mesh's Secret (``spec.tokenSecretName``, default
 ``<name>-token``: what the mesh's access Role grants), connects to every proc server, and runs
 ``bootstrap`` there. When a proc dies, failed calls say what its pod's status says, and
 whether the operator restarts it; after a restart (a new pod uid, :mod:`.reviving`),
@@ -10,6 +10,7 @@ whether the operator restarts it; after a restart (a new pod uid, :mod:`.revivin
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -174,8 +175,14 @@ def wait_ready(api: api_mod.KubeApi, name: str, timeout: float, progress: bool |
         while True:
             mesh = api.get_mesh(name)
             # Pods every time, also when the status says Ready: a status no operator keeps current
-            # (assessing.stale_status) must not send the client to procs that are gone.
-            verdict = assessing.assess(mesh, api.visible_pods(name))
+            # (assessing.stale_status) must not send the client to procs that are gone. Not for a
+            # mesh too big to list its procs: listing 4,096 pods took 7 to 40 s on the test VM
+            # (20 MB, also in the API server's Table form), against attach's 1 s. Its status is
+            # still checked against its generation, the operator puts a stuck container in Ready,
+            # and a proc that is gone fails the connect, which then reads that pod's status.
+            size = math.prod(extent for _, extent in contract.mesh_dims(mesh.get("spec") or {}))
+            pods = api.visible_pods(name) if contract.lists_procs(size) else None
+            verdict = assessing.assess(mesh, pods)
             if verdict.ready:
                 line.end(f"ProcMesh {api.namespace}/{name}: {verdict.progress}")
                 return mesh
@@ -215,10 +222,10 @@ def connect_mesh(
     ``PROCMESH_FORWARD_OUTPUT=0``). ``timeout``: how long ``reconnect`` waits for restarted procs.
     """
     name = mesh["metadata"]["name"]
-    spec, status = mesh["spec"], mesh["status"]
+    spec = mesh["spec"]
     dims = [(d["name"], int(d["size"])) for d in spec.get("perHost") or []]
     shape = Shape([contract.HOSTS_DIM, *(n for n, _ in dims)], [int(spec.get(contract.HOSTS_DIM, 1)), *(s for _, s in dims)])
-    procs = sorted(status["procs"], key=lambda p: p["rank"])
+    procs = sorted(contract.status_procs(mesh), key=lambda p: p["rank"])
     if [p["rank"] for p in procs] != list(range(len(shape))):
         raise MeshNotReady(f"ProcMesh {api.namespace}/{name} status lists ranks {[p['rank'] for p in procs]}, expected 0..{len(shape) - 1}")
     addresses = [reviving.address_of(p) or ("", 0) for p in procs]

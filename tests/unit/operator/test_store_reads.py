@@ -1,0 +1,70 @@
+"""pods_by_rank answers from a cache kept per mesh until that mesh's pods change: every write
+path (events, the operator's own upserts and forgets, priming, a repairing relist, unpriming)
+shows in the next read, and a caller changing its answer changes nothing kept."""
+
+import asyncio
+
+from procmesh_operator import stores
+
+from .builders import mesh, pod
+
+KEY = ("ns", "m")
+
+
+def ranks(s: stores.PodStore) -> dict[int, str]:
+    return {r: p["metadata"]["resourceVersion"] for r, p in s.pods_by_rank(KEY, "uid-m").items()}
+
+
+def test_every_write_shows_in_the_next_read():
+    m = mesh()
+    s = stores.PodStore()
+    s.observe("ADDED", pod(m, 0, rv=5))
+    assert ranks(s) == {0: "5"}
+    s.observe("MODIFIED", pod(m, 0, rv=6))
+    s.upsert(pod(m, 1, rv=7))
+    assert ranks(s) == {0: "6", 1: "7"}
+    s.forget("ns", "m", "m-1", "pod-uid-m-1")
+    assert ranks(s) == {0: "6"}
+    s.observe("DELETED", pod(m, 0, rv=8))
+    assert ranks(s) == {}
+
+
+def test_priming_repairing_and_unpriming_show_too():
+    m = mesh()
+    s = stores.PodStore()
+    s.upsert(pod(m, 0, rv=5))
+    assert ranks(s) == {0: "5"}
+
+    async def lister():
+        return [pod(m, 1, rv=6)]
+
+    asyncio.run(s.prime(KEY, lister))
+    assert ranks(s) == {1: "6"}  # rank 0 was gone before the list
+    s.repair("ns", [pod(m, 1, rv=9)], 10)
+    assert ranks(s) == {1: "9"}
+    s.repair("ns", [], 11)
+    assert ranks(s) == {}
+    s.upsert(pod(m, 0, rv=12))
+    assert ranks(s) == {0: "12"}
+    s.unprime(KEY)
+    assert ranks(s) == {}
+
+
+def test_a_caller_changing_its_answer_changes_nothing_kept():
+    m = mesh()
+    s = stores.PodStore()
+    s.upsert(pod(m, 0, rv=5))
+    s.pods_by_rank(KEY, "uid-m").pop(0)
+    assert ranks(s) == {0: "5"}
+    assert s.pods_by_rank(KEY, "another-uid") == {}
+
+
+def test_managed_fields_are_not_kept():
+    m = mesh()
+    s = stores.PodStore()
+    body = pod(m, 0, rv=5)
+    body["metadata"]["managedFields"] = [{"manager": "kube-scheduler", "fieldsV1": {"f:spec": {}}}]
+    s.upsert(body)
+    kept = s.pods_by_rank(KEY, "uid-m")[0]
+    assert "managedFields" not in kept["metadata"] and kept["metadata"]["name"] == "m-0"
+    assert "managedFields" in body["metadata"]  # the caller's body is left as it was
