@@ -101,7 +101,7 @@ class KubernetesProcs:
         while True:
             mesh = wait_ready(self.api, self.name, max(0.0, deadline - time.monotonic()))
             restarts = int(mesh["status"].get("restarts") or 0)
-            entries = {int(p["rank"]): p for p in mesh["status"]["procs"]}
+            entries = {int(p["rank"]): p for p in contract.status_procs(mesh)}
             uids = reviving.pod_uids(self.api.visible_pods(self.name), self.pod_names)
             found: dict[int, Revived] = {}
             waiting = []
