@@ -39,7 +39,7 @@ def restart_count(policy: str, restarts: int, max_restarts: int) -> str:
 
 def restarted_message(where: str, policy: str, restarts: int, max_restarts: int) -> str:
     """A call to an actor of a proc whose pod was replaced since this client attached."""
-    return (f"proc {where} was restarted ({restart_count(policy, restarts, max_restarts)}): a new pod "
+    return (f"proc {where} is gone: it was restarted ({restart_count(policy, restarts, max_restarts)}): a new pod "
             f"replaced the one its actors ran in; {actor_restarts.WAY_ON}")
 
 

@@ -34,5 +34,5 @@ def test_what_a_lost_proc_adds():
 
 def test_a_restart_is_named_with_its_count_and_the_way_on():
     text = reviving.restarted_message("ns/m rank 1 (m-1)", "RestartProc", 1, 2)
-    assert text.startswith("proc ns/m rank 1 (m-1) was restarted (restart 1 of at most 2, restartPolicy RestartProc)")
+    assert text.startswith("proc ns/m rank 1 (m-1) is gone: it was restarted (restart 1 of at most 2, restartPolicy RestartProc)")
     assert "re-spawn your actors" in text
