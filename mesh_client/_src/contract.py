@@ -316,10 +316,10 @@ def encode_proc_table(procs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "ready": format_ranks(r for r, p in enumerate(procs) if p.get("ready")),
         "phases": [{"phase": k, "ranks": format_ranks(v)} for k, v in sorted(phases.items())],
     }
-    if ports:
-        table["port"] = ports.pop()
-    if any(gpus):
-        table["gpus"] = gpus
+    # Every key is always written, "unknown" included (port 0, gpus []): the operator writes
+    # status with a merge patch, in which a key left out keeps its old value.
+    table["port"] = ports.pop() if ports else 0
+    table["gpus"] = gpus if any(gpus) else []
     return table
 
 
@@ -352,7 +352,7 @@ def decode_proc_table(table: Mapping[str, Any], mesh: str,
                                  "pod": pod_name(mesh, rank), "ready": rank in ready}
         if node_col[rank] >= 0:
             entry["node"] = nodes[node_col[rank]]
-        if ips[rank] and port is not None:
+        if ips[rank] and port:
             entry["address"] = f"{ips[rank]}:{port}"
         if rank in phase_of:
             entry["podPhase"] = phase_of[rank]

@@ -35,9 +35,12 @@ async def run_blocking(fn: Callable[[], R], *, name: str, discard: Callable[[R],
 
     loop = asyncio.get_running_loop()
     done: asyncio.Future[R] = loop.create_future()
+    ended: asyncio.Future[None] = loop.create_future()  # the thread's work is over
     cancel = threading.Event()
 
     def settle(value: Any, error: BaseException | None) -> None:  # on the loop's thread
+        if not ended.done():
+            ended.set_result(None)
         if done.cancelled():
             if error is None:
                 _discard(discard, value)
@@ -67,7 +70,11 @@ async def run_blocking(fn: Callable[[], R], *, name: str, discard: Callable[[R],
         cancel.set()
         # Let the thread finish its cleanup (end the progress line, delete the mesh it made)
         # before the cancellation goes on: what it prints then comes before a Ctrl-C traceback.
-        thread.join(CANCEL_GRACE_SECONDS)
+        # Awaited, not joined: the loop's other tasks go on meanwhile.
+        try:
+            await asyncio.wait_for(asyncio.shield(ended), CANCEL_GRACE_SECONDS)
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            pass  # it overran its grace, or we were cancelled again: go on cancelling
         raise
 
 

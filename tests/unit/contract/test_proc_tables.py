@@ -67,8 +67,31 @@ def test_decode_inverts_encode(gpus):
     assert table["ready"] == "0-3,5-8"
     assert table["nodes"] == ["node-0", "node-1", "node-2"]
     assert table["node"][-2:] == [-1, -1]
-    assert ("gpus" in table) is gpus
+    assert bool(table["gpus"]) is gpus
     assert contract.decode_proc_table(table, "big", DIMS) == procs
+
+
+def merge(old, patch):
+    """RFC 7386 merge patch, as the API server applies the operator's status patch."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(old) if isinstance(old, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge(out.get(key), value)
+    return out
+
+
+def test_a_table_merged_over_an_older_one_says_only_what_is_true_now():
+    # A GPU mesh fully restarted: no GPU and no address known yet for the new pods.
+    before = contract.encode_proc_table(entries(True))
+    fresh = [{"rank": r, "coords": p["coords"], "pod": p["pod"], "ready": False}
+             for r, p in enumerate(entries(True))]
+    after = merge(before, contract.encode_proc_table(fresh))
+    assert after == contract.encode_proc_table(fresh)  # no old GPU or port left behind
+    assert contract.decode_proc_table(after, "big", DIMS) == fresh
 
 
 def test_status_procs_reads_either_form():
