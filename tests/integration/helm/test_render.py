@@ -83,10 +83,12 @@ def test_namespaced_mode_is_namespaced(cluster):
     cluster_rules = [r for d in docs if d["kind"] == "ClusterRole" and not _aggregated(d)
                      for r in d["rules"]]
     granted = {res for r in cluster_rules for res in r["resources"]}
-    # read-only: for kopf, nodes for node loss (the operator's node watch), and the slices of
-    # the devices allocated to dra claims (rbac.draGPUs)
-    assert granted == {"customresourcedefinitions", "namespaces", "nodes", "resourceslices"}
-    assert all(set(r["verbs"]) <= {"list", "watch"} for r in cluster_rules)
+    # read-only: for kopf, nodes for node loss (the operator's node watch), the slices of
+    # the devices allocated to dra claims (rbac.draGPUs), and for a queued mesh (rbac.kueue)
+    # the value of its PriorityClass and its admitted ResourceFlavor's labels and tolerations
+    assert granted == {"customresourcedefinitions", "namespaces", "nodes", "resourceslices",
+                       "priorityclasses", "resourceflavors"}
+    assert all(set(r["verbs"]) <= {"get", "list", "watch"} for r in cluster_rules)
     [deployment] = [d for d in docs if d["kind"] == "Deployment"]
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--namespace=team-a" in args and "--namespace=team-b" in args
