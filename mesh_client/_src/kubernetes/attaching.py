@@ -102,16 +102,21 @@ class KubernetesProcs:
             mesh = wait_ready(self.api, self.name, max(0.0, deadline - time.monotonic()))
             restarts = int(mesh["status"].get("restarts") or 0)
             entries = {int(p["rank"]): p for p in contract.status_procs(mesh)}
-            uids = reviving.pod_uids(self.api.visible_pods(self.name), self.pod_names)
+            pods = self.api.visible_pods(self.name)
+            uids = reviving.pod_uids(pods, self.pod_names)
+            ips = reviving.pod_ips(pods, self.pod_names)
             found: dict[int, Revived] = {}
             waiting = []
             for i in indices:
-                address = reviving.address_of(entries[i]) or self.group.addresses[i]
+                listed = reviving.address_of(entries[i])
+                address = listed or self.group.addresses[i]
                 if uids[i] and self.uids[i]:
                     replaced = uids[i] != self.uids[i]
                 else:  # pods may not be listed: a lost proc counts as restarted once the count moved
                     replaced = i in lost and restarts > self.restarts
-                if replaced:
+                if replaced and uids[i] and not reviving.describes_pod(listed, ips[i]):
+                    waiting.append(i)  # the status still names the old pod's address
+                elif replaced:
                     found[i] = Revived(address, True)
                 elif i in lost:
                     waiting.append(i)  # its old pod is still there: its replacement is coming

@@ -23,6 +23,19 @@ def pod_uids(pods: Sequence[Mapping[str, Any]] | None, names: Sequence[str]) -> 
     return [by_name.get(name) for name in names]
 
 
+def pod_ips(pods: Sequence[Mapping[str, Any]] | None, names: Sequence[str]) -> list[str | None]:
+    """The ``status.podIP`` of the pod of each name (None where absent or not yet assigned)."""
+    by_name = {(p.get("metadata") or {}).get("name"): (p.get("status") or {}).get("podIP") for p in pods or []}
+    return [by_name.get(name) or None for name in names]
+
+
+def describes_pod(entry_address: tuple[str, int] | None, pod_ip: str | None) -> bool:
+    """Whether a ``status.procs[]`` address is that of the listed pod. The operator writes status
+    after it replaces a pod, so a status read just before still shows the old pod's address:
+    a replaced proc is reached only once the two agree (a pod with no IP yet is not there)."""
+    return entry_address is not None and pod_ip is not None and entry_address[0] == pod_ip.strip("[]")
+
+
 def address_of(entry: Mapping[str, Any]) -> tuple[str, int] | None:
     """``status.procs[]``'s ``host:port`` (IPv6 in brackets or not), or None while it has none."""
     text = entry.get("address")

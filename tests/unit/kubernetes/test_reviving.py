@@ -24,6 +24,17 @@ def test_addresses():
     assert reviving.address_of({"rank": 0}) is None
 
 
+def test_a_replaced_proc_is_reached_once_status_names_its_new_pod():
+    pods = [{"metadata": {"name": "m-0"}, "status": {"podIP": "10.0.0.9"}},
+            {"metadata": {"name": "m-1"}, "status": {}}]
+    assert reviving.pod_ips(pods, ["m-0", "m-1", "m-2"]) == ["10.0.0.9", None, None]
+    assert reviving.describes_pod(("10.0.0.9", 26600), "10.0.0.9")
+    assert not reviving.describes_pod(("10.0.0.7", 26600), "10.0.0.9")  # the old pod's address
+    assert not reviving.describes_pod(("10.0.0.7", 26600), None)  # the new pod has no IP yet
+    assert not reviving.describes_pod(None, "10.0.0.9")
+    assert reviving.describes_pod(("fd00::9", 26600), "fd00::9")
+
+
 def test_what_a_lost_proc_adds():
     assert "does not restart it (spawn a new mesh)" in reviving.gone_hint("Never", 0, 3)
     assert "restarts are used up (3 of at most 3)" in reviving.gone_hint("RestartProc", 3, 3)
