@@ -108,12 +108,38 @@ def _call_hook(failure: MeshFailure) -> None:
         _interrupt_main()
 
 
+#: How long the main thread may take to end after the KeyboardInterrupt of an unhandled event
+#: when SIGINT is not Python's (ignored, as for a job started with ``&`` by a script).
+IGNORED_SIGINT_GRACE_SECONDS = 5.0
+
+
 def _interrupt_main() -> None:
-    """A KeyboardInterrupt in the main thread, waking it even from a blocking call."""
-    try:
-        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
-    except (OSError, ValueError):
-        _thread.interrupt_main()
+    """A KeyboardInterrupt in the main thread, waking it even from a blocking call.
+
+    Python handles SIGINT only where it was not ignored when the process started: a program
+    run in the background by a non-interactive shell inherits SIGINT ignored, and the signal
+    would be lost, leaving the controller running after an unhandled event. There the
+    exception is set on the main thread directly (raised at its next bytecode, not inside a
+    blocking call), and if the thread is still alive after a grace the process exits with
+    status 1, as Monarch's default ends it."""
+    main = threading.main_thread()
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        try:
+            signal.pthread_kill(main.ident or 0, signal.SIGINT)
+            return
+        except (OSError, ValueError):
+            _thread.interrupt_main()
+            return
+    import ctypes
+    import os
+
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(main.ident or 0),
+                                               ctypes.py_object(KeyboardInterrupt))
+    main.join(IGNORED_SIGINT_GRACE_SECONDS)
+    if main.is_alive():
+        print("procmesh: SIGINT is ignored in this process and the main thread is blocked: "
+              "exiting with status 1", file=sys.stderr, flush=True)
+        os._exit(1)
 
 
 # One thread runs supervision work: never the reactor, never a user's thread.

@@ -97,7 +97,10 @@ def test_the_progress_line_ends_before_a_traceback(cluster, custom, namespace, o
         namespace=namespace, kubeconfig=str(cluster.kubeconfig), timeout=3 if how == "timeout" else 600)
     err = tmp_path / "stderr"
     with err.open("w") as sink:
-        proc = subprocess.Popen([sys.executable, "-c", code], stderr=sink, env=env(), cwd=str(ROOT))
+        # SIGINT as a terminal's program has it, whatever the runner of these tests inherited
+        # (a job started in the background by a script has it ignored)
+        proc = subprocess.Popen([sys.executable, "-c", code], stderr=sink, env=env(), cwd=str(ROOT),
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             if how.startswith("sigint"):
                 testing.wait_for(lambda: f"\rProcMesh {namespace}/pending:" in read(err) or proc.poll() is not None,

@@ -9,6 +9,7 @@ mesh is no fault; the default hook ends the controller; a stopped actor mesh say
 """
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -129,8 +130,65 @@ def test_default_hook_ends_the_controller():
         print("still running")
         """
     )
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    # SIGINT as a terminal's program has it, whatever the runner of these tests inherited
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
+                          preexec_fn=_sigint_default)
     assert done.returncode == 1, done.stderr
     assert "interrupted by the fault" in done.stdout
     assert "unhandled supervision event, ending the controller" in done.stderr
     assert "ValueError: Error." in done.stderr
+
+
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _sigint_ignored() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_default_hook_ends_a_controller_that_ignores_sigint():
+    """Started in the background by a script (``python train.py &``), a program inherits SIGINT
+    ignored: the default hook must still end it, not leave it running after the fault."""
+    program = textwrap.dedent(
+        """
+        import time
+        from mesh_client import this_host
+        from tests.integration.local.actors import Lambda, raise_value_error
+
+        actors = this_host().spawn_procs().spawn("lam", Lambda)
+        actors.run.broadcast(raise_value_error)
+        try:
+            for _ in range(600):  # Python code between short sleeps: interrupted at once
+                time.sleep(0.1)
+        except KeyboardInterrupt:
+            print("interrupted by the fault")
+            raise SystemExit(1)
+        print("still running")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
+                          preexec_fn=_sigint_ignored)
+    assert done.returncode == 1, done.stderr
+    assert "interrupted by the fault" in done.stdout, done.stdout
+    assert "unhandled supervision event, ending the controller" in done.stderr
+
+
+def test_default_hook_exits_a_blocked_controller_that_ignores_sigint():
+    program = textwrap.dedent(
+        """
+        import time
+        from mesh_client import this_host
+        from tests.integration.local.actors import Lambda, raise_value_error
+
+        actors = this_host().spawn_procs().spawn("lam", Lambda)
+        actors.run.broadcast(raise_value_error)
+        time.sleep(60)  # one blocking call: no bytecode runs until it returns
+        print("still running")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
+                          preexec_fn=_sigint_ignored)
+    assert done.returncode == 1, done.stderr
+    assert "still running" not in done.stdout
+    assert "SIGINT is ignored in this process and the main thread is blocked" in done.stderr
