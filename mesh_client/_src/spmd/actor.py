@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import runpy
 import socket
 import sys
@@ -25,8 +26,35 @@ def _proc_ip() -> str:
     return socket.gethostbyname(socket.gethostname())
 
 
+#: Where master ports are looked for when the kernel's ephemeral range is known: below it, so
+#: that no outgoing connection of any process can take the port between this pick and the
+#: TCPStore's bind on rank 0 (a port from bind(0) is an ephemeral one: that race was seen, and
+#: the other ranks then waited for the store for torch's 30-minute timeout).
+MASTER_PORT_FLOOR = 20000
+PICK_ATTEMPTS = 64
+
+
+def _ephemeral_low() -> int | None:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    low = _ephemeral_low()
+    if low is not None and low > MASTER_PORT_FLOOR:
+        for _ in range(PICK_ATTEMPTS):
+            port = random.randrange(MASTER_PORT_FLOOR, low)
+            with socket.socket(family) as s:
+                try:
+                    s.bind((host, port))
+                except OSError:
+                    continue  # a listener has it: try another
+                return port
+    with socket.socket(family) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
 

@@ -3,6 +3,7 @@
 import argparse
 import json
 import os
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -11,7 +12,8 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--out", required=True)
 args = parser.parse_args()
 
-dist.init_process_group("gloo")
+# A bounded rendezvous: a rank that cannot reach the store fails the call instead of hanging it.
+dist.init_process_group("gloo", timeout=timedelta(seconds=120))
 t = torch.tensor([float(dist.get_rank() + 1)])
 dist.all_reduce(t)
 with open(os.path.join(args.out, f"rank{os.environ['RANK']}.json"), "w") as f:
