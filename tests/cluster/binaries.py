@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 #: The folder holding the Go modules that pin each component.
@@ -82,3 +86,18 @@ def path(name: str) -> Path:
             hint = f"{found} is missing: run `bash tests/cluster/build.sh` to build the binaries"
         raise BinariesMissing(hint)
     return found
+
+
+def build_into(final: Path, prefix: str, build: Callable[[Path], None]) -> float:
+    """Run ``build(scratch)`` in a scratch folder beside ``final`` and then put it in ``final``'s
+    place, so a cache folder is either complete or absent; the seconds it took."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=final.parent) as scratch:
+        build(Path(scratch))
+        if final.exists():
+            shutil.rmtree(final)
+        os.rename(scratch, final)
+        final.chmod(0o755)
+        os.mkdir(scratch)  # so TemporaryDirectory's cleanup finds something to remove
+    return time.monotonic() - started

@@ -11,11 +11,8 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 from tests.cluster import binaries
@@ -100,16 +97,8 @@ def ensure(jobs: int = 2, force: bool = False) -> Path:
     if not force and all(os.access(final / n, os.X_OK) for n in (*binaries.ALL, *binaries.NODE)):
         print(f"binaries up to date in {final}", flush=True)
         return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix=".build-", dir=final.parent) as scratch:
-        build(Path(scratch), jobs)
-        if final.exists():
-            shutil.rmtree(final)
-        os.rename(scratch, final)
-        final.chmod(0o755)
-        os.mkdir(scratch)  # so TemporaryDirectory's cleanup finds something to remove
-    print(f"built {', '.join((*binaries.ALL, *binaries.NODE))} into {final} in {time.monotonic() - started:.0f} s", flush=True)
+    took = binaries.build_into(final, ".build-", lambda scratch: build(scratch, jobs))
+    print(f"built {', '.join((*binaries.ALL, *binaries.NODE))} into {final} in {took:.0f} s", flush=True)
     return final
 
 

@@ -18,8 +18,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 from tests.cluster import binaries
@@ -88,16 +86,8 @@ def ensure(jobs: int = os.cpu_count() or 2) -> Path:
     final = cache_dir()
     if ready(final):
         return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix=".build-kueue-", dir=final.parent) as scratch:
-        build(Path(scratch), jobs)
-        if final.exists():
-            shutil.rmtree(final)
-        os.rename(scratch, final)
-        final.chmod(0o755)
-        os.mkdir(scratch)  # so TemporaryDirectory's cleanup finds something to remove
-    print(f"built kueue {pinned_version()} into {final} in {time.monotonic() - started:.0f} s",
+    took = binaries.build_into(final, ".build-kueue-", lambda scratch: build(scratch, jobs))
+    print(f"built kueue {pinned_version()} into {final} in {took:.0f} s",
           flush=True)
     return final
 

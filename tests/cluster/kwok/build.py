@@ -15,11 +15,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 from tests.cluster import binaries
@@ -103,16 +100,8 @@ def ensure(jobs: int = 2, force: bool = False) -> Path:
         return final
     if os.environ.get("PROCMESH_KWOK_DIR"):
         raise RuntimeError(f"$PROCMESH_KWOK_DIR={final} lacks {', '.join(missing())}")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix=".build-kwok-", dir=final.parent) as scratch:
-        build(Path(scratch), jobs)
-        if final.exists():
-            shutil.rmtree(final)
-        os.rename(scratch, final)
-        final.chmod(0o755)
-        os.mkdir(scratch)  # so TemporaryDirectory's cleanup finds something to remove
-    print(f"built kwok {pinned_version()} into {final} in {time.monotonic() - started:.0f} s",
+    took = binaries.build_into(final, ".build-kwok-", lambda scratch: build(scratch, jobs))
+    print(f"built kwok {pinned_version()} into {final} in {took:.0f} s",
           flush=True)
     return final
 
