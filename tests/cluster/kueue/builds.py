@@ -3,8 +3,8 @@
 Kueue is pinned in its own Go module (``tests/cluster/kueue/gomod/``), kept out of
 ``tests/cluster/gomod/`` on purpose: the control plane's cache key
 (:func:`tests.cluster.binaries.pin_hash`) does not move when Kueue's pin does, and Kueue (a
-6-minute cold build on two cores) is built only when a test needs it (:func:`ensure`, called by
-the ``kueue`` fixture). The binary and the CRDs of the pinned module (``config/components/crd/
+6-minute cold build on two cores) is built by ``scripts/setup`` beside the image builds, or else
+when a test first needs it (:func:`ensure`, called by the ``kueue`` fixture). The binary and the CRDs of the pinned module (``config/components/crd/
 bases``) land in ``$XDG_CACHE_HOME/procmesh/bin/kueue-<hash>/``. v0.17.0's go.mod has no
 ``replace`` directive, so building it as a dependency of our module gives Kueue's own versions.
 """

@@ -1,7 +1,8 @@
 """Build-or-reuse the ``kwok`` controller: ``python -m tests.cluster.kwok.build``
 (or ``bash tests/cluster/build.sh --kwok``).
 
-Only the scale tests and benchmarks need KWOK, so it is built on demand, into
+Only the scale tests and benchmarks need KWOK; ``scripts/setup`` builds it beside the image
+builds, and the first test that needs it builds it where setup did not run, into
 ``~/.cache/procmesh/bin/kwok-<hash>/``: the hash covers ``gomod/go.mod``, ``go.sum`` and
 :data:`RECIPE`, and is apart from :func:`tests.cluster.binaries.pin_hash`, so the control-plane
 binaries are not rebuilt when KWOK's pin moves (nor KWOK when theirs does). Beside the binary it
