@@ -6,6 +6,7 @@ extra; skipped with a note otherwise), and the smallest possible socket round tr
 
     python benchmarks/actors.py            # table
     python benchmarks/actors.py --json     # JSON
+    python benchmarks/actors.py --breakdown   # where a call_one's time goes, stage by stage
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ import time
 from typing import Any
 
 # Targets from the issue, relative to the same run where they name a baseline.
+# Issue 14's targets.
 TARGETS = {
-    "call_one_p50_us": "<= 3x raw round trip",
-    "pipelined_calls_per_s": ">= 20000",
-    "fanout8_p50_us": "<= 1000",
-    "echo_1mib_p50_us": "<= 1500",
-    "spawn8_first_call_s": "<= 0.6 (local)",
+    "call_one_p50_us": "<= 1.5x raw round trip",
+    "pipelined_calls_per_s": ">= 100000",
+    "fanout8_p50_us": "<= 250",
+    "echo_1mib_p50_us": "<= 600",
+    "spawn8_first_call_s": "keep (0.044 s)",
 }
 
 MIB = 1 << 20
@@ -302,6 +304,33 @@ def table(results: dict[str, object]) -> str:
     return "\n".join(lines)
 
 
+def breakdown(calls: int) -> dict[str, Any]:
+    """The raw round trip, then an instrumented procmesh run (benchmarks/call_stages.py), in one run."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import call_stages
+
+    raw = raw_baseline(calls)
+    return {"raw_tcp": raw, "stages": call_stages.measure(calls), "raw_tcp_after": raw_baseline(calls)}
+
+
+def breakdown_table(results: dict[str, Any]) -> str:
+    stages = results["stages"]
+    lines = [f"{'stage of one call_one (instrumented run)':44} {'p50 us':>8} {'p99 us':>8}"]
+    for name, row in stages.items():
+        if name == "total":
+            continue
+        lines.append(f"{name:44} {row['p50_us']:8.1f} {row['p99_us']:8.1f}")
+    total = stages["total"]
+    lines.append(f"{'sum of stage p50s':44} {sum(r['p50_us'] for k, r in stages.items() if k != 'total'):8.1f}")
+    lines.append(f"{'call_one, end to end (instrumented)':44} {total['p50_us']:8.1f} {total['p99_us']:8.1f}")
+    for key in ("raw_tcp", "raw_tcp_after"):
+        raw = results[key]
+        lines.append(f"{'raw pickle/TCP round trip (' + ('before' if key == 'raw_tcp' else 'after') + ')':44} "
+                     f"{raw['call_one_p50_us']:8.1f} {raw['call_one_p99_us']:8.1f}")
+    lines.append(f"samples: {total['n']} calls")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -310,8 +339,13 @@ def main() -> None:
     parser.add_argument("--kubernetes", action="store_true", help="also measure procs as pods (starts the local control plane)")
     parser.add_argument("--kubeconfig", help="with --kubernetes: a running cluster with the CRD, instead of starting one")
     parser.add_argument("--rounds", type=int, default=5, help="with --kubernetes: alternating rounds of call figures")
+    parser.add_argument("--breakdown", action="store_true", help="per-stage p50/p99 of call_one (an instrumented run) beside raw TCP")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.breakdown:
+        results = breakdown(args.calls)
+        print(json.dumps(results, indent=2) if args.json else breakdown_table(results))
+        return
     if args.worker:
         print(json.dumps(workload(args.worker, args.calls)))
         return

@@ -152,9 +152,10 @@ class Channel:
         while True:
             event = self.conn.next_event()
             if event is protocol.NEED_DATA:
-                self._flush_handshake()
+                if not self.authenticated:  # only the handshake queues bytes of its own to send
+                    self._flush_handshake()
                 return
-            if isinstance(event, protocol.Message):
+            if type(event) is protocol.Message:
                 self.on_message(self, event.segments)
             elif isinstance(event, protocol.Authenticated):
                 self._flush_handshake()

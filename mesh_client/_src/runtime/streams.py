@@ -37,7 +37,28 @@ class SocketStream:
         return self.sock.recv_into(view)
 
     def write(self, pieces: Sequence[bytes | bytearray | memoryview]) -> None:
+        if len(pieces) <= _MAX_IOV:  # the common case: one sendmsg takes the whole frame
+            sent = self.sock.sendmsg(pieces)
+            total = 0
+            for p in pieces:
+                total += p.nbytes if type(p) is memoryview else len(p)
+            if sent == total:
+                return
+            self._write_rest(pieces, sent)
+            return
+        self._write_rest(pieces, 0)
+
+    def _write_rest(self, pieces: Sequence[bytes | bytearray | memoryview], skip: int) -> None:
+        """Send ``pieces`` but their first ``skip`` bytes, however many sendmsg calls it takes."""
         views = [memoryview(p).cast("B") for p in pieces if len(p)]
+        while skip and views:
+            n = views[0].nbytes
+            if skip >= n:
+                skip -= n
+                views.pop(0)
+            else:
+                views[0] = views[0][skip:]
+                skip = 0
         while views:
             batch = views[:_MAX_IOV]
             sent = self.sock.sendmsg(batch)

@@ -55,6 +55,11 @@ SUPERVISE = -1  # a work item made in this process: a failure of a mesh this act
 FAILED_TASK = -2  # a work item made in this process: a concurrent endpoint with no caller raised
 _NO_REPLY_YET = object()  # _call's result when the reply is sent later (a port or a task)
 
+# (function, explicit port, untraced, concurrent, async def): what _call needs of an endpoint.
+_Plan = tuple[Callable[..., Any], bool, bool, bool, bool]
+# Message contexts an actor keeps (one per slice and point it is called through).
+CONTEXTS_KEPT = 64
+
 # How many ended actors a proc remembers, so that late calls say why their actor is gone.
 ENDED_KEPT = 4096
 CANCEL_TIMEOUT = 5.0  # seconds for cancelled concurrent endpoints to finish when the actor stops
@@ -80,6 +85,8 @@ class ActorRunner:
         self._queue: queue.SimpleQueue[Work | None] = queue.SimpleQueue()
         self._instance: Actor | None = None
         self._context: ctx_mod.Context | None = None
+        self._plans: dict[str, _Plan] = {}  # endpoint name -> how to call it (see _plan)
+        self._contexts: dict[tuple[int, tuple[str, ...], tuple[int, ...]], ctx_mod.Context] = {}
         self._loop: asyncio.AbstractEventLoop | None = None  # the actor's asyncio loop, on a thread of its own, made for the first async endpoint
         self._on_exit = on_exit
         self._this_proc = this_proc
@@ -239,41 +246,63 @@ class ActorRunner:
     def _call(self, call_id: int, channel: Channel | None, header: tuple[Any, ...], segments: envelopes.Received) -> Any:
         _, _, _, method, index, labels, sizes = header
         args, kwargs = serialization.loads(segments)
-        assert self._context is not None
-        ctx_mod.enter(ctx_mod.Context(self._context.actor_instance, Point(index, Extent(labels, sizes))))
-        cls = type(self._instance)
-        fn = getattr(cls, method, None)
-        if fn is None or method.startswith("_") or not callable(fn):
-            raise AttributeError(f"{cls.__qualname__}.{method} is not an endpoint")
-        if not is_endpoint(fn) and inspect.iscoroutinefunction(fn) and not any(
-            inspect.iscoroutinefunction(getattr(cls, n)) for n in endpoint_names(cls)
-        ):  # reached through as_endpoint
-            raise TypeError(
-                f"{cls.__qualname__}.{method} is an async def method, but this actor's endpoints are all def "
-                "(it has no event loop); make the method a def, or the actor's endpoints async"
-            )
-        explicit = getattr(fn, EXPLICIT_PORT, False)
+        ctx_mod.enter(self._message_context(index, labels, sizes))
+        fn, explicit, untraced, concurrent, coroutine = self._plans.get(method) or self._plan(method)
         if explicit:
             args = (ports.response_port(functools.partial(self._port_reply, channel, call_id)), *args)
-        traced = None if getattr(fn, UNTRACED, False) else method
+        traced = None if untraced else method
         tracer = None if traced is None else tracing.tracer()
         try:
-            if tracer is None or traced is None or inspect.iscoroutinefunction(fn):
+            if tracer is None or traced is None or coroutine:
                 result = fn(self._instance, *args, **kwargs)  # a coroutine is traced where it runs
             else:
                 with tracing.span(tracer, traced, self.display, self.actor_id):
                     result = fn(self._instance, *args, **kwargs)
                 traced = None  # its span has ended (an awaitable it returned runs untraced)
-            if getattr(fn, CONCURRENT, False):
+            if concurrent:
                 self._schedule(result, traced).add_done_callback(functools.partial(self._task_done, channel, call_id, explicit))
                 return _NO_REPLY_YET
-            if inspect.isawaitable(result):
+            if result is not None and inspect.isawaitable(result):
                 result = self._schedule(result, traced).result()
         except BaseException as exc:
             if explicit:  # it had a port to answer through: raising instead kills the actor, as in Monarch
                 raise _Fatal(exc) from exc
             raise
         return _NO_REPLY_YET if explicit else result
+
+    def _plan(self, method: str) -> _Plan:
+        """How to call ``method``: looked up and checked on its first call, then kept (the class
+        of an actor does not change while it runs)."""
+        cls = type(self._instance)
+        fn = getattr(cls, method, None)
+        if fn is None or method.startswith("_") or not callable(fn):
+            raise AttributeError(f"{cls.__qualname__}.{method} is not an endpoint")
+        coroutine = inspect.iscoroutinefunction(fn)
+        if not is_endpoint(fn) and coroutine and not any(
+            inspect.iscoroutinefunction(getattr(cls, n)) for n in endpoint_names(cls)
+        ):  # reached through as_endpoint
+            raise TypeError(
+                f"{cls.__qualname__}.{method} is an async def method, but this actor's endpoints are all def "
+                "(it has no event loop); make the method a def, or the actor's endpoints async"
+            )
+        plan = self._plans[method] = (fn, bool(getattr(fn, EXPLICIT_PORT, False)), bool(getattr(fn, UNTRACED, False)),
+                                      bool(getattr(fn, CONCURRENT, False)), coroutine)
+        return plan
+
+    def _message_context(self, index: int, labels: tuple[str, ...], sizes: tuple[int, ...]) -> ctx_mod.Context:
+        """The context of a message sent to point ``index`` of slice (labels, sizes); the few
+        slices an actor is called through are kept, so a call makes no new objects for it."""
+        assert self._context is not None
+        key = (index, labels, sizes)
+        try:
+            found = self._contexts.get(key)
+        except TypeError:  # a sender with list-valued labels: correct, only not kept
+            return ctx_mod.Context(self._context.actor_instance, Point(index, Extent(labels, sizes)))
+        if found is None:
+            if len(self._contexts) >= CONTEXTS_KEPT:
+                self._contexts.clear()
+            found = self._contexts[key] = ctx_mod.Context(self._context.actor_instance, Point(index, Extent(labels, sizes)))
+        return found
 
     def _port_reply(self, channel: Channel | None, call_id: int, ok: bool, value: Any) -> None:
         if isinstance(value, ports.Encoded):  # sent from another proc: pass the bytes on as they are

@@ -13,6 +13,7 @@ import dataclasses
 import enum
 import os
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from mesh_client._src.wire import auth, errors, frames
 
@@ -49,9 +50,9 @@ class Authenticated:
     """Both sides proved they hold the token; messages may flow."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Message:
-    """One authenticated message: its segments, as written by the sender."""
+class Message(NamedTuple):
+    """One authenticated message: its segments, as written by the sender.
+    (A named tuple, not a frozen dataclass: one is made per message, on the I/O thread.)"""
 
     segments: list[bytes | memoryview]
 
@@ -69,6 +70,7 @@ class _NeedData:
 
 
 NEED_DATA = _NeedData()
+_MESSAGE = int(frames.Kind.MESSAGE)
 Event = Authenticated | Message | Closed
 
 
@@ -98,7 +100,10 @@ class Connection:
         self._server_nonce = b""
         self._client_nonce = b""
         self._out = bytearray()
+        # Unread bytes are either ``_buf[_pos:]`` (``_data`` is None) or ``_data[_pos:]``, the
+        # caller's own buffer, parsed in place (``_buf`` is empty then): see receive_data.
         self._buf = bytearray()
+        self._data: bytes | bytearray | memoryview | None = None
         self._pos = 0
         self._eof = False
         # A large frame in progress: its kind, segment lengths and the buffer being filled.
@@ -183,13 +188,23 @@ class Connection:
     # Receiving -------------------------------------------------------------------------------
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
-        """Bytes from the peer; ``b""`` means end of stream."""
+        """Bytes from the peer; ``b""`` means end of stream.
+
+        ``data`` is parsed in place, not copied, when nothing else is pending: the caller keeps
+        it unchanged until :meth:`next_event` returns NEED_DATA (the channel's reused read
+        buffer does; bytes objects always do). What a frame leaves unfinished is copied then."""
         if not data:
             self._eof = True
             return
         if self._big is not None:
             raise errors.ProtocolError("receive_data() while a large frame wants receive_buffer()")
-        self._buf += data
+        if self._data is not None:  # fed twice without draining: keep both, in order
+            self._spill()
+        if self._pos == len(self._buf):
+            self._buf.clear()
+            self._data, self._pos = data, 0
+        else:
+            self._buf += data
 
     def receive_buffer(self) -> memoryview | None:
         """Where to read the rest of a large frame into, or None to use :meth:`receive_data`."""
@@ -245,46 +260,71 @@ class Connection:
         raise errors.ProtocolError("the peer closed the connection in the middle of a frame")
 
     def _parse_small(self) -> tuple[frames.Kind, list[bytes | memoryview]] | _NeedData | None:
-        buf, pos = self._buf, self._pos
+        data = self._data
+        buf: bytes | bytearray | memoryview = self._buf if data is None else data
+        pos = self._pos
         avail = len(buf) - pos
         if avail < frames.HEADER.size:
-            self._compact()
-            return NEED_DATA
-        kind, count = frames.parse_header(buf, pos)
-        self._check_kind(kind, count)
+            return self._need_data()
+        magic, version, kind_number, count, _ = frames.HEADER.unpack_from(buf, pos)
+        if (kind_number == _MESSAGE and magic == frames.MAGIC and version == frames.VERSION
+                and self.state is State.AUTHENTICATED and count <= self.MAX_SEGMENTS):
+            kind = frames.Kind.MESSAGE  # the fast path: every frame after the handshake
+        else:
+            kind, count = frames.parse_header(buf, pos)
+            self._check_kind(kind, count)
         head = frames.HEADER.size + count * frames.LENGTH.size
         if avail < head:
-            self._compact()
-            return NEED_DATA
+            return self._need_data()
         lengths = frames.head_struct(count).unpack_from(buf, pos)[5:]
         total = sum(lengths)
-        self._check_size(total)
+        if total > self._max_message or self.state is not State.AUTHENTICATED:
+            self._check_size(total)
         if total >= self.LARGE_FRAME:
             body = bytearray(total)
             have = min(avail - head, total)
             body[:have] = buf[pos + head : pos + head + have]
             self._pos = pos + head + have
-            self._compact()
+            self._consumed()
             self._big = (kind, lengths, body)
             self._big_filled = have
             return None
         if avail < head + total:
-            self._compact()
-            return NEED_DATA
+            return self._need_data()
         at = pos + head
         segments: list[bytes | memoryview] = []
         for n in lengths:
             segments.append(bytes(buf[at : at + n]))
             at += n
-        if at == len(buf):  # the common case: the buffer held exactly this frame
-            buf.clear()
-            self._pos = 0
-        else:
-            self._pos = at
+        self._pos = at
+        if at == len(buf):  # the common case: the read held exactly this frame
+            self._consumed()
         return kind, segments
 
-    def _compact(self) -> None:
-        if self._pos:
+    def _need_data(self) -> _NeedData:
+        """Keep the unfinished frame's bytes (they are the caller's until now) and ask for more."""
+        if self._data is not None:
+            self._spill()
+        elif self._pos:
+            del self._buf[: self._pos]
+            self._pos = 0
+        return NEED_DATA
+
+    def _spill(self) -> None:
+        """Copy what is unread of the caller's buffer into our own."""
+        assert self._data is not None
+        self._buf += self._data[self._pos :]
+        self._data, self._pos = None, 0
+
+    def _consumed(self) -> None:
+        """Drop what was read: all of the caller's buffer, or the read part of ours."""
+        if self._data is not None:
+            if self._pos == len(self._data):
+                self._data, self._pos = None, 0
+        elif self._pos == len(self._buf):
+            self._buf.clear()
+            self._pos = 0
+        elif self._pos:
             del self._buf[: self._pos]
             self._pos = 0
 

@@ -59,10 +59,21 @@ def _plain(obj: Any, depth: int = 3) -> bool:
         return True
     if depth == 0:
         return False
+    # Loops, not all(generator): this runs for every call's arguments and result.
     if kind is tuple or kind is list:
-        return len(obj) <= 16 and all(_plain(item, depth - 1) for item in obj)
+        if len(obj) > 16:
+            return False
+        for item in obj:
+            if not _plain(item, depth - 1):
+                return False
+        return True
     if kind is dict:
-        return len(obj) <= 16 and all(type(k) is str and _plain(v, depth - 1) for k, v in obj.items())
+        if len(obj) > 16:
+            return False
+        for k, v in obj.items():
+            if type(k) is not str or not _plain(v, depth - 1):
+                return False
+        return True
     return False
 
 

@@ -48,6 +48,16 @@ def test_current_rank_is_relative_to_the_slice(rec):
     assert info.item(gpus=1)["rank"] == {"hosts": 1, "gpus": 1}
 
 
+def test_current_rank_follows_each_message_slice_when_they_alternate(rec):
+    # The proc keeps one context per slice and point. The actor at hosts=0, gpus=1 is point 1
+    # of the whole mesh and point 1 of the slice hosts=0: the same index, two slices.
+    for _ in range(3):
+        whole = rec.where.call().get().item(hosts=0, gpus=1)
+        assert (whole["message_rank"], whole["size"]) == ({"hosts": 0, "gpus": 1}, {"hosts": 2, "gpus": 2})
+        part = rec.slice(hosts=0).where.call().get().item(gpus=1)
+        assert (part["message_rank"], part["size"]) == ({"gpus": 1}, {"gpus": 2})
+
+
 def test_choose_reaches_one_actor(rec):
     assert rec.echo.choose(5).get() == 5
 

@@ -1,0 +1,85 @@
+"""SocketStream.write: one sendmsg for a whole frame, and the rest however the socket takes it.
+
+Aspects: a frame of several pieces (bytes, bytearray, a multi-byte-format view) sent by one
+call; a socket that accepts only a few bytes per call (partial sends at every offset, inside
+and between pieces); more pieces than one sendmsg may carry; over a real socket pair.
+"""
+
+import array
+import socket
+
+import pytest
+
+from mesh_client._src.runtime.streams import _MAX_IOV, SocketStream
+
+
+class StingySocket:
+    """A socket whose sendmsg takes at most ``per_call`` bytes (as a full send buffer would)."""
+
+    family = socket.AF_UNIX
+
+    def __init__(self, per_call: int) -> None:
+        self.per_call = per_call
+        self.received = bytearray()
+        self.calls = 0
+
+    def sendmsg(self, pieces):
+        self.calls += 1
+        room = self.per_call
+        for p in pieces:
+            data = memoryview(p).cast("B")
+            take = min(room, data.nbytes)
+            self.received += data[:take]
+            room -= take
+            if room == 0:
+                break
+        return self.per_call - room
+
+
+PIECES = [b"header-bytes", bytearray(b"body" * 10), memoryview(array.array("d", [1.5, -2.0, 3.25])), b"", b"tail"]
+EXPECTED = b"".join(bytes(memoryview(p).cast("B")) for p in PIECES)
+
+
+def test_a_frame_goes_out_in_one_sendmsg():
+    sock = StingySocket(10_000)
+    SocketStream(sock).write(PIECES)  # type: ignore[arg-type]
+    assert sock.calls == 1 and bytes(sock.received) == EXPECTED
+
+
+@pytest.mark.parametrize("per_call", [1, 3, 7, 12, 13, 50, len(EXPECTED) - 1])
+def test_partial_sends_resume_where_the_socket_stopped(per_call):
+    sock = StingySocket(per_call)
+    SocketStream(sock).write(PIECES)  # type: ignore[arg-type]
+    assert bytes(sock.received) == EXPECTED
+
+
+def test_more_pieces_than_one_sendmsg_carries():
+    pieces = [bytes([i % 256]) * 3 for i in range(_MAX_IOV * 2 + 5)]
+    sock = StingySocket(10**9)
+    SocketStream(sock).write(pieces)  # type: ignore[arg-type]
+    assert bytes(sock.received) == b"".join(pieces)
+
+
+def test_over_a_real_socket_pair():
+    a, b = socket.socketpair()
+    try:
+        big = bytes(range(256)) * 4096  # 1 MiB: more than the socket buffer, read while it is written
+        import threading
+
+        got = bytearray()
+
+        def reader() -> None:
+            while len(got) < len(big) + 5:
+                chunk = b.recv(1 << 16)
+                if not chunk:
+                    return
+                got.extend(chunk)
+
+        t = threading.Thread(target=reader)
+        t.start()
+        SocketStream(a).write([b"head-", memoryview(big)])
+        t.join(timeout=30)
+        assert bytes(got) == b"head-" + big
+    finally:
+        a.close()
+        b.close()
