@@ -6,12 +6,15 @@ bootstrap runs again), after which old handles on it fail at once naming the res
 keep their actors and state, and actors spawned anew answer; ``respawn()`` also spawns every actor
 mesh again with the same class and arguments, so the old handles answer again (fresh state on the
 restarted proc only); a stopped actor mesh is not respawned; a mesh reference received from
-elsewhere refuses to reconnect, saying who can.
+elsewhere refuses to reconnect, saying who can; a connection that breaks under a live proc is
+reached again by ``reconnect()`` where it is (same process, actors and state kept, no
+bootstrap), and its actors are watched again (a later death is reported).
 """
 
 import os
 import pickle
 import signal
+import socket
 
 import pytest
 
@@ -75,3 +78,36 @@ def test_respawn_brings_the_old_handles_back(faults):
         assert list(rec.record.call("c").get().values()) == [1, 3]  # fresh on 0, kept on 1
         with pytest.raises(SupervisionError, match="was restarted"):  # stopped before: not respawned
             stopped.slice(gpus=0).echo.call_one(0).get(timeout=60)
+
+
+def cut(mesh, index):
+    """Break the client's TCP connection to proc ``index`` underneath it (the proc lives on)."""
+    peer = mesh._group.peers[index]
+    peer._channel.stream.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
+    return peer
+
+
+def test_reconnect_reaches_a_live_proc_whose_connection_broke(faults, tmp_path):
+    counter = tmp_path / "bootstraps"
+
+    def count_bootstraps():
+        with counter.open("a") as f:
+            f.write("x")
+
+    with this_host().spawn_procs(per_host={"gpus": 2}, bootstrap=count_bootstraps, name="cutoff") as mesh:
+        rec = mesh.spawn("rec", Recorder)
+        pid = rec.slice(gpus=1).where.call_one().get()["pid"]
+        assert rec.slice(gpus=1).record.call_one("before").get() == 1
+        peer = cut(mesh, 1)
+        with pytest.raises(SupervisionError):
+            rec.slice(gpus=1).echo.call_one(1).get(timeout=60)
+        assert peer.lost
+        assert faults.wait("rec")[0].crashed_ranks == [1]  # its watch went with the connection
+
+        assert mesh.reconnect() == []  # nothing restarted
+        assert rec.slice(gpus=1).where.call_one().get(timeout=60)["pid"] == pid
+        assert rec.slice(gpus=1).record.call_one("after").get(timeout=60) == 2  # same actor, state kept
+        assert counter.read_text() == "xx"  # the first bootstrap of each proc, none again
+
+        os.kill(pid, signal.SIGKILL)  # watched again: its death is reported
+        assert [f.crashed_ranks for f in faults.wait("rec", count=2)] == [[1], [1]]
