@@ -8,7 +8,8 @@ mesh again with the same class and arguments, so the old handles answer again (f
 restarted proc only); a stopped actor mesh is not respawned; a mesh reference received from
 elsewhere refuses to reconnect, saying who can; a connection that breaks under a live proc is
 reached again by ``reconnect()`` where it is (same process, actors and state kept, no
-bootstrap), and its actors are watched again (a later death is reported).
+bootstrap), and its actors are watched again (a later death is reported); a reconnect whose
+bootstrap raised leaves the proc to bootstrap: the next one runs it again.
 """
 
 import os
@@ -111,3 +112,26 @@ def test_reconnect_reaches_a_live_proc_whose_connection_broke(faults, tmp_path):
 
         os.kill(pid, signal.SIGKILL)  # watched again: its death is reported
         assert [f.crashed_ranks for f in faults.wait("rec", count=2)] == [[1], [1]]
+
+
+def test_a_reconnect_whose_bootstrap_raised_bootstraps_again_the_next_time(faults, tmp_path):
+    flag = tmp_path / "fail-once"
+
+    def bootstrap():
+        if flag.exists():
+            flag.unlink()
+            raise RuntimeError("bootstrap fails once")
+        os.environ["TEST_BOOTSTRAPPED"] = str(os.getpid())
+
+    with this_host().spawn_procs(per_host={"gpus": 2}, bootstrap=bootstrap, name="unlucky") as mesh:
+        rec = mesh.spawn("rec", Recorder)
+        kill(rec, gpus=1)
+        with pytest.raises(SupervisionError):
+            rec.slice(gpus=1).echo.call_one(1).get(timeout=60)
+        flag.touch()
+        with pytest.raises(Exception, match="bootstrap fails once"):
+            mesh.reconnect()
+        assert mesh.reconnect() == [1]  # still to bootstrap: done now
+        where = mesh.spawn("fresh", Recorder).where.call().get()
+        assert where.item(gpus=1)["env"]["TEST_BOOTSTRAPPED"] == str(where.item(gpus=1)["pid"])
+        assert mesh.reconnect() == []
