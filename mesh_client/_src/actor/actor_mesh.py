@@ -167,12 +167,14 @@ class ActorEndpoint(Generic[R]):
         return futs
 
     def call(self, *args: Any, **kwargs: Any) -> Future[ValueMesh[R]]:
-        """Every actor of the mesh; the future gives a ValueMesh (raises if any call failed)."""
+        """Every actor of the mesh; the future gives a ValueMesh, or raises the first failure to
+        arrive (an actor's exception with its remote traceback, or a dead proc), at once."""
         shape = self._mesh._shape
         futs = self._send(range(len(shape)), args, kwargs)
-        # A dead proc fails the whole call at once: survivors may be waiting for it forever
-        # (a collective with a dead peer), so their replies are not worth waiting for.
-        return gather(futs, lambda values: ValueMesh(shape, values), fail_fast=peers.is_lost)
+        # The first failure fails the whole call at once, as in Monarch: the others may be
+        # waiting for the failed one forever (a collective, an SPMD rendezvous with a dead or
+        # failed peer), so their replies are not worth waiting for.
+        return gather(futs, lambda values: ValueMesh(shape, values), fail_fast=messages.failed)
 
     def call_one(self, *args: Any, **kwargs: Any) -> Future[R]:
         n = len(self._mesh._shape)
