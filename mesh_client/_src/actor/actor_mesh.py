@@ -43,6 +43,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         spawned: Future[None] | None = None,
         class_repr: str = "",
         plain: frozenset[str] = frozenset(),
+        keeper: object | None = None,
     ) -> None:
         self._group = group
         self._shape = shape
@@ -54,6 +55,9 @@ class ActorMesh(MeshTrait, Generic[T]):
         self._class_repr = class_repr or class_name  # repr() of the actor class, for str(mesh)
         self._plain = plain  # public methods that are not endpoints: reachable through as_endpoint
         self._bound: dict[str, ActorEndpoint[Any]] = {}
+        # Shared by the spawning program's handles of this spawn and their slices (never
+        # pickled): while one is alive, respawn() spawns the actors again (procs.SpawnRecord).
+        self._keeper = keeper
 
     def _with_shape(self, shape: Shape) -> ActorMesh[T]:
         return ActorMesh(
@@ -66,6 +70,7 @@ class ActorMesh(MeshTrait, Generic[T]):
             self._spawned,
             self._class_repr,
             self._plain,
+            self._keeper,
         )
 
     def __getattr__(self, attr: str) -> ActorEndpoint[Any] | NotAnEndpointRef:

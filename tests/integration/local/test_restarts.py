@@ -9,9 +9,11 @@ restarted proc only); a stopped actor mesh is not respawned; a mesh reference re
 elsewhere refuses to reconnect, saying who can; a connection that breaks under a live proc is
 reached again by ``reconnect()`` where it is (same process, actors and state kept, no
 bootstrap), and its actors are watched again (a later death is reported); a reconnect whose
-bootstrap raised leaves the proc to bootstrap: the next one runs it again.
+bootstrap raised leaves the proc to bootstrap: the next one runs it again; ``respawn()`` spawns
+again only the actor meshes whose handles (or slices of them) the program still holds.
 """
 
+import gc
 import os
 import pickle
 import signal
@@ -19,7 +21,7 @@ import socket
 
 import pytest
 
-from mesh_client import SupervisionError, this_host
+from mesh_client import Actor, SupervisionError, endpoint, this_host
 from tests.integration.local.actors import Recorder
 
 
@@ -135,3 +137,35 @@ def test_a_reconnect_whose_bootstrap_raised_bootstraps_again_the_next_time(fault
         where = mesh.spawn("fresh", Recorder).where.call().get()
         assert where.item(gpus=1)["env"]["TEST_BOOTSTRAPPED"] == str(where.item(gpus=1)["pid"])
         assert mesh.reconnect() == []
+
+
+class Journal(Actor):
+    """Writes its tag to ``path`` in each ``__init__``: which spawns ran, and how often."""
+
+    def __init__(self, path: str, tag: str) -> None:
+        with open(path, "a") as f:
+            f.write(tag + "\n")
+
+    @endpoint
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def test_respawn_skips_the_actor_meshes_whose_handles_were_dropped(faults, tmp_path):
+    journal = tmp_path / "journal"
+    with this_host().spawn_procs(per_host={"gpus": 2}, name="forget") as mesh:
+        kept = mesh.spawn("kept", Journal, str(journal), "kept")
+        sliced = mesh.spawn("sliced", Journal, str(journal), "sliced").slice(gpus=1)  # only a slice is held
+        dropped = mesh.spawn("dropped", Journal, str(journal), "dropped")
+        pid = kept.slice(gpus=1).pid.call_one().get()
+        assert sliced.pid.call_one().get() == pid and dropped.initialized.get() is None
+        del dropped
+        gc.collect()
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(SupervisionError):
+            kept.slice(gpus=1).pid.call_one().get(timeout=60)
+
+        assert mesh.respawn() == [1]
+        assert kept.slice(gpus=1).pid.call_one().get(timeout=60) != pid
+        assert sliced.pid.call_one().get(timeout=60) != pid
+        assert sorted(journal.read_text().split()) == sorted(["kept"] * 3 + ["sliced"] * 3 + ["dropped"] * 2)
