@@ -52,3 +52,17 @@ def test_pinned_meshes_tell_by_their_pods_nodes():
     shared = {0: builders.pod(m, 0, node="n1", placement=rendering.ProcPlacement(node="n1", device="0")),
               1: builders.pod(m, 1, node="n1", placement=rendering.ProcPlacement(node="n1", device="0"))}
     assert upgrading.as_rendered(m, shared).host_placement == contract.HOSTS_ON_ANY_NODES
+
+
+def test_the_reconcile_makes_a_restarted_procs_pod_like_its_mesh_s_others():
+    import asyncio
+
+    from .test_reconciling import MESH_PATH, controller
+
+    for before, expect_spread in ((builders.mesh("m", hosts=2, per_host=(("procs", 1),), **ANY), False),
+                                  (builders.mesh("m", hosts=2, per_host=(("procs", 1),)), True)):
+        body = builders.mesh_body("m", hosts=2, per_host=(("procs", 1),))  # read as DistinctNodes
+        ctl, client = controller({MESH_PATH: body, "/api/v1/namespaces/ns/pods/m-0": builders.pod(before, 0)})
+        asyncio.run(ctl.reconcile(("ns", "m")))
+        made = client.objects["/api/v1/namespaces/ns/pods/m-1"]
+        assert ("podAntiAffinity" in (made["spec"].get("affinity") or {})) is expect_spread
