@@ -56,9 +56,13 @@ def bound_store_timeout(seconds: float | None) -> None:
     except ImportError:
         return
 
+    # torch keeps its handlers in this private dict (register_rendezvous_handler refuses to
+    # replace one); a torch without it gets no bound rather than an error.
+    handlers: dict[str, Callable[..., Iterator[Any]]] | None = getattr(torch_rendezvous, "_rendezvous_handlers", None)
+    if not isinstance(handlers, dict):
+        return
     with _lock:
         _cap[0] = seconds
-        handlers: dict[str, Callable[..., Iterator[Any]]] = torch_rendezvous._rendezvous_handlers
         original = handlers.get("env")
         if original is None or getattr(original, "_procmesh_bounded", False):
             return
