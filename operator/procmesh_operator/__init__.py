@@ -9,7 +9,8 @@ Layout (each module one concern, imported as a module):
 * :mod:`.specs` and :mod:`.dimensions` -- the parsed spec with its defaults, and the mesh's dimensions.
 * :mod:`.rendering` -- pure builders for the token Secret, the headless Service and the pods.
 * :mod:`.budgets` and :mod:`.placing` -- GPU memory budget math and node/device placement.
-* :mod:`.planning` -- the pure decision of one reconcile: what to create, delete and report.
+* :mod:`.planning` -- the pure decision of one reconcile: what to create, delete and report;
+  :mod:`.upgrading` -- a mesh from before spec.placement, rendered as its existing pods are.
 * :mod:`.statuses` -- one function per condition, and ``compute_status``;
   :mod:`.assigned_gpus` -- the GPU each proc was given, for ``status.procs[]``.
 * :mod:`.kubeclient`, :mod:`.stores`, :mod:`.queueing` -- REST access, the pod cache, the work queue.

@@ -45,6 +45,7 @@ from procmesh_operator import (
     specs,
     statuses,
     stores,
+    upgrading,
     workloads,
 )
 from procmesh_operator import settings as settings_
@@ -569,6 +570,7 @@ class Controller:
                 await self.store.prime(partner_key, lambda: self._list_pods(*partner_key))
                 partner_pods = self.store.pods_by_rank(partner_key, partner.uid)
         pods = self.store.pods_by_rank(key, mesh.uid)
+        mesh = upgrading.as_rendered(mesh, pods)  # a mesh from before spec.placement: as its pods are
         dra = mesh.gpus.mode == contract.GPU_MODE_DRA and not mesh.suspend
         needs_devices = (mesh.gpus.mode in (contract.GPU_MODE_PINNED, contract.GPU_MODE_DRA)
                          and not mesh.suspend and len(pods) < mesh.size)

@@ -43,6 +43,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         spawned: Future[None] | None = None,
         class_repr: str = "",
         plain: frozenset[str] = frozenset(),
+        keeper: object | None = None,
     ) -> None:
         self._group = group
         self._shape = shape
@@ -54,6 +55,9 @@ class ActorMesh(MeshTrait, Generic[T]):
         self._class_repr = class_repr or class_name  # repr() of the actor class, for str(mesh)
         self._plain = plain  # public methods that are not endpoints: reachable through as_endpoint
         self._bound: dict[str, ActorEndpoint[Any]] = {}
+        # Shared by the spawning program's handles of this spawn and their slices (never
+        # pickled): while one is alive, respawn() spawns the actors again (procs.SpawnRecord).
+        self._keeper = keeper
 
     def _with_shape(self, shape: Shape) -> ActorMesh[T]:
         return ActorMesh(
@@ -66,6 +70,7 @@ class ActorMesh(MeshTrait, Generic[T]):
             self._spawned,
             self._class_repr,
             self._plain,
+            self._keeper,
         )
 
     def __getattr__(self, attr: str) -> ActorEndpoint[Any] | NotAnEndpointRef:
@@ -167,12 +172,14 @@ class ActorEndpoint(Generic[R]):
         return futs
 
     def call(self, *args: Any, **kwargs: Any) -> Future[ValueMesh[R]]:
-        """Every actor of the mesh; the future gives a ValueMesh (raises if any call failed)."""
+        """Every actor of the mesh; the future gives a ValueMesh, or raises the first failure to
+        arrive (an actor's exception with its remote traceback, or a dead proc), at once."""
         shape = self._mesh._shape
         futs = self._send(range(len(shape)), args, kwargs)
-        # A dead proc fails the whole call at once: survivors may be waiting for it forever
-        # (a collective with a dead peer), so their replies are not worth waiting for.
-        return gather(futs, lambda values: ValueMesh(shape, values), fail_fast=peers.is_lost)
+        # The first failure fails the whole call at once, as in Monarch: the others may be
+        # waiting for the failed one forever (a collective, an SPMD rendezvous with a dead or
+        # failed peer), so their replies are not worth waiting for.
+        return gather(futs, lambda values: ValueMesh(shape, values), fail_fast=messages.failed)
 
     def call_one(self, *args: Any, **kwargs: Any) -> Future[R]:
         n = len(self._mesh._shape)

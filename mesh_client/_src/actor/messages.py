@@ -81,6 +81,12 @@ def decode_reply(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:
     raise SupervisionError(f"{endpoint_call(what)} failed, the process this actor was running on failed: {peer.loss_message(data)}")
 
 
+def failed(fut: Any) -> bool:
+    """Whether a completed request's raw reply is a failure (an error, a dead actor, a lost proc)."""
+    raw = fut.peek_raw()
+    return isinstance(raw, tuple) and len(raw) == 3 and raw[0] != peers.OK
+
+
 def dead_report(data: Any) -> str:
     """The report carried by a DEAD reply."""
     return b"".join(bytes(s) for s in data).decode("utf-8", "replace")

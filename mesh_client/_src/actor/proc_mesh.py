@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast, overload
 
 from mesh_client._src.actor import context as context_mod
-from mesh_client._src.actor import messages, restarts, sources, watching
+from mesh_client._src.actor import messages, respawning, restarts, sources, watching
 from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.actor_mesh import ActorMesh, gather
 from mesh_client._src.actor.endpoint import check_endpoint_kinds, endpoint_names, plain_method_names
@@ -90,13 +90,16 @@ class ProcMesh(MeshTrait):
         ]
         spawned = gather(futs, lambda values: None, fail_fast=peers.is_lost)
         group.born[actor_id] = list(group.incarnations)
+        keeper = None
         if group.owner is not None:  # the process that made the procs may respawn after a restart
             group.spawns[actor_id] = SpawnRecord(actor_id, name, encode, what, shape, Class, owner.actor_id, owner.display)
+            keeper = respawning.keep_while_held(group, actor_id)
         watching.watch(group, shape, actor_id, name, Class, owner.actor_id, owner.display)
         if options.spawn_waits:
             spawned.get()
         mesh: ActorMesh[T] = ActorMesh(
-            group, shape, actor_id, name, Class.__qualname__, names, spawned, repr(Class), plain_method_names(Class)
+            group, shape, actor_id, name, Class.__qualname__, names, spawned, repr(Class), plain_method_names(Class),
+            keeper,
         )
         # Typed as the actor class, as Monarch types it: the checker sees each endpoint as an
         # Endpoint (endpoint.py) and the mesh operations that Actor declares for it (actor.py).

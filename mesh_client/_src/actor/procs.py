@@ -85,6 +85,9 @@ class ProcGroup:
         self.bootstrap: Callable[[], Any] | None = None  # run again in every restarted proc
         self.spawns: dict[str, SpawnRecord] = {}  # actor id -> its spawn, for respawn
         self.born: dict[str, list[int]] = {}  # actor id -> the incarnation of each proc at spawn
+        # Restarted procs whose reconnect (connection or bootstrap) has not succeeded yet: the
+        # next reconnect connects and bootstraps them again (:mod:`.restarts`).
+        self.unbootstrapped: set[int] = set()
         self._opener = opener
         if opener is None:
             self.peers = [peers.get_peer(a, token, display) for a, display in zip(self.addresses, self.displays)]

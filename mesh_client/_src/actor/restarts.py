@@ -61,24 +61,46 @@ def reconnect(group: ProcGroup) -> list[int]:
 
     Blocks until the backend has them back (Kubernetes: the mesh Ready again with a new pod for
     each lost proc; locally: a new process started for each dead one), runs the mesh's
-    bootstrap in each restarted proc, and raises with the backend's reason otherwise. Procs that
-    were stopped on purpose are left alone.
+    bootstrap in each restarted proc, and raises with the backend's reason otherwise. A lost
+    proc that is still alive (only its connection broke) is reached again where it is: its
+    actors are still there, so their supervision watches start again and nothing is
+    bootstrapped. Procs that were stopped on purpose are left alone. A restarted proc stays in
+    ``group.unbootstrapped`` until its connection and bootstrap succeeded, so the next call
+    after one that raised connects and bootstraps it again (and returns it again).
     """
     owner = _owner(group)
     wanted = [i for i in range(len(group.peers)) if i not in group.stopping]
     revived = owner.revive(wanted)
     for index, proc in sorted(revived.items()):
         group.replace_peer(index, proc.address, proc.restarted)
-    for index in sorted(revived):
+        if proc.restarted:
+            group.unbootstrapped.add(index)
+    restarted = sorted(group.unbootstrapped.intersection(wanted))  # this time's, and a failed call's
+    for index in sorted(set(revived) | set(restarted)):
         group.peers[index].connect()
-    restarted = sorted(i for i, proc in revived.items() if proc.restarted)
     if group.bootstrap is not None and restarted:
         payload, texts = sources.dumps_with_sources(group.bootstrap)
         waits = [group.peers[i].request((ops.BOOTSTRAP, sources.not_yet_sent(group.peers[i], texts)), payload, functools.partial(
             messages.decode_reply, "bootstrap after a restart", group.displays[i])) for i in restarted]
         for fut in waits:
             fut.get()
+    group.unbootstrapped.difference_update(restarted)
+    _watch_again(group, [i for i, proc in revived.items() if not proc.restarted])
     return restarted
+
+
+def _watch_again(group: ProcGroup, procs: list[int]) -> None:
+    """Watch again the actors of ``procs`` (reached again, not restarted): their watches failed
+    with the old connection, and their actors are still running."""
+    if not procs:
+        return
+    for record in list(group.spawns.values()):
+        born, shape = group.born[record.actor_id], record.shape
+        ranks = [pt.rank for pt in shape.points()
+                 if shape.ranks[pt.rank] in procs and born[shape.ranks[pt.rank]] == group.incarnations[shape.ranks[pt.rank]]]
+        if ranks:
+            watching.watch(group, shape, record.actor_id, record.name, record.cls, record.owner_id, record.creator,
+                           only=ranks)
 
 
 def respawn(group: ProcGroup) -> list[int]:

@@ -23,9 +23,11 @@ from mesh_client._src.actor.shape import Shape
 from mesh_client._src.kubernetes import api as api_mod
 from mesh_client._src.kubernetes import assessing, forwarding, lifetimes, output, reviving
 from mesh_client._src.kubernetes.errors import MeshNotReady
-from mesh_client._src.runtime import offloading, peers
+from mesh_client._src.runtime import channel, identifying, offloading, peers
 
 DEFAULT_TIMEOUT = 600.0
+#: How long ``revive`` waits for a lost proc whose pod is unchanged to answer (a live one: ms).
+PROBE_SECONDS = 5.0
 
 
 class KubernetesProcs:
@@ -48,6 +50,7 @@ class KubernetesProcs:
         self.timeout = DEFAULT_TIMEOUT  # how long revive waits for the mesh to be Ready again
         self.forwarded: dict[tuple[str, int], str] | None = None  # via_api_server: address -> pod
         self.group: ProcGroup | None = None
+        self.opener: channel.Opener | None = None  # how the group reaches its procs (None: TCP)
 
     def elastic_info(self) -> tuple[str, int, int]:
         return self._run_id, self.restarts, self.max_restarts
@@ -92,9 +95,21 @@ class KubernetesProcs:
     def restart_note(self, index: int) -> str:
         return reviving.restart_count(self.restart_policy, self.restarts, self.max_restarts)
 
+    def _answers(self, index: int, address: tuple[str, int]) -> bool:
+        """Whether proc ``index``'s server answers IDENTIFY at ``address`` as that rank of this
+        mesh: a lost connection to a pod that was not replaced is either a dead proc whose pod
+        status lags (refused: wait for its replacement) or a live one (reach it again at once)."""
+        assert self.group is not None
+        try:
+            who = identifying.identify_proc(address, self.group.token, timeout=PROBE_SECONDS, opener=self.opener)
+        except Exception:
+            return False
+        return who.get("mesh") == self.name and who.get("rank") == index
+
     def revive(self, indices: Sequence[int]) -> Mapping[int, Revived]:
         """Wait until the mesh is Ready with a new pod for every proc of ``indices`` whose
-        connection was lost; each proc whose pod was replaced, at its new address."""
+        connection was lost; each proc whose pod was replaced, at its new address, and each
+        lost one whose pod is the same, Ready, and whose proc answers, where it is."""
         assert self.group is not None
         deadline = time.monotonic() + self.timeout
         lost = {i for i in indices if self.group.peers[i].lost}
@@ -118,6 +133,8 @@ class KubernetesProcs:
                     waiting.append(i)  # the status still names the old pod's address
                 elif replaced:
                     found[i] = Revived(address, True)
+                elif i in lost and uids[i] and entries[i].get("ready") and self._answers(i, address):
+                    found[i] = Revived(address, False)  # the same pod's proc answers: only the connection broke
                 elif i in lost:
                     waiting.append(i)  # its old pod is still there: its replacement is coming
             if not waiting:
@@ -247,6 +264,7 @@ def connect_mesh(
     if via_api_server:
         owner.forwarded = {a: p["pod"] for a, p in zip(addresses, procs)}
         opener = forwarding.port_forward_opener(api.api_client, api.namespace, owner.forwarded)
+        owner.opener = opener
     group = ProcGroup(name, addresses, token, displays, owner=owner, opener=opener)
     group.bootstrap = bootstrap  # run again in a restarted proc (ProcMesh.reconnect)
     owner.group = group

@@ -17,13 +17,17 @@ READ_BYTES = 4096  # handshake frames are under 100 bytes
 def authenticate(stream: streams.Stream, conn: protocol.Connection, display: str) -> None:
     """Drive ``conn`` (a started client connection) until it is AUTHENTICATED.
 
-    Raises AuthenticationError (a wrong token on either side, or the server closing) or
+    Raises AuthenticationError (a wrong token on either side, or the server closing),
+    VersionMismatch (a proc server of another procmesh release, named with ``display``) or
     ProtocolError (the peer is not a procmesh proc server).
     """
     while conn.state is not protocol.State.AUTHENTICATED:
         conn.receive_data(stream.read(READ_BYTES))
         while True:
-            event = conn.next_event()
+            try:
+                event = conn.next_event()
+            except errors.VersionMismatch as exc:
+                raise errors.VersionMismatch(f"{display}: {exc}") from None
             out = conn.data_to_send()
             if out:
                 stream.write([out])

@@ -12,7 +12,7 @@ from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.context import context, current_rank
 from mesh_client._src.actor.endpoint import endpoint
 from mesh_client._src.actor.proc_mesh import ProcMesh
-from mesh_client._src.spmd import addresses
+from mesh_client._src.spmd import addresses, rendezvous
 from mesh_client._src.spmd.addresses import AddrType
 from mesh_client._src.spmd.elastic_env import torchelastic_env
 
@@ -63,10 +63,13 @@ class SPMDActor(Actor):
     """Sets torchrun's worker environment from its place in the mesh, and runs SPMD scripts.
 
     Ranks come from the point the actor was spawned at; the last dimension is local and the
-    ``hosts`` dimension forms the groups.
+    ``hosts`` dimension forms the groups. ``store_timeout``: the most seconds a rank's
+    ``env://`` rendezvous waits for its peers (:mod:`.rendezvous`; None: the proc's
+    ``PROCMESH_SPMD_STORE_TIMEOUT_SECONDS``, else 300; 0: torch's own 30 minutes).
     """
 
-    def __init__(self, run_id: str | None = None, restart_count: int = 0, max_restarts: int = 0) -> None:
+    def __init__(self, run_id: str | None = None, restart_count: int = 0, max_restarts: int = 0,
+                 store_timeout: float | None = None) -> None:
         point = current_rank()
         self._coords = dict(point)
         self._labels = list(point.extent.labels)
@@ -74,6 +77,7 @@ class SPMDActor(Actor):
         self._run_id = run_id or context().actor_instance.actor_id
         self._restart_count = restart_count
         self._max_restarts = max_restarts
+        self._store_timeout = rendezvous.configured(store_timeout)
 
     @endpoint
     def get_host_port(self, use_ipaddr: AddrType | None = None) -> tuple[str, int]:
@@ -100,6 +104,7 @@ class SPMDActor(Actor):
             max_restarts=self._max_restarts,
         )
         os.environ.update(env)
+        rendezvous.bound_store_timeout(self._store_timeout)
         return env
 
     @endpoint
@@ -130,22 +135,24 @@ class SPMDActor(Actor):
             runpy.run_path(script_args[0], run_name="__main__")
 
 
-def _spawn(proc_mesh: ProcMesh) -> SPMDActor:
+def _spawn(proc_mesh: ProcMesh, store_timeout: float | None) -> SPMDActor:
     run_id, restarts, max_restarts = proc_mesh._elastic()
-    return proc_mesh.spawn("_SPMDActor", SPMDActor, run_id, restarts, max_restarts)
+    return proc_mesh.spawn("_SPMDActor", SPMDActor, run_id, restarts, max_restarts, store_timeout)
 
 
 def setup_torch_elastic_env(
-    proc_mesh: ProcMesh, master_addr: str | None = None, master_port: int | None = None, use_ipaddr: AddrType | None = None
+    proc_mesh: ProcMesh, master_addr: str | None = None, master_port: int | None = None, use_ipaddr: AddrType | None = None,
+    *, store_timeout: float | None = None,
 ) -> None:
     """Set torchrun's worker environment in every proc of ``proc_mesh``.
 
     Without a master, the proc at the all-zero point is the master: its address (``use_ipaddr``
-    as in :meth:`SPMDActor.get_host_port`), and a port free there.
+    as in :meth:`SPMDActor.get_host_port`), and a port free there. ``store_timeout`` bounds
+    each rank's wait for its peers in the rendezvous, as :class:`SPMDActor`'s.
     """
     if (master_addr is None) != (master_port is None):
         raise ValueError("give both master_addr and master_port, or neither")
-    actors = _spawn(proc_mesh)
+    actors = _spawn(proc_mesh, store_timeout)
     if master_addr is None or master_port is None:
         first = actors.slice(**dict.fromkeys(proc_mesh._labels, 0))
         master_addr, master_port = first.get_host_port.call_one(use_ipaddr).get()
@@ -153,12 +160,13 @@ def setup_torch_elastic_env(
 
 
 async def setup_torch_elastic_env_async(
-    proc_mesh: ProcMesh, master_addr: str | None = None, master_port: int | None = None, use_ipaddr: AddrType | None = None
+    proc_mesh: ProcMesh, master_addr: str | None = None, master_port: int | None = None, use_ipaddr: AddrType | None = None,
+    *, store_timeout: float | None = None,
 ) -> None:
     """The same as :func:`setup_torch_elastic_env`, for async controllers."""
     if (master_addr is None) != (master_port is None):
         raise ValueError("give both master_addr and master_port, or neither")
-    actors = _spawn(proc_mesh)
+    actors = _spawn(proc_mesh, store_timeout)
     if master_addr is None or master_port is None:
         first = actors.slice(**dict.fromkeys(proc_mesh._labels, 0))
         master_addr, master_port = await first.get_host_port.call_one(use_ipaddr)

@@ -17,3 +17,7 @@ class FrameTooLarge(ProtocolError):
 
 class AuthenticationError(WireError):
     """The peer did not prove it holds the mesh token, or refused ours."""
+
+
+class VersionMismatch(ProtocolError):
+    """The peer speaks another wire protocol version (:mod:`.versions`); the message names both."""

@@ -1,7 +1,9 @@
 """Frame layout of the proc-server wire: a fixed header, segment lengths, then segments.
 
-Every frame is ``MAGIC (2) | version (1) | kind (1) | segment count (2) | reserved (2)``,
+Every frame is ``MAGIC (2) | version (1) | kind (1) | segment count (2) | field (2)``,
 followed by one unsigned 64-bit big-endian length per segment and the segments themselves.
+``version`` is the framing's; ``field`` carries, in handshake frames, the sender's protocol
+version (:mod:`.versions`; releases before it sent 0 and ignore it), and is 0 elsewhere.
 Segments carry what the layer above puts there (a pickled header, a pickled payload, raw
 out-of-band buffers); this module only counts bytes. It is used by :mod:`.protocol`.
 """
@@ -42,19 +44,24 @@ def head_struct(count: int) -> struct.Struct:
     return st
 
 
-def encode(kind: Kind, segments: Sequence[bytes | bytearray | memoryview]) -> list[bytes | bytearray | memoryview]:
+def encode(kind: Kind, segments: Sequence[bytes | bytearray | memoryview], field: int = 0) -> list[bytes | bytearray | memoryview]:
     """Return the pieces of one frame, ready for ``socket.sendmsg`` (segments are not copied)."""
-    head = head_struct(len(segments)).pack(MAGIC, VERSION, kind, len(segments), 0, *map(_nbytes, segments))
+    head = head_struct(len(segments)).pack(MAGIC, VERSION, kind, len(segments), field, *map(_nbytes, segments))
     return [head, *segments]
 
 
-def encode_bytes(kind: Kind, segments: Sequence[bytes | bytearray | memoryview]) -> bytes:
+def encode_bytes(kind: Kind, segments: Sequence[bytes | bytearray | memoryview], field: int = 0) -> bytes:
     """One frame as a single bytes object (for small frames and tests)."""
-    return b"".join(bytes(p) for p in encode(kind, segments))
+    return b"".join(bytes(p) for p in encode(kind, segments, field))
 
 
 def _nbytes(segment: bytes | bytearray | memoryview) -> int:
     return segment.nbytes if type(segment) is memoryview else len(segment)
+
+
+def header_field(data: bytes | bytearray | memoryview, offset: int = 0) -> int:
+    """The header's 16-bit field at ``offset`` (a handshake frame's protocol version)."""
+    return int(HEADER.unpack_from(data, offset)[4])
 
 
 def parse_header(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[Kind, int]:

@@ -2,7 +2,8 @@
 
 Rule: everything that decides whether a byte may be interpreted lives here. Until the state is
 ``AUTHENTICATED`` only handshake frames of at most ``MAX_HANDSHAKE_FRAME`` bytes are accepted and
-nothing is unpickled anywhere; the runtime (:mod:`mesh_client._src.runtime.channel`, and
+nothing is unpickled anywhere; a peer of another protocol version (:mod:`.versions`, in each
+handshake frame's header) is refused in the handshake; the runtime (:mod:`mesh_client._src.runtime.channel`, and
 :mod:`mesh_client._src.runtime.handshaking` for one-shot clients) only moves bytes between a
 stream and this object, as httpcore does around h11.
 """
@@ -15,7 +16,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from mesh_client._src.wire import auth, errors, frames
+from mesh_client._src.wire import auth, errors, frames, versions
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024**3
 
@@ -89,6 +90,7 @@ class Connection:
         *,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         nonce: Callable[[int], bytes] = os.urandom,  # a fixed source for tests
+        protocol_version: int | None = None,  # None: versions.PROTOCOL_VERSION; another one for tests
     ) -> None:
         if not token:
             raise ValueError("the mesh token is empty: set PROCMESH_TOKEN or PROCMESH_TOKEN_FILE")
@@ -97,6 +99,8 @@ class Connection:
         self._token = token
         self._nonce = nonce
         self._max_message = max_message_bytes
+        self.protocol_version = versions.PROTOCOL_VERSION if protocol_version is None else protocol_version
+        self._peer_version = 0  # the field of the last handshake frame received
         self._server_nonce = b""
         self._client_nonce = b""
         self._out = bytearray()
@@ -135,6 +139,9 @@ class Connection:
         if kind is frames.Kind.HELLO:
             if len(body) != auth.NONCE_BYTES:
                 raise errors.ProtocolError("malformed HELLO")
+            if self._peer_version != self.protocol_version:
+                self.state = State.CLOSED
+                raise errors.VersionMismatch(versions.client_mismatch(self._peer_version, self.protocol_version))
             self._server_nonce = body
             self._client_nonce = self._nonce(auth.NONCE_BYTES)
             mac = auth.client_mac(self._token, self._server_nonce, self._client_nonce)
@@ -150,6 +157,9 @@ class Connection:
                 self._queue(frames.Kind.REJECT, b"authentication failed: wrong mesh token")
                 self.state = State.CLOSED
                 raise errors.AuthenticationError("a peer presented a wrong mesh token")
+            if self._peer_version != self.protocol_version:
+                self.state = State.CLOSED
+                raise errors.VersionMismatch(versions.server_mismatch(self._peer_version, self.protocol_version))
             self._queue(frames.Kind.WELCOME, auth.server_mac(self._token, self._server_nonce, self._client_nonce))
             self.state = State.AUTHENTICATED
             return Authenticated()
@@ -166,7 +176,7 @@ class Connection:
     # Sending ---------------------------------------------------------------------------------
 
     def _queue(self, kind: frames.Kind, body: bytes) -> None:
-        self._out += frames.encode_bytes(kind, [body])
+        self._out += frames.encode_bytes(kind, [body], self.protocol_version)
 
     def data_to_send(self) -> bytes:
         """Bytes the handshake wants sent; empty when there are none."""
@@ -273,6 +283,8 @@ class Connection:
         else:
             kind, count = frames.parse_header(buf, pos)
             self._check_kind(kind, count)
+            if self.state is not State.AUTHENTICATED:
+                self._peer_version = frames.header_field(buf, pos)
         head = frames.HEADER.size + count * frames.LENGTH.size
         if avail < head:
             return self._need_data()

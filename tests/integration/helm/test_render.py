@@ -142,7 +142,11 @@ def test_client_role_reads_no_secret_and_creates_pods_and_secrets_only_together(
 
 
 def test_admission_policy_is_on_by_default(cluster):
-    kinds = [d["kind"] for d in support.render(cluster)]
+    docs = support.render(cluster)
+    kinds = [d["kind"] for d in docs]
     assert {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= set(kinds)
+    fixed = [d for d in docs if d["metadata"]["name"] == "procmesh-queue-name-fixed"]
+    assert sorted(d["kind"] for d in fixed) == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    assert all(d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "procmesh" for d in fixed)
     kinds = [d["kind"] for d in support.render(cluster, sets={"admissionPolicy.enabled": False})]
     assert "ValidatingAdmissionPolicy" not in kinds

@@ -7,11 +7,14 @@ and returns its rank, and its bootstrap runs there again; an old handle on it th
 the restart ("restart 1 of at most 2"), survivors keep their state; ``respawn()`` spawns the
 actors again with the first spawn's arguments so the old handle answers; a second kill, seen only
 after the operator restarted the proc, is said to be a restart ("restart 2 of at most 2") by the
-call itself, and ``respawn()`` brings the handle back once more.
+call itself, and ``respawn()`` brings the handle back once more; a connection that breaks under
+a live proc (same pod, Ready) is reached again by ``reconnect()`` at once, with its actors and
+their state, and no bootstrap.
 """
 
 import os
 import signal
+import socket
 
 import pytest
 
@@ -101,4 +104,29 @@ def test_a_never_policy_says_so_and_reconnect_raises_the_cause(kube, custom, nam
         rec.echo.call_one(1).get(timeout=60)
     with pytest.raises(MeshNotReady, match="ProcFailed"):
         mesh.reconnect()
+    mesh.stop().get()
+
+
+def test_reconnect_reaches_a_live_proc_whose_connection_broke(kube, custom, namespace, operator, faults):
+    create_mesh(custom, namespace, "cutoff", hosts=1, perHost=[{"name": "gpus", "size": 2}],
+                restartPolicy="RestartProc", maxRestarts=2)
+    mesh = attach("cutoff", namespace, api_client=kube, timeout=120, bootstrap=set_marker)
+    mesh._group.owner.timeout = 30  # without the fix, reconnect waits this long for a pod that never comes
+    rec = mesh.spawn("rec", Recorder)
+    second = rec.slice(hosts=0, gpus=1)
+    before = second.where.call_one().get(timeout=60)
+    assert second.record.call_one("before").get(timeout=60) == 1
+
+    peer = mesh._group.peers[1]
+    peer._channel.stream.get_extra_info("socket").shutdown(socket.SHUT_RDWR)  # the proc lives on
+    with pytest.raises(SupervisionError):
+        second.echo.call_one(1).get(timeout=60)
+    assert peer.lost
+
+    assert mesh.reconnect() == []  # nothing restarted: the same pod's proc, reached at once
+    after = second.where.call_one().get(timeout=60)
+    assert after["pid"] == before["pid"]
+    assert after["env"]["TEST_BOOTSTRAPPED"] == before["env"]["TEST_BOOTSTRAPPED"]
+    assert second.record.call_one("after").get(timeout=60) == 2  # the same actor, its state kept
+    assert get_mesh(custom, namespace, "cutoff")["status"].get("restarts", 0) == 0
     mesh.stop().get()

@@ -6,16 +6,22 @@ bootstrap runs again), after which old handles on it fail at once naming the res
 keep their actors and state, and actors spawned anew answer; ``respawn()`` also spawns every actor
 mesh again with the same class and arguments, so the old handles answer again (fresh state on the
 restarted proc only); a stopped actor mesh is not respawned; a mesh reference received from
-elsewhere refuses to reconnect, saying who can.
+elsewhere refuses to reconnect, saying who can; a connection that breaks under a live proc is
+reached again by ``reconnect()`` where it is (same process, actors and state kept, no
+bootstrap), and its actors are watched again (a later death is reported); a reconnect whose
+bootstrap raised leaves the proc to bootstrap: the next one runs it again; ``respawn()`` spawns
+again only the actor meshes whose handles (or slices of them) the program still holds.
 """
 
+import gc
 import os
 import pickle
 import signal
+import socket
 
 import pytest
 
-from mesh_client import SupervisionError, this_host
+from mesh_client import Actor, SupervisionError, endpoint, this_host
 from tests.integration.local.actors import Recorder
 
 
@@ -75,3 +81,91 @@ def test_respawn_brings_the_old_handles_back(faults):
         assert list(rec.record.call("c").get().values()) == [1, 3]  # fresh on 0, kept on 1
         with pytest.raises(SupervisionError, match="was restarted"):  # stopped before: not respawned
             stopped.slice(gpus=0).echo.call_one(0).get(timeout=60)
+
+
+def cut(mesh, index):
+    """Break the client's TCP connection to proc ``index`` underneath it (the proc lives on)."""
+    peer = mesh._group.peers[index]
+    peer._channel.stream.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
+    return peer
+
+
+def test_reconnect_reaches_a_live_proc_whose_connection_broke(faults, tmp_path):
+    counter = tmp_path / "bootstraps"
+
+    def count_bootstraps():
+        with counter.open("a") as f:
+            f.write("x")
+
+    with this_host().spawn_procs(per_host={"gpus": 2}, bootstrap=count_bootstraps, name="cutoff") as mesh:
+        rec = mesh.spawn("rec", Recorder)
+        pid = rec.slice(gpus=1).where.call_one().get()["pid"]
+        assert rec.slice(gpus=1).record.call_one("before").get() == 1
+        peer = cut(mesh, 1)
+        with pytest.raises(SupervisionError):
+            rec.slice(gpus=1).echo.call_one(1).get(timeout=60)
+        assert peer.lost
+        assert faults.wait("rec")[0].crashed_ranks == [1]  # its watch went with the connection
+
+        assert mesh.reconnect() == []  # nothing restarted
+        assert rec.slice(gpus=1).where.call_one().get(timeout=60)["pid"] == pid
+        assert rec.slice(gpus=1).record.call_one("after").get(timeout=60) == 2  # same actor, state kept
+        assert counter.read_text() == "xx"  # the first bootstrap of each proc, none again
+
+        os.kill(pid, signal.SIGKILL)  # watched again: its death is reported
+        assert [f.crashed_ranks for f in faults.wait("rec", count=2)] == [[1], [1]]
+
+
+def test_a_reconnect_whose_bootstrap_raised_bootstraps_again_the_next_time(faults, tmp_path):
+    flag = tmp_path / "fail-once"
+
+    def bootstrap():
+        if flag.exists():
+            flag.unlink()
+            raise RuntimeError("bootstrap fails once")
+        os.environ["TEST_BOOTSTRAPPED"] = str(os.getpid())
+
+    with this_host().spawn_procs(per_host={"gpus": 2}, bootstrap=bootstrap, name="unlucky") as mesh:
+        rec = mesh.spawn("rec", Recorder)
+        kill(rec, gpus=1)
+        with pytest.raises(SupervisionError):
+            rec.slice(gpus=1).echo.call_one(1).get(timeout=60)
+        flag.touch()
+        with pytest.raises(Exception, match="bootstrap fails once"):
+            mesh.reconnect()
+        assert mesh.reconnect() == [1]  # still to bootstrap: done now
+        where = mesh.spawn("fresh", Recorder).where.call().get()
+        assert where.item(gpus=1)["env"]["TEST_BOOTSTRAPPED"] == str(where.item(gpus=1)["pid"])
+        assert mesh.reconnect() == []
+
+
+class Journal(Actor):
+    """Writes its tag to ``path`` in each ``__init__``: which spawns ran, and how often."""
+
+    def __init__(self, path: str, tag: str) -> None:
+        with open(path, "a") as f:
+            f.write(tag + "\n")
+
+    @endpoint
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def test_respawn_skips_the_actor_meshes_whose_handles_were_dropped(faults, tmp_path):
+    journal = tmp_path / "journal"
+    with this_host().spawn_procs(per_host={"gpus": 2}, name="forget") as mesh:
+        kept = mesh.spawn("kept", Journal, str(journal), "kept")
+        sliced = mesh.spawn("sliced", Journal, str(journal), "sliced").slice(gpus=1)  # only a slice is held
+        dropped = mesh.spawn("dropped", Journal, str(journal), "dropped")
+        pid = kept.slice(gpus=1).pid.call_one().get()
+        assert sliced.pid.call_one().get() == pid and dropped.initialized.get() is None
+        del dropped
+        gc.collect()
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(SupervisionError):
+            kept.slice(gpus=1).pid.call_one().get(timeout=60)
+
+        assert mesh.respawn() == [1]
+        assert kept.slice(gpus=1).pid.call_one().get(timeout=60) != pid
+        assert sliced.pid.call_one().get(timeout=60) != pid
+        assert sorted(journal.read_text().split()) == sorted(["kept"] * 3 + ["sliced"] * 3 + ["dropped"] * 2)

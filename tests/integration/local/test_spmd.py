@@ -1,5 +1,7 @@
 """SPMD on a local 2x2 mesh: the torchelastic env in every proc, and real gloo collectives,
-both through setup_torch_elastic_env and through SPMDActor.main running a script."""
+both through setup_torch_elastic_env and through SPMDActor.main running a script; a rank whose
+script fails fails ``main.call()`` at once with its remote traceback, and its peers' rendezvous
+ends after the store timeout instead of torch's 30 minutes."""
 
 import json
 import os
@@ -85,3 +87,20 @@ def test_spmd_actor_main_runs_a_module_as_torchrun_would(tmp_path):
 def test_master_must_be_given_whole(mesh):
     with pytest.raises(ValueError, match="both master_addr and master_port"):
         setup_torch_elastic_env(mesh, master_addr="127.0.0.1")
+
+
+def test_a_failing_rank_fails_main_at_once_and_its_peers_rendezvous_ends(tmp_path):
+    with this_host().spawn_procs(per_host={"gpus": 2}, name="failing") as procs:
+        actors = procs.spawn("_SPMDActor", SPMDActor, store_timeout=3)  # rank 0 waits for rank 1 no longer
+        addr, port = actors.slice(gpus=0).get_host_port.call_one(None).get()
+        args = ["-m", "tests.integration.local.spmd_one_fails", "--out", str(tmp_path)]
+        with pytest.raises(ActorError) as failed:
+            actors.main.call(addr, port, args).get(timeout=120)
+        assert "failing[gpus=1]" in failed.value.message  # the failed rank, not the waiting one
+        assert "RuntimeError: rank 1 gives up before the rendezvous" in failed.value.message
+        assert "spmd_one_fails.py" in failed.value.remote_traceback
+        # Rank 0's actor answers again once its rendezvous gave up (it ran main meanwhile).
+        assert actors.slice(gpus=0).get_host_port.call_one(None).get(timeout=120)
+        ended = (tmp_path / "rank0.txt").read_text()
+        assert "timeout" in ended.lower() or "timed out" in ended.lower(), ended
+

@@ -1,5 +1,6 @@
-"""Helpers for the operator's integration tests: kubectl, the CRD and the operator subprocess
-(the one helper for them, also used by tests/gpu and benchmarks/), mesh manifests, level-based
+"""Helpers for the operator's integration tests: kubectl, the CRD (with the admission policy that
+goes with it) and the operator subprocess (the one helper for them, also used by tests/gpu and
+benchmarks/), mesh manifests, level-based
 waits on conditions, the client's authenticated IDENTIFY request. Fixtures are in fixtures.py next to this file.
 """
 
@@ -60,6 +61,36 @@ def install_crd(kubeconfig: pathlib.Path) -> None:
             return any(c.type == "Established" and c.status == "True" for c in conditions)
 
         testing.wait_for(established, "the ProcMesh CRD Established")
+    install_queue_label_policy(kubeconfig)
+
+
+QUEUE_LABEL_POLICY = ROOT / "crds" / "procmesh-queue-label.yaml"
+
+
+def install_queue_label_policy(kubeconfig: pathlib.Path) -> None:
+    """Create (or update) the admission policy that keeps a ProcMesh's Kueue queue label fixed
+    (crds/procmesh-queue-label.yaml, which the chart ships too), as the CRD is applied."""
+    import yaml
+    from kubernetes import client, config
+
+    items = yaml.safe_load(QUEUE_LABEL_POLICY.read_text())["items"]
+    with config.new_client_from_config(str(kubeconfig)) as api:
+        admission = client.AdmissionregistrationV1Api(api)
+        calls = {"ValidatingAdmissionPolicy": (admission.create_validating_admission_policy,
+                                               admission.read_validating_admission_policy,
+                                               admission.replace_validating_admission_policy),
+                 "ValidatingAdmissionPolicyBinding": (admission.create_validating_admission_policy_binding,
+                                                      admission.read_validating_admission_policy_binding,
+                                                      admission.replace_validating_admission_policy_binding)}
+        for body in items:
+            create, read, replace = calls[body["kind"]]
+            try:
+                create(body)
+            except client.ApiException as exc:
+                if exc.status != 409:
+                    raise
+                body["metadata"]["resourceVersion"] = read(body["metadata"]["name"]).metadata.resource_version
+                replace(body["metadata"]["name"], body)
 
 
 @contextlib.contextmanager

@@ -6,7 +6,9 @@ Aspects: a 2-host mesh lands on the two nodes, one host each; confined to one no
 Pending with the scheduler's reason in its Scheduled condition; ``placement.hosts: Any`` puts
 both hosts on that one node (and cannot be changed afterwards), and so does the Python client's ``hosts_on_distinct_nodes=False``;
 a mesh colocated with a spread mesh lands beside it, proc by proc (the anti-affinity matches its
-own mesh's pods only); ``kubectl explain`` teaches the field.
+own mesh's pods only); a mesh whose pods an operator from before ``spec.placement`` made (both
+hosts on one node, no host terms) gets its restarted proc's pod rendered like them, so it runs
+beside them instead of staying Pending; ``kubectl explain`` teaches the field.
 """
 
 import uuid
@@ -105,6 +107,49 @@ def test_a_colocated_mesh_lands_beside_its_spread_partner(operator, custom, core
     assert [p["node"] for p in beside["status"]["procs"]] == \
         [p["node"] for p in base["status"]["procs"]]
     assert len({p["node"] for p in base["status"]["procs"]}) == 2
+
+
+def test_a_mesh_from_before_placement_restarts_its_proc_like_its_pods(operator, custom, core, namespace, pair):
+    names, _, on_solo = pair
+    support.create_mesh(custom, namespace, "legacy", hosts=2, perHost=[{"name": "procs", "size": 1}],
+                        template=on_solo, restartPolicy="RestartProc", maxRestarts=2)
+    testing.wait_for(lambda: len(support.mesh_pods(core, namespace, "legacy")) == 2,
+                     "legacy's pods made (so its Secret exists)")
+    # Its pods as an operator before spec.placement made them: the same pods (gang membership
+    # included) without the host terms, so both hosts go to the one node.
+    operator.stop()
+    try:
+        made = [core.api_client.sanitize_for_serialization(p) for p in support.mesh_pods(core, namespace, "legacy")]
+        for pod in made:
+            core.delete_namespaced_pod(pod["metadata"]["name"], namespace, grace_period_seconds=0)
+        testing.wait_for(lambda: not support.mesh_pods(core, namespace, "legacy"), "legacy's pods gone")
+        for pod in made:
+            pod["spec"].pop("affinity", None)  # the mesh asks for no affinity of its own
+            pod["spec"].pop("nodeName", None)
+            pod.pop("status", None)
+            pod["metadata"] = {k: v for k, v in pod["metadata"].items()
+                               if k in ("name", "labels", "annotations", "ownerReferences")}
+            core.create_namespaced_pod(namespace, pod)
+    finally:
+        operator.start()
+    mesh = support.wait_ready(custom, namespace, "legacy")
+    assert nodes_by_host(core, namespace, "legacy") == {0: {names[0]}, 1: {names[0]}}
+
+    support.kill_proc(mesh["status"]["procs"][1]["address"], support.token(core, namespace, "legacy"))
+
+    def restarted():
+        m = support.get_mesh(custom, namespace, "legacy")
+        ready = support.condition(m, "Ready")
+        fresh = ready.get("observedGeneration") == m["metadata"]["generation"]
+        return m if fresh and ready.get("status") == "True" and m["status"].get("restarts") == 1 else None
+
+    try:
+        testing.wait_for(restarted, "legacy's proc 1 restarted beside proc 0 and the mesh Ready")
+    except testing.WaitTimeout:
+        pods = [(p.metadata.name, p.status.phase, p.spec.node_name, p.spec.affinity, p.spec.scheduling_gates)
+                for p in support.mesh_pods(core, namespace, "legacy")]
+        raise AssertionError(f"{support.get_mesh(custom, namespace, 'legacy')['status']}\n{pods}") from None
+    assert nodes_by_host(core, namespace, "legacy") == {0: {names[0]}, 1: {names[0]}}
 
 
 def test_explain_teaches_the_placement(cluster, crd):

@@ -23,6 +23,7 @@ CHART = ROOT / "charts" / "procmesh-operator"
 @pytest.mark.parametrize("source,copy", [
     ("crds/procmesh.yaml", "files/procmesh.yaml"),
     ("crds/kopf-peering.yaml", "crds/kopf-peering.yaml"),
+    ("crds/procmesh-queue-label.yaml", "files/procmesh-queue-label.yaml"),
 ])
 def test_chart_crds_are_copies_of_crds(source: str, copy: str) -> None:
     assert (CHART / copy).read_bytes() == (ROOT / source).read_bytes(), (

@@ -11,7 +11,7 @@ import pytest
 
 from mesh_client._src.runtime import channel as channel_mod
 from mesh_client._src.runtime.streams import MockStream
-from mesh_client._src.wire import frames, protocol
+from mesh_client._src.wire import frames, protocol, versions
 
 TOKEN = b"in-memory-token"
 
@@ -61,7 +61,7 @@ def run_server(chunks):
 
 
 MESSAGES = [[b"header-1", b"payload"], [b"h2"], [b"", b"x" * 300, b"y"]]
-HELLO = frames.encode_bytes(frames.Kind.HELLO, [server_nonce(32)])
+HELLO = frames.encode_bytes(frames.Kind.HELLO, [server_nonce(32)], versions.PROTOCOL_VERSION)
 
 
 def expect_clean(ch, stream, received, closed, welcome):

@@ -10,7 +10,7 @@ import pickle
 import pytest
 
 from mesh_client._src.runtime.streams import MockStream
-from mesh_client._src.wire import errors, frames, protocol
+from mesh_client._src.wire import auth, errors, frames, protocol, versions
 from mesh_client._src.wire.protocol import NEED_DATA, Connection, Role, State
 
 TOKEN = b"s3cret-token"
@@ -186,3 +186,45 @@ def test_send_error_tells_the_peer_why():
 def test_empty_token_is_refused():
     with pytest.raises(ValueError, match="PROCMESH_TOKEN"):
         Connection(Role.SERVER, b"")
+
+
+def test_a_client_refuses_a_server_of_another_protocol_version_before_sending_anything():
+    old_server = Connection(Role.SERVER, TOKEN, protocol_version=0)  # what releases before versions sent
+    client = Connection(Role.CLIENT, TOKEN)
+    old_server.start()
+    client.start()
+    client.receive_data(old_server.data_to_send())  # HELLO
+    with pytest.raises(errors.VersionMismatch) as refused:
+        client.next_event()
+    message = str(refused.value)
+    assert "this client (procmesh " in message and f"speaks protocol {versions.PROTOCOL_VERSION}" in message
+    assert "the proc server speaks no protocol version (a procmesh release from before protocol versions)" in message
+    assert "proc-server image built from this client's procmesh version" in message
+    assert client.data_to_send() == b"" and client.state is State.CLOSED  # no AUTH went out
+
+
+def test_a_server_rejects_a_client_of_another_protocol_version_once_its_token_is_proved():
+    server, old_client = Connection(Role.SERVER, TOKEN), Connection(Role.CLIENT, TOKEN, protocol_version=7)
+    server.start()
+    old_client.start()
+    hello = server.data_to_send()
+    assert frames.header_field(hello) == versions.PROTOCOL_VERSION
+    old_client.receive_data(hello)
+    with pytest.raises(errors.VersionMismatch):  # a client of protocol 7 refuses it too
+        old_client.next_event()
+    # The AUTH of a client that ignores the field (as releases before versions did), sent with 7:
+    mac = auth.client_mac(TOKEN, hello[-auth.NONCE_BYTES:], b"n" * auth.NONCE_BYTES)
+    server.receive_data(frames.encode_bytes(frames.Kind.AUTH, [b"n" * auth.NONCE_BYTES + mac], 7))
+    with pytest.raises(errors.VersionMismatch, match=r"the client speaks protocol 7, this proc server \(procmesh "):
+        server.next_event()
+    assert server.state is State.CLOSED
+
+
+def test_a_wrong_token_is_told_before_the_version():
+    server = Connection(Role.SERVER, TOKEN)
+    server.start()
+    hello = server.data_to_send()
+    mac = auth.client_mac(b"wrong", hello[-auth.NONCE_BYTES:], b"n" * auth.NONCE_BYTES)
+    server.receive_data(frames.encode_bytes(frames.Kind.AUTH, [b"n" * auth.NONCE_BYTES + mac], 0))
+    with pytest.raises(errors.AuthenticationError, match="wrong mesh token"):
+        server.next_event()
