@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, cast
 
-from mesh_client._src.actor import messages, restarts
+from mesh_client._src.actor import messages, restarts, trees
 from mesh_client._src.actor.endpoint import Propagator, check_propagate
 from mesh_client._src.actor.errors import NotAnEndpoint, SupervisionError
 from mesh_client._src.actor.procs import ProcGroup
@@ -146,6 +146,8 @@ class ActorEndpoint(Generic[R]):
         mesh = self._mesh
         shape, group = mesh._shape, mesh._group
         payload = serialization.dumps((args, kwargs))
+        if trees.routed(group):  # a big mesh: through a tree of its procs (trees.py says why)
+            return trees.send(mesh, self._method, self._what, indices, payload, reply)
         futs: list[Future[Any]] = []
         born = group.born.get(mesh._actor_id)
         for i in indices:
