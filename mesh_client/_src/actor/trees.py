@@ -211,11 +211,11 @@ def _spread(node: WireNode, mine: list[int], outs: dict[int, futures.Future[Any]
     lost = [(e, segs) for e, segs in entries if e[1] == peers.LOST]
     seen: set[int] = set()
     for entry, segs in lost + [x for x in entries if x[0][1] != peers.LOST]:
-        index, st, _, message = entry
+        index, st, _, note = entry
         if index not in outs:
             continue
         seen.add(index)
-        outs[index].set_raw((st, message if st == peers.LOST else segs, None))
+        outs[index].set_raw((st, note if st == peers.LOST else segs, None))
     if status == SUBTREE_LOST:
         reason = (lost[0][0][3] if lost else None) or f"a proc under {node[3]} failed"
         for i in mine:
