@@ -1,10 +1,11 @@
 """A proc's part in tree fan-out: deliver a FORWARD to its own actor, pass it on to its
 children, and send one aggregated reply up for the whole subtree.
 
-:mod:`.dispatch` hands FORWARD requests here from the reactor thread; they are served on one
-forwarding thread, in arrival order, so one sender's messages keep their order through every
-hop (the guarantee :mod:`mesh_client._src.actor.trees` builds on), and the reactor never
-blocks on a child's connect or a full socket. Children are reached like any proc: a
+:mod:`.dispatch` hands FORWARD requests here on the reactor thread, in arrival order: this
+proc's share goes to its actor's queue at once, as a CALL would, and the sends to children go
+to one forwarding thread, which keeps that order; so one sender's messages keep their order
+through every hop (the guarantee :mod:`mesh_client._src.actor.trees` builds on), and the
+reactor never blocks on a child's connect or a full socket. Children are reached like any proc: a
 :class:`~mesh_client._src.runtime.peers.Peer` authenticated with this mesh's token, so nothing
 is unpickled from an unauthenticated connection on any hop.
 
@@ -36,26 +37,27 @@ Forward = tuple["Channel", int, tuple[Any, ...], envelopes.Received]
 
 
 class Forwarder:
-    """The forwarding thread of one proc server (started at its first FORWARD)."""
+    """One proc server's part in tree fan-out.
+
+    Its own actor's share is queued for the actor at once, on the reactor thread (like a
+    CALL: the actor's queue keeps the arrival order); the sends to its children go through one
+    forwarding thread, in arrival order, started at the first FORWARD that has children.
+    """
 
     def __init__(self, server: ProcServer) -> None:
         self._server = server
-        self._queue: queue.SimpleQueue[Forward] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="procmesh-forward", daemon=True)
-        self._thread.start()
+        self._queue: queue.SimpleQueue[tuple[tuple[Any, ...], tuple[Any, ...], envelopes.Received, bool, trees.Aggregate]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
 
     def submit(self, work: Forward) -> None:
-        self._queue.put(work)
+        """Deliver here, and queue the children's sends (on the reactor thread)."""
+        channel, call_id, header, payload = work
+        try:
+            self._submit(channel, call_id, header, payload)
+        except Exception as exc:  # a FORWARD we cannot read: its sender learns why
+            reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))
 
-    def _run(self) -> None:
-        while True:
-            channel, call_id, header, payload = self._queue.get()
-            try:
-                self._forward(channel, call_id, header, payload)
-            except Exception as exc:  # a bug here must answer the caller, not hang it
-                reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))
-
-    def _forward(self, channel: Channel, call_id: int, header: tuple[Any, ...], payload: envelopes.Received) -> None:
+    def _submit(self, channel: Channel, call_id: int, header: tuple[Any, ...], payload: envelopes.Received) -> None:
         fields, node = header[2], header[3]
         index, _, _, _, kids = node
         wants_reply = call_id != peers.NO_REPLY
@@ -65,11 +67,28 @@ class Forwarder:
         )
         if index >= 0:
             self._deliver(fields, index, call_id, payload, aggregate)
-        for child in kids:
-            peer = peers.get_peer((str(child[2][0]), int(child[2][1])), self._server.token, child[3])
-            fut = peer.request((ops.FORWARD, fields, child), payload, _raw, reply=wants_reply)
-            if wants_reply:
-                fut.add_done_callback(functools.partial(_child_done, child, aggregate))
+        if kids:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="procmesh-forward", daemon=True)
+                self._thread.start()
+            self._queue.put((fields, kids, payload, wants_reply, aggregate))
+
+    def _run(self) -> None:
+        while True:
+            fields, kids, payload, wants_reply, aggregate = self._queue.get()
+            for child in kids:
+                try:
+                    self._send(fields, child, payload, wants_reply, aggregate)
+                except Exception as exc:  # a bug here must fail the subtree, not hang the caller
+                    message = f"forwarding to {child[3]} failed: {exc!r}"
+                    aggregate.add([((i, peers.LOST, 0, message), []) for i in trees.subtree_indices(child)])
+
+    def _send(self, fields: tuple[Any, ...], child: trees.WireNode, payload: envelopes.Received, wants_reply: bool,
+              aggregate: trees.Aggregate) -> None:
+        peer = peers.get_peer((str(child[2][0]), int(child[2][1])), self._server.token, child[3])
+        fut = peer.request((ops.FORWARD, fields, child), payload, _raw, reply=wants_reply)
+        if wants_reply:
+            fut.add_done_callback(functools.partial(_child_done, child, aggregate))
 
     def _deliver(self, fields: tuple[Any, ...], index: int, call_id: int, payload: envelopes.Received,
                  aggregate: trees.Aggregate) -> None:
