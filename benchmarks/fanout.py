@@ -16,7 +16,7 @@ The plot (``--plot``) shows fan-out p50 against procs for ours flat, ours tree a
 the JSON carries the crossover (the smallest measured size where the tree is faster) and a
 linear fit of each curve (``p50 = a + b * procs``), the model for projecting 1,024 procs.
 
-    python benchmarks/fanout.py [--sizes 64,256,512] [--samples 60] [--branching 16] [--json] [--plot F]
+    python benchmarks/fanout.py [--sizes 16,32,64,256,512] [--samples 60] [--branching 16] [--json] [--plot F]
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ from typing import Any
 
 MB = 1024 * 1024
 MONARCH_MARGIN = 1.5  # projected memory x this must fit in half of MemAvailable
+# torchmonarch's deadlines for starting procs and actors (30 s by default), raised to --timeout.
+MONARCH_DEADLINES = ("HYPERACTOR_MESH_PROC_SPAWN_MAX_IDLE", "HYPERACTOR_MESH_ACTOR_SPAWN_MAX_IDLE",
+                     "HYPERACTOR_MESH_GET_PROC_STATE_MAX_IDLE", "HYPERACTOR_HOST_SPAWN_READY_TIMEOUT")
 MONARCH_USS_PRIOR_MB = 60.0  # torchmonarch 0.7's USS per proc measured at 16 procs on this VM (59 MB)
 
 
@@ -85,6 +88,20 @@ def uss_rss(pid: int) -> tuple[int, int]:
     return uss, rss
 
 
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """User + system CPU seconds of ``pids`` so far (the exited ones count nothing)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / tick
+
+
 def mem_available() -> int:
     with open("/proc/meminfo") as f:
         for line in f:
@@ -122,12 +139,19 @@ def actor_class(api: Any) -> type:
     return Leaf
 
 
-def timed(fn: Any, samples: int) -> list[float]:
+def timed(fn: Any, samples: int, cpu: dict[str, float] | None = None, pids: Sequence[int] = ()) -> list[float]:
+    """Latency of each of ``samples`` calls of ``fn``; adds to ``cpu`` the controller's CPU
+    seconds (all its threads) and the procs' (``pids``) over them."""
     out = []
+    procs_before, mine_before = cpu_seconds(pids), time.process_time()
     for _ in range(samples):
         t = time.perf_counter()
         fn()
         out.append(time.perf_counter() - t)
+    if cpu is not None:
+        cpu["controller"] = cpu.get("controller", 0.0) + time.process_time() - mine_before
+        cpu["procs"] = cpu.get("procs", 0.0) + cpu_seconds(pids) - procs_before
+        cpu["calls"] = cpu.get("calls", 0) + samples
     return out
 
 
@@ -152,17 +176,22 @@ def worker(api_name: str, size: int, samples: int, branching: int, rounds: int) 
         assert values == list(range(size)), "gather returned ranks out of order"
         modes = ("flat", "tree") if ours else ("flat",)
         collected: dict[str, dict[str, list[float]]] = {m: {"fanout": [], "gather": []} for m in modes}
+        cpu: dict[str, dict[str, float]] = {m: {} for m in modes}
+        pids = descendants(os.getpid())
         per_round = max(1, samples // rounds)
         for _ in range(rounds):
             for mode in modes:
                 if ours:
                     api.options.tree_fanout_min = 1 if mode == "tree" else 10**9
                 actors.noop.call().get()  # warm the path (connections of the tree)
-                collected[mode]["fanout"] += timed(lambda: actors.noop.call().get(), per_round)
+                collected[mode]["fanout"] += timed(lambda: actors.noop.call().get(), per_round, cpu[mode], pids)
                 collected[mode]["gather"] += timed(lambda: list(actors.rank.call().get().values()), per_round)
         if ours:
             api.options.tree_fanout_min = 1
             assert list(actors.rank.call().get().values()) == values, "tree and flat gathers differ"
+        for mode, used in cpu.items():  # CPU per fan-out call: who is busy (the model's inputs)
+            out[f"{mode}_controller_cpu_ms"] = used["controller"] / used["calls"] * 1e3
+            out[f"{mode}_procs_cpu_ms"] = used["procs"] / used["calls"] * 1e3
         for mode, figs in collected.items():
             for what, lat in figs.items():
                 out[f"{mode}_{what}_p50_ms"] = pct(lat, 0.5) * 1e3
@@ -176,8 +205,11 @@ def worker(api_name: str, size: int, samples: int, branching: int, rounds: int) 
 def run_worker(api_name: str, size: int, args: argparse.Namespace) -> dict[str, Any] | str:
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", api_name, "--sizes", str(size),
            "--samples", str(args.samples), "--branching", str(args.branching), "--rounds", str(args.rounds)]
+    env = dict(os.environ)
+    if api_name.startswith("monarch"):  # its 30 s spawn deadlines are too short for 64+ procs on a loaded 2-core VM
+        env.update({name: f"{args.timeout}s" for name in MONARCH_DEADLINES})
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
     except subprocess.TimeoutExpired:
         return f"timed out after {args.timeout} s"
     if proc.returncode != 0:
@@ -242,7 +274,7 @@ def plot(results: dict[str, Any], path: str) -> None:
 
 def table(results: dict[str, Any]) -> str:
     lines = [f"{'procs':>6} {'system':14} {'spawn+1st (s)':>13} {'USS/proc MB':>11} {'RSS/proc MB':>11} "
-             f"{'fanout p50/p99 ms':>18} {'gather p50/p99 ms':>18}"]
+             f"{'fanout p50/p99 ms':>18} {'gather p50/p99 ms':>18} {'CPU/call ms: controller, procs':>31}"]
     for key, name in (("procmesh", "ours"), ("torchmonarch", "torchmonarch")):
         for row in results[key]:
             if not isinstance(row, dict):
@@ -256,7 +288,8 @@ def table(results: dict[str, Any]) -> str:
                 lines.append(
                     f"{row['procs']:>6} {label:14} {row['spawn_first_call_s']:>13.2f} {mem['uss_mb']:>11.1f} {mem['rss_mb']:>11.1f} "
                     f"{row[f'{mode}_fanout_p50_ms']:>8.2f}/{row[f'{mode}_fanout_p99_ms']:<9.2f} "
-                    f"{row[f'{mode}_gather_p50_ms']:>8.2f}/{row[f'{mode}_gather_p99_ms']:<9.2f}"
+                    f"{row[f'{mode}_gather_p50_ms']:>8.2f}/{row[f'{mode}_gather_p99_ms']:<9.2f} "
+                    f"{row[f'{mode}_controller_cpu_ms']:>14.2f}, {row[f'{mode}_procs_cpu_ms']:<8.2f}"
                 )
     lines.extend(f"torchmonarch not run at {n} procs: {why}" for n, why in results["torchmonarch_skipped"].items())
     m = results["models"]
@@ -270,7 +303,7 @@ def table(results: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="64,256,512", help="comma-separated proc counts")
+    parser.add_argument("--sizes", default="16,32,64,256,512", help="comma-separated proc counts")
     parser.add_argument("--samples", type=int, default=60, help="samples per latency figure and mode")
     parser.add_argument("--rounds", type=int, default=3, help="alternating flat/tree rounds")
     parser.add_argument("--branching", type=int, default=16, help="k of the tree")

@@ -43,6 +43,10 @@ if TYPE_CHECKING:
 # A FORWARD reply's status when part of the subtree is lost (beside OK; never ERROR/DEAD,
 # those are per rank inside the table).
 SUBTREE_LOST = 5
+# An entry's status for a child's whole reply carried as it came (its own table and segments):
+# a forwarder passes its children's replies up without opening them, so each level costs
+# O(k), not O(subtree); the controller flattens them.
+NESTED = 6
 
 # Wire form of a tree node: (index in the slice or -1 to forward only, proc rank in the group,
 # (host, port), display, children). Plain tuples: one pickle per hop, no classes to trust.
@@ -138,16 +142,26 @@ def encode_table(entries: Sequence[tuple[Entry, Sequence[Any]]]) -> list[Any]:
 
 
 def decode_table(payload: Sequence[Any]) -> list[tuple[Entry, list[Any]]]:
-    """The inverse of :func:`encode_table` (read only from an authenticated peer)."""
+    """The inverse of :func:`encode_table`, with NESTED entries flattened (read only from an
+    authenticated peer)."""
     if not payload:
         return []
     table: list[Entry] = pickle.loads(payload[0])
     out = []
     at = 1
     for entry in table:
-        out.append((entry, list(payload[at : at + entry[2]])))
+        segments = list(payload[at : at + entry[2]])
         at += entry[2]
+        if entry[1] == NESTED:
+            out.extend(decode_table(segments))
+        else:
+            out.append((entry, segments))
     return out
+
+
+def nested(payload: Sequence[Any]) -> tuple[Entry, Sequence[Any]]:
+    """A child's FORWARD reply as one entry of its parent's table."""
+    return ((-1, NESTED, len(payload), None), payload)
 
 
 # Routing (controller side) ------------------------------------------------------------------
@@ -246,13 +260,16 @@ class Aggregate:
         if self._finished:
             done(peers.OK, encode_table([]))
 
-    def add(self, entries: Sequence[tuple[Entry, Sequence[Any]]], parts: int = 1) -> None:
+    def add(self, entries: Sequence[tuple[Entry, Sequence[Any]]], lost: bool | None = None) -> None:
+        """One part: this proc's own entry, or a child's (``lost``: part of it is lost; by
+        default, whether one of ``entries`` says so)."""
+        if lost is None:
+            lost = any(e[1] == peers.LOST for e, _ in entries)
         with self._lock:
             if self._finished:
                 return
             self._entries.extend(entries)
-            self._expected -= parts
-            lost = any(e[1] == peers.LOST for e, _ in entries)
+            self._expected -= 1
             if not lost and self._expected > 0:
                 return
             self._finished = True

@@ -134,7 +134,7 @@ def _child_done(child: trees.WireNode, aggregate: trees.Aggregate, fut: Any) -> 
         body = [bytes(s) for s in payload]
         aggregate.add([((i, status, len(body), None), body) for i in trees.subtree_indices(child)])
         return
-    aggregate.add(trees.decode_table(payload))
+    aggregate.add([trees.nested(payload)], lost=status == trees.SUBTREE_LOST)
 
 
 def _raw(raw: Any) -> Any:

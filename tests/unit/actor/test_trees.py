@@ -75,12 +75,21 @@ def test_the_reply_table_round_trips_segments_per_entry():
     assert trees.decode_table([]) == []
 
 
+def test_nested_child_replies_flatten_at_the_controller():
+    leaf = trees.encode_table([((3, peers.OK, 1, None), [b"c"])])
+    middle = trees.encode_table([((1, peers.OK, 1, None), [b"a"]), trees.nested(leaf)])
+    top = trees.encode_table([((0, peers.ERROR, 1, None), [b"e"]), trees.nested(middle)])
+    assert trees.decode_table(top) == [
+        ((0, peers.ERROR, 1, None), [b"e"]), ((1, peers.OK, 1, None), [b"a"]), ((3, peers.OK, 1, None), [b"c"])
+    ]
+
+
 def test_an_aggregate_completes_once_when_every_part_arrived():
     done = []
     agg = trees.Aggregate(2, lambda status, payload: done.append((status, trees.decode_table(payload))))
     agg.add([((0, peers.OK, 0, None), [])])
     assert done == []
-    agg.add([((1, peers.OK, 1, None), [b"x"]), ((2, peers.OK, 0, None), [])])  # a child's subtree: one part
+    agg.add([trees.nested(trees.encode_table([((1, peers.OK, 1, None), [b"x"]), ((2, peers.OK, 0, None), [])]))])  # a child's reply
     agg.add([((3, peers.OK, 0, None), [])])  # late and extra: ignored
     assert done == [(peers.OK, [((0, peers.OK, 0, None), []), ((1, peers.OK, 1, None), [b"x"]), ((2, peers.OK, 0, None), [])])]
 
