@@ -13,8 +13,9 @@ its own (procs torn down in ``finally``, the worker under ``--timeout``):
    output says where it stopped and why.
 
 The plot (``--plot``) shows fan-out p50 against procs for ours flat, ours tree and torchmonarch;
-the JSON carries the crossover (the smallest measured size where the tree is faster) and a
-linear fit of each curve (``p50 = a + b * procs``), the model for projecting 1,024 procs.
+the JSON carries the crossover (the smallest measured size from which the tree is at least 10 %
+faster at every larger size) and a linear fit of each curve (``p50 = a + b * procs``, and of
+the CPU per call), the model for projecting 1,024 procs.
 
     python benchmarks/fanout.py [--sizes 16,32,64,256,512] [--samples 60] [--branching 16] [--json] [--plot F]
 """
@@ -33,6 +34,7 @@ from collections.abc import Sequence
 from typing import Any
 
 MB = 1024 * 1024
+CROSSOVER_MARGIN = 0.9  # the tree "wins" at a size when its p50 is under 90 % of the flat loop's
 MONARCH_MARGIN = 1.5  # projected memory x this must fit in half of MemAvailable
 # torchmonarch's deadlines for starting procs and actors (30 s by default), raised to --timeout.
 MONARCH_DEADLINES = ("HYPERACTOR_MESH_PROC_SPAWN_MAX_IDLE", "HYPERACTOR_MESH_ACTOR_SPAWN_MAX_IDLE",
@@ -239,12 +241,19 @@ def models(results: dict[str, Any]) -> dict[str, Any]:
     for label, rows, key in (("flat", ours, "flat_fanout_p50_ms"), ("tree", ours, "tree_fanout_p50_ms"),
                              ("flat_gather", ours, "flat_gather_p50_ms"), ("tree_gather", ours, "tree_gather_p50_ms"),
                              ("spawn_first_call", ours, "spawn_first_call_s"),
+                             ("flat_controller_cpu", ours, "flat_controller_cpu_ms"), ("flat_procs_cpu", ours, "flat_procs_cpu_ms"),
+                             ("tree_controller_cpu", ours, "tree_controller_cpu_ms"), ("tree_procs_cpu", ours, "tree_procs_cpu_ms"),
                              ("torchmonarch", mon, "flat_fanout_p50_ms")):
         if rows:
             a, b = linear_fit([r["procs"] for r in rows], [r[key] for r in rows])
             out[label] = {"a": a, "b": b, "at_1024": a + b * 1024, "unit": "s" if key.endswith("_s") else "ms"}
-    faster = [r["procs"] for r in ours if r["tree_fanout_p50_ms"] < r["flat_fanout_p50_ms"]]
-    out["crossover_procs"] = min(faster) if faster else None
+    # The crossover: the smallest size from which the tree's p50 is at least 10 % under the
+    # flat loop's at every larger measured size too (one noisy size is no crossover).
+    out["crossover_procs"] = None
+    for i, row in enumerate(ours):
+        if all(r["tree_fanout_p50_ms"] < CROSSOVER_MARGIN * r["flat_fanout_p50_ms"] for r in ours[i:]):
+            out["crossover_procs"] = row["procs"]
+            break
     return out
 
 
@@ -294,7 +303,8 @@ def table(results: dict[str, Any]) -> str:
     lines.extend(f"torchmonarch not run at {n} procs: {why}" for n, why in results["torchmonarch_skipped"].items())
     m = results["models"]
     lines.append(f"crossover (smallest size where the tree is faster): {m.get('crossover_procs')}")
-    for label in ("flat", "tree", "torchmonarch", "spawn_first_call"):
+    for label in ("flat", "tree", "torchmonarch", "spawn_first_call", "flat_controller_cpu", "tree_controller_cpu",
+                  "flat_procs_cpu", "tree_procs_cpu"):
         if label in m:
             fit = m[label]
             lines.append(f"fit {label}: {fit['a']:.3f} + {fit['b'] * 1000:.3f}/1000 x procs {fit['unit']}; at 1,024: {fit['at_1024']:.2f} {fit['unit']}")
@@ -321,6 +331,7 @@ def main() -> None:
     if args.replot:
         with open(args.replot) as f:
             results = json.load(f)
+        results["models"] = models(results)
     else:
         results = measure(sizes, args)
     if args.plot:

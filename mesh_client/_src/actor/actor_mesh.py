@@ -118,6 +118,10 @@ class ActorMesh(MeshTrait, Generic[T]):
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Stop these actors (their ``__cleanup__`` runs); the procs stay."""
         self._group.spawns.pop(self._actor_id, None)  # nothing to respawn after a restart
+        if trees.routed(self._group):  # behind the calls sent through the tree before it
+            what = f"stop of {self._name}"
+            stops = trees.send(self, None, what, range(len(self._shape)), (), True, reason)
+            return gather(stops, lambda values: None, fail_fast=peers.is_lost)
         futs = [
             self._group.peers[p].request(
                 (ops.STOP_ACTOR, self._actor_id, reason),

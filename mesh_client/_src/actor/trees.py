@@ -1,8 +1,9 @@
 """Tree fan-out: calls to a big mesh travel through its procs instead of one loop here.
 
 On a big mesh the controller's flat loop (one send and one reply per proc, all on this
-process's cores) is what limits ``call()``. A group of at least
-:attr:`~.options.Options.tree_fanout_min` procs routes every endpoint message through a fixed
+process's cores) can be what limits ``call()``. A group of at least
+:attr:`~.options.Options.tree_fanout_min` procs (off by default: see there for when it pays)
+routes every endpoint message through a fixed
 k-ary tree of its own procs (Monarch casts through a tree of procs the same way): the
 controller sends one FORWARD to each of at most k procs, each delivers to its own actor and
 forwards to its children (:mod:`mesh_client._src.server.forwarding`), and each subtree's
@@ -13,7 +14,8 @@ is fixed per group, over the group's ranks, not per slice. So every endpoint mes
 this sender to proc ``r`` (call, call_one, choose, stream, broadcast, on any slice) takes the
 same path of FIFO connections, each hop forwarding in arrival order on one thread; nothing
 can overtake. The cost is that a ``call_one`` on a tree-routed mesh takes ``depth(r)`` hops.
-Spawns and stops stay direct, so a tree-routed call waits for its mesh's spawn replies first.
+Stopping an actor mesh takes the tree too (its stop cannot overtake the calls before it);
+spawns stay direct, so a tree-routed call waits for its mesh's spawn replies first.
 
 Supervision: a forwarder whose child's connection drops replies at once with that subtree
 marked lost, naming the dead proc; the controller's own link to a top-level proc failing does
@@ -170,18 +172,21 @@ def nested(payload: Sequence[Any]) -> tuple[Entry, Sequence[Any]]:
 def routed(group: ProcGroup) -> bool:
     """Whether endpoint messages to this group go through the tree (decided per message:
     change ``options.tree_fanout_min`` only while no call to the group is in flight)."""
-    return len(group.addresses) >= options.tree_fanout_min
+    least = options.tree_fanout_min
+    return least > 0 and len(group.addresses) >= least
 
 
 def send(
     mesh: ActorMesh[Any],
-    method: str,
+    method: str | None,
     what: str,
     indices: Sequence[int],
     payload: Sequence[Any],
     reply: bool,
+    reason: str = "",
 ) -> list[futures.Future[Any]]:
-    """One future per index of ``mesh``'s slice, the messages sent through the group's tree."""
+    """One future per index of ``mesh``'s slice, the messages sent through the group's tree;
+    ``method=None`` stops the actors (``reason``), behind every message sent them before."""
     group, shape = mesh._group, mesh._shape
     spawned = mesh._spawned
     if spawned is not None and not spawned.done():
@@ -191,7 +196,7 @@ def send(
     outs: dict[int, futures.Future[Any]] = {
         i: futures.Future(functools.partial(_decode, what, group.displays[shape.ranks[i]])) for i in indices
     }
-    fields = (mesh._actor_id, method, shape.labels, shape.sizes)
+    fields = (mesh._actor_id, method, shape.labels, shape.sizes) if method is not None else (mesh._actor_id, None, reason)
     for node in wire_nodes(prune(index_of, k), index_of, group.addresses, group.displays):
         fut = group.peers[node[1]].request((ops.FORWARD, fields, node), payload, _raw, reply=reply)
         mine = subtree_indices(node)

@@ -92,11 +92,18 @@ class Forwarder:
 
     def _deliver(self, fields: tuple[Any, ...], index: int, call_id: int, payload: envelopes.Received,
                  aggregate: trees.Aggregate) -> None:
-        """This proc's own actor gets the call, as a CALL from the parent would reach it."""
-        actor_id, method, labels, sizes = fields
+        """This proc's own actor gets the call (or the stop), as a CALL (STOP_ACTOR) from the
+        parent would reach it."""
         local_id = call_id if call_id == peers.NO_REPLY else 1
         collector = _Collector(index, aggregate)
-        runner = self._server.actors.get(actor_id)
+        runner = self._server.actors.get(fields[0])
+        if fields[1] is None:  # a stop: (actor_id, None, reason)
+            if runner is None:
+                collector.send(envelopes.encode_reply(local_id, peers.OK, []))
+            else:
+                runner.submit((local_id, cast("Channel", collector), (local_id, ops.STOP_ACTOR, fields[0], fields[2]), payload))
+            return
+        actor_id, method, labels, sizes = fields
         if runner is not None:
             runner.submit((local_id, cast("Channel", collector), (local_id, ops.CALL, actor_id, method, index, labels, sizes), payload))
         elif actor_id in self._server.ended:

@@ -83,6 +83,16 @@ def test_one_senders_messages_keep_their_order_across_casts_and_direct_calls(tre
     assert top == [m for m in sent if m[0] == "all"]
 
 
+def test_a_stop_does_not_overtake_the_calls_before_it(tree, mesh):
+    rec = mesh.spawn("stopped", Recorder)
+    rec.initialized.get(timeout=WAIT)
+    pending = [rec.slice(gpus=6).record.call_one(i) for i in range(20)]
+    rec.stop().get(timeout=WAIT)
+    assert [f.get(timeout=WAIT) for f in pending] == list(range(1, 21))
+    with pytest.raises(SupervisionError, match="stopped"):
+        rec.slice(gpus=6).echo.call_one(0).get(timeout=WAIT)
+
+
 @pytest.mark.parametrize("victim", [1, 2], ids=["controllers-child", "deeper-forwarder"])
 def test_a_forwarder_killed_mid_call_fails_the_call_naming_it(tree, victim):
     with this_host().spawn_procs(per_host={"gpus": PROCS}, name=f"kill{victim}") as procs:
