@@ -33,7 +33,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from mesh_client._src.actor import messages
+from mesh_client._src.actor import messages, restarts
 from mesh_client._src.actor.errors import SupervisionError
 from mesh_client._src.actor.options import options
 from mesh_client._src.runtime import futures, ops, peers
@@ -49,6 +49,8 @@ SUBTREE_LOST = 5
 # a forwarder passes its children's replies up without opening them, so each level costs
 # O(k), not O(subtree); the controller flattens them.
 NESTED = 6
+
+GONE = "gone"  # a LOST future's third field: its actor died with an earlier incarnation of its proc
 
 # Wire form of a tree node: (index in the slice or -1 to forward only, proc rank in the group,
 # (host, port), display, children). Plain tuples: one pickle per hop, no classes to trust.
@@ -192,10 +194,17 @@ def send(
     if spawned is not None and not spawned.done():
         spawned.exception()  # spawns go direct: the actors must exist before a forwarded call
     k = options.tree_branching
-    index_of = {shape.ranks[i]: i for i in indices}
     outs: dict[int, futures.Future[Any]] = {
         i: futures.Future(functools.partial(_decode, what, group.displays[shape.ranks[i]])) for i in indices
     }
+    born = group.born.get(mesh._actor_id)
+    index_of = {}
+    for i in indices:
+        p = shape.ranks[i]
+        if born is not None and born[p] != group.incarnations[p]:  # its actor died with the old proc
+            outs[i].set_raw((peers.LOST, restarts.gone_message(group, p, mesh._name), GONE))
+        else:
+            index_of[p] = i
     fields = (mesh._actor_id, method, shape.labels, shape.sizes) if method is not None else (mesh._actor_id, None, reason)
     for node in wire_nodes(prune(index_of, k), index_of, group.addresses, group.displays):
         fut = group.peers[node[1]].request((ops.FORWARD, fields, node), payload, _raw, reply=reply)
@@ -243,7 +252,9 @@ def _spread(node: WireNode, mine: list[int], outs: dict[int, futures.Future[Any]
 
 
 def _decode(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:
-    status, data, _ = raw
+    status, data, extra = raw
+    if status == peers.LOST and extra == GONE:  # as the flat loop words it (actor_mesh._send)
+        raise SupervisionError(f"{messages.endpoint_call(what)} failed: {data}")
     if status == peers.LOST:
         raise SupervisionError(f"{messages.endpoint_call(what)} failed, the process this actor was running on, or one forwarding to it, failed: {data}")
     return messages.decode_reply(what, where, raw)

@@ -108,3 +108,19 @@ def test_a_forwarder_killed_mid_call_fails_the_call_naming_it(tree, victim):
         below = 6 if victim == 2 else 4
         with pytest.raises(SupervisionError, match=rf"kill{victim}\[gpus={victim}\]"):
             rec.slice(gpus=below).echo.call_one(1).get(timeout=WAIT)
+
+
+def test_a_restarted_forwarder_forwards_again_and_its_old_actor_names_the_restart(tree, faults):
+    with this_host().spawn_procs(per_host={"gpus": 4}, name="again") as procs:  # 0 forwards to 2 and 3
+        rec = procs.spawn("rec", Recorder)
+        assert list(rec.record.call("a").get(timeout=WAIT).values()) == [1, 1, 1, 1]
+        os.kill(rec.slice(gpus=0).where.call_one().get(timeout=WAIT)["pid"], signal.SIGKILL)
+        with pytest.raises(SupervisionError, match=r"again\[gpus=0\]"):
+            rec.record.call("lost").get(timeout=WAIT)
+        assert procs.reconnect() == [0]
+        with pytest.raises(SupervisionError, match=r"proc again\[gpus=0\] was restarted .*re-spawn your actors"):
+            rec.slice(gpus=0).echo.call_one(0).get(timeout=WAIT)
+        # Through the new proc 0; "lost" never reached 3 (its forwarder was dead), but reached 1.
+        assert rec.slice(gpus=3).record.call_one("b").get(timeout=WAIT) == 2
+        assert rec.slice(gpus=1).history.call_one().get(timeout=WAIT) == ["a", "lost"]
+        assert procs.respawn() == []  # nothing restarted since the reconnect
