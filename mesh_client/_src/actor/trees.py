@@ -17,6 +17,9 @@ can overtake. The cost is that a ``call_one`` on a tree-routed mesh takes ``dept
 Stopping an actor mesh takes the tree too (its stop cannot overtake the calls before it);
 spawns stay direct, so a tree-routed call waits for its mesh's spawn replies first.
 
+Replies come back per top-level subtree, so ``stream()`` on a tree-routed mesh yields its
+futures in batches (each subtree's, in the order the subtrees complete).
+
 Supervision: a forwarder whose child's connection drops replies at once with that subtree
 marked lost, naming the dead proc; the controller's own link to a top-level proc failing does
 the same for its subtree. Each affected rank's future raises SupervisionError.
