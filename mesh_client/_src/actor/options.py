@@ -12,7 +12,7 @@ A ported Monarch program meets Monarch's semantics; these switch on what we find
 gets its endpoint messages through a k-ary tree of its procs instead of one flat loop here; 0
 (the default) never. On one 2-core host the flat loop is faster at every size measured (up to
 512 procs, benchmarks/results/scale.md, "client"): the tree takes 2.9x less CPU from the
-controller but adds 1.7x to the procs', which share its cores. Turn it on where the
+controller but adds 1.7-1.9x to the procs', which share its cores. Turn it on where the
 controller's CPU is the limit: procs on other hosts. ``PROCMESH_TREE_FANOUT_MIN`` and
 ``PROCMESH_TREE_BRANCHING`` (default 16, as Monarch's ``max_cast_fanout``) set the defaults.
 

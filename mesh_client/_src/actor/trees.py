@@ -228,11 +228,9 @@ def _spread(node: WireNode, mine: list[int], outs: dict[int, futures.Future[Any]
     """A top-level FORWARD came back: complete its subtree's futures (lost ones first, so a
     gather fails fast with the dead proc's name)."""
     status, payload, extra = fut.peek_raw()
-    if status == peers.LOST:
-        peer: peers.Peer = extra
-        message = f"{node[3]} (forwarding to {len(mine)} ranks of the tree) failed: {peer.loss_message(payload)}"
+    if status == peers.LOST:  # how it died is asked for in the caller's thread (_decode), as peers says
         for i in mine:
-            outs[i].set_raw((peers.LOST, message, None))
+            outs[i].set_raw((peers.LOST, payload, (extra, node[3], len(mine))))
         return
     if status not in (peers.OK, SUBTREE_LOST):  # the forwarder refused it (an ERROR): each rank raises it
         for i in mine:
@@ -259,6 +257,10 @@ def _decode(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:
     if status == peers.LOST and extra == GONE:  # as the flat loop words it (actor_mesh._send)
         raise SupervisionError(f"{messages.endpoint_call(what)} failed: {data}")
     if status == peers.LOST:
+        if isinstance(extra, tuple):  # our own link to a top-level proc dropped
+            peer, display, ranks = extra
+            role = f" (forwarding to {ranks} ranks of the tree)" if ranks > 1 else ""
+            data = f"{display}{role} failed: {peer.loss_message(data)}"
         raise SupervisionError(f"{messages.endpoint_call(what)} failed, the process this actor was running on, or one forwarding to it, failed: {data}")
     return messages.decode_reply(what, where, raw)
 

@@ -133,7 +133,8 @@ def _child_done(child: trees.WireNode, aggregate: trees.Aggregate, fut: Any) -> 
     status, payload, extra = fut.peek_raw()
     if status == peers.LOST:
         peer: peers.Peer = extra
-        message = f"{child[3]} (forwarding in the tree) failed: {peer.loss_message(payload)}"
+        role = " (forwarding in the tree)" if child[4] else ""
+        message = f"{child[3]}{role} failed: {peer.loss_message(payload)}"
         lost: list[tuple[trees.Entry, list[Any]]] = [((i, peers.LOST, 0, message), []) for i in trees.subtree_indices(child)]
         aggregate.add(lost)
         return
