@@ -3,8 +3,10 @@
 Aspects: a tree-routed call() returns every rank's value in rank order, on the whole mesh and
 on slices; tree and flat give identical results, errors included; one sender's messages to one
 actor keep their order when tree-routed casts interleave with call_one and sliced broadcasts;
-a proc killed while forwarding (the controller's direct child, or one a level deeper) fails the
-call at once with SupervisionError naming it, while every other actor is still busy.
+a stop does not overtake the calls before it; a proc killed while forwarding (the controller's
+direct child, or one a level deeper) fails the call at once with SupervisionError naming it,
+while every other actor is still busy; a restarted forwarder forwards again, and its old actor
+names the restart; a broadcast that raises kills its actors and reaches the fault hook.
 
 The tree is forced on small meshes (``tree_fanout_min=1``) with k=2, so 7 procs make three
 levels: the controller sends to 0 and 1; 0 forwards to 2 and 3, 1 to 4 and 5, 2 to 6.
@@ -16,7 +18,7 @@ import signal
 import pytest
 
 from mesh_client import ActorError, SupervisionError, options, this_host
-from tests.integration.local.actors import Recorder
+from tests.integration.local.actors import Lambda, Recorder, raise_value_error
 
 PROCS = 7
 WAIT = 30.0  # a bound on every get(): a hang fails the test instead of the session
@@ -124,3 +126,13 @@ def test_a_restarted_forwarder_forwards_again_and_its_old_actor_names_the_restar
         assert rec.slice(gpus=3).record.call_one("b").get(timeout=WAIT) == 2
         assert rec.slice(gpus=1).history.call_one().get(timeout=WAIT) == ["a", "lost"]
         assert procs.respawn() == []  # nothing restarted since the reconnect
+
+
+def test_a_failing_broadcast_through_the_tree_kills_that_actor_and_reaches_the_hook(tree, mesh, faults):
+    lam = mesh.spawn("lam", Lambda)
+    lam.slice(gpus=slice(5, 7)).run.broadcast(raise_value_error)  # no reply travels back up the tree
+    failures = faults.wait("lam", 2)
+    assert sorted(r for f in failures for r in f.crashed_ranks) == [5, 6]
+    with pytest.raises(SupervisionError, match=r"Endpoint call lam\.run\(\) failed, The actor .*lam\{'gpus': 6/7\}"):
+        lam.slice(gpus=6).run.call_one(os.getpid).get(timeout=WAIT)
+    assert lam.slice(gpus=slice(0, 5)).run.call(lambda: "alive").get(timeout=WAIT).item(gpus=4) == "alive"

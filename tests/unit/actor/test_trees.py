@@ -5,13 +5,14 @@ Aspects: every rank has exactly one path from the controller, and the tree's par
 agree with it; the controller sends to at most k procs and each proc to at most k; pruning to
 some targets keeps exactly their paths; the wire form delivers each target once with its
 slice index; the reply table round-trips; an aggregate completes once, at once when a part is
-lost.
+lost; the tree is off unless asked for.
 """
 
 import pickle
 
 import pytest
 
+from mesh_client._src.actor import options as options_mod
 from mesh_client._src.actor import trees
 from mesh_client._src.runtime import peers
 
@@ -107,3 +108,11 @@ def test_an_empty_aggregate_completes_at_once():
     done = []
     trees.Aggregate(0, lambda status, payload: done.append(status))
     assert done == [peers.OK]
+
+
+def test_the_tree_is_off_by_default_and_the_environment_turns_it_on(monkeypatch):
+    monkeypatch.delenv("PROCMESH_TREE_FANOUT_MIN", raising=False)
+    assert options_mod.Options().tree_fanout_min == 0
+    monkeypatch.setenv("PROCMESH_TREE_FANOUT_MIN", "128")
+    monkeypatch.setenv("PROCMESH_TREE_BRANCHING", "8")
+    assert (options_mod.Options().tree_fanout_min, options_mod.Options().tree_branching) == (128, 8)
