@@ -71,6 +71,12 @@ def test_tree_and_flat_give_identical_results(monkeypatch, recorders):
     assert outcomes() == flat
 
 
+def test_big_values_travel_up_the_tree_intact(tree, recorders):
+    blob = os.urandom(1 << 20)  # out-of-band buffers, nested in two levels of replies
+    echoed = recorders.slice(gpus=slice(2, 7)).echo.call(blob).get(timeout=WAIT)
+    assert all(value == blob for value in echoed.values()) and len(list(echoed.values())) == 5
+
+
 def test_one_senders_messages_keep_their_order_across_casts_and_direct_calls(tree, mesh):
     rec = mesh.spawn("order", Recorder)
     deep, lower = rec.slice(gpus=6), rec.slice(gpus=slice(4, 7))
