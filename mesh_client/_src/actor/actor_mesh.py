@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, cast
 
-from mesh_client._src.actor import messages, restarts
+from mesh_client._src.actor import messages, restarts, trees
 from mesh_client._src.actor.endpoint import Propagator, check_propagate
 from mesh_client._src.actor.errors import NotAnEndpoint, SupervisionError
 from mesh_client._src.actor.procs import ProcGroup
@@ -123,6 +123,10 @@ class ActorMesh(MeshTrait, Generic[T]):
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Stop these actors (their ``__cleanup__`` runs); the procs stay."""
         self._group.spawns.pop(self._actor_id, None)  # nothing to respawn after a restart
+        if trees.routed(self._group):  # behind the calls sent through the tree before it
+            what = f"stop of {self._name}"
+            stops = trees.send(self, None, what, range(len(self._shape)), (), True, reason)
+            return gather(stops, lambda values: None, fail_fast=peers.is_lost)
         futs = [
             self._group.peers[p].request(
                 (ops.STOP_ACTOR, self._actor_id, reason),
@@ -151,6 +155,8 @@ class ActorEndpoint(Generic[R]):
         mesh = self._mesh
         shape, group = mesh._shape, mesh._group
         payload = serialization.dumps((args, kwargs))
+        if trees.routed(group):  # a big mesh: through a tree of its procs (trees.py says why)
+            return trees.send(mesh, self._method, self._what, indices, payload, reply)
         futs: list[Future[Any]] = []
         born = group.born.get(mesh._actor_id)
         for i in indices:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from mesh_client._src.actor import messages, ports, sources
 from mesh_client._src.runtime import identifying, ops, peers, reactor, streams
 from mesh_client._src.runtime.channel import Channel, ChannelState, CloseKind
-from mesh_client._src.server import accepting, gpu, throttling
+from mesh_client._src.server import accepting, forwarding, gpu, throttling
 from mesh_client._src.server.actors import ENDED_KEPT, ActorRunner, reply
 from mesh_client._src.wire import envelopes, protocol, serialization
 
@@ -63,6 +63,7 @@ class ProcServer:
         # Actors that ended (stopped or failed) -> (report, failed), so late calls learn why.
         self.ended: collections.OrderedDict[str, tuple[str, bool]] = collections.OrderedDict()
         self.channels: set[Channel] = set()
+        self.forwarder: forwarding.Forwarder | None = None  # tree fan-out, started at the first FORWARD
         # Channels still in the handshake, each with the timer that closes it at its deadline.
         self.handshaking: dict[Channel, reactor.Timer] = {}
         self.max_unauthenticated = max_unauthenticated
@@ -156,6 +157,10 @@ class ProcServer:
                 reply(channel, call_id, messages.DEAD, [self.ended[header[2]][0].encode()])
             else:
                 self._fail(channel, call_id, LookupError(f"no actor {header[2]!r} in this proc; it was stopped or never spawned"))
+        elif op == ops.FORWARD:
+            if self.forwarder is None:
+                self.forwarder = forwarding.Forwarder(self)
+            self.forwarder.submit((channel, call_id, header, payload))
         elif op == ops.WATCH:
             runner = self.actors.get(header[2])
             if runner is not None:
