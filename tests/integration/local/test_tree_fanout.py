@@ -13,6 +13,7 @@ levels: the controller sends to 0 and 1; 0 forwards to 2 and 3, 1 to 4 and 5, 2 
 """
 
 import os
+import re
 import signal
 
 import pytest
@@ -62,7 +63,9 @@ def test_tree_and_flat_give_identical_results(monkeypatch, recorders):
         ]
         with pytest.raises(ActorError) as info:
             recorders.fail.call("boom").get(timeout=WAIT)
-        return [*got, str(info.value)]
+        # call() raises the first failure to arrive (as Monarch's does): every rank fails, so
+        # which rank it names depends on arrival; the rest of the error must be the same.
+        return [*got, re.sub(r"tr\[gpus=\d+\]", "tr[gpus=N]", str(info.value))]
 
     monkeypatch.setattr(options, "tree_fanout_min", 10**9)
     flat = outcomes()
