@@ -295,12 +295,14 @@ def run_wave(core: Any, custom: Any, operator: support.OperatorProcess, meshes: 
 
 def run_attach(api_client: Any, namespace: str, name: str) -> dict[str, Any]:
     """What attach does before connecting, timed: wait for Ready (mesh + pods read and
-    assessed), then the procs decoded and their addresses parsed."""
+    assessed), then the procs decoded, their addresses parsed and their pod uids recorded
+    (connect_mesh's attached_uids: no pod list above contract.MAX_LISTED_PROCS)."""
     api = api_mod.KubeApi(api_client, namespace)
     started = time.monotonic()
     mesh = attaching.wait_ready(api, name, timeout=60, progress=False)
     procs = contract.status_procs(mesh)
     addresses = [p["address"].rpartition(":")[::2] for p in procs]
+    attaching.attached_uids(api, name, [p["pod"] for p in procs])  # as connect_mesh does
     seconds = time.monotonic() - started
     status_bytes = len(json.dumps(mesh["status"], separators=(",", ":")))
     return {"procs": len(addresses), "attach_read_seconds": round(seconds, 3),

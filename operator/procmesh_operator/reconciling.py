@@ -2,7 +2,8 @@
 (dra mode: ResourceClaims, :mod:`.claiming`) -> pod group -> pods -> gang -> status.
 
 :class:`Controller` owns the API client, the pod cache (:mod:`.stores`) and the work queue
-(:mod:`.queueing`); :mod:`.handlers` feeds it events. One reconcile reads the mesh (fresh),
+(:mod:`.queueing`); :mod:`.handlers` feeds it events. One reconcile reads the mesh as last watched or written (:mod:`.watched`; a GET only when
+none is known),
 creates the token Secret (create-only: it never reads one), ensures the mesh's access Role and
 the headless Service, plans with :func:`planning.plan`, deletes then creates pods, and writes :func:`statuses.compute_status` through the status subresource
 only when it changed. It stops at the first API error, records it in the status, and lets the
@@ -45,6 +46,7 @@ from procmesh_operator import (
     specs,
     statuses,
     stores,
+    watched,
     workloads,
 )
 from procmesh_operator import settings as settings_
@@ -72,7 +74,10 @@ class Controller:
         self.store = stores.PodStore()
         self.queue: queueing.WorkQueue | None = None  # made in start(), inside the event loop
         self.events = eventing.EventPoster(client)
-        self._ensured: dict[tuple[Key, str], tuple[str, float]] = {}  # -> (mesh uid, when)
+        # (mesh, child kind) -> the mesh uid it was ensured for; emptied by each resync, so a
+        # child is checked when its mesh is first reconciled and once per resync after that.
+        self._ensured: dict[tuple[Key, str], str] = {}
+        self.bodies = watched.MeshBodies()  # the meshes as last watched or written (no GET)
         self._placement_lock = asyncio.Lock()
         self._colocated_by: dict[Key, set[Key]] = {}  # partner -> meshes colocated with it
         self._phases: dict[Key, str] = {}
@@ -111,12 +116,20 @@ class Controller:
         the API holds), then reconcile every known mesh, events or not."""
         while True:
             await asyncio.sleep(self.settings.resync_seconds)
-            try:
-                await self.relist()
-            except Exception as e:  # noqa: BLE001 - the safety net itself must never stop
-                logger.warning("relist of proc pods failed (the next resync retries): %s", e)
-            for key in list(self._phases):
-                self.enqueue(key)
+            await self.resync_once()
+
+    async def resync_once(self) -> None:
+        """One pass of the safety net: the children (Role, Service, PodGroup) are checked again
+        and each mesh is read fresh (GET) at its next reconcile, the pod cache is relisted, and
+        every known mesh is enqueued."""
+        self._ensured.clear()
+        self.bodies.clear()
+        try:
+            await self.relist()
+        except Exception as e:  # noqa: BLE001 - the safety net itself must never stop
+            logger.warning("relist of proc pods failed (the next resync retries): %s", e)
+        for key in list(self._phases):
+            self.enqueue(key)
 
     async def relist(self) -> set[Key]:
         """One list per namespace with primed meshes (not per mesh, not per event), applied with
@@ -153,6 +166,7 @@ class Controller:
         if event_type == "DELETED":
             self._forget(key)
             return
+        self.bodies.remember(key, body)
         if meta.get("resourceVersion") and \
                 meta.get("resourceVersion") == self._last_status_rv.get(key):
             return  # the echo of our own status write
@@ -202,6 +216,7 @@ class Controller:
         if not self._colocated_by.get(key):
             self._colocated_by.pop(key, None)
         self._phases.pop(key, None)
+        self.bodies.forget(key)
         self._last_status_rv.pop(key, None)
         self._secrets_made.pop(key, None)
         self._gated.discard(key)
@@ -238,7 +253,7 @@ class Controller:
     async def reconcile(self, key: Key) -> float | None:
         """Reconcile one mesh; returns when to look again (seconds), or None."""
         namespace, name = key
-        body = await self.client.get_or_none(kubeclient.mesh_path(namespace, name))
+        body = await self._mesh_body(key)
         if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
             self._forget(key)  # garbage collection removes the children
             return None
@@ -286,8 +301,7 @@ class Controller:
             try:
                 written = await self.client.merge_patch(
                     kubeclient.mesh_path(namespace, name, status=True), {"status": status})
-                self._last_status_rv[key] = str(
-                    (written.get("metadata") or {}).get("resourceVersion"))
+                self._wrote(key, written)
             except kubeclient.ApiError as e:
                 if e.not_found:
                     self._forget(key)
@@ -311,6 +325,21 @@ class Controller:
         if lease_left is not None:
             again.append(max(lease_left, 0.1))  # when the lease lapses unless renewed
         return min(again) if again else None
+
+    async def _mesh_body(self, key: Key) -> dict[str, Any] | None:
+        """The mesh as last watched or written (:mod:`.watched`), else read with a GET (None:
+        it does not exist)."""
+        body = self.bodies.get(key)
+        if body is None:
+            body = await self.client.get_or_none(kubeclient.mesh_path(*key))
+            if body is not None:
+                self.bodies.remember(key, body)
+        return body
+
+    def _wrote(self, key: Key, written: Mapping[str, Any]) -> None:
+        """A status write's response: the mesh's newest body, and the echo to ignore."""
+        self._last_status_rv[key] = str((written.get("metadata") or {}).get("resourceVersion"))
+        self.bodies.remember(key, written)
 
     def _lease_left(self, mesh: specs.MeshSpec) -> float | None:
         """Seconds the mesh's lease has left (None: no lease; see :mod:`.leases`)."""
@@ -341,8 +370,8 @@ class Controller:
     # --- secret -> service -> pods -------------------------------------------------------------
 
     def _recently_ensured(self, mesh: specs.MeshSpec, kind: str) -> bool:
-        uid, when = self._ensured.get(((mesh.namespace, mesh.name), kind), ("", -1e18))
-        return uid == mesh.uid and time.monotonic() - when < self.settings.resync_seconds
+        """Checked for this incarnation since the last resync (which empties ``_ensured``)."""
+        return self._ensured.get(((mesh.namespace, mesh.name), kind)) == mesh.uid
 
     async def _ensure_child(self, mesh: specs.MeshSpec, kind: str, path: str,
                             render: Any) -> None:
@@ -364,7 +393,7 @@ class Controller:
                 f"{kind} {path.rsplit('/', 1)[1]} exists and is not owned by this ProcMesh: if "
                 f"an earlier mesh of this name was just deleted, this clears when garbage "
                 f"collection removes it; otherwise delete it or rename the mesh")
-        self._ensured[((mesh.namespace, mesh.name), kind)] = (mesh.uid, time.monotonic())
+        self._ensured[((mesh.namespace, mesh.name), kind)] = mesh.uid
 
     async def _ensure_secret(self, mesh: specs.MeshSpec) -> None:
         """Create ``<mesh>-token``; never read it (the operator holds no ``get secrets``).
@@ -444,8 +473,7 @@ class Controller:
                 written = await self.client.merge_patch(
                     kubeclient.mesh_path(mesh.namespace, mesh.name, status=True),
                     {"status": stopping})
-                self._last_status_rv[key] = str(
-                    (written.get("metadata") or {}).get("resourceVersion"))
+                self._wrote(key, written)
         return dataclasses.replace(mesh, suspend=True), admission
 
     # --- The gang (ganging.py) -----------------------------------------------------------------
@@ -562,8 +590,7 @@ class Controller:
         partner_pods: dict[int, dict[str, Any]] = {}
         if mesh.colocate_with:
             partner_key = (mesh.namespace, mesh.colocate_with)
-            partner_body = await self.client.get_or_none(
-                kubeclient.mesh_path(mesh.namespace, mesh.colocate_with))
+            partner_body = await self._mesh_body(partner_key)
             if partner_body is not None:
                 partner = specs.parse(partner_body)
                 await self.store.prime(partner_key, lambda: self._list_pods(*partner_key))

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from mesh_client._src import contract
+from procmesh_operator import projections
 
 Key = tuple[str, str]  # (namespace, mesh name)
 #: How long a deleted pod's uid is remembered: far longer than any event or response can lag.
@@ -217,14 +218,10 @@ class PodStore:
 
 
 def _trimmed(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The pod as kept: without ``metadata.managedFields``, which nothing here reads and which
-    is a third or more of a pod (client-go's informers strip it too). At thousands of pods this
-    is most of the operator's memory."""
-    kept = dict(body)
-    meta = kept.get("metadata")
-    if isinstance(meta, Mapping) and "managedFields" in meta:
-        kept["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
-    return kept
+    """The pod as kept: only the fields the operator reads (:func:`projections.slim_pod`), so
+    no ``managedFields``, defaulted fields or image IDs. At thousands of pods the cache is most
+    of the operator's memory."""
+    return projections.slim_pod(body)
 
 
 def controller_uid(body: Mapping[str, Any]) -> str | None:

@@ -103,6 +103,14 @@ def controller(objects, settings=NO_GANG):
     return reconciling.Controller(client, settings), client
 
 
+def edit_mesh(ctl, client, path, change):
+    """Change the stored mesh as a user would, and deliver its watch event (the controller
+    reads meshes from their events, not with a GET per reconcile)."""
+    change(client.objects[path])
+    client._stamp(client.objects[path])
+    ctl.mesh_event("MODIFIED", copy.deepcopy(client.objects[path]))
+
+
 def creates(client):
     return [p for verb, p in client.calls if verb == "create" and "/events" not in p]
 
@@ -221,10 +229,10 @@ def test_suspended_mesh_without_its_secret_gets_a_new_token():
     before = client.objects.pop(path)["data"]["token"]  # deleted while running: not recreated
     asyncio.run(ctl.reconcile(("ns", "m")))
     assert path not in client.objects
-    client.objects[MESH_PATH]["spec"]["suspend"] = True
+    edit_mesh(ctl, client, MESH_PATH, lambda m: m["spec"].update(suspend=True))
     asyncio.run(ctl.reconcile(("ns", "m")))
     assert not ctl.store.pods_by_rank(("ns", "m"), "uid-m")
-    client.objects[MESH_PATH]["spec"]["suspend"] = False
+    edit_mesh(ctl, client, MESH_PATH, lambda m: m["spec"].update(suspend=False))
     asyncio.run(ctl.reconcile(("ns", "m")))
     assert client.objects[path]["data"]["token"] != before
     assert ctl.store.pods_by_rank(("ns", "m"), "uid-m")
