@@ -376,10 +376,13 @@ class Controller:
     async def _ensure_child(self, mesh: specs.MeshSpec, kind: str, path: str,
                             render: Any) -> None:
         """Create the child if absent; accept it if this mesh owns it; never update it (the
-        token must not rotate)."""
+        token must not rotate). A mesh with no pods yet is most likely new: its child is
+        created first and read only on a conflict (one request instead of two); otherwise it
+        is read first, as at a resync, where it nearly always exists."""
         if self._recently_ensured(mesh, kind):
             return
-        existing = await self.client.get_or_none(path)
+        fresh = not self.store.pods_by_rank((mesh.namespace, mesh.name), mesh.uid)
+        existing = None if fresh else await self.client.get_or_none(path)
         if existing is None:
             try:
                 existing = await self.client.create(path.rsplit("/", 1)[0], render())

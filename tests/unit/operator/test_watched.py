@@ -3,8 +3,8 @@
 Aspects: the newest body wins by resourceVersion (a late event cannot undo a status write's
 response), a new incarnation always wins; a reconcile triggered by events makes no GET of the
 mesh, and still acts on a spec change and on a deletion it learns from events only; the resync
-reads each mesh once more; the Role and Service are read at the first reconcile and at each
-resync, not per reconcile.
+reads each mesh once more; the Role and Service are created without a read at a new mesh's
+first reconcile and read at each resync, never per reconcile.
 """
 
 import asyncio
@@ -102,24 +102,35 @@ def test_a_deletion_seen_only_as_an_event_stops_the_mesh():
     assert mesh_gets(client) == [MESH_PATH]
 
 
-def test_children_are_read_at_the_first_reconcile_and_at_resync_only():
+def child_requests(client):
+    """Requests about the Role and the Service: (verb, kind) in order."""
+    out = []
+    for verb, path in client.calls:
+        for kind, child in (("Role", ROLE_PATH), ("Service", SERVICE_PATH)):
+            if path in (child, child.rsplit("/", 1)[0]):
+                out.append((verb, kind))
+    return out
+
+
+def test_children_are_checked_at_the_first_reconcile_and_at_resync_only():
+    """A new mesh's children are created without a read first; later reconciles leave them
+    alone until a resync, which reads them (they exist) and creates nothing."""
     ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),))})
     ctl.mesh_event("ADDED", copy.deepcopy(client.objects[MESH_PATH]))
     for _ in range(3):
         asyncio.run(ctl.reconcile(KEY))
-    gets = [p for verb, p in client.calls if verb == "get"]
-    assert gets.count(ROLE_PATH) == 1 and gets.count(SERVICE_PATH) == 1
+    assert child_requests(client) == [("create", "Role"), ("create", "Service")]
 
     async def resync_then_reconcile():
         ctl.start()
         try:
             await ctl.resync_once()
             await ctl.reconcile(KEY)
+            await ctl.reconcile(KEY)
         finally:
             await ctl.stop()
 
     client.calls.clear()
     asyncio.run(resync_then_reconcile())
-    gets = [p for verb, p in client.calls if verb == "get"]
-    assert gets.count(ROLE_PATH) >= 1 and gets.count(SERVICE_PATH) >= 1
-    assert MESH_PATH in gets  # the resync reads the mesh fresh once
+    assert child_requests(client) == [("get", "Role"), ("get", "Service")]
+    assert mesh_gets(client) == [MESH_PATH]  # the resync reads the mesh fresh once
