@@ -508,6 +508,10 @@ class Controller:
             # Looked at again every few seconds until bound: the scheduler writes the PodGroup's
             # condition with no event of ours to follow (we do not watch PodGroups).
             self._gated.add(key)
+            if len(pods) < mesh.size:
+                # The scheduler does not look at a gang before all its pods exist (its
+                # PreEnqueue waits for minCount): nothing to read yet, one GET per reconcile saved.
+                return None
             group = await self.client.get_or_none(
                 ganging.pod_groups_path(mesh.namespace, ganging.pod_group_name(mesh)))
             ordered = [pods[r] for r in sorted(pods)]
