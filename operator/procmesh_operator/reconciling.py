@@ -88,6 +88,9 @@ class Controller:
         self._secrets_made: dict[Key, str] = {}
         self._gang_mode: str | None = None  # ganging.POD_GROUP, GATE or OFF, resolved once
         self._gated: set[Key] = set()  # meshes whose pods wait at the gang gate
+        # PodGroup mode: each waiting mesh's PodGroup as last read (monotonic time, body): read
+        # at most once per WAITING_RECHECK_SECONDS, not at every pod event's reconcile.
+        self._groups_read: dict[Key, tuple[float, dict[str, Any] | None]] = {}
         # Gate mode: meshes whose released gang stalled -> (stalls so far, no release before
         # (monotonic), the Scheduled message).
         self._stalls: dict[Key, tuple[int, float, str]] = {}
@@ -221,6 +224,7 @@ class Controller:
         self._secrets_made.pop(key, None)
         self._gated.discard(key)
         self._stalls.pop(key, None)
+        self._groups_read.pop(key, None)
         self._released.discard(key)
         self._leases.forget(key)
         for deps in self._colocated_by.values():
@@ -504,6 +508,7 @@ class Controller:
         if mode == ganging.POD_GROUP:
             if len(pods) >= mesh.size and all(ganging.is_bound(p) for p in pods.values()):
                 self._gated.discard(key)
+                self._groups_read.pop(key, None)
                 return None
             # Looked at again every few seconds until bound: the scheduler writes the PodGroup's
             # condition with no event of ours to follow (we do not watch PodGroups).
@@ -512,8 +517,7 @@ class Controller:
                 # The scheduler does not look at a gang before all its pods exist (its
                 # PreEnqueue waits for minCount): nothing to read yet, one GET per reconcile saved.
                 return None
-            group = await self.client.get_or_none(
-                ganging.pod_groups_path(mesh.namespace, ganging.pod_group_name(mesh)))
+            group = await self._pod_group(mesh)
             ordered = [pods[r] for r in sorted(pods)]
             if ganging.scheduler_hold(group, ordered) is None:
                 return None
@@ -559,6 +563,18 @@ class Controller:
         self._gated.discard(key)
         logger.info("released the gang of %s/%s: %d pods", mesh.namespace, mesh.name, len(gated))
         return None
+
+    async def _pod_group(self, mesh: specs.MeshSpec) -> dict[str, Any] | None:
+        """The mesh's PodGroup for its scheduler verdict, read again only once
+        WAITING_RECHECK_SECONDS have passed (the recheck timer's pace): a gang of thousands of
+        pods is reconciled many times while it waits, and each read is a request."""
+        key = (mesh.namespace, mesh.name)
+        when, group = self._groups_read.get(key, (-1e18, None))
+        if time.monotonic() - when >= WAITING_RECHECK_SECONDS:
+            group = await self.client.get_or_none(
+                ganging.pod_groups_path(mesh.namespace, ganging.pod_group_name(mesh)))
+            self._groups_read[key] = (time.monotonic(), group)
+        return group
 
     async def _recreate_stalled(self, mesh: specs.MeshSpec, pods: Mapping[int, Mapping[str, Any]],
                                 message: str) -> ganging.Hold:
