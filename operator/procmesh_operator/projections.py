@@ -16,14 +16,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from procmesh_operator import assigned_gpus
+
 #: metadata: identity, the store's version order, the mesh label, owners, placement annotations.
 METADATA_FIELDS = ("name", "namespace", "uid", "resourceVersion", "labels", "annotations",
                    "ownerReferences", "deletionTimestamp")
 #: spec: binding, the gang (gates, group), and what fitting.fit needs to place the gang.
 SPEC_FIELDS = ("nodeName", "schedulingGates", "schedulingGroup", "nodeSelector", "tolerations",
                "affinity", "overhead", "priorityClassName", "priority", "schedulerName")
-#: spec.containers[] / initContainers[]: resources for fitting, env for assigned_gpus.
+#: spec.containers[] / initContainers[]: resources for fitting, env for assigned_gpus (of
+#: which only the entries in READ_ENV are kept).
 CONTAINER_FIELDS = ("name", "resources", "env")
+READ_ENV = (assigned_gpus.VISIBLE_DEVICES_ENV,)
 INIT_CONTAINER_FIELDS = ("name", "resources")
 #: status: phase, conditions (Ready, PodScheduled), the address, why it ended.
 STATUS_FIELDS = ("phase", "conditions", "podIP", "reason", "message")
@@ -49,7 +53,12 @@ def slim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(spec_in, Mapping):
         spec = _pick(spec_in, SPEC_FIELDS)
         if spec_in.get("containers"):
-            spec["containers"] = _picks(spec_in["containers"], CONTAINER_FIELDS)
+            containers = _picks(spec_in["containers"], CONTAINER_FIELDS)
+            for container in containers:
+                if "env" in container:
+                    container["env"] = [e for e in container["env"] if isinstance(e, Mapping)
+                                        and e.get("name") in READ_ENV]
+            spec["containers"] = containers
         if spec_in.get("initContainers"):
             spec["initContainers"] = _picks(spec_in["initContainers"], INIT_CONTAINER_FIELDS)
         slim["spec"] = spec

@@ -112,3 +112,17 @@ def test_the_store_keeps_projections_only():
     store.observe("ADDED", full(pod(m, 0)))
     kept = store.pods_by_rank((m.namespace, "m"), m.uid)[0]
     assert kept == projections.slim_pod(full(pod(m, 0)))
+
+
+def test_the_device_env_is_kept_and_the_rest_of_the_env_dropped():
+    m = mesh("m", per_host=(("gpus", 1),))
+    whole = full(pod(m, 0))
+    whole["metadata"].get("annotations", {}).pop(contract.GPU_DEVICE_ANNOTATION, None)
+    container = next(c for c in whole["spec"]["containers"] if c["name"] == contract.CONTAINER_NAME)
+    container["env"] = [e for e in container.get("env") or []
+                        if e["name"] != assigned_gpus.VISIBLE_DEVICES_ENV]
+    container["env"].append({"name": assigned_gpus.VISIBLE_DEVICES_ENV, "value": "3"})
+    kept = projections.slim_pod(whole)
+    assert assigned_gpus.assigned_gpu(whole) == assigned_gpus.assigned_gpu(kept) == "3"
+    assert [e["name"] for c in kept["spec"]["containers"] for e in c["env"]] == \
+        [assigned_gpus.VISIBLE_DEVICES_ENV]
