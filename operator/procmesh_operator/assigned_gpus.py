@@ -15,7 +15,6 @@ from typing import Any
 
 from mesh_client._src import contract
 
-
 #: The env var of the proc container that names its device (pinned mode, when no annotation).
 VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
 
