@@ -167,7 +167,7 @@ class Controller:
         for dependent in self._colocated_by.get(key, ()):
             self.enqueue(dependent)  # e.g. a mesh that waited for this one to exist
         if event_type == "DELETED":
-            self._forget(key)
+            self._forget(key, str(meta.get("uid") or "") or None)
             return
         self.bodies.remember(key, body)
         if meta.get("resourceVersion") and \
@@ -211,15 +211,16 @@ class Controller:
             for key in self.store.meshes_on_node(name):
                 self.enqueue(key)
 
-    def _forget(self, key: Key) -> None:
-        """The mesh is gone: drop everything kept about it (nothing per mesh outlives it)."""
+    def _forget(self, key: Key, uid: str | None = None) -> None:
+        """The mesh (incarnation ``uid``, if known) is gone: drop everything kept about it
+        (nothing per mesh outlives it but its uid, bounded, in :mod:`.watched`)."""
         self.store.unprime(key)
         for kind in CHILD_KINDS:
             self._ensured.pop((key, kind), None)
         if not self._colocated_by.get(key):
             self._colocated_by.pop(key, None)
         self._phases.pop(key, None)
-        self.bodies.forget(key)
+        self.bodies.forget(key, uid)
         self._last_status_rv.pop(key, None)
         self._secrets_made.pop(key, None)
         self._gated.discard(key)
@@ -259,7 +260,8 @@ class Controller:
         namespace, name = key
         body = await self._mesh_body(key)
         if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
-            self._forget(key)  # garbage collection removes the children
+            # Garbage collection removes the children.
+            self._forget(key, None if body is None else str(body["metadata"].get("uid") or ""))
             return None
         mesh = specs.parse(body)
         lease_left = self._lease_left(mesh)
@@ -308,7 +310,7 @@ class Controller:
                 self._wrote(key, written)
             except kubeclient.ApiError as e:
                 if e.not_found:
-                    self._forget(key)
+                    self._forget(key, mesh.uid)
                     return None
                 raise
         for type_, reason, message in eventing.transitions(previous, status, plan, created,
@@ -361,7 +363,7 @@ class Controller:
             f"deleted: its lease was not renewed for {mesh.lease_seconds} s (spec.lease."
             f"durationSeconds); the program that created it has stopped")
         await self.client.delete(kubeclient.mesh_path(mesh.namespace, mesh.name), uid=mesh.uid)
-        self._forget((mesh.namespace, mesh.name))
+        self._forget((mesh.namespace, mesh.name), mesh.uid)
 
     async def _list_pods(self, namespace: str, mesh: str) -> list[dict[str, Any]]:
         listed = await self.client.list(kubeclient.pods_path(namespace),

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 Key = tuple[str, str]  # (namespace, mesh name)
+#: Bound on remembered deleted uids (memory stays flat under churn).
+MAX_GONE = 10000
 
 
 def resource_version(body: Mapping[str, Any]) -> int:
@@ -31,10 +33,17 @@ class MeshBodies:
 
     def __init__(self) -> None:
         self._bodies: dict[Key, dict[str, Any]] = {}
+        # uids of meshes seen deleted, oldest first: a status write's response that arrives
+        # after the DELETED event must not bring a deleted mesh back (its pods would be
+        # recreated from it, and garbage-collected, forever).
+        self._gone: dict[str, None] = {}
 
     def remember(self, key: Key, body: Mapping[str, Any]) -> None:
         """Keep ``body`` unless a newer version of the same incarnation is known (a mesh
-        created again under its name has a new uid, and its body always wins)."""
+        created again under its name has a new uid, and its body always wins), or its
+        incarnation was forgotten as deleted."""
+        if _uid(body) in self._gone:
+            return
         current = self._bodies.get(key)
         if current is not None and _uid(current) == _uid(body) and \
                 resource_version(current) > resource_version(body):
@@ -53,8 +62,16 @@ class MeshBodies:
             copied = copy.deepcopy(body)
         return copied
 
-    def forget(self, key: Key) -> None:
-        self._bodies.pop(key, None)
+    def forget(self, key: Key, uid: str | None = None) -> None:
+        """The mesh is gone: drop its body, and ignore any later body of its incarnation
+        (``uid``, and that of the body held)."""
+        held = self._bodies.pop(key, None)
+        for gone in {uid, _uid(held) if held is not None else None} - {None, ""}:
+            assert gone is not None
+            self._gone.pop(gone, None)
+            self._gone[gone] = None
+        while len(self._gone) > MAX_GONE:
+            del self._gone[next(iter(self._gone))]
 
     def clear(self) -> None:
         """Forget every body: the next reconcile of each mesh reads it fresh (the resync's check

@@ -134,3 +134,34 @@ def test_children_are_checked_at_the_first_reconcile_and_at_resync_only():
     asyncio.run(resync_then_reconcile())
     assert child_requests(client) == [("get", "Role"), ("get", "Service")]
     assert mesh_gets(client) == [MESH_PATH]  # the resync reads the mesh fresh once
+
+
+def test_a_deleted_incarnation_is_not_brought_back():
+    """A status write's response handled after the DELETED event (the write landed just
+    before the deletion) must not revive the deleted mesh's body; a new incarnation may."""
+    bodies = watched.MeshBodies()
+    bodies.remember(KEY, body(5))
+    bodies.forget(KEY, "u1")
+    bodies.remember(KEY, body(6))  # the late response
+    assert bodies.get(KEY) is None
+    bodies.remember(KEY, body(7, uid="u2"))
+    assert bodies.get(KEY)["metadata"]["uid"] == "u2"
+
+
+def test_a_write_response_after_the_deletion_creates_nothing():
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),))})
+    ctl.mesh_event("ADDED", copy.deepcopy(client.objects[MESH_PATH]))
+    asyncio.run(ctl.reconcile(KEY))
+    stale = copy.deepcopy(client.objects[MESH_PATH])
+    gone = client.objects.pop(MESH_PATH)
+    ctl.mesh_event("DELETED", copy.deepcopy(gone))
+    ctl._wrote(KEY, stale)  # as if a status write's response came in after the event
+    for path in [p for p in client.objects if "/pods/" in p]:  # garbage collection
+        ctl.pod_event("DELETED", client.objects.pop(path))
+    client.calls.clear()
+    assert asyncio.run(ctl.reconcile(KEY)) is None
+    assert creates_of(client) == []
+
+
+def creates_of(client):
+    return [p for verb, p in client.calls if verb == "create"]
