@@ -25,7 +25,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from mesh_client._src import contract
@@ -41,6 +41,7 @@ from procmesh_operator import (
     metrics,
     placing,
     planning,
+    projections,
     queueing,
     rendering,
     specs,
@@ -139,11 +140,12 @@ class Controller:
         :meth:`stores.PodStore.repair`; returns the meshes whose pods it changed."""
         changed: set[Key] = set()
         for namespace in sorted({ns for ns, _ in self.store.primed()}):
-            listed = await self.client.list(kubeclient.pods_path(namespace),
-                                            label_selector=contract.MESH_LABEL)
+            # Paged and projected page by page: every proc pod of the namespace, thousands,
+            # would otherwise be parsed whole at once at every resync (the peak of the RSS).
+            listed = await self.client.list_paged(kubeclient.pods_path(namespace),
+                                                  label_selector=contract.MESH_LABEL,
+                                                  transform=_slim_in(namespace))
             items = listed.get("items") or []
-            for item in items:
-                item.setdefault("metadata", {}).setdefault("namespace", namespace)
             list_rv = str((listed.get("metadata") or {}).get("resourceVersion") or "0")
             changed |= self.store.repair(namespace, items,
                                          int(list_rv) if list_rv.isdigit() else 0)
@@ -366,12 +368,10 @@ class Controller:
         self._forget((mesh.namespace, mesh.name), mesh.uid)
 
     async def _list_pods(self, namespace: str, mesh: str) -> list[dict[str, Any]]:
-        listed = await self.client.list(kubeclient.pods_path(namespace),
-                                        label_selector=contract.mesh_label_selector(mesh))
-        items = listed.get("items") or []
-        for item in items:  # list items carry no kind/apiVersion; the store does not need them
-            item.setdefault("metadata", {}).setdefault("namespace", namespace)
-        return list(items)
+        listed = await self.client.list_paged(kubeclient.pods_path(namespace),
+                                              label_selector=contract.mesh_label_selector(mesh),
+                                              transform=_slim_in(namespace))
+        return list(listed.get("items") or [])
 
     # --- secret -> service -> pods -------------------------------------------------------------
 
@@ -702,6 +702,15 @@ class Controller:
                 raise result
         created.sort(key=lambda n: int(n.rsplit("-", 1)[1]))
         return created
+
+
+def _slim_in(namespace: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A listed pod as the store keeps it (:func:`projections.slim_pod`), with its namespace
+    (list items may leave it out)."""
+    def slim(item: dict[str, Any]) -> dict[str, Any]:
+        item.setdefault("metadata", {}).setdefault("namespace", namespace)
+        return projections.slim_pod(item)
+    return slim
 
 
 def _ident(pod: Mapping[str, Any]) -> tuple[str, str]:

@@ -57,6 +57,11 @@ class FakeClient:
                                                       (o["metadata"].get("labels") or {}).get(key)))]
         return {"metadata": {"resourceVersion": str(self.rv)}, "items": items}
 
+    async def list_paged(self, path, *, label_selector=None, page_size=500, transform=None):
+        listed = await self.list(path, label_selector=label_selector)
+        listed["items"] = [transform(i) if transform else i for i in listed["items"]]
+        return listed
+
     async def create(self, path, body):
         self.calls.append(("create", path))
         if self.fail_on == "create":
