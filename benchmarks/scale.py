@@ -84,6 +84,8 @@ def baseline_pods(namespace: str, name: str, procs: int) -> tuple[dict[str, Any]
             for r in range(mesh.size)]
     for obj in (secret, *pods):
         del obj["metadata"]["ownerReferences"]
+        # Not a proc of any mesh: the operator's pod watch (and cache) does not see the loop.
+        obj["metadata"].get("labels", {}).pop(contract.MESH_LABEL, None)
     return secret, pods
 
 

@@ -109,7 +109,7 @@ def test_projection_drops_the_bulk_and_is_a_fixed_point():
 def test_the_store_keeps_projections_only():
     m = mesh("m", per_host=(("gpus", 1),))
     store = stores.PodStore()
-    store.observe("ADDED", full(pod(m, 0)))
+    store.upsert(full(pod(m, 0)))
     kept = store.pods_by_rank((m.namespace, "m"), m.uid)[0]
     assert kept == projections.slim_pod(full(pod(m, 0)))
 
