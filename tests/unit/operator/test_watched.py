@@ -4,14 +4,14 @@ Aspects: the newest body wins by resourceVersion (a late event cannot undo a sta
 response), a new incarnation always wins; a reconcile triggered by events makes no GET of the
 mesh, and still acts on a spec change and on a deletion it learns from events only; the resync
 reads each mesh once more; the Role and Service are created without a read at a new mesh's
-first reconcile and read at each resync, never per reconcile.
+first reconcile and read at every CHILD_CHECK_RESYNCS-th resync, never per reconcile.
 """
 
 import asyncio
 import copy
 
 from mesh_client._src import contract
-from procmesh_operator import kubeclient, watched
+from procmesh_operator import kubeclient, reconciling, watched
 
 from .builders import mesh_body
 from .test_reconciling import MESH_PATH, controller, edit_mesh
@@ -134,6 +134,14 @@ def test_children_are_checked_at_the_first_reconcile_and_at_resync_only():
     asyncio.run(resync_then_reconcile())
     assert child_requests(client) == [("get", "Role"), ("get", "Service")]
     assert mesh_gets(client) == [MESH_PATH]  # the resync reads the mesh fresh once
+    # The next passes only relist, until the CHILD_CHECK_RESYNCS-th.
+    for _ in range(reconciling.CHILD_CHECK_RESYNCS - 1):
+        client.calls.clear()
+        asyncio.run(resync_then_reconcile())
+        assert child_requests(client) == [] and mesh_gets(client) == []
+    client.calls.clear()
+    asyncio.run(resync_then_reconcile())
+    assert child_requests(client) == [("get", "Role"), ("get", "Service")]
 
 
 def test_a_deleted_incarnation_is_not_brought_back():
