@@ -19,7 +19,7 @@ import kopf
 import kubernetes
 import prometheus_client
 
-from procmesh_operator import __version__, handlers, kubeclient, metrics, reconciling
+from procmesh_operator import __version__, handlers, kubeclient, metrics, quieting, reconciling
 from procmesh_operator import settings as settings_
 
 LOG_FORMATS = {"json": kopf.LogFormat.JSON, "full": kopf.LogFormat.FULL,
@@ -116,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     kopf.configure(debug=args.debug, verbose=args.verbose, log_format=LOG_FORMATS[args.log_format])
     logging.getLogger("procmesh_operator").setLevel(logging.DEBUG if args.debug else logging.INFO)
+    if not args.verbose and not args.debug:  # kopf's line per handler run, one per pod event
+        quieting.install()
     if not args.access_logs:  # aiohttp's access log of kopf's liveness endpoint
         logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     config = load_configuration(args.kubeconfig, args.context)

@@ -15,6 +15,9 @@ from typing import Any
 
 from mesh_client._src import contract
 
+#: The env var of the proc container that names its device (pinned mode, when no annotation).
+VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
+
 
 def assigned_gpu(pod: Mapping[str, Any]) -> str | None:
     """The GPU the proc in ``pod`` was given, or None (no GPU, or chosen by a device plugin)."""
@@ -26,7 +29,7 @@ def assigned_gpu(pod: Mapping[str, Any]) -> str | None:
         if container.get("name") != contract.CONTAINER_NAME:
             continue
         for env in container.get("env") or []:
-            if env.get("name") == "NVIDIA_VISIBLE_DEVICES" and env.get("value") not in (
+            if env.get("name") == VISIBLE_DEVICES_ENV and env.get("value") not in (
                     None, "void", "none", "all", ""):
                 return str(env["value"])
     return None

@@ -24,7 +24,6 @@ through :func:`join`; :mod:`.statuses` turns a :class:`Hold` into the ``Schedule
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import datetime
 from collections.abc import Iterable, Mapping
@@ -118,9 +117,11 @@ def render_pod_group(mesh: specs.MeshSpec) -> dict[str, Any]:
 
 
 def join(pod: Mapping[str, Any], mesh: specs.MeshSpec, mode: str) -> dict[str, Any]:
-    """``pod`` (as rendered) made a member of the mesh's gang under ``mode``."""
-    out = copy.deepcopy(dict(pod))
-    spec = out.setdefault("spec", {})
+    """``pod`` (as rendered) made a member of the mesh's gang under ``mode``. ``pod`` is left
+    unchanged; the copy shares all but its top level and its spec's with it (a deep copy here
+    was an eighth of the operator's CPU while it created 6,400 pods)."""
+    out = dict(pod)
+    spec = out["spec"] = dict(out.get("spec") or {})
     if mode == POD_GROUP:
         spec["schedulingGroup"] = {"podGroupName": pod_group_name(mesh)}
     elif mode == GATE:

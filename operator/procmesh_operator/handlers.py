@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import copy
 import marshal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import kopf
 
 from mesh_client._src import contract
-from procmesh_operator import diffbases, reconciling, workloads
+from procmesh_operator import diffbases, projections, reconciling, workloads
 
 DEFAULT_PEERING = "procmesh"
 #: The key of the :class:`~procmesh_operator.reconciling.Controller` in kopf's memo.
@@ -68,7 +68,8 @@ def register(registry: kopf.OperatorRegistry,
     @kopf.on.event("", "v1", "pods", labels={contract.MESH_LABEL: kopf.PRESENT},
                    registry=registry)
     async def pod_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-        _controller(memo).pod_event(type, _plain(body))
+        # Projected before the copy: the operator keeps (and copies) only what it reads.
+        _controller(memo).pod_event(type, _plain(projections.slim_pod(body)))
 
     # Kueue (admitting.py): a queued mesh's Workload, admitted or evicted. Without Kueue's CRDs
     # kopf logs once that it cannot serve it, and starts watching when they appear.
@@ -94,7 +95,7 @@ def _controller(memo: kopf.Memo) -> reconciling.Controller:
     return controller
 
 
-def _plain(body: kopf.Body) -> dict[str, Any]:
+def _plain(body: Mapping[str, Any]) -> dict[str, Any]:
     """A detached plain-dict copy (kopf's Body is a live view of the latest event). Bodies are
     JSON (dicts, lists, strings, numbers), which marshal copies in C, several times faster than
     ``copy.deepcopy``: this runs once per pod event."""

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from mesh_client._src import contract
+from procmesh_operator import projections
 
 Key = tuple[str, str]  # (namespace, mesh name)
 #: How long a deleted pod's uid is remembered: far longer than any event or response can lag.
@@ -58,6 +59,7 @@ class PodStore:
         self._pods: dict[Key, dict[str, dict[str, Any]]] = {}
         self._tombstones: dict[str, float] = {}  # uid -> expiry, in insertion (= expiry) order
         self._primed: set[Key] = set()
+        self._priming: dict[Key, int] = {}  # meshes whose first list is in flight (-> how many)
         self._clock = clock
         # key -> owner uid -> pods_by_rank's answer, until the next write to that mesh's pods:
         # a reconcile asks several times, and a big mesh has thousands of pods to sort.
@@ -87,7 +89,10 @@ class PodStore:
     # --- Writes --------------------------------------------------------------------------------
 
     def observe(self, event_type: str | None, body: Mapping[str, Any]) -> Key | None:
-        """Apply one watch event; returns the mesh key it belongs to."""
+        """Apply one watch event; returns the mesh key it belongs to. A pod of a mesh not
+        primed (nor being primed) is not kept: the mesh's first reconcile lists its pods
+        anyway, and pods that carry the label of no mesh (being deleted, or someone else's)
+        must not fill the cache."""
         key = mesh_key_of(body)
         if key is None:
             return None
@@ -95,7 +100,8 @@ class PodStore:
             name = str((body.get("metadata") or {}).get("name"))
             self._drop(key, name, _uid(body))
             return key
-        self.upsert(body)
+        if key in self._primed or key in self._priming:
+            self.upsert(body)
         return key
 
     def upsert(self, body: Mapping[str, Any]) -> None:
@@ -136,7 +142,13 @@ class PodStore:
         """List the mesh's pods once: events may have been missed before the operator started."""
         if key in self._primed:
             return
-        listed = await lister()
+        self._priming[key] = self._priming.get(key, 0) + 1  # events during the list are kept
+        try:
+            listed = await lister()
+        finally:
+            self._priming[key] -= 1
+            if not self._priming[key]:
+                del self._priming[key]
         listed_names = {str((p.get("metadata") or {}).get("name")) for p in listed}
         pods = self._pods.setdefault(key, {})
         for name in [n for n in pods if n not in listed_names]:
@@ -217,14 +229,10 @@ class PodStore:
 
 
 def _trimmed(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The pod as kept: without ``metadata.managedFields``, which nothing here reads and which
-    is a third or more of a pod (client-go's informers strip it too). At thousands of pods this
-    is most of the operator's memory."""
-    kept = dict(body)
-    meta = kept.get("metadata")
-    if isinstance(meta, Mapping) and "managedFields" in meta:
-        kept["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
-    return kept
+    """The pod as kept: only the fields the operator reads (:func:`projections.slim_pod`), so
+    no ``managedFields``, defaulted fields or image IDs. At thousands of pods the cache is most
+    of the operator's memory."""
+    return projections.slim_pod(body)
 
 
 def controller_uid(body: Mapping[str, Any]) -> str | None:

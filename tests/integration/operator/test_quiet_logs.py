@@ -1,4 +1,5 @@
-"""Quiet logs (issue 15, item 9): the operator's log has no access line per liveness probe, and
+"""Quiet logs (issue 15, item 9): the operator's log has no access line per liveness probe and no
+kopf success line per pod event, and
 an idle proc's log is its start line alone, though its readiness probe connected to it (Ready
 needs one)."""
 
@@ -18,6 +19,7 @@ def test_probes_leave_no_lines(cluster, custom, namespace, operator):
     assert "/healthz" not in operator.log.read_text()
     create_mesh(custom, namespace, "idle", hosts=1, perHost=[{"name": "procs", "size": 2}])
     wait_ready(custom, namespace, "idle")
+    assert "pod_event' succeeded" not in operator.log.read_text()  # kopf's line per pod event
     logs = procmesh(cluster.kubeconfig, "logs", "idle", "-n", namespace)
     assert logs.returncode == 0, logs.stderr
     assert sorted(line.split(" listening on ")[0] for line in logs.stdout.splitlines()) == [

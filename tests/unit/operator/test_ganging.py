@@ -46,6 +46,7 @@ def test_pods_join_by_scheduling_group_or_by_our_gate():
     assert ganging.is_gated(gated) and not ganging.is_gated(rendered)
     assert ganging.join(rendered, m, ganging.OFF) == rendered
     assert "schedulingGates" not in rendered["spec"]  # join copies
+    assert "schedulingGroup" not in rendered["spec"]
 
 
 def test_lifting_our_gate_keeps_anyone_elses():
@@ -54,6 +55,7 @@ def test_lifting_our_gate_keeps_anyone_elses():
     rendered["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
     gated = ganging.join(rendered, m, ganging.GATE)
     assert ganging.ungate_patch(gated) == {"spec": {"schedulingGates": [{"name": "example.com/quota"}]}}
+    assert rendered["spec"]["schedulingGates"] == [{"name": "example.com/quota"}]  # unchanged
     assert ganging.ungate_patch(ganging.join(pod(m, 0), m, ganging.GATE)) == \
         {"spec": {"schedulingGates": None}}
 

@@ -154,3 +154,30 @@ def test_stalled_needs_a_partly_bound_released_gang_past_the_wait():
     assert ganging.stalled(m, {1: waiting}, t + 61, 60) is None  # not every pod exists
     gated = ganging.join(waiting, m, ganging.GATE)
     assert ganging.stalled(m, {0: pod(m, 0), 1: gated}, t + 61, 60) is None
+
+
+def test_podgroup_mode_reads_a_waiting_group_once_per_recheck_period():
+    """A gang that waits is reconciled at every pod event; its PodGroup is read at the first
+    of those reconciles once all pods exist, then after WAITING_RECHECK_SECONDS, then after
+    twice that (doubling while it waits)."""
+    client, ctl, pods, _ = run(units=6, size=3, gang="podgroup")
+    group = f"{ganging.pod_groups_path('ns')}/m-uid-m"
+    assert len(pods) == 3
+    reads = lambda: [p for verb, p in client.calls if verb == "get" and p == group]  # noqa: E731
+    first = len(reads())
+    assert first <= 1
+    for _ in range(3):
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    assert len(reads()) == 1
+    when, count, body = ctl._groups_read[("ns", "m")]
+    ctl._groups_read[("ns", "m")] = (when - reconciling.WAITING_RECHECK_SECONDS, count, body)
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert len(reads()) == 2
+    # The pause doubles while the gang waits: one recheck period no longer suffices.
+    when, count, body = ctl._groups_read[("ns", "m")]
+    ctl._groups_read[("ns", "m")] = (when - reconciling.WAITING_RECHECK_SECONDS, count, body)
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert len(reads()) == 2
+    ctl._groups_read[("ns", "m")] = (when - 2 * reconciling.WAITING_RECHECK_SECONDS, count, body)
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert len(reads()) == 3

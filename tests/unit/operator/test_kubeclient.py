@@ -30,3 +30,33 @@ def test_a_plain_text_404_is_not_found():
 def test_a_success_that_is_not_json_is_an_error_that_shows_the_body():
     with pytest.raises(kubeclient.ApiError, match="not JSON: '<html>"):
         kubeclient.decode(200, "OK", "<html>proxy login</html>")
+
+
+class PagedServer(kubeclient.KubeClient):
+    """The client's paging over a fake of its own request method (no HTTP): 5 items, served
+    in pages of the requested limit, every page of one snapshot resourceVersion."""
+
+    def __init__(self):
+        super().__init__(None)
+        self.requests = []
+
+    async def request(self, method, path, *, params=None, body=None,
+                      content_type="application/json"):
+        self.requests.append(dict(params or {}))
+        start = int((params or {}).get("continue") or 0)
+        end = start + int(params["limit"])
+        items = [{"metadata": {"name": f"p{i}"}} for i in range(start, min(end, 5))]
+        return {"metadata": {"resourceVersion": "42", "continue": str(end) if end < 5 else ""},
+                "items": items}
+
+
+def test_list_paged_follows_continue_and_transforms_each_item():
+    import asyncio
+
+    client = PagedServer()
+    listed = asyncio.run(client.list_paged("/api/v1/pods", label_selector="a", page_size=2,
+                                           transform=lambda i: {"name": i["metadata"]["name"]}))
+    assert listed == {"metadata": {"resourceVersion": "42"},
+                      "items": [{"name": f"p{i}"} for i in range(5)]}
+    assert [r.get("continue") for r in client.requests] == [None, "2", "4"]
+    assert all(r["labelSelector"] == "a" and r["limit"] == "2" for r in client.requests)

@@ -57,6 +57,11 @@ class FakeClient:
                                                       (o["metadata"].get("labels") or {}).get(key)))]
         return {"metadata": {"resourceVersion": str(self.rv)}, "items": items}
 
+    async def list_paged(self, path, *, label_selector=None, page_size=500, transform=None):
+        listed = await self.list(path, label_selector=label_selector)
+        listed["items"] = [transform(i) if transform else i for i in listed["items"]]
+        return listed
+
     async def create(self, path, body):
         self.calls.append(("create", path))
         if self.fail_on == "create":
@@ -101,6 +106,14 @@ NO_GANG = dataclasses.replace(SETTINGS, gang="off")
 def controller(objects, settings=NO_GANG):
     client = FakeClient(objects)
     return reconciling.Controller(client, settings), client
+
+
+def edit_mesh(ctl, client, path, change):
+    """Change the stored mesh as a user would, and deliver its watch event (the controller
+    reads meshes from their events, not with a GET per reconcile)."""
+    change(client.objects[path])
+    client._stamp(client.objects[path])
+    ctl.mesh_event("MODIFIED", copy.deepcopy(client.objects[path]))
 
 
 def creates(client):
@@ -221,10 +234,10 @@ def test_suspended_mesh_without_its_secret_gets_a_new_token():
     before = client.objects.pop(path)["data"]["token"]  # deleted while running: not recreated
     asyncio.run(ctl.reconcile(("ns", "m")))
     assert path not in client.objects
-    client.objects[MESH_PATH]["spec"]["suspend"] = True
+    edit_mesh(ctl, client, MESH_PATH, lambda m: m["spec"].update(suspend=True))
     asyncio.run(ctl.reconcile(("ns", "m")))
     assert not ctl.store.pods_by_rank(("ns", "m"), "uid-m")
-    client.objects[MESH_PATH]["spec"]["suspend"] = False
+    edit_mesh(ctl, client, MESH_PATH, lambda m: m["spec"].update(suspend=False))
     asyncio.run(ctl.reconcile(("ns", "m")))
     assert client.objects[path]["data"]["token"] != before
     assert ctl.store.pods_by_rank(("ns", "m"), "uid-m")

@@ -15,9 +15,20 @@ def ranks(s: stores.PodStore) -> dict[int, str]:
     return {r: p["metadata"]["resourceVersion"] for r, p in s.pods_by_rank(KEY, "uid-m").items()}
 
 
+def primed_store():
+    """A store whose mesh KEY was primed (listed, with no pods): its events are kept."""
+    s = stores.PodStore()
+
+    async def nothing():
+        return []
+
+    asyncio.run(s.prime(KEY, nothing))
+    return s
+
+
 def test_every_write_shows_in_the_next_read():
     m = mesh()
-    s = stores.PodStore()
+    s = primed_store()
     s.observe("ADDED", pod(m, 0, rv=5))
     assert ranks(s) == {0: "5"}
     s.observe("MODIFIED", pod(m, 0, rv=6))

@@ -10,6 +10,41 @@ from .builders import mesh, pod
 KEY = ("ns", "m")
 
 
+def primed_store(key=KEY):
+    """A store whose mesh ``key`` was primed (listed, with no pods): its events are kept."""
+    s = stores.PodStore()
+
+    async def nothing():
+        return []
+
+    asyncio.run(s.prime(key, nothing))
+    return s
+
+
+def test_events_of_a_mesh_not_primed_are_not_kept():
+    """Pods with the label of a mesh no reconcile has listed yet (or of none at all) do not
+    fill the cache: its first reconcile lists them."""
+    m = mesh()
+    s = stores.PodStore()
+    assert s.observe("ADDED", pod(m, 0)) == KEY
+    assert s.pods_by_rank(KEY, "uid-m") == {}
+
+
+def test_events_during_the_first_list_are_kept():
+    m = mesh()
+    s = stores.PodStore()
+
+    async def lister():
+        s.observe("MODIFIED", pod(m, 1, rv=20))  # arrives while the list is in flight
+        return [pod(m, 0, rv=10), pod(m, 1, rv=9)]
+
+    asyncio.run(s.prime(KEY, lister))
+    assert {r: p["metadata"]["resourceVersion"] for r, p in s.pods_by_rank(KEY, "uid-m").items()} \
+        == {0: "10", 1: "20"}
+    s.observe("MODIFIED", pod(m, 0, rv=11))
+    assert s.pods_by_rank(KEY, "uid-m")[0]["metadata"]["resourceVersion"] == "11"
+
+
 def test_newer_resource_version_wins():
     m = mesh()
     s = stores.PodStore()
@@ -21,7 +56,7 @@ def test_newer_resource_version_wins():
 
 def test_tombstone_ignores_stale_events_until_deleted():
     m = mesh()
-    s = stores.PodStore()
+    s = primed_store()
     s.observe(None, pod(m, 1, uid="u1", phase="Failed"))
     s.forget("ns", "m", "m-1", "u1")
     s.observe("MODIFIED", pod(m, 1, uid="u1", phase="Failed", rv=11))
