@@ -274,7 +274,8 @@ def plot(results: dict[str, Any], path: str) -> None:
         ax.plot([r["procs"] for r in mon], [r["flat_fanout_p50_ms"] for r in mon], "^-", label="torchmonarch 0.7")
     ax.set_xlabel("local procs")
     ax.set_ylabel("call() fan-out p50 (ms)")
-    ax.set_title("No-op call() to every proc, one controller, 2-core VM")
+    cores = results.get("cores")
+    ax.set_title("No-op call() to every proc, one controller" + (f", {cores} cores" if cores else ""))
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -341,7 +342,8 @@ def main() -> None:
 
 def measure(sizes: list[int], args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {"sizes": sizes, "branching": args.branching, "procmesh": [], "torchmonarch": [],
-                               "torchmonarch_skipped": {}, "command": " ".join(sys.argv)}
+                               "torchmonarch_skipped": {}, "command": " ".join(sys.argv),
+                               "cores": os.cpu_count()}
     have_monarch = importlib.util.find_spec("monarch") is not None and not args.no_monarch
     monarch_uss = MONARCH_USS_PRIOR_MB  # until measured at the smallest size that runs
     for size in sorted(sizes):
