@@ -331,6 +331,11 @@ class Controller:
             await self.events.post(body, type_, reason, message)
         if plan is not None and plan.restarted:
             metrics.RESTARTS.labels(policy=mesh.restart_policy).inc(len(plan.restarted))
+        if self.bodies.gone(mesh.uid):
+            # Deleted while this reconcile awaited the API: its DELETED event has forgotten it,
+            # and recording its phase now would count it in the gauges with nothing left to
+            # reconcile it away.
+            return None
         if self._phases.get(key) != status["phase"]:  # the gauges walk every mesh: on changes only
             self._phases[key] = str(status["phase"])
             self._publish_phases()

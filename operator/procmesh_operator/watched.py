@@ -73,6 +73,10 @@ class MeshBodies:
         while len(self._gone) > MAX_GONE:
             del self._gone[next(iter(self._gone))]
 
+    def gone(self, uid: str) -> bool:
+        """Whether the incarnation ``uid`` was forgotten as deleted."""
+        return uid in self._gone
+
     def clear(self) -> None:
         """Forget every body: the next reconcile of each mesh reads it fresh (the resync's check
         that nothing was missed)."""

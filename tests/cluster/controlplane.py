@@ -46,6 +46,10 @@ def default_dir() -> Path:
     return Path(os.environ.get(DIR_ENV) or DEFAULT_DIR)
 
 
+#: How many times :meth:`Cluster.up` picks new ports when one was taken before its component bound it.
+PORT_ATTEMPTS = 3
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
     with socket.socket() as sock:
@@ -105,7 +109,22 @@ class Cluster:
     # Starting...
 
     def up(self, nodes: Iterable[node_config.NodeConfig] = ()) -> None:
-        """Start the control plane (fresh state) and ``nodes``; return once all are healthy."""
+        """Start the control plane (fresh state) and ``nodes``; return once all are healthy.
+
+        Ports are picked free just before the components bind them, so another process can take
+        one in between (clusters start side by side in the test workers): a component that
+        exits with ``address already in use`` makes the whole start run again on new ports,
+        at most :data:`PORT_ATTEMPTS` times."""
+        nodes = list(nodes)
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                self._up_once(nodes)
+                return
+            except ClusterError as error:
+                if "address already in use" not in str(error) or attempt == PORT_ATTEMPTS:
+                    raise
+
+    def _up_once(self, nodes: list[node_config.NodeConfig]) -> None:
         if self.running():
             raise ClusterError(f"a cluster already runs in {self.root}: run `down` first")
         absent = binaries.missing(binaries.CONTROL_PLANE)
@@ -122,12 +141,13 @@ class Cluster:
         try:
             self._write_credentials(ports)
             self._start("etcd", components.etcd(binaries.path("etcd"), self.layout, ports))
-            self._wait("etcd", lambda: _http_ok(f"http://127.0.0.1:{ports.etcd}/health"))
+            self._wait("etcd", lambda: _http_ok(f"http://127.0.0.1:{ports.etcd}/health"), port=ports.etcd)
             self._start("kube-apiserver", components.apiserver(
                 binaries.path("kube-apiserver"), self.layout, ports, self.gang, self.emulate))
             ca = ssl.create_default_context(cafile=str(self.layout.pki / "ca.crt"))
             self._wait("kube-apiserver",
-                       lambda: _http_ok(f"https://127.0.0.1:{ports.apiserver}/readyz", ca))
+                       lambda: _http_ok(f"https://127.0.0.1:{ports.apiserver}/readyz", ca),
+                       port=ports.apiserver)
             self._start("kube-controller-manager", components.controller_manager(
                 binaries.path("kube-controller-manager"), self.layout, ports, self.gang,
                 self.emulate))
@@ -139,9 +159,10 @@ class Cluster:
             insecure.check_hostname = False
             insecure.verify_mode = ssl.CERT_NONE  # self-signed serving certs of KCM and scheduler
             self._wait("kube-controller-manager", lambda: _http_ok(
-                f"https://127.0.0.1:{ports.controller_manager}/healthz", insecure))
+                f"https://127.0.0.1:{ports.controller_manager}/healthz", insecure),
+                port=ports.controller_manager)
             self._wait("kube-scheduler", lambda: _http_ok(
-                f"https://127.0.0.1:{ports.scheduler}/healthz", insecure))
+                f"https://127.0.0.1:{ports.scheduler}/healthz", insecure), port=ports.scheduler)
             # Pods cannot be created in a namespace before its `default` service account exists.
             self._wait("kube-controller-manager", self._default_service_account_exists)
             for node in nodes:
@@ -169,11 +190,18 @@ class Cluster:
     def _start(self, name: str, argv: list[str]) -> None:
         processes.spawn(argv, self.layout.run / f"{name}.pid", self.layout.logs / f"{name}.log")
 
-    def _wait(self, name: str, check: Callable[[], bool], timeout: float = START_TIMEOUT) -> None:
+    def _wait(self, name: str, check: Callable[[], bool], timeout: float = START_TIMEOUT,
+              port: int | None = None) -> None:
+        """Until ``check`` passes and (with ``port``) the component itself listens on ``port``."""
         pidfile = self.layout.run / f"{name}.pid"
         log = self.layout.logs / f"{name}.log"
         deadline = time.monotonic() + timeout
-        while not check():
+
+        def healthy() -> bool:
+            pid = processes.read_pidfile(pidfile)
+            return check() and (port is None or (pid is not None and processes.listens_on(pid, port)))
+
+        while not healthy():
             if processes.read_pidfile(pidfile) is None:
                 raise ClusterError(f"{name} exited while starting; the end of {log}:\n{_tail(log)}")
             if time.monotonic() > deadline:

@@ -45,6 +45,41 @@ def read_pidfile(pidfile: Path) -> int | None:
     return pid if current is not None and current == started else None
 
 
+def _listening_inodes(pid: int, port: int) -> set[str]:
+    """Inodes of the IPv4 sockets listening on TCP ``port`` in ``pid``'s network namespace
+    (``/proc/<pid>/net/tcp``: a real node's control plane runs in a namespace of its own)."""
+    try:
+        rows = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return set()
+    found = set()
+    for row in rows:
+        fields = row.split()
+        if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+            found.add(fields[9])  # state 0A: LISTEN
+    return found
+
+
+def listens_on(pid: int, port: int) -> bool:
+    """Whether process ``pid`` itself holds the socket listening on ``port``: a health check
+    that another process on a port picked free a moment before answers proves nothing."""
+    inodes = _listening_inodes(pid, port)
+    if not inodes:
+        return False
+    try:
+        descriptors = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for descriptor in descriptors:
+        try:
+            target = os.readlink(descriptor)
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[len("socket:["):-1] in inodes:
+            return True
+    return False
+
+
 def spawn(
     argv: list[str],
     pidfile: Path,

@@ -173,3 +173,22 @@ def test_a_write_response_after_the_deletion_creates_nothing():
 
 def creates_of(client):
     return [p for verb, p in client.calls if verb == "create"]
+
+
+def test_a_deletion_during_a_reconcile_leaves_the_mesh_forgotten():
+    """The DELETED event is handled while a reconcile awaits its status write: that reconcile
+    must not record the mesh's phase again afterwards (the phase gauges would count a mesh
+    nothing reconciles any more)."""
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),))})
+    ctl.mesh_event("ADDED", copy.deepcopy(client.objects[MESH_PATH]))
+    write = client.merge_patch
+
+    async def write_then_delete(path, body):
+        written = await write(path, body)
+        if path == MESH_PATH + "/status":
+            ctl.mesh_event("DELETED", copy.deepcopy(client.objects.pop(MESH_PATH)))
+        return written
+
+    client.merge_patch = write_then_delete
+    assert asyncio.run(ctl.reconcile(KEY)) is None
+    assert ctl.known_meshes() == 0
