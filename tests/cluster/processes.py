@@ -46,12 +46,15 @@ def read_pidfile(pidfile: Path) -> int | None:
 
 
 def _listening_inodes(pid: int, port: int) -> set[str]:
-    """Inodes of the IPv4 sockets listening on TCP ``port`` in ``pid``'s network namespace
-    (``/proc/<pid>/net/tcp``: a real node's control plane runs in a namespace of its own)."""
-    try:
-        rows = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
-    except OSError:
-        return set()
+    """Inodes of the sockets listening on TCP ``port`` in ``pid``'s network namespace
+    (``/proc/<pid>/net/tcp`` and ``tcp6``: a real node's control plane runs in a namespace of
+    its own, and Go serves ``0.0.0.0`` from a dual-stack IPv6 socket)."""
+    rows: list[str] = []
+    for table in ("tcp", "tcp6"):
+        try:
+            rows += Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            pass
     found = set()
     for row in rows:
         fields = row.split()

@@ -31,3 +31,11 @@ def test_a_connected_socket_is_not_a_listener():
         listener.listen()
         client.connect(listener.getsockname())
         assert not processes.listens_on(os.getpid(), client.getsockname()[1])
+
+
+def test_a_dual_stack_listener_counts():
+    with socket.socket(socket.AF_INET6) as listener:
+        listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        listener.bind(("::", 0))
+        listener.listen()
+        assert processes.listens_on(os.getpid(), listener.getsockname()[1])
