@@ -51,26 +51,10 @@ class SocketStream:
     def _write_rest(self, pieces: Sequence[bytes | bytearray | memoryview], skip: int) -> None:
         """Send ``pieces`` but their first ``skip`` bytes, however many sendmsg calls it takes."""
         views = [memoryview(p).cast("B") for p in pieces if len(p)]
-        while skip and views:
-            n = views[0].nbytes
-            if skip >= n:
-                skip -= n
-                views.pop(0)
-            else:
-                views[0] = views[0][skip:]
-                skip = 0
+        _drop_front(views, skip)
         while views:
-            batch = views[:_MAX_IOV]
-            sent = self.sock.sendmsg(batch)
             # Drop what went out; keep the unsent tail of a partially sent piece.
-            while sent and views:
-                n = views[0].nbytes
-                if sent >= n:
-                    sent -= n
-                    views.pop(0)
-                else:
-                    views[0] = views[0][sent:]
-                    sent = 0
+            _drop_front(views, self.sock.sendmsg(views[:_MAX_IOV]))
 
     def close(self) -> None:
         try:
@@ -129,3 +113,15 @@ class MockStream:
 
     def get_extra_info(self, name: str) -> Any:
         return ("mock", 0) if name == "peername" else None
+
+
+def _drop_front(views: list[memoryview], count: int) -> None:
+    """Remove the first ``count`` bytes of ``views``, in place."""
+    while count and views:
+        n = views[0].nbytes
+        if count >= n:
+            count -= n
+            views.pop(0)
+        else:
+            views[0] = views[0][count:]
+            count = 0
