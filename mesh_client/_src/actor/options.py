@@ -10,11 +10,11 @@ A ported Monarch program meets Monarch's semantics; these switch on what we find
 
 ``tree_fanout_min`` and ``tree_branching`` (:mod:`.trees`): a group of at least that many procs
 gets its endpoint messages through a k-ary tree of its procs instead of one flat loop here; 0
-(the default) never. On one 2-core host the flat loop is faster at every size measured (up to
-512 procs, benchmarks/results/scale.md, "client"): the tree takes 2.9x less CPU from the
-controller but adds 1.7-1.9x to the procs', which share its cores. Turn it on where the
-controller's CPU is the limit: procs on other hosts. ``PROCMESH_TREE_FANOUT_MIN`` and
-``PROCMESH_TREE_BRANCHING`` (default 16, as Monarch's ``max_cast_fanout``) set the defaults.
+never. ``None`` (the default, ``PROCMESH_TREE_FANOUT_MIN=auto``) lets :mod:`.tree_policy` decide
+from the measured crossover: a tree from 64 procs when they are on other hosts (pods) or this
+host has 10 or more cores, else flat (on a 2-core host the flat loop is faster at every size).
+``PROCMESH_TREE_FANOUT_MIN`` and ``PROCMESH_TREE_BRANCHING`` (default 16, as Monarch's
+``max_cast_fanout``) set the defaults.
 
 ``prefix_logs_with_actor`` (on, as in Monarch) prefixes log records made inside an actor with
 ``[actor=<its display name>] ``.
@@ -25,13 +25,17 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from mesh_client._src.actor import tree_policy
+
 
 @dataclasses.dataclass
 class Options:
     spawn_waits: bool = False
     mixed_endpoints: bool = False
     prefix_logs_with_actor: bool = True  # as Monarch: log records made in an actor start with its name
-    tree_fanout_min: int = dataclasses.field(default_factory=lambda: int(os.environ.get("PROCMESH_TREE_FANOUT_MIN", "0")))
+    tree_fanout_min: int | None = dataclasses.field(
+        default_factory=lambda: tree_policy.parse_minimum(os.environ.get("PROCMESH_TREE_FANOUT_MIN", "auto"))
+    )
     tree_branching: int = dataclasses.field(default_factory=lambda: int(os.environ.get("PROCMESH_TREE_BRANCHING", "16")))
 
 

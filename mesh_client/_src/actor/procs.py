@@ -88,6 +88,7 @@ class ProcGroup:
         # Restarted procs whose reconnect (connection or bootstrap) has not succeeded yet: the
         # next reconnect connects and bootstraps them again (:mod:`.restarts`).
         self.unbootstrapped: set[int] = set()
+        self.tree_route: tuple[int | None, bool] | None = None  # (tree_fanout_min, its answer): trees.routed
         self._opener = opener
         if opener is None:
             self.peers = [peers.get_peer(a, token, display) for a, display in zip(self.addresses, self.displays)]

@@ -2,7 +2,7 @@
 
 On a big mesh the controller's flat loop (one send and one reply per proc, all on this
 process's cores) can be what limits ``call()``. A group of at least
-:attr:`~.options.Options.tree_fanout_min` procs (off by default: see there for when it pays)
+:attr:`~.options.Options.tree_fanout_min` procs (by default :mod:`.tree_policy` decides)
 routes every endpoint message through a fixed
 k-ary tree of its own procs (Monarch casts through a tree of procs the same way): the
 controller sends one FORWARD to each of at most k procs, each delivers to its own actor and
@@ -36,7 +36,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from mesh_client._src.actor import messages, restarts
+from mesh_client._src.actor import messages, restarts, tree_policy
 from mesh_client._src.actor.errors import SupervisionError
 from mesh_client._src.actor.options import options
 from mesh_client._src.runtime import futures, ops, peers
@@ -175,10 +175,14 @@ def nested(payload: Sequence[Any]) -> tuple[Entry, Sequence[Any]]:
 
 
 def routed(group: ProcGroup) -> bool:
-    """Whether endpoint messages to this group go through the tree (decided per message:
-    change ``options.tree_fanout_min`` only while no call to the group is in flight)."""
+    """Whether endpoint messages to this group go through the tree (:mod:`.tree_policy`
+    decides; the answer is kept per group until ``options.tree_fanout_min`` changes, which
+    should happen only while no call to the group is in flight)."""
     least = options.tree_fanout_min
-    return least > 0 and len(group.addresses) >= least
+    kept = group.tree_route
+    if kept is None or kept[0] != least:
+        kept = group.tree_route = (least, tree_policy.takes_tree(group.addresses, least))
+    return kept[1]
 
 
 def send(

@@ -110,8 +110,10 @@ def test_an_empty_aggregate_completes_at_once():
     assert done == [peers.OK]
 
 
-def test_the_tree_is_off_by_default_and_the_environment_turns_it_on(monkeypatch):
+def test_the_tree_is_automatic_by_default_and_the_environment_sets_it(monkeypatch):
     monkeypatch.delenv("PROCMESH_TREE_FANOUT_MIN", raising=False)
+    assert options_mod.Options().tree_fanout_min is None
+    monkeypatch.setenv("PROCMESH_TREE_FANOUT_MIN", "0")
     assert options_mod.Options().tree_fanout_min == 0
     monkeypatch.setenv("PROCMESH_TREE_FANOUT_MIN", "128")
     monkeypatch.setenv("PROCMESH_TREE_BRANCHING", "8")
