@@ -374,7 +374,7 @@ def plot(report: dict[str, Any], path: pathlib.Path) -> None:
     left.legend(fontsize=8)
     middle.plot(x, [w["reconcile_p50_seconds"] or 0 for w in waves], "o-", label="reconcile p50")
     middle.plot(x, [w["reconcile_p99_seconds"] or 0 for w in waves], "o--",
-                label="reconcile p99 (10 = histogram's last bound)")
+                label="reconcile p99 (300 = histogram's last bound)")
     middle.set_xlabel("meshes in the cluster after the wave")
     middle.set_ylabel("seconds")
     middle.set_title("operator reconcile latency")
