@@ -124,7 +124,7 @@ class _Collector:
         self._aggregate = aggregate
 
     def send(self, segments: Sequence[Any]) -> None:
-        status = pickle.loads(segments[0])[1]  # our own envelope (encode_reply), never a peer's bytes
+        status = envelopes.reply_status(segments)  # our own envelope (encode_reply), never a peer's bytes
         body = list(segments[1:])  # the result's own pickled buffers: no copy of a big value
         self._aggregate.add([((self._index, status, len(body), None), body)])
 
