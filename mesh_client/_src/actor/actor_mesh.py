@@ -207,7 +207,6 @@ class ActorEndpoint(Generic[R]):
         # One object counts the replies: no future, lock pair or done callback per member.
         whole: gathering.Gather[ValueMesh[R]] = gathering.Gather(n, decode, lambda values: ValueMesh(shape, values), _failed)
         self._post(range(n), payload, [whole.slot(i) for i in range(n)])
-        whole.future.reader = functools.partial(peers.read_replies, [group.peers[p] for p in ranks])
         return whole.future
 
     def call_one(self, *args: Any, **kwargs: Any) -> Future[R]:

@@ -78,10 +78,6 @@ class Channel:
         self.bytes_received = 0  # a connection closed with none was a probe, not an attack
         self.authenticated = conn.state is protocol.State.AUTHENTICATED
         self._send_lock = threading.Lock()
-        self._read_lock = threading.Lock()  # held by whoever reads: the reactor, or a claimer
-        self._claim_lock = threading.Lock()  # orders claim, give_back and the socket's close
-        self._claimed = False
-        self._close_deferred = False  # closed while claimed: give_back closes the socket
         self._reactor = reactor or reactor_mod.get_reactor()
         self._fileno = -1  # set by start(): the socket registered with the reactor
         self._chunk = memoryview(bytearray(READ_CHUNK if self.authenticated else HANDSHAKE_READ_CHUNK))
@@ -94,10 +90,6 @@ class Channel:
 
     def fileno(self) -> int:
         return self._fileno
-
-    @property
-    def closed(self) -> bool:
-        return self.state is ChannelState.CLOSED
 
     @property
     def prioritized(self) -> bool:
@@ -129,53 +121,9 @@ class Channel:
             self.close(f"connection to {self.display} broke while sending: {exc}", CloseKind.IO_ERROR)
             raise ChannelClosed(self.close_reason or str(exc)) from exc
 
-    # Reading (reactor thread, or a thread that claimed the reading) ---------------------------
+    # Reading (reactor thread) -----------------------------------------------------------------
 
     def on_readable(self) -> None:
-        """The reactor's call: read, unless a waiting thread has claimed the reading (:meth:`claim`)."""
-        if not self._read_lock.acquire(blocking=False):
-            return  # the claimer reads it; the reactor is not told about this socket until then
-        try:
-            self.read_ready()
-        finally:
-            self._read_lock.release()
-
-    def claim(self) -> bool:
-        """Take the reading of this channel from the reactor, for the calling thread, which then
-        calls :meth:`read_ready` when the socket is readable and :meth:`give_back` when done
-        (:mod:`.direct_reads` says why). False if the reactor or another thread is reading it,
-        or the channel is not active, or the reactor cannot pause one socket."""
-        if self._fileno < 0 or not self._read_lock.acquire(blocking=False):
-            return False
-        with self._claim_lock:
-            if self.state is ChannelState.ACTIVE and self._reactor.pause(self):
-                self._claimed = True
-                return True
-        self._read_lock.release()
-        return False
-
-    def give_back(self) -> None:
-        """End a :meth:`claim`: the reactor watches the socket again (and sees what is pending)."""
-        with self._claim_lock:
-            self._claimed = False
-            close, self._close_deferred = self._close_deferred, False
-            if not close:
-                self._reactor.resume(self)
-        self._read_lock.release()
-        if close:  # closed while claimed: the reactor has unregistered it and left the closing to us
-            self.stream.close()
-
-    def _close_stream(self) -> None:
-        """Close the socket (on the reactor thread, after unregistering it), or leave that to the
-        claimer: its descriptor must not be reused while a claimer may still pause or poll it."""
-        with self._claim_lock:
-            if self._claimed:
-                self._close_deferred = True
-                return
-        self.stream.close()
-
-    def read_ready(self) -> None:
-        """Read what the socket has and handle the frames; the caller holds the reading."""
         if self.state is ChannelState.CLOSED:
             return
         try:
@@ -189,8 +137,6 @@ class Channel:
                 self.bytes_received += n
                 self.conn.receive_data(self._chunk[:n] if n else b"")
             self._drain_events()
-        except BlockingIOError:
-            return  # nothing there after all: the other reader (reactor or claimer) had it
         except errors.AuthenticationError as exc:
             self._flush_handshake()
             self.close(str(exc), CloseKind.AUTH_FAILED)
@@ -263,7 +209,7 @@ class Channel:
         else:
             self._reactor.unregister(self)
             # Unregister runs on the reactor thread before the descriptor may be reused.
-            self._reactor.call_soon(self._close_stream) if not self._reactor.on_thread else self._close_stream()
+            self._reactor.call_soon(self.stream.close) if not self._reactor.on_thread else self.stream.close()
         self.on_closed(self, reason)
 
 

@@ -21,7 +21,7 @@ _UNSET: Any = object()
 class Future(Generic[R]):
     """The eventual result of a call: ``fut.get(timeout=None)`` or ``await fut``."""
 
-    __slots__ = ("_done_lock", "_lock", "_done", "_raw", "_decode", "_value", "_error", "_callbacks", "reader")
+    __slots__ = ("_done_lock", "_lock", "_done", "_raw", "_decode", "_value", "_error", "_callbacks")
 
     def __init__(self, decode: Callable[[Any], R] | None = None) -> None:
         self._done_lock = threading.Lock()
@@ -33,9 +33,6 @@ class Future(Generic[R]):
         self._value: Any = _UNSET
         self._error: BaseException | None = None
         self._callbacks: list[Callable[[Future[R]], None]] | None = None
-        # Set by whoever sends the request: reads its reply in the waiting thread, given a
-        # "done?" test, for a short while (runtime/direct_reads.py); None: the reactor reads.
-        self.reader: Callable[[Callable[[], bool]], None] | None = None
 
     def __repr__(self) -> str:
         return f"<Future {'done' if self._done else 'pending'}>"
@@ -89,10 +86,6 @@ class Future(Generic[R]):
     def _wait(self, timeout: float | None) -> None:
         if self._done:
             return
-        if self.reader is not None and (timeout is None or timeout > 0.01):
-            self.reader(self.done)
-            if self._done:
-                return
         if not self._done_lock.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
             raise TimeoutError(f"no result within {timeout} s")
         self._done_lock.release()

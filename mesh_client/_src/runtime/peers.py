@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from mesh_client._src.runtime import channel as channel_mod
-from mesh_client._src.runtime import direct_reads, futures
+from mesh_client._src.runtime import futures
 from mesh_client._src.wire import envelopes
 
 # Reply status codes and the one-way call id, defined with the envelopes they travel in.
@@ -119,8 +119,6 @@ class Peer:
                 waiter.set_raw((LOST, self.lost, self))
                 return
             self._pending[call_id] = waiter
-            if type(waiter) is futures.Future:
-                waiter.reader = self.read_replies
         try:
             channel = self._channel or self._get_channel()
             channel.send([envelopes.request_envelope(call_id, op, fields), *payload])
@@ -131,13 +129,6 @@ class Peer:
             return
         if waiter is not None and self.lost:  # the link dropped between registering and sending
             self._fail_pending()
-
-    def read_replies(self, done: Callable[[], bool]) -> None:
-        """Read this peer's replies in the calling thread until ``done()``, for a short while
-        (:mod:`.direct_reads`): a future's ``reader``."""
-        channel = self._channel
-        if channel is not None:
-            direct_reads.read_until((channel,), done)
 
     def _on_message(self, channel: channel_mod.Channel, segments: envelopes.Received) -> None:
         reply = envelopes.decode_reply(segments)  # MalformedMessage closes the channel
@@ -172,13 +163,6 @@ class Peer:
     def close(self) -> None:
         if self._channel is not None:
             self._channel.close("closed by this client")
-
-
-def read_replies(peers: Sequence[Peer], done: Callable[[], bool]) -> None:
-    """Read the replies of all ``peers`` in the calling thread until ``done()``, for a short
-    while: the ``reader`` of a future that gathers calls to several procs."""
-    channels = [peer._channel for peer in peers if peer._channel is not None]
-    direct_reads.read_until(channels, done)
 
 
 _peers: dict[tuple[Address, bytes], Peer] = {}

@@ -10,7 +10,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import os
-import select
 import selectors
 import socket
 import threading
@@ -56,9 +55,6 @@ class Reactor:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
-        # The kernel object under an EpollSelector (EVENT_READ is EPOLLIN there): pause/resume.
-        inner = getattr(self._selector, "_selector", None)
-        self._epoll: select.epoll | None = inner if hasattr(select, "epoll") and isinstance(inner, select.epoll) else None
         self._pending: list[Callable[[], None]] = []
         self._pending_lock = threading.Lock()
         self._timers: list[tuple[float, int, Timer]] = []
@@ -130,27 +126,6 @@ class Reactor:
         else:
             self.call_soon(drop)
 
-    def pause(self, handler: Readable) -> bool:
-        """Stop reporting ``handler``'s socket until :meth:`resume`; from any thread, without
-        waking the loop (the kernel's epoll is thread-safe; the selector's map is untouched).
-        False where the selector is not epoll, or the socket is not registered (yet)."""
-        epoll = self._epoll
-        if epoll is None:
-            return False
-        try:
-            epoll.modify(handler.fileno(), 0)
-        except OSError:
-            return False
-        return True
-
-    def resume(self, handler: Readable) -> None:
-        """Report ``handler``'s socket again; if it is readable now, the next select says so."""
-        if self._epoll is not None:
-            try:
-                self._epoll.modify(handler.fileno(), select.EPOLLIN)
-            except OSError:
-                pass  # unregistered meanwhile (closed)
-
     def _run(self) -> None:
         while True:
             timeout = None
@@ -177,7 +152,7 @@ class Reactor:
                 try:
                     handler.on_readable()
                 except Exception as exc:  # a handler bug must not stop all I/O
-                    report(f"procmesh: I/O handler {handler!r} failed: {exc!r}")
+                    _report(f"procmesh: I/O handler {handler!r} failed: {exc!r}")
             if self._pending:
                 with self._pending_lock:
                     pending, self._pending = self._pending, []
@@ -185,7 +160,7 @@ class Reactor:
                     try:
                         fn()
                     except Exception as exc:
-                        report(f"procmesh: I/O callback failed: {exc!r}")
+                        _report(f"procmesh: I/O callback failed: {exc!r}")
             now = time.monotonic()
             while self._timers and self._timers[0][0] <= now:
                 _, _, timer = heapq.heappop(self._timers)
@@ -196,7 +171,7 @@ class Reactor:
                 try:
                     due()
                 except Exception as exc:
-                    report(f"procmesh: timer failed: {exc!r}")
+                    _report(f"procmesh: timer failed: {exc!r}")
 
 
 def _priority(event: tuple[selectors.SelectorKey, int]) -> int:
@@ -205,8 +180,7 @@ def _priority(event: tuple[selectors.SelectorKey, int]) -> int:
     return 0 if handler is None or getattr(handler, "prioritized", False) else 1
 
 
-def report(message: str) -> None:
-    """Print ``message`` and the exception being handled (a bug in a handler or callback)."""
+def _report(message: str) -> None:
     import sys
     import traceback
 

@@ -34,9 +34,7 @@ class SocketStream:
         return self.sock.recv(max_bytes)
 
     def read_into(self, view: memoryview) -> int:
-        """Never waits: raises BlockingIOError when there is nothing to read (another thread
-        read it first: the reactor and a claimer share a socket, see runtime/direct_reads.py)."""
-        return self.sock.recv_into(view, 0, socket.MSG_DONTWAIT)
+        return self.sock.recv_into(view)
 
     def write(self, pieces: Sequence[bytes | bytearray | memoryview]) -> None:
         if len(pieces) <= _MAX_IOV:  # the common case: one sendmsg takes the whole frame
