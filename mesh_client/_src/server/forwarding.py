@@ -17,7 +17,6 @@ SupervisionError for the affected ranks).
 from __future__ import annotations
 
 import functools
-import pickle
 import queue
 import threading
 from collections.abc import Sequence
