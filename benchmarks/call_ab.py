@@ -3,7 +3,8 @@
 Each run is a fresh process with one checkout on its path: first the floor (``RAW``: plain
 pickle/TCP, one thread per side, to 8 echo processes), then spawn 8 local procs, and the median
 of 1500 ``call_one`` no-ops on one actor and of 300 ``call()`` fan-outs to all 8, and the CPU time
-per ``call_one`` of the controller and of the proc (all their threads); then 10,000 pipelined
+per ``call_one`` of the controller and of the proc, and per fan-out of the controller and of the
+8 procs together (all their threads); then 10,000 pipelined
 ``call_one``s and the median of 200 echoes of 1 MiB. Runs alternate between the checkouts, so
 load that comes and goes hits both alike.
 
@@ -114,10 +115,13 @@ lat = []
 mine, theirs = time.process_time(), one.cpu.call_one().get()
 for _ in range(1500):
     t = time.perf_counter(); one.noop.call_one().get(); lat.append(time.perf_counter() - t)
-theirs, mine = one.cpu.call_one().get() - theirs, time.process_time() - mine
+cpu_theirs, cpu_mine = one.cpu.call_one().get() - theirs, time.process_time() - mine
 fan = []
+mine, theirs = time.process_time(), actors.cpu.call().get()
 for _ in range(300):
     t = time.perf_counter(); actors.noop.call().get(); fan.append(time.perf_counter() - t)
+after, mine = actors.cpu.call().get(), time.process_time() - mine
+fan_procs = sum(after.item(gpus=g) - theirs.item(gpus=g) for g in range(8))
 t = time.perf_counter()
 futures = [one.noop.call_one() for _ in range(10000)]
 for f in futures:
@@ -129,7 +133,8 @@ for _ in range(200):
     t = time.perf_counter(); back = one.echo.call_one(blob).get(); big.append(time.perf_counter() - t)
 assert back == blob
 print(json.dumps({**raw, "call_one_p50_us": statistics.median(lat) * 1e6, "fanout8_p50_us": statistics.median(fan) * 1e6,
-                  "controller_cpu_us_per_call": mine / 1500 * 1e6, "proc_cpu_us_per_call": theirs / 1500 * 1e6,
+                  "controller_cpu_us_per_call": cpu_mine / 1500 * 1e6, "proc_cpu_us_per_call": cpu_theirs / 1500 * 1e6,
+                  "controller_cpu_us_per_fanout": mine / 300 * 1e6, "procs_cpu_us_per_fanout": fan_procs / 300 * 1e6,
                   "pipelined_calls_per_s": pipelined, "echo_1mib_p50_us": statistics.median(big) * 1e6}))
 procs.stop().get()
 """
@@ -137,6 +142,7 @@ procs.stop().get()
 # CPU time per call is what the call path costs, and varies far less with the machine's load
 # than latency does (a loaded 2-core machine delays wake-ups, not work).
 KEYS = ("call_one_p50_us", "fanout8_p50_us", "controller_cpu_us_per_call", "proc_cpu_us_per_call",
+        "controller_cpu_us_per_fanout", "procs_cpu_us_per_fanout",
         "pipelined_calls_per_s", "echo_1mib_p50_us",
         "raw_call_p50_us", "raw_fanout8_p50_us", "raw_client_cpu_us_per_call", "raw_server_cpu_us_per_call")
 
