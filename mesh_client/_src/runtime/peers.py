@@ -102,33 +102,36 @@ class Peer:
     ) -> futures.Future[Any]:
         """Send ``(call_id, *header)`` and ``payload``; the future decodes ``(status, segments, peer)``."""
         fut: futures.Future[Any] = futures.Future(decode)
-        self.submit(fut if reply else None, header[0], envelopes.request_fields(header[1:]), payload)
-        if not reply and not fut.done():
-            fut.set_raw((OK, None, None))
+        lost = self.submit(fut if reply else None, header[0], envelopes.request_fields(header[1:]), payload)
+        if not reply:
+            fut.set_raw((OK, None, None) if lost is None else lost)
         return fut
 
-    def submit(self, waiter: Waiter | None, op: int, fields: bytes, payload: Segments) -> None:
+    def submit(self, waiter: Waiter | None, op: int, fields: bytes, payload: Segments) -> tuple[int, str, Peer] | None:
         """Send a request whose fields were encoded once (:func:`envelopes.request_fields`);
         ``waiter.set_raw`` gets ``(status, segments, peer)`` when its reply (or the loss of the
-        connection) comes. ``None``: a one-way message, nobody waits."""
-        if waiter is None:
-            call_id = NO_REPLY
-        else:
-            call_id = next(_ids)
-            if self.lost:
-                waiter.set_raw((LOST, self.lost, self))
-                return
+        connection) comes. ``None``: a one-way message, nobody waits. Returns the LOST outcome
+        if it could not be sent (the waiter has it too), else None."""
+        if self.lost:
+            lost = (LOST, self.lost, self)
+            if waiter is not None:
+                waiter.set_raw(lost)
+            return lost
+        call_id = NO_REPLY if waiter is None else next(_ids)
+        if waiter is not None:
             self._pending[call_id] = waiter
         try:
             channel = self._channel or self._get_channel()
             channel.send([envelopes.request_envelope(call_id, op, fields), *payload])
         except (OSError, channel_mod.ChannelClosed) as exc:
             self._pending.pop(call_id, None)
+            lost = (LOST, self.lost or f"cannot reach {self.display}: {exc}", self)
             if waiter is not None:
-                waiter.set_raw((LOST, self.lost or f"cannot reach {self.display}: {exc}", self))
-            return
+                waiter.set_raw(lost)
+            return lost
         if waiter is not None and self.lost:  # the link dropped between registering and sending
             self._fail_pending()
+        return None
 
     def _on_message(self, channel: channel_mod.Channel, segments: envelopes.Received) -> None:
         reply = envelopes.decode_reply(segments)  # MalformedMessage closes the channel
