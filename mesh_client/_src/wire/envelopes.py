@@ -82,8 +82,8 @@ _fields_seen: dict[bytes, tuple[Any, ...]] = {}
 
 
 def decode_request(segments: Received) -> Request:
-    envelope = segments[0]
     try:
+        envelope = segments[0]
         call_id, op = REQUEST_HEAD.unpack_from(envelope)
         raw = bytes(envelope[REQUEST_HEAD.size :])
         fields = _fields_seen.get(raw)

@@ -3,7 +3,7 @@
 Aspects: a request and a reply round-trip; fields encoded once serve any call id; the receiver
 keeps small decoded fields (equal bytes give the one tuple) but not large ones, and never more
 than FIELDS_KEPT; a reply envelope is exactly 9 bytes and anything else is malformed; a request
-whose fields are not a pickled tuple is malformed.
+whose fields are not a pickled tuple is malformed, and so is a message without segments.
 """
 
 import pickle
@@ -69,3 +69,10 @@ def test_request_fields_that_are_not_a_pickled_tuple_are_malformed(fields):
 def test_a_request_envelope_shorter_than_its_struct_is_malformed():
     with pytest.raises(envelopes.MalformedMessage):
         envelopes.decode_request([b"\x00\x01"])
+
+
+def test_a_message_without_segments_is_malformed():
+    with pytest.raises(envelopes.MalformedMessage):
+        envelopes.decode_request([])
+    with pytest.raises(envelopes.MalformedMessage):
+        envelopes.decode_reply([])
