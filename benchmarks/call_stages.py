@@ -60,14 +60,14 @@ def install() -> None:
 
     streams.SocketStream.write = timed_write  # type: ignore[method-assign]
 
-    encode_request = envelopes.encode_request
+    request_envelope = envelopes.request_envelope
 
-    def timed_encode(call_id: int, header: Any, payload: Any) -> Any:
+    def timed_encode(call_id: int, op: int, fields: bytes) -> Any:
         _local.call_id = call_id
         _stamp(call_id, "encode", _now())
-        return encode_request(call_id, header, payload)
+        return request_envelope(call_id, op, fields)
 
-    envelopes.encode_request = timed_encode
+    envelopes.request_envelope = timed_encode
 
     decode_request = envelopes.decode_request
 

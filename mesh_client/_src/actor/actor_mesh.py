@@ -19,9 +19,9 @@ from mesh_client._src.actor.errors import NotAnEndpoint, SupervisionError
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.actor.value_mesh import ValueMesh
-from mesh_client._src.runtime import futures, ops, peers
+from mesh_client._src.runtime import futures, gathering, ops, peers
 from mesh_client._src.runtime.futures import Future
-from mesh_client._src.wire import serialization
+from mesh_client._src.wire import envelopes, serialization
 
 if TYPE_CHECKING:
     from mesh_client._src.actor.endpoint import Endpoint
@@ -150,42 +150,64 @@ class ActorEndpoint(Generic[R]):
         self._mesh = mesh
         self._method = method
         self._what = f"Actor call {mesh._name}.{method}"  # Monarch's words: "Actor call m.f failed"
+        self._fields: dict[int, bytes] = {}  # index in the slice -> the envelope fields of a call there
 
     def _send(self, indices: Sequence[int], args: tuple[Any, ...], kwargs: dict[str, Any], reply: bool = True) -> list[Future[Any]]:
+        """One future per index: the call's outcome at that point of the mesh."""
         mesh = self._mesh
         shape, group = mesh._shape, mesh._group
         payload = serialization.dumps((args, kwargs))
         if trees.routed(group):  # a big mesh: through a tree of its procs (trees.py says why)
             return trees.send(mesh, self._method, self._what, indices, payload, reply)
-        futs: list[Future[Any]] = []
+        futs: list[Future[Any]] = [Future(functools.partial(_decode, self._what, group.displays[shape.ranks[i]])) for i in indices]
+        self._post(indices, payload, futs if reply else None)
+        if not reply:
+            for fut in futs:
+                fut.set_raw((peers.OK, None, None))
+        return futs
+
+    def _post(self, indices: Sequence[int], payload: Sequence[Any], waiters: Sequence[peers.Waiter] | None) -> None:
+        """Send the call to each index (``waiters[k]`` gets the reply of ``indices[k]``; None:
+        one-way). The envelope fields of each point are encoded once per endpoint and slice."""
+        mesh = self._mesh
+        shape, group = mesh._shape, mesh._group
+        ranks, procs, encoded = shape.ranks, group.peers, self._fields
         born = group.born.get(mesh._actor_id)
-        for i in indices:
-            p = shape.ranks[i]
+        for k, i in enumerate(indices):
+            p = ranks[i]
+            waiter = None if waiters is None else waiters[k]
             if born is not None and born[p] != group.incarnations[p]:  # its actor died with the old proc
                 error = SupervisionError(f"{messages.endpoint_call(self._what)} failed: {restarts.gone_message(group, p, mesh._name)}")
-                fut: Future[Any] = Future(functools.partial(_raise, error))
-                fut.set_raw((peers.LOST, str(error), None))  # lost, so a gather fails fast on it
-                futs.append(fut)
+                if waiter is not None:
+                    waiter.set_raw((peers.LOST, str(error), error))  # lost, so a gather fails fast on it
                 continue
-            futs.append(
-                group.peers[p].request(
-                    (ops.CALL, mesh._actor_id, self._method, i, shape.labels, shape.sizes),
-                    payload,
-                    functools.partial(messages.decode_reply, self._what, group.displays[p]),
-                    reply=reply,
-                )
-            )
-        return futs
+            fields = encoded.get(i)
+            if fields is None:
+                fields = encoded[i] = envelopes.request_fields((mesh._actor_id, self._method, i, shape.labels, shape.sizes))
+            procs[p].submit(waiter, ops.CALL, fields, payload)
 
     def call(self, *args: Any, **kwargs: Any) -> Future[ValueMesh[R]]:
         """Every actor of the mesh; the future gives a ValueMesh, or raises the first failure to
         arrive (an actor's exception with its remote traceback, or a dead proc), at once."""
-        shape = self._mesh._shape
-        futs = self._send(range(len(shape)), args, kwargs)
+        mesh = self._mesh
+        shape, group = mesh._shape, mesh._group
+        n = len(shape)
         # The first failure fails the whole call at once, as in Monarch: the others may be
         # waiting for the failed one forever (a collective, an SPMD rendezvous with a dead or
         # failed peer), so their replies are not worth waiting for.
-        return gather(futs, lambda values: ValueMesh(shape, values), fail_fast=messages.failed)
+        if trees.routed(group):
+            futs = self._send(range(n), args, kwargs)
+            return gather(futs, lambda values: ValueMesh(shape, values), fail_fast=messages.failed)
+        payload = serialization.dumps((args, kwargs))
+        what, displays, ranks = self._what, group.displays, shape.ranks
+
+        def decode(i: int, raw: Any) -> Any:
+            return _decode(what, displays[ranks[i]], raw)
+
+        # One object counts the replies: no future, lock pair or done callback per member.
+        whole: gathering.Gather[ValueMesh[R]] = gathering.Gather(n, decode, lambda values: ValueMesh(shape, values), _failed)
+        self._post(range(n), payload, [whole.slot(i) for i in range(n)])
+        return whole.future
 
     def call_one(self, *args: Any, **kwargs: Any) -> Future[R]:
         n = len(self._mesh._shape)
@@ -216,8 +238,16 @@ class ActorEndpoint(Generic[R]):
         )
 
 
-def _raise(error: BaseException, raw: object) -> Any:
-    raise error
+def _decode(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:
+    """A member's outcome; one whose proc restarted under its actor carries the error to raise."""
+    if raw[0] == peers.LOST and isinstance(raw[2], BaseException):
+        raise raw[2]
+    return messages.decode_reply(what, where, raw)
+
+
+def _failed(raw: tuple[int, Any, Any]) -> bool:
+    """Whether a member's raw outcome fails a ``call()`` at once (an error, a dead actor or proc)."""
+    return raw[0] != peers.OK
 
 
 class NotAnEndpointRef:

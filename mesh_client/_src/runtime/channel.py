@@ -149,6 +149,14 @@ class Channel:
             self.close(f"connection to {self.display} failed: {exc}", CloseKind.IO_ERROR)
 
     def _drain_events(self) -> None:
+        if self.authenticated:  # every small message of the read at once, then what else is left
+            on_message = self.on_message
+            for segments in self.conn.take_messages():
+                on_message(self, segments)
+                if self.state is ChannelState.CLOSED:
+                    return
+            if self.conn.idle():
+                return
         while True:
             event = self.conn.next_event()
             if event is protocol.NEED_DATA:

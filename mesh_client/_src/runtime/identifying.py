@@ -71,7 +71,7 @@ def identify_proc(
             if event is protocol.NEED_DATA:
                 conn.receive_data(stream.read(65536))
             elif isinstance(event, protocol.Message):
-                # The reply header is a pickle of two ints; parse it without unpickling.
+                # The reply envelope is a fixed struct and the identity is JSON: nothing is unpickled.
                 reply: IdentityReply = json.loads(bytes(event.segments[1]))
                 return reply
             elif isinstance(event, protocol.Closed):

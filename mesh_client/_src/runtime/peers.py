@@ -15,7 +15,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from mesh_client._src.runtime import channel as channel_mod
 from mesh_client._src.runtime import futures
@@ -42,6 +42,13 @@ Address = tuple[str, int]
 Segments = Sequence[bytes | bytearray | memoryview]
 
 
+class Waiter(Protocol):
+    """What a peer completes when a reply comes: a :class:`~.futures.Future`, or one slot of a
+    :class:`~.gathering.Gather`."""
+
+    def set_raw(self, raw: Any) -> bool: ...
+
+
 class Peer:
     """One proc server: connect on first use, fail everything pending when the link drops."""
 
@@ -52,7 +59,7 @@ class Peer:
         self._token = token
         self._channel: channel_mod.Channel | None = None
         self._connect_lock = threading.Lock()
-        self._pending: dict[int, futures.Future[Any]] = {}
+        self._pending: dict[int, Waiter] = {}
         self.lost: str | None = None  # why the connection ended, once it has
         self.lost_at: float | None = None  # when (time.monotonic()) it ended
         # Asked lazily, in the caller's thread, when a call fails because the link dropped:
@@ -93,32 +100,44 @@ class Peer:
         *,
         reply: bool = True,
     ) -> futures.Future[Any]:
-        """Send ``(call_id, *header)`` and ``payload``; the future decodes ``(status, segments, header)``."""
+        """Send ``(call_id, *header)`` and ``payload``; the future decodes ``(status, segments, peer)``."""
         fut: futures.Future[Any] = futures.Future(decode)
-        call_id = next(_ids) if reply else NO_REPLY
+        lost = self.submit(fut if reply else None, header[0], envelopes.request_fields(header[1:]), payload)
+        if not reply:
+            fut.set_raw((OK, None, None) if lost is None else lost)
+        return fut
+
+    def submit(self, waiter: Waiter | None, op: int, fields: bytes, payload: Segments) -> tuple[int, str, Peer] | None:
+        """Send a request whose fields were encoded once (:func:`envelopes.request_fields`);
+        ``waiter.set_raw`` gets ``(status, segments, peer)`` when its reply (or the loss of the
+        connection) comes. ``None``: a one-way message, nobody waits. Returns the LOST outcome
+        if it could not be sent (the waiter has it too), else None."""
         if self.lost:
-            fut.set_raw((LOST, self.lost, self))
-            return fut
-        if reply:
-            self._pending[call_id] = fut
+            lost = (LOST, self.lost, self)
+            if waiter is not None:
+                waiter.set_raw(lost)
+            return lost
+        call_id = NO_REPLY if waiter is None else next(_ids)
+        if waiter is not None:
+            self._pending[call_id] = waiter
         try:
-            channel = self._get_channel()
-            channel.send(envelopes.encode_request(call_id, header, payload))
+            channel = self._channel or self._get_channel()
+            channel.send([envelopes.request_envelope(call_id, op, fields), *payload])
         except (OSError, channel_mod.ChannelClosed) as exc:
             self._pending.pop(call_id, None)
-            fut.set_raw((LOST, self.lost or f"cannot reach {self.display}: {exc}", self))
-            return fut
-        if not reply:
-            fut.set_raw((OK, None, None))
-        elif self.lost:  # the link dropped between registering and sending
+            lost = (LOST, self.lost or f"cannot reach {self.display}: {exc}", self)
+            if waiter is not None:
+                waiter.set_raw(lost)
+            return lost
+        if waiter is not None and self.lost:  # the link dropped between registering and sending
             self._fail_pending()
-        return fut
+        return None
 
     def _on_message(self, channel: channel_mod.Channel, segments: envelopes.Received) -> None:
         reply = envelopes.decode_reply(segments)  # MalformedMessage closes the channel
-        fut = self._pending.pop(reply.call_id, None)
-        if fut is not None:
-            fut.set_raw((reply.status, reply.payload, reply.header))
+        waiter = self._pending.pop(reply.call_id, None)
+        if waiter is not None:
+            waiter.set_raw((reply.status, reply.payload, self))
 
     def _on_closed(self, channel: channel_mod.Channel, reason: str) -> None:
         self.lost_at = time.monotonic()

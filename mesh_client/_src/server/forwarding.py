@@ -17,7 +17,6 @@ SupervisionError for the affected ranks).
 from __future__ import annotations
 
 import functools
-import pickle
 import queue
 import threading
 from collections.abc import Sequence
@@ -124,7 +123,7 @@ class _Collector:
         self._aggregate = aggregate
 
     def send(self, segments: Sequence[Any]) -> None:
-        status = pickle.loads(segments[0])[1]  # our own envelope (encode_reply), never a peer's bytes
+        status = envelopes.reply_status(segments)  # our own envelope (encode_reply), never a peer's bytes
         body = list(segments[1:])  # the result's own pickled buffers: no copy of a big value
         self._aggregate.add([((self._index, status, len(body), None), body)])
 

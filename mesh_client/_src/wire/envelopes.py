@@ -1,16 +1,25 @@
 """Requests and replies inside authenticated MESSAGE frames: the one place that encodes and
 decodes them (sans-IO: segments in, typed values out).
 
-A message is a list of segments. The first is the envelope, a pickled tuple (it is only ever
-read after authentication, see :mod:`.protocol`): ``(call_id, op, *fields)`` for a request,
-``(call_id, status)`` for a reply. The other segments are the payload, which this module never
-opens (the actor layer decodes it where the result is wanted, not on the I/O thread).
-Used by :mod:`mesh_client._src.runtime.peers` (client) and :mod:`mesh_client._src.server`.
+A message is a list of segments. The first is the envelope; the others are the payload, which
+this module never opens (the actor layer decodes it where the result is wanted, not on the I/O
+thread). Envelopes are only ever read after authentication (see :mod:`.protocol`):
+
+- a request's is ``call_id (u64) | op (u16)`` then the pickled tuple of the op's fields, so the
+  handlers see ``(call_id, op, *fields)``;
+- a reply's is ``call_id (u64) | status (u8)``, nothing else: no pickle on either side.
+
+Per call, only the fixed part changes. A sender that sends the same fields again (every call of
+one endpoint to one point of a slice) encodes them once (:func:`request_fields`), and the
+receiver keeps the last few small field pickles it decoded (:data:`FIELDS_KEPT`), so neither
+side pickles a header per call. Used by :mod:`mesh_client._src.runtime.peers` (client) and
+:mod:`mesh_client._src.server`.
 """
 
 from __future__ import annotations
 
 import pickle
+import struct
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -25,6 +34,14 @@ ERROR = 1
 LOST = 2  # never sent: made locally when the connection dropped before the reply came
 
 NO_REPLY = 0  # the call id of one-way messages (broadcast): nobody waits for a reply
+
+REQUEST_HEAD = struct.Struct("!QH")  # call id, op; the pickled fields follow in the same segment
+REPLY_HEAD = struct.Struct("!QB")  # call id, status: the whole envelope of a reply
+
+# Field pickles at most this long are kept once decoded (a call's are ~70 bytes; a spawn's,
+# which carries source files, is not kept), and at most this many of them (then all are dropped).
+FIELDS_KEPT_BYTES = 256
+FIELDS_KEPT = 512
 
 
 class MalformedMessage(errors.ProtocolError):
@@ -43,33 +60,60 @@ class Reply(NamedTuple):
     call_id: int
     status: int
     payload: Received
-    header: tuple[Any, ...]  # the whole envelope, for callers that keep it
+
+
+def request_fields(fields: tuple[Any, ...]) -> bytes:
+    """The encoded ``fields`` of a request, for :func:`encode_request_with` (encode once, send
+    many times). Receivers treat decoded fields as read-only: equal bytes may share one tuple."""
+    return pickle.dumps(fields, protocol=5)
+
+
+def request_envelope(call_id: int, op: int, fields: bytes) -> bytes:
+    """Segment 0 of a request whose fields were encoded by :func:`request_fields`."""
+    return REQUEST_HEAD.pack(call_id, op) + fields
 
 
 def encode_request(call_id: int, header: tuple[Any, ...], payload: Sequence[Segment]) -> list[Segment]:
     """The segments of request ``call_id`` with envelope fields ``header`` = ``(op, *fields)``."""
-    return [pickle.dumps((call_id, *header), protocol=5), *payload]
+    return [REQUEST_HEAD.pack(call_id, header[0]) + pickle.dumps(header[1:], protocol=5), *payload]
+
+
+_fields_seen: dict[bytes, tuple[Any, ...]] = {}
 
 
 def decode_request(segments: Received) -> Request:
     try:
-        header = pickle.loads(segments[0])
-        call_id, op = header[0], header[1]
+        envelope = segments[0]
+        call_id, op = REQUEST_HEAD.unpack_from(envelope)
+        raw = bytes(envelope[REQUEST_HEAD.size :])
+        fields = _fields_seen.get(raw)
+        if fields is None:
+            fields = pickle.loads(raw)
+            if type(fields) is not tuple:
+                raise MalformedMessage(f"a request's fields are a pickled tuple, got {type(fields).__name__}")
+            if len(raw) <= FIELDS_KEPT_BYTES:
+                if len(_fields_seen) >= FIELDS_KEPT:
+                    _fields_seen.clear()
+                _fields_seen[raw] = fields
+    except MalformedMessage:
+        raise
     except Exception as exc:
-        raise MalformedMessage(f"a request envelope is a pickled (call_id, op, ...) tuple: {exc!r}") from None
-    if type(header) is not tuple or type(op) is not int:
-        raise MalformedMessage(f"a request envelope is a (call_id, op, ...) tuple, got {type(header).__name__}")
-    return Request(call_id, op, header, segments[1:])
+        raise MalformedMessage(f"a request envelope is call id (u64), op (u16), then a pickled tuple: {exc!r}") from None
+    return Request(call_id, op, (call_id, op, *fields), segments[1:])
 
 
 def encode_reply(call_id: int, status: int, payload: Sequence[Segment]) -> list[Segment]:
-    return [pickle.dumps((call_id, status), protocol=5), *payload]
+    return [REPLY_HEAD.pack(call_id, status), *payload]
+
+
+def reply_status(segments: Sequence[Segment]) -> int:
+    """The status of a reply's segments (as :func:`encode_reply` made them)."""
+    return int(REPLY_HEAD.unpack_from(segments[0])[1])
 
 
 def decode_reply(segments: Received) -> Reply:
     try:
-        header = pickle.loads(segments[0])
-        call_id, status = header
+        call_id, status = REPLY_HEAD.unpack(segments[0])
     except Exception as exc:
-        raise MalformedMessage(f"a reply envelope is a pickled (call_id, status) pair: {exc!r}") from None
-    return Reply(call_id, status, segments[1:], header)
+        raise MalformedMessage(f"a reply envelope is 9 bytes, call id (u64) and status (u8): {exc!r}") from None
+    return Reply(call_id, status, segments[1:])

@@ -46,8 +46,10 @@ def head_struct(count: int) -> struct.Struct:
 
 def encode(kind: Kind, segments: Sequence[bytes | bytearray | memoryview], field: int = 0) -> list[bytes | bytearray | memoryview]:
     """Return the pieces of one frame, ready for ``socket.sendmsg`` (segments are not copied)."""
-    head = head_struct(len(segments)).pack(MAGIC, VERSION, kind, len(segments), field, *map(_nbytes, segments))
-    return [head, *segments]
+    count = len(segments)
+    st = _HEADS.get(count) or head_struct(count)  # runs for every message: no calls it can skip
+    lengths = [s.nbytes if type(s) is memoryview else len(s) for s in segments]
+    return [st.pack(MAGIC, VERSION, kind, count, field, *lengths), *segments]
 
 
 def encode_bytes(kind: Kind, segments: Sequence[bytes | bytearray | memoryview], field: int = 0) -> bytes:

@@ -265,6 +265,55 @@ class Connection:
             if event is not None:
                 return event
 
+    def take_messages(self) -> list[list[bytes | memoryview]]:
+        """The segments of every complete small MESSAGE frame at the front of what was received:
+        the fast path of an authenticated connection, one call per read instead of one
+        :meth:`next_event` per frame. It stops at anything else (a handshake or ERROR frame, a
+        frame at or over ``LARGE_FRAME`` or the size limit, an unfinished frame) and leaves it
+        to :meth:`next_event`, which the caller asks next unless :meth:`idle` says nothing is left."""
+        out: list[list[bytes | memoryview]] = []
+        if self.state is not State.AUTHENTICATED or self._big is not None:
+            return out
+        data = self._data
+        buf: bytes | bytearray | memoryview = self._buf if data is None else data
+        pos, end = self._pos, len(buf)
+        unpack, heads, size = frames.HEADER.unpack_from, frames._HEADS, frames.HEADER.size
+        limit = min(self.LARGE_FRAME - 1, self._max_message)
+        while end - pos >= size:
+            magic, version, kind_number, count, _ = unpack(buf, pos)
+            if kind_number != _MESSAGE or magic != frames.MAGIC or version != frames.VERSION or count > self.MAX_SEGMENTS:
+                break
+            at = pos + size + 8 * count
+            if at > end:
+                break
+            st = heads.get(count) or frames.head_struct(count)
+            lengths = st.unpack_from(buf, pos)[5:]
+            total = sum(lengths)
+            if total > limit or at + total > end:
+                break
+            if count == 1:
+                segments: list[bytes | memoryview] = [bytes(buf[at : at + total])]
+            else:
+                segments = []
+                for n in lengths:
+                    segments.append(bytes(buf[at : at + n]))
+                    at += n
+            out.append(segments)
+            pos = at + total if count == 1 else at
+        self._pos = pos
+        if pos == end:
+            if data is not None:
+                self._data, self._pos = None, 0
+            else:
+                self._buf.clear()
+                self._pos = 0
+        return out
+
+    def idle(self) -> bool:
+        """Nothing received is left to parse (no bytes, no large frame, no end of stream):
+        :meth:`next_event` would say NEED_DATA."""
+        return self._data is None and not self._buf and self._big is None and not self._eof and self.state is not State.CLOSED
+
     def _truncated(self) -> Closed:
         self.state = State.CLOSED
         raise errors.ProtocolError("the peer closed the connection in the middle of a frame")

@@ -101,9 +101,17 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]  # cloudpickle is unt
         return super().reducer_override(obj)
 
 
+_NONE = pickle.dumps(None, protocol=5)
+_NO_ARGUMENTS_PICKLE = pickle.dumps(((), {}), protocol=5)
+
+
 def dumps(obj: Any, code_files: set[str] | None = None) -> list[bytes | memoryview]:
     """``[pickle stream, buffer, buffer, ...]``; the buffers are views, not copies.
     ``code_files`` gets the file name of every code object pickled by value."""
+    if obj is None:  # a result of None
+        return [_NONE]
+    if type(obj) is tuple and len(obj) == 2 and type(obj[0]) is tuple and not obj[0] and type(obj[1]) is dict and not obj[1]:
+        return [_NO_ARGUMENTS_PICKLE]  # the (args, kwargs) of a call without arguments
     if _plain(obj):  # the fast path for small arguments and results (a third of the cost)
         return [pickle.dumps(obj, protocol=5)]
     buffers: list[pickle.PickleBuffer] = []

@@ -19,7 +19,7 @@ import functools
 import importlib.metadata
 
 #: This release's wire protocol; 0 is what releases before protocol versions sent.
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: request and reply envelopes start with a fixed struct (wire/envelopes.py)
 
 
 @functools.cache

@@ -80,6 +80,8 @@ def test_a_dropped_link_fails_every_pending_call_and_later_ones():
     assert peer.lost
     status, _, _ = peer.request((1,), [], raw).get(timeout=0)
     assert status == peers.LOST
+    status, _, _ = peer.request((1,), [], raw, reply=False).get(timeout=0)  # one-way: not sent either
+    assert status == peers.LOST
 
 
 def test_a_malformed_reply_drops_the_link():
