@@ -17,6 +17,7 @@ from mesh_client._src.actor.context import (
 from mesh_client._src.actor.endpoint import Endpoint, concurrent_endpoint, endpoint
 from mesh_client._src.actor.errors import (
     ActorError,
+    ConnectionBroken,
     NotAnEndpoint,
     RemoteException,
     SupervisionError,
@@ -43,6 +44,7 @@ __all__ = [
     "ActorMesh",
     "BootstrapCommand",
     "Channel",
+    "ConnectionBroken",
     "Context",
     "Endpoint",
     "Extent",

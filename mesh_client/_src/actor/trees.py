@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mesh_client._src.actor import messages, restarts
-from mesh_client._src.actor.errors import SupervisionError
+from mesh_client._src.actor.errors import ConnectionBroken, SupervisionError
 from mesh_client._src.actor.options import options
 from mesh_client._src.runtime import futures, ops, peers
 
@@ -260,6 +260,8 @@ def _decode(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:
         if isinstance(extra, tuple):  # our own link to a top-level proc dropped
             peer, display, ranks = extra
             role = f" (forwarding to {ranks} ranks of the tree)" if ranks > 1 else ""
+            if peer.relinked() is not None:  # the proc lives on: only our link to it broke
+                raise ConnectionBroken(f"{messages.endpoint_call(what)} failed: {display}{role}: {peer.loss_message(data)}")
             data = f"{display}{role} failed: {peer.loss_message(data)}"
         raise SupervisionError(f"{messages.endpoint_call(what)} failed, the process this actor was running on, or one forwarding to it, failed: {data}")
     return messages.decode_reply(what, where, raw)

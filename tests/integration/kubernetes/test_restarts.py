@@ -8,17 +8,20 @@ the restart ("restart 1 of at most 2"), survivors keep their state; ``respawn()`
 actors again with the first spawn's arguments so the old handle answers; a second kill, seen only
 after the operator restarted the proc, is said to be a restart ("restart 2 of at most 2") by the
 call itself, and ``respawn()`` brings the handle back once more; a connection that breaks under
-a live proc (same pod, Ready) is reached again by ``reconnect()`` at once, with its actors and
-their state, and no bootstrap.
+a live proc (same pod, Ready) is reached again at once by itself (runtime/relinking.py: no
+fault, the call in flight fails with ``ConnectionBroken``), with its actors and their state, and
+no bootstrap; its actors are watched again (a kill is still a fault).
 """
 
 import os
 import signal
 import socket
+import threading
 
 import pytest
 
-from mesh_client import SupervisionError
+from mesh_client import ConnectionBroken, SupervisionError
+from mesh_client._src.actor import supervision
 from mesh_client._src.runtime.identifying import identify_proc
 from mesh_client.kubernetes import attach
 from tests.cluster import testing
@@ -118,15 +121,21 @@ def test_reconnect_reaches_a_live_proc_whose_connection_broke(kube, custom, name
     assert second.record.call_one("before").get(timeout=60) == 1
 
     peer = mesh._group.peers[1]
+    in_flight = second.sleep.call_one(1)
     peer._channel.stream.get_extra_info("socket").shutdown(socket.SHUT_RDWR)  # the proc lives on
-    with pytest.raises(SupervisionError):
-        second.echo.call_one(1).get(timeout=60)
-    assert peer.lost
-
-    assert mesh.reconnect() == []  # nothing restarted: the same pod's proc, reached at once
+    with pytest.raises(ConnectionBroken, match=r"cutoff\[hosts=0,gpus=1\].*but the proc is alive.*may or may not have run"):
+        in_flight.get(timeout=60)
+    assert peer.lost and mesh._group.peers[1] is not peer  # reached again at once, without reconnect()
     after = second.where.call_one().get(timeout=60)
     assert after["pid"] == before["pid"]
     assert after["env"]["TEST_BOOTSTRAPPED"] == before["env"]["TEST_BOOTSTRAPPED"]
     assert second.record.call_one("after").get(timeout=60) == 2  # the same actor, its state kept
+    settled = threading.Event()
+    supervision.submit(settled.set)  # after the failed watches were handled
+    assert settled.wait(60) and faults.named("rec") == []  # no fault: the controller lives on
+    assert mesh.reconnect() == []  # nothing restarted, nothing to reach again
     assert get_mesh(custom, namespace, "cutoff")["status"].get("restarts", 0) == 0
+
+    kill(mesh, 1)  # watched again over the new connection: a real death is still a fault
+    assert faults.wait("rec")[0].crashed_ranks == [1]
     mesh.stop().get()
