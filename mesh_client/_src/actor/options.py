@@ -15,6 +15,8 @@ gets its endpoint messages through a k-ary tree of its procs instead of one flat
 controller but adds 1.7-1.9x to the procs', which share its cores. Turn it on where the
 controller's CPU is the limit: procs on other hosts. ``PROCMESH_TREE_FANOUT_MIN`` and
 ``PROCMESH_TREE_BRANCHING`` (default 16, as Monarch's ``max_cast_fanout``) set the defaults.
+Both are read when an actor mesh is spawned and hold for its life (so a change cannot reorder
+one sender's messages to it): set them before spawning the meshes they are for.
 
 ``prefix_logs_with_actor`` (on, as in Monarch) prefixes log records made inside an actor with
 ``[actor=<its display name>] ``.
