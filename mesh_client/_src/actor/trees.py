@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from mesh_client._src.actor import messages, restarts
 from mesh_client._src.actor.errors import ConnectionBroken, SupervisionError
 from mesh_client._src.actor.options import options
-from mesh_client._src.runtime import futures, ops, peers
+from mesh_client._src.runtime import futures, ops, peers, relinking
 
 if TYPE_CHECKING:
     from mesh_client._src.actor.actor_mesh import ActorMesh
@@ -292,6 +292,8 @@ def _decode(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:
             if peer.relinked() is not None:  # the proc lives on: only our link to it broke
                 raise ConnectionBroken(f"{messages.endpoint_call(what)} failed: {display}{role}: {peer.loss_message(data)}")
             data = f"{display}{role} failed: {peer.loss_message(data)}"
+        elif relinking.says_alive(str(data)):  # a forwarder's link to a live proc broke
+            raise ConnectionBroken(f"{messages.endpoint_call(what)} failed, through the tree: {data}")
         raise SupervisionError(f"{messages.endpoint_call(what)} failed, the process this actor was running on, or one forwarding to it, failed: {data}")
     return messages.decode_reply(what, where, raw)
 

@@ -89,5 +89,14 @@ def broken_link_text(display: str, reason: str) -> str:
     else:
         what = ("this call was in flight, so it may or may not have run there (a call is never sent twice): "
                 "call it again if running it twice is safe")
-    return (f"the connection to proc {display} broke ({reason}), but the proc is alive: the same process "
+    return (f"the connection to proc {display} broke ({reason}), {ALIVE}: the same process "
             f"answered again and this client reconnected to it, its actors and their state are kept; {what}")
+
+
+#: What :func:`broken_link_text` says of the proc, which a forwarder's report is recognised by.
+ALIVE = "but the proc is alive"
+
+
+def says_alive(text: str) -> bool:
+    """Whether a lost call's message (a forwarder's, from the tree) is a broken link's."""
+    return ALIVE in text

@@ -10,6 +10,7 @@ call made on the old peer goes to its successor, and a proc whose link broke bec
 is reported as before.
 """
 
+import functools
 import os
 import signal
 import socket
@@ -117,3 +118,53 @@ def test_a_proc_that_died_is_still_a_fault(faults):
         assert "the local backend restarts no proc by itself" in str(lost.value)
         assert faults.wait("rec")[0].crashed_ranks == [0]
         assert mesh._group.peers[0].relinked() is None
+
+
+def test_a_cut_under_a_tree_routed_call_is_a_broken_link_too(faults):
+    from mesh_client import options
+
+    with this_host().spawn_procs(per_host={"gpus": 3}, name="treecut") as mesh:
+        before = options.tree_fanout_min, options.tree_branching
+        options.tree_fanout_min, options.tree_branching = 1, 2  # 0 forwards to 2: the cut holds a subtree
+        try:
+            rec = mesh.spawn("rec", Recorder)
+        finally:
+            options.tree_fanout_min, options.tree_branching = before
+        assert list(rec.record.call("a").get(timeout=60).values()) == [1, 1, 1]
+        in_flight = rec.sleep.call(1)
+        cut(mesh, 0)
+        with pytest.raises(ConnectionBroken, match=r"treecut\[gpus=0\].*but the proc is alive.*may or may not have run"):
+            in_flight.get(timeout=60)
+        assert list(rec.record.call("b").get(timeout=60).values()) == [2, 2, 2]  # through the new link
+        settle_supervision()
+        assert faults.named("rec") == []
+
+
+def cut_links_to(address):
+    """Run in a proc: break its connections to the proc server at ``address`` (that proc lives on)."""
+    n = 0
+    for (where, _), peer in list(peers._peers.items()):
+        if tuple(where) == tuple(address) and peer._channel is not None:
+            peer._channel.stream.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
+            n += 1
+    return n
+
+
+def test_a_forwarder_whose_link_to_a_live_child_broke_says_so(faults):
+    from mesh_client import options
+
+    with this_host().spawn_procs(per_host={"gpus": 3}, name="fwdcut") as mesh:
+        before = options.tree_fanout_min, options.tree_branching
+        options.tree_fanout_min, options.tree_branching = 1, 2  # 0 forwards to 2
+        try:
+            rec = mesh.spawn("rec", Recorder)
+        finally:
+            options.tree_fanout_min, options.tree_branching = before
+        assert list(rec.record.call("a").get(timeout=60).values()) == [1, 1, 1]
+        in_flight = rec.sleep.call(1)
+        assert mesh.slice(gpus=0).run(functools.partial(cut_links_to, mesh._group.addresses[2])).get(timeout=60) == [1]
+        with pytest.raises(ConnectionBroken, match=r"fwdcut\[gpus=2\].*but the proc is alive.*may or may not have run"):
+            in_flight.get(timeout=60)
+        assert list(rec.record.call("b").get(timeout=60).values()) == [2, 2, 2]  # proc 0 reached 2 again
+        settle_supervision()
+        assert faults.named("rec") == []
