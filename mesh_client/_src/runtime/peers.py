@@ -142,9 +142,12 @@ class Peer:
     def _on_closed(self, channel: channel_mod.Channel, reason: str) -> None:
         self.lost_at = time.monotonic()
         if channel.close_kind in (channel_mod.CloseKind.PEER_LEFT, channel_mod.CloseKind.IO_ERROR):
-            self.verdict = relinking.Verdict()  # before the calls fail: their errors wait for it
-            threading.Thread(target=self._relink, args=(self.verdict,), name=f"procmesh-relink-{self.display}",
-                             daemon=True).start()
+            self.verdict = verdict = relinking.Verdict()  # before the calls fail: their errors wait for it
+            try:
+                threading.Thread(target=self._relink, args=(verdict,), name=f"procmesh-relink-{self.display}",
+                                 daemon=True).start()
+            except RuntimeError:  # the interpreter is exiting: no new threads
+                verdict.settle(None, "this process is exiting")
         self.lost = reason
         self._fail_pending()
 
