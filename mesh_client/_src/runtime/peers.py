@@ -229,7 +229,8 @@ _peers_lock = threading.Lock()
 
 
 def get_peer(address: Address, token: bytes, display: str | None = None) -> Peer:
-    """The shared peer for this address and token. A lost peer stays lost: its actors are gone."""
+    """The shared peer for this address and token. A lost peer stays lost (its actors are gone),
+    unless its link broke under a live proc: then its successor takes its place here."""
     key = (address, token)
     peer = _peers.get(key)
     if peer is None:
