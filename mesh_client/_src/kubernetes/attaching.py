@@ -5,7 +5,9 @@ from ``status.procs`` (or a big mesh's ``status.procTable``: :func:`contract.sta
 ``<name>-token``: what the mesh's access Role grants), connects to every proc server, and runs
 ``bootstrap`` there. When a proc dies, failed calls say what its pod's status says, and
 whether the operator restarts it; after a restart (a new pod uid, :mod:`.reviving`),
-``ProcMesh.reconnect``/``respawn`` come here (:meth:`KubernetesProcs.revive`) for the new procs.
+``ProcMesh.reconnect``/``respawn`` come here (:meth:`KubernetesProcs.revive`) for the new procs;
+a client that may not list pods asks each lost proc who it is instead (its boot id). A broken
+connection to a live proc needs neither: the client reconnects by itself (runtime/relinking.py).
 """
 
 from __future__ import annotations
