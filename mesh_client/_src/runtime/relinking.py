@@ -73,12 +73,25 @@ def ask_again(address: tuple[str, int], token: bytes, before: Mapping[str, Any] 
     if before is None:
         return False, "this client had not learnt who the proc was before its connection broke"
     try:
-        now = identifying.identify_proc(address, token, timeout=BOUND_SECONDS, opener=opener)
+        now = identifying.identify_proc(address, token, timeout=BOUND_SECONDS,
+                                        opener=_bounded(opener) if opener is not None else None)
     except Exception as exc:  # refused, timed out, closed, refused our token: not the proc we knew
         return False, f"it does not answer ({type(exc).__name__}: {exc})"
     if same_proc(before, now):
         return True, ""
     return False, f"another process answers there now (pid {now.get('pid')})"
+
+
+def _bounded(opener: Callable[[tuple[str, int], float], streams.SocketStream]
+             ) -> Callable[[tuple[str, int], float], streams.SocketStream]:
+    """``opener`` whose stream's reads (the handshake, the reply) are bounded by its timeout: a
+    port-forward's stream has no bound of its own."""
+    def open_(address: tuple[str, int], timeout: float) -> streams.SocketStream:
+        stream = opener(address, timeout)
+        stream.get_extra_info("socket").settimeout(timeout)
+        return stream
+
+    return open_
 
 
 def broken_link_text(display: str, reason: str) -> str:
