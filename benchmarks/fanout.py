@@ -7,7 +7,8 @@ its own (procs torn down in ``finally``, the worker under ``--timeout``):
 2. memory: USS and RSS of every proc (``/proc/<pid>/smaps_rollup``), per proc;
 3. ``call()`` of a no-op endpoint (fan-out) and of one returning its rank (gather of one small
    value from every proc), p50/p99; procmesh in alternating rounds of the flat loop and the
-   tree (``options.tree_fanout_min``), so load hits both alike;
+   tree (two actor meshes on the same procs, one spawned under each ``options.tree_fanout_min``:
+   a mesh's route is fixed at its spawn), so load hits both alike;
 4. torchmonarch: the same steps, only at sizes whose projected memory (its USS per proc,
    measured at the smallest size, times the size, times 1.5) fits in half of MemAvailable; the
    output says where it stopped and why.
@@ -176,6 +177,14 @@ def worker(api_name: str, size: int, samples: int, branching: int, rounds: int) 
         out["memory"] = proc_memory(size)
         values = list(actors.rank.call().get().values())
         assert values == list(range(size)), "gather returned ranks out of order"
+        # An actor mesh's route is fixed at its spawn: the tree rounds use a mesh spawned tree-routed
+        # (after the memory figure, which stays one actor per proc).
+        by_mode = {"flat": actors}
+        if ours:
+            api.options.tree_fanout_min = 1
+            by_mode["tree"] = procs.spawn("leaf_tree", actor_class(api))
+            by_mode["tree"].noop.call().get()
+            api.options.tree_fanout_min = 10**9
         modes = ("flat", "tree") if ours else ("flat",)
         collected: dict[str, dict[str, list[float]]] = {m: {"fanout": [], "gather": []} for m in modes}
         cpu: dict[str, dict[str, float]] = {m: {} for m in modes}
@@ -183,14 +192,12 @@ def worker(api_name: str, size: int, samples: int, branching: int, rounds: int) 
         per_round = max(1, samples // rounds)
         for _ in range(rounds):
             for mode in modes:
-                if ours:
-                    api.options.tree_fanout_min = 1 if mode == "tree" else 10**9
-                actors.noop.call().get()  # warm the path (connections of the tree)
-                collected[mode]["fanout"] += timed(lambda: actors.noop.call().get(), per_round, cpu[mode], pids)
-                collected[mode]["gather"] += timed(lambda: list(actors.rank.call().get().values()), per_round)
+                mesh = by_mode[mode]
+                mesh.noop.call().get()  # warm the path (connections of the tree)
+                collected[mode]["fanout"] += timed(lambda mesh=mesh: mesh.noop.call().get(), per_round, cpu[mode], pids)
+                collected[mode]["gather"] += timed(lambda mesh=mesh: list(mesh.rank.call().get().values()), per_round)
         if ours:
-            api.options.tree_fanout_min = 1
-            assert list(actors.rank.call().get().values()) == values, "tree and flat gathers differ"
+            assert list(by_mode["tree"].rank.call().get().values()) == values, "tree and flat gathers differ"
         for mode, used in cpu.items():  # CPU per fan-out call: who is busy (the model's inputs)
             out[f"{mode}_controller_cpu_ms"] = used["controller"] / used["calls"] * 1e3
             out[f"{mode}_procs_cpu_ms"] = used["procs"] / used["calls"] * 1e3

@@ -252,7 +252,7 @@ def fail_fast_scenario(ctx: scenarios.Context) -> dict[str, Any]:
 
 # Kills (procs, the operator, a node, the API server): their own module, this registry --------
 
-from benchmarks import fault_kills  # noqa: E402  (registers its scenarios after the ones above)
+from benchmarks import fault_kills, link_breaks  # noqa: E402, F401  (their scenarios come after the ones above)
 
 # Output -------------------------------------------------------------------------------------
 

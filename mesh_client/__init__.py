@@ -17,6 +17,7 @@ from mesh_client._src.actor.context import (
 from mesh_client._src.actor.endpoint import Endpoint, concurrent_endpoint, endpoint
 from mesh_client._src.actor.errors import (
     ActorError,
+    ConnectionBroken,
     NotAnEndpoint,
     RemoteException,
     SupervisionError,
@@ -33,6 +34,7 @@ from mesh_client._src.local.host_mesh import HostMesh, get_or_spawn_controller, 
 from mesh_client._src.local.launcher import ProcStartError
 from mesh_client._src.local.workers import attach_to_workers, run_worker_loop_forever
 from mesh_client._src.runtime.futures import Future
+from mesh_client._src.wire.errors import VersionMismatch
 
 __all__ = [
     "Accumulator",
@@ -43,6 +45,7 @@ __all__ = [
     "ActorMesh",
     "BootstrapCommand",
     "Channel",
+    "ConnectionBroken",
     "Context",
     "Endpoint",
     "Extent",
@@ -59,6 +62,7 @@ __all__ = [
     "Shape",
     "SupervisionError",
     "ValueMesh",
+    "VersionMismatch",
     "as_endpoint",
     "attach_to_workers",
     "concurrent_endpoint",

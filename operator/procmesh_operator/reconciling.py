@@ -639,7 +639,11 @@ class Controller:
                 await self.store.prime(partner_key, lambda: self._list_pods(*partner_key))
                 partner_pods = self.store.pods_by_rank(partner_key, partner.uid)
         pods = self.store.pods_by_rank(key, mesh.uid)
-        mesh = upgrading.as_rendered(mesh, pods)  # a mesh from before spec.placement: as its pods are
+        # A mesh from before spec.placement: as its pods are, or as recorded once they were.
+        rendered = upgrading.as_rendered(mesh, pods, previous.get(upgrading.RENDERED_FIELD))
+        if (written := await upgrading.record(self.client, mesh, rendered, previous)) is not None:
+            self._wrote(key, written)
+        mesh = rendered
         dra = mesh.gpus.mode == contract.GPU_MODE_DRA and not mesh.suspend
         needs_devices = (mesh.gpus.mode in (contract.GPU_MODE_PINNED, contract.GPU_MODE_DRA)
                          and not mesh.suspend and len(pods) < mesh.size)

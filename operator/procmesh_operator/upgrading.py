@@ -7,8 +7,10 @@ proc's pod with the anti-affinity could leave it Pending for ever beside its own
 shared node. So the reconcile (:mod:`.reconciling`) asks :func:`as_rendered` first: while a
 DistinctNodes mesh still has pods, and they show that they were placed without host spreading (no
 inter-pod term of :mod:`.spreading` on a pod that should carry one; in pinned mode, two hosts on
-one node), the mesh is handled as ``Any``. A mesh none of whose pods remain (RestartMesh, a
-resume) is rendered by its spec. Pure.
+one node), the mesh is handled as ``Any``. The first time it is, :func:`record` writes that
+into ``status.renderedHostPlacement``, so that once none of its pods remain (RestartMesh, a
+resume) the mesh is still rendered as before, not by the spec it reads as. Pure, but for
+:func:`record`.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import specs, spreading
+from procmesh_operator import kubeclient, specs, spreading
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+#: The status field that keeps the host placement pods are rendered with, where it differs
+#: from ``spec.placement.hosts`` (only meshes from before that field).
+RENDERED_FIELD = "renderedHostPlacement"
 
 
 def _carries(pod: Mapping[str, Any], kind: str, mesh: str) -> bool:
@@ -53,8 +58,30 @@ def spread_when_rendered(mesh: specs.MeshSpec, pods: Mapping[int, Mapping[str, A
     return True
 
 
-def as_rendered(mesh: specs.MeshSpec, pods: Mapping[int, Mapping[str, Any]]) -> specs.MeshSpec:
-    """``mesh`` with the host placement its existing ``pods`` were rendered with."""
-    if not pods or not mesh.hosts_on_distinct_nodes or spread_when_rendered(mesh, pods):
+def as_rendered(mesh: specs.MeshSpec, pods: Mapping[int, Mapping[str, Any]],
+                recorded: str | None = None) -> specs.MeshSpec:
+    """``mesh`` with the host placement its existing ``pods`` were rendered with, or the one
+    ``recorded`` in ``status.renderedHostPlacement`` (which outlives the pods)."""
+    if not mesh.hosts_on_distinct_nodes:
         return mesh
-    return dataclasses.replace(mesh, host_placement=contract.HOSTS_ON_ANY_NODES)
+    if recorded == contract.HOSTS_ON_ANY_NODES or (pods and not spread_when_rendered(mesh, pods)):
+        return dataclasses.replace(mesh, host_placement=contract.HOSTS_ON_ANY_NODES)
+    return mesh
+
+
+def to_record(mesh: specs.MeshSpec, rendered: specs.MeshSpec, recorded: str | None) -> str | None:
+    """What ``status.renderedHostPlacement`` must newly say (None: nothing to write)."""
+    if rendered.host_placement != mesh.host_placement and recorded != rendered.host_placement:
+        return rendered.host_placement
+    return None
+
+
+async def record(client: kubeclient.KubeClient, mesh: specs.MeshSpec, rendered: specs.MeshSpec,
+                 previous: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Write the placement ``rendered`` has into the status of ``mesh`` if it is not there yet
+    (its previous status); the mesh as written, or None when nothing was to write."""
+    placement = to_record(mesh, rendered, previous.get(RENDERED_FIELD))
+    if placement is None:
+        return None
+    return await client.merge_patch(kubeclient.mesh_path(mesh.namespace, mesh.name, status=True),
+                                    {"status": {RENDERED_FIELD: placement}})

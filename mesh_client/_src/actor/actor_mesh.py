@@ -123,10 +123,12 @@ class ActorMesh(MeshTrait, Generic[T]):
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Stop these actors (their ``__cleanup__`` runs); the procs stay."""
         self._group.spawns.pop(self._actor_id, None)  # nothing to respawn after a restart
-        if trees.routed(self._group):  # behind the calls sent through the tree before it
+        if trees.routed(self):  # behind the calls sent through the tree before it
             what = f"stop of {self._name}"
             stops = trees.send(self, None, what, range(len(self._shape)), (), True, reason)
+            trees.forget_route(self._actor_id)
             return gather(stops, lambda values: None, fail_fast=peers.is_lost)
+        trees.forget_route(self._actor_id)
         futs = [
             self._group.peers[p].request(
                 (ops.STOP_ACTOR, self._actor_id, reason),
@@ -157,7 +159,7 @@ class ActorEndpoint(Generic[R]):
         mesh = self._mesh
         shape, group = mesh._shape, mesh._group
         payload = serialization.dumps((args, kwargs))
-        if trees.routed(group):  # a big mesh: through a tree of its procs (trees.py says why)
+        if trees.routed(mesh):  # a big mesh: through a tree of its procs (trees.py says why)
             return trees.send(mesh, self._method, self._what, indices, payload, reply)
         futs: list[Future[Any]] = [Future(functools.partial(_decode, self._what, group.displays[shape.ranks[i]])) for i in indices]
         self._post(indices, payload, futs if reply else None)

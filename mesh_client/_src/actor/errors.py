@@ -26,6 +26,13 @@ class SupervisionError(RuntimeError):
     """The proc hosting an actor is gone (died, was killed or stopped): the call cannot complete."""
 
 
+class ConnectionBroken(SupervisionError):
+    """The connection to the actor's proc broke while the call was on it, but the proc is alive:
+    this client reconnected to the same process (its actors and their state are kept). A call in
+    flight may or may not have run (nothing is ever sent twice); the message says which. Call
+    again if that is safe. A SupervisionError, so code that catches those still catches it."""
+
+
 class RemoteException(Exception):
     """Stands in for a remote exception that could not be pickled back to the caller."""
 

@@ -13,7 +13,12 @@ import traceback
 from types import TracebackType
 from typing import Any
 
-from mesh_client._src.actor.errors import ActorError, RemoteException, SupervisionError
+from mesh_client._src.actor.errors import (
+    ActorError,
+    ConnectionBroken,
+    RemoteException,
+    SupervisionError,
+)
 from mesh_client._src.runtime import peers
 from mesh_client._src.wire import serialization
 
@@ -78,6 +83,8 @@ def decode_reply(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:
     if status == DEAD:
         raise SupervisionError(f"{endpoint_call(what)} failed, {dead_report(data)}")
     peer: peers.Peer = extra
+    if isinstance(peer, peers.Peer) and peer.relinked() is not None:  # the proc lives on: only the link broke
+        raise ConnectionBroken(f"{endpoint_call(what)} failed: {peer.loss_message(data)}")
     raise SupervisionError(f"{endpoint_call(what)} failed, the process this actor was running on failed: {peer.loss_message(data)}")
 
 

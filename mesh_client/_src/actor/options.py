@@ -15,6 +15,8 @@ from the measured crossover: a tree from 64 procs when they are on other hosts (
 host has 10 or more cores, else flat (on a 2-core host the flat loop is faster at every size).
 ``PROCMESH_TREE_FANOUT_MIN`` and ``PROCMESH_TREE_BRANCHING`` (default 16, as Monarch's
 ``max_cast_fanout``) set the defaults.
+Both are read when an actor mesh is spawned and hold for its life (so a change cannot reorder
+one sender's messages to it): set them before spawning the meshes they are for.
 
 ``prefix_logs_with_actor`` (on, as in Monarch) prefixes log records made inside an actor with
 ``[actor=<its display name>] ``.

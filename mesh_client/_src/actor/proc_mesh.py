@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast, overload
 
 from mesh_client._src.actor import context as context_mod
-from mesh_client._src.actor import messages, respawning, restarts, sources, watching
+from mesh_client._src.actor import messages, respawning, restarts, sources, trees, watching
 from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.actor_mesh import ActorMesh, gather
 from mesh_client._src.actor.endpoint import check_endpoint_kinds, endpoint_names, plain_method_names
@@ -89,6 +89,7 @@ class ProcMesh(MeshTrait):
             for i, p in enumerate(shape.ranks)
         ]
         spawned = gather(futs, lambda values: None, fail_fast=peers.is_lost)
+        trees.fix_route(actor_id, group)  # flat or through a tree: for this mesh's whole life
         group.born[actor_id] = list(group.incarnations)
         keeper = None
         if group.owner is not None:  # the process that made the procs may respawn after a restart

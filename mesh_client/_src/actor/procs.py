@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -88,12 +89,23 @@ class ProcGroup:
         # Restarted procs whose reconnect (connection or bootstrap) has not succeeded yet: the
         # next reconnect connects and bootstraps them again (:mod:`.restarts`).
         self.unbootstrapped: set[int] = set()
-        self.tree_route: tuple[int | None, bool] | None = None  # (tree_fanout_min, its answer): trees.routed
         self._opener = opener
         if opener is None:
             self.peers = [peers.get_peer(a, token, display) for a, display in zip(self.addresses, self.displays)]
         else:  # private peers: another mesh object in this process may reach the procs directly
             self.peers = [peers.Peer(a, token, display, opener) for a, display in zip(self.addresses, self.displays)]
+        for peer in self.peers:
+            self._follow(peer)
+
+    def _follow(self, peer: peers.Peer) -> None:
+        """Swap in the successor of ``peer`` when its link breaks under a live proc (:mod:`~mesh_client._src.runtime.relinking`)."""
+        if not any(ref() == self._relinked for ref in peer.on_relinked):
+            peer.on_relinked.append(weakref.WeakMethod(self._relinked))
+
+    def _relinked(self, old: peers.Peer, new: peers.Peer) -> None:
+        for index, peer in enumerate(self.peers):
+            if peer is old:
+                self.peers[index] = new
 
     def replace_peer(self, index: int, address: tuple[str, int], restarted: bool) -> None:
         """Reach proc ``index`` at ``address`` over a fresh connection (the old one is lost)."""
@@ -107,6 +119,7 @@ class ProcGroup:
         else:
             peer = peers.Peer(self.addresses[index], self.token, display, self._opener)
         peer.explain_loss = old.explain_loss
+        self._follow(peer)
         self.peers[index] = peer
         if restarted:
             self.incarnations[index] += 1

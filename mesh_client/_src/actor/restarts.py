@@ -64,7 +64,8 @@ def reconnect(group: ProcGroup) -> list[int]:
     bootstrap in each restarted proc, and raises with the backend's reason otherwise. A lost
     proc that is still alive (only its connection broke) is reached again where it is: its
     actors are still there, so their supervision watches start again and nothing is
-    bootstrapped. Procs that were stopped on purpose are left alone. A restarted proc stays in
+    bootstrapped (the client mostly does that by itself when the link breaks, runtime/relinking.py:
+    this is for a proc it could not tell alive then). Procs that were stopped on purpose are left alone. A restarted proc stays in
     ``group.unbootstrapped`` until its connection and bootstrap succeeded, so the next call
     after one that raised connects and bootstraps it again (and returns it again).
     """

@@ -10,10 +10,14 @@ forwards to its children (:mod:`mesh_client._src.server.forwarding`), and each s
 replies come back as one aggregated reply.
 
 Ordering (Monarch's guarantee: one sender's messages to one actor arrive in order): the tree
-is fixed per group, over the group's ranks, not per slice. So every endpoint message from
-this sender to proc ``r`` (call, call_one, choose, stream, broadcast, on any slice) takes the
-same path of FIFO connections, each hop forwarding in arrival order on one thread; nothing
-can overtake. The cost is that a ``call_one`` on a tree-routed mesh takes ``depth(r)`` hops.
+is fixed per group, over the group's ranks, not per slice, and whether an actor mesh is
+tree-routed at all, and with which branching, is fixed per actor mesh when it is spawned (in
+another process: at its first message from there; :func:`branching`), so changing
+``options.tree_fanout_min`` or ``tree_branching`` later applies to meshes spawned later, never
+to messages in flight. So every endpoint message from this sender to proc ``r`` (call,
+call_one, choose, stream, broadcast, on any slice) takes the same path of FIFO connections,
+each hop forwarding in arrival order on one thread; nothing can overtake (a message sent flat
+after one through the tree could: a broadcast has no reply to wait for). The cost is that a ``call_one`` on a tree-routed mesh takes ``depth(r)`` hops.
 Stopping an actor mesh takes the tree too (its stop cannot overtake the calls before it);
 spawns stay direct, so a tree-routed call waits for its mesh's spawn replies first.
 
@@ -37,9 +41,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mesh_client._src.actor import messages, restarts, tree_policy
-from mesh_client._src.actor.errors import SupervisionError
+from mesh_client._src.actor.errors import ConnectionBroken, SupervisionError
 from mesh_client._src.actor.options import options
-from mesh_client._src.runtime import futures, ops, peers
+from mesh_client._src.runtime import futures, ops, peers, relinking
 
 if TYPE_CHECKING:
     from mesh_client._src.actor.actor_mesh import ActorMesh
@@ -174,15 +178,35 @@ def nested(payload: Sequence[Any]) -> tuple[Entry, Sequence[Any]]:
 # Routing (controller side) ------------------------------------------------------------------
 
 
-def routed(group: ProcGroup) -> bool:
-    """Whether endpoint messages to this group go through the tree (:mod:`.tree_policy`
-    decides; the answer is kept per group until ``options.tree_fanout_min`` changes, which
-    should happen only while no call to the group is in flight)."""
-    least = options.tree_fanout_min
-    kept = group.tree_route
-    if kept is None or kept[0] != least:
-        kept = group.tree_route = (least, tree_policy.takes_tree(group.addresses, least))
-    return kept[1]
+# Actor id -> the branching of the tree its messages from this process take (0: flat).
+_routes: dict[str, int] = {}
+_routes_lock = threading.Lock()
+
+
+def fix_route(actor_id: str, group: ProcGroup) -> int:
+    """Decide once, from the options now, how messages to actor mesh ``actor_id`` travel
+    from this process (at its spawn); its branching, 0 for flat."""
+    k = options.tree_branching if tree_policy.takes_tree(group.addresses, options.tree_fanout_min) else 0
+    with _routes_lock:
+        return _routes.setdefault(actor_id, k)
+
+
+def forget_route(actor_id: str) -> None:
+    """The actor mesh was stopped: nothing is left to keep in order."""
+    with _routes_lock:
+        _routes.pop(actor_id, None)
+
+
+def branching(mesh: ActorMesh[Any]) -> int:
+    """The branching of the tree ``mesh``'s messages take from here, 0 for flat: fixed at its
+    spawn (:func:`fix_route`), or at its first message for a mesh received from elsewhere."""
+    k = _routes.get(mesh._actor_id)
+    return k if k is not None else fix_route(mesh._actor_id, mesh._group)
+
+
+def routed(mesh: ActorMesh[Any]) -> bool:
+    """Whether endpoint messages to ``mesh`` go through the tree (fixed per actor mesh)."""
+    return branching(mesh) > 0
 
 
 def send(
@@ -200,7 +224,7 @@ def send(
     spawned = mesh._spawned
     if spawned is not None and not spawned.done():
         spawned.exception()  # spawns go direct: the actors must exist before a forwarded call
-    k = options.tree_branching
+    k = branching(mesh)
     outs: dict[int, futures.Future[Any]] = {
         i: futures.Future(functools.partial(_decode, what, group.displays[shape.ranks[i]])) for i in indices
     }
@@ -264,7 +288,11 @@ def _decode(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:
         if isinstance(extra, tuple):  # our own link to a top-level proc dropped
             peer, display, ranks = extra
             role = f" (forwarding to {ranks} ranks of the tree)" if ranks > 1 else ""
+            if peer.relinked() is not None:  # the proc lives on: only our link to it broke
+                raise ConnectionBroken(f"{messages.endpoint_call(what)} failed: {display}{role}: {peer.loss_message(data)}")
             data = f"{display}{role} failed: {peer.loss_message(data)}"
+        elif relinking.says_alive(str(data)):  # a forwarder's link to a live proc broke
+            raise ConnectionBroken(f"{messages.endpoint_call(what)} failed, through the tree: {data}")
         raise SupervisionError(f"{messages.endpoint_call(what)} failed, the process this actor was running on, or one forwarding to it, failed: {data}")
     return messages.decode_reply(what, where, raw)
 

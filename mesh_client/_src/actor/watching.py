@@ -2,7 +2,9 @@
 
 For each actor, :func:`watch` sends one WATCH request; the proc server answers it only when the
 actor ends: OK when it was stopped, DEAD with a report when it failed. A proc that dies fails the
-request as LOST, which is a proc failure. Each failure becomes a :class:`~.supervision.MeshFailure`
+request as LOST, which is a proc failure, unless only the link broke and the same proc answers
+again (:mod:`~mesh_client._src.runtime.relinking`): then the watch starts again over the new
+connection and nothing is reported. Each failure becomes a :class:`~.supervision.MeshFailure`
 for the owner (:func:`~.supervision.report`); stops that the owner asked for are not failures.
 Decoding runs on the supervision thread, since explaining a lost proc may ask its backend.
 """
@@ -30,12 +32,14 @@ def watch(group: ProcGroup, shape: Shape, actor_id: str, name: str, cls: type, o
             continue
         p = shape.ranks[point.rank]
         display = supervision.actor_display(creator, cls, name, dict(point), sizes)
-        fut = group.peers[p].request((ops.WATCH, actor_id), (), _raw)
+        _watch_one(group, group.peers[p], p, point.rank, actor_id, display, owner_id)
 
-        def ended(f: futures.Future[Any], i: int = point.rank, p: int = p, display: str = display) -> None:
-            supervision.submit(lambda: _on_end(f, group, p, i, actor_id, display, owner_id))
 
-        fut.add_done_callback(ended)
+def _watch_one(group: ProcGroup, peer: peers.Peer, p: int, index: int, actor_id: str, display: str, owner_id: str) -> None:
+    def ended(f: futures.Future[Any]) -> None:
+        supervision.submit(lambda: _on_end(f, group, p, index, actor_id, display, owner_id))
+
+    peer.request((ops.WATCH, actor_id), (), _raw).add_done_callback(ended)
 
 
 def _raw(raw: Any) -> Any:
@@ -47,7 +51,12 @@ def _on_end(fut: futures.Future[Any], group: ProcGroup, p: int, index: int, acto
     if status == messages.DEAD:
         report = messages.dead_report(data)
     elif status == peers.LOST:
-        if p in group.stopping or str(data).startswith(_CLOSED_BY_US):
+        if p in group.stopping or _CLOSED_BY_US in str(data):
+            return
+        successor = extra.relinked() if isinstance(extra, peers.Peer) else None  # waits (bounded)
+        if successor is not None:  # the same proc, alive behind a broken link: watch it again
+            if p not in group.stopping:
+                _watch_one(group, successor, p, index, actor_id, display, owner_id)
             return
         why = extra.loss_message(data) if isinstance(extra, peers.Peer) else str(data)
         report = supervision.failed_report(display, f"the process this actor was running on failed: {why}")

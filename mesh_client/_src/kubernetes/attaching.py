@@ -5,7 +5,9 @@ from ``status.procs`` (or a big mesh's ``status.procTable``: :func:`contract.sta
 ``<name>-token``: what the mesh's access Role grants), connects to every proc server, and runs
 ``bootstrap`` there. When a proc dies, failed calls say what its pod's status says, and
 whether the operator restarts it; after a restart (a new pod uid, :mod:`.reviving`),
-``ProcMesh.reconnect``/``respawn`` come here (:meth:`KubernetesProcs.revive`) for the new procs.
+``ProcMesh.reconnect``/``respawn`` come here (:meth:`KubernetesProcs.revive`) for the new procs;
+a client that may not list pods asks each lost proc who it is instead (its boot id). A broken
+connection to a live proc needs neither: the client reconnects by itself (runtime/relinking.py).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from mesh_client._src.actor.shape import Shape
 from mesh_client._src.kubernetes import api as api_mod
 from mesh_client._src.kubernetes import assessing, forwarding, lifetimes, output, reviving
 from mesh_client._src.kubernetes.errors import MeshNotReady
-from mesh_client._src.runtime import channel, identifying, offloading, peers
+from mesh_client._src.runtime import channel, identifying, offloading, peers, relinking
 
 DEFAULT_TIMEOUT = 600.0
 #: How long ``revive`` waits for a lost proc whose pod is unchanged to answer (a live one: ms).
@@ -95,21 +97,42 @@ class KubernetesProcs:
     def restart_note(self, index: int) -> str:
         return reviving.restart_count(self.restart_policy, self.restarts, self.max_restarts)
 
-    def _answers(self, index: int, address: tuple[str, int]) -> bool:
-        """Whether proc ``index``'s server answers IDENTIFY at ``address`` as that rank of this
-        mesh: a lost connection to a pod that was not replaced is either a dead proc whose pod
-        status lags (refused: wait for its replacement) or a live one (reach it again at once)."""
+    def _identify(self, index: int, address: tuple[str, int]) -> Mapping[str, Any] | None:
+        """What proc ``index``'s server at ``address`` says it is, if it answers as that rank of
+        this mesh."""
         assert self.group is not None
         try:
             who = identifying.identify_proc(address, self.group.token, timeout=PROBE_SECONDS, opener=self.opener)
         except Exception:
-            return False
-        return who.get("mesh") == self.name and who.get("rank") == index
+            return None
+        return who if who.get("mesh") == self.name and who.get("rank") == index else None
+
+    def _answers(self, index: int, address: tuple[str, int]) -> bool:
+        """Whether proc ``index``'s server answers IDENTIFY at ``address`` as that rank of this
+        mesh: a lost connection to a pod that was not replaced is either a dead proc whose pod
+        status lags (refused: wait for its replacement) or a live one (reach it again at once)."""
+        return self._identify(index, address) is not None
+
+    def _restarted_says_proc(self, index: int, address: tuple[str, int], restarts: int) -> bool | None:
+        """For a client that may not list pods: whether lost proc ``index``, answering at the
+        address the status shows, is a new process (None: it does not answer yet). Its ``boot``
+        decides (the same process keeps it, :mod:`~mesh_client._src.runtime.relinking`); where
+        the lost connection never learnt it, the status's restart count."""
+        assert self.group is not None
+        who = self._identify(index, address)
+        if who is None:
+            return None
+        before = self.group.peers[index].identity
+        if before is not None:
+            return not relinking.same_proc(before, who)
+        return restarts > self.restarts
 
     def revive(self, indices: Sequence[int]) -> Mapping[int, Revived]:
         """Wait until the mesh is Ready with a new pod for every proc of ``indices`` whose
         connection was lost; each proc whose pod was replaced, at its new address, and each
-        lost one whose pod is the same, Ready, and whose proc answers, where it is."""
+        lost one whose pod is the same, Ready, and whose proc answers, where it is. A client
+        that may not list pods asks each lost proc at the address the status shows: the same
+        process (its boot id) is reached where it is, another one is a restarted proc."""
         assert self.group is not None
         deadline = time.monotonic() + self.timeout
         lost = {i for i in indices if self.group.peers[i].lost}
@@ -125,11 +148,16 @@ class KubernetesProcs:
             for i in indices:
                 listed = reviving.address_of(entries[i])
                 address = listed or self.group.addresses[i]
-                if uids[i] and self.uids[i]:
-                    replaced = uids[i] != self.uids[i]
-                else:  # pods may not be listed: a lost proc counts as restarted once the count moved
-                    replaced = i in lost and restarts > self.restarts
-                if replaced and uids[i] and not reviving.describes_pod(listed, ips[i]):
+                if not (uids[i] and self.uids[i]):  # pods not listed (no permission, a huge mesh)
+                    if i in lost:  # the proc itself says whether it is new, once it answers
+                        new = self._restarted_says_proc(i, address, restarts)
+                        if new is None:
+                            waiting.append(i)
+                        else:
+                            found[i] = Revived(address, new)
+                    continue
+                replaced = uids[i] != self.uids[i]
+                if replaced and not reviving.describes_pod(listed, ips[i]):
                     waiting.append(i)  # the status still names the old pod's address
                 elif replaced:
                     found[i] = Revived(address, True)
@@ -140,9 +168,12 @@ class KubernetesProcs:
             if not waiting:
                 break
             if time.monotonic() >= deadline:
+                unlisted = "" if pods is not None else (
+                    " (this client may not list pods, so it waited for each to answer at the address "
+                    "status.procs shows; granting it 'list pods' lets it follow the pods themselves)")
                 raise MeshNotReady(
                     f"procs {[self._where(i) for i in waiting]} lost their connection and their pods were not "
-                    f"replaced within {self.timeout:.0f} s (restartPolicy {self.restart_policy}); "
+                    f"replaced within {self.timeout:.0f} s (restartPolicy {self.restart_policy}){unlisted}; "
                     f"'kubectl describe procmesh {self.name} -n {self.api.namespace}' shows why", "NotRestarted")
             offloading.sleep(0.2)
         self.restarts = restarts

@@ -113,7 +113,10 @@ class Channel:
         """Send one message; raises :class:`ChannelClosed` if the connection is gone."""
         if self.state is not ChannelState.ACTIVE:
             raise ChannelClosed(self.close_reason or f"channel {self.display} is not active")
-        pieces = self.conn.send_message(segments)
+        try:
+            pieces = self.conn.send_message(segments)
+        except errors.ProtocolError as exc:  # closed by the reactor since the check above
+            raise ChannelClosed(self.close_reason or str(exc)) from exc
         try:
             with self._send_lock:
                 self.stream.write(pieces)

@@ -44,6 +44,10 @@ class IdentityReply(ProcIdentity):
     gpu: str | None  # the GPU it sees (a UUID, or the index its environment names), if any
     memory: GpuMemory | None  # device 0 as its torch allocator sees it; None without CUDA in use
     actors: int  # actors running in it
+    # A random id drawn when the proc server started: the same proc answers with the same boot
+    # after its connection broke, a new one (a restart, a new pod) with another (:mod:`.relinking`).
+    # Absent from servers before it (read it with .get()).
+    boot: str
 
 
 def identify_proc(

@@ -7,18 +7,25 @@ so a dead proc never leaves a caller hanging. Used by the actor layer for every 
 How the proc died (its exit status, from the launcher or the API server) is added to a failed
 call's message only if it is learnt within :data:`LOSS_DETAIL_SECONDS` of the dropped
 connection: the caller's error never waits longer for the details (issue 12, item 4).
+
+A link that breaks under a proc that is still alive is not a lost proc (:mod:`.relinking`): the
+peer asks the proc who it is again, and if it is the same process, a successor peer takes over
+(the groups that hold this one swap it in, calls made on this one go to it); the calls that were
+in flight still fail, saying so.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 import time
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from mesh_client._src.runtime import channel as channel_mod
-from mesh_client._src.runtime import futures
+from mesh_client._src.runtime import futures, ops, relinking
 from mesh_client._src.wire import envelopes
 
 # Reply status codes and the one-way call id, defined with the envelopes they travel in.
@@ -65,6 +72,10 @@ class Peer:
         # Asked lazily, in the caller's thread, when a call fails because the link dropped:
         # (reason, deadline on time.monotonic()) -> message; it must not wait past the deadline.
         self.explain_loss: Callable[[str, float], str] | None = None
+        self.identity: Mapping[str, Any] | None = None  # what IDENTIFY said on this connection
+        self.verdict: relinking.Verdict | None = None  # set when the link broke (not closed by us)
+        # Who to tell when a successor reaches the same proc (a ProcGroup swaps it in).
+        self.on_relinked: list[weakref.WeakMethod[Callable[[Peer, Peer], None]]] = []
 
     def __repr__(self) -> str:
         state = "lost" if self.lost else ("connected" if self._channel else "new")
@@ -75,7 +86,8 @@ class Peer:
         if channel is not None:
             return channel
         with self._connect_lock:
-            if self._channel is None:
+            fresh = self._channel is None
+            if fresh:
                 if self.lost:
                     raise channel_mod.ChannelClosed(self.lost)
                 self._channel = channel_mod.connect(
@@ -86,7 +98,11 @@ class Peer:
                     display=self.display,
                     opener=self._opener,
                 )
-            return self._channel
+            channel = self._channel
+            assert channel is not None
+        if fresh and self.identity is None:
+            self._learn_identity()
+        return channel
 
     def connect(self) -> None:
         """Connect now (raises on refusal or a wrong token)."""
@@ -113,7 +129,10 @@ class Peer:
         connection) comes. ``None``: a one-way message, nobody waits. Returns the LOST outcome
         if it could not be sent (the waiter has it too), else None."""
         if self.lost:
-            lost = (LOST, self.lost, self)
+            successor = self.verdict.successor if self.verdict is not None else None
+            if successor is not None:  # the same proc, over a new connection
+                return successor.submit(waiter, op, fields, payload)
+            lost = (LOST, relinking.NOT_SENT + self.lost if self.verdict else self.lost, self)
             if waiter is not None:
                 waiter.set_raw(lost)
             return lost
@@ -141,6 +160,13 @@ class Peer:
 
     def _on_closed(self, channel: channel_mod.Channel, reason: str) -> None:
         self.lost_at = time.monotonic()
+        if channel.close_kind in (channel_mod.CloseKind.PEER_LEFT, channel_mod.CloseKind.IO_ERROR):
+            self.verdict = verdict = relinking.Verdict()  # before the calls fail: their errors wait for it
+            try:
+                threading.Thread(target=self._relink, args=(verdict,), name=f"procmesh-relink-{self.display}",
+                                 daemon=True).start()
+            except RuntimeError:  # the interpreter is exiting: no new threads
+                verdict.settle(None, "this process is exiting")
         self.lost = reason
         self._fail_pending()
 
@@ -154,7 +180,11 @@ class Peer:
 
     def loss_message(self, reason: str) -> str:
         """The message of a call failed by the lost link: the owner's story of the proc's end
-        if it knows it by :data:`LOSS_DETAIL_SECONDS` after the loss, else what it knows then."""
+        if it knows it by :data:`LOSS_DETAIL_SECONDS` after the loss, else what it knows then;
+        for a proc that is alive behind a broken link, that (:func:`.relinking.broken_link_text`)."""
+        if self.relinked() is not None:
+            return relinking.broken_link_text(self.display, reason)
+        reason = reason.removeprefix(relinking.NOT_SENT)
         if self.explain_loss is not None:
             deadline = (self.lost_at or time.monotonic()) + LOSS_DETAIL_SECONDS
             try:
@@ -167,13 +197,59 @@ class Peer:
         if self._channel is not None:
             self._channel.close("closed by this client")
 
+    # Broken links (relinking) ----------------------------------------------------------------
+
+    def relinked(self) -> Peer | None:
+        """The peer that reaches this one's proc again after its link broke (the proc is alive),
+        waiting for the verdict (bounded); None when the proc is gone or the link was not broken."""
+        verdict = self.verdict
+        if verdict is None:
+            return None
+        successor: Peer | None = verdict.wait(self.lost_at or time.monotonic())
+        return successor
+
+    def _learn_identity(self) -> None:
+        """Ask the proc who it is (IDENTIFY, once per connection): what a broken link compares."""
+        def learnt(fut: futures.Future[Any]) -> None:
+            raw = fut.peek_raw()
+            if isinstance(raw, tuple) and raw[0] == OK and raw[1]:
+                try:
+                    self.identity = json.loads(b"".join(bytes(s) for s in raw[1]))
+                except ValueError:
+                    pass
+
+        self.request((ops.IDENTIFY,), (), lambda raw: raw).add_done_callback(learnt)
+
+    def _relink(self, verdict: relinking.Verdict) -> None:
+        """On a thread of its own: the same proc answers? Then a successor takes over."""
+        alive, why = relinking.ask_again(self.address, self._token, self.identity, self._opener)
+        successor = None
+        if alive:
+            successor = Peer(self.address, self._token, self.display, self._opener)
+            successor.explain_loss = self.explain_loss
+            successor.on_relinked = list(self.on_relinked)
+            try:
+                successor.connect()
+            except Exception as exc:
+                successor, why = None, f"it answered, then refused a new connection ({exc})"
+        if successor is not None:
+            with _peers_lock:
+                if _peers.get((self.address, self._token)) is self:
+                    _peers[(self.address, self._token)] = successor
+            for ref in list(self.on_relinked):
+                listener = ref()
+                if listener is not None:
+                    listener(self, successor)
+        verdict.settle(successor, why)
+
 
 _peers: dict[tuple[Address, bytes], Peer] = {}
 _peers_lock = threading.Lock()
 
 
 def get_peer(address: Address, token: bytes, display: str | None = None) -> Peer:
-    """The shared peer for this address and token. A lost peer stays lost: its actors are gone."""
+    """The shared peer for this address and token. A lost peer stays lost (its actors are gone),
+    unless its link broke under a live proc: then its successor takes its place here."""
     key = (address, token)
     peer = _peers.get(key)
     if peer is None:

@@ -17,6 +17,7 @@ import json
 import os
 import socket
 import threading
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,7 @@ class ProcServer:
         self.listener = listener
         self.token = token
         self.identity = identity
+        self.boot = uuid.uuid4().hex  # this process's incarnation: IDENTIFY tells a live proc from a new one
         self.on_stop = on_stop
         self.this_proc = this_proc
         self.max_message_bytes = max_message_bytes
@@ -187,7 +189,7 @@ class ProcServer:
             threading.Thread(target=self._bootstrap, args=(channel, call_id, payload, texts), daemon=True).start()
         elif op == ops.IDENTIFY:
             answer = identifying.IdentityReply(**self.identity, pid=os.getpid(), gpu=gpu.visible_gpu(),
-                                               memory=gpu.memory(), actors=len(self.actors))
+                                               memory=gpu.memory(), actors=len(self.actors), boot=self.boot)
             reply(channel, call_id, peers.OK, [json.dumps(answer).encode()])
         elif op == ops.STOP:
             reply(channel, call_id, peers.OK, [])

@@ -132,16 +132,27 @@ def _child_done(child: trees.WireNode, aggregate: trees.Aggregate, fut: Any) -> 
     status, payload, extra = fut.peek_raw()
     if status == peers.LOST:
         peer: peers.Peer = extra
-        role = " (forwarding in the tree)" if child[4] else ""
-        message = f"{child[3]}{role} failed: {peer.loss_message(payload)}"
-        lost: list[tuple[trees.Entry, list[Any]]] = [((i, peers.LOST, 0, message), []) for i in trees.subtree_indices(child)]
-        aggregate.add(lost)
+        if peer.verdict is not None and not peer.verdict.settled:  # never wait for it on the reactor thread
+            threading.Thread(target=_child_lost, args=(child, aggregate, peer, payload), daemon=True,
+                             name="procmesh-forward-lost").start()
+        else:
+            _child_lost(child, aggregate, peer, payload)
         return
     if status not in (peers.OK, trees.SUBTREE_LOST):  # the child refused it: every rank below raises that
         body = [bytes(s) for s in payload]
         aggregate.add([((i, status, len(body), None), body) for i in trees.subtree_indices(child)])
         return
     aggregate.add([trees.nested(payload)], lost=status == trees.SUBTREE_LOST)
+
+
+def _child_lost(child: trees.WireNode, aggregate: trees.Aggregate, peer: peers.Peer, reason: str) -> None:
+    """The link to ``child`` dropped: every rank of its subtree fails, saying whether the proc is
+    gone or alive behind a broken link (:mod:`~mesh_client._src.runtime.relinking`)."""
+    role = " (forwarding in the tree)" if child[4] else ""
+    alive = peer.relinked() is not None
+    message = f"{child[3]}{role}{':' if alive else ' failed:'} {peer.loss_message(reason)}"
+    lost: list[tuple[trees.Entry, list[Any]]] = [((i, peers.LOST, 0, message), []) for i in trees.subtree_indices(child)]
+    aggregate.add(lost)
 
 
 def _raw(raw: Any) -> Any:

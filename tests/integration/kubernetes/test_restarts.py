@@ -8,17 +8,20 @@ the restart ("restart 1 of at most 2"), survivors keep their state; ``respawn()`
 actors again with the first spawn's arguments so the old handle answers; a second kill, seen only
 after the operator restarted the proc, is said to be a restart ("restart 2 of at most 2") by the
 call itself, and ``respawn()`` brings the handle back once more; a connection that breaks under
-a live proc (same pod, Ready) is reached again by ``reconnect()`` at once, with its actors and
-their state, and no bootstrap.
+a live proc (same pod, Ready) is reached again at once by itself (runtime/relinking.py: no
+fault, the call in flight fails with ``ConnectionBroken``), with its actors and their state, and
+no bootstrap; its actors are watched again (a kill is still a fault).
 """
 
 import os
 import signal
 import socket
+import threading
 
 import pytest
 
-from mesh_client import SupervisionError
+from mesh_client import ConnectionBroken, SupervisionError
+from mesh_client._src.actor import supervision
 from mesh_client._src.runtime.identifying import identify_proc
 from mesh_client.kubernetes import attach
 from tests.cluster import testing
@@ -118,15 +121,71 @@ def test_reconnect_reaches_a_live_proc_whose_connection_broke(kube, custom, name
     assert second.record.call_one("before").get(timeout=60) == 1
 
     peer = mesh._group.peers[1]
+    in_flight = second.sleep.call_one(1)
     peer._channel.stream.get_extra_info("socket").shutdown(socket.SHUT_RDWR)  # the proc lives on
-    with pytest.raises(SupervisionError):
-        second.echo.call_one(1).get(timeout=60)
-    assert peer.lost
-
-    assert mesh.reconnect() == []  # nothing restarted: the same pod's proc, reached at once
+    with pytest.raises(ConnectionBroken, match=r"cutoff\[hosts=0,gpus=1\].*but the proc is alive.*may or may not have run"):
+        in_flight.get(timeout=60)
+    assert peer.lost and mesh._group.peers[1] is not peer  # reached again at once, without reconnect()
     after = second.where.call_one().get(timeout=60)
     assert after["pid"] == before["pid"]
     assert after["env"]["TEST_BOOTSTRAPPED"] == before["env"]["TEST_BOOTSTRAPPED"]
     assert second.record.call_one("after").get(timeout=60) == 2  # the same actor, its state kept
+    settled = threading.Event()
+    supervision.submit(settled.set)  # after the failed watches were handled
+    assert settled.wait(60) and faults.named("rec") == []  # no fault: the controller lives on
+    assert mesh.reconnect() == []  # nothing restarted, nothing to reach again
     assert get_mesh(custom, namespace, "cutoff")["status"].get("restarts", 0) == 0
+
+    kill(mesh, 1)  # watched again over the new connection: a real death is still a fault
+    assert faults.wait("rec")[0].crashed_ranks == [1]
     mesh.stop().get()
+
+
+#: A user who may use mesh ``nopods`` (get and watch it, read its token) but not list its pods.
+MESH_ONLY = [
+    {"apiGroups": ["procmesh.io"], "resources": ["procmeshes"], "verbs": ["get", "watch"]},
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": ["nopods-token"]},
+]
+
+
+def cut(mesh, index):
+    peer = mesh._group.peers[index]
+    peer._channel.stream.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
+    return peer
+
+
+def test_reconnect_without_permission_to_list_pods(cluster, kube, custom, namespace, operator, faults):
+    create_mesh(custom, namespace, "nopods", hosts=1, perHost=[{"name": "gpus", "size": 2}],
+                restartPolicy="RestartProc", maxRestarts=2)
+    with testing.service_account_client(cluster, kube, namespace, "nopods-user", MESH_ONLY) as user:
+        mesh = attach("nopods", namespace, api_client=user, timeout=120, progress=False, forward_output=False)
+        owner = mesh._group.owner
+        assert owner.api.visible_pods("nopods") is None  # forbidden: the status is all it has
+        owner.timeout = 30  # without the fix, reconnect waits this long for a pod that never comes
+        rec = mesh.spawn("rec", Recorder)
+        second = rec.slice(hosts=0, gpus=1)
+        pid = second.where.call_one().get(timeout=60)["pid"]
+        assert second.record.call_one("before").get(timeout=60) == 1
+
+        in_flight = second.sleep.call_one(1)
+        cut(mesh, 1)  # a broken link under a live proc: reached again by itself, no pods needed
+        with pytest.raises(ConnectionBroken):
+            in_flight.get(timeout=60)
+
+        mesh._group.peers[1].identity = None  # as if it broke before the proc said who it was:
+        in_flight = second.sleep.call_one(1)
+        cut(mesh, 1)
+        with pytest.raises(SupervisionError) as lost:
+            in_flight.get(timeout=60)
+        assert not isinstance(lost.value, ConnectionBroken)
+        assert faults.wait("rec")[0].crashed_ranks == [1]  # counted gone by the client...
+        assert mesh.reconnect() == []  # ...but reconnect() finds the same proc where status says
+        assert second.where.call_one().get(timeout=60)["pid"] == pid
+        assert second.record.call_one("after").get(timeout=60) == 2  # the same actor, its state kept
+
+        kill(mesh, 1)  # a real death: the new proc says it is another one (its boot id)
+        assert len(faults.wait("rec", 2)) == 2
+        assert mesh.respawn() == [1]
+        assert second.record.call_one("fresh").get(timeout=60) == 1  # respawned, fresh state
+        assert second.where.call_one().get(timeout=60)["pid"] != pid
+        mesh.stop().get()

@@ -5,7 +5,7 @@ the same results as the flat loop, errors included; a 1 MiB value travels up a l
 forwarders intact; a forwarder pod's proc killed mid-call fails the call at once with
 SupervisionError naming that proc, while the other actors are still busy.
 
-The tree is forced on a small mesh (``tree_fanout_min=1``, k=2): 4 procs in 2 pods' hosts;
+The tree is forced on a small actor mesh (``tree_fanout_min=1``, k=2, at its spawn): 4 procs in 2 pods' hosts;
 the controller sends to ranks 0 and 1, rank 0 forwards to 2 and 3.
 """
 
@@ -16,6 +16,7 @@ import signal
 import pytest
 
 from mesh_client import ActorError, SupervisionError, options
+from mesh_client._src.actor import trees
 from mesh_client._src.runtime.identifying import identify_proc
 from mesh_client.kubernetes import attach
 from tests.integration.local.actors import Recorder
@@ -27,19 +28,18 @@ WAIT = 60.0  # a bound on every get(): a hang fails the test instead of the sess
 SURVIVOR_SLEEP = 600.0  # far longer than WAIT: an answer means nobody waited for the survivors
 
 
-@pytest.fixture
-def tree(monkeypatch):
-    monkeypatch.setattr(options, "tree_fanout_min", 1)
-    monkeypatch.setattr(options, "tree_branching", 2)
-
-
 def test_a_tree_of_pods_gives_the_flat_results_and_fails_fast_on_a_dead_forwarder(kube, custom, namespace, operator, faults, monkeypatch):
     create_mesh(custom, namespace, "tree", hosts=2, perHost=[{"name": "gpus", "size": 2}])
     mesh = attach("tree", namespace, api_client=kube, timeout=120)
+    monkeypatch.setattr(options, "tree_fanout_min", 0)
+    flat_rec = mesh.spawn("flat", Recorder)  # a mesh's route is fixed at its spawn
+    monkeypatch.setattr(options, "tree_fanout_min", 1)
+    monkeypatch.setattr(options, "tree_branching", 2)
     rec = mesh.spawn("rec", Recorder)
+    assert (trees.branching(flat_rec), trees.branching(rec)) == (0, 2)
     rec.initialized.get(timeout=WAIT)
 
-    def outcomes() -> list:
+    def outcomes(rec) -> list:
         where = rec.where.call().get(timeout=WAIT)
         got = [
             [(dict(p), (v["message_rank"], v["pid"])) for p, v in where.items()],
@@ -48,15 +48,11 @@ def test_a_tree_of_pods_gives_the_flat_results_and_fails_fast_on_a_dead_forwarde
         ]
         with pytest.raises(ActorError) as info:
             rec.fail.call("boom").get(timeout=WAIT)
-        return [*got, re.sub(r"tree\[hosts=\d,gpus=\d\] \(pod tree-\d\)", "N", str(info.value))]
+        return [*got, re.sub(r"(flat|rec)\.fail|tree\[hosts=\d,gpus=\d\] \(pod tree-\d\)", "N", str(info.value))]
 
-    monkeypatch.setattr(options, "tree_fanout_min", 0)
-    flat = outcomes()
+    flat = outcomes(flat_rec)
     assert len({pid for _, (_, pid) in flat[0]}) == 4
-    monkeypatch.setattr(options, "tree_fanout_min", 1)
-    monkeypatch.setattr(options, "tree_branching", 2)
-    assert outcomes() == flat
-    assert mesh._group.tree_route == (1, True)
+    assert outcomes(rec) == flat
 
     blob = os.urandom(1 << 20)  # from ranks 2 and 3, through forwarder 0
     echoed = rec.slice(hosts=1).echo.call(blob).get(timeout=WAIT)

@@ -63,3 +63,28 @@ def test_respawn_through_port_forwards(kube, custom, namespace, operator, faults
     assert rec.echo.call_one(2).get(timeout=60) == 2
     assert type(mesh._group.peers[0]._channel.stream).__name__ == "ForwardedStream"
     mesh.stop().get()
+
+
+def test_a_port_forward_that_ends_under_a_live_proc_is_reopened_by_itself(kube, custom, namespace, operator, faults):
+    import socket
+    import threading
+
+    from mesh_client import ConnectionBroken
+    from mesh_client._src.actor import supervision
+
+    create_mesh(custom, namespace, "fwd-cut", hosts=1, perHost=[{"name": "gpus", "size": 1}])
+    mesh = attach("fwd-cut", namespace, api_client=kube, timeout=120, via_api_server=True)
+    rec = mesh.spawn("rec", Recorder)
+    assert rec.record.call_one("before").get(timeout=60) == 1
+    in_flight = rec.sleep.call_one(1)
+    old = mesh._group.peers[0]
+    old._channel.stream.get_extra_info("socket").shutdown(socket.SHUT_RDWR)  # the forward's local end
+    with pytest.raises(ConnectionBroken, match="but the proc is alive"):
+        in_flight.get(timeout=60)
+    assert mesh._group.peers[0] is not old
+    assert type(mesh._group.peers[0]._channel.stream).__name__ == "ForwardedStream"  # a new port-forward
+    assert rec.record.call_one("after").get(timeout=60) == 2  # the same actor, its state kept
+    settled = threading.Event()
+    supervision.submit(settled.set)
+    assert settled.wait(60) and faults.named("rec") == []
+    mesh.stop().get()

@@ -7,8 +7,9 @@ keep their actors and state, and actors spawned anew answer; ``respawn()`` also 
 mesh again with the same class and arguments, so the old handles answer again (fresh state on the
 restarted proc only); a stopped actor mesh is not respawned; a mesh reference received from
 elsewhere refuses to reconnect, saying who can; a connection that breaks under a live proc is
-reached again by ``reconnect()`` where it is (same process, actors and state kept, no
-bootstrap), and its actors are watched again (a later death is reported); a reconnect whose
+reached again where it is, at once and without a fault (runtime/relinking.py; same process,
+actors and state kept, no bootstrap), ``reconnect()`` then has nothing to do, and its actors
+are watched again (a later death is reported); a reconnect whose
 bootstrap raised leaves the proc to bootstrap: the next one runs it again; ``respawn()`` spawns
 again only the actor meshes whose handles (or slices of them) the program still holds.
 """
@@ -21,7 +22,7 @@ import socket
 
 import pytest
 
-from mesh_client import Actor, SupervisionError, endpoint, this_host
+from mesh_client import Actor, ConnectionBroken, SupervisionError, endpoint, this_host
 from tests.integration.local.actors import Recorder
 
 
@@ -101,19 +102,35 @@ def test_reconnect_reaches_a_live_proc_whose_connection_broke(faults, tmp_path):
         rec = mesh.spawn("rec", Recorder)
         pid = rec.slice(gpus=1).where.call_one().get()["pid"]
         assert rec.slice(gpus=1).record.call_one("before").get() == 1
+        in_flight = rec.slice(gpus=1).sleep.call_one(1)
         peer = cut(mesh, 1)
-        with pytest.raises(SupervisionError):
-            rec.slice(gpus=1).echo.call_one(1).get(timeout=60)
-        assert peer.lost
-        assert faults.wait("rec")[0].crashed_ranks == [1]  # its watch went with the connection
+        with pytest.raises(ConnectionBroken):  # reached again at once, without reconnect()
+            in_flight.get(timeout=60)
+        assert peer.lost and mesh._group.peers[1] is not peer
 
         assert mesh.reconnect() == []  # nothing restarted
         assert rec.slice(gpus=1).where.call_one().get(timeout=60)["pid"] == pid
         assert rec.slice(gpus=1).record.call_one("after").get(timeout=60) == 2  # same actor, state kept
         assert counter.read_text() == "xx"  # the first bootstrap of each proc, none again
 
-        os.kill(pid, signal.SIGKILL)  # watched again: its death is reported
-        assert [f.crashed_ranks for f in faults.wait("rec", count=2)] == [[1], [1]]
+        os.kill(pid, signal.SIGKILL)  # watched again: its death is reported, and only it
+        assert [f.crashed_ranks for f in faults.wait("rec")] == [[1]]
+
+
+def test_reconnect_reaches_a_live_proc_that_could_not_be_told_alive(faults):
+    with this_host().spawn_procs(per_host={"gpus": 1}, name="unknown") as mesh:
+        rec = mesh.spawn("rec", Recorder)
+        pid = rec.where.call_one().get(timeout=60)["pid"]
+        peer = mesh._group.peers[0]
+        peer.identity = None  # as if the link broke before the proc said who it was
+        in_flight = rec.sleep.call_one(1)
+        cut(mesh, 0)
+        with pytest.raises(SupervisionError) as lost:
+            in_flight.get(timeout=60)
+        assert not isinstance(lost.value, ConnectionBroken)
+        assert faults.wait("rec")[0].crashed_ranks == [0]  # counted gone: a fault, as before
+        assert mesh.reconnect() == []  # but it lives: reached again where it is
+        assert rec.where.call_one().get(timeout=60)["pid"] == pid
 
 
 def test_a_reconnect_whose_bootstrap_raised_bootstraps_again_the_next_time(faults, tmp_path):

@@ -2,7 +2,8 @@
 
 Aspects: a tree-routed call() returns every rank's value in rank order, on the whole mesh and
 on slices; tree and flat give identical results, errors included; one sender's messages to one
-actor keep their order when tree-routed casts interleave with call_one and sliced broadcasts;
+actor keep their order when tree-routed casts interleave with call_one and sliced broadcasts,
+and when the tree options change between messages (a mesh's route is fixed at its spawn);
 a stop does not overtake the calls before it; a proc killed while forwarding (the controller's
 direct child, or one a level deeper) fails the call at once with SupervisionError naming it,
 while every other actor is still busy; a restarted forwarder forwards again, and its old actor
@@ -19,6 +20,7 @@ import signal
 import pytest
 
 from mesh_client import ActorError, SupervisionError, options, this_host
+from mesh_client._src.actor import trees
 from tests.integration.local.actors import Lambda, Recorder, raise_value_error
 
 PROCS = 7
@@ -38,11 +40,21 @@ def mesh():
         yield procs
 
 
-@pytest.fixture(scope="module")
-def recorders(mesh):
-    rec = mesh.spawn("rec", Recorder)
+def spawn_routed(mesh, name, tree_fanout_min, tree_branching=2):
+    """Spawn with these options: an actor mesh's route is fixed when it is spawned."""
+    before = options.tree_fanout_min, options.tree_branching
+    options.tree_fanout_min, options.tree_branching = tree_fanout_min, tree_branching
+    try:
+        rec = mesh.spawn(name, Recorder)
+    finally:
+        options.tree_fanout_min, options.tree_branching = before
     rec.initialized.get(timeout=WAIT)
     return rec
+
+
+@pytest.fixture(scope="module")
+def recorders(mesh):
+    return spawn_routed(mesh, "rec", 1)
 
 
 def test_tree_call_returns_every_rank_in_rank_order(tree, recorders):
@@ -53,8 +65,11 @@ def test_tree_call_returns_every_rank_in_rank_order(tree, recorders):
     assert [(dict(point), v) for point, v in sliced.items()] == [({"gpus": i}, "x") for i in range(5)]
 
 
-def test_tree_and_flat_give_identical_results(monkeypatch, recorders):
-    def outcomes() -> list:
+def test_tree_and_flat_give_identical_results(mesh, recorders):
+    flat_recorders = spawn_routed(mesh, "rec", 10**9)
+    assert (trees.branching(recorders), trees.branching(flat_recorders)) == (2, 0)
+
+    def outcomes(recorders) -> list:
         got = [
             [(dict(p), v) for p, v in recorders.where.call().get(timeout=WAIT).items()],
             [(dict(p), v) for p, v in recorders.slice(gpus=slice(3, 6)).echo.call(b"\0" * 1000).get(timeout=WAIT).items()],
@@ -67,11 +82,7 @@ def test_tree_and_flat_give_identical_results(monkeypatch, recorders):
         # which rank it names depends on arrival; the rest of the error must be the same.
         return [*got, re.sub(r"tr\[gpus=\d+\]", "tr[gpus=N]", str(info.value))]
 
-    monkeypatch.setattr(options, "tree_fanout_min", 10**9)
-    flat = outcomes()
-    monkeypatch.setattr(options, "tree_fanout_min", 1)
-    monkeypatch.setattr(options, "tree_branching", 2)
-    assert outcomes() == flat
+    assert outcomes(recorders) == outcomes(flat_recorders)
 
 
 def test_big_values_travel_up_the_tree_intact(tree, recorders):
@@ -92,6 +103,24 @@ def test_one_senders_messages_keep_their_order_across_casts_and_direct_calls(tre
     assert deep.history.call_one().get(timeout=WAIT) == sent
     top = rec.slice(gpus=0).history.call_one().get(timeout=WAIT)
     assert top == [m for m in sent if m[0] == "all"]
+
+
+def test_changing_the_options_mid_flight_cannot_reorder_messages_to_a_mesh(mesh):
+    rec = spawn_routed(mesh, "switch", 1)  # spawned tree-routed, k=2: gpus=6 is three hops away
+    deep = rec.slice(gpus=6)
+    sent = []
+    before = options.tree_fanout_min, options.tree_branching
+    try:
+        for i in range(60):  # each message sent under other options than the one before
+            options.tree_fanout_min, options.tree_branching = (10**9, 16) if i % 2 else (1, 3)
+            rec.record.broadcast(i)  # no reply to wait for: only one path keeps them in order
+            sent.append(i)
+    finally:
+        options.tree_fanout_min, options.tree_branching = before
+    assert trees.branching(rec) == 2  # fixed at its spawn
+    assert deep.history.call_one().get(timeout=WAIT) == sent
+    fresh = spawn_routed(mesh, "later", 10**9)  # a mesh spawned later follows the new options
+    assert trees.branching(fresh) == 0
 
 
 def test_a_stop_does_not_overtake_the_calls_before_it(tree, mesh):

@@ -1,7 +1,7 @@
 """Client and proc server of different wire protocol versions (:mod:`mesh_client._src.wire.versions`).
 
 Aspects: spawning procs whose proc server is of an older release fails at the connection with
-an error naming both versions and the image to use, not later with an unpickling error; a client
+``VersionMismatch`` (exported by ``mesh_client`` and ``mesh_client.actor``), naming both versions and the image to use, not later with an unpickling error; a client
 of an older release (which sends 0 and ignores the server's version) is refused by a current
 proc server with a reason it prints, and the server goes on serving its own clients.
 """
@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+import mesh_client.actor
 from mesh_client import this_host
 from mesh_client._src.local.bootstrap import BootstrapCommand
 from mesh_client._src.wire import auth, errors, frames, versions
@@ -22,9 +23,14 @@ OLDER_SERVER = pathlib.Path(__file__).with_name("older_server.py")
 
 def test_spawning_on_an_older_proc_server_names_both_versions_and_the_image_to_use():
     older = BootstrapCommand(program=sys.executable, args=(str(OLDER_SERVER),))
-    with pytest.raises(errors.VersionMismatch) as refused:
+    try:
         this_host().spawn_procs(per_host={"gpus": 1}, name="older", bootstrap_command=older)
-    message = str(refused.value)
+    except mesh_client.actor.VersionMismatch as exc:  # where users catch errors, as Monarch's module
+        refused = exc
+    else:
+        pytest.fail("spawning on an older proc server did not raise")
+    assert mesh_client.VersionMismatch is mesh_client.actor.VersionMismatch is errors.VersionMismatch
+    message = str(refused)
     assert message.startswith("older[gpus=0]: ")  # which proc server
     assert "the proc server speaks no protocol version (a procmesh release from before protocol versions)" in message
     assert "this client (procmesh " in message and f"speaks protocol {versions.PROTOCOL_VERSION}" in message

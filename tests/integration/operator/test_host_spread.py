@@ -8,7 +8,8 @@ both hosts on that one node (and cannot be changed afterwards), and so does the 
 a mesh colocated with a spread mesh lands beside it, proc by proc (the anti-affinity matches its
 own mesh's pods only); a mesh whose pods an operator from before ``spec.placement`` made (both
 hosts on one node, no host terms) gets its restarted proc's pod rendered like them, so it runs
-beside them instead of staying Pending; ``kubectl explain`` teaches the field.
+beside them instead of staying Pending, and, its placement recorded in its status, every pod of
+it made anew after a suspension lands there too; ``kubectl explain`` teaches the field.
 """
 
 import uuid
@@ -109,20 +110,21 @@ def test_a_colocated_mesh_lands_beside_its_spread_partner(operator, custom, core
     assert len({p["node"] for p in base["status"]["procs"]}) == 2
 
 
-def test_a_mesh_from_before_placement_restarts_its_proc_like_its_pods(operator, custom, core, namespace, pair):
-    names, _, on_solo = pair
-    support.create_mesh(custom, namespace, "legacy", hosts=2, perHost=[{"name": "procs", "size": 1}],
+def make_legacy(operator, custom, core, namespace, on_solo, name):
+    """A 2-host mesh whose pods an operator from before spec.placement made, on the solo node;
+    once Ready under the current operator."""
+    support.create_mesh(custom, namespace, name, hosts=2, perHost=[{"name": "procs", "size": 1}],
                         template=on_solo, restartPolicy="RestartProc", maxRestarts=2)
-    testing.wait_for(lambda: len(support.mesh_pods(core, namespace, "legacy")) == 2,
-                     "legacy's pods made (so its Secret exists)")
+    testing.wait_for(lambda: len(support.mesh_pods(core, namespace, name)) == 2,
+                     f"{name}'s pods made (so its Secret exists)")
     # Its pods as an operator before spec.placement made them: the same pods (gang membership
     # included) without the host terms, so both hosts go to the one node.
     operator.stop()
     try:
-        made = [core.api_client.sanitize_for_serialization(p) for p in support.mesh_pods(core, namespace, "legacy")]
+        made = [core.api_client.sanitize_for_serialization(p) for p in support.mesh_pods(core, namespace, name)]
         for pod in made:
             core.delete_namespaced_pod(pod["metadata"]["name"], namespace, grace_period_seconds=0)
-        testing.wait_for(lambda: not support.mesh_pods(core, namespace, "legacy"), "legacy's pods gone")
+        testing.wait_for(lambda: not support.mesh_pods(core, namespace, name), f"{name}'s pods gone")
         for pod in made:
             pod["spec"].pop("affinity", None)  # the mesh asks for no affinity of its own
             pod["spec"].pop("nodeName", None)
@@ -132,7 +134,12 @@ def test_a_mesh_from_before_placement_restarts_its_proc_like_its_pods(operator, 
             core.create_namespaced_pod(namespace, pod)
     finally:
         operator.start()
-    mesh = support.wait_ready(custom, namespace, "legacy")
+    return support.wait_ready(custom, namespace, name)
+
+
+def test_a_mesh_from_before_placement_restarts_its_proc_like_its_pods(operator, custom, core, namespace, pair):
+    names, _, on_solo = pair
+    mesh = make_legacy(operator, custom, core, namespace, on_solo, "legacy")
     assert nodes_by_host(core, namespace, "legacy") == {0: {names[0]}, 1: {names[0]}}
 
     support.kill_proc(mesh["status"]["procs"][1]["address"], support.token(core, namespace, "legacy"))
@@ -150,6 +157,30 @@ def test_a_mesh_from_before_placement_restarts_its_proc_like_its_pods(operator, 
                 for p in support.mesh_pods(core, namespace, "legacy")]
         raise AssertionError(f"{support.get_mesh(custom, namespace, 'legacy')['status']}\n{pods}") from None
     assert nodes_by_host(core, namespace, "legacy") == {0: {names[0]}, 1: {names[0]}}
+
+
+def test_a_mesh_from_before_placement_with_no_pods_left_renders_as_before(operator, custom, core, namespace, pair):
+    names, _, on_solo = pair
+    make_legacy(operator, custom, core, namespace, on_solo, "bygone")
+    recorded = lambda: support.get_mesh(custom, namespace, "bygone")["status"].get("renderedHostPlacement")  # noqa: E731
+    testing.wait_for(lambda: recorded() == "Any", "the placement its pods had recorded in its status")
+    support.patch_mesh(custom, namespace, "bygone", {"suspend": True})
+    testing.wait_for(lambda: not support.mesh_pods(core, namespace, "bygone"), "bygone's pods gone while suspended")
+    support.patch_mesh(custom, namespace, "bygone", {"suspend": False})  # every pod made anew
+
+    def ready():
+        m = support.get_mesh(custom, namespace, "bygone")
+        c = support.condition(m, "Ready")
+        return m if c.get("status") == "True" and c.get("observedGeneration") == m["metadata"]["generation"] else None
+
+    try:
+        testing.wait_for(ready, "bygone Ready again, both hosts on the one node as before")
+    except testing.WaitTimeout:
+        pods = [(p.metadata.name, p.status.phase, p.spec.node_name, p.spec.affinity)
+                for p in support.mesh_pods(core, namespace, "bygone")]
+        raise AssertionError(f"{support.get_mesh(custom, namespace, 'bygone')['status']}\n{pods}") from None
+    assert nodes_by_host(core, namespace, "bygone") == {0: {names[0]}, 1: {names[0]}}
+    assert recorded() == "Any"
 
 
 def test_explain_teaches_the_placement(cluster, crd):

@@ -57,17 +57,21 @@ def test_usable_cores_counts_this_process_affinity():
     assert tree_policy.usable_cores() == len(os.sched_getaffinity(0))
 
 
-def test_a_group_keeps_its_answer_until_the_option_changes(monkeypatch):
+def test_an_actor_mesh_fixes_its_route_by_the_rule_at_spawn(monkeypatch):
     from mesh_client._src.actor import trees
     from mesh_client._src.actor.options import options
     from mesh_client._src.actor.procs import ProcGroup
 
     group = ProcGroup("big", pods(64), b"t" * 32, [f"big[{i}]" for i in range(64)])
     monkeypatch.setattr(options, "tree_fanout_min", None)
-    assert trees.routed(group) and group.tree_route == (None, True)
-    monkeypatch.setattr(options, "tree_fanout_min", 0)
-    assert not trees.routed(group) and group.tree_route == (0, False)
-    monkeypatch.setattr(options, "tree_fanout_min", 65)
-    assert not trees.routed(group)
-    monkeypatch.setattr(options, "tree_fanout_min", 64)
-    assert trees.routed(group)
+    monkeypatch.setattr(options, "tree_branching", 16)
+    try:
+        assert trees.fix_route("auto-mesh", group) == 16
+        monkeypatch.setattr(options, "tree_fanout_min", 0)
+        assert trees.fix_route("flat-mesh", group) == 0
+        assert trees.fix_route("auto-mesh", group) == 16  # kept from its spawn
+        monkeypatch.setattr(options, "tree_fanout_min", 65)
+        assert trees.fix_route("too-small", group) == 0
+    finally:
+        for name in ("auto-mesh", "flat-mesh", "too-small"):
+            trees.forget_route(name)

@@ -3,7 +3,8 @@ existing pods were, not as the CRD default that the API server now reads into it
 
 Aspects: a DistinctNodes mesh whose pods carry no host-spreading term is handled as Any (so a
 restarted proc's pod gets no anti-affinity), one whose pods carry them stays DistinctNodes; with
-no pod left the spec rules; pinned meshes tell by their pods' nodes; an Any mesh stays Any.
+no pod left the spec rules, unless the status recorded the placement its pods had (written
+once, when first seen); pinned meshes tell by their pods' nodes; an Any mesh stays Any.
 """
 
 from mesh_client._src import contract
@@ -36,6 +37,17 @@ def test_pods_rendered_with_spreading_keep_the_spec():
 def test_without_pods_the_spec_rules():
     m = builders.mesh("gone", hosts=2)
     assert upgrading.as_rendered(m, {}) is m
+
+
+def test_the_recorded_placement_outlives_the_pods():
+    now = builders.mesh("old", hosts=2, per_host=(("procs", 1),))
+    before = builders.mesh("old", hosts=2, per_host=(("procs", 1),), **ANY)
+    rendered = upgrading.as_rendered(now, {0: builders.pod(before, 0)})
+    assert upgrading.to_record(now, rendered, None) == contract.HOSTS_ON_ANY_NODES  # first seen: record it
+    assert upgrading.to_record(now, rendered, contract.HOSTS_ON_ANY_NODES) is None  # written once
+    assert upgrading.to_record(now, now, None) is None  # nothing differs: nothing to record
+    again = upgrading.as_rendered(now, {}, contract.HOSTS_ON_ANY_NODES)  # every pod gone
+    assert again.host_placement == contract.HOSTS_ON_ANY_NODES and spread(again, 1) is None
 
 
 def test_an_any_mesh_stays_any():

@@ -3,17 +3,19 @@
 Aspects: a reply resolves its request's future with the status and payload; when the link
 drops every pending future fails at once as LOST with the reason, and later requests fail
 without sending; a malformed reply envelope drops the link (and fails what is pending); the
-owner's story of a lost proc is asked with a deadline LOSS_DETAIL_SECONDS after the loss.
+owner's story of a lost proc is asked with a deadline LOSS_DETAIL_SECONDS after the loss; the
+peer learns its proc's identity (IDENTIFY) once per connection, before its first call.
 """
 
 import socket
 import threading
 
-from mesh_client._src.runtime import peers
+from mesh_client._src.runtime import ops, peers
 from mesh_client._src.runtime.streams import SocketStream
 from mesh_client._src.wire import envelopes, frames, protocol
 
 TOKEN = b"peer-token"
+IDENTITY = b'{"mesh": "m", "rank": 0, "coords": {}, "address": "memory:0", "pid": 1, "boot": "b1"}'
 
 
 def scripted_server(sock, on_request):
@@ -35,7 +37,10 @@ def scripted_server(sock, on_request):
                     if out:
                         sock.sendall(out)
                     if isinstance(event, protocol.Message):
-                        if on_request(envelopes.decode_request(event.segments), send) is False:
+                        request = envelopes.decode_request(event.segments)
+                        if request.op == ops.IDENTIFY:  # a peer asks once per connection (relinking)
+                            send(envelopes.encode_reply(request.call_id, envelopes.OK, [IDENTITY]))
+                        elif on_request(request, send) is False:
                             return
 
     thread = threading.Thread(target=run, daemon=True)
@@ -113,3 +118,17 @@ def test_the_loss_story_is_asked_with_a_deadline_bound_to_the_loss():
 
     peer.explain_loss = broken
     assert peer.loss_message(reason) == reason  # the bare reason, never the owner's error
+
+
+def test_the_peer_learns_who_its_proc_is_once_per_connection():
+    seen = []
+
+    def answer(request, send):
+        seen.append(request.op)
+        send(envelopes.encode_reply(request.call_id, envelopes.OK, []))
+
+    peer, _ = peer_with(answer)
+    for _ in range(2):
+        assert peer.request((1,), [], raw).get(timeout=10)[0] == peers.OK
+    assert peer.identity is not None and peer.identity["boot"] == "b1"
+    assert seen == [1, 1]  # the IDENTIFY is answered by the scripted server itself

@@ -1,0 +1,170 @@
+"""A connection that breaks under a live local proc is not a dead proc (runtime/relinking.py).
+
+Aspects: with the default ``unhandled_fault_hook`` (an unhandled fault ends the controller), a
+controller whose TCP connection to one proc is cut underneath it (``shutdown()`` of the socket)
+lives on: the call in flight at the cut fails at once with ``ConnectionBroken``, saying the proc
+is alive and the call may or may not have run; later calls reach the same process and actor,
+its state kept; a real death of that proc afterwards still ends the controller (its actors are
+watched again over the new connection). In process: no fault reaches the hook for the cut, a
+call made on the old peer goes to its successor, and a proc whose link broke because it died
+is reported as before.
+"""
+
+import functools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+from mesh_client import ConnectionBroken, SupervisionError, this_host
+from mesh_client._src.actor import supervision
+from mesh_client._src.runtime import ops, peers
+from tests.integration.local.actors import Recorder
+
+
+def cut(mesh, index):
+    """Break the client's TCP connection to proc ``index`` underneath it (the proc lives on)."""
+    peer = mesh._group.peers[index]
+    peer._channel.stream.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
+    return peer
+
+
+def settle_supervision():
+    """Wait until the supervision thread has handled what was queued before (the failed watches)."""
+    done = threading.Event()
+    supervision.submit(done.set)
+    assert done.wait(60)
+
+
+CONTROLLER = textwrap.dedent(
+    """
+    import os, signal, socket, sys, time
+    from mesh_client import ConnectionBroken, this_host
+    from tests.integration.local.actors import Recorder
+    from tests.integration.local.test_broken_links import cut, settle_supervision
+
+    mesh = this_host().spawn_procs(per_host={"gpus": 2}, name="links")
+    second = mesh.spawn("rec", Recorder).slice(gpus=1)
+    pid = second.where.call_one().get(timeout=60)["pid"]
+    assert second.record.call_one("before").get(timeout=60) == 1
+    in_flight = second.sleep.call_one(2)
+    cut(mesh, 1)
+    try:
+        in_flight.get(timeout=60)
+        print("the call in flight succeeded")
+    except ConnectionBroken as exc:
+        print(f"in flight: {exc}")
+    settle_supervision()
+    print(f"same pid: {second.where.call_one().get(timeout=60)['pid'] == pid}")
+    print(f"after: {second.record.call_one('after').get(timeout=60)}")
+    settle_supervision()
+    print("survived the cut", flush=True)
+    os.kill(pid, signal.SIGKILL)
+    try:
+        time.sleep(60)
+    except KeyboardInterrupt:
+        print("interrupted by the fault")
+        raise SystemExit(1)
+    print("still running")
+    """
+)
+
+
+def test_a_cut_connection_leaves_the_controller_running_and_a_death_still_ends_it():
+    done = subprocess.run([sys.executable, "-c", CONTROLLER], capture_output=True, text=True, timeout=180,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    out = done.stdout
+    assert "in flight: Endpoint call rec.sleep() failed: the connection to proc links[gpus=1]" in out, (out, done.stderr)
+    assert "but the proc is alive" in out and "may or may not have run" in out
+    assert "same pid: True" in out
+    assert "after: 2" in out  # the same actor, its state kept
+    assert "survived the cut" in out
+    assert "interrupted by the fault" in out and done.returncode == 1  # the death, watched again
+    assert done.stderr.count("unhandled supervision event") == 1
+    assert "killed by SIGKILL" in done.stderr
+
+
+def test_no_fault_for_a_cut_and_the_old_peer_forwards(faults):
+    with this_host().spawn_procs(per_host={"gpus": 2}, name="cutin") as mesh:
+        rec = mesh.spawn("rec", Recorder)
+        first = rec.slice(gpus=0)
+        assert first.record.call_one("a").get(timeout=60) == 1
+        in_flight = first.sleep.call_one(1)
+        old = cut(mesh, 0)
+        with pytest.raises(ConnectionBroken, match="may or may not have run"):
+            in_flight.get(timeout=60)
+        assert old.relinked() is mesh._group.peers[0] is not old  # the successor, swapped in the group
+        status, _, _ = old.request((ops.IDENTIFY,), (), lambda raw: raw).get(timeout=60)
+        assert status == peers.OK  # a holder of the old peer is served by its successor
+        assert first.record.call_one("b").get(timeout=60) == 2
+        settle_supervision()
+        assert faults.named("rec") == []
+        assert mesh.reconnect() == []  # nothing to bring back
+
+
+def test_a_proc_that_died_is_still_a_fault(faults):
+    with this_host().spawn_procs(per_host={"gpus": 1}, name="dies") as mesh:
+        rec = mesh.spawn("rec", Recorder)
+        pid = rec.where.call_one().get(timeout=60)["pid"]
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(SupervisionError) as lost:
+            rec.echo.call_one(1).get(timeout=60)
+        assert not isinstance(lost.value, ConnectionBroken)
+        assert "the local backend restarts no proc by itself" in str(lost.value)
+        assert faults.wait("rec")[0].crashed_ranks == [0]
+        assert mesh._group.peers[0].relinked() is None
+
+
+def test_a_cut_under_a_tree_routed_call_is_a_broken_link_too(faults):
+    from mesh_client import options
+
+    with this_host().spawn_procs(per_host={"gpus": 3}, name="treecut") as mesh:
+        before = options.tree_fanout_min, options.tree_branching
+        options.tree_fanout_min, options.tree_branching = 1, 2  # 0 forwards to 2: the cut holds a subtree
+        try:
+            rec = mesh.spawn("rec", Recorder)
+        finally:
+            options.tree_fanout_min, options.tree_branching = before
+        assert list(rec.record.call("a").get(timeout=60).values()) == [1, 1, 1]
+        in_flight = rec.sleep.call(1)
+        cut(mesh, 0)
+        with pytest.raises(ConnectionBroken, match=r"treecut\[gpus=0\].*but the proc is alive.*may or may not have run"):
+            in_flight.get(timeout=60)
+        assert list(rec.record.call("b").get(timeout=60).values()) == [2, 2, 2]  # through the new link
+        settle_supervision()
+        assert faults.named("rec") == []
+
+
+def cut_links_to(address):
+    """Run in a proc: break its connections to the proc server at ``address`` (that proc lives on)."""
+    n = 0
+    for (where, _), peer in list(peers._peers.items()):
+        if tuple(where) == tuple(address) and peer._channel is not None:
+            peer._channel.stream.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
+            n += 1
+    return n
+
+
+def test_a_forwarder_whose_link_to_a_live_child_broke_says_so(faults):
+    from mesh_client import options
+
+    with this_host().spawn_procs(per_host={"gpus": 3}, name="fwdcut") as mesh:
+        before = options.tree_fanout_min, options.tree_branching
+        options.tree_fanout_min, options.tree_branching = 1, 2  # 0 forwards to 2
+        try:
+            rec = mesh.spawn("rec", Recorder)
+        finally:
+            options.tree_fanout_min, options.tree_branching = before
+        assert list(rec.record.call("a").get(timeout=60).values()) == [1, 1, 1]
+        in_flight = rec.sleep.call(1)
+        assert mesh.slice(gpus=0).run(functools.partial(cut_links_to, mesh._group.addresses[2])).get(timeout=60) == [1]
+        with pytest.raises(ConnectionBroken, match=r"fwdcut\[gpus=2\].*but the proc is alive.*may or may not have run"):
+            in_flight.get(timeout=60)
+        assert list(rec.record.call("b").get(timeout=60).values()) == [2, 2, 2]  # proc 0 reached 2 again
+        settle_supervision()
+        assert faults.named("rec") == []
