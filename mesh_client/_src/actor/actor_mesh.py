@@ -197,7 +197,7 @@ class ActorEndpoint(Generic[R]):
         # The first failure fails the whole call at once, as in Monarch: the others may be
         # waiting for the failed one forever (a collective, an SPMD rendezvous with a dead or
         # failed peer), so their replies are not worth waiting for.
-        if trees.routed(group):
+        if trees.routed(mesh):
             futs = self._send(range(n), args, kwargs)
             return gather(futs, lambda values: ValueMesh(shape, values), fail_fast=messages.failed)
         payload = serialization.dumps((args, kwargs))

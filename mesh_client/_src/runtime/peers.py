@@ -129,7 +129,7 @@ class Peer:
         connection) comes. ``None``: a one-way message, nobody waits. Returns the LOST outcome
         if it could not be sent (the waiter has it too), else None."""
         if self.lost:
-            successor = self.verdict.successor if self.verdict is not None else None
+            successor: Peer | None = self.verdict.successor if self.verdict is not None else None
             if successor is not None:  # the same proc, over a new connection
                 return successor.submit(waiter, op, fields, payload)
             lost = (LOST, relinking.NOT_SENT + self.lost if self.verdict else self.lost, self)
