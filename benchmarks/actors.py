@@ -7,6 +7,7 @@ extra; skipped with a note otherwise), and the smallest possible socket round tr
     python benchmarks/actors.py            # table
     python benchmarks/actors.py --json     # JSON
     python benchmarks/actors.py --breakdown   # where a call_one's time goes, stage by stage
+    python benchmarks/actors.py --large       # where a 1 MiB echo's time goes; bytes, bytearray, numpy
 """
 
 from __future__ import annotations
@@ -331,6 +332,43 @@ def breakdown_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def large_breakdown(calls: int) -> dict[str, Any]:
+    """The copy-free floor, then instrumented 1 MiB echoes (benchmarks/large_stages.py) of bytes,
+    bytearray and numpy (numpy only where installed), then the floor again, in one run."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import large_stages
+
+    out: dict[str, Any] = {"floor": large_stages.floors(calls)}
+    kinds = ["bytes", "bytearray"] + (["numpy"] if importlib.util.find_spec("numpy") else [])
+    out["stages"] = {kind: large_stages.measure(calls, kind) for kind in kinds}
+    if "numpy" not in kinds:
+        out["note"] = "numpy not installed: its echo skipped"
+    out["floor_after"] = large_stages.floors(calls)
+    return out
+
+
+def large_table(results: dict[str, Any]) -> str:
+    stages = results["stages"]
+    kinds = list(stages)
+    lines = [f"{'stage of one 1 MiB echo (p50 us)':52} " + " ".join(f"{k:>10}" for k in kinds)]
+    for name in stages[kinds[0]]:
+        if name == "total":
+            continue
+        cells = [stages[k][name]["p50_us"] for k in kinds]
+        lines.append(f"{name:52} " + " ".join(f"{c:10.1f}" for c in cells))
+    sums = [sum(r["p50_us"] for n, r in stages[k].items() if n.split(": ")[0] not in ("request", "reply") and n != "total"
+                or n.startswith(("request: sendmsg to the last", "reply: sendmsg to the last"))) for k in kinds]
+    lines.append(f"{'sum of the tiling stages':52} " + " ".join(f"{c:10.1f}" for c in sums))
+    lines.append(f"{'echo, end to end (instrumented)':52} " + " ".join(f"{stages[k]['total']['p50_us']:10.1f}" for k in kinds))
+    for key in ("floor", "floor_after"):
+        floor = results[key]
+        lines.append(f"{key}: " + ", ".join(f"{k} {v:.1f}" for k, v in floor.items()))
+    if "note" in results:
+        lines.append(results["note"])
+    lines.append(f"samples: {stages[kinds[0]]['total']['n']} echoes per kind")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -340,8 +378,13 @@ def main() -> None:
     parser.add_argument("--kubeconfig", help="with --kubernetes: a running cluster with the CRD, instead of starting one")
     parser.add_argument("--rounds", type=int, default=5, help="with --kubernetes: alternating rounds of call figures")
     parser.add_argument("--breakdown", action="store_true", help="per-stage p50/p99 of call_one (an instrumented run) beside raw TCP")
+    parser.add_argument("--large", action="store_true", help="per-stage p50 of a 1 MiB echo (bytes, bytearray, numpy) beside the copy-free floor")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.large:
+        results = large_breakdown(args.calls)
+        print(json.dumps(results, indent=2) if args.json else large_table(results))
+        return
     if args.breakdown:
         results = breakdown(args.calls)
         print(json.dumps(results, indent=2) if args.json else breakdown_table(results))

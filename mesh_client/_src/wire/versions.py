@@ -19,7 +19,7 @@ import functools
 import importlib.metadata
 
 #: This release's wire protocol; 0 is what releases before protocol versions sent.
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: the READ_ONLY flag in segment lengths, out-of-band bytearrays
 
 
 @functools.cache
