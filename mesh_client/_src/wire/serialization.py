@@ -104,12 +104,12 @@ def _buffered(obj: Any, depth: int = 2) -> bool:
     built-in dtype where :func:`_lift` looks: the standard pickler sends them out of band just
     as cloudpickle would, at a fraction of its cost."""
     kind = type(obj)
-    if kind is bytes or kind is bytearray or _plain(obj, 0):
+    if kind is bytes or kind is bytearray or kind in _PLAIN_ATOMS:
         return True
     if kind.__name__ == "ndarray" and kind.__module__ == "numpy":
         return bool(obj.dtype.isbuiltin == 1)
     if depth == 0:
-        return False
+        return _plain(obj)  # below where _lift looks: plain data only
     if kind is tuple or kind is list:
         if len(obj) > 16:
             return False

@@ -1,0 +1,85 @@
+"""Out-of-band buffers end where the socket wrote them: no copy on the receiving side.
+
+Aspects: a ``bytes``, a ``bytearray`` and a numpy array sent through a real connection object
+come back as (views of) the very objects the frame was received into; a read-only array stays
+read-only and a writable one writable; several buffers in one message; plain data with buffers
+takes the standard pickler and still round-trips what cloudpickle would (functions inside fall
+back to cloudpickle).
+"""
+
+import numpy as np
+
+from mesh_client._src.wire import frames, serialization
+from mesh_client._src.wire.protocol import NEED_DATA, Connection, Message, Role, State
+
+MIB = 1 << 20
+
+
+def through_the_wire(obj: object) -> tuple[object, list[bytes | bytearray | memoryview]]:
+    """``obj`` pickled, framed, received in 64 KiB reads plus receive_buffer(), and unpickled."""
+    wire = frames.encode_bytes(frames.Kind.MESSAGE, serialization.dumps(obj))
+    conn = Connection(Role.SERVER, b"token")
+    conn.state = State.AUTHENTICATED
+    at = 0
+    while True:
+        view = conn.receive_buffer()
+        if view is not None:
+            n = min(view.nbytes, len(wire) - at)
+            view[:n] = wire[at : at + n]
+            conn.buffer_filled(n)
+        else:
+            n = min(65536, len(wire) - at)
+            conn.receive_data(wire[at : at + n])
+        at += n
+        event = conn.next_event()
+        if event is not NEED_DATA:
+            assert isinstance(event, Message)
+            return serialization.loads(event.segments), event.segments
+
+
+def test_bytes_arrive_as_the_received_object():
+    blob = bytes(range(256)) * 4096
+    back, segments = through_the_wire(((blob,), {}))
+    assert back == ((blob,), {})
+    assert back[0][0] is segments[-1]  # the bytes object the socket filled, not a copy of it
+
+
+def test_a_bytearray_arrives_as_the_received_object_and_is_writable():
+    data = bytearray(range(256)) * 4096
+    back, segments = through_the_wire([data, b"small"])
+    assert back == [data, b"small"]
+    assert back[0] is segments[-1] and type(back[0]) is bytearray
+    back[0][0] = 99  # the caller's own memory now
+
+
+def test_numpy_arrays_are_views_of_the_received_buffer():
+    arr = np.arange(MIB // 4, dtype=np.float32).reshape(512, -1)
+    back, segments = through_the_wire({"x": arr})
+    x = back["x"]
+    assert np.array_equal(x, arr) and x.dtype == arr.dtype and x.shape == arr.shape
+    assert x.flags.writeable
+    assert np.shares_memory(x, np.frombuffer(segments[-1], dtype=np.uint8))  # no copy
+    frozen = arr.copy()
+    frozen.flags.writeable = False
+    assert not through_the_wire(frozen)[0].flags.writeable  # as pickle protocol 5 promises
+
+
+def test_several_buffers_in_one_message():
+    a, b = np.ones(200_000, dtype=np.int64), bytearray(b"q" * 300_000)
+    c = bytes(b"r" * 100_000)
+    back, segments = through_the_wire(((a, b, c, np.zeros(3)), {"tiny": np.arange(3)}))
+    (ra, rb, rc, rz), kw = back
+    assert np.array_equal(ra, a) and rb == b and rc == c and not rz.any() and list(kw["tiny"]) == [0, 1, 2]
+    assert rb is segments[2] and rc is segments[3]
+
+
+def test_plain_data_with_buffers_skips_cloudpickle_but_functions_still_travel():
+    blob = b"x" * 100_000
+    assert serialization._buffered(((blob, bytearray(blob), np.ones(4)), {"k": [1, "two"]}))
+    assert not serialization._buffered(((blob, lambda: 3), {}))
+
+    def triple(v: int) -> int:
+        return 3 * v
+
+    back, _ = through_the_wire(((blob, triple), {}))
+    assert back[0][0] == blob and back[0][1](2) == 6
