@@ -7,7 +7,7 @@ extra; skipped with a note otherwise), and the smallest possible socket round tr
     python benchmarks/actors.py            # table
     python benchmarks/actors.py --json     # JSON
     python benchmarks/actors.py --breakdown   # where a call_one's time goes, stage by stage
-    python benchmarks/actors.py --large       # where a 1 MiB echo's time goes; bytes, bytearray, numpy
+    python benchmarks/actors.py --large       # where a 1 MiB echo's time goes; bytes, bytearray, numpy, torch
 """
 
 from __future__ import annotations
@@ -334,15 +334,16 @@ def breakdown_table(results: dict[str, Any]) -> str:
 
 def large_breakdown(calls: int) -> dict[str, Any]:
     """The copy-free floor, then instrumented 1 MiB echoes (benchmarks/large_stages.py) of bytes,
-    bytearray and numpy (numpy only where installed), then the floor again, in one run."""
+    bytearray, numpy and a torch CPU tensor (the last two where installed), then the floor again."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import large_stages
 
     out: dict[str, Any] = {"floor": large_stages.floors(calls)}
-    kinds = ["bytes", "bytearray"] + (["numpy"] if importlib.util.find_spec("numpy") else [])
+    kinds = ["bytes", "bytearray"] + [k for k in ("numpy", "torch") if importlib.util.find_spec(k)]
     out["stages"] = {kind: large_stages.measure(calls, kind) for kind in kinds}
-    if "numpy" not in kinds:
-        out["note"] = "numpy not installed: its echo skipped"
+    missing = [k for k in ("numpy", "torch") if k not in kinds]
+    if missing:
+        out["note"] = f"{' and '.join(missing)} not installed: skipped"
     out["floor_after"] = large_stages.floors(calls)
     return out
 

@@ -263,7 +263,7 @@ def pct(samples: list[float], q: float) -> float:
 
 def measure(calls: int, payload: str = "bytes") -> dict[str, dict[str, float]]:
     """An instrumented run: one proc, ``calls`` sequential 1 MiB echoes of ``payload``
-    (``bytes``, ``bytearray`` or ``numpy``), p50/p99 per stage."""
+    (``bytes``, ``bytearray``, ``numpy`` or ``torch``), p50/p99 per stage."""
     import mesh_client
 
     here = __file__
@@ -317,7 +317,7 @@ def measure(calls: int, payload: str = "bytes") -> dict[str, dict[str, float]]:
 
 
 def make_payload(kind: str) -> Any:
-    """1 MiB of random data as ``bytes``, ``bytearray`` or a numpy ``uint8`` array."""
+    """1 MiB of random data as ``bytes``, ``bytearray``, a numpy ``uint8`` array or a torch CPU tensor."""
     data = os.urandom(MIB)
     if kind == "bytes":
         return data
@@ -327,6 +327,10 @@ def make_payload(kind: str) -> Any:
         import numpy
 
         return numpy.frombuffer(bytearray(data), dtype=numpy.uint8)
+    if kind == "torch":
+        import torch
+
+        return torch.frombuffer(bytearray(data), dtype=torch.float32)
     raise ValueError(f"unknown payload kind {kind!r}: use bytes, bytearray or numpy")
 
 

@@ -4,8 +4,8 @@ Out-of-band buffers become their own frame segments, so a numpy array or a large
 ``bytearray`` is handed to ``sendmsg`` as is instead of being copied into the pickle stream. On
 the receiving side each large segment arrives as its own ``bytes`` or ``bytearray`` object
 (:mod:`.receiving`), which :func:`loads` hands to the unpickler as the buffer: a ``bytes`` or
-``bytearray`` argument is then that very object, and a numpy array is a view of it, with no
-copy. Only ever called on messages of an authenticated connection (see :mod:`.protocol`).
+``bytearray`` argument is then that very object, and a numpy array or a torch CPU tensor
+(:mod:`.tensors`) is a view of it, with no copy. Only ever called on messages of an authenticated connection (see :mod:`.protocol`).
 
 Code pickled by value (a class or function of the controller's ``__main__``) keeps its
 ``co_filename``, which cloudpickle replaces with ``<dynamic-code>``: remote tracebacks then name
@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import cloudpickle
+
+from mesh_client._src.wire import tensors
 
 # bytes at least this large travel out of band instead of inside the pickle stream.
 OUT_OF_BAND_BYTES = 64 * 1024
@@ -148,7 +150,7 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]  # cloudpickle is unt
                 self.code_files.add(obj.co_filename)
             make, args = _CODE_REDUCE(obj)
             return _code, (make, args, obj.co_filename)
-        return super().reducer_override(obj)
+        return tensors.reduce(obj) or super().reducer_override(obj)
 
 
 def dumps(obj: Any, code_files: set[str] | None = None) -> list[bytes | memoryview]:

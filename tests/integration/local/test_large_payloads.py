@@ -80,3 +80,13 @@ def test_large_results_of_calls_in_flight_stay_apart(one):
     futures = [one.echo.call_one(b) for b in blobs]
     results = [f.get() for f in futures]
     assert results == blobs
+
+
+def test_a_cpu_tensor_echo_is_intact_and_writable(one):
+    import torch
+
+    t = torch.randn(512, 512)
+    back = one.echo.call_one(t).get()
+    assert back.dtype == torch.float32 and torch.equal(back, t)
+    back.mul_(2)  # the caller's own memory
+    assert not torch.equal(back, t)

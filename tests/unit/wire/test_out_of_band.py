@@ -83,3 +83,31 @@ def test_plain_data_with_buffers_skips_cloudpickle_but_functions_still_travel():
 
     back, _ = through_the_wire(((blob, triple), {}))
     assert back[0][0] == blob and back[0][1](2) == 6
+
+
+def test_plain_cpu_tensors_are_views_of_the_received_buffer():
+    import torch
+
+    for dtype in (torch.float32, torch.bfloat16, torch.int64, torch.bool):
+        t = (torch.arange(MIB // 4) % 3).to(dtype).reshape(256, -1)
+        back, segments = through_the_wire(((t,), {}))
+        r = back[0][0]
+        assert r.dtype == dtype and r.shape == t.shape and torch.equal(r, t)
+        assert type(segments[-1]) is bytearray and len(segments[-1]) == t.numel() * t.element_size()
+        assert r.data_ptr() == torch.frombuffer(segments[-1], dtype=torch.uint8).data_ptr()  # no copy
+        r.zero_()  # writable, the receiver's own memory
+        assert torch.equal(t, (torch.arange(MIB // 4) % 3).to(dtype).reshape(256, -1))
+
+
+def test_other_tensors_keep_torchs_own_pickling():
+    import torch
+
+    base = torch.arange(MIB, dtype=torch.float32)
+    grad = torch.ones(MIB // 4, requires_grad=True)
+    view = base[1:]  # does not cover its storage: torch sends (and shares) the storage
+    param = torch.nn.Parameter(torch.ones(MIB // 4))
+    small = torch.ones(4)
+    for t in (grad, view, param, small, base.reshape(1024, -1).t()):
+        assert serialization.tensors.reduce(t) is None
+    ((rg, rv, rp, rs), _), _ = through_the_wire(((grad, view, param, small), {}))
+    assert rg.requires_grad and torch.equal(rv, view) and type(rp) is torch.nn.Parameter and torch.equal(rs, small)
