@@ -24,8 +24,9 @@ from typing import Any
 
 from mesh_client._src.wire import frames
 
-# A segment at least this large is received into an object of its own.
-OWN_BUFFER = 64 * 1024
+# A segment at least this large is received into an object of its own (the size from which
+# senders flag read-only segments: each such segment can become a bytes object).
+OWN_BUFFER = frames.FLAGGED_FROM
 
 Target = bytes | bytearray
 
