@@ -57,20 +57,33 @@ class _OutOfBandArray:
         return _bytearray, (pickle.PickleBuffer(self.data),)
 
 
-def _lift(obj: Any, depth: int = 2) -> Any:
-    """Wrap large bytes and bytearrays near the top of ``obj`` (the pickler never asks about them)."""
+def _lift(obj: Any, depth: int = 2, done: dict[int, Any] | None = None) -> Any:
+    """Wrap large bytes and bytearrays near the top of ``obj`` (the pickler never asks about them).
+
+    ``done`` maps the id of each object already replaced to its replacement, so an object met
+    twice is replaced by one object and pickle's memo keeps the sharing (``f(buf, buf)`` sends
+    ``buf`` once and the receiver gets one object twice, as with plain pickle)."""
     kind = type(obj)
-    if kind is bytes:
-        return _OutOfBand(obj) if len(obj) >= OUT_OF_BAND_BYTES else obj
-    if kind is bytearray:
-        return _OutOfBandArray(obj) if len(obj) >= OUT_OF_BAND_BYTES else obj
-    if depth == 0:
+    if kind is bytes or kind is bytearray:
+        if len(obj) < OUT_OF_BAND_BYTES:
+            return obj
+    elif depth == 0 or not (kind is tuple or kind is list or kind is dict):
         return obj
-    if kind is tuple or kind is list:
-        return kind(_lift(item, depth - 1) for item in obj)
-    if kind is dict:
-        return {key: _lift(value, depth - 1) for key, value in obj.items()}
-    return obj
+    if done is None:
+        done = {}
+    found = done.get(id(obj))
+    if found is not None:
+        return found
+    if kind is bytes:
+        new: Any = _OutOfBand(obj)
+    elif kind is bytearray:
+        new = _OutOfBandArray(obj)
+    elif kind is dict:
+        new = {key: _lift(value, depth - 1, done) for key, value in obj.items()}
+    else:
+        new = kind(_lift(item, depth - 1, done) for item in obj)
+    done[id(obj)] = new
+    return new
 
 
 _PLAIN_ATOMS = (type(None), bool, int, float, str)

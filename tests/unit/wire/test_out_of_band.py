@@ -111,3 +111,14 @@ def test_other_tensors_keep_torchs_own_pickling():
         assert serialization.tensors.reduce(t) is None
     ((rg, rv, rp, rs), _), _ = through_the_wire(((grad, view, param, small), {}))
     assert rg.requires_grad and torch.equal(rv, view) and type(rp) is torch.nn.Parameter and torch.equal(rs, small)
+
+
+def test_a_buffer_or_list_passed_twice_arrives_as_one_object():
+    data, blob = bytearray(200_000), b"b" * 100_000
+    shared = [data, 1]
+    result = (data, blob, blob, shared, shared)  # an endpoint's result: lists are walked one level
+    assert len(serialization.dumps(result)) == 3  # the stream, data once, blob once
+    d1, b1, b2, s1, s2 = through_the_wire(result)[0]
+    assert b1 is b2
+    assert s1 is s2
+    assert s1[0] is d1
