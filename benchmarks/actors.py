@@ -349,18 +349,22 @@ def large_breakdown(calls: int) -> dict[str, Any]:
 
 
 def large_table(results: dict[str, Any]) -> str:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import large_stages
+
     stages = results["stages"]
     kinds = list(stages)
+    tiling = [name for name, _, _ in large_stages.STAGES]
+
+    def row(label: str, name: str, fmt: str = "{:10.1f}") -> str:
+        return f"{label:52} " + " ".join(fmt.format(stages[k][name]["p50_us"]) for k in kinds)
+
     lines = [f"{'stage of one 1 MiB echo (p50 us)':52} " + " ".join(f"{k:>10}" for k in kinds)]
-    for name in stages[kinds[0]]:
-        if name == "total":
-            continue
-        cells = [stages[k][name]["p50_us"] for k in kinds]
-        lines.append(f"{name:52} " + " ".join(f"{c:10.1f}" for c in cells))
-    sums = [sum(r["p50_us"] for n, r in stages[k].items() if n.split(": ")[0] not in ("request", "reply") and n != "total"
-                or n.startswith(("request: sendmsg to the last", "reply: sendmsg to the last"))) for k in kinds]
-    lines.append(f"{'sum of the tiling stages':52} " + " ".join(f"{c:10.1f}" for c in sums))
-    lines.append(f"{'echo, end to end (instrumented)':52} " + " ".join(f"{stages[k]['total']['p50_us']:10.1f}" for k in kinds))
+    lines += [row(name, name) for name in tiling]
+    lines.append(f"{'sum of the stages above':52} " + " ".join(f"{sum(stages[k][n]['p50_us'] for n in tiling):10.1f}" for k in kinds))
+    lines.append(row("echo, end to end (instrumented)", "total"))
+    lines.append("inside the transfers (p50; sizes in bytes, reads as counts):")
+    lines += [row(name, name) for name in stages[kinds[0]] if name not in tiling and name != "total"]
     for key in ("floor", "floor_after"):
         floor = results[key]
         lines.append(f"{key}: " + ", ".join(f"{k} {v:.1f}" for k, v in floor.items()))

@@ -234,8 +234,9 @@ def stage_samples(
     receive side's buffer setup and reads per frame. ``calls``: ``(call_id, start_ns, end_ns)``."""
     rows = STAGES + DETAILS
     out: dict[str, list[float]] = {name: [] for name, _, _ in rows}
-    extra = ("request: proc's buffer setup", "request: reads per frame", "request: bytes per read",
-             "reply: caller's buffer setup", "reply: reads per frame", "reply: bytes per read")
+    extra = ("request: proc's buffer setup", "request: reads per frame", "request: bytes of the first read",
+             "request: bytes of the largest read", "reply: caller's buffer setup", "reply: reads per frame",
+             "reply: bytes of the first read", "reply: bytes of the largest read")
     out.update({name: [] for name in extra})
     out["total"] = []
     for call_id, start, end in calls:
@@ -251,7 +252,8 @@ def stage_samples(
             if "setup_ns" in frame:
                 out[f"{prefix}: {'proc' if side == 'P' else 'caller'}'s buffer setup"].append(frame["setup_ns"] / 1000)
             out[f"{prefix}: reads per frame"].append(len(frame["reads"]))
-            out[f"{prefix}: bytes per read"].extend(float(n) for n in frame["reads"])
+            out[f"{prefix}: bytes of the first read"].append(float(frame["reads"][0]))
+            out[f"{prefix}: bytes of the largest read"].append(float(max(frame["reads"])))
         out["total"].append((end - start) / 1000)
     return out
 

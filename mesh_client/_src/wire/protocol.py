@@ -205,7 +205,7 @@ class Connection:
         if not data:
             self._eof = True
             return
-        if self._big is not None:
+        if self._big is not None and not self._big.complete:
             raise errors.ProtocolError("receive_data() while a large frame wants receive_buffer()")
         if self._data is not None:  # fed twice without draining: keep both, in order
             self._spill()
@@ -217,7 +217,7 @@ class Connection:
 
     def receive_buffer(self) -> memoryview | None:
         """Where to read the rest of a large frame into, or None to use :meth:`receive_data`."""
-        if self._big is None:
+        if self._big is None or self._big.complete:
             return None
         return self._big.view()
 

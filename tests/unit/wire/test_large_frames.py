@@ -150,3 +150,19 @@ def test_receive_objects_are_not_zeroed_but_fully_written():
         view[:] = b"\x5a" * 1000
         del view
         assert target == b"\x5a" * 1000
+
+
+def test_a_completed_large_frame_not_yet_taken_then_more_bytes_keeps_the_order():
+    conn = authenticated_server()
+    big = pattern(MIB, 10)
+    wire = frames.encode_bytes(frames.Kind.MESSAGE, [b"h", big])
+    conn.receive_data(wire[:65536])
+    assert conn.next_event() is NEED_DATA
+    view = conn.receive_buffer()
+    view[:] = wire[65536:]
+    conn.buffer_filled(view.nbytes)
+    assert conn.receive_buffer() is None  # complete: nothing more to read into it
+    conn.receive_data(frames.encode_bytes(frames.Kind.MESSAGE, [b"after"]))
+    first, second = conn.next_event(), conn.next_event()
+    assert isinstance(first, Message) and bytes(first.segments[1]) == big
+    assert isinstance(second, Message) and [bytes(s) for s in second.segments] == [b"after"]
