@@ -114,32 +114,51 @@ def _plain(obj: Any, depth: int = 3) -> bool:
     return False
 
 
-def _buffered(obj: Any, depth: int = 2) -> bool:
-    """Plain data (see :func:`_plain`) with large ``bytes``/``bytearray`` or numpy arrays of a
-    built-in dtype where :func:`_lift` looks: the standard pickler sends them out of band just
-    as cloudpickle would, at a fraction of its cost."""
+# What _buffered found: nothing the standard pickler can take alone, plain data with buffers,
+# or plain data with torch tensors too (those need tensors.reduce, see _TensorPickler).
+_NO, _BUFFERS, _TENSORS = 0, 1, 2
+
+
+def _buffered(obj: Any, depth: int = 2) -> int:
+    """Whether ``obj`` is plain data (see :func:`_plain`) with large ``bytes``/``bytearray``,
+    numpy arrays of a built-in dtype or torch tensors where :func:`_lift` looks: the standard
+    pickler sends them out of band just as cloudpickle would, at a fraction of its cost."""
     kind = type(obj)
     if kind is bytes or kind is bytearray or kind in _PLAIN_ATOMS:
-        return True
+        return _BUFFERS
     if kind.__name__ == "ndarray" and kind.__module__ == "numpy":
-        return bool(obj.dtype.isbuiltin == 1)
+        return _BUFFERS if obj.dtype.isbuiltin == 1 else _NO
+    if kind.__name__ == "Tensor" and kind.__module__ == "torch":  # exactly torch.Tensor
+        return _TENSORS
     if depth == 0:
-        return _plain(obj)  # below where _lift looks: plain data only
+        return _BUFFERS if _plain(obj) else _NO  # below where _lift looks: plain data only
+    found = _BUFFERS
     if kind is tuple or kind is list:
         if len(obj) > 16:
-            return False
+            return _NO
         for item in obj:
-            if not _buffered(item, depth - 1):
-                return False
-        return True
+            inner = _buffered(item, depth - 1)
+            if inner == _NO:
+                return _NO
+            found = max(found, inner)
+        return found
     if kind is dict:
         if len(obj) > 16:
-            return False
+            return _NO
         for k, v in obj.items():
-            if type(k) is not str or not _buffered(v, depth - 1):
-                return False
-        return True
-    return False
+            inner = _buffered(v, depth - 1) if type(k) is str else _NO
+            if inner == _NO:
+                return _NO
+            found = max(found, inner)
+        return found
+    return _NO
+
+
+class _TensorPickler(pickle.Pickler):
+    """The standard pickler, with plain torch tensors out of band (:mod:`.tensors`)."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        return tensors.reduce(obj) or NotImplemented
 
 
 _CODE_REDUCE: Callable[[types.CodeType], tuple[Any, tuple[Any, ...]]] = cloudpickle.Pickler.dispatch_table[types.CodeType]
@@ -172,10 +191,14 @@ def dumps(obj: Any, code_files: set[str] | None = None) -> list[bytes | memoryvi
     if _plain(obj):  # the fast path for small arguments and results (a third of the cost)
         return [pickle.dumps(obj, protocol=5)]
     buffers: list[pickle.PickleBuffer] = []
-    if _buffered(obj):  # large buffers in plain containers: the standard pickler, out of band
+    found = _buffered(obj)
+    if found == _BUFFERS:  # large buffers in plain containers: the standard pickler, out of band
         stream = pickle.dumps(_lift(obj), protocol=5, buffer_callback=buffers.append)
         return [stream, *(b.raw() for b in buffers)]
     out = io.BytesIO()
+    if found == _TENSORS:
+        _TensorPickler(out, protocol=5, buffer_callback=buffers.append).dump(_lift(obj))
+        return [out.getbuffer(), *(b.raw() for b in buffers)]
     _Pickler(out, buffers, code_files).dump(_lift(obj))
     return [out.getbuffer(), *(b.raw() for b in buffers)]
 

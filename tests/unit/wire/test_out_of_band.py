@@ -75,8 +75,8 @@ def test_several_buffers_in_one_message():
 
 def test_plain_data_with_buffers_skips_cloudpickle_but_functions_still_travel():
     blob = b"x" * 100_000
-    assert serialization._buffered(((blob, bytearray(blob), np.ones(4)), {"k": [1, "two"]}))
-    assert not serialization._buffered(((blob, lambda: 3), {}))
+    assert serialization._buffered(((blob, bytearray(blob), np.ones(4)), {"k": [1, "two"]})) == serialization._BUFFERS
+    assert serialization._buffered(((blob, lambda: 3), {})) == serialization._NO
 
     def triple(v: int) -> int:
         return 3 * v
@@ -122,3 +122,15 @@ def test_a_buffer_or_list_passed_twice_arrives_as_one_object():
     assert b1 is b2
     assert s1 is s2
     assert s1[0] is d1
+
+
+def test_tensors_in_plain_data_take_the_standard_pickler_with_the_tensor_reducer():
+    import torch
+
+    t, grad = torch.ones(MIB // 4), torch.ones(10, requires_grad=True)
+    args = ((t, b"y" * 100_000), {"g": grad, "n": 3})
+    assert serialization._buffered(args) == serialization._TENSORS
+    assert serialization._buffered(((torch.nn.Parameter(t),), {})) == serialization._NO  # cloudpickle's path
+    ((rt, rb), rd), segments = through_the_wire(args)
+    assert torch.equal(rt, t) and rt.data_ptr() == torch.frombuffer(segments[1], dtype=torch.uint8).data_ptr()
+    assert rb == b"y" * 100_000 and rd["n"] == 3 and rd["g"].requires_grad and torch.equal(rd["g"], grad)
