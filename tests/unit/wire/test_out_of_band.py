@@ -134,3 +134,18 @@ def test_tensors_in_plain_data_take_the_standard_pickler_with_the_tensor_reducer
     ((rt, rb), rd), segments = through_the_wire(args)
     assert torch.equal(rt, t) and rt.data_ptr() == torch.frombuffer(segments[1], dtype=torch.uint8).data_ptr()
     assert rb == b"y" * 100_000 and rd["n"] == 3 and rd["g"].requires_grad and torch.equal(rd["g"], grad)
+
+
+def test_arrays_numpys_own_reduce_keeps_round_trip_exactly():
+    def scale(v: float) -> float:
+        return 2 * v
+
+    objects = np.array([scale, 1, "two"] * 30_000, dtype=object)  # elements need cloudpickle
+    strided = np.arange(MIB // 2, dtype=np.int16).reshape(512, -1)[:, ::2]  # not contiguous
+    swapped = np.arange(100_000, dtype=">f8")  # not the native byte order
+    when = np.arange(100_000).astype("M8[s]")
+    assert serialization._buffered(((objects,), {})) == serialization._NO
+    ((o, s, w, t), _), _ = through_the_wire(((objects, strided, swapped, when), {}))
+    assert o[0](2) == 4 and list(o[1:3]) == [1, "two"] and len(o) == 90_000
+    assert np.array_equal(s, strided) and np.array_equal(w, swapped) and w.dtype == swapped.dtype
+    assert np.array_equal(t, when) and t.dtype == when.dtype
