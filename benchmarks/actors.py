@@ -7,6 +7,7 @@ extra; skipped with a note otherwise), and the smallest possible socket round tr
     python benchmarks/actors.py            # table
     python benchmarks/actors.py --json     # JSON
     python benchmarks/actors.py --breakdown   # where a call_one's time goes, stage by stage
+    python benchmarks/actors.py --large       # where a 1 MiB echo's time goes; bytes, bytearray, numpy, torch
 """
 
 from __future__ import annotations
@@ -331,6 +332,48 @@ def breakdown_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def large_breakdown(calls: int) -> dict[str, Any]:
+    """The copy-free floor, then instrumented 1 MiB echoes (benchmarks/large_stages.py) of bytes,
+    bytearray, numpy and a torch CPU tensor (the last two where installed), then the floor again."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import large_stages
+
+    out: dict[str, Any] = {"floor": large_stages.floors(calls)}
+    kinds = ["bytes", "bytearray"] + [k for k in ("numpy", "torch") if importlib.util.find_spec(k)]
+    out["stages"] = {kind: large_stages.measure(calls, kind) for kind in kinds}
+    missing = [k for k in ("numpy", "torch") if k not in kinds]
+    if missing:
+        out["note"] = f"{' and '.join(missing)} not installed: skipped"
+    out["floor_after"] = large_stages.floors(calls)
+    return out
+
+
+def large_table(results: dict[str, Any]) -> str:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import large_stages
+
+    stages = results["stages"]
+    kinds = list(stages)
+    tiling = [name for name, _, _ in large_stages.STAGES]
+
+    def row(label: str, name: str, fmt: str = "{:10.1f}") -> str:
+        return f"{label:52} " + " ".join(fmt.format(stages[k][name]["p50_us"]) for k in kinds)
+
+    lines = [f"{'stage of one 1 MiB echo (p50 us)':52} " + " ".join(f"{k:>10}" for k in kinds)]
+    lines += [row(name, name) for name in tiling]
+    lines.append(f"{'sum of the stages above':52} " + " ".join(f"{sum(stages[k][n]['p50_us'] for n in tiling):10.1f}" for k in kinds))
+    lines.append(row("echo, end to end (instrumented)", "total"))
+    lines.append("inside the transfers (p50; sizes in bytes, reads as counts):")
+    lines += [row(name, name) for name in stages[kinds[0]] if name not in tiling and name != "total"]
+    for key in ("floor", "floor_after"):
+        floor = results[key]
+        lines.append(f"{key}: " + ", ".join(f"{k} {v:.1f}" for k, v in floor.items()))
+    if "note" in results:
+        lines.append(results["note"])
+    lines.append(f"samples: {stages[kinds[0]]['total']['n']} echoes per kind")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -340,8 +383,13 @@ def main() -> None:
     parser.add_argument("--kubeconfig", help="with --kubernetes: a running cluster with the CRD, instead of starting one")
     parser.add_argument("--rounds", type=int, default=5, help="with --kubernetes: alternating rounds of call figures")
     parser.add_argument("--breakdown", action="store_true", help="per-stage p50/p99 of call_one (an instrumented run) beside raw TCP")
+    parser.add_argument("--large", action="store_true", help="per-stage p50 of a 1 MiB echo (bytes, bytearray, numpy) beside the copy-free floor")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.large:
+        results = large_breakdown(args.calls)
+        print(json.dumps(results, indent=2) if args.json else large_table(results))
+        return
     if args.breakdown:
         results = breakdown(args.calls)
         print(json.dumps(results, indent=2) if args.json else breakdown_table(results))

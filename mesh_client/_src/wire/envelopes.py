@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 from mesh_client._src.wire import errors
 
 Segment = bytes | bytearray | memoryview
-Received = list[bytes | memoryview]  # a message's segments as the wire hands them over (views, no copy)
+Received = list[bytes | bytearray | memoryview]  # a message's segments as the wire hands them over (no copy)
 
 # Reply status codes, the second field of a reply's envelope.
 OK = 0

@@ -2,6 +2,9 @@
 
 Every frame is ``MAGIC (2) | version (1) | kind (1) | segment count (2) | field (2)``,
 followed by one unsigned 64-bit big-endian length per segment and the segments themselves.
+A length's top bit (:data:`READ_ONLY`, set only on segments of at least :data:`FLAGGED_FROM`
+bytes) says the sender's buffer was read-only (a pickled ``bytes``): the receiver reads that
+segment into a ``bytes`` object (:mod:`.receiving`), anything else large into a ``bytearray``.
 ``version`` is the framing's; ``field`` carries, in handshake frames, the sender's protocol
 version (:mod:`.versions`; releases before it sent 0 and ignore it), and is 0 elsewhere.
 Segments carry what the layer above puts there (a pickled header, a pickled payload, raw
@@ -20,6 +23,8 @@ MAGIC = b"PM"
 VERSION = 1
 HEADER = struct.Struct("!2sBBHH")
 LENGTH = struct.Struct("!Q")
+READ_ONLY = 1 << 63  # in a length field: the segment was a read-only buffer
+FLAGGED_FROM = 64 * 1024  # smaller segments never carry the flag (small frames stay plain)
 
 
 class Kind(enum.IntEnum):
@@ -48,8 +53,7 @@ def encode(kind: Kind, segments: Sequence[bytes | bytearray | memoryview], field
     """Return the pieces of one frame, ready for ``socket.sendmsg`` (segments are not copied)."""
     count = len(segments)
     st = _HEADS.get(count) or head_struct(count)  # runs for every message: no calls it can skip
-    lengths = [s.nbytes if type(s) is memoryview else len(s) for s in segments]
-    return [st.pack(MAGIC, VERSION, kind, count, field, *lengths), *segments]
+    return [st.pack(MAGIC, VERSION, kind, count, field, *[_field(s) for s in segments]), *segments]
 
 
 def encode_bytes(kind: Kind, segments: Sequence[bytes | bytearray | memoryview], field: int = 0) -> bytes:
@@ -57,8 +61,18 @@ def encode_bytes(kind: Kind, segments: Sequence[bytes | bytearray | memoryview],
     return b"".join(bytes(p) for p in encode(kind, segments, field))
 
 
-def _nbytes(segment: bytes | bytearray | memoryview) -> int:
-    return segment.nbytes if type(segment) is memoryview else len(segment)
+def _field(segment: bytes | bytearray | memoryview) -> int:
+    """The segment's length field: its size, and :data:`READ_ONLY` for a large read-only one."""
+    if type(segment) is memoryview:
+        n = segment.nbytes
+        return n | READ_ONLY if n >= FLAGGED_FROM and segment.readonly else n
+    n = len(segment)
+    return n | READ_ONLY if n >= FLAGGED_FROM and type(segment) is bytes else n
+
+
+def split_field(field: int) -> tuple[int, bool]:
+    """A length field as (size in bytes, whether the segment was read-only)."""
+    return field & (READ_ONLY - 1), bool(field & READ_ONLY)
 
 
 def header_field(data: bytes | bytearray | memoryview, offset: int = 0) -> int:

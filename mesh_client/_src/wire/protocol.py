@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from mesh_client._src.wire import auth, errors, frames, versions
+from mesh_client._src.wire import auth, errors, frames, receiving, versions
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024**3
 
@@ -55,7 +55,7 @@ class Message(NamedTuple):
     """One authenticated message: its segments, as written by the sender.
     (A named tuple, not a frozen dataclass: one is made per message, on the I/O thread.)"""
 
-    segments: list[bytes | memoryview]
+    segments: list[bytes | bytearray | memoryview]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +80,7 @@ class Connection:
 
     MAX_HANDSHAKE_FRAME = 1024
     MAX_SEGMENTS = 4096
-    # Frames larger than this get a dedicated buffer that the socket fills directly.
+    # Frames larger than this get buffers that the socket fills directly (:mod:`.receiving`).
     LARGE_FRAME = 64 * 1024
 
     def __init__(
@@ -110,9 +110,8 @@ class Connection:
         self._data: bytes | bytearray | memoryview | None = None
         self._pos = 0
         self._eof = False
-        # A large frame in progress: its kind, segment lengths and the buffer being filled.
-        self._big: tuple[frames.Kind, Sequence[int], bytearray] | None = None
-        self._big_filled = 0
+        # A large frame in progress: its buffers, filled through receive_buffer().
+        self._big: receiving.LargeFrame | None = None
 
     def __repr__(self) -> str:
         return f"<wire.Connection {self.role.value} {self.state.value}>"
@@ -206,7 +205,7 @@ class Connection:
         if not data:
             self._eof = True
             return
-        if self._big is not None:
+        if self._big is not None and not self._big.complete:
             raise errors.ProtocolError("receive_data() while a large frame wants receive_buffer()")
         if self._data is not None:  # fed twice without draining: keep both, in order
             self._spill()
@@ -218,15 +217,17 @@ class Connection:
 
     def receive_buffer(self) -> memoryview | None:
         """Where to read the rest of a large frame into, or None to use :meth:`receive_data`."""
-        if self._big is None:
+        if self._big is None or self._big.complete:
             return None
-        return memoryview(self._big[2])[self._big_filled :]
+        return self._big.view()
 
     def buffer_filled(self, nbytes: int) -> None:
         """Report that ``nbytes`` were read into the view from :meth:`receive_buffer`."""
         if nbytes == 0:
             self._eof = True
-        self._big_filled += nbytes
+            return
+        assert self._big is not None, "buffer_filled() without a receive_buffer()"
+        self._big.filled(nbytes)
 
     def next_event(self) -> Event | _NeedData:
         """The next event, or NEED_DATA. Raises ProtocolError/AuthenticationError on bad input."""
@@ -234,20 +235,13 @@ class Connection:
             if self.state is State.CLOSED:
                 return Closed("connection closed")
             if self._big is not None:
-                kind, lengths, body = self._big
-                if self._big_filled < len(body):
+                big = self._big
+                if not big.complete:
                     if self._eof:
                         return self._truncated()
                     return NEED_DATA
                 self._big = None
-                self._big_filled = 0
-                view = memoryview(body)
-                segments: list[bytes | memoryview] = []
-                at = 0
-                for n in lengths:
-                    segments.append(view[at : at + n])
-                    at += n
-                event = self._frame(kind, segments)
+                event = self._frame(big.kind, big.segments())
                 if event is not None:
                     return event
                 continue
@@ -318,7 +312,7 @@ class Connection:
         self.state = State.CLOSED
         raise errors.ProtocolError("the peer closed the connection in the middle of a frame")
 
-    def _parse_small(self) -> tuple[frames.Kind, list[bytes | memoryview]] | _NeedData | None:
+    def _parse_small(self) -> tuple[frames.Kind, list[bytes | bytearray | memoryview]] | _NeedData | None:
         data = self._data
         buf: bytes | bytearray | memoryview = self._buf if data is None else data
         pos = self._pos
@@ -338,22 +332,16 @@ class Connection:
         if avail < head:
             return self._need_data()
         lengths = frames.head_struct(count).unpack_from(buf, pos)[5:]
-        total = sum(lengths)
+        total = sum(lengths)  # flagged lengths (frames.READ_ONLY) make it huge: the large path
+        if total >= self.LARGE_FRAME:
+            self._start_large(kind, lengths, buf, pos + head)
+            return None
         if total > self._max_message or self.state is not State.AUTHENTICATED:
             self._check_size(total)
-        if total >= self.LARGE_FRAME:
-            body = bytearray(total)
-            have = min(avail - head, total)
-            body[:have] = buf[pos + head : pos + head + have]
-            self._pos = pos + head + have
-            self._consumed()
-            self._big = (kind, lengths, body)
-            self._big_filled = have
-            return None
         if avail < head + total:
             return self._need_data()
         at = pos + head
-        segments: list[bytes | memoryview] = []
+        segments: list[bytes | bytearray | memoryview] = []
         for n in lengths:
             segments.append(bytes(buf[at : at + n]))
             at += n
@@ -361,6 +349,17 @@ class Connection:
         if at == len(buf):  # the common case: the read held exactly this frame
             self._consumed()
         return kind, segments
+
+    def _start_large(self, kind: frames.Kind, fields: Sequence[int], buf: bytes | bytearray | memoryview, body: int) -> None:
+        """Set up the buffers of a large frame whose body starts at ``buf[body]``, and move the
+        body bytes already read into them. Sizes are checked before anything is allocated."""
+        if self.state is not State.AUTHENTICATED:
+            self._check_size(sum(fields))  # a handshake frame is never large: this raises
+        self._check_size(sum(frames.split_field(f)[0] for f in fields))
+        big = receiving.LargeFrame(kind, fields)
+        self._pos = body + big.feed(memoryview(buf)[body:])
+        self._consumed()
+        self._big = big
 
     def _need_data(self) -> _NeedData:
         """Keep the unfinished frame's bytes (they are the caller's until now) and ask for more."""
@@ -405,7 +404,7 @@ class Connection:
                 + ("; raise PROCMESH_MAX_MESSAGE_BYTES on the receiving side if this is intended" if self.state is State.AUTHENTICATED else "")
             )
 
-    def _frame(self, kind: frames.Kind, segments: list[bytes | memoryview]) -> Event | None:
+    def _frame(self, kind: frames.Kind, segments: list[bytes | bytearray | memoryview]) -> Event | None:
         if kind is frames.Kind.MESSAGE:
             return Message(segments)
         if kind is frames.Kind.ERROR:

@@ -19,7 +19,9 @@ import functools
 import importlib.metadata
 
 #: This release's wire protocol; 0 is what releases before protocol versions sent.
-PROTOCOL_VERSION = 2  # 2: request and reply envelopes start with a fixed struct (wire/envelopes.py)
+# 2: request and reply envelopes start with a fixed struct (wire/envelopes.py); the READ_ONLY
+# flag in segment lengths (wire/frames.py); out-of-band bytearrays (wire/serialization.py).
+PROTOCOL_VERSION = 2
 
 
 @functools.cache

@@ -1,0 +1,92 @@
+"""Large arguments and results between real processes, over real sockets.
+
+Aspects: 1 MiB ``bytes``, ``bytearray`` and numpy arrays arrive in the actor as their own type
+(a bytearray writable, a numpy array writable and backed by the received buffer, with no copy
+made in the actor), and come back intact; several large buffers in one call; one actor's large
+results to several callers' calls in flight at once stay each its own.
+"""
+
+import numpy as np
+import pytest
+
+from mesh_client import Actor, endpoint, this_host
+
+MIB = 1 << 20
+
+
+class Inspector(Actor):
+    @endpoint
+    def echo(self, value: object) -> object:
+        return value
+
+    @endpoint
+    def describe(self, value: object) -> dict[str, object]:
+        """What arrived: its type, whether it is writable, and what memory backs it."""
+        out: dict[str, object] = {"type": type(value).__name__}
+        if isinstance(value, np.ndarray):
+            base = value
+            while isinstance(base, np.ndarray) and base.base is not None:
+                base = base.base
+            if isinstance(base, memoryview):  # numpy.frombuffer keeps a view of the exporter
+                base = base.obj
+            out.update(writable=bool(value.flags.writeable), owns=bool(value.flags.owndata), base=type(base).__name__)
+        if isinstance(value, bytearray):
+            value[0] ^= 0xFF  # writable: the actor's own memory
+            out["writable"] = True
+        return out
+
+    @endpoint
+    def bump(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        for a in arrays.values():
+            a += 1  # in place: the received buffers are writable
+        return arrays
+
+
+@pytest.fixture(scope="module")
+def one():
+    with this_host().spawn_procs(per_host={"gpus": 1}, name="large") as mesh:
+        yield mesh.spawn("inspector", Inspector)
+
+
+def test_bytes_bytearray_and_numpy_echo_intact(one):
+    data = np.random.default_rng(0).integers(0, 255, MIB, dtype=np.uint8)
+    blob = data.tobytes()
+    assert one.echo.call_one(blob).get() == blob
+    back = one.echo.call_one(bytearray(blob)).get()
+    assert type(back) is bytearray and back == blob
+    arr = one.echo.call_one(data.reshape(1024, 1024)).get()
+    assert arr.shape == (1024, 1024) and np.array_equal(arr.ravel(), data)
+
+
+def test_what_arrives_in_the_actor_is_the_received_buffer(one):
+    blob = bytes(range(256)) * 4096
+    assert one.describe.call_one(blob).get() == {"type": "bytes"}
+    assert one.describe.call_one(bytearray(blob)).get() == {"type": "bytearray", "writable": True}
+    got = one.describe.call_one(np.ones((512, 512), dtype=np.float32)).get()
+    # A writable view of the bytearray the socket filled: not an array that owns a copy.
+    assert got == {"type": "ndarray", "writable": True, "owns": False, "base": "bytearray"}
+
+
+def test_several_large_buffers_in_one_call_are_each_their_own(one):
+    arrays = {name: np.full(200_000 + i, i, dtype=np.int32) for i, name in enumerate("abc")}
+    back = one.bump.call_one(arrays).get()
+    for i, name in enumerate("abc"):
+        assert back[name].shape == (200_000 + i,) and (back[name] == i + 1).all()
+        assert (arrays[name] == i).all()  # the caller's arrays are untouched
+
+
+def test_large_results_of_calls_in_flight_stay_apart(one):
+    blobs = [bytes([i]) * (MIB + i) for i in range(6)]
+    futures = [one.echo.call_one(b) for b in blobs]
+    results = [f.get() for f in futures]
+    assert results == blobs
+
+
+def test_a_cpu_tensor_echo_is_intact_and_writable(one):
+    import torch
+
+    t = torch.randn(512, 512)
+    back = one.echo.call_one(t).get()
+    assert back.dtype == torch.float32 and torch.equal(back, t)
+    back.mul_(2)  # the caller's own memory
+    assert not torch.equal(back, t)
