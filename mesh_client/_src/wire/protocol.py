@@ -259,13 +259,13 @@ class Connection:
             if event is not None:
                 return event
 
-    def take_messages(self) -> list[list[bytes | memoryview]]:
+    def take_messages(self) -> list[list[bytes | bytearray | memoryview]]:
         """The segments of every complete small MESSAGE frame at the front of what was received:
         the fast path of an authenticated connection, one call per read instead of one
         :meth:`next_event` per frame. It stops at anything else (a handshake or ERROR frame, a
         frame at or over ``LARGE_FRAME`` or the size limit, an unfinished frame) and leaves it
         to :meth:`next_event`, which the caller asks next unless :meth:`idle` says nothing is left."""
-        out: list[list[bytes | memoryview]] = []
+        out: list[list[bytes | bytearray | memoryview]] = []
         if self.state is not State.AUTHENTICATED or self._big is not None:
             return out
         data = self._data
@@ -286,7 +286,7 @@ class Connection:
             if total > limit or at + total > end:
                 break
             if count == 1:
-                segments: list[bytes | memoryview] = [bytes(buf[at : at + total])]
+                segments: list[bytes | bytearray | memoryview] = [bytes(buf[at : at + total])]
             else:
                 segments = []
                 for n in lengths:
