@@ -107,16 +107,16 @@ def install() -> None:
 
     serialization.loads = timed_loads
 
-    encode_request = envelopes.encode_request
+    request_envelope = envelopes.request_envelope  # every request's envelope (peers.Peer.submit)
 
-    def timed_encode(call_id: int, header: Any, payload: Any) -> Any:
+    def timed_encode(call_id: int, op: int, fields: bytes) -> Any:
         _local.call_id = call_id
         pickled = getattr(_local, "pickled", None)
         if pickled is not None:
             _stamp(call_id, "pickled", pickled[1])
-        return encode_request(call_id, header, payload)
+        return request_envelope(call_id, op, fields)
 
-    envelopes.encode_request = timed_encode
+    envelopes.request_envelope = timed_encode
 
     def attach(call_id: int, t: int) -> None:
         _stamp(call_id, "decode", t)
