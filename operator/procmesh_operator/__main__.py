@@ -72,6 +72,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--gang-stall-seconds", type=float, default=defaults.gang_stall_seconds,
                    help="gate mode: how long a released mesh may stay partly placed before all "
                         "its pods are recreated behind the gate")
+    p.add_argument("--status-progress-seconds", type=float,
+                   default=defaults.status_progress_seconds,
+                   help="the shortest time between two status writes of a mesh that only move "
+                        "its progress (ready counts, proc entries); phase and condition changes "
+                        "are written at once; 0 writes every change")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return p.parse_args(argv)
 
@@ -125,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         default_image=args.default_image, cuda_context_mib=args.cuda_context_mib,
         default_gpu_memory_mib=args.default_gpu_memory_mib, resync_seconds=args.resync_seconds,
         node_loss_toleration_seconds=args.node_loss_toleration_seconds, gang=args.gang,
-        gang_stall_seconds=args.gang_stall_seconds)
+        gang_stall_seconds=args.gang_stall_seconds,
+        status_progress_seconds=args.status_progress_seconds)
     if args.metrics_port:
         prometheus_client.start_http_server(args.metrics_port, addr=args.metrics_address)
 

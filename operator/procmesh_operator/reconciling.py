@@ -32,6 +32,7 @@ from mesh_client._src import contract
 from procmesh_operator import (
     admitting,
     claiming,
+    coalescing,
     eventing,
     fitting,
     ganging,
@@ -89,15 +90,17 @@ class Controller:
         self._colocated_by: dict[Key, set[Key]] = {}  # partner -> meshes colocated with it
         self._phases: dict[Key, str] = {}
         self._last_status_rv: dict[Key, str] = {}
+        # Progress-only status changes: at most one write per mesh per window (coalescing.py).
+        self._throttle = coalescing.StatusThrottle(settings.status_progress_seconds)
         self._resync_task: asyncio.Task[None] | None = None
         self._losses: dict[str, losses.NodeLoss] = {}  # lost nodes by name (from the node watch)
         # Meshes whose token Secret this process created (-> mesh uid); never the token itself.
         self._secrets_made: dict[Key, str] = {}
         self._gang_mode: str | None = None  # ganging.POD_GROUP, GATE or OFF, resolved once
         self._gated: set[Key] = set()  # meshes whose pods wait at the gang gate
-        # PodGroup mode: each waiting mesh's PodGroup as last read (monotonic time, body): read
-        # at most once per WAITING_RECHECK_SECONDS, not at every pod event's reconcile.
-        self._groups_read: dict[Key, tuple[float, int, dict[str, Any] | None]] = {}
+        # PodGroup mode: each rejected gang's PodGroup and fit check as last done (monotonic
+        # time, how many so far, body, explanation): again only after a doubling pause.
+        self._groups_read: dict[Key, tuple[float, int, dict[str, Any] | None, str | None]] = {}
         self._resyncs = 0  # resync passes so far (resync_once)
         # Gate mode: meshes whose released gang stalled -> (stalls so far, no release before
         # (monotonic), the Scheduled message).
@@ -235,6 +238,7 @@ class Controller:
         self._phases.pop(key, None)
         self.bodies.forget(key, uid)
         self._last_status_rv.pop(key, None)
+        self._throttle.forget(key)
         self._secrets_made.pop(key, None)
         self._gated.discard(key)
         self._stalls.pop(key, None)
@@ -316,7 +320,9 @@ class Controller:
             status = workloads.overlay(status, previous, admission, queue, mesh.generation,
                                        statuses.now_rfc3339(),
                                        suspended=bool((body.get("spec") or {}).get("suspend")))
-        if statuses.differs(previous, status):
+        changed = statuses.differs(previous, status)
+        deferred = self._throttle.wait(key, previous, status) if changed else 0.0
+        if changed and deferred <= 0:
             try:
                 written = await self.client.merge_patch(
                     kubeclient.mesh_path(namespace, name, status=True), {"status": status})
@@ -342,6 +348,8 @@ class Controller:
         if failure is not None:
             raise failure
         again = [WAITING_RECHECK_SECONDS] if plan is not None and plan.waiting is not None else []
+        if deferred > 0:
+            again.append(deferred)  # the progress held back is written then (coalescing.py)
         if key in self._gated:
             again.append(WAITING_RECHECK_SECONDS)  # room may free outside our pods' events
         if plan is not None and plan.recheck is not None:
@@ -363,6 +371,7 @@ class Controller:
     def _wrote(self, key: Key, written: Mapping[str, Any]) -> None:
         """A status write's response: the mesh's newest body, and the echo to ignore."""
         self._last_status_rv[key] = str((written.get("metadata") or {}).get("resourceVersion"))
+        self._throttle.wrote(key)
         self.bodies.remember(key, written)
 
     def _lease_left(self, mesh: specs.MeshSpec) -> float | None:
@@ -535,18 +544,14 @@ class Controller:
                 # The scheduler does not look at a gang before all its pods exist (its
                 # PreEnqueue waits for minCount): nothing to read yet, one GET per reconcile saved.
                 return None
-            group = await self._pod_group(mesh)
             ordered = [pods[r] for r in sorted(pods)]
-            if ganging.scheduler_hold(group, ordered) is None:
+            if ganging.scheduler_hold(None, ordered) is None:
+                # No pod rejected yet: the scheduler marks every pod of a gang PodScheduled=False
+                # in the cycle that finds the gang unschedulable, before the PodGroup itself
+                # (k8s.io/kubernetes pkg/scheduler/schedule_one_podgroup.go), and each pod's
+                # condition comes with its event: nothing to read until then.
                 return None
-            unbound = [p for p in ordered
-                       if not ganging.is_bound(p) and not planning.is_terminating(p)]
-            try:
-                verdict: fitting.Fit | None = await self._fit(unbound)
-            except kubeclient.ApiError as e:  # only an explanation here: never a failure
-                logger.info("no fit explanation for %s/%s: %s", mesh.namespace, mesh.name, e)
-                verdict = None
-            explanation = verdict.message if verdict is not None and not verdict.fits else None
+            group, explanation = await self._pod_group(mesh, ordered)
             return ganging.scheduler_hold(group, ordered, explanation)
         stall = ganging.stalled(mesh, pods, time.time(), self.settings.gang_stall_seconds) \
             if key in self._released else None
@@ -582,19 +587,29 @@ class Controller:
         logger.info("released the gang of %s/%s: %d pods", mesh.namespace, mesh.name, len(gated))
         return None
 
-    async def _pod_group(self, mesh: specs.MeshSpec) -> dict[str, Any] | None:
-        """The mesh's PodGroup for its scheduler verdict, read again only after a pause that
-        doubles from WAITING_RECHECK_SECONDS to POD_GROUP_READ_MAX_SECONDS while the gang
-        waits: a gang of thousands of pods is reconciled many times while it waits, and each
-        read is a request (the pods' own PodScheduled conditions come with their events)."""
+    async def _pod_group(self, mesh: specs.MeshSpec, ordered: list[dict[str, Any]]
+                         ) -> tuple[dict[str, Any] | None, str | None]:
+        """The mesh's PodGroup for its scheduler verdict and the operator's own fit check of
+        its unbound pods (why it does not fit; None if it fits or the check failed), both
+        done again only after a pause that doubles from WAITING_RECHECK_SECONDS to
+        POD_GROUP_READ_MAX_SECONDS while the gang waits: a gang of thousands of pods is
+        reconciled many times while it waits, and the check lists every node and pod."""
         key = (mesh.namespace, mesh.name)
-        when, reads, group = self._groups_read.get(key, (-1e18, 0, None))
+        when, reads, group, explanation = self._groups_read.get(key, (-1e18, 0, None, None))
         pause = min(WAITING_RECHECK_SECONDS * 2 ** max(reads - 1, 0), POD_GROUP_READ_MAX_SECONDS)
-        if time.monotonic() - when >= pause:
-            group = await self.client.get_or_none(
-                ganging.pod_groups_path(mesh.namespace, ganging.pod_group_name(mesh)))
-            self._groups_read[key] = (time.monotonic(), reads + 1, group)
-        return group
+        if time.monotonic() - when < pause:
+            return group, explanation
+        group = await self.client.get_or_none(
+            ganging.pod_groups_path(mesh.namespace, ganging.pod_group_name(mesh)))
+        unbound = [p for p in ordered if not ganging.is_bound(p) and not planning.is_terminating(p)]
+        try:
+            verdict: fitting.Fit | None = await self._fit(unbound)
+        except kubeclient.ApiError as e:  # only an explanation here: never a failure
+            logger.info("no fit explanation for %s/%s: %s", mesh.namespace, mesh.name, e)
+            verdict = None
+        explanation = verdict.message if verdict is not None and not verdict.fits else None
+        self._groups_read[key] = (time.monotonic(), reads + 1, group, explanation)
+        return group, explanation
 
     async def _recreate_stalled(self, mesh: specs.MeshSpec, pods: Mapping[int, Mapping[str, Any]],
                                 message: str) -> ganging.Hold:
