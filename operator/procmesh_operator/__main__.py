@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import pathlib
 import random
 import sys
 from typing import Any
@@ -19,7 +20,15 @@ import kopf
 import kubernetes
 import prometheus_client
 
-from procmesh_operator import __version__, handlers, kubeclient, metrics, quieting, reconciling
+from procmesh_operator import (
+    __version__,
+    handlers,
+    kubeclient,
+    memtrace,
+    metrics,
+    quieting,
+    reconciling,
+)
 from procmesh_operator import settings as settings_
 
 LOG_FORMATS = {"json": kopf.LogFormat.JSON, "full": kopf.LogFormat.FULL,
@@ -77,6 +86,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="the shortest time between two status writes of a mesh that only move "
                         "its progress (ready counts, proc entries); phase and condition changes "
                         "are written at once; 0 writes every change")
+    p.add_argument("--memory-trace", type=pathlib.Path, metavar="DIR",
+                   help="diagnostic, slow: trace allocations and write DIR/peak.txt at each new "
+                        "peak of the RSS (what holds the memory); never in production")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return p.parse_args(argv)
 
@@ -119,6 +131,8 @@ def connection_info(config: Any) -> kopf.ConnectionInfo:
 def main(argv: list[str] | None = None) -> int:
     """Run the operator until SIGINT/SIGTERM."""
     args = parse_args(argv)
+    if args.memory_trace is not None:
+        memtrace.start(args.memory_trace)
     kopf.configure(debug=args.debug, verbose=args.verbose, log_format=LOG_FORMATS[args.log_format])
     logging.getLogger("procmesh_operator").setLevel(logging.DEBUG if args.debug else logging.INFO)
     if not args.verbose and not args.debug:  # kopf's line per handler run, one per pod event

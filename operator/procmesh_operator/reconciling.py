@@ -710,26 +710,31 @@ class Controller:
         await asyncio.gather(*(delete(n, u) for n, u in plan.deletes))
 
     async def _create_pods(self, mesh: specs.MeshSpec, plan: planning.Plan) -> list[str]:
-        semaphore = asyncio.Semaphore(CREATE_CONCURRENCY)
+        """Create the plan's pods, CREATE_CONCURRENCY at a time. Each is rendered only when a
+        worker is free to send it, and only its slim projection is kept: rendering all of a
+        4,096-proc mesh's pods up front held every body (and a task each) at once."""
         created: list[str] = []
+        todo = iter(sorted(plan.creates.items()))
+        path = kubeclient.pods_path(mesh.namespace)
+        mode = ganging.mode_for(self._gang_mode or ganging.OFF, mesh)
 
-        async def create(rank: int, placement: rendering.ProcPlacement) -> None:
-            pod = ganging.join(rendering.render_pod(mesh, rank, placement, self.settings), mesh,
-                               ganging.mode_for(self._gang_mode or ganging.OFF, mesh))
-            path = kubeclient.pods_path(mesh.namespace)
-            async with semaphore:
+        async def worker() -> None:
+            for rank, placement in todo:
+                pod = ganging.join(rendering.render_pod(mesh, rank, placement, self.settings),
+                                   mesh, mode)
+                name = pod["metadata"]["name"]
                 try:
                     result = await self.client.create(path, pod)
-                    created.append(pod["metadata"]["name"])
+                    created.append(name)
                 except kubeclient.ApiError as e:
                     if not e.conflict:
                         raise
                     # Created by an earlier run whose watch event has not arrived yet.
-                    result = await self.client.get(
-                        kubeclient.pods_path(mesh.namespace, pod["metadata"]["name"]))
-            self.store.upsert(result)
+                    result = await self.client.get(kubeclient.pods_path(mesh.namespace, name))
+                self.store.upsert(result)
 
-        results = await asyncio.gather(*(create(r, p) for r, p in sorted(plan.creates.items())),
+        workers = min(CREATE_CONCURRENCY, len(plan.creates))
+        results = await asyncio.gather(*(worker() for _ in range(workers)),
                                        return_exceptions=True)
         for result in results:
             if isinstance(result, BaseException):
