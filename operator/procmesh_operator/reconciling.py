@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import logging
 import time
 from collections.abc import Callable, Hashable, Mapping
@@ -36,6 +37,7 @@ from procmesh_operator import (
     eventing,
     fitting,
     ganging,
+    gates,
     kubeclient,
     leases,
     losses,
@@ -109,6 +111,11 @@ class Controller:
         # alone after a RestartProc is not: its stall must not take its running peers down).
         self._released: set[Key] = set()
         self._leases = leases.LeaseClock()  # spec.lease: when each renewal was last seen
+        # Pod creates of all meshes, CREATE_CONCURRENCY at once, mesh after mesh (gates.py):
+        # each mesh's place in line, given at its first create.
+        self._creates = gates.PriorityGate(CREATE_CONCURRENCY)
+        self._create_order: dict[Key, int] = {}
+        self._orders = itertools.count()
 
     # --- Lifecycle -----------------------------------------------------------------------------
 
@@ -245,6 +252,7 @@ class Controller:
         self._groups_read.pop(key, None)
         self._released.discard(key)
         self._leases.forget(key)
+        self._create_order.pop(key, None)
         for deps in self._colocated_by.values():
             deps.discard(key)  # (meshes colocated with this one keep their entry: they wait)
         if self.queue is not None:
@@ -710,27 +718,30 @@ class Controller:
         await asyncio.gather(*(delete(n, u) for n, u in plan.deletes))
 
     async def _create_pods(self, mesh: specs.MeshSpec, plan: planning.Plan) -> list[str]:
-        """Create the plan's pods, CREATE_CONCURRENCY at a time. Each is rendered only when a
-        worker is free to send it, and only its slim projection is kept: rendering all of a
-        4,096-proc mesh's pods up front held every body (and a task each) at once."""
+        """Create the plan's pods through the controller's create gate (:mod:`.gates`): at most
+        CREATE_CONCURRENCY creates in flight across every mesh, earlier meshes first. Each pod is
+        rendered only once it has its place, and only its slim projection is kept: rendering
+        all of a 4,096-proc mesh's pods up front held every body (and a task each) at once."""
         created: list[str] = []
         todo = iter(sorted(plan.creates.items()))
         path = kubeclient.pods_path(mesh.namespace)
         mode = ganging.mode_for(self._gang_mode or ganging.OFF, mesh)
+        order = self._create_order.setdefault((mesh.namespace, mesh.name), next(self._orders))
 
         async def worker() -> None:
             for rank, placement in todo:
-                pod = ganging.join(rendering.render_pod(mesh, rank, placement, self.settings),
-                                   mesh, mode)
-                name = pod["metadata"]["name"]
-                try:
-                    result = await self.client.create(path, pod)
-                    created.append(name)
-                except kubeclient.ApiError as e:
-                    if not e.conflict:
-                        raise
-                    # Created by an earlier run whose watch event has not arrived yet.
-                    result = await self.client.get(kubeclient.pods_path(mesh.namespace, name))
+                async with self._creates.place(order):
+                    pod = ganging.join(rendering.render_pod(mesh, rank, placement,
+                                                            self.settings), mesh, mode)
+                    name = pod["metadata"]["name"]
+                    try:
+                        result = await self.client.create(path, pod)
+                        created.append(name)
+                    except kubeclient.ApiError as e:
+                        if not e.conflict:
+                            raise
+                        # Created by an earlier run whose watch event has not arrived yet.
+                        result = await self.client.get(kubeclient.pods_path(mesh.namespace, name))
                 self.store.upsert(result)
 
         workers = min(CREATE_CONCURRENCY, len(plan.creates))
