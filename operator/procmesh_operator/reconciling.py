@@ -84,9 +84,11 @@ class Controller:
         self.store = stores.PodStore()
         self.queue: queueing.WorkQueue | None = None  # made in start(), inside the event loop
         self.events = eventing.EventPoster(client)
-        # (mesh, child kind) -> the mesh uid it was ensured for; emptied by each resync, so a
-        # child is checked when its mesh is first reconciled and once per resync after that.
+        # (mesh, child kind) -> the mesh uid it was ensured for; a child is checked when its
+        # mesh is first reconciled and every CHILD_CHECK_RESYNCS resync passes after that
+        # (_checked_at: the pass of each mesh's last check).
         self._ensured: dict[tuple[Key, str], str] = {}
+        self._checked_at: dict[Key, int] = {}
         self.bodies = watched.MeshBodies()  # the meshes as last watched or written (no GET)
         self._placement_lock = asyncio.Lock()
         self._colocated_by: dict[Key, set[Key]] = {}  # partner -> meshes colocated with it
@@ -141,13 +143,19 @@ class Controller:
 
     async def resync_once(self) -> None:
         """One pass of the safety net: the pod cache is relisted and every known mesh is
-        enqueued; every CHILD_CHECK_RESYNCS-th pass (the first included) also checks the
-        children (Role, Service, PodGroup) again and reads each mesh fresh (GET) at its next
-        reconcile. Those are three requests per mesh: at every pass, a quarter of all the
-        operator's requests with 100 meshes (6,400 pods), for objects nothing else changes."""
-        if self._resyncs % CHILD_CHECK_RESYNCS == 0:
-            self._ensured.clear()
-            self.bodies.clear()
+        enqueued; a mesh whose children (Role, Service, PodGroup) were last checked
+        CHILD_CHECK_RESYNCS passes ago has them checked again and is read fresh (GET) at its
+        next reconcile. Those are three requests per mesh: at every pass, a quarter of all the
+        operator's requests with 100 meshes (6,400 pods), for objects nothing else changes.
+        Counted per mesh from the first pass that knew it (its first reconcile checked them),
+        so a wave of new meshes is not checked again all at once while it starts."""
+        for key in list(self._phases):
+            if self._resyncs - self._checked_at.setdefault(key, self._resyncs) >= \
+                    CHILD_CHECK_RESYNCS:
+                self._checked_at[key] = self._resyncs
+                for kind in CHILD_KINDS:
+                    self._ensured.pop((key, kind), None)
+                self.bodies.expire(key)
         self._resyncs += 1
         try:
             await self.relist()
@@ -253,6 +261,7 @@ class Controller:
         self._released.discard(key)
         self._leases.forget(key)
         self._create_order.pop(key, None)
+        self._checked_at.pop(key, None)
         for deps in self._colocated_by.values():
             deps.discard(key)  # (meshes colocated with this one keep their entry: they wait)
         if self.queue is not None:
@@ -409,7 +418,7 @@ class Controller:
     # --- secret -> service -> pods -------------------------------------------------------------
 
     def _recently_ensured(self, mesh: specs.MeshSpec, kind: str) -> bool:
-        """Checked for this incarnation since the last resync (which empties ``_ensured``)."""
+        """Checked for this incarnation since its last check by the resync (resync_once)."""
         return self._ensured.get(((mesh.namespace, mesh.name), kind)) == mesh.uid
 
     async def _ensure_child(self, mesh: specs.MeshSpec, kind: str, path: str,
