@@ -14,6 +14,7 @@ import os
 import pathlib
 import random
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import kopf
@@ -26,6 +27,7 @@ from procmesh_operator import (
     kubeclient,
     memtrace,
     metrics,
+    podwatch,
     quieting,
     reconciling,
 )
@@ -104,6 +106,17 @@ def parse_priority(value: str) -> int:
         raise argparse.ArgumentTypeError(f"{value!r} is neither an integer nor 'random'") from None
 
 
+def pod_watch_paths(all_namespaces: bool, namespaces: Sequence[str]) -> list[str] | None:
+    """Where the operator's own pod watch (:mod:`.podwatch`) lists and watches: every
+    namespace, or each named one; None (kopf watches pods) when a name is a glob, which only
+    kopf's namespace observation resolves."""
+    if all_namespaces:
+        return [podwatch.all_namespaces_path()]
+    if any(c in name for name in namespaces for c in "*?[]!,"):
+        return None
+    return [kubeclient.pods_path(name) for name in namespaces]
+
+
 def load_configuration(kubeconfig: str | None, context: str | None) -> Any:
     """A kubernetes client Configuration: in-cluster if possible (and no kubeconfig was named),
     else the kubeconfig."""
@@ -155,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
 
     registry = kopf.OperatorRegistry()
     handlers.register(registry, make_controller, lambda **_: connection_info(config),
-                      peering_name=handlers.DEFAULT_PEERING if args.peering is None else None)
+                      peering_name=handlers.DEFAULT_PEERING if args.peering is None else None,
+                      pod_watch_paths=pod_watch_paths(args.all_namespaces, args.namespace or ()))
     kopf.run(
         registry=registry,
         clusterwide=args.all_namespaces,

@@ -39,7 +39,7 @@ def _states(conditions: Any) -> dict[str, tuple[Any, ...]]:
 
 
 def _ready(status: Mapping[str, Any]) -> bool:
-    return _states(status.get("conditions")).get(contract.READY, (None,))[0] == "True"
+    return bool(_states(status.get("conditions")).get(contract.READY, (None,))[0] == "True")
 
 
 def significant(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:

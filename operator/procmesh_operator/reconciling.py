@@ -26,7 +26,7 @@ import dataclasses
 import itertools
 import logging
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from mesh_client._src import contract
@@ -44,6 +44,7 @@ from procmesh_operator import (
     metrics,
     placing,
     planning,
+    podwatch,
     projections,
     queueing,
     rendering,
@@ -118,6 +119,7 @@ class Controller:
         self._creates = gates.PriorityGate(CREATE_CONCURRENCY)
         self._create_order: dict[Key, int] = {}
         self._orders = itertools.count()
+        self._pod_watches: list[podwatch.PodWatch] = []  # ours, unless kopf watches pods
 
     # --- Lifecycle -----------------------------------------------------------------------------
 
@@ -125,7 +127,17 @@ class Controller:
         self.queue = queueing.WorkQueue(self._work)
         self._resync_task = asyncio.get_running_loop().create_task(self._resync())
 
+    def watch_pods(self, paths: Sequence[str]) -> None:
+        """Watch proc pods under ``paths`` with :mod:`.podwatch` (instead of kopf's pod
+        handler), feeding :meth:`pod_event`."""
+        for path in paths:
+            watch = podwatch.PodWatch(self.client, path, self.pod_event)
+            watch.start()
+            self._pod_watches.append(watch)
+
     async def stop(self) -> None:
+        for watch in self._pod_watches:
+            await watch.stop()
         if self._resync_task is not None:
             self._resync_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
