@@ -5,8 +5,10 @@
 (:mod:`.queueing`); :mod:`.handlers` feeds it events. One reconcile reads the mesh as last watched or written (:mod:`.watched`; a GET only when
 none is known),
 creates the token Secret (create-only: it never reads one), ensures the mesh's access Role and
-the headless Service, plans with :func:`planning.plan`, deletes then creates pods, and writes :func:`statuses.compute_status` through the status subresource
-only when it changed. It stops at the first API error, records it in the status, and lets the
+the headless Service, plans with :func:`planning.plan`, deletes then creates pods (through one
+:class:`gates.PriorityGate` for all meshes, earlier meshes first), and writes
+:func:`statuses.compute_status` through the status subresource only when it changed (progress
+alone at most once per window, :mod:`.coalescing`). Pods come from :mod:`.podwatch`. It stops at the first API error, records it in the status, and lets the
 queue retry with backoff. Pinned placement runs under one lock, so two meshes cannot claim the
 same device budget at once. Node events keep a map of lost nodes (:mod:`.losses`): a node's
 transition requeues the meshes with pods on it, and a mesh with procs on a lost node is looked
