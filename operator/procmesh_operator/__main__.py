@@ -106,10 +106,14 @@ def parse_priority(value: str) -> int:
         raise argparse.ArgumentTypeError(f"{value!r} is neither an integer nor 'random'") from None
 
 
-def pod_watch_paths(all_namespaces: bool, namespaces: Sequence[str]) -> list[str] | None:
+def pod_watch_paths(all_namespaces: bool, namespaces: Sequence[str],
+                    standalone: bool) -> list[str] | None:
     """Where the operator's own pod watch (:mod:`.podwatch`) lists and watches: every
-    namespace, or each named one; None (kopf watches pods) when a name is a glob, which only
-    kopf's namespace observation resolves."""
+    namespace, or each named one. None (kopf watches pods) when a name is a glob, which only
+    kopf's namespace observation resolves, and with peering: kopf pauses its own watches
+    while another replica is active, and nothing tells ours to pause too."""
+    if not standalone:
+        return None
     if all_namespaces:
         return [podwatch.all_namespaces_path()]
     if any(c in name for name in namespaces for c in "*?[]!,"):
@@ -169,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     registry = kopf.OperatorRegistry()
     handlers.register(registry, make_controller, lambda **_: connection_info(config),
                       peering_name=handlers.DEFAULT_PEERING if args.peering is None else None,
-                      pod_watch_paths=pod_watch_paths(args.all_namespaces, args.namespace or ()))
+                      pod_watch_paths=pod_watch_paths(args.all_namespaces, args.namespace or (),
+                                                      args.standalone))
     kopf.run(
         registry=registry,
         clusterwide=args.all_namespaces,

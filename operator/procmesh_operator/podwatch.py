@@ -13,8 +13,10 @@ as an event of type None (as kopf's initial listing does); the watch resumes fro
 resourceVersion seen (bookmarks included) whenever the server ends it, and lists again when the
 version is too old (410 Gone) or the watch fails (after a pause doubling from 1 s to 30 s). A
 deletion missed across a relist is repaired by the resync's relist (:meth:`PodStore.repair`).
-One :class:`PodWatch` per path: ``/api/v1/pods`` for every namespace, else one per namespace
-(:mod:`.__main__` falls back to kopf's watch for namespace globs). Started by :mod:`.handlers`.
+One :class:`PodWatch` per path: ``/api/v1/pods`` for every namespace, else one per namespace.
+:mod:`.__main__` falls back to kopf's watch for namespace globs, and with peering (kopf pauses
+its watches while another replica is active; nothing would pause this one). Started by
+:mod:`.handlers`.
 """
 
 from __future__ import annotations

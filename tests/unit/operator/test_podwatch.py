@@ -94,10 +94,11 @@ def test_expired_and_failed_watches_list_again(monkeypatch):
     assert [(k, b["metadata"]["name"]) for k, b in got] == [(None, "m-0")]
 
 
-def test_the_scope_gives_the_paths_and_globs_fall_back_to_kopf():
-    assert main_.pod_watch_paths(True, ()) == ["/api/v1/pods"]
-    assert main_.pod_watch_paths(False, ["a", "b"]) == [kubeclient.pods_path("a"),
-                                                       kubeclient.pods_path("b")]
-    assert main_.pod_watch_paths(False, ["team-*"]) is None
+def test_the_scope_gives_the_paths_and_globs_and_peering_fall_back_to_kopf():
+    assert main_.pod_watch_paths(True, (), standalone=True) == ["/api/v1/pods"]
+    assert main_.pod_watch_paths(False, ["a", "b"], standalone=True) == [
+        kubeclient.pods_path("a"), kubeclient.pods_path("b")]
+    assert main_.pod_watch_paths(False, ["team-*"], standalone=True) is None
+    assert main_.pod_watch_paths(True, (), standalone=False) is None  # kopf pauses its own
     assert podwatch.namespace_of(kubeclient.pods_path("x")) == "x"
     assert podwatch.namespace_of(podwatch.all_namespaces_path()) is None
