@@ -88,6 +88,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="the shortest time between two status writes of a mesh that only move "
                         "its progress (ready counts, proc entries); phase and condition changes "
                         "are written at once; 0 writes every change")
+    p.add_argument("--create-concurrency", type=int, default=defaults.create_concurrency,
+                   help="pod creates in flight at once across all meshes (earlier meshes first)")
     p.add_argument("--memory-trace", type=pathlib.Path, metavar="DIR",
                    help="diagnostic, slow: trace allocations and write DIR/peak.txt at each new "
                         "peak of the RSS (what holds the memory); never in production")
@@ -162,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         default_gpu_memory_mib=args.default_gpu_memory_mib, resync_seconds=args.resync_seconds,
         node_loss_toleration_seconds=args.node_loss_toleration_seconds, gang=args.gang,
         gang_stall_seconds=args.gang_stall_seconds,
-        status_progress_seconds=args.status_progress_seconds)
+        status_progress_seconds=args.status_progress_seconds,
+        create_concurrency=args.create_concurrency)
     if args.metrics_port:
         prometheus_client.start_http_server(args.metrics_port, addr=args.metrics_address)
 

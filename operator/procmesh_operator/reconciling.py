@@ -62,7 +62,6 @@ from procmesh_operator import settings as settings_
 logger = logging.getLogger("procmesh_operator.reconcile")
 
 Key = tuple[str, str]
-CREATE_CONCURRENCY = 32
 WAITING_RECHECK_SECONDS = 5.0
 #: The longest pause between two reads of a waiting gang's PodGroup (doubling from
 #: WAITING_RECHECK_SECONDS while it waits).
@@ -116,9 +115,9 @@ class Controller:
         # alone after a RestartProc is not: its stall must not take its running peers down).
         self._released: set[Key] = set()
         self._leases = leases.LeaseClock()  # spec.lease: when each renewal was last seen
-        # Pod creates of all meshes, CREATE_CONCURRENCY at once, mesh after mesh (gates.py):
-        # each mesh's place in line, given at its first create.
-        self._creates = gates.PriorityGate(CREATE_CONCURRENCY)
+        # Pod creates of all meshes, settings.create_concurrency at once, mesh after mesh
+        # (gates.py): each mesh's place in line, given at its first create.
+        self._creates = gates.PriorityGate(settings.create_concurrency)
         self._create_order: dict[Key, int] = {}
         self._orders = itertools.count()
         self._pod_watches: list[podwatch.PodWatch] = []  # ours, unless kopf watches pods
@@ -747,7 +746,7 @@ class Controller:
 
     async def _create_pods(self, mesh: specs.MeshSpec, plan: planning.Plan) -> list[str]:
         """Create the plan's pods through the controller's create gate (:mod:`.gates`): at most
-        CREATE_CONCURRENCY creates in flight across every mesh, earlier meshes first. Each pod is
+        ``settings.create_concurrency`` creates in flight across every mesh, earlier meshes first. Each pod is
         rendered only once it has its place, and only its slim projection is kept: rendering
         all of a 4,096-proc mesh's pods up front held every body (and a task each) at once."""
         created: list[str] = []
@@ -772,7 +771,7 @@ class Controller:
                         result = await self.client.get(kubeclient.pods_path(mesh.namespace, name))
                 self.store.upsert(result)
 
-        workers = min(CREATE_CONCURRENCY, len(plan.creates))
+        workers = min(self.settings.create_concurrency, len(plan.creates))
         results = await asyncio.gather(*(worker() for _ in range(workers)),
                                        return_exceptions=True)
         for result in results:

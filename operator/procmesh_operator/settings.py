@@ -48,3 +48,5 @@ class Settings:
     #: (ready counts, proc entries; procmesh_operator.coalescing): a starting mesh's status is
     #: at most this stale in those, never in its phase or conditions. 0 writes every change.
     status_progress_seconds: float = 5.0
+    #: Pod creates in flight at once, across all meshes (earlier meshes first).
+    create_concurrency: int = 32
