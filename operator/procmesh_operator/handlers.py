@@ -1,8 +1,8 @@
 """Thin kopf handlers: they feed events to the :class:`~procmesh_operator.reconciling.Controller`.
 
-Every ProcMesh event, every proc pod event (from :mod:`.podwatch`, or from kopf when the operator
-watches namespace globs) and every event of a mesh's Kueue Workload enqueues the mesh it concerns (node events only when a node is lost or back); the reconcile
-itself (level-based, coalesced per mesh) lives in :mod:`.reconciling`. Only ``on.event``
+Every ProcMesh event, every proc pod event (from :mod:`.podwatch`, or from kopf with peering or
+namespace globs) and every event of a mesh's Kueue Workload enqueues the mesh it concerns (node
+events only when a node is lost or back); the reconcile itself (level-based, coalesced per mesh) lives in :mod:`.reconciling`. Only ``on.event``
 handlers are used, so kopf writes nothing to our objects (no finalizers, no progress
 annotations): deletion is left to garbage collection through owner references.
 :func:`register` installs the handlers into a registry (a fresh one per test, as in kopf).
@@ -69,7 +69,7 @@ def register(registry: kopf.OperatorRegistry,
     async def mesh_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         _controller(memo).mesh_event(type, _plain(body))
 
-    if pod_watch_paths is None:  # kopf's watch (namespace globs): one worker per pod
+    if pod_watch_paths is None:  # kopf's watch (peering, globs): one worker per pod
         @kopf.on.event("", "v1", "pods", labels={contract.MESH_LABEL: kopf.PRESENT},
                        registry=registry)
         async def pod_event(type: str | None, body: kopf.Body, memo: kopf.Memo,
