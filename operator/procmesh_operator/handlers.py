@@ -4,8 +4,8 @@ Every ProcMesh event, every proc pod event (from :mod:`.podwatch`, or from kopf 
 namespace globs) and every event of a mesh's Kueue Workload enqueues the mesh it concerns (node
 events only when a node is lost or back); the reconcile itself (level-based, coalesced per mesh)
 lives in :mod:`.reconciling`. Only ``on.event`` handlers are used, so kopf writes nothing to our
-objects (no finalizers, no progress annotations): deletion is left to garbage collection through owner references.
-:func:`register` installs the handlers into a registry (a fresh one per test, as in kopf).
+objects (no finalizers, no progress annotations): deletion is left to garbage collection
+through owner references. :func:`register` installs the handlers into a registry (a fresh one per test, as in kopf).
 """
 
 from __future__ import annotations
