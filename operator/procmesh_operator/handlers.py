@@ -5,7 +5,8 @@ namespace globs) and every event of a mesh's Kueue Workload enqueues the mesh it
 events only when a node is lost or back); the reconcile itself (level-based, coalesced per mesh)
 lives in :mod:`.reconciling`. Only ``on.event`` handlers are used, so kopf writes nothing to our
 objects (no finalizers, no progress annotations): deletion is left to garbage collection
-through owner references. :func:`register` installs the handlers into a registry (a fresh one per test, as in kopf).
+through owner references. :func:`register` installs the handlers into a registry (a fresh one
+per test, as in kopf).
 """
 
 from __future__ import annotations
