@@ -217,6 +217,53 @@ def quantile(q: float, before: dict[float, float], after: dict[float, float]) ->
     return lower
 
 
+def apiserver_metrics(api_client: Any) -> str:
+    """The API server's own /metrics (the admin client may read them)."""
+    response = api_client.call_api("GET", api_client.configuration.host + "/metrics")
+    response.read()
+    return str(response.data.decode())
+
+
+def server_requests(text: str) -> dict[str, float]:
+    """What the API server served, by "VERB resource[/subresource]" (codes and groups summed):
+    every client's requests (scheduler, KWOK, controllers, the operator, the benchmark)."""
+    out: dict[str, float] = {}
+    for labels, value in metric_samples(text, "apiserver_request_total"):
+        resource = labels.get("resource", "?")
+        if labels.get("subresource"):
+            resource += "/" + labels["subresource"]
+        key = f"{labels.get('verb', '?')} {resource}"
+        out[key] = out.get(key, 0.0) + value
+    return out
+
+
+def server_latency(text: str, verb: str, resource: str) -> tuple[float, float]:
+    """(sum of seconds, count) of the API server's handling of ``verb resource`` requests."""
+    total = count = 0.0
+    for name, acc in (("apiserver_request_duration_seconds_sum", "sum"),
+                      ("apiserver_request_duration_seconds_count", "count")):
+        for labels, value in metric_samples(text, name):
+            if labels.get("verb") == verb and labels.get("resource") == resource and \
+                    not labels.get("subresource"):
+                if acc == "sum":
+                    total += value
+                else:
+                    count += value
+    return total, count
+
+
+def server_delta(before: str, after: str, per: float) -> dict[str, Any]:
+    """The API server's work between two scrapes: the largest request counts (divided by
+    ``per``, e.g. pods) and the mean server-side latency of a pod create."""
+    b, a = server_requests(before), server_requests(after)
+    moved = {k: v - b.get(k, 0.0) for k, v in a.items() if v - b.get(k, 0.0) >= 1}
+    top = dict(sorted(moved.items(), key=lambda kv: -kv[1])[:14])
+    (s0, c0), (s1, c1) = server_latency(before, "POST", "pods"), server_latency(after, "POST", "pods")
+    return {"requests_total": round(sum(moved.values())),
+            "requests_per_pod": {k: round(v / per, 2) for k, v in top.items()},
+            "pod_create_mean_ms": round(1000 * (s1 - s0) / (c1 - c0), 1) if c1 > c0 else None}
+
+
 def process_usage(pid: int) -> tuple[float, float]:
     """(peak RSS in MB, CPU seconds) of a live process, from /proc."""
     peak = 0.0
@@ -243,6 +290,7 @@ def percentile(values: Sequence[float], q: float) -> float:
 def run_loop(core: Any, procs_per_mesh: int, meshes: int) -> dict[str, Any]:
     """The plain loop: every pod of ``meshes`` meshes created one by one, then watched to Ready."""
     namespace = fresh_namespace(core, "loop")
+    server_before = apiserver_metrics(core.api_client)
     started = time.monotonic()
     names: set[str] = set()
     for i in range(meshes):
@@ -253,8 +301,9 @@ def run_loop(core: Any, procs_per_mesh: int, meshes: int) -> dict[str, Any]:
             names.add(pod["metadata"]["name"])
     wait_all(core.list_namespaced_pod, (namespace,), pod_ready, len(names))
     seconds = time.monotonic() - started
+    server = server_delta(server_before, apiserver_metrics(core.api_client), len(names))
     delete_namespace(core, namespace)
-    return {"pods": len(names), "seconds": round(seconds, 3)}
+    return {"pods": len(names), "seconds": round(seconds, 3), "api_server": server}
 
 
 def run_wave(core: Any, custom: Any, operator: support.OperatorProcess, meshes: int,
@@ -262,6 +311,7 @@ def run_wave(core: Any, custom: Any, operator: support.OperatorProcess, meshes: 
     """``meshes`` ProcMeshes created at once in a fresh namespace, each watched to Ready."""
     namespace = fresh_namespace(core, f"wave{in_cluster}")
     before = operator.metrics()
+    server_before = apiserver_metrics(core.api_client)
     hosts, per_host = shape(procs)
     created: dict[str, float] = {}
     started = time.monotonic()
@@ -279,6 +329,7 @@ def run_wave(core: Any, custom: Any, operator: support.OperatorProcess, meshes: 
     wave_seconds = time.monotonic() - started
     time.sleep(1.0)  # the last status writes and events, before counting requests
     after = operator.metrics()
+    server = server_delta(server_before, apiserver_metrics(core.api_client), meshes * procs)
     latencies = [ready[n] - created[n] for n in created]
     before_b, after_b = reconcile_buckets(before), reconcile_buckets(after)
     peak_mb, cpu = process_usage(operator.proc.pid) if operator.proc else (0.0, 0.0)
@@ -296,6 +347,7 @@ def run_wave(core: Any, custom: Any, operator: support.OperatorProcess, meshes: 
             for k, v in sorted(requests_by_kind(after).items())
             if v - requests_by_kind(before).get(k, 0.0) > 0},
         "operator_peak_rss_mb": round(peak_mb, 1), "operator_cpu_seconds": round(cpu, 1),
+        "api_server": server,
     }
 
 

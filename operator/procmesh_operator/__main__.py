@@ -11,15 +11,26 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import pathlib
 import random
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import kopf
 import kubernetes
 import prometheus_client
 
-from procmesh_operator import __version__, handlers, kubeclient, metrics, quieting, reconciling
+from procmesh_operator import (
+    __version__,
+    handlers,
+    kubeclient,
+    memtrace,
+    metrics,
+    podwatch,
+    quieting,
+    reconciling,
+)
 from procmesh_operator import settings as settings_
 
 LOG_FORMATS = {"json": kopf.LogFormat.JSON, "full": kopf.LogFormat.FULL,
@@ -72,6 +83,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--gang-stall-seconds", type=float, default=defaults.gang_stall_seconds,
                    help="gate mode: how long a released mesh may stay partly placed before all "
                         "its pods are recreated behind the gate")
+    p.add_argument("--status-progress-seconds", type=float,
+                   default=defaults.status_progress_seconds,
+                   help="the shortest time between two status writes of a mesh that only move "
+                        "its progress (ready counts, proc entries); phase and condition changes "
+                        "are written at once; 0 writes every change")
+    p.add_argument("--create-concurrency", type=int, default=defaults.create_concurrency,
+                   help="pod creates in flight at once across all meshes (earlier meshes first)")
+    p.add_argument("--memory-trace", type=pathlib.Path, metavar="DIR",
+                   help="diagnostic, slow: trace allocations and write DIR/peak.txt at each new "
+                        "peak of the RSS (what holds the memory); never in production")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return p.parse_args(argv)
 
@@ -85,6 +106,21 @@ def parse_priority(value: str) -> int:
         return int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is neither an integer nor 'random'") from None
+
+
+def pod_watch_paths(all_namespaces: bool, namespaces: Sequence[str],
+                    standalone: bool) -> list[str] | None:
+    """Where the operator's own pod watch (:mod:`.podwatch`) lists and watches: every
+    namespace, or each named one. None (kopf watches pods) when a name is a glob, which only
+    kopf's namespace observation resolves, and with peering: kopf pauses its own watches
+    while another replica is active, and nothing tells ours to pause too."""
+    if not standalone:
+        return None
+    if all_namespaces:
+        return [podwatch.all_namespaces_path()]
+    if any(c in name for name in namespaces for c in "*?[]!,"):
+        return None
+    return [kubeclient.pods_path(name) for name in namespaces]
 
 
 def load_configuration(kubeconfig: str | None, context: str | None) -> Any:
@@ -114,6 +150,8 @@ def connection_info(config: Any) -> kopf.ConnectionInfo:
 def main(argv: list[str] | None = None) -> int:
     """Run the operator until SIGINT/SIGTERM."""
     args = parse_args(argv)
+    if args.memory_trace is not None:
+        memtrace.start(args.memory_trace)
     kopf.configure(debug=args.debug, verbose=args.verbose, log_format=LOG_FORMATS[args.log_format])
     logging.getLogger("procmesh_operator").setLevel(logging.DEBUG if args.debug else logging.INFO)
     if not args.verbose and not args.debug:  # kopf's line per handler run, one per pod event
@@ -125,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         default_image=args.default_image, cuda_context_mib=args.cuda_context_mib,
         default_gpu_memory_mib=args.default_gpu_memory_mib, resync_seconds=args.resync_seconds,
         node_loss_toleration_seconds=args.node_loss_toleration_seconds, gang=args.gang,
-        gang_stall_seconds=args.gang_stall_seconds)
+        gang_stall_seconds=args.gang_stall_seconds,
+        status_progress_seconds=args.status_progress_seconds,
+        create_concurrency=args.create_concurrency)
     if args.metrics_port:
         prometheus_client.start_http_server(args.metrics_port, addr=args.metrics_address)
 
@@ -135,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
 
     registry = kopf.OperatorRegistry()
     handlers.register(registry, make_controller, lambda **_: connection_info(config),
-                      peering_name=handlers.DEFAULT_PEERING if args.peering is None else None)
+                      peering_name=handlers.DEFAULT_PEERING if args.peering is None else None,
+                      pod_watch_paths=pod_watch_paths(args.all_namespaces, args.namespace or (),
+                                                      args.standalone))
     kopf.run(
         registry=registry,
         clusterwide=args.all_namespaces,

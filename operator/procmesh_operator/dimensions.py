@@ -9,9 +9,13 @@ device) and :mod:`.statuses` (``status.procs[].coords``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 from mesh_client._src import contract
+
+#: The largest shape whose coordinates are tabled (a table is about 250 bytes a point).
+TABLE_MAX_POINTS = 16384
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,9 +32,9 @@ class Dimensions:
     def sizes(self) -> tuple[int, ...]:
         return tuple(size for _, size in self.dims)
 
-    @property
+    @functools.cached_property
     def size(self) -> int:
-        """The number of points (procs)."""
+        """The number of points (procs); computed once (status and rendering ask per proc)."""
         return math.prod(self.sizes)
 
     @property
@@ -39,7 +43,11 @@ class Dimensions:
         return self.dims[-1][1]
 
     def coords(self, rank: int) -> dict[str, int]:
-        """The coordinates of ``rank`` (row-major: the last dimension varies fastest)."""
+        """The coordinates of ``rank`` (row-major: the last dimension varies fastest), a fresh
+        dict. From a table made once per shape: every status of a mesh and every pod of it
+        asks for each rank's, thousands of times per reconcile of a big mesh."""
+        if 0 <= rank < self.size <= TABLE_MAX_POINTS:
+            return dict(_coords_table(self.dims)[rank])
         return contract.coords_of(rank, self.dims)
 
     def rank(self, coords: dict[str, int]) -> int:
@@ -58,3 +66,9 @@ class Dimensions:
 def mesh_dimensions(hosts: int, per_host: list[tuple[str, int]]) -> Dimensions:
     """The dimensions of a ProcMesh: ``hosts`` then the ``perHost`` dimensions in order."""
     return Dimensions(((contract.HOSTS_DIM, hosts), *per_host))
+
+
+@functools.lru_cache(maxsize=64)
+def _coords_table(dims: tuple[tuple[str, int], ...]) -> tuple[dict[str, int], ...]:
+    """Every rank's coordinates in ``dims`` (never handed out: :meth:`Dimensions.coords` copies)."""
+    return tuple(contract.coords_of(rank, dims) for rank in range(math.prod(s for _, s in dims)))

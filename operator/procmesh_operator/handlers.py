@@ -1,18 +1,19 @@
 """Thin kopf handlers: they feed events to the :class:`~procmesh_operator.reconciling.Controller`.
 
-Every ProcMesh event, every proc pod event and every event of a mesh's Kueue Workload enqueues
-the mesh it concerns (node events only when a node is lost or back); the reconcile
-itself (level-based, coalesced per mesh) lives in :mod:`.reconciling`. Only ``on.event``
-handlers are used, so kopf writes nothing to our objects (no finalizers, no progress
-annotations): deletion is left to garbage collection through owner references.
-:func:`register` installs the handlers into a registry (a fresh one per test, as in kopf).
+Every ProcMesh event, every proc pod event (from :mod:`.podwatch`, or from kopf with peering or
+namespace globs) and every event of a mesh's Kueue Workload enqueues the mesh it concerns (node
+events only when a node is lost or back); the reconcile itself (level-based, coalesced per mesh)
+lives in :mod:`.reconciling`. Only ``on.event`` handlers are used, so kopf writes nothing to our
+objects (no finalizers, no progress annotations): deletion is left to garbage collection
+through owner references. :func:`register` installs the handlers into a registry (a fresh one
+per test, as in kopf).
 """
 
 from __future__ import annotations
 
 import copy
 import marshal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import kopf
@@ -28,11 +29,13 @@ CONTROLLER = "controller"
 def register(registry: kopf.OperatorRegistry,
              make_controller: Callable[[], reconciling.Controller],
              login: Callable[..., kopf.ConnectionInfo], *,
-             peering_name: str | None = None) -> None:
+             peering_name: str | None = None,
+             pod_watch_paths: Sequence[str] | None = None) -> None:
     """Install the operator's handlers into ``registry``. The controller is made at startup,
     inside kopf's event loop, by ``make_controller``, and kept in the operator's root
     :class:`kopf.Memo`; kopf copies that memo into every resource's own before any resource
-    handler runs, so each handler finds the controller there."""
+    handler runs, so each handler finds the controller there. Proc pods are watched by the
+    controller's own :mod:`.podwatch` under ``pod_watch_paths`` when given, else by kopf."""
 
     @kopf.on.login(registry=registry)
     def login_handler(**kwargs: Any) -> kopf.ConnectionInfo:
@@ -52,6 +55,8 @@ def register(registry: kopf.OperatorRegistry,
             settings.peering.name = peering_name
         controller = make_controller()
         controller.start()
+        if pod_watch_paths is not None:
+            controller.watch_pods(pod_watch_paths)
         memo[CONTROLLER] = controller
 
     @kopf.on.cleanup(registry=registry)
@@ -65,11 +70,13 @@ def register(registry: kopf.OperatorRegistry,
     async def mesh_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         _controller(memo).mesh_event(type, _plain(body))
 
-    @kopf.on.event("", "v1", "pods", labels={contract.MESH_LABEL: kopf.PRESENT},
-                   registry=registry)
-    async def pod_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-        # Projected before the copy: the operator keeps (and copies) only what it reads.
-        _controller(memo).pod_event(type, _plain(projections.slim_pod(body)))
+    if pod_watch_paths is None:  # kopf's watch (peering, globs): one worker per pod
+        @kopf.on.event("", "v1", "pods", labels={contract.MESH_LABEL: kopf.PRESENT},
+                       registry=registry)
+        async def pod_event(type: str | None, body: kopf.Body, memo: kopf.Memo,
+                            **_: Any) -> None:
+            # Projected before the copy: the operator keeps (and copies) only what it reads.
+            _controller(memo).pod_event(type, _plain(projections.slim_pod(body)))
 
     # Kueue (admitting.py): a queued mesh's Workload, admitted or evicted. Without Kueue's CRDs
     # kopf logs once that it cannot serve it, and starts watching when they appear.

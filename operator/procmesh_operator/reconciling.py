@@ -5,8 +5,10 @@
 (:mod:`.queueing`); :mod:`.handlers` feeds it events. One reconcile reads the mesh as last watched or written (:mod:`.watched`; a GET only when
 none is known),
 creates the token Secret (create-only: it never reads one), ensures the mesh's access Role and
-the headless Service, plans with :func:`planning.plan`, deletes then creates pods, and writes :func:`statuses.compute_status` through the status subresource
-only when it changed. It stops at the first API error, records it in the status, and lets the
+the headless Service, plans with :func:`planning.plan`, deletes then creates pods (through one
+:class:`gates.PriorityGate` for all meshes, earlier meshes first), and writes
+:func:`statuses.compute_status` through the status subresource only when it changed (progress
+alone at most once per window, :mod:`.coalescing`). Pods come from :mod:`.podwatch`. It stops at the first API error, records it in the status, and lets the
 queue retry with backoff. Pinned placement runs under one lock, so two meshes cannot claim the
 same device budget at once. Node events keep a map of lost nodes (:mod:`.losses`): a node's
 transition requeues the meshes with pods on it, and a mesh with procs on a lost node is looked
@@ -23,24 +25,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import logging
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from mesh_client._src import contract
 from procmesh_operator import (
     admitting,
     claiming,
+    coalescing,
     eventing,
     fitting,
     ganging,
+    gates,
     kubeclient,
     leases,
     losses,
     metrics,
     placing,
     planning,
+    podwatch,
     projections,
     queueing,
     rendering,
@@ -56,7 +62,6 @@ from procmesh_operator import settings as settings_
 logger = logging.getLogger("procmesh_operator.reconcile")
 
 Key = tuple[str, str]
-CREATE_CONCURRENCY = 32
 WAITING_RECHECK_SECONDS = 5.0
 #: The longest pause between two reads of a waiting gang's PodGroup (doubling from
 #: WAITING_RECHECK_SECONDS while it waits).
@@ -81,23 +86,27 @@ class Controller:
         self.store = stores.PodStore()
         self.queue: queueing.WorkQueue | None = None  # made in start(), inside the event loop
         self.events = eventing.EventPoster(client)
-        # (mesh, child kind) -> the mesh uid it was ensured for; emptied by each resync, so a
-        # child is checked when its mesh is first reconciled and once per resync after that.
+        # (mesh, child kind) -> the mesh uid it was ensured for; a child is checked when its
+        # mesh is first reconciled and every CHILD_CHECK_RESYNCS resync passes after that
+        # (_checked_at: the pass of each mesh's last check).
         self._ensured: dict[tuple[Key, str], str] = {}
+        self._checked_at: dict[Key, int] = {}
         self.bodies = watched.MeshBodies()  # the meshes as last watched or written (no GET)
         self._placement_lock = asyncio.Lock()
         self._colocated_by: dict[Key, set[Key]] = {}  # partner -> meshes colocated with it
         self._phases: dict[Key, str] = {}
         self._last_status_rv: dict[Key, str] = {}
+        # Progress-only status changes: at most one write per mesh per window (coalescing.py).
+        self._throttle = coalescing.StatusThrottle(settings.status_progress_seconds)
         self._resync_task: asyncio.Task[None] | None = None
         self._losses: dict[str, losses.NodeLoss] = {}  # lost nodes by name (from the node watch)
         # Meshes whose token Secret this process created (-> mesh uid); never the token itself.
         self._secrets_made: dict[Key, str] = {}
         self._gang_mode: str | None = None  # ganging.POD_GROUP, GATE or OFF, resolved once
         self._gated: set[Key] = set()  # meshes whose pods wait at the gang gate
-        # PodGroup mode: each waiting mesh's PodGroup as last read (monotonic time, body): read
-        # at most once per WAITING_RECHECK_SECONDS, not at every pod event's reconcile.
-        self._groups_read: dict[Key, tuple[float, int, dict[str, Any] | None]] = {}
+        # PodGroup mode: each rejected gang's PodGroup and fit check as last done (monotonic
+        # time, how many so far, body, explanation): again only after a doubling pause.
+        self._groups_read: dict[Key, tuple[float, int, dict[str, Any] | None, str | None]] = {}
         self._resyncs = 0  # resync passes so far (resync_once)
         # Gate mode: meshes whose released gang stalled -> (stalls so far, no release before
         # (monotonic), the Scheduled message).
@@ -106,6 +115,12 @@ class Controller:
         # alone after a RestartProc is not: its stall must not take its running peers down).
         self._released: set[Key] = set()
         self._leases = leases.LeaseClock()  # spec.lease: when each renewal was last seen
+        # Pod creates of all meshes, settings.create_concurrency at once, mesh after mesh
+        # (gates.py): each mesh's place in line, given at its first create.
+        self._creates = gates.PriorityGate(settings.create_concurrency)
+        self._create_order: dict[Key, int] = {}
+        self._orders = itertools.count()
+        self._pod_watches: list[podwatch.PodWatch] = []  # ours, unless kopf watches pods
 
     # --- Lifecycle -----------------------------------------------------------------------------
 
@@ -113,7 +128,17 @@ class Controller:
         self.queue = queueing.WorkQueue(self._work)
         self._resync_task = asyncio.get_running_loop().create_task(self._resync())
 
+    def watch_pods(self, paths: Sequence[str]) -> None:
+        """Watch proc pods under ``paths`` with :mod:`.podwatch` (instead of kopf's pod
+        handler), feeding :meth:`pod_event`."""
+        for path in paths:
+            watch = podwatch.PodWatch(self.client, path, self.pod_event)
+            watch.start()
+            self._pod_watches.append(watch)
+
     async def stop(self) -> None:
+        for watch in self._pod_watches:
+            await watch.stop()
         if self._resync_task is not None:
             self._resync_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -130,17 +155,28 @@ class Controller:
             await self.resync_once()
 
     async def resync_once(self) -> None:
-        """One pass of the safety net: the pod cache is relisted and every known mesh is
-        enqueued; every CHILD_CHECK_RESYNCS-th pass (the first included) also checks the
-        children (Role, Service, PodGroup) again and reads each mesh fresh (GET) at its next
-        reconcile. Those are three requests per mesh: at every pass, a quarter of all the
-        operator's requests with 100 meshes (6,400 pods), for objects nothing else changes."""
-        if self._resyncs % CHILD_CHECK_RESYNCS == 0:
-            self._ensured.clear()
-            self.bodies.clear()
+        """One pass of the safety net: the pod cache is relisted (see below) and every known
+        mesh is enqueued; a mesh whose children (Role, Service, PodGroup) were last checked
+        CHILD_CHECK_RESYNCS passes ago has them checked again and is read fresh (GET) at its
+        next reconcile. Those are three requests per mesh: at every pass, a quarter of all the
+        operator's requests with 100 meshes (6,400 pods), for objects nothing else changes.
+        Counted per mesh from the first pass that knew it (its first reconcile checked them),
+        so a wave of new meshes is not checked again all at once while it starts."""
+        for key in list(self._phases):
+            if self._resyncs - self._checked_at.setdefault(key, self._resyncs) >= \
+                    CHILD_CHECK_RESYNCS:
+                self._checked_at[key] = self._resyncs
+                for kind in CHILD_KINDS:
+                    self._ensured.pop((key, kind), None)
+                self.bodies.expire(key)
+        # Fed by our own watch (podwatch.py: gapless from its list, listed again after any
+        # failure), the pod cache is relisted at every CHILD_CHECK_RESYNCS-th pass only: at
+        # 6,400 pods each relist decoded every pod whole, a fifth of the operator's CPU.
+        relist = not self._pod_watches or self._resyncs % CHILD_CHECK_RESYNCS == 0
         self._resyncs += 1
         try:
-            await self.relist()
+            if relist:
+                await self.relist()
         except Exception as e:  # noqa: BLE001 - the safety net itself must never stop
             logger.warning("relist of proc pods failed (the next resync retries): %s", e)
         for key in list(self._phases):
@@ -235,12 +271,15 @@ class Controller:
         self._phases.pop(key, None)
         self.bodies.forget(key, uid)
         self._last_status_rv.pop(key, None)
+        self._throttle.forget(key)
         self._secrets_made.pop(key, None)
         self._gated.discard(key)
         self._stalls.pop(key, None)
         self._groups_read.pop(key, None)
         self._released.discard(key)
         self._leases.forget(key)
+        self._create_order.pop(key, None)
+        self._checked_at.pop(key, None)
         for deps in self._colocated_by.values():
             deps.discard(key)  # (meshes colocated with this one keep their entry: they wait)
         if self.queue is not None:
@@ -316,7 +355,9 @@ class Controller:
             status = workloads.overlay(status, previous, admission, queue, mesh.generation,
                                        statuses.now_rfc3339(),
                                        suspended=bool((body.get("spec") or {}).get("suspend")))
-        if statuses.differs(previous, status):
+        changed = statuses.differs(previous, status)
+        deferred = self._throttle.wait(key, previous, status) if changed else 0.0
+        if changed and deferred <= 0:
             try:
                 written = await self.client.merge_patch(
                     kubeclient.mesh_path(namespace, name, status=True), {"status": status})
@@ -342,6 +383,8 @@ class Controller:
         if failure is not None:
             raise failure
         again = [WAITING_RECHECK_SECONDS] if plan is not None and plan.waiting is not None else []
+        if deferred > 0:
+            again.append(deferred)  # the progress held back is written then (coalescing.py)
         if key in self._gated:
             again.append(WAITING_RECHECK_SECONDS)  # room may free outside our pods' events
         if plan is not None and plan.recheck is not None:
@@ -363,6 +406,7 @@ class Controller:
     def _wrote(self, key: Key, written: Mapping[str, Any]) -> None:
         """A status write's response: the mesh's newest body, and the echo to ignore."""
         self._last_status_rv[key] = str((written.get("metadata") or {}).get("resourceVersion"))
+        self._throttle.wrote(key)
         self.bodies.remember(key, written)
 
     def _lease_left(self, mesh: specs.MeshSpec) -> float | None:
@@ -392,7 +436,7 @@ class Controller:
     # --- secret -> service -> pods -------------------------------------------------------------
 
     def _recently_ensured(self, mesh: specs.MeshSpec, kind: str) -> bool:
-        """Checked for this incarnation since the last resync (which empties ``_ensured``)."""
+        """Checked for this incarnation since its last check by the resync (resync_once)."""
         return self._ensured.get(((mesh.namespace, mesh.name), kind)) == mesh.uid
 
     async def _ensure_child(self, mesh: specs.MeshSpec, kind: str, path: str,
@@ -535,18 +579,14 @@ class Controller:
                 # The scheduler does not look at a gang before all its pods exist (its
                 # PreEnqueue waits for minCount): nothing to read yet, one GET per reconcile saved.
                 return None
-            group = await self._pod_group(mesh)
             ordered = [pods[r] for r in sorted(pods)]
-            if ganging.scheduler_hold(group, ordered) is None:
+            if ganging.scheduler_hold(None, ordered) is None:
+                # No pod rejected yet: the scheduler marks every pod of a gang PodScheduled=False
+                # in the cycle that finds the gang unschedulable, before the PodGroup itself
+                # (k8s.io/kubernetes pkg/scheduler/schedule_one_podgroup.go), and each pod's
+                # condition comes with its event: nothing to read until then.
                 return None
-            unbound = [p for p in ordered
-                       if not ganging.is_bound(p) and not planning.is_terminating(p)]
-            try:
-                verdict: fitting.Fit | None = await self._fit(unbound)
-            except kubeclient.ApiError as e:  # only an explanation here: never a failure
-                logger.info("no fit explanation for %s/%s: %s", mesh.namespace, mesh.name, e)
-                verdict = None
-            explanation = verdict.message if verdict is not None and not verdict.fits else None
+            group, explanation = await self._pod_group(mesh, ordered)
             return ganging.scheduler_hold(group, ordered, explanation)
         stall = ganging.stalled(mesh, pods, time.time(), self.settings.gang_stall_seconds) \
             if key in self._released else None
@@ -582,19 +622,29 @@ class Controller:
         logger.info("released the gang of %s/%s: %d pods", mesh.namespace, mesh.name, len(gated))
         return None
 
-    async def _pod_group(self, mesh: specs.MeshSpec) -> dict[str, Any] | None:
-        """The mesh's PodGroup for its scheduler verdict, read again only after a pause that
-        doubles from WAITING_RECHECK_SECONDS to POD_GROUP_READ_MAX_SECONDS while the gang
-        waits: a gang of thousands of pods is reconciled many times while it waits, and each
-        read is a request (the pods' own PodScheduled conditions come with their events)."""
+    async def _pod_group(self, mesh: specs.MeshSpec, ordered: list[dict[str, Any]]
+                         ) -> tuple[dict[str, Any] | None, str | None]:
+        """The mesh's PodGroup for its scheduler verdict and the operator's own fit check of
+        its unbound pods (why it does not fit; None if it fits or the check failed), both
+        done again only after a pause that doubles from WAITING_RECHECK_SECONDS to
+        POD_GROUP_READ_MAX_SECONDS while the gang waits: a gang of thousands of pods is
+        reconciled many times while it waits, and the check lists every node and pod."""
         key = (mesh.namespace, mesh.name)
-        when, reads, group = self._groups_read.get(key, (-1e18, 0, None))
+        when, reads, group, explanation = self._groups_read.get(key, (-1e18, 0, None, None))
         pause = min(WAITING_RECHECK_SECONDS * 2 ** max(reads - 1, 0), POD_GROUP_READ_MAX_SECONDS)
-        if time.monotonic() - when >= pause:
-            group = await self.client.get_or_none(
-                ganging.pod_groups_path(mesh.namespace, ganging.pod_group_name(mesh)))
-            self._groups_read[key] = (time.monotonic(), reads + 1, group)
-        return group
+        if time.monotonic() - when < pause:
+            return group, explanation
+        group = await self.client.get_or_none(
+            ganging.pod_groups_path(mesh.namespace, ganging.pod_group_name(mesh)))
+        unbound = [p for p in ordered if not ganging.is_bound(p) and not planning.is_terminating(p)]
+        try:
+            verdict: fitting.Fit | None = await self._fit(unbound)
+        except kubeclient.ApiError as e:  # only an explanation here: never a failure
+            logger.info("no fit explanation for %s/%s: %s", mesh.namespace, mesh.name, e)
+            verdict = None
+        explanation = verdict.message if verdict is not None and not verdict.fits else None
+        self._groups_read[key] = (time.monotonic(), reads + 1, group, explanation)
+        return group, explanation
 
     async def _recreate_stalled(self, mesh: specs.MeshSpec, pods: Mapping[int, Mapping[str, Any]],
                                 message: str) -> ganging.Hold:
@@ -699,26 +749,34 @@ class Controller:
         await asyncio.gather(*(delete(n, u) for n, u in plan.deletes))
 
     async def _create_pods(self, mesh: specs.MeshSpec, plan: planning.Plan) -> list[str]:
-        semaphore = asyncio.Semaphore(CREATE_CONCURRENCY)
+        """Create the plan's pods through the controller's create gate (:mod:`.gates`): at most
+        ``settings.create_concurrency`` creates in flight across every mesh, earlier meshes first. Each pod is
+        rendered only once it has its place, and only its slim projection is kept: rendering
+        all of a 4,096-proc mesh's pods up front held every body (and a task each) at once."""
         created: list[str] = []
+        todo = iter(sorted(plan.creates.items()))
+        path = kubeclient.pods_path(mesh.namespace)
+        mode = ganging.mode_for(self._gang_mode or ganging.OFF, mesh)
+        order = self._create_order.setdefault((mesh.namespace, mesh.name), next(self._orders))
 
-        async def create(rank: int, placement: rendering.ProcPlacement) -> None:
-            pod = ganging.join(rendering.render_pod(mesh, rank, placement, self.settings), mesh,
-                               ganging.mode_for(self._gang_mode or ganging.OFF, mesh))
-            path = kubeclient.pods_path(mesh.namespace)
-            async with semaphore:
-                try:
-                    result = await self.client.create(path, pod)
-                    created.append(pod["metadata"]["name"])
-                except kubeclient.ApiError as e:
-                    if not e.conflict:
-                        raise
-                    # Created by an earlier run whose watch event has not arrived yet.
-                    result = await self.client.get(
-                        kubeclient.pods_path(mesh.namespace, pod["metadata"]["name"]))
-            self.store.upsert(result)
+        async def worker() -> None:
+            for rank, placement in todo:
+                async with self._creates.place(order):
+                    pod = ganging.join(rendering.render_pod(mesh, rank, placement,
+                                                            self.settings), mesh, mode)
+                    name = pod["metadata"]["name"]
+                    try:
+                        result = await self.client.create(path, pod)
+                        created.append(name)
+                    except kubeclient.ApiError as e:
+                        if not e.conflict:
+                            raise
+                        # Created by an earlier run whose watch event has not arrived yet.
+                        result = await self.client.get(kubeclient.pods_path(mesh.namespace, name))
+                self.store.upsert(result)
 
-        results = await asyncio.gather(*(create(r, p) for r, p in sorted(plan.creates.items())),
+        workers = min(self.settings.create_concurrency, len(plan.creates))
+        results = await asyncio.gather(*(worker() for _ in range(workers)),
                                        return_exceptions=True)
         for result in results:
             if isinstance(result, BaseException):

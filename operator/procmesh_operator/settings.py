@@ -3,8 +3,9 @@
 Built once by :mod:`.__main__` from the command line; :mod:`.rendering` reads the image, the
 grace period, the readiness period and the node-loss toleration, :mod:`.placing` the CUDA context
 size and the device memory fallback (for :mod:`.budgets` and, in dra mode,
-:mod:`.claim_budgets`), :mod:`.reconciling` the resync period and the gang settings
-(:mod:`.ganging`). The proc port is the contract's (``mesh_client._src.contract.PROC_PORT``).
+:mod:`.claim_budgets`), :mod:`.reconciling` the resync period, the gang settings
+(:mod:`.ganging`) and the status write window (:mod:`.coalescing`). The proc port is the
+contract's (``mesh_client._src.contract.PROC_PORT``).
 """
 
 from __future__ import annotations
@@ -43,3 +44,9 @@ class Settings:
     #: before all its pods are deleted and recreated behind the gate; the next release waits
     #: as long again, doubling per stall up to ten minutes.
     gang_stall_seconds: float = 60.0
+    #: The shortest time between two status writes of one mesh that only move its progress
+    #: (ready counts, proc entries; procmesh_operator.coalescing): a starting mesh's status is
+    #: at most this stale in those, never in its phase or conditions. 0 writes every change.
+    status_progress_seconds: float = 5.0
+    #: Pod creates in flight at once, across all meshes (earlier meshes first).
+    create_concurrency: int = 32

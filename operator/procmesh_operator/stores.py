@@ -64,6 +64,7 @@ class PodStore:
         # key -> owner uid -> pods_by_rank's answer, until the next write to that mesh's pods:
         # a reconcile asks several times, and a big mesh has thousands of pods to sort.
         self._ranked: dict[Key, dict[str, dict[int, dict[str, Any]]]] = {}
+        self._all_ranked: dict[Key, dict[int, dict[str, Any]]] = {}  # _by_rank's, as above
 
     # --- Tombstones ----------------------------------------------------------------------------
 
@@ -119,6 +120,7 @@ class PodStore:
 
     def _changed(self, key: Key) -> None:
         self._ranked.pop(key, None)
+        self._all_ranked.pop(key, None)
 
     def forget(self, namespace: str, mesh: str, name: str, uid: str) -> None:
         """The operator deleted this pod and it is gone: drop it and ignore its stale events."""
@@ -220,11 +222,15 @@ class PodStore:
                 if controller_uid(pod) != owner_uid}
 
     def _by_rank(self, key: Key) -> dict[int, dict[str, Any]]:
-        out: dict[int, dict[str, Any]] = {}
-        for name, pod in self._pods.get(key, {}).items():
-            rank = contract.rank_of_pod_name(key[1], name)
-            if rank is not None:
-                out[rank] = pod
+        """Every pod of the mesh by rank (not to be changed: cached until the next write)."""
+        out = self._all_ranked.get(key)
+        if out is None:
+            out = {}
+            for name, pod in self._pods.get(key, {}).items():
+                rank = contract.rank_of_pod_name(key[1], name)
+                if rank is not None:
+                    out[rank] = pod
+            self._all_ranked[key] = out
         return out
 
 

@@ -5,7 +5,7 @@ A reconcile reads its mesh from here instead of a fresh GET (one request per rec
 give or take the watch's latency, and a newer version always brings another event, hence another
 reconcile (level-based). Kept newest-first by resourceVersion, so a late watch event cannot undo
 the response of a status write. A mesh with no body here (an event of its pods came first, or
-the resync emptied it, :meth:`MeshBodies.clear`) is read with a GET. Fed and read by
+the resync expired it, :meth:`MeshBodies.expire`) is read with a GET. Fed and read by
 :mod:`.reconciling`.
 """
 
@@ -78,9 +78,13 @@ class MeshBodies:
         return uid in self._gone
 
     def clear(self) -> None:
-        """Forget every body: the next reconcile of each mesh reads it fresh (the resync's check
-        that nothing was missed)."""
+        """Forget every body: the next reconcile of each mesh reads it fresh."""
         self._bodies.clear()
+
+    def expire(self, key: Key) -> None:
+        """Forget the body of one mesh (not as deleted): its next reconcile reads it fresh (the
+        resync's check that nothing was missed)."""
+        self._bodies.pop(key, None)
 
     def __len__(self) -> int:
         return len(self._bodies)

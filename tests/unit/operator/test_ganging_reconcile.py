@@ -156,28 +156,58 @@ def test_stalled_needs_a_partly_bound_released_gang_past_the_wait():
     assert ganging.stalled(m, {0: pod(m, 0), 1: gated}, t + 61, 60) is None
 
 
-def test_podgroup_mode_reads_a_waiting_group_once_per_recheck_period():
-    """A gang that waits is reconciled at every pod event; its PodGroup is read at the first
-    of those reconciles once all pods exist, then after WAITING_RECHECK_SECONDS, then after
-    twice that (doubling while it waits)."""
+def rejected(client, ctl, ranks):
+    """The scheduler's word on these pods of the gang: PodScheduled=False, Unschedulable."""
+    for rank in ranks:
+        obj = client.objects[f"{PODS}/m-{rank}"]
+        obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1000)
+        obj["status"] = {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+             "message": "pod group is unschedulable",
+             "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+        ctl.store.upsert(obj)
+
+
+def test_podgroup_mode_reads_nothing_while_the_scheduler_rejected_no_pod():
+    """A whole gang that waits (the scheduler's queue, its binding) is reconciled at every pod
+    event and every recheck period; none of those reads its PodGroup or lists the cluster."""
+    client, ctl, pods, _ = run(units=6, size=3, gang="podgroup")
+    assert len(pods) == 3
+    client.calls.clear()
+    for _ in range(3):
+        again = asyncio.run(ctl.reconcile(("ns", "m")))
+        ctl._groups_read.clear()  # as if every pause had passed
+    assert again == reconciling.WAITING_RECHECK_SECONDS  # still looked at until bound
+    assert not [c for c in client.calls if c[0] in ("get", "list")]
+    assert scheduled(client)["reason"] == ganging.SCHEDULING
+
+
+def test_podgroup_mode_reads_a_rejected_group_once_per_recheck_period():
+    """Once the scheduler rejected the gang's pods, its PodGroup (and the fit check that
+    explains it) is read at the next reconcile, then after WAITING_RECHECK_SECONDS, then after
+    twice that (doubling while it waits), not at every reconcile."""
     client, ctl, pods, _ = run(units=6, size=3, gang="podgroup")
     group = f"{ganging.pod_groups_path('ns')}/m-uid-m"
     assert len(pods) == 3
     reads = lambda: [p for verb, p in client.calls if verb == "get" and p == group]  # noqa: E731
-    first = len(reads())
-    assert first <= 1
+    fits = lambda: [p for verb, p in client.calls if p == "/api/v1/pods"]  # noqa: E731
+    assert not reads()
+    rejected(client, ctl, range(3))
     for _ in range(3):
         asyncio.run(ctl.reconcile(("ns", "m")))
-    assert len(reads()) == 1
-    when, count, body = ctl._groups_read[("ns", "m")]
-    ctl._groups_read[("ns", "m")] = (when - reconciling.WAITING_RECHECK_SECONDS, count, body)
+    assert len(reads()) == 1 and len(fits()) == 1
+    assert scheduled(client)["reason"] == "Unschedulable"
+    assert "pod group is unschedulable" in scheduled(client)["message"]
+    when, count, body, why = ctl._groups_read[("ns", "m")]
+    ctl._groups_read[("ns", "m")] = (when - reconciling.WAITING_RECHECK_SECONDS, count, body, why)
     asyncio.run(ctl.reconcile(("ns", "m")))
-    assert len(reads()) == 2
+    assert len(reads()) == 2 and len(fits()) == 2
     # The pause doubles while the gang waits: one recheck period no longer suffices.
-    when, count, body = ctl._groups_read[("ns", "m")]
-    ctl._groups_read[("ns", "m")] = (when - reconciling.WAITING_RECHECK_SECONDS, count, body)
+    when, count, body, why = ctl._groups_read[("ns", "m")]
+    ctl._groups_read[("ns", "m")] = (when - reconciling.WAITING_RECHECK_SECONDS, count, body, why)
     asyncio.run(ctl.reconcile(("ns", "m")))
     assert len(reads()) == 2
-    ctl._groups_read[("ns", "m")] = (when - 2 * reconciling.WAITING_RECHECK_SECONDS, count, body)
+    ctl._groups_read[("ns", "m")] = (when - 2 * reconciling.WAITING_RECHECK_SECONDS, count, body,
+                                     why)
     asyncio.run(ctl.reconcile(("ns", "m")))
     assert len(reads()) == 3

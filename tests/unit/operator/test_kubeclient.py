@@ -60,3 +60,47 @@ def test_list_paged_follows_continue_and_transforms_each_item():
                       "items": [{"name": f"p{i}"} for i in range(5)]}
     assert [r.get("continue") for r in client.requests] == [None, "2", "4"]
     assert all(r["labelSelector"] == "a" and r["limit"] == "2" for r in client.requests)
+
+
+def test_watch_decodes_lines_split_across_chunks_from_a_real_socket():
+    """A watch's JSON lines arrive in chunks that cut them anywhere; each event is decoded
+    whole, in order, from a local HTTP server (a real socket, no API server)."""
+    import asyncio
+    import json
+
+    from aiohttp import web
+    from kubernetes import client as k8s
+
+    events = [{"type": "ADDED", "object": {"metadata": {"name": f"p{i}", "pad": "x" * 3000}}}
+              for i in range(5)]
+    stream = b"".join(json.dumps(e).encode() + b"\n" for e in events)
+    seen_params = []
+
+    async def handler(request):
+        seen_params.append(dict(request.query))
+        response = web.StreamResponse()
+        await response.prepare(request)
+        for start in range(0, len(stream), 777):  # cuts through lines and JSON alike
+            await response.write(stream[start:start + 777])
+            await asyncio.sleep(0)
+        return response
+
+    async def main():
+        app = web.Application()
+        app.router.add_get("/api/v1/pods", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        config = k8s.Configuration()
+        config.host = f"http://127.0.0.1:{port}"
+        api = kubeclient.KubeClient(config)
+        try:
+            return [e async for e in api.watch("/api/v1/pods", {"resourceVersion": "7"})]
+        finally:
+            await api.close()
+            await runner.cleanup()
+
+    assert asyncio.run(main()) == events
+    assert seen_params == [{"resourceVersion": "7", "watch": "1"}]

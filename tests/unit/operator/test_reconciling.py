@@ -363,3 +363,24 @@ def test_mesh_created_again_at_once_is_not_ready_while_its_secret_conflicts():
     status = client.objects[MESH_PATH]["status"]
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "False" and status["readyProcs"] == 0
+
+
+def test_the_resync_relists_at_every_pass_only_when_kopf_feeds_the_pods():
+    """Fed by kopf's watch the pod cache is relisted at every resync pass; fed by the
+    operator's own (gapless) watch, at every CHILD_CHECK_RESYNCS-th pass only."""
+    def relists(own_watch):
+        ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),))})
+        asyncio.run(ctl.reconcile(("ns", "m")))
+        if own_watch:
+            ctl._pod_watches.append(object())  # never started: only its presence counts
+        client.calls.clear()
+
+        async def passes():
+            for _ in range(2 * reconciling.CHILD_CHECK_RESYNCS):
+                await ctl.resync_once()
+
+        asyncio.run(passes())
+        return sum(1 for verb, p in client.calls if verb == "list" and p.endswith("/pods"))
+
+    assert relists(own_watch=False) == 2 * reconciling.CHILD_CHECK_RESYNCS
+    assert relists(own_watch=True) == 2

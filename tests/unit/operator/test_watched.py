@@ -4,7 +4,8 @@ Aspects: the newest body wins by resourceVersion (a late event cannot undo a sta
 response), a new incarnation always wins; a reconcile triggered by events makes no GET of the
 mesh, and still acts on a spec change and on a deletion it learns from events only; the resync
 reads each mesh once more; the Role and Service are created without a read at a new mesh's
-first reconcile and read at every CHILD_CHECK_RESYNCS-th resync, never per reconcile.
+first reconcile and read every CHILD_CHECK_RESYNCS resync passes (counted per mesh), never per
+reconcile.
 """
 
 import asyncio
@@ -113,8 +114,9 @@ def child_requests(client):
 
 
 def test_children_are_checked_at_the_first_reconcile_and_at_resync_only():
-    """A new mesh's children are created without a read first; later reconciles leave them
-    alone until a resync, which reads them (they exist) and creates nothing."""
+    """A new mesh's children are created without a read first; later reconciles and resync
+    passes leave them alone until CHILD_CHECK_RESYNCS passes later, when the resync reads them
+    (they exist), creates nothing, and reads the mesh fresh once."""
     ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),))})
     ctl.mesh_event("ADDED", copy.deepcopy(client.objects[MESH_PATH]))
     for _ in range(3):
@@ -130,11 +132,16 @@ def test_children_are_checked_at_the_first_reconcile_and_at_resync_only():
         finally:
             await ctl.stop()
 
+    # The passes after it only relist, until the mesh's children were last checked (at its
+    # first reconcile) CHILD_CHECK_RESYNCS passes ago.
+    for _ in range(reconciling.CHILD_CHECK_RESYNCS):
+        client.calls.clear()
+        asyncio.run(resync_then_reconcile())
+        assert child_requests(client) == [] and mesh_gets(client) == []
     client.calls.clear()
     asyncio.run(resync_then_reconcile())
     assert child_requests(client) == [("get", "Role"), ("get", "Service")]
     assert mesh_gets(client) == [MESH_PATH]  # the resync reads the mesh fresh once
-    # The next passes only relist, until the CHILD_CHECK_RESYNCS-th.
     for _ in range(reconciling.CHILD_CHECK_RESYNCS - 1):
         client.calls.clear()
         asyncio.run(resync_then_reconcile())
