@@ -30,15 +30,16 @@ def rss_mb() -> float:
     return 0.0
 
 
-def report(rss: float, snapshot: tracemalloc.Snapshot) -> str:
-    """The text of one report: totals, object counts by type, held allocations by origin."""
+def report(rss: float, snapshot: tracemalloc.Snapshot, types_shown: int = 20) -> str:
+    """The text of one report: totals, the ``types_shown`` most common types of gc-tracked
+    objects with their counts, held allocations by origin."""
     stats = snapshot.statistics("traceback")
     traced = sum(s.size for s in stats) / 1e6
     types = collections.Counter(type(o).__name__ for o in gc.get_objects())
     lines = [f"at {time.strftime('%H:%M:%S')}: RSS {rss:.1f} MB, traced {traced:.1f} MB, "
              f"gc counts {gc.get_count()}, tracked objects {sum(types.values())}",
              "", "objects by type (gc-tracked):"]
-    lines += [f"  {n:>9}  {name}" for name, n in types.most_common(20)]
+    lines += [f"  {n:>9}  {name}" for name, n in types.most_common(types_shown)]
     lines += ["", f"held allocations by origin (top {TOP}):"]
     for stat in stats[:TOP]:
         lines.append(f"{stat.size / 1e6:9.2f} MB {stat.count:>8} blocks")
