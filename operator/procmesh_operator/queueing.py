@@ -21,6 +21,9 @@ BACKOFF_BASE = 0.5
 BACKOFF_MAX = 30.0
 #: The longest wait that batches a key's events after a run of it (see _run).
 BATCH_MAX = 1.0
+#: How long :meth:`WorkQueue.close` lets reconciles in flight finish (the chart's pod has 30 s
+#: between SIGTERM and SIGKILL).
+DRAIN_SECONDS = 10.0
 
 
 @dataclasses.dataclass
@@ -101,13 +104,21 @@ class WorkQueue:
             if slot.forgotten and not slot.dirty and self._slots.get(key) is slot:
                 del self._slots[key]
 
-    async def close(self) -> None:
+    async def close(self, drain: float = DRAIN_SECONDS) -> None:
+        """Stop: no new runs, pending retries dropped; a reconcile in flight may finish for up
+        to ``drain`` seconds, then is cancelled. A reconcile cut short can leave a mesh half
+        made for the next operator (its token Secret created, not yet the access Role that
+        marks the Secret as the operator's: a conflict that operator cannot clear), so a
+        stopping replica (a failover, an upgrade) lets it end first."""
         self._closed = True
         tasks = []
         for slot in self._slots.values():
             if slot.timer is not None:
                 slot.timer.cancel()
             if slot.task is not None:
-                slot.task.cancel()
                 tasks.append(slot.task)
+        if tasks and drain > 0:
+            await asyncio.wait(tasks, timeout=drain)
+        for task in tasks:
+            task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

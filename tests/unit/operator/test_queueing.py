@@ -53,3 +53,38 @@ def test_failure_is_retried(monkeypatch):
         return attempts
 
     assert asyncio.run(main()) == ["k", "k", "k"]
+
+
+def test_close_lets_a_reconcile_in_flight_finish_and_cancels_one_past_the_drain():
+    """A stopping replica (failover, upgrade) must not cut a reconcile between two creates: the
+    token Secret made, the access Role that marks it as the operator's not yet, which the next
+    replica cannot tell from a planted Secret (a conflict it never clears)."""
+    async def main():
+        steps = []
+        second = asyncio.Event()
+
+        async def worker(key):
+            steps.append(f"{key}: first create")
+            if key == "stuck":
+                await asyncio.Event().wait()  # never ends: cancelled once the drain is over
+            await second.wait()
+            steps.append(f"{key}: second create")
+            return None
+
+        q = queueing.WorkQueue(worker)
+        q.enqueue("mesh")
+        await asyncio.sleep(0)  # the reconcile has started and waits between its two creates
+        asyncio.get_running_loop().call_soon(second.set)  # its second request answers during close
+        await q.close()
+        finished = list(steps)
+
+        q = queueing.WorkQueue(worker)
+        q.enqueue("stuck")
+        q.enqueue("later", delay=60)  # a pending retry is dropped, not run
+        await asyncio.sleep(0)
+        await q.close(drain=0.05)
+        return finished, steps[len(finished):], q._slots["stuck"].task
+
+    finished, stuck, task = asyncio.run(main())
+    assert finished == ["mesh: first create", "mesh: second create"]
+    assert stuck == ["stuck: first create"] and task is None
