@@ -125,8 +125,9 @@ def workload(api: str, calls: int) -> dict[str, float]:
 
 # The baseline: length-prefixed pickles over one TCP connection to a plain echo process.
 
+# A message "cpu" is answered with the server's CPU time (benchmarks/call_ab.py's floor asks it).
 ECHO_SERVER = r"""
-import pickle, socket, struct, sys
+import pickle, socket, struct, sys, time
 srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
 print(srv.getsockname()[1], flush=True)
 conn, _ = srv.accept(); conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -140,6 +141,7 @@ def recv(n):
 while True:
     (n,) = struct.unpack("!Q", recv(8))
     msg = pickle.loads(recv(n))
+    if msg == "cpu": msg = time.process_time()
     data = pickle.dumps(msg, protocol=5)
     conn.sendall(struct.pack("!Q", len(data)) + data)
 """

@@ -20,29 +20,14 @@ import os
 import statistics
 import subprocess
 import sys
+from typing import Any
+
+from actors import ECHO_SERVER
 
 # The floor, measured first in every run: a pickle over plain TCP to 8 echo processes, one
 # thread on each side (no I/O threads, no hand-offs): one round trip, a fan-out to all 8, and
 # the CPU time per round trip of the client and of one server.
-RAW = r"""
-import pickle, socket, struct, sys, time
-srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
-print(srv.getsockname()[1], flush=True)
-conn, _ = srv.accept(); conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-def recv(n):
-    buf = bytearray(n); view = memoryview(buf); got = 0
-    while got < n:
-        k = conn.recv_into(view[got:])
-        if not k: sys.exit(0)
-        got += k
-    return buf
-while True:
-    (n,) = struct.unpack("!Q", recv(8))
-    msg = pickle.loads(recv(n))
-    if msg == "cpu": msg = time.process_time()
-    data = pickle.dumps(msg, protocol=5)
-    conn.sendall(struct.pack("!Q", len(data)) + data)
-"""
+RAW = ECHO_SERVER
 
 WORKLOAD = """
 import json, os, pickle, socket, statistics, struct, subprocess, sys, time
@@ -147,14 +132,20 @@ KEYS = ("call_one_p50_us", "fanout8_p50_us", "controller_cpu_us_per_call", "proc
         "raw_call_p50_us", "raw_fanout8_p50_us", "raw_client_cpu_us_per_call", "raw_server_cpu_us_per_call")
 
 
-def one_run(checkout: str) -> dict[str, float]:
+def run_in(checkout: str, code: str, *args: str) -> Any:
+    """Run ``code`` with ``checkout``'s procmesh on the path; the last JSON line it printed."""
     root = os.path.abspath(checkout)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.path.join(root, "operator")]))
-    done = subprocess.run([sys.executable, "-c", f"RAW = {RAW!r}\n" + WORKLOAD], env=env, capture_output=True, text=True, timeout=300, cwd=root)
+    done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300, cwd=root)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if not lines:
         raise SystemExit(f"the run on {checkout} printed no figures (exit {done.returncode}):\n{done.stderr[-2000:]}")
-    return json.loads(lines[-1])  # type: ignore[no-any-return]
+    return json.loads(lines[-1])
+
+
+def one_run(checkout: str) -> dict[str, float]:
+    figures: dict[str, float] = run_in(checkout, f"RAW = {RAW!r}\n" + WORKLOAD)
+    return figures
 
 
 def main() -> None:

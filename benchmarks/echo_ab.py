@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
+
+from call_ab import run_in
 
 WORKLOAD = """
 import json, os, resource, statistics, sys, time
@@ -73,14 +72,8 @@ FIGURES = ("echo_p50_us", "controller_cpu_us", "proc_cpu_us", "controller_faults
 
 
 def one_run(checkout: str, echoes: int) -> dict[str, dict[str, float]]:
-    root = os.path.abspath(checkout)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.path.join(root, "operator")]))
-    done = subprocess.run([sys.executable, "-c", WORKLOAD, str(echoes)], env=env, capture_output=True, text=True,
-                          timeout=300, cwd=root)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        raise SystemExit(f"the run on {checkout} printed no figures (exit {done.returncode}):\n{done.stderr[-2000:]}")
-    return json.loads(lines[-1])  # type: ignore[no-any-return]
+    figures: dict[str, dict[str, float]] = run_in(checkout, WORKLOAD, str(echoes))
+    return figures
 
 
 def main() -> None:
