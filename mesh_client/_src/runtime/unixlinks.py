@@ -83,14 +83,14 @@ def open_stream(address: tuple[str, int], timeout: float) -> streams.SocketStrea
     return channel.open_tcp(address, timeout)
 
 
-def listen(address: tuple[str, int], backlog: int = 1024) -> socket.socket | None:
-    """The unix listener of the proc server at TCP ``address`` (its socket file 0600), or None
-    when this process has no directory. A file left at the path by a proc that crashed is
-    replaced: this server holds ``address``'s TCP port, so no live server can own the path."""
-    path = path_for(address)
+def listen(address: tuple[str, int], directory: str | None = None, backlog: int = 1024) -> socket.socket | None:
+    """The unix listener of the proc server at TCP ``address`` (its socket file 0600), in
+    ``directory`` or this process's; None without one. A file left at the path by a proc that
+    crashed is replaced: this server holds ``address``'s TCP port, so no live one owns the path."""
+    path = path_for(address, directory)
     if path is None:
         return None
-    remove(address)
+    remove(address, directory)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         listener.bind(path)
