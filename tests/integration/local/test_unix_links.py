@@ -6,7 +6,8 @@ socket is refused and garbage there is refused as on TCP; the unix listener shar
 listener's budget of unauthenticated connections; the directory is 0700 and the sockets 0600;
 a proc killed while calls are pending over AF_UNIX fails them at once; the socket files go when
 the mesh stops (a killed proc's too) and the directory when the controller exits; a directory
-left by a killed controller is removed by the next one.
+left by a killed controller is removed by the next one; the controller's own proc server (where
+procs send port values) listens on unix too.
 """
 
 import os
@@ -19,8 +20,8 @@ import textwrap
 
 import pytest
 
-from mesh_client import SupervisionError, this_host
-from mesh_client._src.runtime import channel, unixlinks
+from mesh_client import SupervisionError, this_host, this_proc
+from mesh_client._src.runtime import channel, streams, unixlinks
 from mesh_client._src.wire import errors, frames
 from tests.integration.local.actors import Recorder
 from tests.integration.local.single_proc import single_proc, wait_until
@@ -38,8 +39,6 @@ def _unix_only(address, timeout):
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     sock.connect(unixlinks.path_for(address))
-    from mesh_client._src.runtime import streams
-
     return streams.SocketStream(sock)
 
 
@@ -193,3 +192,12 @@ def test_the_directory_goes_when_the_controller_exits_and_after_a_killed_one():
     assert after.stdout.readline().strip()
     assert after.wait(timeout=120) == 0
     assert not os.path.exists(left)
+
+
+def test_the_controllers_own_proc_server_listens_on_unix_too():
+    group = this_proc()._group
+    address = group.addresses[0]
+    assert stat.S_ISSOCK(os.lstat(unixlinks.path_for(address)).st_mode)
+    link = _connect(address, group.token, _unix_only)  # where procs send the values of its ports
+    assert unixlinks.family(link.stream) == socket.AF_UNIX
+    link.close("test")
