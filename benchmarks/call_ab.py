@@ -165,10 +165,11 @@ KEYS = ("call_one_p50_us", "fanout8_p50_us", "controller_cpu_us_per_call", "proc
         "raw_unix_server_cpu_us_per_call", "raw_unix_echo_1mib_p50_us")
 
 
-def run_in(checkout: str, code: str, *args: str) -> Any:
-    """Run ``code`` with ``checkout``'s procmesh on the path; the last JSON line it printed."""
+def run_in(checkout: str, code: str, *args: str, env_extra: dict[str, str] | None = None) -> Any:
+    """Run ``code`` with ``checkout``'s procmesh on the path (and ``env_extra`` in its
+    environment); the last JSON line it printed."""
     root = os.path.abspath(checkout)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.path.join(root, "operator")]))
+    env = dict(os.environ, **(env_extra or {}), PYTHONPATH=os.pathsep.join([root, os.path.join(root, "operator")]))
     done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300, cwd=root)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if not lines:
@@ -176,8 +177,8 @@ def run_in(checkout: str, code: str, *args: str) -> Any:
     return json.loads(lines[-1])
 
 
-def one_run(checkout: str) -> dict[str, float]:
-    figures: dict[str, float] = run_in(checkout, f"RAW = {RAW!r}\nFLOOR = {FLOOR!r}\n" + WORKLOAD)
+def one_run(checkout: str, env_extra: dict[str, str] | None = None) -> dict[str, float]:
+    figures: dict[str, float] = run_in(checkout, f"RAW = {RAW!r}\nFLOOR = {FLOOR!r}\n" + WORKLOAD, env_extra=env_extra)
     return figures
 
 
