@@ -274,10 +274,10 @@ class LocalProcs:
 
     def _remove_sockets(self, indices: Iterable[int]) -> None:
         """Remove the unix socket files of procs ``indices``, which have ended (a proc removes
-        its own when it stops; one that was killed cannot)."""
+        its own when it stops; one that was killed cannot), unless a newer proc listens there."""
         for i in indices:
             if i < len(self.addresses) and self.processes[i].poll() is not None:
-                unixlinks.remove(self.addresses[i])
+                unixlinks.remove_stale(self.addresses[i])
 
 
 _live: set[LocalProcs] = set()

@@ -110,6 +110,25 @@ def remove(address: tuple[str, int], directory: str | None = None) -> None:
             os.unlink(path)
 
 
+def remove_stale(address: tuple[str, int], directory: str | None = None) -> None:
+    """Remove the socket file at ``address``'s path if nobody listens there: the file of a proc
+    that was killed, and not that of a newer proc which took its port, and the path with it."""
+    path = path_for(address, directory)
+    if path is None or not os.path.exists(path):
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.setblocking(False)
+    try:
+        probe.connect(path)  # a connect and close: a live server takes it for a probe, unlogged
+    except ConnectionRefusedError:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    except OSError:  # a full backlog (a live server), or gone since
+        pass
+    finally:
+        probe.close()
+
+
 def family(stream: streams.Stream) -> socket.AddressFamily | None:
     """The address family of the socket under ``stream`` (None for an in-memory stream)."""
     sock = stream.get_extra_info("socket")

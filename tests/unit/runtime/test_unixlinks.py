@@ -3,7 +3,8 @@
 Aspects: the path is derived from the TCP address and refused past sun_path's limit; only a
 private directory of this user is used; a listener replaces a stale socket file and makes its
 own 0600; the opener takes the unix socket when one listens, TCP when the file is missing or
-stale; the sweep removes only directories of controllers that are gone.
+stale; removing a proc's file spares a newer file at its path; the sweep removes only directories
+of controllers that are gone.
 """
 
 import os
@@ -114,3 +115,19 @@ def test_the_sweep_removes_only_directories_of_gone_controllers(tmp_path):
     (dead / "127.0.0.1_1234").write_text("")
     assert rundirs.sweep(str(tmp_path)) == [str(dead)]
     assert not dead.exists() and alive.exists() and other_namespace.exists() and not_ours.exists()
+
+
+def test_removing_a_killed_procs_file_spares_a_newer_one_at_the_same_path(private, tcp_server):
+    address = tcp_server.getsockname()
+    unixlinks.listen(address).close()  # the proc was killed: its file stays, nobody listens
+    unixlinks.remove_stale(address)  # the launcher cleaning up after it
+    assert not os.path.exists(unixlinks.path_for(address))
+    newer = unixlinks.listen(address)  # a new proc took the port, and the path with it
+    try:
+        unixlinks.remove_stale(address)
+        assert os.path.exists(unixlinks.path_for(address))
+        stream = unixlinks.open_stream(address, 5)
+        assert unixlinks.family(stream) == socket.AF_UNIX
+        stream.close()
+    finally:
+        newer.close()
