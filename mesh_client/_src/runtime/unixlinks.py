@@ -21,13 +21,15 @@ import contextlib
 import os
 import socket
 import stat
+import sys
 
 from mesh_client._src.runtime import channel, streams
 
 #: The private directory of the local procs' unix sockets, passed from a controller to its procs.
 DIR_ENV = "PROCMESH_UNIX_DIR"
-#: ``sun_path`` holds 108 bytes with the terminating NUL; a longer path cannot be bound.
-MAX_PATH_BYTES = 107
+#: ``sun_path`` holds 108 bytes with the terminating NUL on Linux (104 on macOS and the BSDs);
+#: a longer path cannot be bound.
+MAX_PATH_BYTES = 107 if sys.platform.startswith("linux") else 103
 
 _directory: str | None = None  # this process's; None: every link is TCP
 
