@@ -1,6 +1,7 @@
 """Local procs reached over AF_UNIX (runtime/unixlinks.py, local/rundirs.py), on real procs.
 
-Aspects: a local mesh's calls, and a proc's calls to another local proc, go over AF_UNIX; a
+Aspects: a local mesh's calls, a proc's calls to another local proc, and a proc's calls to procs
+it started itself (in the same directory) go over AF_UNIX; a
 client falls back to TCP when the socket file is missing or stale; a wrong token over the unix
 socket is refused and garbage there is refused as on TCP; the unix listener shares the TCP
 listener's budget of unauthenticated connections; the directory is 0700 and the sockets 0600;
@@ -61,6 +62,14 @@ def test_a_proc_reaches_another_local_proc_over_unix(procs):
         reporter = procs.spawn("unix_reporter", LinkReporter).slice(hosts=0, gpus=1)
         assert reporter.unix_directory.call_one().get() == unixlinks.directory()
         assert reporter.families.call_one(recorders).get() == ["AF_UNIX", "AF_UNIX"]
+
+
+def test_procs_started_by_a_proc_share_the_directory_and_are_reached_over_unix(procs):
+    reporter = procs.spawn("unix_nester", LinkReporter).slice(hosts=1, gpus=0)
+    seen = reporter.nested_links.call_one().get(timeout=120)
+    assert seen["families"] == ["AF_UNIX"] and seen["directory"] == unixlinks.directory()
+    assert os.path.dirname(seen["path"]) == unixlinks.directory() and not os.path.exists(seen["path"])  # stopped
+    assert seen["inner_pid"] != os.getpid()
 
 
 def test_tcp_when_the_socket_file_is_missing_or_stale(procs):

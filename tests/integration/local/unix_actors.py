@@ -12,14 +12,33 @@ class LinkReporter(Actor):
 
     @endpoint
     def families(self, other) -> list[str]:
-        other.echo.call("hello").get()
-        return [_family(peer) for peer in other._group.peers]
+        return _families(other)
 
     @endpoint
     def unix_directory(self) -> str | None:
         from mesh_client._src.runtime import unixlinks
 
         return unixlinks.directory()
+
+
+    @endpoint
+    def nested_links(self) -> dict:
+        """Start procs from this proc and say how it reaches them, and where their sockets are."""
+        from mesh_client import this_host
+        from mesh_client._src.runtime import unixlinks
+        from tests.integration.local.actors import Recorder
+
+        with this_host().spawn_procs(per_host={"procs": 1}, name="unix_nested") as nested:
+            recorders = nested.spawn("unix_nested_rec", Recorder)
+            families = _families(recorders)
+            inner = recorders.slice(procs=0).where.call_one().get()
+            return {"families": families, "path": unixlinks.path_for(nested._group.addresses[0]),
+                    "directory": unixlinks.directory(), "inner_pid": inner["pid"]}
+
+
+def _families(other) -> list[str]:
+    other.echo.call("hello").get()
+    return [_family(peer) for peer in other._group.peers]
 
 
 def _family(peer) -> str:
