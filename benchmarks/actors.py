@@ -1,8 +1,9 @@
-"""Actor-call benchmark: procmesh beside a raw pickle-over-TCP baseline and torchmonarch 0.7.
+"""Actor-call benchmark: procmesh beside raw pickle-over-TCP and -unix baselines and torchmonarch 0.7.
 
 One run, one machine: the same workload (a no-op and an echo endpoint on local procs) through
 procmesh, through Monarch's identical API when ``torchmonarch`` is installed (the ``bench``
-extra; skipped with a note otherwise), and the smallest possible socket round trip.
+extra; skipped with a note otherwise), and the smallest possible socket round trip over each
+transport procmesh uses: TCP (pods, other hosts) and AF_UNIX (local procs, runtime/unixlinks.py).
 
     python benchmarks/actors.py            # table
     python benchmarks/actors.py --json     # JSON
@@ -123,14 +124,21 @@ def workload(api: str, calls: int) -> dict[str, float]:
     return out
 
 
-# The baseline: length-prefixed pickles over one TCP connection to a plain echo process.
+# The baseline: length-prefixed pickles over one connection to a plain echo process, over TCP
+# (``python -c ECHO_SERVER``: it prints its port) or over AF_UNIX (``python -c ECHO_SERVER unix
+# PATH``: it prints "ready" once it listens at PATH), the two transports procmesh uses locally.
 
 # A message "cpu" is answered with the server's CPU time (benchmarks/call_ab.py's floor asks it).
 ECHO_SERVER = r"""
 import pickle, socket, struct, sys, time
-srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
-print(srv.getsockname()[1], flush=True)
-conn, _ = srv.accept(); conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+if sys.argv[1:2] == ["unix"]:
+    srv = socket.socket(socket.AF_UNIX); srv.bind(sys.argv[2]); srv.listen(1)
+    print("ready", flush=True)
+else:
+    srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+    print(srv.getsockname()[1], flush=True)
+conn, _ = srv.accept()
+if conn.family != socket.AF_UNIX: conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 def recv(n):
     buf = bytearray(n); view = memoryview(buf); got = 0
     while got < n:
@@ -146,50 +154,71 @@ while True:
     conn.sendall(struct.pack("!Q", len(data)) + data)
 """
 
+TRANSPORTS = ("tcp", "unix")
 
-def raw_baseline(calls: int) -> dict[str, float]:
+
+def echo_server(transport: str, workdir: str) -> tuple[subprocess.Popen[bytes], socket.socket]:
+    """Start ECHO_SERVER over ``transport`` ("tcp" or "unix", its socket in ``workdir``) and connect."""
+    if transport == "unix":
+        path = os.path.join(workdir, f"echo-{len(os.listdir(workdir))}")
+        server = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, "unix", path], stdout=subprocess.PIPE)
+        assert server.stdout is not None and server.stdout.readline().strip() == b"ready"
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(path)
+        return server, sock
     server = subprocess.Popen([sys.executable, "-c", ECHO_SERVER], stdout=subprocess.PIPE)
-    try:
-        port = int(server.stdout.readline())
-        sock = socket.create_connection(("127.0.0.1", port))
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    assert server.stdout is not None
+    sock = socket.create_connection(("127.0.0.1", int(server.stdout.readline())))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return server, sock
 
-        def roundtrip(obj: object) -> object:
-            data = pickle.dumps(obj, protocol=5)
-            sock.sendall(struct.pack("!Q", len(data)) + data)
-            head = b""
-            while len(head) < 8:
-                head += sock.recv(8 - len(head))
-            (n,) = struct.unpack("!Q", head)
-            buf = bytearray(n)
-            view = memoryview(buf)
-            got = 0
-            while got < n:
-                got += sock.recv_into(view[got:])
-            return pickle.loads(buf)
 
-        for _ in range(200):
-            roundtrip(("noop", (), {}))
-        lat = []
-        for _ in range(calls):
-            t = time.perf_counter()
-            roundtrip(("noop", (), {}))
-            lat.append(time.perf_counter() - t)
-        blob = os.urandom(MIB)
-        big = []
-        for _ in range(max(50, calls // 20)):
-            t = time.perf_counter()
-            roundtrip(("echo", (blob,), {}))
-            big.append(time.perf_counter() - t)
-        sock.close()
-        return {
-            "call_one_p50_us": pct(lat, 0.5) * 1e6,
-            "call_one_p99_us": pct(lat, 0.99) * 1e6,
-            "echo_1mib_p50_us": pct(big, 0.5) * 1e6,
-        }
-    finally:
-        server.kill()
-        server.wait()
+def raw_baseline(calls: int, transport: str = "tcp") -> dict[str, float]:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="pm-raw-") as workdir:
+        server, sock = echo_server(transport, workdir)
+        try:
+            return _raw_figures(sock, calls)
+        finally:
+            sock.close()
+            server.kill()
+            server.wait()
+
+
+def _raw_figures(sock: socket.socket, calls: int) -> dict[str, float]:
+    def roundtrip(obj: object) -> object:
+        data = pickle.dumps(obj, protocol=5)
+        sock.sendall(struct.pack("!Q", len(data)) + data)
+        head = b""
+        while len(head) < 8:
+            head += sock.recv(8 - len(head))
+        (n,) = struct.unpack("!Q", head)
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            got += sock.recv_into(view[got:])
+        return pickle.loads(buf)
+
+    for _ in range(200):
+        roundtrip(("noop", (), {}))
+    lat = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        roundtrip(("noop", (), {}))
+        lat.append(time.perf_counter() - t)
+    blob = os.urandom(MIB)
+    big = []
+    for _ in range(max(50, calls // 20)):
+        t = time.perf_counter()
+        roundtrip(("echo", (blob,), {}))
+        big.append(time.perf_counter() - t)
+    return {
+        "call_one_p50_us": pct(lat, 0.5) * 1e6,
+        "call_one_p99_us": pct(lat, 0.99) * 1e6,
+        "echo_1mib_p50_us": pct(big, 0.5) * 1e6,
+    }
 
 
 def monarch_in_subprocess(calls: int) -> dict[str, float] | str:
@@ -256,7 +285,14 @@ def kubernetes_figures(calls: int, kubeconfig: str | None, rounds: int = 3) -> d
 
 
 def run(calls: int, with_monarch: bool, with_kubernetes: bool, kubeconfig: str | None = None, rounds: int = 5) -> dict[str, object]:
-    results: dict[str, object] = {"raw_tcp": raw_baseline(calls), "procmesh": workload("mesh_client", calls)}
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import large_stages
+
+    echoes = max(50, calls // 20)
+    results: dict[str, object] = {"raw_tcp": raw_baseline(calls), "raw_unix": raw_baseline(calls, "unix"),
+                                  "copy_free_tcp": large_stages.raw_floor(echoes),
+                                  "copy_free_unix": large_stages.raw_floor(echoes, "unix"),
+                                  "procmesh": workload("mesh_client", calls)}
     results["torchmonarch"] = monarch_in_subprocess(calls) if with_monarch else "skipped (--no-monarch)"
     if with_kubernetes:
         results["procmesh_kubernetes"] = kubernetes_figures(calls, kubeconfig, rounds)
@@ -267,23 +303,32 @@ def run(calls: int, with_monarch: bool, with_kubernetes: bool, kubeconfig: str |
 def table(results: dict[str, object]) -> str:
     ours = results["procmesh"]
     raw = results["raw_tcp"]
+    raw_unix = results["raw_unix"]
     mon = results["torchmonarch"]
     kube = results.get("procmesh_kubernetes")
-    assert isinstance(ours, dict) and isinstance(raw, dict)
+    assert isinstance(ours, dict) and isinstance(raw, dict) and isinstance(raw_unix, dict)
     rows = [
         ("call_one p50 (us)", "call_one_p50_us", "{:.0f}"),
         ("call_one p99 (us)", "call_one_p99_us", "{:.0f}"),
         ("pipelined calls/s", "pipelined_calls_per_s", "{:.0f}"),
         ("call() fan-out to 8 p50 (us)", "fanout8_p50_us", "{:.0f}"),
-        ("1 MiB echo p50 (us)", "echo_1mib_p50_us", "{:.0f}"),
+        ("1 MiB echo p50 (us; raw: pickled)", "echo_1mib_p50_us", "{:.0f}"),
         ("spawn 8 procs + first call (s)", "spawn8_first_call_s", "{:.3f}"),
     ]
-    lines = [f"{'metric':32} {'procmesh':>10} {'raw TCP':>10} {'monarch':>10} {'k8s pods':>10}  target"]
+    lines = [f"{'metric':32} {'procmesh':>10} {'raw TCP':>10} {'raw unix':>10} {'monarch':>10} {'k8s pods':>10}  target"]
     for label, key, fmt in rows + [("attach to a Ready 16-proc mesh (s)", "attach16_s", "{:.3f}")]:
-        cells = [fmt.format(d[key]) if isinstance(d, dict) and key in d else "-" for d in (ours, raw, mon, kube)]
-        lines.append(f"{label:32} {cells[0]:>10} {cells[1]:>10} {cells[2]:>10} {cells[3]:>10}  {TARGETS.get(key, '')}")
-    ratio = ours["call_one_p50_us"] / raw["call_one_p50_us"]
-    lines.append(f"call_one p50 / raw round trip: {ratio:.2f}x")
+        cells = [fmt.format(d[key]) if isinstance(d, dict) and key in d else "-" for d in (ours, raw, raw_unix, mon, kube)]
+        lines.append(f"{label:32} {cells[0]:>10} {cells[1]:>10} {cells[2]:>10} {cells[3]:>10} {cells[4]:>10}"
+                     f"  {TARGETS.get(key, '')}")
+    free_tcp, free_unix = results.get("copy_free_tcp"), results.get("copy_free_unix")
+    if isinstance(free_tcp, dict) and isinstance(free_unix, dict):
+        lines.append(f"{'1 MiB echo, copy-free floor (us)':32} {'':>10} {free_tcp['echo_1mib_p50_us']:10.0f}"
+                     f" {free_unix['echo_1mib_p50_us']:10.0f}")
+    for name, floor, free in (("raw TCP", raw, free_tcp), ("raw unix (local procs' transport)", raw_unix, free_unix)):
+        line = f"call_one p50 / {name} round trip: {ours['call_one_p50_us'] / floor['call_one_p50_us']:.2f}x"
+        if isinstance(free, dict):
+            line += f"; 1 MiB echo p50 / its copy-free floor: {ours['echo_1mib_p50_us'] / free['echo_1mib_p50_us']:.2f}x"
+        lines.append(line)
     if isinstance(mon, dict):
         lines.append(f"torchmonarch call_one p50 / procmesh: {mon['call_one_p50_us'] / ours['call_one_p50_us']:.1f}x")
     else:
@@ -313,7 +358,8 @@ def breakdown(calls: int) -> dict[str, Any]:
     import call_stages
 
     raw = raw_baseline(calls)
-    return {"raw_tcp": raw, "stages": call_stages.measure(calls), "raw_tcp_after": raw_baseline(calls)}
+    return {"raw_tcp": raw, "raw_unix": raw_baseline(calls, "unix"), "stages": call_stages.measure(calls),
+            "raw_tcp_after": raw_baseline(calls)}
 
 
 def breakdown_table(results: dict[str, Any]) -> str:
@@ -326,10 +372,12 @@ def breakdown_table(results: dict[str, Any]) -> str:
     total = stages["total"]
     lines.append(f"{'sum of stage p50s':44} {sum(r['p50_us'] for k, r in stages.items() if k != 'total'):8.1f}")
     lines.append(f"{'call_one, end to end (instrumented)':44} {total['p50_us']:8.1f} {total['p99_us']:8.1f}")
-    for key in ("raw_tcp", "raw_tcp_after"):
-        raw = results[key]
-        lines.append(f"{'raw pickle/TCP round trip (' + ('before' if key == 'raw_tcp' else 'after') + ')':44} "
-                     f"{raw['call_one_p50_us']:8.1f} {raw['call_one_p99_us']:8.1f}")
+    labels = {"raw_tcp": "raw pickle/TCP round trip (before)", "raw_unix": "raw pickle/unix round trip",
+              "raw_tcp_after": "raw pickle/TCP round trip (after)"}
+    for key, label in labels.items():
+        if key in results:
+            raw = results[key]
+            lines.append(f"{label:44} {raw['call_one_p50_us']:8.1f} {raw['call_one_p99_us']:8.1f}")
     lines.append(f"samples: {total['n']} calls")
     return "\n".join(lines)
 

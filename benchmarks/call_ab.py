@@ -1,8 +1,9 @@
 """A/B of two procmesh checkouts on the call figures, runs alternating, for a noisy machine.
 
-Each run is a fresh process with one checkout on its path: first the floor (``RAW``: plain
-pickle/TCP, one thread per side, to 8 echo processes), then spawn 8 local procs, and the median
-of 1500 ``call_one`` no-ops on one actor and of 300 ``call()`` fan-outs to all 8, and the CPU time
+Each run is a fresh process with one checkout on its path: first the floors (``RAW``: plain
+pickle over TCP, then over AF_UNIX, one thread per side, to 8 echo processes, and a 1 MiB echo),
+then spawn 8 local procs, and the median of 1500 ``call_one`` no-ops on one actor and of 300
+``call()`` fan-outs to all 8, and the CPU time
 per ``call_one`` of the controller and of the proc, and per fan-out of the controller and of the
 8 procs together (all their threads); then 10,000 pipelined
 ``call_one``s and the median of 200 echoes of 1 MiB. Runs alternate between the checkouts, so
@@ -23,20 +24,18 @@ import sys
 from typing import Any
 
 from actors import ECHO_SERVER
+from large_stages import FLOOR_SERVER
 
-# The floor, measured first in every run: a pickle over plain TCP to 8 echo processes, one
-# thread on each side (no I/O threads, no hand-offs): one round trip, a fan-out to all 8, and
-# the CPU time per round trip of the client and of one server.
+# The floor, measured first in every run over each transport procmesh uses (TCP, and AF_UNIX for
+# local procs): a pickle to 8 echo processes, one thread on each side (no I/O threads, no
+# hand-offs): one round trip, a fan-out to all 8, the CPU time per round trip of the client and
+# of one server; and a copy-free 1 MiB echo (``FLOOR``: one buffer each side, no pickle).
 RAW = ECHO_SERVER
+FLOOR = FLOOR_SERVER
 
 WORKLOAD = """
-import json, os, pickle, socket, statistics, struct, subprocess, sys, time
+import json, os, pickle, socket, statistics, struct, subprocess, sys, tempfile, time
 from mesh_client import Actor, endpoint, this_host
-
-servers = [subprocess.Popen([sys.executable, "-c", RAW], stdout=subprocess.PIPE) for _ in range(8)]
-socks = [socket.create_connection(("127.0.0.1", int(s.stdout.readline()))) for s in servers]
-for s in socks:
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 def send(sock, obj):
     data = pickle.dumps(obj, protocol=5)
@@ -56,27 +55,59 @@ def raw_call(sock, obj):
     send(sock, obj)
     return receive(sock)
 
-for _ in range(300):
-    raw_call(socks[0], ("noop", (), {}))
-raw_lat = []
-mine, theirs = time.process_time(), raw_call(socks[0], "cpu")
-for _ in range(1500):
-    t = time.perf_counter(); raw_call(socks[0], ("noop", (), {})); raw_lat.append(time.perf_counter() - t)
-theirs, mine = raw_call(socks[0], "cpu") - theirs, time.process_time() - mine
-raw_fan = []
-for _ in range(300):
-    t = time.perf_counter()
+def connected(code, transport, count, workdir):
+    if transport == "unix":
+        paths = [os.path.join(workdir, f"{len(os.listdir(workdir))}-{i}") for i in range(count)]
+        servers = [subprocess.Popen([sys.executable, "-c", code, "unix", p], stdout=subprocess.PIPE) for p in paths]
+        socks = []
+        for server, path in zip(servers, paths):
+            assert server.stdout.readline().strip() == b"ready"
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect(path); socks.append(s)
+        return servers, socks
+    servers = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE) for _ in range(count)]
+    socks = [socket.create_connection(("127.0.0.1", int(s.stdout.readline()))) for s in servers]
     for s in socks:
-        send(s, ("noop", (), {}))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return servers, socks
+
+def floor(transport, prefix, workdir):
+    servers, socks = connected(RAW, transport, 8, workdir)
+    for _ in range(300):
+        raw_call(socks[0], ("noop", (), {}))
+    raw_lat = []
+    mine, theirs = time.process_time(), raw_call(socks[0], "cpu")
+    for _ in range(1500):
+        t = time.perf_counter(); raw_call(socks[0], ("noop", (), {})); raw_lat.append(time.perf_counter() - t)
+    theirs, mine = raw_call(socks[0], "cpu") - theirs, time.process_time() - mine
+    raw_fan = []
+    for _ in range(300):
+        t = time.perf_counter()
+        for s in socks:
+            send(s, ("noop", (), {}))
+        for s in socks:
+            receive(s)
+        raw_fan.append(time.perf_counter() - t)
     for s in socks:
-        receive(s)
-    raw_fan.append(time.perf_counter() - t)
-raw = {"raw_call_p50_us": statistics.median(raw_lat) * 1e6, "raw_fanout8_p50_us": statistics.median(raw_fan) * 1e6,
-       "raw_client_cpu_us_per_call": mine / 1500 * 1e6, "raw_server_cpu_us_per_call": theirs / 1500 * 1e6}
-for s in socks:
-    s.close()
-for s in servers:
-    s.kill(); s.wait()
+        s.close()
+    for s in servers:
+        s.kill(); s.wait()
+    # 1 MiB, copy-free: sent from one buffer, received into one buffer, echoed back as it came.
+    servers, (sock,) = connected(FLOOR, transport, 1, workdir)
+    out, buf = memoryview(os.urandom(1 << 20)), bytearray(1 << 20)
+    view, raw_big = memoryview(buf), []
+    for i in range(220):
+        t = time.perf_counter(); sock.sendall(out); got = 0
+        while got < len(buf):
+            got += sock.recv_into(view[got:])
+        if i >= 20:
+            raw_big.append(time.perf_counter() - t)
+    sock.close(); servers[0].kill(); servers[0].wait()
+    return {f"{prefix}call_p50_us": statistics.median(raw_lat) * 1e6, f"{prefix}fanout8_p50_us": statistics.median(raw_fan) * 1e6,
+            f"{prefix}client_cpu_us_per_call": mine / 1500 * 1e6, f"{prefix}server_cpu_us_per_call": theirs / 1500 * 1e6,
+            f"{prefix}echo_1mib_p50_us": statistics.median(raw_big) * 1e6}
+
+with tempfile.TemporaryDirectory(prefix="pm-raw-") as workdir:
+    raw = {**floor("tcp", "raw_", workdir), **floor("unix", "raw_unix_", workdir)}
 
 class Echo(Actor):
     @endpoint
@@ -129,13 +160,16 @@ procs.stop().get()
 KEYS = ("call_one_p50_us", "fanout8_p50_us", "controller_cpu_us_per_call", "proc_cpu_us_per_call",
         "controller_cpu_us_per_fanout", "procs_cpu_us_per_fanout",
         "pipelined_calls_per_s", "echo_1mib_p50_us",
-        "raw_call_p50_us", "raw_fanout8_p50_us", "raw_client_cpu_us_per_call", "raw_server_cpu_us_per_call")
+        "raw_call_p50_us", "raw_fanout8_p50_us", "raw_client_cpu_us_per_call", "raw_server_cpu_us_per_call",
+        "raw_echo_1mib_p50_us", "raw_unix_call_p50_us", "raw_unix_fanout8_p50_us", "raw_unix_client_cpu_us_per_call",
+        "raw_unix_server_cpu_us_per_call", "raw_unix_echo_1mib_p50_us")
 
 
-def run_in(checkout: str, code: str, *args: str) -> Any:
-    """Run ``code`` with ``checkout``'s procmesh on the path; the last JSON line it printed."""
+def run_in(checkout: str, code: str, *args: str, env_extra: dict[str, str] | None = None) -> Any:
+    """Run ``code`` with ``checkout``'s procmesh on the path (and ``env_extra`` in its
+    environment); the last JSON line it printed."""
     root = os.path.abspath(checkout)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.path.join(root, "operator")]))
+    env = dict(os.environ, **(env_extra or {}), PYTHONPATH=os.pathsep.join([root, os.path.join(root, "operator")]))
     done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300, cwd=root)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if not lines:
@@ -143,8 +177,8 @@ def run_in(checkout: str, code: str, *args: str) -> Any:
     return json.loads(lines[-1])
 
 
-def one_run(checkout: str) -> dict[str, float]:
-    figures: dict[str, float] = run_in(checkout, f"RAW = {RAW!r}\n" + WORKLOAD)
+def one_run(checkout: str, env_extra: dict[str, str] | None = None) -> dict[str, float]:
+    figures: dict[str, float] = run_in(checkout, f"RAW = {RAW!r}\nFLOOR = {FLOOR!r}\n" + WORKLOAD, env_extra=env_extra)
     return figures
 
 
@@ -170,11 +204,17 @@ def main() -> None:
     if args.json:
         print(json.dumps({"runs": results, "summary": summary}, indent=2))
         return
-    print(f"{'metric':28} {'checkout':30} {'median':>9} {'best':>9}")
+    print(f"{'metric':31} {'checkout':30} {'median':>9} {'best':>9}")
     for key in KEYS:
         for checkout in results:
             row = summary[checkout][key]
-            print(f"{key:28} {checkout[-30:]:30} {row['median']:9.1f} {row['best']:9.1f}")
+            print(f"{key:31} {checkout[-30:]:30} {row['median']:9.1f} {row['best']:9.1f}")
+    for checkout in results:  # each checkout's figures over the floors of its own runs
+        med = {key: summary[checkout][key]["median"] for key in KEYS}
+        print(f"{checkout[-30:]}: call_one p50 / raw TCP {med['call_one_p50_us'] / med['raw_call_p50_us']:.2f}x, "
+              f"/ raw unix {med['call_one_p50_us'] / med['raw_unix_call_p50_us']:.2f}x; 1 MiB echo p50 / raw TCP "
+              f"{med['echo_1mib_p50_us'] / med['raw_echo_1mib_p50_us']:.2f}x, / raw unix "
+              f"{med['echo_1mib_p50_us'] / med['raw_unix_echo_1mib_p50_us']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ the single operations a receiver may pay (allocating a zeroed buffer, copying 1 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -336,13 +337,19 @@ def make_payload(kind: str) -> Any:
     raise ValueError(f"unknown payload kind {kind!r}: use bytes, bytearray or numpy")
 
 
-# The floor: two processes, one TCP connection, each side receives into a buffer allocated once.
+# The floor: two processes, one connection, each side receives into a buffer allocated once.
+# Over TCP (it prints its port) or, with arguments ``unix PATH``, over AF_UNIX (it prints "ready").
 
 FLOOR_SERVER = r"""
 import socket, struct, sys
-srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
-print(srv.getsockname()[1], flush=True)
-conn, _ = srv.accept(); conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+if sys.argv[1:2] == ["unix"]:
+    srv = socket.socket(socket.AF_UNIX); srv.bind(sys.argv[2]); srv.listen(1)
+    print("ready", flush=True)
+else:
+    srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+    print(srv.getsockname()[1], flush=True)
+conn, _ = srv.accept()
+if conn.family != socket.AF_UNIX: conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 buf = bytearray(1 << 20); view = memoryview(buf)
 while True:
     got = 0
@@ -354,15 +361,25 @@ while True:
 """
 
 
-def raw_floor(rounds: int) -> dict[str, float]:
+def raw_floor(rounds: int, transport: str = "tcp") -> dict[str, float]:
     """p50 of a 1 MiB echo that copies nothing in user space (recv_into one preallocated buffer,
-    send that buffer back): what the kernel's two copies per direction and the wake-ups cost."""
-    server = subprocess.Popen([sys.executable, "-c", FLOOR_SERVER], stdout=subprocess.PIPE)
+    send that buffer back): what the kernel's two copies per direction and the wake-ups cost,
+    over ``transport``: "tcp", or "unix" (what local procs use)."""
+    import tempfile
+
+    workdir = tempfile.mkdtemp(prefix="pm-floor-")
+    path = os.path.join(workdir, "floor")
+    unix = ["unix", path] if transport == "unix" else []
+    server = subprocess.Popen([sys.executable, "-c", FLOOR_SERVER, *unix], stdout=subprocess.PIPE)
     try:
         assert server.stdout is not None
-        port = int(server.stdout.readline())
-        sock = socket.create_connection(("127.0.0.1", port))
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        line = server.stdout.readline()
+        if unix:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(path)
+        else:
+            sock = socket.create_connection(("127.0.0.1", int(line)))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         out = memoryview(os.urandom(MIB))
         buf = bytearray(MIB)
         view = memoryview(buf)
@@ -383,6 +400,7 @@ def raw_floor(rounds: int) -> dict[str, float]:
     finally:
         server.kill()
         server.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def floors(rounds: int) -> dict[str, float]:
@@ -390,8 +408,11 @@ def floors(rounds: int) -> dict[str, float]:
     buf = bytearray(MIB)
     data = bytes(MIB)
     number = 200
+    unix = raw_floor(rounds, "unix")
     return {
         **raw_floor(rounds),
+        "unix_echo_1mib_p50_us": unix["echo_1mib_p50_us"],
+        "unix_reads_per_reply_p50": unix["reads_per_reply_p50"],
         "bytearray_1mib_zeroed_us": timeit.timeit(lambda: bytearray(MIB), number=number) / number * 1e6,
         "bytes_copy_1mib_us": timeit.timeit(lambda: bytes(buf), number=number) / number * 1e6,
         "bytearray_copy_1mib_us": timeit.timeit(lambda: bytearray(data), number=number) / number * 1e6,

@@ -1,4 +1,9 @@
-"""``this_host()`` and ``this_proc()``: spawning proc meshes on this machine."""
+"""``this_host()`` and ``this_proc()``: spawning proc meshes on this machine.
+
+Local procs and this controller's own proc server listen on TCP and on a unix socket in this
+process's private directory (:mod:`.rundirs`); clients on this host reach them over AF_UNIX
+(:mod:`mesh_client._src.runtime.unixlinks`), anything else over TCP.
+"""
 
 from __future__ import annotations
 
@@ -16,9 +21,10 @@ from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import MeshTrait, Shape
+from mesh_client._src.local import rundirs
 from mesh_client._src.local.bootstrap import default_bootstrap_cmd
 from mesh_client._src.local.launcher import CommandSpec, LocalProcs
-from mesh_client._src.runtime import offloading
+from mesh_client._src.runtime import offloading, unixlinks
 from mesh_client._src.runtime.futures import Future
 from mesh_client._src.server import output
 
@@ -182,6 +188,12 @@ def _serve_in_process() -> ProcMesh:
     host, port = listener.getsockname()
     group = ProcGroup("client", [(host, port)], token, ["client[0]"])
     mesh = ProcMesh(group, Shape([], []))
-    server = ProcServer(listener, token, identity={"mesh": "client", "rank": 0, "coords": {}, "address": f"{host}:{port}"}, on_stop=lambda: None, this_proc=mesh)
+    rundirs.ensure()  # local procs send port values here: over AF_UNIX too
+    try:
+        unix = unixlinks.listen((host, port))
+    except OSError:  # the directory went away: procs use TCP, which always works
+        unix = None
+    server = ProcServer(listener, token, identity={"mesh": "client", "rank": 0, "coords": {}, "address": f"{host}:{port}"},
+                        on_stop=lambda: None, this_proc=mesh, also_listening=[unix] if unix is not None else [])
     server.start()
     return mesh

@@ -1,7 +1,9 @@
 """Starting, watching and stopping proc server processes on this machine.
 
 Each proc gets the mesh token in its environment, reports its address on a private pipe, and
-holds a lifeline (its stdin) to this process: if the controller dies, its procs exit too. A proc
+holds a lifeline (its stdin) to this process: if the controller dies, its procs exit too. Each
+is also given this controller's private directory of unix sockets (:mod:`.rundirs`), so local
+clients reach it over AF_UNIX; the socket files of procs that stop are removed here. A proc
 that dies stays dead until ``ProcMesh.reconnect``/``respawn`` asks :meth:`LocalProcs.revive`
 for a new one in its place (:mod:`mesh_client._src.actor.restarts`).
 """
@@ -16,15 +18,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from mesh_client._src import contract
 from mesh_client._src.actor import restarts
 from mesh_client._src.actor.procs import Revived
 from mesh_client._src.actor.shape import Point
-from mesh_client._src.local import zygote_client
+from mesh_client._src.local import rundirs, zygote_client
 from mesh_client._src.local.bootstrap import BootstrapCommand, default_bootstrap_cmd
-from mesh_client._src.runtime import ops, peers
+from mesh_client._src.runtime import ops, peers, unixlinks
 from mesh_client._src.server import output
 
 START_TIMEOUT = float(os.environ.get("PROCMESH_START_TIMEOUT", "120"))
@@ -115,6 +117,7 @@ class LocalProcs:
                if i not in dead and i < len(self._peers) and self._peers[i].lost}
         if dead:
             _live.add(self)
+            self._remove_sockets(dead)
             for i, address in self._start(dead).items():
                 self.addresses[i] = address
                 self.restarts[i] += 1
@@ -141,6 +144,8 @@ class LocalProcs:
             sys_path=tuple(p for p in sys.path if p),
         )
         env.update(proc_env.render())
+        env.pop(unixlinks.DIR_ENV, None)  # this controller's, not one the user's env names
+        env.update(rundirs.environment())
         env.pop(output.PREFIX_ENV, None)  # a proc that starts procs: its own prefix is not theirs
         if self._prefixes is not None:
             env[output.PREFIX_ENV] = self._prefixes[index]
@@ -253,6 +258,7 @@ class LocalProcs:
         for i in indices:
             if i < len(self._peers):
                 peers.forget_peer(self._peers[i])
+        self._remove_sockets(indices)
         if all(p.poll() is not None for p in self.processes):
             _live.discard(self)
 
@@ -263,7 +269,15 @@ class LocalProcs:
                 proc.kill()
         for proc in started:
             proc.wait()
+        self._remove_sockets(range(len(self.addresses)))
         _live.discard(self)
+
+    def _remove_sockets(self, indices: Iterable[int]) -> None:
+        """Remove the unix socket files of procs ``indices``, which have ended (a proc removes
+        its own when it stops; one that was killed cannot), unless a newer proc listens there."""
+        for i in indices:
+            if i < len(self.addresses) and self.processes[i].poll() is not None:
+                unixlinks.remove_stale(self.addresses[i])
 
 
 _live: set[LocalProcs] = set()

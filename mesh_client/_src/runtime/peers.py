@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from mesh_client._src.runtime import channel as channel_mod
-from mesh_client._src.runtime import futures, ops, relinking
+from mesh_client._src.runtime import futures, ops, relinking, unixlinks
 from mesh_client._src.wire import envelopes
 
 # Reply status codes and the one-way call id, defined with the envelopes they travel in.
@@ -61,7 +61,7 @@ class Peer:
 
     def __init__(self, address: Address, token: bytes, display: str, opener: channel_mod.Opener | None = None) -> None:
         self.address = address
-        self._opener = opener or channel_mod.open_tcp
+        self._opener = opener or unixlinks.open_stream  # AF_UNIX to a local proc that has a socket, else TCP
         self.display = display
         self._token = token
         self._channel: channel_mod.Channel | None = None

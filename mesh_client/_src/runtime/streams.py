@@ -23,11 +23,12 @@ _MAX_IOV = 512
 
 
 class SocketStream:
-    """A connected TCP socket. ``read`` returns b"" at end of stream."""
+    """A connected stream socket, TCP or AF_UNIX (:mod:`.unixlinks`). ``read`` returns b"" at end
+    of stream."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
+        if sock.family in (socket.AF_INET, socket.AF_INET6):  # Nagle is TCP's: AF_UNIX has no such option
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def read(self, max_bytes: int) -> bytes:

@@ -6,13 +6,15 @@ connection stays in the backlog and the listener stays readable, so polling it a
 spin. Instead the listener leaves the selector for a short, growing delay (:class:`Backoff`),
 one rate-limited line is logged, and accepting resumes by itself; connections waiting in the
 backlog are served once descriptors are free again. :mod:`.dispatch` decides what to do with
-each accepted socket.
+each accepted socket; :func:`describe_peer` names its peer, on TCP or on the unix listener of a
+local proc (:mod:`mesh_client._src.runtime.unixlinks`), which gets the same treatment as TCP.
 """
 
 from __future__ import annotations
 
 import errno
 import socket
+import struct
 from collections.abc import Callable
 
 from mesh_client._src.runtime import reactor as reactor_mod
@@ -20,6 +22,19 @@ from mesh_client._src.server import throttling
 
 # Out of a resource: back off. Anything else from accept() concerns one connection only.
 EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
+
+def describe_peer(sock: socket.socket, peer: object) -> str:
+    """``host:port`` of a TCP peer; ``local pid N (unix socket)`` of one on the unix listener
+    (its address is empty: the kernel's credentials say who it is)."""
+    if sock.family != socket.AF_UNIX:
+        host, port = peer[:2]  # type: ignore[index]
+        return f"{host}:{port}"
+    try:
+        pid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+    except (OSError, AttributeError, struct.error):  # SO_PEERCRED is Linux's
+        return "a local process (unix socket)"
+    return f"local pid {pid} (unix socket)"
 
 
 class Acceptor:
@@ -35,7 +50,7 @@ class Acceptor:
         self,
         listener: socket.socket,
         reactor: reactor_mod.Reactor,
-        on_accept: Callable[[socket.socket, tuple[str, int]], None],
+        on_accept: Callable[[socket.socket, str], None],  # the socket, and describe_peer's name
         *,
         backoff: throttling.Backoff | None = None,
         log: throttling.RateLimitedLog | None = None,
@@ -69,7 +84,7 @@ class Acceptor:
                     return
                 continue  # ECONNABORTED and the like: that connection is gone, others wait
             self._backoff.reset()
-            self._on_accept(sock, peer)
+            self._on_accept(sock, describe_peer(sock, peer))
 
     def _pause(self, exc: OSError) -> None:
         delay = self._backoff.next_delay()

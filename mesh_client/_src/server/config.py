@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import TypeVar
 
 from mesh_client._src import contract
+from mesh_client._src.runtime import unixlinks
 from mesh_client._src.wire import protocol
 
 DEFAULT_MAX_UNAUTHENTICATED = 256
@@ -37,6 +38,8 @@ class ServerConfig:
     # The pre-authentication budget: connections still in the handshake, and their deadline.
     max_unauthenticated: int = DEFAULT_MAX_UNAUTHENTICATED
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT_SECONDS
+    # Local procs only: the private directory of this host's unix links (runtime/unixlinks.py).
+    unix_dir: str | None = None
 
 
 def from_env(env: Mapping[str, str]) -> ServerConfig:
@@ -63,6 +66,7 @@ def from_env(env: Mapping[str, str]) -> ServerConfig:
         max_message_bytes=_or(proc.max_message_bytes, protocol.DEFAULT_MAX_MESSAGE_BYTES),
         max_unauthenticated=_or(proc.max_unauthenticated, DEFAULT_MAX_UNAUTHENTICATED),
         handshake_timeout=_or(proc.handshake_timeout_seconds, DEFAULT_HANDSHAKE_TIMEOUT_SECONDS),
+        unix_dir=env.get(unixlinks.DIR_ENV) or None,
     )
 
 

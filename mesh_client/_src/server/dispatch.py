@@ -91,16 +91,16 @@ class ProcServer:
 
     # Connections -----------------------------------------------------------------------------
 
-    def _admit(self, sock: socket.socket, peer: tuple[str, int]) -> None:
+    def _admit(self, sock: socket.socket, peer: str) -> None:
         if len(self.handshaking) >= self.max_unauthenticated:
             sock.close()
             self.refusals.note(
-                f"procmesh: refused connection from {peer[0]}:{peer[1]}: {self.max_unauthenticated} connections"
+                f"procmesh: refused connection from {peer}: {self.max_unauthenticated} connections"
                 " are already authenticating (PROCMESH_MAX_UNAUTHENTICATED)"
             )
             return
         sock.setblocking(True)
-        channel = self.open_channel(streams.SocketStream(sock), f"{peer[0]}:{peer[1]}")
+        channel = self.open_channel(streams.SocketStream(sock), peer)
         if channel.state is not ChannelState.CLOSED:
             channel.start()
 

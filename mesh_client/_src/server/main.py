@@ -1,4 +1,10 @@
-"""Starting and stopping a proc server process (``python -m mesh_client.proc_server``)."""
+"""Starting and stopping a proc server process (``python -m mesh_client.proc_server``).
+
+It listens on TCP at its address and, when its local backend gave it a private directory
+(``PROCMESH_UNIX_DIR``, :mod:`mesh_client._src.runtime.unixlinks`), on a unix socket there too,
+whose file it removes when it stops; both listeners share one :class:`.dispatch.ProcServer`, so
+the handshake and the flood limits are the same on each.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
+from mesh_client._src.runtime import unixlinks
 from mesh_client._src.server import config as config_mod
 from mesh_client._src.server import finalizing, gpu, output
 from mesh_client._src.server.dispatch import ProcServer
@@ -34,6 +41,9 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None)
     # is itself a loopback address (local procs, the test cluster's process node): that loopback
     # is the host's, shared by every proc on it.
     also = [] if _is_loopback_or_any(host) else [_listen("127.0.0.1", port)]
+    unix = _listen_unix(cfg.unix_dir, (host, port))
+    if unix is not None:
+        also.append(unix)
 
     stopping = threading.Event()
     this_proc = _this_proc_mesh(cfg, host, port)
@@ -67,6 +77,8 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None)
             pass
     except KeyboardInterrupt:
         pass
+    if unix is not None:  # no new local connections from here; the ones open finish below
+        unixlinks.remove((host, port))
     server.cleanup_actors()
     server.actors.clear()
     finalizing.finalize()  # module-level finalizers run, as when a Monarch proc ends
@@ -80,6 +92,19 @@ def _listen(host: str, port: int) -> socket.socket:
     listener.bind((host, port))
     listener.listen(1024)
     return listener
+
+
+def _listen_unix(directory: str | None, address: tuple[str, int]) -> socket.socket | None:
+    """The unix listener beside TCP ``address``; None without a usable directory (a pod), or
+    when it cannot be made (then local clients use TCP, which always works)."""
+    if not unixlinks.use_directory(directory):  # this proc's own calls to local procs use it too
+        return None
+    try:
+        return unixlinks.listen(address)
+    except OSError as exc:
+        print(f"procmesh: proc server at {address[0]}:{address[1]}: no unix socket in {directory} ({exc});"
+              " local clients use TCP", file=sys.stderr, flush=True)
+        return None
 
 
 def _is_loopback_or_any(host: str) -> bool:

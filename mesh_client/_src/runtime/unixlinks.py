@@ -1,0 +1,137 @@
+"""AF_UNIX links to proc servers on this host: the same wire as TCP, without loopback's stack.
+
+A local proc server listens on TCP at its address (what clients, status and pickled meshes
+name) and also on a unix socket in a private directory (0700) that the local backend
+(:mod:`mesh_client._src.local.rundirs`) makes and passes to its procs in :data:`DIR_ENV`. The
+socket's path is derived from the TCP address, ``<dir>/<host>_<port>``, so an address stays a
+``(host, port)`` tuple and nothing in the contract changes. A client that knows the directory
+(the controller that made it, and every proc started with it) connects to the path when it is
+there and to TCP otherwise (a proc of another host or controller, a pod): :func:`open_stream`
+is the default :data:`~mesh_client._src.runtime.channel.Opener` of every
+:class:`~mesh_client._src.runtime.peers.Peer`.
+
+Only the transport differs. The handshake and token check, the framing and the flood limits
+(:mod:`mesh_client._src.server.accepting`, :mod:`mesh_client._src.server.dispatch`) are the same
+on both listeners: a socket path is no credential, the token is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import stat
+import sys
+
+from mesh_client._src.runtime import channel, streams
+
+#: The private directory of the local procs' unix sockets, passed from a controller to its procs.
+DIR_ENV = "PROCMESH_UNIX_DIR"
+#: ``sun_path`` holds 108 bytes with the terminating NUL on Linux (104 on macOS and the BSDs);
+#: a longer path cannot be bound.
+MAX_PATH_BYTES = 107 if sys.platform.startswith("linux") else 103
+
+_directory: str | None = None  # this process's; None: every link is TCP
+
+
+def is_private(directory: str) -> bool:
+    """Whether ``directory`` is a real directory of this user that nobody else may enter."""
+    try:
+        st = os.lstat(directory)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o077
+
+
+def use_directory(directory: str | None) -> bool:
+    """Look for local procs' sockets in ``directory`` from now on (None: nowhere). A directory
+    that is missing or that others may enter is not used; returns whether it is."""
+    global _directory
+    _directory = directory if directory and is_private(directory) else None
+    return _directory is not None
+
+
+def directory() -> str | None:
+    """The directory this process finds local procs' sockets in, if any."""
+    return _directory
+
+
+def path_for(address: tuple[str, int], directory: str | None = None) -> str | None:
+    """The unix socket path of the proc server at ``address``; None without a directory or
+    when the path would exceed :data:`MAX_PATH_BYTES`."""
+    base = directory if directory is not None else _directory
+    if base is None:
+        return None
+    path = os.path.join(base, f"{address[0]}_{address[1]}")
+    return path if len(os.fsencode(path)) <= MAX_PATH_BYTES else None
+
+
+def open_stream(address: tuple[str, int], timeout: float) -> streams.SocketStream:
+    """Connect to the proc server at ``address``: over its unix socket when this host has one
+    for it, else over TCP (the path is absent, or a stale file of a proc that crashed)."""
+    path = path_for(address)
+    if path is not None and os.path.exists(path):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(path)
+        except (FileNotFoundError, ConnectionRefusedError):  # gone since, or nobody listens there
+            sock.close()
+        except BaseException:
+            sock.close()
+            raise
+        else:
+            return streams.SocketStream(sock)
+    return channel.open_tcp(address, timeout)
+
+
+def listen(address: tuple[str, int], directory: str | None = None, backlog: int = 1024) -> socket.socket | None:
+    """The unix listener of the proc server at TCP ``address`` (its socket file 0600), in
+    ``directory`` or this process's; None without one. A file left at the path by a proc that
+    crashed is replaced: this server holds ``address``'s TCP port, so no live one owns the path."""
+    path = path_for(address, directory)
+    if path is None:
+        return None
+    remove(address, directory)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(path)
+        os.chmod(path, 0o600)  # the directory keeps others out already; this says so twice
+        listener.listen(backlog)
+    except BaseException:
+        listener.close()
+        raise
+    return listener
+
+
+def remove(address: tuple[str, int], directory: str | None = None) -> None:
+    """Remove the socket file of the proc server at ``address``, if there is one."""
+    path = path_for(address, directory)
+    if path is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+def remove_stale(address: tuple[str, int], directory: str | None = None) -> None:
+    """Remove the socket file at ``address``'s path if nobody listens there: the file of a proc
+    that was killed, and not that of a newer proc which took its port, and the path with it."""
+    path = path_for(address, directory)
+    if path is None or not os.path.exists(path):
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.setblocking(False)
+    try:
+        probe.connect(path)  # a connect and close: a live server takes it for a probe, unlogged
+    except ConnectionRefusedError:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    except OSError:  # a full backlog (a live server), or gone since
+        pass
+    finally:
+        probe.close()
+
+
+def family(stream: streams.Stream) -> socket.AddressFamily | None:
+    """The address family of the socket under ``stream`` (None for an in-memory stream)."""
+    sock = stream.get_extra_info("socket")
+    return None if sock is None else socket.AddressFamily(sock.family)
