@@ -103,7 +103,7 @@ class Controller:
         self._resync_task: asyncio.Task[None] | None = None
         self._losses: dict[str, losses.NodeLoss] = {}  # lost nodes by name (from the node watch)
         # Token Secrets: generated names, recorded in status (never a token kept or read).
-        self._tokens = token_secrets.TokenSecrets(client, settings.test_exit_after)
+        self._tokens = token_secrets.TokenSecrets(settings.test_exit_after)
         self._gang_mode: str | None = None  # ganging.POD_GROUP, GATE or OFF, resolved once
         self._gated: set[Key] = set()  # meshes whose pods wait at the gang gate
         # PodGroup mode: each rejected gang's PodGroup and fit check as last done (monotonic
@@ -474,7 +474,7 @@ class Controller:
         key = (mesh.namespace, mesh.name)
         try:
             ensured = await self._tokens.ensure(
-                mesh, bool(self.store.pods_by_rank(key, mesh.uid)), resource_version)
+                self.client, mesh, bool(self.store.pods_by_rank(key, mesh.uid)), resource_version)
         except kubeclient.ApiError as e:
             if e.conflict:
                 self.bodies.expire(key)  # read the mesh fresh next time

@@ -63,11 +63,10 @@ class Ensured:
 
 
 class TokenSecrets:
-    """Creates and records the token Secrets of one operator process."""
+    """Creates and records the token Secrets of one operator process (through the client each
+    call is given: the controller's)."""
 
-    def __init__(self, client: kubeclient.KubeClient,
-                 exit_after: str | None = None) -> None:  # exit_after: tests only
-        self.client = client
+    def __init__(self, exit_after: str | None = None) -> None:  # exit_after: tests only
         self.exit_after = exit_after
         # Secrets this process generated -> (mesh uid, name): a failed status write is retried
         # with the same name instead of leaving one more orphan.
@@ -76,8 +75,8 @@ class TokenSecrets:
     def forget(self, key: Key) -> None:
         self._made.pop(key, None)
 
-    async def ensure(self, mesh: specs.MeshSpec, has_pods: bool,
-                     resource_version: str | None = None) -> Ensured:
+    async def ensure(self, client: kubeclient.KubeClient, mesh: specs.MeshSpec,
+                     has_pods: bool, resource_version: str | None = None) -> Ensured:
         """The mesh's token Secret exists (unless it has pods: a token never changes under
         running procs) and its name is recorded in status. A mesh with
         ``spec.tokenSecretName`` brings its own: nothing to do. ``resource_version``: of the
@@ -91,28 +90,28 @@ class TokenSecrets:
             return Ensured(mesh)
         key = (mesh.namespace, mesh.name)
         if recorded is not None:
-            await self._create_again(mesh, recorded)
+            await self._create_again(client, mesh, recorded)
             return Ensured(mesh)
         uid, made = self._made.get(key, ("", None))
-        name = made if uid == mesh.uid else await self._named_by_role(mesh)
+        name = made if uid == mesh.uid else await self._named_by_role(client, mesh)
         fresh = name is None
         if name is None:
-            name = await self._generate(mesh)
+            name = await self._generate(client, mesh)
             self._made[key] = (mesh.uid, name)
             self._exit_point(EXIT_AFTER_CREATE)
-        recorded, written = await self._record(mesh, name, resource_version)
+        recorded, written = await self._record(client, mesh, name, resource_version)
         self._exit_point(EXIT_AFTER_RECORD)
         _refuse_unless_ours(mesh, recorded)
         mesh = dataclasses.replace(mesh, recorded_token_secret_name=recorded)
         if not fresh or recorded != name:
-            await self._create_again(mesh, recorded)
+            await self._create_again(client, mesh, recorded)
         return Ensured(mesh, written)
 
-    async def _generate(self, mesh: specs.MeshSpec) -> str:
+    async def _generate(self, client: kubeclient.KubeClient, mesh: specs.MeshSpec) -> str:
         """Create a Secret under a generated name, with a fresh token; its name."""
         for _ in range(GENERATE_ATTEMPTS):
             try:
-                created = await self.client.create(
+                created = await client.create(
                     kubeclient.core_path(mesh.namespace, "secrets"),
                     rendering.render_secret(mesh, rendering.new_token()))
             except kubeclient.ApiError as e:
@@ -125,18 +124,19 @@ class TokenSecrets:
             f"{contract.secret_name_prefix(mesh.name)}* for the token Secret were all taken; "
             f"retried with backoff")
 
-    async def _create_again(self, mesh: specs.MeshSpec, name: str) -> None:
+    async def _create_again(self, client: kubeclient.KubeClient, mesh: specs.MeshSpec,
+                            name: str) -> None:
         """Create the recorded ``name``: AlreadyExists is this operator's Secret still there
         (no one could have made the name first); success is a rotation (it was deleted)."""
         try:
-            await self.client.create(kubeclient.core_path(mesh.namespace, "secrets"),
+            await client.create(kubeclient.core_path(mesh.namespace, "secrets"),
                                      rendering.render_secret(mesh, rendering.new_token(), name))
         except kubeclient.ApiError as e:
             if not e.conflict:
                 raise
 
-    async def _record(self, mesh: specs.MeshSpec, name: str, resource_version: str | None
-                      ) -> tuple[str, dict[str, Any]]:
+    async def _record(self, client: kubeclient.KubeClient, mesh: specs.MeshSpec, name: str,
+                      resource_version: str | None) -> tuple[str, dict[str, Any]]:
         """Write ``name`` into ``status.tokenSecretName`` onto the version of the mesh that
         this reconcile read (its resourceVersion): after a concurrent write, the mesh is read
         again, and a name another replica recorded meanwhile wins (two names would leave pods
@@ -147,11 +147,11 @@ class TokenSecrets:
             if resource_version:
                 patch["metadata"] = {"resourceVersion": resource_version}
             try:
-                return name, await self.client.merge_patch(path, patch)
+                return name, await client.merge_patch(path, patch)
             except kubeclient.ApiError as e:
                 if not e.conflict:
                     raise
-            body = await self.client.get(kubeclient.mesh_path(mesh.namespace, mesh.name))
+            body = await client.get(kubeclient.mesh_path(mesh.namespace, mesh.name))
             if (body.get("metadata") or {}).get("uid") != mesh.uid:
                 raise kubeclient.ApiError(409, "Conflict", f"ProcMesh {mesh.name} was deleted "
                                           f"and created again while it was reconciled")
@@ -162,11 +162,12 @@ class TokenSecrets:
         raise kubeclient.ApiError(409, "Conflict", f"the status of ProcMesh {mesh.name} changed "
                                   f"under {RECORD_ATTEMPTS} writes of its token Secret's name")
 
-    async def _named_by_role(self, mesh: specs.MeshSpec) -> str | None:
+    async def _named_by_role(self, client: kubeclient.KubeClient, mesh: specs.MeshSpec
+                             ) -> str | None:
         """The Secret named by the mesh's own access Role, for a mesh with no recorded name: an
         older operator's mesh (``<mesh>-token``), whose Role it created right after the Secret.
         None when there is no such Role (or it is not this mesh's: the Role step reports it)."""
-        role = await self.client.get_or_none(
+        role = await client.get_or_none(
             kubeclient.roles_path(mesh.namespace, contract.access_role_name(mesh.name)))
         if role is None or not _owned_by(role, mesh.uid):
             return None
