@@ -71,7 +71,8 @@ def assert_one_secret_throughout(kube: Any, custom: Any, core: Any, namespace: s
                   for p in mesh["status"]["procs"]) == list(range(len(mesh["status"]["procs"])))
     attached = attach(name, namespace, api_client=kube, timeout=120, progress=False)
     try:
-        assert attached.spawn("rec", Recorder).echo.call_one(7).get() == 7
+        replies = attached.spawn("rec", Recorder).echo.call(7).get().values()
+        assert list(replies) == [7] * len(mesh["status"]["procs"])
     finally:
         attached.stop().get()
     return secret
