@@ -33,7 +33,8 @@ PLURAL = "procmeshes"
 # --- Children: names, labels, annotations ------------------------------------------------------
 
 #: The longest mesh name the CRD accepts. Derived names: "<mesh>-<rank>" with rank < MAX_PROCS
-#: (4 digits), "<mesh>-procs", "<mesh>-token" and "<mesh>-procmesh-access" stay within 63
+#: (4 digits), "<mesh>-procs", "<mesh>-token" (generated "<mesh>-token-<random>" names are cut to 63 by
+#: the API server) and "<mesh>-procmesh-access" stay within 63
 #: characters (a DNS label for the first three; a Role name for the last).
 MAX_MESH_NAME = 52
 MAX_PROCS = 10000
