@@ -68,8 +68,8 @@ class TokenSecrets:
 
     def __init__(self, exit_after: str | None = None) -> None:  # exit_after: tests only
         self.exit_after = exit_after
-        # Secrets this process generated -> (mesh uid, name): a failed status write is retried
-        # with the same name instead of leaving one more orphan.
+        # Secrets this process generated and has not recorded yet -> (mesh uid, name): a failed
+        # status write is retried with the same name instead of leaving one more orphan.
         self._made: dict[Key, tuple[str, str]] = {}
 
     def forget(self, key: Key) -> None:
@@ -100,6 +100,7 @@ class TokenSecrets:
             self._made[key] = (mesh.uid, name)
             self._exit_point(EXIT_AFTER_CREATE)
         recorded, written = await self._record(client, mesh, name, resource_version)
+        self._made.pop(key, None)  # in status from now on
         self._exit_point(EXIT_AFTER_RECORD)
         _refuse_unless_ours(mesh, recorded)
         mesh = dataclasses.replace(mesh, recorded_token_secret_name=recorded)

@@ -7,8 +7,9 @@ name it; a Secret is never read; an operator stopped after the create (an orphan
 status write starts over safely in a fresh process; Secrets planted at the legacy name and at
 the very name the generator picks next are never taken; a recorded name is created again while
 the mesh has no pods (rotation) and left alone while it has; a mesh of an older operator (its
-Role names ``<mesh>-token``) keeps that Secret; a status or Role naming a Secret the operator
-never generates is refused; a name another replica recorded first wins.
+Role names ``<mesh>-token``) keeps that Secret; a failed status write is retried with the same
+Secret; a status or Role naming a Secret the operator never generates is refused; a name another
+replica recorded first wins.
 """
 
 import asyncio
@@ -201,3 +202,28 @@ def test_a_name_recorded_first_by_another_replica_wins():
     asyncio.run(ctl.reconcile(("ns", "m")))
     assert recorded(client) == "m-token-other"
     assert granted(client) == ["m-token-other"] and mounted(client) == "m-token-other"
+
+
+class FailingRecordClient(FakeClient):
+    """The first write of the recorded name fails (a 500), as the API server may."""
+
+    failed = False
+
+    async def merge_patch(self, path, body):
+        if not self.failed and "tokenSecretName" in body.get("status", {}):
+            self.failed = True
+            raise kubeclient.ApiError(500, "InternalError", "etcd timeout")
+        return await super().merge_patch(path, body)
+
+
+def test_a_failed_status_write_is_retried_with_the_same_secret():
+    client = FailingRecordClient({MESH_PATH: mesh_body("m", per_host=(("procs", 1),))})
+    ctl, _ = controller({})
+    ctl.client = client
+    with pytest.raises(kubeclient.ApiError):
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    [first] = secrets(client)
+    asyncio.run(ctl.reconcile(("ns", "m")))  # the same process: no second Secret
+    assert recorded(client) == first and secrets(client) == [first]
+    assert granted(client) == [first] and mounted(client) == first
+    assert not ctl._tokens._made  # recorded: nothing kept
