@@ -95,6 +95,8 @@ def test_an_operator_killed_between_secret_and_role_leaves_no_stuck_mesh(
                                                                                 name)
         status = support.get_mesh(custom, namespace, name).get("status") or {}
         assert status.get("tokenSecretName") == (first if point.endswith("recorded") else None)
+        ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+        assert not ready or ready[0]["status"] != "True"  # no client was told Ready
 
     mesh = support.wait_ready(custom, namespace, name)
     secret = assert_one_secret_throughout(kube, custom, core, namespace, mesh)
