@@ -1,6 +1,6 @@
 """The token Secret step of the reconcile (procmesh_operator.token_secrets) against the fake of
 our own API wrapper (test_reconciling.FakeClient); the real control plane's version of the crash
-windows is tests/integration/operator/test_token_crash.py.
+windows is tests/integration/operator/test_token_secrets.py.
 
 Aspects: the Secret gets a generated name, recorded in status before the Role and pods, which
 name it; a Secret is never read; an operator stopped after the create (an orphan) or after the

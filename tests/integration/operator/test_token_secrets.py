@@ -1,13 +1,16 @@
 """The token Secret's crash window, against the real control plane: an operator process that
-ends abruptly between a mesh's token Secret and its access Role, and a mesh an older operator
-made (``<mesh>-token``, named by its Role, no ``status.tokenSecretName``).
+ends abruptly between a mesh's token Secret and its access Role, a mesh an older operator made
+(``<mesh>-token``, named by its Role, no ``status.tokenSecretName``), and the longest mesh name
+(the API server cuts a generated name's prefix).
 
 Aspects:
 - killed right after the Secret's create (before the name is in status) or right after the
   status write (before the Role): the next operator makes the mesh Ready, its Role, pods and
   clients (``attach``) all on one recorded Secret whose token opens the procs; the first case's
   Secret stays an orphan owned by the mesh (collected with it), never adopted;
-- an older operator's mesh keeps ``<mesh>-token`` and its token, now recorded in status.
+- an older operator's mesh keeps ``<mesh>-token`` and its token, now recorded in status;
+- a mesh of the longest name becomes Ready on a generated name the API server cut to 63
+  characters (which the operator must still take as its own).
 
 The kill is the operator's test-only ``--test-exit-after`` (``os._exit`` right after that
 step, as abrupt as a SIGKILL), so the window is hit every time rather than raced. The session's
@@ -24,6 +27,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from mesh_client._src import contract
 from mesh_client.kubernetes import attach
 from tests.cluster import testing
 from tests.integration.local.actors import Recorder
@@ -139,3 +143,11 @@ def test_an_older_operators_mesh_keeps_its_token_secret(operator, namespace, kub
     assert assert_one_secret_throughout(kube, custom, core, namespace, mesh) == f"{name}-token"
     assert support.token(core, namespace, name) == token.encode()  # the old token, kept
     assert list(secrets_of(core, namespace, name)) == [f"{name}-token"]  # no other made
+
+
+def test_the_longest_mesh_name_gets_a_generated_secret(operator, namespace, kube, custom, core):
+    name = "l" * contract.MAX_MESH_NAME
+    support.create_mesh(custom, namespace, name, perHost=[{"name": "procs", "size": 1}])
+    mesh = support.wait_ready(custom, namespace, name)
+    secret = assert_one_secret_throughout(kube, custom, core, namespace, mesh)
+    assert len(secret) == 63 and secret.startswith(f"{name}-token")
