@@ -45,7 +45,8 @@ def baseline_pods(namespace: str, procs: int) -> tuple[dict[str, Any], list[dict
     mesh = specs.parse({"metadata": {"name": "base", "namespace": namespace, "uid": "none",
                                      "generation": 1},
                         "spec": {"hosts": 1, "perHost": [{"name": "procs", "size": procs}]}})
-    secret = rendering.render_secret(mesh, rendering.new_token())
+    # Under the name the pods mount (the mesh records none: the legacy <mesh>-token).
+    secret = rendering.render_secret(mesh, rendering.new_token(), mesh.token_secret)
     pods = [rendering.render_pod(mesh, r, rendering.ProcPlacement(), settings_.Settings())
             for r in range(procs)]
     for obj in (secret, *pods):

@@ -33,7 +33,8 @@ PLURAL = "procmeshes"
 # --- Children: names, labels, annotations ------------------------------------------------------
 
 #: The longest mesh name the CRD accepts. Derived names: "<mesh>-<rank>" with rank < MAX_PROCS
-#: (4 digits), "<mesh>-procs", "<mesh>-token" and "<mesh>-procmesh-access" stay within 63
+#: (4 digits), "<mesh>-procs", "<mesh>-token" (generated "<mesh>-token-<random>" names are cut to 63 by
+#: the API server) and "<mesh>-procmesh-access" stay within 63
 #: characters (a DNS label for the first three; a Role name for the last).
 MAX_MESH_NAME = 52
 MAX_PROCS = 10000
@@ -96,8 +97,37 @@ def service_name(mesh: str) -> str:
 
 
 def secret_name(mesh: str) -> str:
-    """The token Secret the operator creates for ``mesh`` when ``spec.tokenSecretName`` is unset."""
+    """The legacy token Secret name, ``<mesh>-token``: what operators before
+    ``status.tokenSecretName`` created (meshes they made keep it)."""
     return f"{mesh}-token"
+
+
+#: The status field that names the token Secret the operator created for a mesh
+#: (``status.tokenSecretName``): the API server chose the name, so nobody could have made a
+#: Secret of that name before it.
+TOKEN_SECRET_STATUS_FIELD = "tokenSecretName"
+#: The API server's generateName: a prefix of at most 58 characters (longer ones are cut)
+#: plus 5 random characters (k8s.io/apiserver pkg/storage/names).
+GENERATED_PREFIX_MAX = 58
+GENERATED_SUFFIX_LENGTH = 5
+
+
+def secret_name_prefix(mesh: str) -> str:
+    """The ``generateName`` of the token Secret the operator creates for ``mesh``:
+    ``<mesh>-token-``, the API server appending a random suffix."""
+    return f"{mesh}-token-"
+
+
+def is_operator_secret_name(mesh: str, name: str) -> bool:
+    """Whether ``name`` is one the operator gives ``mesh``'s token Secret: the legacy
+    :func:`secret_name` or one generated from :func:`secret_name_prefix`. Anything else in
+    ``status.tokenSecretName`` was not written by the operator, and is not trusted: it would
+    make the mesh mount, and its access Role grant, some other Secret."""
+    base = secret_name_prefix(mesh)[:GENERATED_PREFIX_MAX]
+    suffix = name[len(base):]
+    return name == secret_name(mesh) or (
+        name.startswith(base) and len(suffix) == GENERATED_SUFFIX_LENGTH
+        and suffix.isascii() and suffix.isalnum() and suffix == suffix.lower())
 
 
 #: Role names are DNS subdomains (253 characters), so this suffix is not part of the length rule.
@@ -110,10 +140,24 @@ def access_role_name(mesh: str) -> str:
     return f"{mesh}{ACCESS_ROLE_SUFFIX}"
 
 
-def token_secret_name(mesh: str, spec_token_secret_name: str | None) -> str:
-    """The Secret holding ``mesh``'s token: ``spec.tokenSecretName`` (the creator wrote it)
-    when set, else the one the operator creates (:func:`secret_name`)."""
-    return spec_token_secret_name or secret_name(mesh)
+def token_secret_name(mesh: str, spec_token_secret_name: str | None,
+                      status_token_secret_name: str | None = None) -> str:
+    """The Secret holding ``mesh``'s token: ``spec.tokenSecretName`` (the creator made it)
+    when set, else the one the operator created and recorded in ``status.tokenSecretName``,
+    else (a mesh of an older operator, or one not reconciled yet) the legacy
+    :func:`secret_name`. Raises ValueError when the status names a Secret the operator would
+    never create for this mesh (:func:`is_operator_secret_name`)."""
+    if spec_token_secret_name:
+        return spec_token_secret_name
+    if status_token_secret_name:
+        if not is_operator_secret_name(mesh, status_token_secret_name):
+            raise ValueError(
+                f"status.{TOKEN_SECRET_STATUS_FIELD} of ProcMesh {mesh} names Secret "
+                f"{status_token_secret_name}, which the operator never creates for it (it "
+                f"creates {secret_name_prefix(mesh)}<random>): someone other than the operator "
+                f"wrote that status; delete and recreate the mesh")
+        return status_token_secret_name
+    return secret_name(mesh)
 
 
 def claim_name(mesh: str, host: int) -> str:

@@ -30,6 +30,7 @@ from procmesh_operator import (
     podwatch,
     quieting,
     reconciling,
+    token_secrets,
 )
 from procmesh_operator import settings as settings_
 
@@ -93,6 +94,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--memory-trace", type=pathlib.Path, metavar="DIR",
                    help="diagnostic, slow: trace allocations and write DIR/peak.txt at each new "
                         "peak of the RSS (what holds the memory); never in production")
+    # Tests only: exit at once after a step of the token Secret (token_secrets.EXIT_POINTS).
+    p.add_argument("--test-exit-after", choices=token_secrets.EXIT_POINTS, help=argparse.SUPPRESS)
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return p.parse_args(argv)
 
@@ -165,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         node_loss_toleration_seconds=args.node_loss_toleration_seconds, gang=args.gang,
         gang_stall_seconds=args.gang_stall_seconds,
         status_progress_seconds=args.status_progress_seconds,
-        create_concurrency=args.create_concurrency)
+        create_concurrency=args.create_concurrency, test_exit_after=args.test_exit_after)
     if args.metrics_port:
         prometheus_client.start_http_server(args.metrics_port, addr=args.metrics_address)
 

@@ -106,10 +106,10 @@ class WorkQueue:
 
     async def close(self, drain: float = DRAIN_SECONDS) -> None:
         """Stop: no new runs, pending retries dropped; a reconcile in flight may finish for up
-        to ``drain`` seconds, then is cancelled. A reconcile cut short can leave a mesh half
-        made for the next operator (its token Secret created, not yet the access Role that
-        marks the Secret as the operator's: a conflict that operator cannot clear), so a
-        stopping replica (a failover, an upgrade) lets it end first."""
+        to ``drain`` seconds, then is cancelled. A reconcile cut short leaves a mesh half
+        made for the next operator (safe, but an orphan token Secret if cut before its name
+        was recorded: token_secrets.py), so a stopping replica (a failover, an upgrade) lets
+        it end first."""
         self._closed = True
         tasks = []
         for slot in self._slots.values():

@@ -4,7 +4,8 @@
 :class:`Controller` owns the API client, the pod cache (:mod:`.stores`) and the work queue
 (:mod:`.queueing`); :mod:`.handlers` feeds it events. One reconcile reads the mesh as last watched or written (:mod:`.watched`; a GET only when
 none is known),
-creates the token Secret (create-only: it never reads one), ensures the mesh's access Role and
+creates the token Secret under a generated name recorded in status (:mod:`.token_secrets`;
+create-only: it never reads one), ensures the mesh's access Role and
 the headless Service, plans with :func:`planning.plan`, deletes then creates pods (through one
 :class:`gates.PriorityGate` for all meshes, earlier meshes first), and writes
 :func:`statuses.compute_status` through the status subresource only when it changed (progress
@@ -53,6 +54,7 @@ from procmesh_operator import (
     specs,
     statuses,
     stores,
+    token_secrets,
     upgrading,
     watched,
     workloads,
@@ -100,8 +102,8 @@ class Controller:
         self._throttle = coalescing.StatusThrottle(settings.status_progress_seconds)
         self._resync_task: asyncio.Task[None] | None = None
         self._losses: dict[str, losses.NodeLoss] = {}  # lost nodes by name (from the node watch)
-        # Meshes whose token Secret this process created (-> mesh uid); never the token itself.
-        self._secrets_made: dict[Key, str] = {}
+        # Token Secrets: generated names, recorded in status (never a token kept or read).
+        self._tokens = token_secrets.TokenSecrets(settings.test_exit_after)
         self._gang_mode: str | None = None  # ganging.POD_GROUP, GATE or OFF, resolved once
         self._gated: set[Key] = set()  # meshes whose pods wait at the gang gate
         # PodGroup mode: each rejected gang's PodGroup and fit check as last done (monotonic
@@ -272,7 +274,7 @@ class Controller:
         self.bodies.forget(key, uid)
         self._last_status_rv.pop(key, None)
         self._throttle.forget(key)
-        self._secrets_made.pop(key, None)
+        self._tokens.forget(key)
         self._gated.discard(key)
         self._stalls.pop(key, None)
         self._groups_read.pop(key, None)
@@ -335,7 +337,8 @@ class Controller:
         admission: workloads.Admission | None = None
         try:
             mode = ganging.mode_for(await self._resolve_gang_mode(), mesh)
-            await self._ensure_secret(mesh)
+            mesh = await self._ensure_secret(mesh, str(
+                (body.get("metadata") or {}).get("resourceVersion") or "") or None)
             await self._ensure_access_role(mesh)
             await self._ensure_service(mesh)
             if queue is not None:
@@ -344,8 +347,8 @@ class Controller:
                 await self._ensure_pod_group(mesh)
             plan, created, view = await self._reconcile_pods(mesh, previous)
             hold = await self._gang_hold(mesh, mode)
-        except (kubeclient.ApiError, ChildConflict, claiming.ClaimConflict,
-                admitting.KueueNotServed) as e:
+        except (kubeclient.ApiError, ChildConflict, token_secrets.SecretConflict,
+                claiming.ClaimConflict, admitting.KueueNotServed) as e:
             error, failure = str(e), e
         pods = self.store.pods_by_rank(key, mesh.uid)
         status = statuses.compute_status(
@@ -464,41 +467,21 @@ class Controller:
                 f"collection removes it; otherwise delete it or rename the mesh")
         self._ensured[((mesh.namespace, mesh.name), kind)] = mesh.uid
 
-    async def _ensure_secret(self, mesh: specs.MeshSpec) -> None:
-        """Create ``<mesh>-token``; never read it (the operator holds no ``get secrets``).
-
-        Only while the mesh has no pods of its own: pods exist only after their Secret did, and
-        a token must not change under running procs (so deleting the Secret of a suspended mesh
-        rotates its token at resume). A mesh with ``spec.tokenSecretName`` brings its own.
-
-        AlreadyExists cannot be checked by reading. It is taken as done only when this process
-        created it, or when this mesh's access Role exists: that Role is created after the
-        Secret, so its existence means an earlier run created the Secret. Otherwise the Secret is someone
-        else's (an earlier mesh of this name that garbage collection is removing, or a Secret
-        planted to give this mesh a known token): a conflict, retried with backoff.
-        """
-        if mesh.token_secret_name is not None or \
-                self.store.pods_by_rank((mesh.namespace, mesh.name), mesh.uid):
-            return
-        token = rendering.new_token()
+    async def _ensure_secret(self, mesh: specs.MeshSpec, resource_version: str | None
+                             ) -> specs.MeshSpec:
+        """The token Secret, created and recorded in status by :mod:`.token_secrets` (never
+        read: the operator holds no ``get secrets``); the mesh with its recorded name."""
+        key = (mesh.namespace, mesh.name)
         try:
-            await self.client.create(kubeclient.core_path(mesh.namespace, "secrets"),
-                                     rendering.render_secret(mesh, token))
-            self._secrets_made[(mesh.namespace, mesh.name)] = mesh.uid
-            return
+            ensured = await self._tokens.ensure(
+                self.client, mesh, bool(self.store.pods_by_rank(key, mesh.uid)), resource_version)
         except kubeclient.ApiError as e:
-            if not e.conflict:
-                raise
-        if self._secrets_made.get((mesh.namespace, mesh.name)) == mesh.uid:
-            return  # this process created it (and then failed later, e.g. on the Role)
-        role = await self.client.get_or_none(
-            kubeclient.roles_path(mesh.namespace, contract.access_role_name(mesh.name)))
-        if role is None or not _owned_by(role, mesh.uid):
-            raise ChildConflict(
-                f"Secret {contract.secret_name(mesh.name)} exists but was not created for this "
-                f"ProcMesh: if an earlier mesh of this name was just deleted, this clears when "
-                f"garbage collection removes it; otherwise delete that Secret (the operator does "
-                f"not read Secrets, and will not give this mesh a token someone else made)")
+            if e.conflict:
+                self.bodies.expire(key)  # read the mesh fresh next time
+            raise
+        if ensured.written is not None:
+            self._wrote(key, ensured.written)
+        return ensured.mesh
 
     async def _ensure_access_role(self, mesh: specs.MeshSpec) -> None:
         """The mesh's access Role (rendering.render_access_role), created once and never
@@ -798,7 +781,3 @@ def _ident(pod: Mapping[str, Any]) -> tuple[str, str]:
     meta = pod.get("metadata") or {}
     return str(meta.get("name")), str(meta.get("uid", ""))
 
-
-def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:
-    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return any(o.get("uid") == uid for o in owners)

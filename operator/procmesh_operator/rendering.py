@@ -65,13 +65,19 @@ def new_token() -> str:
     return secrets.token_hex(32)
 
 
-def render_secret(mesh: specs.MeshSpec, token: str) -> dict[str, Any]:
+def render_secret(mesh: specs.MeshSpec, token: str, name: str | None = None) -> dict[str, Any]:
     """The per-mesh token Secret. ``token`` is passed in, so rendering stays deterministic;
-    :mod:`.reconciling` creates it once and never rotates it."""
+    :mod:`.token_secrets` creates it and never updates it. ``name`` None: a name the API server
+    generates (``<mesh>-token-<random>``, :func:`contract.secret_name_prefix`), so that no one
+    can have made that Secret first; else that name (a recorded one, created again)."""
+    metadata = _metadata(mesh, name or "", names.mesh_labels(mesh.name))
+    if name is None:
+        del metadata["name"]
+        metadata["generateName"] = contract.secret_name_prefix(mesh.name)
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": _metadata(mesh, contract.secret_name(mesh.name), names.mesh_labels(mesh.name)),
+        "metadata": metadata,
         "type": "Opaque",
         "data": {contract.TOKEN_KEY: base64.b64encode(token.encode()).decode()},
     }

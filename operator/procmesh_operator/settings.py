@@ -50,3 +50,6 @@ class Settings:
     status_progress_seconds: float = 5.0
     #: Pod creates in flight at once, across all meshes (earlier meshes first).
     create_concurrency: int = 32
+    #: Tests only (``--test-exit-after``): end the process at once right after this step of
+    #: the token Secret (procmesh_operator.token_secrets.EXIT_POINTS), as a SIGKILL would.
+    test_exit_after: str | None = None

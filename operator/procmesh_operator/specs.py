@@ -1,4 +1,5 @@
-"""The ProcMesh spec as typed, defaulted values, parsed from the resource body.
+"""The ProcMesh spec as typed, defaulted values, parsed from the resource body (and the one
+status fact the operator acts on: the token Secret it recorded).
 
 The API server applies the CRD's schema defaults, but the pure functions must not trust that
 (unit tests and objects created before a default existed), so every default is repeated here and
@@ -51,6 +52,8 @@ class MeshSpec:
     suspend: bool
     port: int
     token_secret_name: str | None = None  # spec.tokenSecretName: the creator made the Secret
+    #: status.tokenSecretName: the Secret the operator created (token_secrets.py), as recorded.
+    recorded_token_secret_name: str | None = None
     lease_seconds: int | None = None  # spec.lease.durationSeconds: deleted when not renewed
     lease_renewal: str | None = None  # the holder's last renewal (contract.LEASE_RENEW_ANNOTATION)
     host_placement: str = contract.HOSTS_ON_DISTINCT_NODES  # spec.placement.hosts
@@ -62,8 +65,11 @@ class MeshSpec:
 
     @property
     def token_secret(self) -> str:
-        """The token Secret's name: the creator's (spec.tokenSecretName) or the operator's."""
-        return contract.token_secret_name(self.name, self.token_secret_name)
+        """The token Secret's name: the creator's (spec.tokenSecretName), else the operator's
+        as recorded in status, else the legacy ``<mesh>-token`` (ValueError: the status names a
+        Secret the operator never makes; :mod:`.token_secrets` refuses such a mesh first)."""
+        return contract.token_secret_name(self.name, self.token_secret_name,
+                                          self.recorded_token_secret_name)
 
     @property
     def size(self) -> int:
@@ -102,6 +108,8 @@ def parse(body: Mapping[str, Any]) -> MeshSpec:
         suspend=bool(spec.get("suspend", False)),
         port=int(spec.get("port", contract.PROC_PORT)),
         token_secret_name=spec.get("tokenSecretName") or None,
+        recorded_token_secret_name=(body.get("status") or {}).get(
+            contract.TOKEN_SECRET_STATUS_FIELD) or None,
         lease_seconds=_lease_seconds(spec),
         lease_renewal=(meta.get("annotations") or {}).get(contract.LEASE_RENEW_ANNOTATION),
         host_placement=str((spec.get("placement") or {}).get(

@@ -314,6 +314,10 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         **procs_fields(mesh, [] if mesh.suspend else [
             proc_entry(mesh, r, pods.get(r), (claimed_gpus or {}).get(r))
             for r in range(size)]),
+        # Recorded by token_secrets.py before this status; kept, so that it never reads as a
+        # change (coalescing.significant compares every field).
+        **({contract.TOKEN_SECRET_STATUS_FIELD: mesh.recorded_token_secret_name}
+           if mesh.recorded_token_secret_name else {}),
     }
 
 

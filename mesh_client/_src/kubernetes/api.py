@@ -24,8 +24,15 @@ from mesh_client._src.kubernetes.errors import (
 
 
 def token_secret_name(mesh: dict[str, Any]) -> str:
-    """The token Secret of the ProcMesh body ``mesh`` (:func:`contract.token_secret_name`)."""
-    return contract.token_secret_name(mesh["metadata"]["name"], (mesh.get("spec") or {}).get("tokenSecretName"))
+    """The token Secret of the ProcMesh body ``mesh`` (:func:`contract.token_secret_name`):
+    ``spec.tokenSecretName``, else ``status.tokenSecretName`` (the operator's), else the legacy
+    ``<mesh>-token`` of meshes made by older operators."""
+    try:
+        return contract.token_secret_name(
+            mesh["metadata"]["name"], (mesh.get("spec") or {}).get("tokenSecretName"),
+            (mesh.get("status") or {}).get(contract.TOKEN_SECRET_STATUS_FIELD))
+    except ValueError as e:
+        raise KubernetesMeshError(str(e)) from None
 
 
 SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"

@@ -1,8 +1,9 @@
 """``attach()``: a ProcMesh resource as a proc mesh of this client.
 
 Waits until the mesh is Ready (with a progress line on a terminal), reads the proc addresses
-from ``status.procs`` (or a big mesh's ``status.procTable``: :func:`contract.status_procs`) and the token from the mesh's Secret (``spec.tokenSecretName``, default
-``<name>-token``: what the mesh's access Role grants), connects to every proc server, and runs
+from ``status.procs`` (or a big mesh's ``status.procTable``: :func:`contract.status_procs`) and the token from the mesh's Secret (``spec.tokenSecretName``, else the operator's
+``status.tokenSecretName``, else the legacy ``<name>-token``: :func:`.api.token_secret_name`, what
+the mesh's access Role grants), connects to every proc server, and runs
 ``bootstrap`` there. When a proc dies, failed calls say what its pod's status says, and
 whether the operator restarts it; after a restart (a new pod uid, :mod:`.reviving`),
 ``ProcMesh.reconnect``/``respawn`` come here (:meth:`KubernetesProcs.revive`) for the new procs;

@@ -8,8 +8,10 @@ Aspects:
 - a mesh spawned from Python brings its own token Secret (created, never read, by a client that
   may not read Secrets), owned by the mesh and collected with it;
 - proc pods get no service-account token unless the template asks;
-- a token Secret planted before its mesh is refused, and a mesh deleted and created again at
-  once does not adopt the old mesh's Secret;
+- the operator's token Secret has a name the API server generated, recorded in the mesh's status;
+  Secrets planted before the mesh (at the legacy name ``<mesh>-token`` and at a guessed
+  generated name) are never its token, and a mesh deleted and created again at once does not
+  adopt the old mesh's Secret;
 - the token rotates by deleting the Secret of a suspended mesh; deleting it under running procs
   changes nothing.
 """
@@ -81,7 +83,7 @@ def test_mesh_role_grants_that_mesh_and_nothing_else(cluster, kube, custom, core
         text = str(info.value)
         assert "--role=team-b-procmesh-access" in text and "'get' on procmeshes team-b" in text
         alices = client.CoreV1Api(alice)
-        for secret in ("team-b-token", "db-password"):
+        for secret in (support.token_secret(core, namespace, "team-b"), "db-password"):
             with pytest.raises(client.ApiException) as refused:
                 alices.read_namespaced_secret(secret, namespace)
             assert refused.value.status == 403
@@ -114,7 +116,7 @@ def test_spawned_mesh_brings_its_own_secret(cluster, kube, core, namespace, oper
             secret = core.read_namespaced_secret(secret_name, namespace)
             assert [o.uid for o in secret.metadata.owner_references] == [body["metadata"]["uid"]]
             names = [s.metadata.name for s in core.list_namespaced_secret(namespace).items]
-            assert "own-token" not in names  # the operator made none
+            assert [n for n in names if n.startswith("own-token")] == [secret_name]  # the operator made none
             role = client.RbacAuthorizationV1Api(kube).read_namespaced_role(
                 "own-procmesh-access", namespace)
             assert role.rules[1].resource_names == [secret_name]
@@ -154,11 +156,13 @@ def test_token_rotates_by_deleting_the_secret_of_a_suspended_mesh(kube, custom, 
     support.create_mesh(custom, namespace, "rot", perHost=[{"name": "procs", "size": 2}])
     support.wait_ready(custom, namespace, "rot")
     before = support.token(core, namespace, "rot")
+    secret = support.token_secret(core, namespace, "rot")
     support.patch_mesh(custom, namespace, "rot", {"suspend": True})
     testing.wait_for(lambda: not support.mesh_pods(core, namespace, "rot"), "pods removed")
-    core.delete_namespaced_secret("rot-token", namespace)
+    core.delete_namespaced_secret(secret, namespace)
     support.patch_mesh(custom, namespace, "rot", {"suspend": False})
     support.wait_ready(custom, namespace, "rot")
+    assert support.token_secret(core, namespace, "rot") == secret  # the name its Role grants
     after = support.token(core, namespace, "rot")
     assert after != before and len(after) == 64
     mesh = attach("rot", namespace, api_client=kube, timeout=120, progress=False)
@@ -173,11 +177,13 @@ def test_secret_deleted_under_running_procs_is_not_recreated(kube, custom, core,
     support.create_mesh(custom, namespace, "keep", perHost=[{"name": "procs", "size": 1}])
     mesh_body = support.wait_ready(custom, namespace, "keep")
     token = support.token(core, namespace, "keep")
-    core.delete_namespaced_secret("keep-token", namespace)
+    secret = support.token_secret(core, namespace, "keep")
+    core.delete_namespaced_secret(secret, namespace)
     support.patch_mesh(custom, namespace, "keep", {"template": {"labels": {"touch": "1"}}})
     support.wait_ready(custom, namespace, "keep")  # reconciled at the new generation
     names = [s.metadata.name for s in core.list_namespaced_secret(namespace).items]
-    assert "keep-token" not in names  # no new token under procs that hold the old one
+    assert secret not in names  # no new token under procs that hold the old one
+    assert not [n for n in names if n.startswith("keep-token")]
     address = mesh_body["status"]["procs"][0]["address"]
     assert support.identify(address, token)["pid"] > 0  # the running proc still takes it
 
@@ -194,8 +200,9 @@ def test_a_mesh_recreated_at_once_gets_a_secret_of_its_own(kube, custom, core, n
     def own_secret() -> bool:
         # Adopting the old mesh's Secret would leave none at all once garbage collection
         # removes it: the operator creates no Secret for a mesh whose pods exist.
+        name = support.token_secret(core, namespace, "again")
         found = [s for s in core.list_namespaced_secret(namespace).items
-                 if s.metadata.name == "again-token"]
+                 if s.metadata.name == name]
         return bool(found) and [o.uid for o in found[0].metadata.owner_references] == [uid]
 
     testing.wait_for(own_secret, "a token Secret owned by the new mesh")
@@ -214,13 +221,23 @@ def test_a_mesh_recreated_at_once_gets_a_secret_of_its_own(kube, custom, core, n
         mesh.stop().get()
 
 
-def test_a_planted_secret_is_refused_not_used(custom, core, namespace, operator):
-    core.create_namespaced_secret(namespace, {"metadata": {"name": "planted-token"},
-                                              "stringData": {"token": "0" * 64}})
+def test_planted_secrets_are_never_the_meshs_token(custom, core, namespace, operator):
+    guess = "planted-token-abcde"  # the shape of a generated name: guessed, not given
+    for name in ("planted-token", guess):
+        core.create_namespaced_secret(namespace, {"metadata": {"name": name},
+                                                  "stringData": {"token": "0" * 64}})
     support.create_mesh(custom, namespace, "planted", perHost=[{"name": "procs", "size": 1}])
-    mesh = support.wait_condition(custom, namespace, "planted", "Degraded", "True")
-    assert "was not created for this ProcMesh" in support.condition(mesh, "Degraded")["message"]
-    assert not support.mesh_pods(core, namespace, "planted")
-    core.delete_namespaced_secret("planted-token", namespace)
-    support.wait_ready(custom, namespace, "planted")
-    assert support.token(core, namespace, "planted") != b"0" * 64
+    mesh = support.wait_ready(custom, namespace, "planted")
+    secret = support.token_secret(core, namespace, "planted")
+    assert secret.startswith("planted-token-") and secret != guess
+    [pod] = support.mesh_pods(core, namespace, "planted")
+    assert [v.secret.secret_name for v in pod.spec.volumes if v.secret] == [secret]
+    role = client.RbacAuthorizationV1Api(core.api_client).read_namespaced_role(
+        "planted-procmesh-access", namespace)
+    assert role.rules[1].resource_names == [secret]
+    token = support.token(core, namespace, "planted")
+    assert token != b"0" * 64
+    address = mesh["status"]["procs"][0]["address"]
+    assert support.identify(address, token)["mesh"] == "planted"
+    with pytest.raises((OSError, wire_errors.WireError)):  # the planted token opens nothing
+        support.identify(address, b"0" * 64)

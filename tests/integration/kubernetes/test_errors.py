@@ -2,6 +2,7 @@
 Ready (with the operator's or the scheduler's reason), and a token the client may not read."""
 
 import pytest
+from kubernetes import client
 
 from mesh_client.kubernetes import (
     KubernetesHostMesh,
@@ -11,7 +12,7 @@ from mesh_client.kubernetes import (
     attach,
 )
 from tests.cluster import testing
-from tests.integration.operator.support import create_mesh
+from tests.integration.operator.support import create_mesh, token_secret
 
 pytestmark = pytest.mark.cluster
 
@@ -63,4 +64,5 @@ def test_unreadable_token_names_the_missing_permission(cluster, kube, custom, na
         with pytest.raises(MeshAccessDenied) as info:
             attach("private", namespace, api_client=as_viewer, timeout=120)
     assert "--role=private-procmesh-access" in str(info.value)
-    assert "'get' on secrets private-token" in str(info.value)
+    secret = token_secret(client.CoreV1Api(kube), namespace, "private")
+    assert f"'get' on secrets {secret}" in str(info.value)

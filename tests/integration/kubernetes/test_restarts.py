@@ -21,6 +21,7 @@ import threading
 import time
 
 import pytest
+from kubernetes import client
 
 from mesh_client import ConnectionBroken, SupervisionError
 from mesh_client._src.actor import supervision
@@ -28,7 +29,7 @@ from mesh_client._src.runtime.identifying import identify_proc
 from mesh_client.kubernetes import attach
 from tests.cluster import testing
 from tests.integration.local.actors import Recorder
-from tests.integration.operator.support import condition, create_mesh, get_mesh
+from tests.integration.operator.support import condition, create_mesh, get_mesh, token_secret
 
 pytestmark = pytest.mark.cluster
 
@@ -145,11 +146,13 @@ def test_reconnect_reaches_a_live_proc_whose_connection_broke(kube, custom, name
     mesh.stop().get()
 
 
-#: A user who may use mesh ``nopods`` (get and watch it, read its token) but not list its pods.
-MESH_ONLY = [
-    {"apiGroups": ["procmesh.io"], "resources": ["procmeshes"], "verbs": ["get", "watch"]},
-    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": ["nopods-token"]},
-]
+def mesh_only(secret):
+    """A user who may use mesh ``nopods`` (get and watch it, read its token Secret ``secret``) but
+    not list its pods."""
+    return [
+        {"apiGroups": ["procmesh.io"], "resources": ["procmeshes"], "verbs": ["get", "watch"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": [secret]},
+    ]
 
 
 def cut(mesh, index):
@@ -161,7 +164,8 @@ def cut(mesh, index):
 def test_reconnect_without_permission_to_list_pods(cluster, kube, custom, namespace, operator, faults):
     create_mesh(custom, namespace, "nopods", hosts=1, perHost=[{"name": "gpus", "size": 2}],
                 restartPolicy="RestartProc", maxRestarts=2)
-    with testing.service_account_client(cluster, kube, namespace, "nopods-user", MESH_ONLY) as user:
+    secret = token_secret(client.CoreV1Api(kube), namespace, "nopods")
+    with testing.service_account_client(cluster, kube, namespace, "nopods-user", mesh_only(secret)) as user:
         mesh = attach("nopods", namespace, api_client=user, timeout=120, progress=False, forward_output=False)
         owner = mesh._group.owner
         assert owner.api.visible_pods("nopods") is None  # forbidden: the status is all it has

@@ -211,8 +211,27 @@ def mesh_pods(core: Any, namespace: str, name: str) -> list[Any]:
     return core.list_namespaced_pod(namespace, label_selector=contract.mesh_label_selector(name)).items
 
 
+def token_secret(core: Any, namespace: str, name: str) -> str:
+    """The name of mesh ``name``'s token Secret, as its body says: spec.tokenSecretName, else
+    the operator's generated one in status.tokenSecretName (waited for: it is recorded at the
+    mesh's first reconcile)."""
+    from kubernetes import client
+
+    custom = client.CustomObjectsApi(core.api_client)
+
+    def named() -> str | None:
+        body = get_mesh(custom, namespace, name)
+        spec, status = body.get("spec") or {}, body.get("status") or {}
+        recorded = status.get(contract.TOKEN_SECRET_STATUS_FIELD)
+        if not spec.get("tokenSecretName") and not recorded:
+            return None
+        return contract.token_secret_name(name, spec.get("tokenSecretName"), recorded)
+
+    return str(testing.wait_for(named, f"the token Secret of {name} recorded"))
+
+
 def token(core: Any, namespace: str, name: str) -> bytes:
-    secret = core.read_namespaced_secret(contract.secret_name(name), namespace)
+    secret = core.read_namespaced_secret(token_secret(core, namespace, name), namespace)
     return base64.b64decode(secret.data[contract.TOKEN_KEY])
 
 

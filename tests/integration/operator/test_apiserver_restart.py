@@ -29,7 +29,7 @@ def test_apiserver_restart_mid_reconcile(cluster, operator, namespace, custom, c
     secrets = [s for s in core.list_namespaced_secret(namespace).items
                if s.metadata.name.startswith("apis")]
     services = core.list_namespaced_service(namespace).items
-    assert [s.metadata.name for s in secrets] == ["apis-token"]
+    assert [s.metadata.name for s in secrets] == [support.token_secret(core, namespace, "apis")]
     assert [s.metadata.name for s in services] == ["apis-procs"]
     assert all(support.owned_by(o, mesh) for o in secrets + services)
 

@@ -3,7 +3,8 @@ counts only the pods its uid controls.
 
 Aspects: while the earlier mesh's pods still run (same names, same label, Ready), the new mesh
 is not Ready, gives no client their addresses, and waits for them (Degraded on the earlier
-mesh's Secret, then Progressing=WaitingForPreviousPods); once they are gone it creates its own,
+mesh's Role, then Progressing=WaitingForPreviousPods; its Secret is no obstacle: the new mesh's
+has a generated name of its own); once they are gone it creates its own,
 and its Ready comes from pods whose controller ownerReference is the new uid, one per rank.
 
 The earlier mesh is deleted with propagationPolicy Orphan, so its children stay as they were
@@ -56,16 +57,17 @@ def test_mesh_created_again_at_once_is_ready_only_on_its_own_pods(operator, name
     uid = support.create_mesh(custom, namespace, NAME,
                               perHost=[{"name": "procs", "size": 2}])["metadata"]["uid"]
 
-    # The earlier mesh's Secret blocks the reconcile: it must not report the old pods Ready.
+    # The earlier mesh's Role blocks the reconcile: it must not report the old pods Ready.
     mesh = support.wait_condition(custom, namespace, NAME, "Degraded", "True", "ReconcileError")
     _not_ready_on(mesh, earlier_addresses)
+    assert mesh["status"]["tokenSecretName"] != earlier["status"]["tokenSecretName"]
     rbac = client.RbacAuthorizationV1Api(core.api_client)
     for kind, lister, deleter in (
             ("Secret", core.list_namespaced_secret, core.delete_namespaced_secret),
             ("Service", core.list_namespaced_service, core.delete_namespaced_service),
             ("Role", rbac.list_namespaced_role, rbac.delete_namespaced_role)):
         orphans = [o.metadata.name for o in lister(namespace).items
-                   if o.metadata.name.startswith(NAME)]
+                   if o.metadata.name.startswith(NAME) and not o.metadata.owner_references]
         assert len(orphans) == 1, (kind, orphans)  # the earlier mesh's, now ownerless
         deleter(orphans[0], namespace)
 

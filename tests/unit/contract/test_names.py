@@ -2,7 +2,9 @@
 
 Aspects: derived names stay valid DNS labels (and the Role a DNS subdomain) for the longest mesh
 name and the largest rank; a pod name's rank reads back; the token Secret's name follows
-``spec.tokenSecretName``.
+``spec.tokenSecretName``, then ``status.tokenSecretName``, then the legacy ``<mesh>-token``; a
+status name is trusted only if the operator could have generated it (the API server's
+generateName cuts prefixes at 58 characters).
 """
 
 import re
@@ -34,6 +36,33 @@ def test_label_selector_names_the_mesh_label():
 def test_token_secret_name():
     assert contract.token_secret_name("m", None) == contract.secret_name("m") == "m-token"
     assert contract.token_secret_name("m", "m-token-1f2e") == "m-token-1f2e"
+    assert contract.token_secret_name("m", None, "m-token-x7k2p") == "m-token-x7k2p"
+    assert contract.token_secret_name("m", "m-token-1f2e", "m-token-x7k2p") == "m-token-1f2e"
+    assert contract.token_secret_name("m", None, "m-token") == "m-token"  # recorded legacy
+
+
+def test_status_names_only_what_the_operator_generates():
+    for name in ("m-token", "m-token-x7k2p", "m-token-00101"):
+        assert contract.is_operator_secret_name("m", name), name
+    for name in ("db-password", "m-token-", "m-token-x7k2", "m-token-x7k2pq", "m-token-X7K2P",
+                 "m-token-x7k.p", "mm-token-x7k2p", "m-tokenx7k2p"):
+        assert not contract.is_operator_secret_name("m", name), name
+    try:
+        contract.token_secret_name("m", None, "db-password")
+    except ValueError as e:
+        assert "db-password" in str(e) and "m-token-<random>" in str(e)
+    else:
+        raise AssertionError("a foreign status name was accepted")
+
+
+def test_longest_mesh_name_has_its_generated_prefix_cut_as_the_api_server_does():
+    mesh = "m" * contract.MAX_MESH_NAME
+    prefix = contract.secret_name_prefix(mesh)
+    assert len(prefix) > contract.GENERATED_PREFIX_MAX  # 52 + len("-token-") = 59
+    generated = prefix[:contract.GENERATED_PREFIX_MAX] + "ab3cd"
+    assert contract.is_operator_secret_name(mesh, generated) and len(generated) == 63
+    assert DNS_LABEL.match(generated)
+    assert not contract.is_operator_secret_name(mesh, prefix + "ab3cd")  # never generated
 
 
 def test_the_contract_imports_only_the_standard_library():

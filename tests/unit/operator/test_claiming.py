@@ -23,7 +23,7 @@ class DraClient(FakeClient):
     """Also patches metadata (a colocated mesh joining a claim's owners)."""
 
     async def merge_patch(self, path, body):
-        if "metadata" not in body:
+        if "metadata" not in body or path.endswith("/status"):
             return await super().merge_patch(path, body)
         self.calls.append(("patch", path))
         meta = body["metadata"]

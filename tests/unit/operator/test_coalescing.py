@@ -134,7 +134,8 @@ def test_a_starting_mesh_has_every_condition_change_written_and_its_progress_thr
 
     asyncio.run(ctl.reconcile(key))  # creates the pods: the first status goes out at once
     written = [copy.deepcopy(client.objects[MESH_PATH]["status"])]
-    assert len(patches()) == 1 and written[0]["observedGeneration"] == 3
+    # (the first write records the token Secret's name, before its Role and pods)
+    assert len(patches()) == 2 and written[0]["observedGeneration"] == 3
 
     clock.now += 1.0
     wrote, again = step(ready=(), bound=(0,))  # progress only, inside the window: held back

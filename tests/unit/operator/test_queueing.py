@@ -56,9 +56,8 @@ def test_failure_is_retried(monkeypatch):
 
 
 def test_close_lets_a_reconcile_in_flight_finish_and_cancels_one_past_the_drain():
-    """A stopping replica (failover, upgrade) must not cut a reconcile between two creates: the
-    token Secret made, the access Role that marks it as the operator's not yet, which the next
-    replica cannot tell from a planted Secret (a conflict it never clears)."""
+    """A stopping replica (failover, upgrade) lets a reconcile finish rather than cut it
+    between two creates (a token Secret made, its name not yet recorded, is left an orphan)."""
     async def main():
         steps = []
         second = asyncio.Event()

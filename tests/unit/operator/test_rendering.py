@@ -143,9 +143,21 @@ def test_secret_holds_the_given_token():
     token = rendering.new_token()
     assert len(token) == 64 and token != rendering.new_token()
     secret = rendering.render_secret(mesh("trainer"), token)
-    assert secret["metadata"]["name"] == "trainer-token"
+    assert "name" not in secret["metadata"]  # the API server picks it: nobody had it first
+    assert secret["metadata"]["generateName"] == "trainer-token-"
     assert base64.b64decode(secret["data"]["token"]).decode() == token
     assert secret["metadata"]["ownerReferences"][0]["name"] == "trainer"
+    again = rendering.render_secret(mesh("trainer"), token, "trainer-token-x7k2p")
+    assert again["metadata"]["name"] == "trainer-token-x7k2p"
+    assert "generateName" not in again["metadata"]
+
+
+def test_pods_and_role_name_the_recorded_secret():
+    recorded = mesh("trainer", status={"tokenSecretName": "trainer-token-x7k2p"})
+    pod = rendering.render_pod(recorded, 0, rendering.ProcPlacement(), SETTINGS)
+    assert pod["spec"]["volumes"][0]["secret"]["secretName"] == "trainer-token-x7k2p"
+    role = rendering.render_access_role(recorded)
+    assert role["rules"][1]["resourceNames"] == ["trainer-token-x7k2p"]
 
 
 def test_rendering_is_deterministic():

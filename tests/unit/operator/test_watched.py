@@ -114,14 +114,16 @@ def child_requests(client):
 
 
 def test_children_are_checked_at_the_first_reconcile_and_at_resync_only():
-    """A new mesh's children are created without a read first; later reconciles and resync
+    """A new mesh's children are created without a read first (the Role is read once before,
+    by the token Secret step: an older operator's mesh has one naming its Secret, token_secrets.py);
+    later reconciles and resync
     passes leave them alone until CHILD_CHECK_RESYNCS passes later, when the resync reads them
     (they exist), creates nothing, and reads the mesh fresh once."""
     ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),))})
     ctl.mesh_event("ADDED", copy.deepcopy(client.objects[MESH_PATH]))
     for _ in range(3):
         asyncio.run(ctl.reconcile(KEY))
-    assert child_requests(client) == [("create", "Role"), ("create", "Service")]
+    assert child_requests(client) == [("get", "Role"), ("create", "Role"), ("create", "Service")]
 
     async def resync_then_reconcile():
         ctl.start()
