@@ -56,6 +56,17 @@ class Recorder(Actor):
         return seconds
 
     @endpoint
+    def wait_for(self, path: str, limit: float = 60.0) -> bool:
+        """Return once ``path`` exists (False after ``limit`` seconds): a call held in flight
+        for exactly as long as a test needs, whatever the machine's load."""
+        deadline = time.monotonic() + limit
+        while not os.path.exists(path):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    @endpoint
     def fail(self, message: str) -> None:
         raise KeyError(message)
 

@@ -28,7 +28,7 @@ from tests.integration.local.actors import Recorder
 
 
 def cut(mesh, index):
-    """Break the client's TCP connection to proc ``index`` underneath it (the proc lives on)."""
+    """Break the client's connection (TCP or unix) to proc ``index`` underneath it (the proc lives on)."""
     peer = mesh._group.peers[index]
     peer._channel.stream.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
     return peer
@@ -43,7 +43,7 @@ def settle_supervision():
 
 CONTROLLER = textwrap.dedent(
     """
-    import os, signal, socket, sys, time
+    import os, signal, socket, sys, tempfile, time
     from mesh_client import ConnectionBroken, this_host
     from tests.integration.local.actors import Recorder
     from tests.integration.local.test_broken_links import cut, settle_supervision
@@ -52,13 +52,15 @@ CONTROLLER = textwrap.dedent(
     second = mesh.spawn("rec", Recorder).slice(gpus=1)
     pid = second.where.call_one().get(timeout=60)["pid"]
     assert second.record.call_one("before").get(timeout=60) == 1
-    in_flight = second.sleep.call_one(2)
+    gate = os.path.join(tempfile.mkdtemp(), "open")
+    in_flight = second.wait_for.call_one(gate)
     cut(mesh, 1)
     try:
         in_flight.get(timeout=60)
         print("the call in flight succeeded")
     except ConnectionBroken as exc:
         print(f"in flight: {exc}")
+    open(gate, "w").close()
     settle_supervision()
     print(f"same pid: {second.where.call_one().get(timeout=60)['pid'] == pid}")
     print(f"after: {second.record.call_one('after').get(timeout=60)}")
@@ -79,7 +81,7 @@ def test_a_cut_connection_leaves_the_controller_running_and_a_death_still_ends_i
     done = subprocess.run([sys.executable, "-c", CONTROLLER], capture_output=True, text=True, timeout=180,
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     out = done.stdout
-    assert "in flight: Endpoint call rec.sleep() failed: the connection to proc links[gpus=1]" in out, (out, done.stderr)
+    assert "in flight: Endpoint call rec.wait_for() failed: the connection to proc links[gpus=1]" in out, (out, done.stderr)
     assert "but the proc is alive" in out and "may or may not have run" in out
     assert "same pid: True" in out
     assert "after: 2" in out  # the same actor, its state kept
@@ -89,15 +91,17 @@ def test_a_cut_connection_leaves_the_controller_running_and_a_death_still_ends_i
     assert "killed by SIGKILL" in done.stderr
 
 
-def test_no_fault_for_a_cut_and_the_old_peer_forwards(faults):
+def test_no_fault_for_a_cut_and_the_old_peer_forwards(faults, tmp_path):
     with this_host().spawn_procs(per_host={"gpus": 2}, name="cutin") as mesh:
         rec = mesh.spawn("rec", Recorder)
         first = rec.slice(gpus=0)
         assert first.record.call_one("a").get(timeout=60) == 1
-        in_flight = first.sleep.call_one(1)
+        gate = tmp_path / "open"
+        in_flight = first.wait_for.call_one(str(gate))  # held until the gate opens, after the cut
         old = cut(mesh, 0)
         with pytest.raises(ConnectionBroken, match="may or may not have run"):
             in_flight.get(timeout=60)
+        gate.touch()
         assert old.relinked() is mesh._group.peers[0] is not old  # the successor, swapped in the group
         status, _, _ = old.request((ops.IDENTIFY,), (), lambda raw: raw).get(timeout=60)
         assert status == peers.OK  # a holder of the old peer is served by its successor
@@ -120,7 +124,7 @@ def test_a_proc_that_died_is_still_a_fault(faults):
         assert mesh._group.peers[0].relinked() is None
 
 
-def test_a_cut_under_a_tree_routed_call_is_a_broken_link_too(faults):
+def test_a_cut_under_a_tree_routed_call_is_a_broken_link_too(faults, tmp_path):
     from mesh_client import options
 
     with this_host().spawn_procs(per_host={"gpus": 3}, name="treecut") as mesh:
@@ -131,10 +135,12 @@ def test_a_cut_under_a_tree_routed_call_is_a_broken_link_too(faults):
         finally:
             options.tree_fanout_min, options.tree_branching = before
         assert list(rec.record.call("a").get(timeout=60).values()) == [1, 1, 1]
-        in_flight = rec.sleep.call(1)
+        gate = tmp_path / "open"
+        in_flight = rec.wait_for.call(str(gate))  # held until the gate opens, after the cut
         cut(mesh, 0)
         with pytest.raises(ConnectionBroken, match=r"treecut\[gpus=0\].*but the proc is alive.*may or may not have run"):
             in_flight.get(timeout=60)
+        gate.touch()
         assert list(rec.record.call("b").get(timeout=60).values()) == [2, 2, 2]  # through the new link
         settle_supervision()
         assert faults.named("rec") == []
@@ -150,7 +156,7 @@ def cut_links_to(address):
     return n
 
 
-def test_a_forwarder_whose_link_to_a_live_child_broke_says_so(faults):
+def test_a_forwarder_whose_link_to_a_live_child_broke_says_so(faults, tmp_path):
     from mesh_client import options
 
     with this_host().spawn_procs(per_host={"gpus": 3}, name="fwdcut") as mesh:
@@ -161,10 +167,12 @@ def test_a_forwarder_whose_link_to_a_live_child_broke_says_so(faults):
         finally:
             options.tree_fanout_min, options.tree_branching = before
         assert list(rec.record.call("a").get(timeout=60).values()) == [1, 1, 1]
-        in_flight = rec.sleep.call(1)
+        gate = tmp_path / "open"
+        in_flight = rec.wait_for.call(str(gate))  # held until the gate opens, however long the cut takes
         assert mesh.slice(gpus=0).run(functools.partial(cut_links_to, mesh._group.addresses[2])).get(timeout=60) == [1]
         with pytest.raises(ConnectionBroken, match=r"fwdcut\[gpus=2\].*but the proc is alive.*may or may not have run"):
             in_flight.get(timeout=60)
+        gate.touch()
         assert list(rec.record.call("b").get(timeout=60).values()) == [2, 2, 2]  # proc 0 reached 2 again
         settle_supervision()
         assert faults.named("rec") == []

@@ -85,7 +85,7 @@ def test_respawn_brings_the_old_handles_back(faults):
 
 
 def cut(mesh, index):
-    """Break the client's TCP connection to proc ``index`` underneath it (the proc lives on)."""
+    """Break the client's connection (TCP or unix) to proc ``index`` underneath it (the proc lives on)."""
     peer = mesh._group.peers[index]
     peer._channel.stream.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
     return peer
@@ -102,10 +102,12 @@ def test_reconnect_reaches_a_live_proc_whose_connection_broke(faults, tmp_path):
         rec = mesh.spawn("rec", Recorder)
         pid = rec.slice(gpus=1).where.call_one().get()["pid"]
         assert rec.slice(gpus=1).record.call_one("before").get() == 1
-        in_flight = rec.slice(gpus=1).sleep.call_one(1)
+        gate = tmp_path / "open"
+        in_flight = rec.slice(gpus=1).wait_for.call_one(str(gate))  # in flight until after the cut
         peer = cut(mesh, 1)
         with pytest.raises(ConnectionBroken):  # reached again at once, without reconnect()
             in_flight.get(timeout=60)
+        gate.touch()
         assert peer.lost and mesh._group.peers[1] is not peer
 
         assert mesh.reconnect() == []  # nothing restarted
@@ -117,16 +119,18 @@ def test_reconnect_reaches_a_live_proc_whose_connection_broke(faults, tmp_path):
         assert [f.crashed_ranks for f in faults.wait("rec")] == [[1]]
 
 
-def test_reconnect_reaches_a_live_proc_that_could_not_be_told_alive(faults):
+def test_reconnect_reaches_a_live_proc_that_could_not_be_told_alive(faults, tmp_path):
     with this_host().spawn_procs(per_host={"gpus": 1}, name="unknown") as mesh:
         rec = mesh.spawn("rec", Recorder)
         pid = rec.where.call_one().get(timeout=60)["pid"]
         peer = mesh._group.peers[0]
         peer.identity = None  # as if the link broke before the proc said who it was
-        in_flight = rec.sleep.call_one(1)
+        gate = tmp_path / "open"
+        in_flight = rec.wait_for.call_one(str(gate))  # in flight until after the cut
         cut(mesh, 0)
         with pytest.raises(SupervisionError) as lost:
             in_flight.get(timeout=60)
+        gate.touch()
         assert not isinstance(lost.value, ConnectionBroken)
         assert faults.wait("rec")[0].crashed_ranks == [0]  # counted gone: a fault, as before
         assert mesh.reconnect() == []  # but it lives: reached again where it is
