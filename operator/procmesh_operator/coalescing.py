@@ -44,10 +44,12 @@ def _ready(status: Mapping[str, Any]) -> bool:
 
 def significant(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
     """Whether going from ``old`` to ``new`` changes what the status says (see the module
-    docstring), rather than only its progress. Call it on statuses that differ."""
+    docstring), rather than only its progress. Call it on statuses that differ. Only the fields
+    of ``new`` count: the write is a merge patch of ``new``, so a field only ``old`` has (one that
+    another step records, such as ``renderedHostPlacement``) stays as it is."""
     if not old or _ready(old) or _ready(new):
         return True
-    for key in set(old) | set(new):
+    for key in new:
         if key in PROGRESS_FIELDS:
             continue
         if key == "conditions":

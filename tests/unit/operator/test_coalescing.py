@@ -70,6 +70,15 @@ def test_what_the_status_says_is_significant():
     assert not changed(lambda s: condition(s, contract.READY).update(message="1 of 2 ready"))
 
 
+def test_a_field_only_the_written_status_has_is_no_change():
+    m = mesh(per_host=(("procs", 4),))
+    first = statuses.compute_status(m, None, starting(m, (), ()), planning.Plan())
+    first["renderedHostPlacement"] = contract.HOSTS_ON_ANY_NODES  # recorded by upgrading.py
+    later = statuses.compute_status(m, first, starting(m, (0,), (0, 1)), planning.Plan())
+    assert "renderedHostPlacement" not in later  # a merge patch of `later` leaves it as it is
+    assert not coalescing.significant(first, later)  # so progress alone stays throttled
+
+
 def test_any_change_of_a_ready_mesh_is_significant():
     m = mesh(per_host=(("procs", 2),))
     ready = statuses.compute_status(m, None, starting(m, (0, 1), (0, 1)), planning.Plan())
