@@ -1,17 +1,17 @@
 """A future that threads block on with ``get()`` and coroutines ``await``.
 
 Results arrive raw (as the reactor saw them) and are decoded on first use in the thread that
-asks, so the I/O thread never unpickles user payloads.
+asks, so the I/O thread never unpickles user payloads. A thread about to wait for one first
+writes the frames this process holds back (:mod:`.coalescing`): its own request may be among them.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-if TYPE_CHECKING:
-    pass
+from mesh_client._src.runtime import coalescing
 
 R = TypeVar("R")
 
@@ -86,6 +86,7 @@ class Future(Generic[R]):
     def _wait(self, timeout: float | None) -> None:
         if self._done:
             return
+        coalescing.flush_all()
         if not self._done_lock.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
             raise TimeoutError(f"no result within {timeout} s")
         self._done_lock.release()
@@ -123,6 +124,8 @@ class Future(Generic[R]):
     def __await__(self) -> Generator[Any, None, R]:
         if not self._done:
             import asyncio  # loaded only by programs that await (it costs ~35 ms at start-up)
+
+            coalescing.flush_all()
 
             loop = asyncio.get_running_loop()
             waiter = loop.create_future()
