@@ -32,7 +32,6 @@ import threading
 from collections.abc import Sequence
 from typing import Protocol
 
-
 #: The longest a held frame waits for its batch to be written (by the reactor's timer).
 HOLD_SECONDS = 0.0002
 
