@@ -136,7 +136,7 @@ class Channel:
             raise ChannelClosed(self.close_reason or str(exc)) from exc
         try:
             with self._send_lock:
-                if self.state is ChannelState.CLOSED:  # closed since the check: nothing may stay held
+                if self.state is ChannelState.CLOSED:  # type: ignore[comparison-overlap]  # closed by another thread since the check: nothing may stay held
                     raise ChannelClosed(self.close_reason or f"channel {self.display} is closed")
                 outbox = self._outbox
                 if hold and outbox.holdable(pieces):
