@@ -7,7 +7,7 @@ order, in one write when the first of these comes:
 
 - the next frame that is not held (it is written behind them, in the same write),
 - the outbox reaching :attr:`Outbox.MAX_BYTES` or :attr:`Outbox.MAX_FRAMES`,
-- a thread about to wait for a result (:func:`flush_all`, from ``Future.get`` and ``await``),
+- a thread about to wait for a result (:func:`waiting`, from ``Future.get`` and ``await``),
 - an actor thread whose queue ran dry,
 - the reactor, :data:`HOLD_SECONDS` after the batch began (a timer the channel sets when it
   starts holding), so a held frame never waits longer than that, even if its sender never
@@ -109,6 +109,25 @@ def forget(channel: Flushable) -> None:
     """``channel`` holds nothing any more."""
     with _holding_lock:
         _holding.pop(channel, None)
+
+
+_threads = threading.local()  # .burst: this thread sent, and has not waited for a result since
+
+
+def sending() -> bool:
+    """Note a send by this thread; True if it sent before without waiting for a result in
+    between (it is issuing calls back to back: a burst, worth holding frames for)."""
+    burst: bool = getattr(_threads, "burst", False)
+    if not burst:
+        _threads.burst = True
+    return burst
+
+
+def waiting() -> None:
+    """This thread is about to wait for a result: write what is held, and its next send
+    begins a new burst (a caller that waits after every call never has its frames held)."""
+    _threads.burst = False
+    flush_all()
 
 
 def flush_all() -> None:

@@ -21,11 +21,12 @@ _UNSET: Any = object()
 class Future(Generic[R]):
     """The eventual result of a call: ``fut.get(timeout=None)`` or ``await fut``."""
 
-    __slots__ = ("_done_lock", "_lock", "_done", "_raw", "_decode", "_value", "_error", "_callbacks")
+    __slots__ = ("_waiter", "_lock", "_done", "_raw", "_decode", "_value", "_error", "_callbacks")
 
     def __init__(self, decode: Callable[[Any], R] | None = None) -> None:
-        self._done_lock = threading.Lock()
-        self._done_lock.acquire()
+        # What a thread blocks on, made by the first one that has to (most futures of pipelined
+        # calls are done before anyone asks: they never need one); released when done.
+        self._waiter: threading.Lock | None = None
         self._lock = threading.Lock()
         self._done = False
         self._raw: Any = None
@@ -47,7 +48,9 @@ class Future(Generic[R]):
             self._raw = raw
             self._done = True
             callbacks, self._callbacks = self._callbacks, None
-        self._done_lock.release()
+            waiter = self._waiter
+        if waiter is not None:
+            waiter.release()
         if callbacks:
             for cb in callbacks:
                 cb(self)
@@ -86,10 +89,17 @@ class Future(Generic[R]):
     def _wait(self, timeout: float | None) -> None:
         if self._done:
             return
-        coalescing.flush_all()
-        if not self._done_lock.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
+        coalescing.waiting()
+        with self._lock:
+            if self._done:
+                return
+            waiter = self._waiter
+            if waiter is None:
+                waiter = self._waiter = threading.Lock()
+                waiter.acquire()
+        if not waiter.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
             raise TimeoutError(f"no result within {timeout} s")
-        self._done_lock.release()
+        waiter.release()  # the next thread waiting for this future goes on too
 
     def _outcome(self) -> R:
         if self._value is _UNSET and self._error is None:
@@ -125,7 +135,7 @@ class Future(Generic[R]):
         if not self._done:
             import asyncio  # loaded only by programs that await (it costs ~35 ms at start-up)
 
-            coalescing.flush_all()
+            coalescing.waiting()
 
             loop = asyncio.get_running_loop()
             waiter = loop.create_future()

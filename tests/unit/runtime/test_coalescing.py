@@ -255,3 +255,21 @@ def test_a_peer_that_reads_nothing_never_blocks_the_reactor_and_gets_the_frames_
     data = received(theirs, filler + 5 * size(frame(0)))  # reading makes room: the reactor retries
     assert data[:filler] == b"f" * filler
     assert parse(data[filler:]) == [[b"%08d" % i, b"x" * 8] for i in range(5)]
+
+
+def test_a_thread_bursts_from_its_second_send_until_it_waits():
+    import threading
+
+    def sends():
+        return [coalescing.sending() for _ in range(3)]
+
+    coalescing.waiting()
+    assert sends() == [False, True, True]
+    coalescing.waiting()
+    assert sends() == [False, True, True]
+    other = []
+    t = threading.Thread(target=lambda: other.extend(sends()))
+    t.start()
+    t.join()
+    assert other == [False, True, True]  # each thread its own
+    assert coalescing.sending() is True  # this one is still bursting
