@@ -139,12 +139,14 @@ class Channel:
                 if self.state is ChannelState.CLOSED:  # type: ignore[comparison-overlap]  # closed by another thread since the check: nothing may stay held
                     raise ChannelClosed(self.close_reason or f"channel {self.display} is closed")
                 outbox = self._outbox
-                if hold and outbox.holdable(pieces):
-                    if outbox.hold(pieces):  # a new batch: the reactor writes it if nobody does sooner
-                        coalescing.note(self)
-                        self._reactor.call_later(coalescing.HOLD_SECONDS, self._flush_soon)
-                    if not outbox.full():
-                        return
+                held = outbox.hold(pieces) if hold else coalescing.REFUSED
+                if held == coalescing.HELD:
+                    return
+                if held == coalescing.BEGAN:  # a new batch: the reactor writes it if nobody does sooner
+                    coalescing.note(self)
+                    self._reactor.call_later(coalescing.HOLD_SECONDS, self._flush_soon)
+                    return
+                if held == coalescing.FULL:
                     pieces = [outbox.take()]
                     coalescing.forget(self)
                 elif outbox:  # behind the held ones, in the same write

@@ -40,6 +40,10 @@ class Flushable(Protocol):
     def flush(self, block: bool = True) -> None: ...
 
 
+# What Outbox.hold did with a frame.
+REFUSED, BEGAN, HELD, FULL = 0, 1, 2, 3
+
+
 class Outbox:
     """The held frames of one connection, in the order they were sent, as one buffer."""
 
@@ -61,25 +65,21 @@ class Outbox:
     def __len__(self) -> int:
         return len(self._data)
 
-    @classmethod
-    def holdable(cls, pieces: Sequence[bytes | bytearray | memoryview]) -> bool:
-        """Whether a frame of these pieces is small enough to hold."""
-        total = 0
-        for p in pieces:
-            total += p.nbytes if type(p) is memoryview else len(p)
-        return total <= cls.MAX_FRAME
-
-    def hold(self, pieces: Sequence[bytes | bytearray | memoryview]) -> bool:
-        """Append one frame (copied); True if the outbox was empty before (a new batch)."""
+    def hold(self, pieces: Sequence[bytes | bytearray | memoryview]) -> int:
+        """Append one frame (copied) if it is small: :data:`BEGAN` (the outbox was empty: a new
+        batch), :data:`HELD`, :data:`FULL` (held, and the batch is to be written now), or
+        :data:`REFUSED` (too large to hold: nothing appended). One call per frame, on the hot path."""
         data = self._data
-        fresh = not data
+        before = len(data)
         for p in pieces:
             data += p
+        if len(data) - before > self.MAX_FRAME:
+            del data[before:]
+            return REFUSED
         self.frames += 1
-        return fresh
-
-    def full(self) -> bool:
-        return self.frames >= self.MAX_FRAMES or len(self._data) >= self.MAX_BYTES
+        if self.frames >= self.MAX_FRAMES or len(data) >= self.MAX_BYTES:
+            return FULL
+        return BEGAN if before == 0 else HELD
 
     def take(self) -> bytearray:
         """Everything held, emptying the outbox (the caller writes it)."""

@@ -97,36 +97,36 @@ def size(pieces):
 def test_the_outbox_keeps_frames_in_order_and_says_when_a_batch_begins():
     box = coalescing.Outbox()
     assert not box
-    assert box.hold(frame(0)) is True
-    assert box.hold(frame(1)) is False
+    assert box.hold(frame(0)) == coalescing.BEGAN
+    assert box.hold(frame(1)) == coalescing.HELD
     assert box.frames == 2
     data = box.take()
     assert not box and box.frames == 0
     assert parse(data) == [[b"%08d" % i, b"x" * 8] for i in range(2)]
-    assert box.hold(frame(2)) is True  # emptied: the next frame begins a new batch
+    assert box.hold(frame(2)) == coalescing.BEGAN  # emptied: the next frame begins a new batch
 
 
-def test_only_small_frames_are_held():
-    assert coalescing.Outbox.holdable(frame(0, coalescing.Outbox.MAX_FRAME - 100))
-    assert not coalescing.Outbox.holdable(frame(0, coalescing.Outbox.MAX_FRAME))
+def test_only_small_frames_are_held_and_a_refused_one_leaves_the_batch_as_it_was():
+    box = coalescing.Outbox()
+    box.hold(frame(0))
+    before = bytes(box._data)
+    assert box.hold(frame(1, coalescing.Outbox.MAX_FRAME)) == coalescing.REFUSED
     view = memoryview(bytearray(coalescing.Outbox.MAX_FRAME + 1))
-    assert not coalescing.Outbox.holdable([b"head", view])
+    assert box.hold([b"head", view]) == coalescing.REFUSED
+    assert bytes(box._data) == before and box.frames == 1
+    assert box.hold(frame(2, coalescing.Outbox.MAX_FRAME - 100)) == coalescing.HELD
 
 
 def test_the_outbox_is_full_at_its_frame_or_byte_bound():
     box = coalescing.Outbox()
     for i in range(coalescing.Outbox.MAX_FRAMES - 1):
-        box.hold(frame(i))
-        assert not box.full()
-    box.hold(frame(0))
-    assert box.full()
+        assert box.hold(frame(i)) in (coalescing.BEGAN, coalescing.HELD)
+    assert box.hold(frame(0)) == coalescing.FULL
     box = coalescing.Outbox()
     big = coalescing.Outbox.MAX_FRAME - 100
     while len(box) + size(frame(0, big)) < coalescing.Outbox.MAX_BYTES:
-        box.hold(frame(0, big))
-        assert not box.full()
-    box.hold(frame(0, big))
-    assert box.full()
+        assert box.hold(frame(0, big)) in (coalescing.BEGAN, coalescing.HELD)
+    assert box.hold(frame(0, big)) == coalescing.FULL
 
 
 def test_unwritten_bytes_go_back_in_front_of_later_frames():
