@@ -15,6 +15,7 @@ import time
 import pytest
 
 from mesh_client import SupervisionError, this_host
+from mesh_client._src.runtime import coalescing
 from tests.integration.local.coalescing_actors import WAIT_SECONDS, Sequencer
 
 TIMEOUT = 120.0  # generous: a call that hangs fails the test, a slow machine does not
@@ -104,3 +105,23 @@ def test_killing_a_proc_with_held_requests_and_replies_fails_every_pending_call(
         assert answered == list(range(len(answered)))  # those answered before the kill, in order
         assert "lost" in outcomes[1:]
         faults.wait("seq")
+
+
+def test_a_call_after_a_wait_goes_out_at_once_and_one_behind_a_call_in_flight_is_held(proc, tmp_path, monkeypatch):
+    monkeypatch.setattr(coalescing, "HOLD_SECONDS", 600.0)  # only this test's own steps write what is held
+    busy, seq = proc.spawn("busy", Sequencer), proc.spawn("seq", Sequencer)
+    assert seq.index.call_one(0).get(timeout=TIMEOUT) == 0
+    channel = seq._group.peers[0]._channel
+    first = seq.index.call_one(1)  # only watches in flight: written now, by this thread
+    assert not channel._outbox
+    assert first.get(timeout=TIMEOUT) == 1
+    gate = str(tmp_path / "gate")
+    long_call = busy.wait_for.call_one(gate)  # after a wait: written at once too
+    assert not channel._outbox
+    behind = seq.index.call_one(2)  # back to back, a call in flight: held
+    assert channel._outbox
+    assert behind.get(timeout=TIMEOUT) == 2  # written by the wait
+    open(gate, "w").close()
+    assert long_call.get(timeout=TIMEOUT) is True
+    busy.stop().get(timeout=TIMEOUT)
+    seq.stop().get(timeout=TIMEOUT)
