@@ -49,7 +49,7 @@ def head_struct(count: int) -> struct.Struct:
     return st
 
 
-def encode(kind: Kind, segments: Sequence[bytes | bytearray | memoryview], field: int = 0) -> list[bytes | bytearray | memoryview]:
+def encode(kind: Kind | int, segments: Sequence[bytes | bytearray | memoryview], field: int = 0) -> list[bytes | bytearray | memoryview]:
     """Return the pieces of one frame, ready for ``socket.sendmsg`` (segments are not copied)."""
     count = len(segments)
     st = _HEADS.get(count) or head_struct(count)  # runs for every message: no calls it can skip
