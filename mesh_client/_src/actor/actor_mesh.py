@@ -19,7 +19,7 @@ from mesh_client._src.actor.errors import NotAnEndpoint, SupervisionError
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.actor.value_mesh import ValueMesh
-from mesh_client._src.runtime import futures, gathering, ops, peers
+from mesh_client._src.runtime import coalescing, futures, gathering, ops, peers
 from mesh_client._src.runtime.futures import Future
 from mesh_client._src.wire import envelopes, serialization
 
@@ -239,7 +239,13 @@ class ActorEndpoint(Generic[R]):
         arrived: queue.SimpleQueue[Future[R]] = queue.SimpleQueue()
         for fut in futs:
             fut.add_done_callback(arrived.put)
-        return (arrived.get() for _ in futs)
+
+        def in_arrival_order() -> Iterator[Future[R]]:
+            for _ in futs:
+                coalescing.waiting()  # about to wait: held requests go out now (runtime/coalescing.py)
+                yield arrived.get()
+
+        return in_arrival_order()
 
     def broadcast(self, *args: Any, **kwargs: Any) -> None:
         self._send(range(len(self._mesh._shape)), args, kwargs, reply=False)
