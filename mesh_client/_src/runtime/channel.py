@@ -11,8 +11,8 @@ channel over an in-memory stream by calling :meth:`Channel.on_readable` themselv
 
 A sender that knows more is coming may ask for its frame to be *held* (``send(..., hold=True)``):
 small frames then wait in the channel's :class:`~mesh_client._src.runtime.coalescing.Outbox`
-and go out together, in order, at the latest on the reactor's next pass (:mod:`.coalescing`
-says who flushes when). Any frame not held is written behind those held before it.
+and go out together, in order, at the latest ``coalescing.HOLD_SECONDS`` after the batch
+began, by a reactor timer (:mod:`.coalescing` says who else writes them, and when). Any frame not held is written behind those held before it.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ class Channel:
         """Send one message; raises :class:`ChannelClosed` if the connection is gone.
 
         ``hold``: more is coming, so a small frame may wait in the outbox (copied) to go out
-        with the next ones; it goes at the latest on the reactor's next pass."""
+        with the next ones; it goes at the latest ``coalescing.HOLD_SECONDS`` later."""
         if self.state is not _ACTIVE:
             raise ChannelClosed(self.close_reason or f"channel {self.display} is not active")
         try:
@@ -193,7 +193,7 @@ class Channel:
             self._reactor.call_later(retry, self._flush_soon)
 
     def _flush_soon(self) -> None:
-        """The reactor's pass at the held frames (it must never block)."""
+        """The reactor's timer (or retry) at the held frames: it must never block."""
         self.flush(block=False)
 
     def _write_now(self, data: bytearray) -> bytearray:

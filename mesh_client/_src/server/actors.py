@@ -139,9 +139,10 @@ class ActorRunner:
     def _run(self) -> None:
         """Serve the queue. While more work is queued, a call's reply is held (coalescing) to
         go out with the next ones, in one write: they are all written when the queue runs dry,
-        before an endpoint that is not known to be quick, and at the latest on the reactor's
-        next pass (which runs as soon as this thread blocks or yields the GIL), so a held
-        reply never waits for a slow or blocking endpoint."""
+        before an endpoint that is not known to be quick, and at the latest by the reactor's
+        timer, ``coalescing.HOLD_SECONDS`` after the batch began (it runs as soon as this
+        thread blocks or yields the GIL), so a held reply never waits for a slow or blocking
+        endpoint."""
         work_queue = self._queue
         held: set[Channel] = set()  # channels this thread may have left replies held on
         clock = time.perf_counter
