@@ -63,8 +63,8 @@ def pair():
     )
     ch._sock = ours  # as start() sets it, for the non-blocking writes of the reactor's timer
     yield ch, theirs, closed
+    theirs.close()  # first: a close that writes held frames to a full socket fails at once instead of blocking
     ch.close("test over")
-    theirs.close()
 
 
 def received(sock, at_least, timeout=30.0):
