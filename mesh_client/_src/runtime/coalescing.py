@@ -28,6 +28,7 @@ holding frames; the writing, its lock and its errors are the channel's.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from typing import Protocol
@@ -97,6 +98,16 @@ class Outbox:
 # so the oldest batch goes first.
 _holding: dict[Flushable, None] = {}
 _holding_lock = threading.Lock()
+
+
+def _forget_all_in_child() -> None:
+    """A forked child shares its parent's sockets: what the parent held is the parent's to write."""
+    global _holding_lock
+    _holding.clear()
+    _holding_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_all_in_child)
 
 
 def note(channel: Flushable) -> None:

@@ -273,3 +273,23 @@ def test_a_thread_bursts_from_its_second_send_until_it_waits():
     t.join()
     assert other == [False, True, True]  # each thread its own
     assert coalescing.sending() is True  # this one is still bursting
+
+
+def test_a_forked_child_never_writes_what_its_parent_held(pair, slow_timer):
+    import os
+
+    ch, theirs, _ = pair
+    ch.send([b"%08d" % 0, b"x" * 8], hold=True)
+    pid = os.fork()
+    if pid == 0:  # the child: a wait there must not write the parent's frame on the shared socket
+        code = 0
+        try:
+            coalescing.waiting()
+            code = 3 if coalescing._holding else 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert nothing_waiting(theirs)  # the child wrote nothing
+    ch.flush()
+    assert parse(received(theirs, size(frame(0)))) == [[b"%08d" % 0, b"x" * 8]]  # once, by the parent
