@@ -6,7 +6,7 @@ then spawn 8 local procs, and the median of 1500 ``call_one`` no-ops on one acto
 ``call()`` fan-outs to all 8, and the CPU time
 per ``call_one`` of the controller and of the proc, and per fan-out of the controller and of the
 8 procs together (all their threads); then 10,000 pipelined
-``call_one``s and the median of 200 echoes of 1 MiB. Runs alternate between the checkouts, so
+``call_one``s (and their CPU time per call on each side) and the median of 200 echoes of 1 MiB. Runs alternate between the checkouts, so
 load that comes and goes hits both alike.
 
     python benchmarks/call_ab.py /tmp/main-snap . --runs 8          # table
@@ -138,11 +138,13 @@ for _ in range(300):
     t = time.perf_counter(); actors.noop.call().get(); fan.append(time.perf_counter() - t)
 after, mine = actors.cpu.call().get(), time.process_time() - mine
 fan_procs = sum(after.item(gpus=g) - theirs.item(gpus=g) for g in range(8))
+mine, theirs = time.process_time(), one.cpu.call_one().get()
 t = time.perf_counter()
 futures = [one.noop.call_one() for _ in range(10000)]
 for f in futures:
     f.get()
 pipelined = 10000 / (time.perf_counter() - t)
+pipe_theirs, pipe_mine = one.cpu.call_one().get() - theirs, time.process_time() - mine
 blob = os.urandom(1 << 20)
 big = []
 for _ in range(200):
@@ -151,7 +153,8 @@ assert back == blob
 print(json.dumps({**raw, "call_one_p50_us": statistics.median(lat) * 1e6, "fanout8_p50_us": statistics.median(fan) * 1e6,
                   "controller_cpu_us_per_call": cpu_mine / 1500 * 1e6, "proc_cpu_us_per_call": cpu_theirs / 1500 * 1e6,
                   "controller_cpu_us_per_fanout": mine / 300 * 1e6, "procs_cpu_us_per_fanout": fan_procs / 300 * 1e6,
-                  "pipelined_calls_per_s": pipelined, "echo_1mib_p50_us": statistics.median(big) * 1e6}))
+                  "pipelined_calls_per_s": pipelined, "controller_cpu_us_per_pipelined": pipe_mine / 10000 * 1e6,
+                  "proc_cpu_us_per_pipelined": pipe_theirs / 10000 * 1e6, "echo_1mib_p50_us": statistics.median(big) * 1e6}))
 procs.stop().get()
 """
 
@@ -159,7 +162,7 @@ procs.stop().get()
 # than latency does (a loaded 2-core machine delays wake-ups, not work).
 KEYS = ("call_one_p50_us", "fanout8_p50_us", "controller_cpu_us_per_call", "proc_cpu_us_per_call",
         "controller_cpu_us_per_fanout", "procs_cpu_us_per_fanout",
-        "pipelined_calls_per_s", "echo_1mib_p50_us",
+        "pipelined_calls_per_s", "controller_cpu_us_per_pipelined", "proc_cpu_us_per_pipelined", "echo_1mib_p50_us",
         "raw_call_p50_us", "raw_fanout8_p50_us", "raw_client_cpu_us_per_call", "raw_server_cpu_us_per_call",
         "raw_echo_1mib_p50_us", "raw_unix_call_p50_us", "raw_unix_fanout8_p50_us", "raw_unix_client_cpu_us_per_call",
         "raw_unix_server_cpu_us_per_call", "raw_unix_echo_1mib_p50_us")

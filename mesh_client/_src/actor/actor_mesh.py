@@ -19,7 +19,7 @@ from mesh_client._src.actor.errors import NotAnEndpoint, SupervisionError
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.actor.value_mesh import ValueMesh
-from mesh_client._src.runtime import futures, gathering, ops, peers
+from mesh_client._src.runtime import coalescing, futures, gathering, ops, peers
 from mesh_client._src.runtime.futures import Future
 from mesh_client._src.wire import envelopes, serialization
 
@@ -87,6 +87,8 @@ class ActorMesh(MeshTrait, Generic[T]):
                 f" (endpoints: {sorted(self._endpoints)}); add a @endpoint decorator to it"
             )
         bound = self._bound[attr] = ActorEndpoint(self, attr)
+        # From now on found without __getattr__ (a failed lookup costs ~3 us, once per call).
+        self.__dict__[attr] = bound
         return bound
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -153,15 +155,24 @@ class ActorEndpoint(Generic[R]):
         self._method = method
         self._what = f"Actor call {mesh._name}.{method}"  # Monarch's words: "Actor call m.f failed"
         self._fields: dict[int, bytes] = {}  # index in the slice -> the envelope fields of a call there
+        self._decoders: dict[int, Callable[[Any], Any]] = {}  # index in the slice -> how its replies decode
+
+    def _decoder(self, i: int) -> Callable[[Any], Any]:
+        mesh = self._mesh
+        decode = self._decoders[i] = functools.partial(_decode, self._what, mesh._group.displays[mesh._shape.ranks[i]])
+        return decode
 
     def _send(self, indices: Sequence[int], args: tuple[Any, ...], kwargs: dict[str, Any], reply: bool = True) -> list[Future[Any]]:
         """One future per index: the call's outcome at that point of the mesh."""
         mesh = self._mesh
-        shape, group = mesh._shape, mesh._group
         payload = serialization.dumps((args, kwargs))
         if trees.routed(mesh):  # a big mesh: through a tree of its procs (trees.py says why)
             return trees.send(mesh, self._method, self._what, indices, payload, reply)
-        futs: list[Future[Any]] = [Future(functools.partial(_decode, self._what, group.displays[shape.ranks[i]])) for i in indices]
+        decoders = self._decoders
+        if len(indices) == 1:  # call_one, choose: no comprehension (its frame costs more than the rest)
+            futs: list[Future[Any]] = [Future(decoders.get(indices[0]) or self._decoder(indices[0]))]
+        else:
+            futs = [Future(decoders.get(i) or self._decoder(i)) for i in indices]
         self._post(indices, payload, futs if reply else None)
         if not reply:
             for fut in futs:
@@ -228,7 +239,13 @@ class ActorEndpoint(Generic[R]):
         arrived: queue.SimpleQueue[Future[R]] = queue.SimpleQueue()
         for fut in futs:
             fut.add_done_callback(arrived.put)
-        return (arrived.get() for _ in futs)
+
+        def in_arrival_order() -> Iterator[Future[R]]:
+            for _ in futs:
+                coalescing.waiting()  # about to wait: held requests go out now (runtime/coalescing.py)
+                yield arrived.get()
+
+        return in_arrival_order()
 
     def broadcast(self, *args: Any, **kwargs: Any) -> None:
         self._send(range(len(self._mesh._shape)), args, kwargs, reply=False)

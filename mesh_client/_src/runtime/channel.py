@@ -6,8 +6,13 @@ threads. Wire errors are mapped here, at the edge, into one close reason and a :
 
 The channel only uses the five methods of :class:`~mesh_client._src.runtime.streams.Stream`;
 the socket behind it (``get_extra_info("socket")``) matters only to :meth:`Channel.start`, which
-registers it with the reactor. Tests drive a channel over an in-memory stream by calling
-:meth:`Channel.on_readable` themselves.
+registers it with the reactor, and to the non-blocking writes of held frames. Tests drive a
+channel over an in-memory stream by calling :meth:`Channel.on_readable` themselves.
+
+A sender that knows more is coming may ask for its frame to be *held* (``send(..., hold=True)``):
+small frames then wait in the channel's :class:`~mesh_client._src.runtime.coalescing.Outbox`
+and go out together, in order, at the latest ``coalescing.HOLD_SECONDS`` after the batch
+began, by a reactor timer (:mod:`.coalescing` says who else writes them, and when). Any frame not held is written behind those held before it.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import socket
 import threading
 from collections.abc import Callable, Sequence
 
-from mesh_client._src.runtime import handshaking, streams
+from mesh_client._src.runtime import coalescing, handshaking, streams
 from mesh_client._src.runtime import reactor as reactor_mod
 from mesh_client._src.wire import envelopes, errors, protocol
 
@@ -27,12 +32,22 @@ READ_CHUNK = 64 * 1024
 # Until the peer has proved it holds the token it gets only this much: handshake frames are
 # under 100 bytes, and a flood of unauthenticated connections must not cost 64 KiB each.
 HANDSHAKE_READ_CHUNK = 1024
+# Held frames the socket would not take without blocking are tried again from the reactor,
+# after this long at first, then twice as long each time up to RETRY_MAX (a peer that reads
+# nothing must not cost a busy loop).
+RETRY_FIRST = 0.001
+RETRY_MAX = 0.05
 
 
 class ChannelState(enum.Enum):
     HANDSHAKE = "HANDSHAKE"
     ACTIVE = "ACTIVE"
     CLOSED = "CLOSED"
+
+
+# Looked up once: an enum member's attribute lookup costs more than the rest of a state check.
+_ACTIVE = ChannelState.ACTIVE
+_CLOSED = ChannelState.CLOSED
 
 
 class CloseKind(enum.Enum):
@@ -78,8 +93,11 @@ class Channel:
         self.bytes_received = 0  # a connection closed with none was a probe, not an attack
         self.authenticated = conn.state is protocol.State.AUTHENTICATED
         self._send_lock = threading.Lock()
+        self._outbox = coalescing.Outbox()  # held frames, guarded by _send_lock
+        self._retry = 0.0  # the delay of the reactor's next try at held frames, 0 while none is due
         self._reactor = reactor or reactor_mod.get_reactor()
         self._fileno = -1  # set by start(): the socket registered with the reactor
+        self._sock: socket.socket | None = None  # set by start(): for writes that must not block
         self._chunk = memoryview(bytearray(READ_CHUNK if self.authenticated else HANDSHAKE_READ_CHUNK))
         self.state = (
             ChannelState.ACTIVE if conn.state is protocol.State.AUTHENTICATED else ChannelState.HANDSHAKE
@@ -105,13 +123,17 @@ class Channel:
                 "drive an in-memory stream by calling on_readable() instead"
             )
         self._fileno = sock.fileno()
+        self._sock = sock
         self._reactor.register(self)
 
     # Writing (any thread) ---------------------------------------------------------------------
 
-    def send(self, segments: Sequence[bytes | bytearray | memoryview]) -> None:
-        """Send one message; raises :class:`ChannelClosed` if the connection is gone."""
-        if self.state is not ChannelState.ACTIVE:
+    def send(self, segments: Sequence[bytes | bytearray | memoryview], hold: bool = False) -> None:
+        """Send one message; raises :class:`ChannelClosed` if the connection is gone.
+
+        ``hold``: more is coming, so a small frame may wait in the outbox (copied) to go out
+        with the next ones; it goes at the latest ``coalescing.HOLD_SECONDS`` later."""
+        if self.state is not _ACTIVE:
             raise ChannelClosed(self.close_reason or f"channel {self.display} is not active")
         try:
             pieces = self.conn.send_message(segments)
@@ -119,10 +141,74 @@ class Channel:
             raise ChannelClosed(self.close_reason or str(exc)) from exc
         try:
             with self._send_lock:
+                if self.state is _CLOSED:  # closed by another thread since the check: nothing may stay held
+                    raise ChannelClosed(self.close_reason or f"channel {self.display} is closed")
+                outbox = self._outbox
+                held = outbox.hold(pieces) if hold else coalescing.REFUSED
+                if held == coalescing.HELD:
+                    return
+                if held == coalescing.BEGAN:  # a new batch: the reactor writes it if nobody does sooner
+                    coalescing.note(self)
+                    self._reactor.call_later(coalescing.HOLD_SECONDS, self._flush_soon)
+                    return
+                if held == coalescing.FULL:
+                    pieces = [outbox.take()]
+                    coalescing.forget(self)
+                elif outbox:  # behind the held ones, in the same write
+                    pieces = [outbox.take(), *pieces]
+                    coalescing.forget(self)
                 self.stream.write(pieces)
         except OSError as exc:
             self.close(f"connection to {self.display} broke while sending: {exc}", CloseKind.IO_ERROR)
             raise ChannelClosed(self.close_reason or str(exc)) from exc
+
+    def flush(self, block: bool = True) -> None:
+        """Write the held frames (any thread). ``block=False``: only what the socket takes now;
+        the reactor tries the rest again later (a thread about to wait, or the reactor itself,
+        must not get stuck behind a peer that does not read)."""
+        if not self._outbox:
+            return
+        retry = 0.0
+        try:
+            with self._send_lock:
+                outbox = self._outbox
+                if not outbox:
+                    return
+                data = outbox.take()
+                coalescing.forget(self)
+                if block or self._sock is None:
+                    self.stream.write([data])
+                else:
+                    rest = self._write_now(data)
+                    if rest:
+                        outbox.put_back(rest)
+                        coalescing.note(self)
+                        retry = self._retry = min(max(self._retry * 2, RETRY_FIRST), RETRY_MAX)
+                    else:
+                        self._retry = 0.0
+        except OSError as exc:
+            self.close(f"connection to {self.display} broke while sending: {exc}", CloseKind.IO_ERROR)
+            return
+        if retry:
+            self._reactor.call_later(retry, self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        """The reactor's timer (or retry) at the held frames: it must never block."""
+        self.flush(block=False)
+
+    def _write_now(self, data: bytearray) -> bytearray:
+        """Write as much of ``data`` as the socket takes without blocking; the rest."""
+        assert self._sock is not None
+        view = memoryview(data)
+        sent = 0
+        try:
+            while sent < len(data):
+                sent += self._sock.send(view[sent:], socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            pass
+        finally:
+            view.release()
+        return data[sent:] if sent < len(data) else bytearray()
 
     # Reading (reactor thread) -----------------------------------------------------------------
 
@@ -200,13 +286,25 @@ class Channel:
             pass
 
     def close(self, reason: str, kind: CloseKind = CloseKind.LOCAL) -> None:
-        """Close once; the close handler learns the reason (and ``close_kind`` is set)."""
+        """Close once; the close handler learns the reason (and ``close_kind`` is set).
+
+        Held frames go out first when this side closes (as frames written before a close
+        would); on any other close they are dropped, and their callers' calls fail with the
+        rest (the close handler)."""
         with self._send_lock:
             if self.state is ChannelState.CLOSED:
                 return
             self.state = ChannelState.CLOSED
             self.close_reason = reason
             self.close_kind = kind
+            held = self._outbox.take() if self._outbox else None
+            if held is not None:
+                coalescing.forget(self)
+                if kind is CloseKind.LOCAL:
+                    try:
+                        self._write_now(held) if self._reactor.on_thread and self._sock is not None else self.stream.write([held])
+                    except OSError:
+                        pass
         if self._fileno < 0:  # never registered (an in-memory stream)
             self.stream.close()
         else:

@@ -1,17 +1,17 @@
 """A future that threads block on with ``get()`` and coroutines ``await``.
 
 Results arrive raw (as the reactor saw them) and are decoded on first use in the thread that
-asks, so the I/O thread never unpickles user payloads.
+asks, so the I/O thread never unpickles user payloads. A thread about to wait for one first
+writes the frames this process holds back (:mod:`.coalescing`): its own request may be among them.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-if TYPE_CHECKING:
-    pass
+from mesh_client._src.runtime import coalescing
 
 R = TypeVar("R")
 
@@ -21,11 +21,12 @@ _UNSET: Any = object()
 class Future(Generic[R]):
     """The eventual result of a call: ``fut.get(timeout=None)`` or ``await fut``."""
 
-    __slots__ = ("_done_lock", "_lock", "_done", "_raw", "_decode", "_value", "_error", "_callbacks")
+    __slots__ = ("_waiter", "_lock", "_done", "_raw", "_decode", "_value", "_error", "_callbacks")
 
     def __init__(self, decode: Callable[[Any], R] | None = None) -> None:
-        self._done_lock = threading.Lock()
-        self._done_lock.acquire()
+        # What a thread blocks on, made by the first one that has to (most futures of pipelined
+        # calls are done before anyone asks: they never need one); released when done.
+        self._waiter: threading.Lock | None = None
         self._lock = threading.Lock()
         self._done = False
         self._raw: Any = None
@@ -47,7 +48,9 @@ class Future(Generic[R]):
             self._raw = raw
             self._done = True
             callbacks, self._callbacks = self._callbacks, None
-        self._done_lock.release()
+            waiter = self._waiter
+        if waiter is not None:
+            waiter.release()
         if callbacks:
             for cb in callbacks:
                 cb(self)
@@ -86,9 +89,17 @@ class Future(Generic[R]):
     def _wait(self, timeout: float | None) -> None:
         if self._done:
             return
-        if not self._done_lock.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
+        coalescing.waiting()
+        with self._lock:
+            if self._done:
+                return
+            waiter = self._waiter
+            if waiter is None:
+                waiter = self._waiter = threading.Lock()
+                waiter.acquire()
+        if not waiter.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
             raise TimeoutError(f"no result within {timeout} s")
-        self._done_lock.release()
+        waiter.release()  # the next thread waiting for this future goes on too
 
     def _outcome(self) -> R:
         if self._value is _UNSET and self._error is None:
@@ -123,6 +134,8 @@ class Future(Generic[R]):
     def __await__(self) -> Generator[Any, None, R]:
         if not self._done:
             import asyncio  # loaded only by programs that await (it costs ~35 ms at start-up)
+
+            coalescing.waiting()
 
             loop = asyncio.get_running_loop()
             waiter = loop.create_future()

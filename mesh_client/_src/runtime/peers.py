@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from mesh_client._src.runtime import channel as channel_mod
-from mesh_client._src.runtime import futures, ops, relinking, unixlinks
+from mesh_client._src.runtime import coalescing, futures, ops, relinking, unixlinks
 from mesh_client._src.wire import envelopes
 
 # Reply status codes and the one-way call id, defined with the envelopes they travel in.
@@ -67,6 +67,7 @@ class Peer:
         self._channel: channel_mod.Channel | None = None
         self._connect_lock = threading.Lock()
         self._pending: dict[int, Waiter] = {}
+        self._watches: set[int] = set()  # the call ids in _pending of WATCH requests
         self.lost: str | None = None  # why the connection ended, once it has
         self.lost_at: float | None = None  # when (time.monotonic()) it ended
         # Asked lazily, in the caller's thread, when a call fails because the link dropped:
@@ -137,13 +138,21 @@ class Peer:
                 waiter.set_raw(lost)
             return lost
         call_id = NO_REPLY if waiter is None else next(_ids)
+        # A caller issuing calls back to back while earlier ones are still in flight (watches,
+        # which stay pending for an actor's life, do not count): this frame may wait a little
+        # (coalescing.HOLD_SECONDS at most) to go out with the next ones in one write. Else it
+        # goes out now, from this thread: a call that is waited for has its latency unchanged.
+        hold = coalescing.sending() and len(self._pending) > len(self._watches)
         if waiter is not None:
             self._pending[call_id] = waiter
+            if op == ops.WATCH:
+                self._watches.add(call_id)
         try:
             channel = self._channel or self._get_channel()
-            channel.send([envelopes.request_envelope(call_id, op, fields), *payload])
+            channel.send([envelopes.request_envelope(call_id, op, fields), *payload], hold)
         except (OSError, channel_mod.ChannelClosed) as exc:
             self._pending.pop(call_id, None)
+            self._watches.discard(call_id)
             lost = (LOST, self.lost or f"cannot reach {self.display}: {exc}", self)
             if waiter is not None:
                 waiter.set_raw(lost)
@@ -155,6 +164,8 @@ class Peer:
     def _on_message(self, channel: channel_mod.Channel, segments: envelopes.Received) -> None:
         reply = envelopes.decode_reply(segments)  # MalformedMessage closes the channel
         waiter = self._pending.pop(reply.call_id, None)
+        if self._watches:
+            self._watches.discard(reply.call_id)
         if waiter is not None:
             waiter.set_raw((reply.status, reply.payload, self))
 
@@ -177,6 +188,7 @@ class Peer:
             except KeyError:
                 break
             fut.set_raw((LOST, self.lost, self))
+        self._watches.clear()
 
     def loss_message(self, reason: str) -> str:
         """The message of a call failed by the lost link: the owner's story of the proc's end

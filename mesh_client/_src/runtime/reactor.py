@@ -60,6 +60,10 @@ class Reactor:
         self._timers: list[tuple[float, int, Timer]] = []
         self._seq = itertools.count()
         self._pushes = 0  # timers pushed since the last purge of cancelled ones
+        # True from just before the loop checks for pending callbacks until select returns:
+        # only then does call_soon need the wake-up pipe (set before the check, so a callback
+        # added after the check always sees it; the GIL orders the two).
+        self._selecting = True
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._pid = os.getpid()
         self._thread.start()
@@ -71,6 +75,8 @@ class Reactor:
     def call_soon(self, fn: Callable[[], None]) -> None:
         with self._pending_lock:
             self._pending.append(fn)
+        if not self._selecting:  # awake: it runs pending callbacks before it selects again
+            return
         try:
             self._wake_w.send(b"\0")
         except (BlockingIOError, OSError):
@@ -133,7 +139,11 @@ class Reactor:
                 heapq.heappop(self._timers)
             if self._timers:
                 timeout = max(0.0, self._timers[0][0] - time.monotonic())
+            self._selecting = True
+            if self._pending:  # added while the loop was awake: do not sleep on them
+                timeout = 0.0
             events = self._selector.select(timeout)
+            self._selecting = False
             if len(events) > 1:  # authenticated peers first: a flood of strangers waits its turn
                 events.sort(key=_priority)
                 if len(events) > self.OTHERS_PER_PASS:

@@ -11,6 +11,7 @@ import inspect
 import queue
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -41,12 +42,16 @@ if TYPE_CHECKING:  # asyncio is imported where used: it costs ~35 ms at a proc's
 Work = tuple[int, Channel | None, tuple[Any, ...], envelopes.Received]
 
 
-def reply(channel: Channel | None, call_id: int, status: int, payload: Sequence[envelopes.Segment]) -> None:
-    """Send a reply; a caller that went away is not an error of ours."""
+def reply(channel: Channel | None, call_id: int, status: int, payload: Sequence[envelopes.Segment], hold: bool = False) -> None:
+    """Send a reply; a caller that went away is not an error of ours. ``hold``: more replies
+    are coming, it may wait to go out with them (see :meth:`ActorRunner._run`)."""
     if call_id == peers.NO_REPLY or channel is None:
         return
     try:
-        channel.send(envelopes.encode_reply(call_id, status, payload))
+        if hold:
+            channel.send(envelopes.encode_reply(call_id, status, payload), hold=True)
+        else:  # what stands in for a channel (a tree's collector, forwarding.py) takes no hold
+            channel.send(envelopes.encode_reply(call_id, status, payload))
     except ChannelClosed:
         pass
 
@@ -59,6 +64,10 @@ _NO_REPLY_YET = object()  # _call's result when the reply is sent later (a port 
 _Plan = tuple[Callable[..., Any], bool, bool, bool, bool]
 # Message contexts an actor keeps (one per slice and point it is called through).
 CONTEXTS_KEPT = 64
+
+# An endpoint whose last run took less than this is quick: replies held while more work is
+# queued may wait through it (a slower one, or one never run, gets them written before it starts).
+QUICK_SECONDS = 0.0002
 
 # How many ended actors a proc remembers, so that late calls say why their actor is gone.
 ENDED_KEPT = 4096
@@ -86,6 +95,7 @@ class ActorRunner:
         self._instance: Actor | None = None
         self._context: ctx_mod.Context | None = None
         self._plans: dict[str, _Plan] = {}  # endpoint name -> how to call it (see _plan)
+        self._quick: set[str] = set()  # endpoints whose last run was quick (QUICK_SECONDS)
         self._contexts: dict[tuple[int, tuple[str, ...], tuple[int, ...]], ctx_mod.Context] = {}
         self._loop: asyncio.AbstractEventLoop | None = None  # the actor's asyncio loop, on a thread of its own, made for the first async endpoint
         self._on_exit = on_exit
@@ -127,12 +137,25 @@ class ActorRunner:
         self.cleanup(exc)
 
     def _run(self) -> None:
+        """Serve the queue. While more work is queued, a call's reply is held (coalescing) to
+        go out with the next ones, in one write: they are all written when the queue runs dry,
+        before an endpoint that is not known to be quick, and at the latest by the reactor's
+        timer, ``coalescing.HOLD_SECONDS`` after the batch began (it runs as soon as this
+        thread blocks or yields the GIL), so a held reply never waits for a slow or blocking
+        endpoint."""
+        work_queue = self._queue
+        held: set[Channel] = set()  # channels this thread may have left replies held on
+        clock = time.perf_counter
         while True:
-            work = self._queue.get()
+            if held and work_queue.empty():
+                _flush(held)
+            work = work_queue.get()
             if work is None:
                 break
             call_id, channel, header, segments = work
             op = header[1]
+            if held and not (op == ops.CALL and header[3] in self._quick):
+                _flush(held)
             if op == ops.STOP_ACTOR:
                 if not self.failed:
                     self.cleanup(None)
@@ -146,9 +169,18 @@ class ActorRunner:
                 continue
             try:
                 if op == ops.CALL:
+                    started = clock()
                     result = self._call(call_id, channel, header, segments)
+                    if clock() - started < QUICK_SECONDS:
+                        self._quick.add(header[3])
+                    else:
+                        self._quick.discard(header[3])
                     if result is not _NO_REPLY_YET:
-                        reply(channel, call_id, peers.OK, serialization.dumps(result))
+                        if type(channel) is Channel and not work_queue.empty():
+                            reply(channel, call_id, peers.OK, serialization.dumps(result), hold=True)
+                            held.add(channel)
+                        else:
+                            reply(channel, call_id, peers.OK, serialization.dumps(result))
                 elif op == ops.SPAWN:
                     self._construct(header, segments)
                     reply(channel, call_id, peers.OK, [])
@@ -160,6 +192,7 @@ class ActorRunner:
                 self._failed_on(op, call_id, channel, header, exc)
             finally:
                 ctx_mod.enter(None)
+        _flush(held)
         self._on_exit(self)
 
     def _failed_on(self, op: int, call_id: int, channel: Channel | None, header: tuple[Any, ...], exc: BaseException) -> None:
@@ -353,6 +386,13 @@ class ActorRunner:
         except Exception:
             print(f"procmesh: __cleanup__ of actor {self.name!r} raised:", file=sys.stderr)
             traceback.print_exc()
+
+
+def _flush(channels: set[Channel]) -> None:
+    """Write the replies held on ``channels`` (a caller that went away is not an error of ours)."""
+    for channel in channels:
+        channel.flush()
+    channels.clear()
 
 
 class _Fatal(Exception):

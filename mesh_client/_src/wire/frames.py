@@ -49,11 +49,13 @@ def head_struct(count: int) -> struct.Struct:
     return st
 
 
-def encode(kind: Kind, segments: Sequence[bytes | bytearray | memoryview], field: int = 0) -> list[bytes | bytearray | memoryview]:
+def encode(kind: Kind | int, segments: Sequence[bytes | bytearray | memoryview], field: int = 0) -> list[bytes | bytearray | memoryview]:
     """Return the pieces of one frame, ready for ``socket.sendmsg`` (segments are not copied)."""
     count = len(segments)
     st = _HEADS.get(count) or head_struct(count)  # runs for every message: no calls it can skip
-    return [st.pack(MAGIC, VERSION, kind, count, field, *[_field(s) for s in segments]), *segments]
+    # A small bytes segment (every segment of a call or reply without large buffers) is its own length.
+    lengths = [n if type(s) is bytes and (n := len(s)) < FLAGGED_FROM else _field(s) for s in segments]
+    return [st.pack(MAGIC, VERSION, kind, count, field, *lengths), *segments]
 
 
 def encode_bytes(kind: Kind, segments: Sequence[bytes | bytearray | memoryview], field: int = 0) -> bytes:

@@ -72,6 +72,7 @@ class _NeedData:
 
 NEED_DATA = _NeedData()
 _MESSAGE = int(frames.Kind.MESSAGE)
+_AUTHENTICATED = State.AUTHENTICATED  # looked up once: an enum member's lookup is slow on the hot path
 Event = Authenticated | Message | Closed
 
 
@@ -184,9 +185,9 @@ class Connection:
 
     def send_message(self, segments: Sequence[bytes | bytearray | memoryview]) -> list[bytes | bytearray | memoryview]:
         """The pieces of one MESSAGE frame (no copy of the segments)."""
-        if self.state is not State.AUTHENTICATED:
+        if self.state is not _AUTHENTICATED:
             raise errors.ProtocolError(f"cannot send a message in state {self.state.value}")
-        return frames.encode(frames.Kind.MESSAGE, segments)
+        return frames.encode(_MESSAGE, segments)
 
     def send_error(self, reason: str) -> bytes:
         """A last frame telling the peer why we close; handshake states answer with REJECT."""
