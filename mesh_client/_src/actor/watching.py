@@ -58,7 +58,7 @@ def _on_end(fut: futures.Future[Any], group: ProcGroup, p: int, index: int, acto
             if p not in group.stopping:
                 _watch_one(group, successor, p, index, actor_id, display, owner_id)
             return
-        why = extra.loss_message(data) if isinstance(extra, peers.Peer) else str(data)
+        why = extra.loss_message(data, peers.SUPERVISION_DETAIL_SECONDS) if isinstance(extra, peers.Peer) else str(data)
         report = supervision.failed_report(display, f"the process this actor was running on failed: {why}")
     else:  # OK: stopped on purpose; ERROR: a proc server that cannot watch
         return

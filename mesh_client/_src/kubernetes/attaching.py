@@ -68,6 +68,7 @@ class KubernetesProcs:
         restarted); a later one says it was restarted, once a new pod has replaced it."""
         name = self.pod_names[index]
         story = None
+        pause = 0.01  # doubling to 0.2 s: a supervision report may wait a second for the status
         while True:
             try:
                 pod = self.api.pod(name)
@@ -79,7 +80,8 @@ class KubernetesProcs:
                 story = None
             if story is not None or time.monotonic() >= deadline:
                 break
-            time.sleep(min(0.01, max(0.0, deadline - time.monotonic())))
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 2, 0.2)
         try:  # a queued mesh whose procs Kueue stopped: its status said why before they went
             queued = assessing.queue_story(self.api.get_mesh(self.name))
         except Exception:

@@ -38,6 +38,10 @@ _ids = itertools.count(1)
 
 #: How long after the connection dropped a failed call may wait to learn how its proc died.
 LOSS_DETAIL_SECONDS = 0.03
+#: The same for a supervision report (a watched actor's proc is gone): no caller waits on it,
+#: and the report is what a user reads to learn why, so it waits longer for the exit status
+#: (a loaded machine reports a forked proc's exit later than 30 ms).
+SUPERVISION_DETAIL_SECONDS = 1.0
 
 
 def is_lost(fut: futures.Future[Any]) -> bool:
@@ -190,15 +194,15 @@ class Peer:
             fut.set_raw((LOST, self.lost, self))
         self._watches.clear()
 
-    def loss_message(self, reason: str) -> str:
+    def loss_message(self, reason: str, detail_seconds: float = LOSS_DETAIL_SECONDS) -> str:
         """The message of a call failed by the lost link: the owner's story of the proc's end
-        if it knows it by :data:`LOSS_DETAIL_SECONDS` after the loss, else what it knows then;
+        if it knows it by ``detail_seconds`` after the loss, else what it knows then;
         for a proc that is alive behind a broken link, that (:func:`.relinking.broken_link_text`)."""
         if self.relinked() is not None:
             return relinking.broken_link_text(self.display, reason)
         reason = reason.removeprefix(relinking.NOT_SENT)
         if self.explain_loss is not None:
-            deadline = (self.lost_at or time.monotonic()) + LOSS_DETAIL_SECONDS
+            deadline = (self.lost_at or time.monotonic()) + detail_seconds
             try:
                 return self.explain_loss(reason, deadline)
             except Exception:

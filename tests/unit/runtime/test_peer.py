@@ -112,6 +112,9 @@ def test_the_loss_story_is_asked_with_a_deadline_bound_to_the_loss():
     assert status == peers.LOST and peer.lost_at is not None
     assert peer.loss_message(reason) == f"the story: {reason}"
     assert asked == [peer.lost_at + peers.LOSS_DETAIL_SECONDS]
+    # A supervision report (watching.py) may wait longer for the story than a caller's error.
+    assert peer.loss_message(reason, peers.SUPERVISION_DETAIL_SECONDS) == f"the story: {reason}"
+    assert asked[-1] == peer.lost_at + peers.SUPERVISION_DETAIL_SECONDS > asked[0]
 
     def broken(reason, deadline):
         raise RuntimeError("the owner could not tell")
