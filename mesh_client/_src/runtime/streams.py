@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -20,6 +21,11 @@ class Stream(Protocol):
 
 # sendmsg accepts at most this many pieces at once (IOV_MAX is 1024 on Linux).
 _MAX_IOV = 512
+# An AF_UNIX stream's send buffer is all the room a frame has in flight (no receive buffer
+# behind it): the default (net.core.wmem_default, 208 KiB) makes a 1 MiB frame wait five times
+# for the receiver; loopback TCP grows its own to 4 MiB. 1 MiB echo on the 16-core host, a
+# reactor-like receiver: 463-471 us with the default, 418-420 us with this.
+UNIX_SEND_BUFFER = 4 << 20
 
 
 class SocketStream:
@@ -30,6 +36,9 @@ class SocketStream:
         self.sock = sock
         if sock.family in (socket.AF_INET, socket.AF_INET6):  # Nagle is TCP's: AF_UNIX has no such option
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        elif sock.family == socket.AF_UNIX:
+            with contextlib.suppress(OSError):  # the kernel caps it at net.core.wmem_max
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, UNIX_SEND_BUFFER)
 
     def read(self, max_bytes: int) -> bytes:
         return self.sock.recv(max_bytes)

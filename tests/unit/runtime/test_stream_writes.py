@@ -2,7 +2,8 @@
 
 Aspects: a frame of several pieces (bytes, bytearray, a multi-byte-format view) sent by one
 call; a socket that accepts only a few bytes per call (partial sends at every offset, inside
-and between pieces); more pieces than one sendmsg may carry; over a real socket pair.
+and between pieces); more pieces than one sendmsg may carry; over a real socket pair; a unix
+stream's larger send buffer, TCP's Nagle off.
 """
 
 import array
@@ -10,6 +11,7 @@ import socket
 
 import pytest
 
+from mesh_client._src.runtime import streams
 from mesh_client._src.runtime.streams import _MAX_IOV, SocketStream
 
 
@@ -22,6 +24,9 @@ class StingySocket:
         self.per_call = per_call
         self.received = bytearray()
         self.calls = 0
+
+    def setsockopt(self, *option) -> None:
+        pass  # SocketStream sizes a unix socket's send buffer
 
     def sendmsg(self, pieces):
         self.calls += 1
@@ -83,3 +88,24 @@ def test_over_a_real_socket_pair():
     finally:
         a.close()
         b.close()
+
+
+def test_a_unix_stream_gets_the_larger_send_buffer_and_tcp_keeps_nagle_off():
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        streams.SocketStream(a)
+        with open("/proc/sys/net/core/wmem_max") as f:  # the kernel caps the request here
+            cap = int(f.read())
+        # Linux reports twice what it grants (the doubling covers its bookkeeping).
+        assert a.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == 2 * min(streams.UNIX_SEND_BUFFER, cap)
+    finally:
+        a.close()
+        b.close()
+    listener = socket.create_server(("127.0.0.1", 0))
+    try:
+        client = socket.create_connection(listener.getsockname())
+        streams.SocketStream(client)
+        assert client.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+        client.close()
+    finally:
+        listener.close()
