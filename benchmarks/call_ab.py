@@ -136,7 +136,7 @@ fan = []
 mine, theirs = time.process_time(), actors.cpu.call().get()
 for _ in range(300):
     t = time.perf_counter(); actors.noop.call().get(); fan.append(time.perf_counter() - t)
-after, mine = actors.cpu.call().get(), time.process_time() - mine
+after, fan_mine = actors.cpu.call().get(), time.process_time() - mine
 fan_procs = sum(after.item(gpus=g) - theirs.item(gpus=g) for g in range(8))
 mine, theirs = time.process_time(), one.cpu.call_one().get()
 t = time.perf_counter()
@@ -152,7 +152,7 @@ for _ in range(200):
 assert back == blob
 print(json.dumps({**raw, "call_one_p50_us": statistics.median(lat) * 1e6, "fanout8_p50_us": statistics.median(fan) * 1e6,
                   "controller_cpu_us_per_call": cpu_mine / 1500 * 1e6, "proc_cpu_us_per_call": cpu_theirs / 1500 * 1e6,
-                  "controller_cpu_us_per_fanout": mine / 300 * 1e6, "procs_cpu_us_per_fanout": fan_procs / 300 * 1e6,
+                  "controller_cpu_us_per_fanout": fan_mine / 300 * 1e6, "procs_cpu_us_per_fanout": fan_procs / 300 * 1e6,
                   "pipelined_calls_per_s": pipelined, "controller_cpu_us_per_pipelined": pipe_mine / 10000 * 1e6,
                   "proc_cpu_us_per_pipelined": pipe_theirs / 10000 * 1e6, "echo_1mib_p50_us": statistics.median(big) * 1e6}))
 procs.stop().get()
