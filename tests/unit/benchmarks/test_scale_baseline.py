@@ -107,3 +107,14 @@ def test_the_big_mesh_has_both_ratios_and_none_when_it_was_not_ready():
     assert (out["ratio_big"], out["ratio_big_ganged"]) == (3.0, 1.5)
     out = scale.ratios(report(big_mesh={"ready": False}, big_loop={"seconds": 100.0}))
     assert "ratio_big" not in out
+
+
+def test_a_bracketed_run_judges_against_the_mean_of_the_loop_before_and_after():
+    out = scale.ratios(report(ganged_loop={"seconds": 200.0}, ganged_loop_after={"seconds": 300.0}))
+    assert out["ratio_first_wave_ganged"] == 1.25
+    assert out["ratio_first_wave_ganged_loop_after"] == round(250 / 300, 3)
+    assert out["target_baseline"] == "mean of ganged_loop and ganged_loop_after"
+    assert (out["target_ratio_measured"], out["target_met"]) == (1.0, True)
+    out = scale.ratios(report(loop_after={"seconds": 375.0}))
+    assert (out["target_baseline"], out["target_ratio_measured"]) == (
+        "mean of loop and loop_after", 1.0)
