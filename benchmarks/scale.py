@@ -114,6 +114,10 @@ def baseline(namespace: str, name: str, procs: int, gang: str = ganging.OFF,
     settings = settings or settings_.Settings()
     mode = ganging.mode_for(gang, mesh)
     secret = rendering.render_secret(mesh, rendering.new_token())
+    # Named as its pods reference it: an operator whose Secret's name the API server generates
+    # reads that name back into the pods; the loop, which creates both, names it.
+    secret["metadata"].pop("generateName", None)
+    secret["metadata"]["name"] = mesh.token_secret
     pod_group = ganging.render_pod_group(mesh) if mode == ganging.POD_GROUP else None
     pods = [ganging.join(rendering.render_pod(mesh, r, rendering.ProcPlacement(), settings),
                          mesh, mode) for r in range(mesh.size)]
