@@ -129,7 +129,9 @@ def workload(api: str, calls: int) -> dict[str, float]:
 # PATH``: it prints "ready" once it listens at PATH), the two transports procmesh uses locally.
 
 # A message "cpu" is answered with the server's CPU time (benchmarks/call_ab.py's floor asks it).
-ECHO_SERVER = r"""
+# How a raw server listens (TCP, or AF_UNIX at ``unix PATH``) and takes its one connection: the
+# start of ECHO_SERVER here and of large_stages.FLOOR_BODY's server, both started by start_server.
+SERVER_PRELUDE = r"""
 import pickle, socket, struct, sys, time
 if sys.argv[1:2] == ["unix"]:
     srv = socket.socket(socket.AF_UNIX); srv.bind(sys.argv[2]); srv.listen(1)
@@ -139,6 +141,9 @@ else:
     print(srv.getsockname()[1], flush=True)
 conn, _ = srv.accept()
 if conn.family != socket.AF_UNIX: conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+"""
+
+ECHO_SERVER = SERVER_PRELUDE + r"""
 def recv(n):
     buf = bytearray(n); view = memoryview(buf); got = 0
     while got < n:
@@ -159,14 +164,19 @@ TRANSPORTS = ("tcp", "unix")
 
 def echo_server(transport: str, workdir: str) -> tuple[subprocess.Popen[bytes], socket.socket]:
     """Start ECHO_SERVER over ``transport`` ("tcp" or "unix", its socket in ``workdir``) and connect."""
+    return start_server(ECHO_SERVER, transport, workdir)
+
+
+def start_server(code: str, transport: str, workdir: str) -> tuple[subprocess.Popen[bytes], socket.socket]:
+    """Start a raw server (``code`` begins with SERVER_PRELUDE) over ``transport`` and connect."""
     if transport == "unix":
         path = os.path.join(workdir, f"echo-{len(os.listdir(workdir))}")
-        server = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, "unix", path], stdout=subprocess.PIPE)
+        server = subprocess.Popen([sys.executable, "-c", code, "unix", path], stdout=subprocess.PIPE)
         assert server.stdout is not None and server.stdout.readline().strip() == b"ready"
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(path)
         return server, sock
-    server = subprocess.Popen([sys.executable, "-c", ECHO_SERVER], stdout=subprocess.PIPE)
+    server = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
     assert server.stdout is not None
     sock = socket.create_connection(("127.0.0.1", int(server.stdout.readline())))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

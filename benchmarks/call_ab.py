@@ -23,15 +23,15 @@ import subprocess
 import sys
 from typing import Any
 
-from actors import ECHO_SERVER
-from large_stages import FLOOR_SERVER
+from actors import ECHO_SERVER, SERVER_PRELUDE
+from large_stages import FLOOR_BODY
 
 # The floor, measured first in every run over each transport procmesh uses (TCP, and AF_UNIX for
 # local procs): a pickle to 8 echo processes, one thread on each side (no I/O threads, no
 # hand-offs): one round trip, a fan-out to all 8, the CPU time per round trip of the client and
 # of one server; and a copy-free 1 MiB echo (``FLOOR``: one buffer each side, no pickle).
 RAW = ECHO_SERVER
-FLOOR = FLOOR_SERVER
+FLOOR = SERVER_PRELUDE + FLOOR_BODY
 
 WORKLOAD = """
 import json, os, pickle, socket, statistics, struct, subprocess, sys, tempfile, time

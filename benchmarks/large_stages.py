@@ -17,9 +17,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import threading
 import time
 import timeit
@@ -340,16 +337,8 @@ def make_payload(kind: str) -> Any:
 # The floor: two processes, one connection, each side receives into a buffer allocated once.
 # Over TCP (it prints its port) or, with arguments ``unix PATH``, over AF_UNIX (it prints "ready").
 
-FLOOR_SERVER = r"""
-import socket, struct, sys
-if sys.argv[1:2] == ["unix"]:
-    srv = socket.socket(socket.AF_UNIX); srv.bind(sys.argv[2]); srv.listen(1)
-    print("ready", flush=True)
-else:
-    srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
-    print(srv.getsockname()[1], flush=True)
-conn, _ = srv.accept()
-if conn.family != socket.AF_UNIX: conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+# What follows actors.SERVER_PRELUDE (joined in raw_floor: procs load this file without actors).
+FLOOR_BODY = r"""
 buf = bytearray(1 << 20); view = memoryview(buf)
 while True:
     got = 0
@@ -367,19 +356,11 @@ def raw_floor(rounds: int, transport: str = "tcp") -> dict[str, float]:
     over ``transport``: "tcp", or "unix" (what local procs use)."""
     import tempfile
 
+    import actors  # the raw servers' common start
+
     workdir = tempfile.mkdtemp(prefix="pm-floor-")
-    path = os.path.join(workdir, "floor")
-    unix = ["unix", path] if transport == "unix" else []
-    server = subprocess.Popen([sys.executable, "-c", FLOOR_SERVER, *unix], stdout=subprocess.PIPE)
+    server, sock = actors.start_server(actors.SERVER_PRELUDE + FLOOR_BODY, transport, workdir)
     try:
-        assert server.stdout is not None
-        line = server.stdout.readline()
-        if unix:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.connect(path)
-        else:
-            sock = socket.create_connection(("127.0.0.1", int(line)))
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         out = memoryview(os.urandom(MIB))
         buf = bytearray(MIB)
         view = memoryview(buf)
