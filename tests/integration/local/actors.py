@@ -17,6 +17,17 @@ from mesh_client import (
 )
 
 
+def wait_for_file(path: str, limit: float = 60.0) -> bool:
+    """Return once ``path`` exists (True), or False after ``limit`` seconds: a test's gate,
+    opened by creating the file; bounded, so a test that would hang fails instead."""
+    deadline = time.monotonic() + limit
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
 class Recorder(Actor):
     """Echoes, records the order of messages, and reports where it runs."""
 
@@ -57,14 +68,9 @@ class Recorder(Actor):
 
     @endpoint
     def wait_for(self, path: str, limit: float = 60.0) -> bool:
-        """Return once ``path`` exists (False after ``limit`` seconds): a call held in flight
-        for exactly as long as a test needs, whatever the machine's load."""
-        deadline = time.monotonic() + limit
-        while not os.path.exists(path):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.01)
-        return True
+        """A call held in flight for exactly as long as a test needs, whatever the machine's
+        load (see wait_for_file)."""
+        return wait_for_file(path, limit)
 
     @endpoint
     def fail(self, message: str) -> None:

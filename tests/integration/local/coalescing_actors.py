@@ -4,6 +4,7 @@ import os
 import time
 
 from mesh_client import Actor, endpoint
+from tests.integration.local.actors import wait_for_file
 
 # Every wait in these actors is bounded: a test that would hang fails instead.
 WAIT_SECONDS = 60.0
@@ -34,12 +35,7 @@ class Sequencer(Actor):
     @endpoint
     def wait_for(self, path: str) -> bool:
         """Blocks until ``path`` exists (True), or gives up after WAIT_SECONDS (False)."""
-        deadline = time.monotonic() + WAIT_SECONDS
-        while not os.path.exists(path):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.005)
-        return True
+        return wait_for_file(path, WAIT_SECONDS)
 
     @endpoint
     def pause(self, seconds: float) -> None:
