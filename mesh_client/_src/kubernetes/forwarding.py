@@ -5,12 +5,14 @@ credentials; the mesh token then authenticates it end to end with the proc serve
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from mesh_client._src.kubernetes import portforwards
 from mesh_client._src.kubernetes.errors import MeshAccessDenied
 from mesh_client._src.runtime import streams
+
+if TYPE_CHECKING:  # imported when a forward opens: websocket-client comes with the kubernetes extra
+    from mesh_client._src.kubernetes import portforwards
 
 
 class ForwardedStream(streams.SocketStream):
@@ -45,6 +47,8 @@ def port_forward_opener(
     """An opener for ``channel.connect`` that port-forwards to the pod serving each address."""
     from kubernetes.stream.ws_client import create_websocket
     from websocket import WebSocketBadStatusException, WebSocketException
+
+    from mesh_client._src.kubernetes import portforwards
 
     configuration = api_client.configuration
 
