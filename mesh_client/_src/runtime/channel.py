@@ -48,6 +48,8 @@ class ChannelState(enum.Enum):
 # Looked up once: an enum member's attribute lookup costs more than the rest of a state check.
 _ACTIVE = ChannelState.ACTIVE
 _CLOSED = ChannelState.CLOSED
+_AUTHENTICATED = protocol.State.AUTHENTICATED
+_REFUSED, _BEGAN, _HELD, _FULL = coalescing.REFUSED, coalescing.BEGAN, coalescing.HELD, coalescing.FULL
 
 
 class CloseKind(enum.Enum):
@@ -139,22 +141,29 @@ class Channel:
             pieces = self.conn.send_message(segments)
         except errors.ProtocolError as exc:  # closed by the reactor since the check above
             raise ChannelClosed(self.close_reason or str(exc)) from exc
+        self.send_frame(pieces, hold)
+
+    def send_frame(self, pieces: list[bytes | bytearray | memoryview], hold: bool = False) -> None:
+        """Send one MESSAGE frame already packed (:mod:`mesh_client._src.wire.packing`: a
+        request's or a reply's frame header and envelope in one piece); as :meth:`send`."""
+        if self.state is not _ACTIVE or self.conn.state is not _AUTHENTICATED:  # as send_message checks
+            raise ChannelClosed(self.close_reason or f"channel {self.display} is not active")
         try:
             with self._send_lock:
                 if self.state is _CLOSED:  # closed by another thread since the check: nothing may stay held
                     raise ChannelClosed(self.close_reason or f"channel {self.display} is closed")
                 outbox = self._outbox
-                held = outbox.hold(pieces) if hold else coalescing.REFUSED
-                if held == coalescing.HELD:
+                held = outbox.hold(pieces) if hold else _REFUSED
+                if held == _HELD:
                     return
-                if held == coalescing.BEGAN:  # a new batch: the reactor writes it if nobody does sooner
+                if held == _BEGAN:  # a new batch: the reactor writes it if nobody does sooner
                     coalescing.note(self)
                     self._reactor.call_later(coalescing.HOLD_SECONDS, self._flush_soon)
                     return
-                if held == coalescing.FULL:
+                if held == _FULL:
                     pieces = [outbox.take()]
                     coalescing.forget(self)
-                elif outbox:  # behind the held ones, in the same write
+                elif outbox.frames:  # behind the held ones, in the same write
                     pieces = [outbox.take(), *pieces]
                     coalescing.forget(self)
                 self.stream.write(pieces)
@@ -166,13 +175,13 @@ class Channel:
         """Write the held frames (any thread). ``block=False``: only what the socket takes now;
         the reactor tries the rest again later (a thread about to wait, or the reactor itself,
         must not get stuck behind a peer that does not read)."""
-        if not self._outbox:
+        if not self._outbox.frames:
             return
         retry = 0.0
         try:
             with self._send_lock:
                 outbox = self._outbox
-                if not outbox:
+                if not outbox.frames:
                     return
                 data = outbox.take()
                 coalescing.forget(self)
@@ -242,7 +251,7 @@ class Channel:
             on_message = self.on_message
             for segments in self.conn.take_messages():
                 on_message(self, segments)
-                if self.state is ChannelState.CLOSED:
+                if self.state is _CLOSED:
                     return
             if self.conn.idle():
                 return

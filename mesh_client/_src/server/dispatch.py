@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 HANDSHAKE_TIMEOUT = 10.0
 MAX_UNAUTHENTICATED = 256
 
+# Looked up once: _on_message runs for every request.
+_CALL = ops.CALL
+_decode_request = envelopes.decode_request
+
 
 class ProcServer:
     """The listening socket and every connection of one proc server."""
@@ -149,12 +153,11 @@ class ProcServer:
     # Messages --------------------------------------------------------------------------------
 
     def _on_message(self, channel: Channel, segments: envelopes.Received) -> None:
-        request = envelopes.decode_request(segments)  # MalformedMessage closes the channel
-        header, call_id, op, payload = request.header, request.call_id, request.op, request.payload
-        if op == ops.CALL:
+        call_id, op, header, payload = _decode_request(segments)  # MalformedMessage closes the channel
+        if op == _CALL:
             runner = self.actors.get(header[2])
             if runner is not None:
-                runner.submit((call_id, channel, header, payload))
+                runner.put((call_id, channel, header, payload))
             elif header[2] in self.ended:
                 reply(channel, call_id, messages.DEAD, [self.ended[header[2]][0].encode()])
             else:
