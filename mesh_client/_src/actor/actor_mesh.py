@@ -165,7 +165,7 @@ class ActorEndpoint(Generic[R]):
     def _send(self, indices: Sequence[int], args: tuple[Any, ...], kwargs: dict[str, Any], reply: bool = True) -> list[Future[Any]]:
         """One future per index: the call's outcome at that point of the mesh."""
         mesh = self._mesh
-        payload = serialization.dumps((args, kwargs))
+        payload = serialization.dumps((args, kwargs)) if args or kwargs else _NO_ARGUMENTS
         if trees.routed(mesh):  # a big mesh: through a tree of its procs (trees.py says why)
             return trees.send(mesh, self._method, self._what, indices, payload, reply)
         decoders = self._decoders
@@ -267,6 +267,7 @@ class ActorEndpoint(Generic[R]):
 # Looked up once: these run for every call.
 _CALL, _OK = ops.CALL, peers.OK
 _loads = serialization.loads
+_NO_ARGUMENTS = (serialization.NO_ARGUMENTS,)  # the payload of a call without arguments (never changed)
 
 
 def _decode(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:

@@ -67,6 +67,9 @@ class ChannelClosed(ConnectionError):
 
 
 MessageHandler = Callable[["Channel", envelopes.Received], None]
+# Every small message of one read at once, in order: one call per read instead of one per message.
+# It stops at the first message after which the channel is closed, as the channel would.
+BatchHandler = Callable[["Channel", list[envelopes.Received]], None]
 CloseHandler = Callable[["Channel", str], None]
 
 
@@ -83,11 +86,13 @@ class Channel:
         display: str,
         on_authenticated: Callable[[Channel], None] | None = None,  # a server's: ends its handshake deadline
         reactor: reactor_mod.Reactor | None = None,
+        on_messages: BatchHandler | None = None,  # None: on_message for each message of a read
     ) -> None:
         self.stream = stream
         self.conn = conn
         self.display = display
         self.on_message = on_message
+        self.on_messages = on_messages
         self.on_closed = on_closed
         self.on_authenticated = on_authenticated
         self.close_reason: str | None = None
@@ -248,11 +253,18 @@ class Channel:
 
     def _drain_events(self) -> None:
         if self.authenticated:  # every small message of the read at once, then what else is left
-            on_message = self.on_message
-            for segments in self.conn.take_messages():
-                on_message(self, segments)
-                if self.state is _CLOSED:
-                    return
+            batch = self.conn.take_messages()
+            if batch:
+                if self.on_messages is not None:
+                    self.on_messages(self, batch)
+                    if self.state is _CLOSED:
+                        return
+                else:
+                    on_message = self.on_message
+                    for segments in batch:
+                        on_message(self, segments)
+                        if self.state is _CLOSED:
+                            return
             if self.conn.idle():
                 return
         while True:
@@ -337,6 +349,7 @@ def connect(
     *,
     on_message: MessageHandler,
     on_closed: CloseHandler,
+    on_messages: BatchHandler | None = None,
     timeout: float = 10.0,
     display: str | None = None,
     opener: Opener = open_tcp,
@@ -355,6 +368,6 @@ def connect(
         stream.close()
         raise
     sock.settimeout(None)
-    channel = Channel(stream, conn, on_message=on_message, on_closed=on_closed, display=display)
+    channel = Channel(stream, conn, on_message=on_message, on_closed=on_closed, display=display, on_messages=on_messages)
     channel.start()
     return channel

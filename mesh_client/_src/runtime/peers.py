@@ -36,7 +36,10 @@ NO_REPLY = envelopes.NO_REPLY
 
 _ids = itertools.count(1)
 _WATCH = ops.WATCH
-_request_frame = packing.request_frame  # looked up once: submit runs for every call
+# Looked up once: these run for every call.
+_request_frame = packing.request_frame
+_reply_head = envelopes.reply_head
+_CLOSED = channel_mod.ChannelState.CLOSED
 
 #: How long after the connection dropped a failed call may wait to learn how its proc died.
 LOSS_DETAIL_SECONDS = 0.03
@@ -101,6 +104,7 @@ class Peer:
                     self.address,
                     self._token,
                     on_message=self._on_message,
+                    on_messages=self._on_messages,
                     on_closed=self._on_closed,
                     display=self.display,
                     opener=self._opener,
@@ -175,6 +179,19 @@ class Peer:
             self._watches.discard(call_id)
         if waiter is not None:
             waiter.set_raw((status, segments[1:], self))
+
+    def _on_messages(self, channel: channel_mod.Channel, batch: list[envelopes.Received]) -> None:
+        """The replies of one read, in order: :meth:`_on_message` for each, in one loop."""
+        pending, watches = self._pending, self._watches
+        for segments in batch:
+            call_id, status = _reply_head(segments)  # MalformedMessage closes the channel
+            waiter = pending.pop(call_id, None)
+            if watches:
+                watches.discard(call_id)
+            if waiter is not None:
+                waiter.set_raw((status, segments[1:], self))
+                if channel.state is _CLOSED:  # a done callback closed it: nothing more is read
+                    return
 
     def _on_closed(self, channel: channel_mod.Channel, reason: str) -> None:
         self.lost_at = time.monotonic()

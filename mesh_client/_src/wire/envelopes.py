@@ -89,6 +89,12 @@ _REQUEST_FIXED = REQUEST_HEAD.size
 
 
 def decode_request(segments: Received) -> Request:
+    return Request._make(request_parts(segments))
+
+
+def request_parts(segments: Received) -> tuple[int, int, tuple[Any, ...], Received]:
+    """:func:`decode_request` as a plain tuple ``(call_id, op, header, payload)``: the server's
+    reactor runs it for every request, and making the named tuple cost as much as the rest."""
     try:
         envelope = segments[0]
         call_id, op = _unpack_request(envelope)
@@ -102,7 +108,7 @@ def decode_request(segments: Received) -> Request:
         raise
     except Exception as exc:
         raise MalformedMessage(f"a request envelope is call id (u64), op (u16), then a pickled tuple: {exc!r}") from None
-    return _new(Request, (call_id, op, (call_id, op) + fields, segments[1:]))
+    return call_id, op, (call_id, op) + fields, segments[1:]
 
 
 def _decode_fields(raw: bytes) -> tuple[Any, ...]:
