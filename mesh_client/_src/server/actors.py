@@ -59,7 +59,7 @@ def reply(channel: Channel | None, call_id: int, status: int, payload: Sequence[
 # Looked up once: these run for every call.
 _reply_frame = packing.reply_frame
 _dumps = serialization.dumps
-_CALL, _OK, _NO_REPLY = ops.CALL, peers.OK, peers.NO_REPLY
+_CALL, _STOP_ACTOR, _OK, _NO_REPLY = ops.CALL, ops.STOP_ACTOR, peers.OK, peers.NO_REPLY
 _NO_ARGUMENTS = serialization.NO_ARGUMENTS
 _enter = ctx_mod.enter
 
@@ -166,7 +166,7 @@ class ActorRunner:
             op = header[1]
             if held and not (op == _CALL and header[3] in quick):
                 _flush(held)
-            if op == ops.STOP_ACTOR:
+            if op == _STOP_ACTOR:
                 if not self.failed:
                     self.cleanup(None)
                 reason = header[3] if len(header) > 3 else "stopped by client"
@@ -207,7 +207,7 @@ class ActorRunner:
             except BaseException as exc:
                 self._failed_on(op, call_id, channel, header, exc)
             finally:
-                ctx_mod.enter(None)
+                _enter(None)
         _flush(held)
         self._on_exit(self)
 
