@@ -266,7 +266,6 @@ class ActorEndpoint(Generic[R]):
 
 # Looked up once: these run for every call.
 _CALL, _OK = ops.CALL, peers.OK
-_loads = serialization.loads
 _NO_ARGUMENTS = (serialization.NO_ARGUMENTS,)  # the payload of a call without arguments (never changed)
 
 
@@ -275,7 +274,7 @@ def _decode(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:
     status = raw[0]
     if status == _OK:  # a result: what messages.decode_reply does, without its frames
         data = raw[1]
-        return _loads(data) if data else None
+        return serialization.loads(data) if data else None
     if status == peers.LOST and isinstance(raw[2], BaseException):
         raise raw[2]
     return messages.decode_reply(what, where, raw)

@@ -173,7 +173,7 @@ class Peer:
         return None
 
     def _on_message(self, channel: channel_mod.Channel, segments: envelopes.Received) -> None:
-        call_id, status = envelopes.reply_head(segments)  # MalformedMessage closes the channel
+        call_id, status = _reply_head(segments)  # MalformedMessage closes the channel
         waiter = self._pending.pop(call_id, None)
         if self._watches:
             self._watches.discard(call_id)

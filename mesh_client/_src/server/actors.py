@@ -58,7 +58,6 @@ def reply(channel: Channel | None, call_id: int, status: int, payload: Sequence[
 
 # Looked up once: these run for every call.
 _reply_frame = packing.reply_frame
-_dumps = serialization.dumps
 _CALL, _STOP_ACTOR, _OK, _NO_REPLY = ops.CALL, ops.STOP_ACTOR, peers.OK, peers.NO_REPLY
 _NO_ARGUMENTS = serialization.NO_ARGUMENTS
 _enter = ctx_mod.enter
@@ -189,7 +188,7 @@ class ActorRunner:
                         if type(channel) is Channel and call_id != _NO_REPLY:  # the reply's frame in one piece
                             hold = not work_queue.empty()
                             try:
-                                channel.send_frame(_reply_frame(call_id, _OK, _dumps(result)), hold)
+                                channel.send_frame(_reply_frame(call_id, _OK, serialization.dumps(result)), hold)
                             except ChannelClosed:
                                 pass  # a caller that went away is not an error of ours
                             else:
