@@ -295,7 +295,7 @@ class Connection:
                 magic, version, kind_number, count, _, n0, n1 = unpack_two(buf, pos)
                 if count == 2 and kind_number == _MESSAGE and magic == _MAGIC and version == _VERSION:
                     at = pos + _TWO_SIZE
-                    split, stop = at + n0, at + n0 + n1  # flagged lengths (large) fail the limit
+                    stop = at + n0 + n1  # flagged lengths (large) fail the limit
                     if n0 + n1 > limit or stop > end:
                         break
                     pair = _pairs.get((n0, n1)) or _pair(n0, n1)
