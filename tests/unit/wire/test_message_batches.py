@@ -126,3 +126,11 @@ def test_a_two_segment_frame_with_a_bad_magic_is_left_to_next_event():
     assert [[bytes(s) for s in m] for m in conn.take_messages()] == [[b"one", b"two"]]
     with pytest.raises(errors.ProtocolError, match="magic"):
         conn.next_event()
+
+
+def test_two_segment_frames_of_many_shapes_parse_and_the_shapes_kept_stay_bounded():
+    conn = authenticated()
+    sent = [[b"e" * (i % 50), b"p" * i] for i in range(protocol.PAIRS_KEPT + 200)]
+    conn.receive_data(b"".join(message(*m) for m in sent))
+    assert [[bytes(s) for s in m] for m in conn.take_messages()] == sent
+    assert len(protocol._pairs) <= protocol.PAIRS_KEPT
