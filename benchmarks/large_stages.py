@@ -40,9 +40,9 @@ def install() -> None:
     if _installed[0]:
         return
     _installed[0] = True
-    from mesh_client._src.runtime import channel, futures, streams
-    from mesh_client._src.server import actors
-    from mesh_client._src.wire import envelopes, protocol, serialization
+    from mesh_client._src.runtime import channel, futures, peers, streams
+    from mesh_client._src.server import actors, dispatch
+    from mesh_client._src.wire import protocol, serialization
 
     on_readable = channel.Channel.on_readable
 
@@ -105,41 +105,43 @@ def install() -> None:
 
     serialization.loads = timed_loads
 
-    request_envelope = envelopes.request_envelope  # every request's envelope (peers.Peer.submit)
+    # The hot paths call the packers and decoders through names their modules looked up once
+    # (peers._request_frame, dispatch._decode_request, peers._reply_head): those are wrapped.
+    request_frame = peers._request_frame  # every request's frame (peers.Peer.submit)
 
-    def timed_encode(call_id: int, op: int, fields: bytes) -> Any:
+    def timed_encode(call_id: int, op: int, fields: bytes, payload: Any) -> Any:
         _local.call_id = call_id
         pickled = getattr(_local, "pickled", None)
         if pickled is not None:
             _stamp(call_id, "pickled", pickled[1])
-        return request_envelope(call_id, op, fields)
+        return request_frame(call_id, op, fields, payload)
 
-    envelopes.request_envelope = timed_encode
+    peers._request_frame = timed_encode
 
     def attach(call_id: int, t: int) -> None:
         _stamp(call_id, "decode", t)
         _stamp(call_id, "frame", _frame[0])
 
-    decode_request = envelopes.decode_request
+    decode_request = dispatch._decode_request
 
     def timed_decode_request(segments: Any) -> Any:
         t = _now()
         request = decode_request(segments)
-        attach(request.call_id, t)
+        attach(request[0], t)
         return request
 
-    envelopes.decode_request = timed_decode_request
+    dispatch._decode_request = timed_decode_request
 
-    decode_reply = envelopes.decode_reply
+    reply_head = peers._reply_head
 
-    def timed_decode_reply(segments: Any) -> Any:
+    def timed_reply_head(segments: Any) -> Any:
         t = _now()
-        reply = decode_reply(segments)
-        attach(reply.call_id, t)
-        _local.reply_id = reply.call_id
-        return reply
+        head = reply_head(segments)
+        attach(head[0], t)
+        _local.reply_id = head[0]
+        return head
 
-    envelopes.decode_reply = timed_decode_reply
+    peers._reply_head = timed_reply_head
 
     set_raw = futures.Future.set_raw
 
@@ -161,14 +163,20 @@ def install() -> None:
 
     futures.Future._wait = timed_wait  # type: ignore[method-assign]
 
-    submit = actors.ActorRunner.submit
+    init = actors.ActorRunner.__init__
 
-    def timed_submit(self: Any, work: Any) -> None:
-        if work is not None:
-            _stamp(work[0], "submit", _now())
-        submit(self, work)
+    def timed_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        put = self.put  # what the reactor queues every call with
 
-    actors.ActorRunner.submit = timed_submit  # type: ignore[method-assign]
+        def timed_put(work: Any) -> None:
+            if work is not None:
+                _stamp(work[0], "submit", _now())
+            put(work)
+
+        self.put = timed_put
+
+    actors.ActorRunner.__init__ = timed_init  # type: ignore[method-assign]
 
     call = actors.ActorRunner._call
 

@@ -165,14 +165,16 @@ class ActorEndpoint(Generic[R]):
     def _send(self, indices: Sequence[int], args: tuple[Any, ...], kwargs: dict[str, Any], reply: bool = True) -> list[Future[Any]]:
         """One future per index: the call's outcome at that point of the mesh."""
         mesh = self._mesh
-        payload = serialization.dumps((args, kwargs))
+        payload = serialization.dumps((args, kwargs)) if args or kwargs else _NO_ARGUMENTS
         if trees.routed(mesh):  # a big mesh: through a tree of its procs (trees.py says why)
             return trees.send(mesh, self._method, self._what, indices, payload, reply)
         decoders = self._decoders
-        if len(indices) == 1:  # call_one, choose: no comprehension (its frame costs more than the rest)
-            futs: list[Future[Any]] = [Future(decoders.get(indices[0]) or self._decoder(indices[0]))]
-        else:
-            futs = [Future(decoders.get(i) or self._decoder(i)) for i in indices]
+        if len(indices) == 1 and reply:  # call_one, choose: one future, one send, no loops
+            i = indices[0]
+            fut: Future[Any] = Future(decoders.get(i) or self._decoder(i))
+            self._post_one(i, payload, fut)
+            return [fut]
+        futs = [Future(decoders.get(i) or self._decoder(i)) for i in indices]
         self._post(indices, payload, futs if reply else None)
         if not reply:
             for fut in futs:
@@ -181,23 +183,28 @@ class ActorEndpoint(Generic[R]):
 
     def _post(self, indices: Sequence[int], payload: Sequence[Any], waiters: Sequence[peers.Waiter] | None) -> None:
         """Send the call to each index (``waiters[k]`` gets the reply of ``indices[k]``; None:
-        one-way). The envelope fields of each point are encoded once per endpoint and slice."""
-        mesh = self._mesh
-        shape, group = mesh._shape, mesh._group
-        ranks, procs, encoded = shape.ranks, group.peers, self._fields
-        born = group.born.get(mesh._actor_id)
+        one-way)."""
+        post = self._post_one
         for k, i in enumerate(indices):
-            p = ranks[i]
-            waiter = None if waiters is None else waiters[k]
-            if born is not None and born[p] != group.incarnations[p]:  # its actor died with the old proc
-                error = SupervisionError(f"{messages.endpoint_call(self._what)} failed: {restarts.gone_message(group, p, mesh._name)}")
-                if waiter is not None:
-                    waiter.set_raw((peers.LOST, str(error), error))  # lost, so a gather fails fast on it
-                continue
-            fields = encoded.get(i)
-            if fields is None:
-                fields = encoded[i] = envelopes.request_fields((mesh._actor_id, self._method, i, shape.labels, shape.sizes))
-            procs[p].submit(waiter, ops.CALL, fields, payload)
+            post(i, payload, None if waiters is None else waiters[k])
+
+    def _post_one(self, i: int, payload: Sequence[Any], waiter: peers.Waiter | None) -> None:
+        """Send the call to index ``i`` of the slice. The envelope fields of each point are
+        encoded once per endpoint and slice."""
+        mesh = self._mesh
+        group = mesh._group
+        p = mesh._shape.ranks[i]
+        born = group.born.get(mesh._actor_id)
+        if born is not None and born[p] != group.incarnations[p]:  # its actor died with the old proc
+            error = SupervisionError(f"{messages.endpoint_call(self._what)} failed: {restarts.gone_message(group, p, mesh._name)}")
+            if waiter is not None:
+                waiter.set_raw((peers.LOST, str(error), error))  # lost, so a gather fails fast on it
+            return
+        fields = self._fields.get(i)
+        if fields is None:
+            shape = mesh._shape
+            fields = self._fields[i] = envelopes.request_fields((mesh._actor_id, self._method, i, shape.labels, shape.sizes))
+        group.peers[p].submit(waiter, _CALL, fields, payload)
 
     def call(self, *args: Any, **kwargs: Any) -> Future[ValueMesh[R]]:
         """Every actor of the mesh; the future gives a ValueMesh, or raises the first failure to
@@ -223,7 +230,7 @@ class ActorEndpoint(Generic[R]):
         return whole.future
 
     def call_one(self, *args: Any, **kwargs: Any) -> Future[R]:
-        n = len(self._mesh._shape)
+        n = len(self._mesh._shape.ranks)  # len(shape), without its __len__ frame
         if n != 1:
             raise ValueError(
                 f"call_one requires exactly 1 actor, but mesh has {n}; slice it first, e.g. mesh.slice(gpus=0)"
@@ -257,9 +264,18 @@ class ActorEndpoint(Generic[R]):
         )
 
 
+# Looked up once: these run for every call.
+_CALL, _OK = ops.CALL, peers.OK
+_NO_ARGUMENTS = (serialization.NO_ARGUMENTS,)  # the payload of a call without arguments (never changed)
+
+
 def _decode(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:
     """A member's outcome; one whose proc restarted under its actor carries the error to raise."""
-    if raw[0] == peers.LOST and isinstance(raw[2], BaseException):
+    status = raw[0]
+    if status == _OK:  # a result: what messages.decode_reply does, without its frames
+        data = raw[1]
+        return serialization.loads(data) if data else None
+    if status == peers.LOST and isinstance(raw[2], BaseException):
         raise raw[2]
     return messages.decode_reply(what, where, raw)
 

@@ -48,6 +48,8 @@ class ChannelState(enum.Enum):
 # Looked up once: an enum member's attribute lookup costs more than the rest of a state check.
 _ACTIVE = ChannelState.ACTIVE
 _CLOSED = ChannelState.CLOSED
+_AUTHENTICATED = protocol.State.AUTHENTICATED
+_REFUSED, _BEGAN, _HELD, _FULL = coalescing.REFUSED, coalescing.BEGAN, coalescing.HELD, coalescing.FULL
 
 
 class CloseKind(enum.Enum):
@@ -65,6 +67,9 @@ class ChannelClosed(ConnectionError):
 
 
 MessageHandler = Callable[["Channel", envelopes.Received], None]
+# Every small message of one read at once, in order: one call per read instead of one per message.
+# It stops at the first message after which the channel is closed, as the channel would.
+BatchHandler = Callable[["Channel", list[envelopes.Received]], None]
 CloseHandler = Callable[["Channel", str], None]
 
 
@@ -81,11 +86,13 @@ class Channel:
         display: str,
         on_authenticated: Callable[[Channel], None] | None = None,  # a server's: ends its handshake deadline
         reactor: reactor_mod.Reactor | None = None,
+        on_messages: BatchHandler | None = None,  # None: on_message for each message of a read
     ) -> None:
         self.stream = stream
         self.conn = conn
         self.display = display
         self.on_message = on_message
+        self.on_messages = on_messages
         self.on_closed = on_closed
         self.on_authenticated = on_authenticated
         self.close_reason: str | None = None
@@ -139,22 +146,29 @@ class Channel:
             pieces = self.conn.send_message(segments)
         except errors.ProtocolError as exc:  # closed by the reactor since the check above
             raise ChannelClosed(self.close_reason or str(exc)) from exc
+        self.send_frame(pieces, hold)
+
+    def send_frame(self, pieces: list[bytes | bytearray | memoryview], hold: bool = False) -> None:
+        """Send one MESSAGE frame already packed (:mod:`mesh_client._src.wire.packing`: a
+        request's or a reply's frame header and envelope in one piece); as :meth:`send`."""
+        if self.state is not _ACTIVE or self.conn.state is not _AUTHENTICATED:  # as send_message checks
+            raise ChannelClosed(self.close_reason or f"channel {self.display} is not active")
         try:
             with self._send_lock:
                 if self.state is _CLOSED:  # closed by another thread since the check: nothing may stay held
                     raise ChannelClosed(self.close_reason or f"channel {self.display} is closed")
                 outbox = self._outbox
-                held = outbox.hold(pieces) if hold else coalescing.REFUSED
-                if held == coalescing.HELD:
+                held = outbox.hold(pieces) if hold else _REFUSED
+                if held == _HELD:
                     return
-                if held == coalescing.BEGAN:  # a new batch: the reactor writes it if nobody does sooner
+                if held == _BEGAN:  # a new batch: the reactor writes it if nobody does sooner
                     coalescing.note(self)
                     self._reactor.call_later(coalescing.HOLD_SECONDS, self._flush_soon)
                     return
-                if held == coalescing.FULL:
+                if held == _FULL:
                     pieces = [outbox.take()]
                     coalescing.forget(self)
-                elif outbox:  # behind the held ones, in the same write
+                elif outbox.frames:  # behind the held ones, in the same write
                     pieces = [outbox.take(), *pieces]
                     coalescing.forget(self)
                 self.stream.write(pieces)
@@ -166,13 +180,13 @@ class Channel:
         """Write the held frames (any thread). ``block=False``: only what the socket takes now;
         the reactor tries the rest again later (a thread about to wait, or the reactor itself,
         must not get stuck behind a peer that does not read)."""
-        if not self._outbox:
+        if not self._outbox.frames:
             return
         retry = 0.0
         try:
             with self._send_lock:
                 outbox = self._outbox
-                if not outbox:
+                if not outbox.frames:
                     return
                 data = outbox.take()
                 coalescing.forget(self)
@@ -239,11 +253,18 @@ class Channel:
 
     def _drain_events(self) -> None:
         if self.authenticated:  # every small message of the read at once, then what else is left
-            on_message = self.on_message
-            for segments in self.conn.take_messages():
-                on_message(self, segments)
-                if self.state is ChannelState.CLOSED:
-                    return
+            batch = self.conn.take_messages()
+            if batch:
+                if self.on_messages is not None:
+                    self.on_messages(self, batch)
+                    if self.state is _CLOSED:
+                        return
+                else:
+                    on_message = self.on_message
+                    for segments in batch:
+                        on_message(self, segments)
+                        if self.state is _CLOSED:
+                            return
             if self.conn.idle():
                 return
         while True:
@@ -328,6 +349,7 @@ def connect(
     *,
     on_message: MessageHandler,
     on_closed: CloseHandler,
+    on_messages: BatchHandler | None = None,
     timeout: float = 10.0,
     display: str | None = None,
     opener: Opener = open_tcp,
@@ -346,6 +368,6 @@ def connect(
         stream.close()
         raise
     sock.settimeout(None)
-    channel = Channel(stream, conn, on_message=on_message, on_closed=on_closed, display=display)
+    channel = Channel(stream, conn, on_message=on_message, on_closed=on_closed, display=display, on_messages=on_messages)
     channel.start()
     return channel

@@ -58,7 +58,7 @@ class Outbox:
 
     def __init__(self) -> None:
         self._data = bytearray()
-        self.frames = 0
+        self.frames = 0  # frames held: nonzero exactly while bytes are (the hot path's emptiness test)
 
     def __repr__(self) -> str:
         return f"<Outbox {self.frames} frames, {len(self._data)} bytes>"

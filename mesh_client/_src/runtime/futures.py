@@ -102,7 +102,10 @@ class Future(Generic[R]):
         waiter.release()  # the next thread waiting for this future goes on too
 
     def _outcome(self) -> R:
-        if self._value is _UNSET and self._error is None:
+        if self._error is None:
+            value: R = self._value
+            if value is not _UNSET:  # decoded already: the common case of a second look
+                return value
             with self._lock:
                 if self._value is _UNSET and self._error is None:
                     try:
@@ -112,12 +115,13 @@ class Future(Generic[R]):
                     self._raw = None
         if self._error is not None:
             raise self._error
-        value: R = self._value  # decoded by now (an Any only because of the _UNSET sentinel)
-        return value
+        decoded: R = self._value  # decoded by now (an Any only because of the _UNSET sentinel)
+        return decoded
 
     def get(self, timeout: float | None = None) -> R:
         """Block until the result is there and return it (or raise the call's error)."""
-        self._wait(timeout)
+        if not self._done:  # a pipelined call's future is mostly done before it is asked
+            self._wait(timeout)
         return self._outcome()
 
     def result(self, timeout: float | None = None) -> R:

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from mesh_client._src.runtime import channel as channel_mod
 from mesh_client._src.runtime import coalescing, futures, ops, relinking, unixlinks
-from mesh_client._src.wire import envelopes
+from mesh_client._src.wire import envelopes, packing
 
 # Reply status codes and the one-way call id, defined with the envelopes they travel in.
 OK = envelopes.OK
@@ -35,6 +35,11 @@ LOST = envelopes.LOST
 NO_REPLY = envelopes.NO_REPLY
 
 _ids = itertools.count(1)
+_WATCH = ops.WATCH
+# Looked up once: these run for every call.
+_request_frame = packing.request_frame
+_reply_head = envelopes.reply_head
+_CLOSED = channel_mod.ChannelState.CLOSED
 
 #: How long after the connection dropped a failed call may wait to learn how its proc died.
 LOSS_DETAIL_SECONDS = 0.03
@@ -99,6 +104,7 @@ class Peer:
                     self.address,
                     self._token,
                     on_message=self._on_message,
+                    on_messages=self._on_messages,
                     on_closed=self._on_closed,
                     display=self.display,
                     opener=self._opener,
@@ -146,14 +152,15 @@ class Peer:
         # which stay pending for an actor's life, do not count): this frame may wait a little
         # (coalescing.HOLD_SECONDS at most) to go out with the next ones in one write. Else it
         # goes out now, from this thread: a call that is waited for has its latency unchanged.
-        hold = coalescing.sending() and len(self._pending) > len(self._watches)
+        pending = self._pending
+        hold = coalescing.sending() and len(pending) > len(self._watches)
         if waiter is not None:
-            self._pending[call_id] = waiter
-            if op == ops.WATCH:
+            pending[call_id] = waiter
+            if op == _WATCH:
                 self._watches.add(call_id)
         try:
             channel = self._channel or self._get_channel()
-            channel.send([envelopes.request_envelope(call_id, op, fields), *payload], hold)
+            channel.send_frame(_request_frame(call_id, op, fields, payload), hold)
         except (OSError, channel_mod.ChannelClosed) as exc:
             self._pending.pop(call_id, None)
             self._watches.discard(call_id)
@@ -166,12 +173,25 @@ class Peer:
         return None
 
     def _on_message(self, channel: channel_mod.Channel, segments: envelopes.Received) -> None:
-        reply = envelopes.decode_reply(segments)  # MalformedMessage closes the channel
-        waiter = self._pending.pop(reply.call_id, None)
+        call_id, status = _reply_head(segments)  # MalformedMessage closes the channel
+        waiter = self._pending.pop(call_id, None)
         if self._watches:
-            self._watches.discard(reply.call_id)
+            self._watches.discard(call_id)
         if waiter is not None:
-            waiter.set_raw((reply.status, reply.payload, self))
+            waiter.set_raw((status, segments[1:], self))
+
+    def _on_messages(self, channel: channel_mod.Channel, batch: list[envelopes.Received]) -> None:
+        """The replies of one read, in order: :meth:`_on_message` for each, in one loop."""
+        pending, watches = self._pending, self._watches
+        for segments in batch:
+            call_id, status = _reply_head(segments)  # MalformedMessage closes the channel
+            waiter = pending.pop(call_id, None)
+            if watches:
+                watches.discard(call_id)
+            if waiter is not None:
+                waiter.set_raw((status, segments[1:], self))
+                if channel.state is _CLOSED:  # a done callback closed it: nothing more is read
+                    return
 
     def _on_closed(self, channel: channel_mod.Channel, reason: str) -> None:
         self.lost_at = time.monotonic()

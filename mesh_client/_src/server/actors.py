@@ -29,7 +29,7 @@ from mesh_client._src.actor.shape import Extent, Point
 from mesh_client._src.runtime import ops, peers
 from mesh_client._src.runtime.channel import Channel, ChannelClosed
 from mesh_client._src.server import logs, tracing
-from mesh_client._src.wire import envelopes, serialization
+from mesh_client._src.wire import envelopes, packing, serialization
 
 if TYPE_CHECKING:  # asyncio is imported where used: it costs ~35 ms at a proc's start
     import asyncio
@@ -48,12 +48,19 @@ def reply(channel: Channel | None, call_id: int, status: int, payload: Sequence[
     if call_id == peers.NO_REPLY or channel is None:
         return
     try:
-        if hold:
-            channel.send(envelopes.encode_reply(call_id, status, payload), hold=True)
-        else:  # what stands in for a channel (a tree's collector, forwarding.py) takes no hold
+        if type(channel) is Channel:  # the frame packed in one piece (wire/packing.py)
+            channel.send_frame(_reply_frame(call_id, status, payload), hold)
+        else:  # what stands in for a channel (a tree's collector, forwarding.py) takes segments, no hold
             channel.send(envelopes.encode_reply(call_id, status, payload))
     except ChannelClosed:
         pass
+
+
+# Looked up once: these run for every call.
+_reply_frame = packing.reply_frame
+_CALL, _STOP_ACTOR, _OK, _NO_REPLY = ops.CALL, ops.STOP_ACTOR, peers.OK, peers.NO_REPLY
+_NO_ARGUMENTS = serialization.NO_ARGUMENTS
+_enter = ctx_mod.enter
 
 
 SUPERVISE = -1  # a work item made in this process: a failure of a mesh this actor owns
@@ -92,6 +99,7 @@ class ActorRunner:
         self._watchers: list[tuple[Channel, int]] = []
         self._watch_lock = threading.Lock()
         self._queue: queue.SimpleQueue[Work | None] = queue.SimpleQueue()
+        self.put = self._queue.put  # submit() without its frame: the reactor queues every call through it
         self._instance: Actor | None = None
         self._context: ctx_mod.Context | None = None
         self._plans: dict[str, _Plan] = {}  # endpoint name -> how to call it (see _plan)
@@ -146,6 +154,7 @@ class ActorRunner:
         work_queue = self._queue
         held: set[Channel] = set()  # channels this thread may have left replies held on
         clock = time.perf_counter
+        quick = self._quick
         while True:
             if held and work_queue.empty():
                 _flush(held)
@@ -154,9 +163,9 @@ class ActorRunner:
                 break
             call_id, channel, header, segments = work
             op = header[1]
-            if held and not (op == ops.CALL and header[3] in self._quick):
+            if held and not (op == _CALL and header[3] in quick):
                 _flush(held)
-            if op == ops.STOP_ACTOR:
+            if op == _STOP_ACTOR:
                 if not self.failed:
                     self.cleanup(None)
                 reason = header[3] if len(header) > 3 else "stopped by client"
@@ -168,17 +177,23 @@ class ActorRunner:
                     reply(channel, call_id, messages.DEAD, [self.end_report.encode()])
                 continue
             try:
-                if op == ops.CALL:
+                if op == _CALL:
                     started = clock()
                     result = self._call(call_id, channel, header, segments)
                     if clock() - started < QUICK_SECONDS:
-                        self._quick.add(header[3])
+                        quick.add(header[3])
                     else:
-                        self._quick.discard(header[3])
+                        quick.discard(header[3])
                     if result is not _NO_REPLY_YET:
-                        if type(channel) is Channel and not work_queue.empty():
-                            reply(channel, call_id, peers.OK, serialization.dumps(result), hold=True)
-                            held.add(channel)
+                        if type(channel) is Channel and call_id != _NO_REPLY:  # the reply's frame in one piece
+                            hold = not work_queue.empty()
+                            try:
+                                channel.send_frame(_reply_frame(call_id, _OK, serialization.dumps(result)), hold)
+                            except ChannelClosed:
+                                pass  # a caller that went away is not an error of ours
+                            else:
+                                if hold:
+                                    held.add(channel)
                         else:
                             reply(channel, call_id, peers.OK, serialization.dumps(result))
                 elif op == ops.SPAWN:
@@ -191,7 +206,7 @@ class ActorRunner:
             except BaseException as exc:
                 self._failed_on(op, call_id, channel, header, exc)
             finally:
-                ctx_mod.enter(None)
+                _enter(None)
         _flush(held)
         self._on_exit(self)
 
@@ -278,13 +293,23 @@ class ActorRunner:
 
     def _call(self, call_id: int, channel: Channel | None, header: tuple[Any, ...], segments: envelopes.Received) -> Any:
         _, _, _, method, index, labels, sizes = header
-        args, kwargs = serialization.loads(segments)
-        ctx_mod.enter(self._message_context(index, labels, sizes))
+        args: tuple[Any, ...]
+        kwargs: dict[str, Any]
+        if len(segments) == 1 and segments[0] == _NO_ARGUMENTS:  # a call without arguments: no unpickling
+            args, kwargs = (), {}
+        else:
+            args, kwargs = serialization.loads(segments)
+        try:
+            context = self._contexts[(index, labels, sizes)]
+        except (KeyError, TypeError):  # not kept yet (or not hashable)
+            context = self._message_context(index, labels, sizes)
+        _enter(context)
         fn, explicit, untraced, concurrent, coroutine = self._plans.get(method) or self._plan(method)
         if explicit:
             args = (ports.response_port(functools.partial(self._port_reply, channel, call_id)), *args)
         traced = None if untraced else method
-        tracer = None if traced is None else tracing.tracer()
+        # No OpenTelemetry loaded (the common case): no tracer, without asking tracing.tracer().
+        tracer = None if traced is None or tracing.OPENTELEMETRY not in sys.modules else tracing.tracer()
         try:
             if tracer is None or traced is None or coroutine:
                 result = fn(self._instance, *args, **kwargs)  # a coroutine is traced where it runs

@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 HANDSHAKE_TIMEOUT = 10.0
 MAX_UNAUTHENTICATED = 256
 
+# Looked up once: _on_message runs for every request.
+_CALL = ops.CALL
+_decode_request = envelopes.request_parts
+
 
 class ProcServer:
     """The listening socket and every connection of one proc server."""
@@ -112,6 +116,7 @@ class ProcServer:
             stream,
             conn,
             on_message=self._on_message,
+            on_messages=self._on_messages,
             on_closed=self._on_closed,
             display=display,
             on_authenticated=self._authenticated,
@@ -148,13 +153,29 @@ class ProcServer:
 
     # Messages --------------------------------------------------------------------------------
 
+    def _on_messages(self, channel: Channel, batch: list[envelopes.Received]) -> None:
+        """The requests of one read, in order: a call to a live actor is queued right here (one
+        loop, no call per message), anything else goes through :meth:`_handle`."""
+        actors = self.actors
+        for segments in batch:
+            call_id, op, header, payload = _decode_request(segments)  # MalformedMessage closes the channel
+            if op == _CALL:
+                runner = actors.get(header[2])
+                if runner is not None:
+                    runner.put((call_id, channel, header, payload))
+                    continue
+            self._handle(channel, call_id, op, header, payload)
+            if channel.state is ChannelState.CLOSED:  # a STOP, say: nothing more is read
+                return
+
     def _on_message(self, channel: Channel, segments: envelopes.Received) -> None:
-        request = envelopes.decode_request(segments)  # MalformedMessage closes the channel
-        header, call_id, op, payload = request.header, request.call_id, request.op, request.payload
-        if op == ops.CALL:
+        self._handle(channel, *_decode_request(segments))  # MalformedMessage closes the channel
+
+    def _handle(self, channel: Channel, call_id: int, op: int, header: tuple[Any, ...], payload: envelopes.Received) -> None:
+        if op == _CALL:
             runner = self.actors.get(header[2])
             if runner is not None:
-                runner.submit((call_id, channel, header, payload))
+                runner.put((call_id, channel, header, payload))
             elif header[2] in self.ended:
                 reply(channel, call_id, messages.DEAD, [self.ended[header[2]][0].encode()])
             else:

@@ -17,11 +17,12 @@ from collections.abc import Iterator
 from typing import Any
 
 TRACER_NAME = "procmesh"
+OPENTELEMETRY = "opentelemetry.trace"  # the module that has to be loaded for any tracing to happen
 
 
 def tracer() -> Any | None:
     """The OpenTelemetry tracer to use, or None when the proc has no tracer provider."""
-    trace: Any = sys.modules.get("opentelemetry.trace")  # loaded only by a program that uses it
+    trace: Any = sys.modules.get(OPENTELEMETRY)  # loaded only by a program that uses it
     if trace is None or isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         return None  # no provider set: OpenTelemetry would make a non-recording span anyway
     return trace.get_tracer(TRACER_NAME)

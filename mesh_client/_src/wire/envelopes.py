@@ -84,27 +84,43 @@ def encode_request(call_id: int, header: tuple[Any, ...], payload: Sequence[Segm
 
 
 _fields_seen: dict[bytes, tuple[Any, ...]] = {}
+_unpack_request = REQUEST_HEAD.unpack_from  # looked up once: decode_request runs for every request
+_REQUEST_FIXED = REQUEST_HEAD.size
 
 
 def decode_request(segments: Received) -> Request:
+    return Request._make(request_parts(segments))
+
+
+def request_parts(segments: Received) -> tuple[int, int, tuple[Any, ...], Received]:
+    """:func:`decode_request` as a plain tuple ``(call_id, op, header, payload)``: the server's
+    reactor runs it for every request, and making the named tuple cost as much as the rest."""
     try:
         envelope = segments[0]
-        call_id, op = REQUEST_HEAD.unpack_from(envelope)
-        raw = bytes(envelope[REQUEST_HEAD.size :])
+        call_id, op = _unpack_request(envelope)
+        raw = envelope[_REQUEST_FIXED:]
+        if type(raw) is not bytes:
+            raw = bytes(raw)
         fields = _fields_seen.get(raw)
         if fields is None:
-            fields = pickle.loads(raw)
-            if type(fields) is not tuple:
-                raise MalformedMessage(f"a request's fields are a pickled tuple, got {type(fields).__name__}")
-            if len(raw) <= FIELDS_KEPT_BYTES:
-                if len(_fields_seen) >= FIELDS_KEPT:
-                    _fields_seen.clear()
-                _fields_seen[raw] = fields
+            fields = _decode_fields(raw)
     except MalformedMessage:
         raise
     except Exception as exc:
         raise MalformedMessage(f"a request envelope is call id (u64), op (u16), then a pickled tuple: {exc!r}") from None
-    return _new(Request, (call_id, op, (call_id, op, *fields), segments[1:]))
+    return call_id, op, (call_id, op) + fields, segments[1:]
+
+
+def _decode_fields(raw: bytes) -> tuple[Any, ...]:
+    """Unpickle fields not seen lately (and keep them if small)."""
+    fields = pickle.loads(raw)
+    if type(fields) is not tuple:
+        raise MalformedMessage(f"a request's fields are a pickled tuple, got {type(fields).__name__}")
+    if len(raw) <= FIELDS_KEPT_BYTES:
+        if len(_fields_seen) >= FIELDS_KEPT:
+            _fields_seen.clear()
+        _fields_seen[raw] = fields
+    return fields
 
 
 def encode_reply(call_id: int, status: int, payload: Sequence[Segment]) -> list[Segment]:
@@ -114,6 +130,19 @@ def encode_reply(call_id: int, status: int, payload: Sequence[Segment]) -> list[
 def reply_status(segments: Sequence[Segment]) -> int:
     """The status of a reply's segments (as :func:`encode_reply` made them)."""
     return int(REPLY_HEAD.unpack_from(segments[0])[1])
+
+
+_unpack_reply = REPLY_HEAD.unpack
+
+
+def reply_head(segments: Received) -> tuple[int, int]:
+    """``(call_id, status)`` of a reply's segments: :func:`decode_reply` without making the
+    named tuple (the client's reactor runs it for every reply; the payload is ``segments[1:]``)."""
+    try:
+        call_id, status = _unpack_reply(segments[0])
+        return call_id, status
+    except Exception as exc:
+        raise MalformedMessage(f"a reply envelope is 9 bytes, call id (u64) and status (u8): {exc!r}") from None
 
 
 def decode_reply(segments: Received) -> Reply:

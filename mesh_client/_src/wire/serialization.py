@@ -221,6 +221,9 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]  # cloudpickle is unt
 
 _NONE = pickle.dumps(None, protocol=5)
 _NO_ARGUMENTS_PICKLE = pickle.dumps(((), {}), protocol=5)
+#: The one segment of the ``(args, kwargs)`` of a call without arguments: a receiver that
+#: compares equal to it may skip unpickling (``((), {})``).
+NO_ARGUMENTS = _NO_ARGUMENTS_PICKLE
 
 
 def dumps(obj: Any, code_files: set[str] | None = None) -> list[bytes | memoryview]:

@@ -293,3 +293,15 @@ def test_a_forked_child_never_writes_what_its_parent_held(pair, slow_timer):
     assert nothing_waiting(theirs)  # the child wrote nothing
     ch.flush()
     assert parse(received(theirs, size(frame(0)))) == [[b"%08d" % 0, b"x" * 8]]  # once, by the parent
+
+
+def test_the_frame_count_is_nonzero_exactly_while_bytes_are_held():
+    # The channel tests outbox.frames, not len(outbox), on its hot path: the two must agree.
+    box = coalescing.Outbox()
+    steps = [lambda: box.hold(frame(0)), lambda: box.hold(frame(1, coalescing.Outbox.MAX_FRAME)),
+             lambda: box.take(), lambda: box.hold(frame(1, coalescing.Outbox.MAX_FRAME)),
+             lambda: box.put_back(bytearray(b"rest")), lambda: box.hold(frame(2)),
+             lambda: box.take(), lambda: box.put_back(bytearray())]
+    for step in steps:
+        step()
+        assert bool(box.frames) == bool(len(box))

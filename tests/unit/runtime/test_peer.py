@@ -28,6 +28,11 @@ def scripted_server(sock, on_request):
     def send(segments):
         sock.sendall(b"".join(bytes(p) for p in frames.encode(frames.Kind.MESSAGE, segments)))
 
+    def send_many(messages):  # in one write: the peer reads them together
+        sock.sendall(b"".join(bytes(p) for segments in messages for p in frames.encode(frames.Kind.MESSAGE, segments)))
+
+    send.many = send_many
+
     def run():
         with sock:
             while data := sock.recv(65536):
@@ -135,3 +140,36 @@ def test_the_peer_learns_who_its_proc_is_once_per_connection():
         assert peer.request((1,), [], raw).get(timeout=10)[0] == peers.OK
     assert peer.identity is not None and peer.identity["boot"] == "b1"
     assert seen == [1, 1]  # the IDENTIFY is answered by the scripted server itself
+
+
+def answer_in_one_write(count):
+    """A scripted proc that answers nothing until ``count`` requests came, then all in one write."""
+    waiting = []
+
+    def answer(request, send):
+        waiting.append(request.call_id)
+        if len(waiting) == count:
+            send.many([envelopes.encode_reply(call_id, envelopes.OK, [str(call_id).encode()]) for call_id in waiting])
+
+    return answer
+
+
+def test_replies_of_one_read_resolve_each_its_own_future():
+    peer, _ = peer_with(answer_in_one_write(5))
+    futs = [peer.request((1,), [], raw) for _ in range(5)]
+    outcomes = [fut.get(timeout=10) for fut in futs]
+    call_ids = [int(bytes(payload[0])) for _, payload, _ in outcomes]
+    assert all(status == envelopes.OK for status, _, _ in outcomes)
+    assert call_ids == sorted(call_ids) and len(set(call_ids)) == 5
+    peer.close()
+
+
+def test_a_done_callback_that_closes_the_link_ends_the_read_there():
+    peer, _ = peer_with(answer_in_one_write(3))
+    first = peer.request((1,), [], raw)
+    first.add_done_callback(lambda fut: peer.close())  # before the proc answers: it waits for all three
+    futs = [first, peer.request((1,), [], raw), peer.request((1,), [], raw)]
+    assert futs[0].get(timeout=10)[0] == envelopes.OK
+    for fut in futs[1:]:  # behind it in the same read: failed with the link, never resolved by it
+        status, reason, _ = fut.get(timeout=10)
+        assert status == peers.LOST and "closed by this client" in reason

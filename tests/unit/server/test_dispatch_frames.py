@@ -99,3 +99,25 @@ def test_a_connect_and_close_is_no_refusal_but_garbage_is(server, capsys):
     err = capsys.readouterr().err
     assert "attacker" in err and "probe" not in err
     assert not server.channels and not server.handshaking
+
+
+def test_requests_of_one_read_are_answered_in_order_and_a_stop_ends_the_read():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    channels = []
+    server = ProcServer(listener, TOKEN, identity={"mesh": "m", "rank": 3},
+                        on_stop=lambda: [ch.close("stopped") for ch in channels])
+    try:
+        ch, stream, client = authenticated(server)
+        channels.append(ch)
+        requests = [envelopes.encode_request(1, (ops.IDENTIFY,), ()), envelopes.encode_request(2, (99,), ()),
+                    envelopes.encode_request(3, (ops.STOP,), ()), envelopes.encode_request(4, (ops.IDENTIFY,), ())]
+        stream.feed(b"".join(frames.encode_bytes(frames.Kind.MESSAGE, r) for r in requests))  # one read
+        ch.on_readable()
+        got = replies(client, stream)
+        assert list(got) == [1, 2, 3]  # in order; the STOP closed the channel, so 4 gets no answer
+        assert [got[i].status for i in (1, 2, 3)] == [envelopes.OK, envelopes.ERROR, envelopes.OK]
+        assert ch.state is ChannelState.CLOSED
+    finally:
+        listener.close()

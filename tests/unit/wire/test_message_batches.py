@@ -108,3 +108,29 @@ def test_idle_only_when_nothing_is_left():
     conn.receive_data(b"")
     assert not conn.idle()  # the end of stream is for next_event to report
     assert isinstance(conn.next_event(), protocol.Closed)
+
+
+def test_a_two_segment_frame_over_the_limit_is_left_to_next_event():
+    # Each segment is under the limit, the two together are not (the batch's two-segment path).
+    conn = authenticated(max_message_bytes=100)
+    conn.receive_data(message(b"e", b"p") + message(b"x" * 60, b"y" * 60))
+    assert [[bytes(s) for s in m] for m in conn.take_messages()] == [[b"e", b"p"]]
+    with pytest.raises(errors.FrameTooLarge):
+        conn.next_event()
+
+
+def test_a_two_segment_frame_with_a_bad_magic_is_left_to_next_event():
+    bad = b"XX" + message(b"e", b"p")[2:]
+    conn = authenticated()
+    conn.receive_data(message(b"one", b"two") + bad)
+    assert [[bytes(s) for s in m] for m in conn.take_messages()] == [[b"one", b"two"]]
+    with pytest.raises(errors.ProtocolError, match="magic"):
+        conn.next_event()
+
+
+def test_two_segment_frames_of_many_shapes_parse_and_the_shapes_kept_stay_bounded():
+    conn = authenticated()
+    sent = [[b"e" * (i % 50), b"p" * i] for i in range(protocol.PAIRS_KEPT + 200)]
+    conn.receive_data(b"".join(message(*m) for m in sent))
+    assert [[bytes(s) for s in m] for m in conn.take_messages()] == sent
+    assert len(protocol._pairs) <= protocol.PAIRS_KEPT
