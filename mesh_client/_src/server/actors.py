@@ -58,7 +58,7 @@ def reply(channel: Channel | None, call_id: int, status: int, payload: Sequence[
 
 # Looked up once: these run for every call.
 _reply_frame = packing.reply_frame
-_CALL, _STOP_ACTOR, _OK, _NO_REPLY = ops.CALL, ops.STOP_ACTOR, peers.OK, peers.NO_REPLY
+_CALL, _STOP_ACTOR, _OK = ops.CALL, ops.STOP_ACTOR, peers.OK
 _NO_ARGUMENTS = serialization.NO_ARGUMENTS
 _enter = ctx_mod.enter
 
@@ -185,17 +185,12 @@ class ActorRunner:
                     else:
                         quick.discard(header[3])
                     if result is not _NO_REPLY_YET:
-                        if type(channel) is Channel and call_id != _NO_REPLY:  # the reply's frame in one piece
-                            hold = not work_queue.empty()
-                            try:
-                                channel.send_frame(_reply_frame(call_id, _OK, serialization.dumps(result)), hold)
-                            except ChannelClosed:
-                                pass  # a caller that went away is not an error of ours
-                            else:
-                                if hold:
-                                    held.add(channel)
-                        else:
-                            reply(channel, call_id, peers.OK, serialization.dumps(result))
+                        # Held while more work is queued; written when the queue runs dry or before
+                        # anything that may block (the top of this loop). A stand-in channel takes no hold.
+                        hold = type(channel) is Channel and not work_queue.empty()
+                        reply(channel, call_id, _OK, serialization.dumps(result), hold)
+                        if hold:
+                            held.add(channel)  # type: ignore[arg-type]  # hold: it is a Channel
                 elif op == ops.SPAWN:
                     self._construct(header, segments)
                     reply(channel, call_id, peers.OK, [])
