@@ -21,6 +21,7 @@ import os
 import statistics
 import subprocess
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from actors import ECHO_SERVER, SERVER_PRELUDE
@@ -180,6 +181,20 @@ def run_in(checkout: str, code: str, *args: str, env_extra: dict[str, str] | Non
     return json.loads(lines[-1])
 
 
+def summarize(results: dict[str, list[dict[str, float]]], keys: Sequence[str],
+              higher_is_better: Sequence[str] = ()) -> dict[str, dict[str, dict[str, float]]]:
+    """Per checkout and figure, the median of the runs and the best run (the highest where more
+    is better, else the lowest)."""
+    return {
+        checkout: {
+            key: {"median": statistics.median(r[key] for r in runs),
+                  "best": (max if key in higher_is_better else min)(r[key] for r in runs)}
+            for key in keys
+        }
+        for checkout, runs in results.items()
+    }
+
+
 def one_run(checkout: str, env_extra: dict[str, str] | None = None) -> dict[str, float]:
     figures: dict[str, float] = run_in(checkout, f"RAW = {RAW!r}\nFLOOR = {FLOOR!r}\n" + WORKLOAD, env_extra=env_extra)
     return figures
@@ -196,14 +211,7 @@ def main() -> None:
     for _ in range(args.runs):
         for checkout in (args.baseline, args.candidate):
             results[checkout].append(one_run(checkout))
-    summary = {
-        checkout: {
-            key: {"median": statistics.median(r[key] for r in runs),
-                  "best": (max if key == "pipelined_calls_per_s" else min)(r[key] for r in runs)}
-            for key in KEYS
-        }
-        for checkout, runs in results.items()
-    }
+    summary = summarize(results, KEYS, higher_is_better=("pipelined_calls_per_s",))
     if args.json:
         print(json.dumps({"runs": results, "summary": summary}, indent=2))
         return

@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 
-from call_ab import run_in
+from call_ab import run_in, summarize
 
 CODE = r"""
 import json, socket, time
@@ -115,8 +114,7 @@ def main() -> None:
     for i in range(args.runs):
         for checkout in (args.baseline, args.candidate) if i % 2 == 0 else (args.candidate, args.baseline):
             results[checkout].append(run_in(checkout, CODE))
-    summary = {checkout: {key: {"median": statistics.median(r[key] for r in runs), "best": min(r[key] for r in runs)}
-                          for key in KEYS} for checkout, runs in results.items()}
+    summary = summarize(results, KEYS)
     if args.json:
         print(json.dumps({"runs": results, "summary": summary}, indent=2))
         return
