@@ -45,8 +45,7 @@ def port_forward_opener(
     api_client: Any, namespace: str, pods: Mapping[tuple[str, int], str]
 ) -> Callable[[tuple[str, int], float], streams.SocketStream]:
     """An opener for ``channel.connect`` that port-forwards to the pod serving each address."""
-    from kubernetes.stream.ws_client import create_websocket
-    from websocket import WebSocketBadStatusException, WebSocketException
+    from websocket import WebSocketBadStatusException, WebSocketException, WebSocketTimeoutException
 
     from mesh_client._src.kubernetes import portforwards
 
@@ -61,8 +60,14 @@ def port_forward_opener(
         bearer = configuration.auth_settings().get("BearerToken")
         if bearer and bearer.get("value"):
             headers["authorization"] = bearer["value"]
+        bound = max(timeout, ForwardedStream.handshake_timeout)
         try:
-            websocket = create_websocket(configuration, url, headers)  # type: ignore[no-untyped-call]
+            websocket = _websocket(configuration, url, headers, bound)
+        except (WebSocketTimeoutException, TimeoutError):
+            raise ConnectionError(
+                f"cannot port-forward to pod {namespace}/{pod}:{port}: the API server did not answer the "
+                f"upgrade within {bound:g} s (is it overloaded, or is a proxy in the way?)"
+            ) from None
         except WebSocketBadStatusException as exc:
             if exc.status_code == 403:
                 raise MeshAccessDenied(
@@ -75,3 +80,36 @@ def port_forward_opener(
         return ForwardedStream(portforwards.PortForward(websocket, port))
 
     return open_
+
+
+def _websocket(configuration: Any, url: str, headers: Mapping[str, str], timeout: float) -> Any:
+    """The WebSocket of one forward, connected within ``timeout`` seconds.
+
+    ``kubernetes.stream.ws_client.create_websocket`` takes no timeout, so an API server that
+    accepts the connection and never answers the upgrade would hold the caller forever; this
+    makes the same connection (the client's TLS settings, certificates and proxy) with a bound.
+    After the upgrade the socket blocks again: the relay waits in ``select()``, not on timeouts."""
+    import ssl
+
+    import certifi
+    from kubernetes.stream.ws_client import websocket_proxycare
+    from websocket import WebSocket
+
+    tls: dict[str, Any]
+    if url.startswith("wss://") and configuration.verify_ssl:
+        tls = {"cert_reqs": ssl.CERT_REQUIRED, "ca_certs": configuration.ssl_ca_cert or certifi.where()}
+        if configuration.assert_hostname is not None:
+            tls["check_hostname"] = configuration.assert_hostname
+    else:
+        tls = {"cert_reqs": ssl.CERT_NONE}
+    for option, value in (("certfile", configuration.cert_file), ("keyfile", configuration.key_file),
+                          ("server_hostname", configuration.tls_server_name)):
+        if value:
+            tls[option] = value
+    options: dict[str, Any] = {"header": [f"{name}: {value}" for name, value in headers.items()], "timeout": timeout}
+    if configuration.proxy or configuration.proxy_headers:
+        options = websocket_proxycare(options, configuration, url, headers)  # type: ignore[no-untyped-call]
+    websocket = WebSocket(sslopt=tls, skip_utf8_validation=False)
+    websocket.connect(url, **options)  # type: ignore[no-untyped-call]
+    websocket.settimeout(None)
+    return websocket

@@ -123,3 +123,35 @@ def test_what_the_kubelet_says_on_the_error_channel_reaches_the_caller(api_clien
             stream.write([b"x" * (1 << 20)])
     finally:
         stream.close()
+
+
+def test_an_api_server_that_never_answers_the_upgrade_fails_the_connect_at_its_bound(
+    api_client: Any, certs: pki.KeyPair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An accepted connection whose upgrade is never answered must not hold the caller forever
+    (the library's ``create_websocket`` has no timeout): the bound is the stream's handshake one."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certs.cert, certs.key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    requests: list[bytes] = []
+    release = threading.Event()
+
+    def silent() -> None:
+        raw, _ = listener.accept()
+        with context.wrap_socket(raw, server_side=True) as conn:
+            requests.append(conn.recv(4096))  # the upgrade request, which gets no answer
+            release.wait(BOUND)
+
+    thread = threading.Thread(target=silent, daemon=True)
+    thread.start()
+    monkeypatch.setattr(forwarding.ForwardedStream, "handshake_timeout", 1.0)
+    api_client.configuration.host = f"https://127.0.0.1:{listener.getsockname()[1]}"
+    opener = forwarding.port_forward_opener(api_client, "ns", {("10.0.0.9", PORT): "policy-0"})
+    try:
+        with pytest.raises(ConnectionError, match="did not answer the upgrade within 1 s"):
+            opener(("10.0.0.9", PORT), 0.5)
+        assert requests and requests[0].startswith(b"GET /api/v1/namespaces/ns/pods/policy-0/portforward")
+    finally:
+        release.set()
+        thread.join(BOUND)
+        listener.close()
