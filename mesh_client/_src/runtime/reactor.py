@@ -1,8 +1,12 @@
-"""The I/O thread: one selector loop per process that reads every socket and runs timers.
+"""The I/O thread: one poll loop per process that reads every socket and runs timers.
 
 Callbacks that run here (frame handling, resolving futures, queueing work for actors) never
 block. Writes happen in the threads that produce the data (:mod:`.channel`), so a slow reader
 only slows its own writer.
+
+The loop waits on the kernel's poller itself (``select.epoll``; ``select.poll`` where there is
+no epoll) with a plain map of descriptors to handlers, not through :mod:`selectors`, whose
+key objects and event translation cost a few microseconds per wake-up, twice per call.
 """
 
 from __future__ import annotations
@@ -10,17 +14,18 @@ from __future__ import annotations
 import heapq
 import itertools
 import os
-import selectors
+import select
 import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Readable(Protocol):
-    """What the reactor watches. A handler with a true ``prioritized`` attribute is served
-    before the others that are ready at the same time."""
+    """What the reactor watches: readable, or hung up or in error (``on_readable`` finds out
+    which). A handler with a true ``prioritized`` attribute is served before the others that
+    are ready at the same time."""
 
     def fileno(self) -> int: ...
     def on_readable(self) -> None: ...
@@ -50,11 +55,13 @@ class Reactor:
     """
 
     def __init__(self, name: str = "procmesh-io") -> None:
-        self._selector = selectors.DefaultSelector()
+        self._poller = _Poller()
+        self._handlers: dict[int, Readable] = {}  # descriptor -> handler, touched on this thread only
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._wake_fd = self._wake_r.fileno()
+        self._poller.register(self._wake_fd)
         self._pending: list[Callable[[], None]] = []
         self._pending_lock = threading.Lock()
         self._timers: list[tuple[float, int, Timer]] = []
@@ -113,24 +120,35 @@ class Reactor:
 
     def register(self, handler: Readable) -> None:
         def add() -> None:
-            try:
-                self._selector.register(handler.fileno(), selectors.EVENT_READ, handler)
-            except KeyError:
-                pass  # already registered
+            fd = handler.fileno()
+            if fd < 0 or fd in self._handlers:
+                return  # closed, or already registered
+            self._poller.register(fd)
+            self._handlers[fd] = handler
 
         add() if self.on_thread else self.call_soon(add)
 
     def unregister(self, handler: Readable) -> None:
         def drop() -> None:
+            fd = handler.fileno()
+            if self._handlers.get(fd) is not handler:
+                return  # not registered (or that descriptor is another handler's now)
+            del self._handlers[fd]
             try:
-                self._selector.unregister(handler.fileno())
-            except (KeyError, ValueError, OSError):
-                pass
+                self._poller.unregister(fd)
+            except (ValueError, OSError):
+                pass  # closed already: the kernel dropped it from its set with the descriptor
 
         if self.on_thread:
             drop()
         else:
             self.call_soon(drop)
+
+    def _drain_wakeups(self) -> None:
+        try:
+            self._wake_r.recv(4096)
+        except BlockingIOError:
+            pass
 
     def _run(self) -> None:
         while True:
@@ -142,23 +160,32 @@ class Reactor:
             self._selecting = True
             if self._pending:  # added while the loop was awake: do not sleep on them
                 timeout = 0.0
-            events = self._selector.select(timeout)
+            try:
+                ready = self._poller.poll(timeout)
+            except InterruptedError:
+                ready = []
             self._selecting = False
-            if len(events) > 1:  # authenticated peers first: a flood of strangers waits its turn
-                events.sort(key=_priority)
-                if len(events) > self.OTHERS_PER_PASS:
-                    # The selector is level-triggered: those left out are ready again at the next
-                    # select, after prioritized handlers, callbacks and timers have had a turn.
-                    others = next((i for i, e in enumerate(events) if _priority(e)), len(events))
-                    del events[others + self.OTHERS_PER_PASS :]
-            for key, _ in events:
-                handler = key.data
-                if handler is None:
-                    try:
-                        self._wake_r.recv(4096)
-                    except BlockingIOError:
-                        pass
-                    continue
+            handlers = self._handlers
+            if len(ready) == 1:  # the common case: one socket (or the wake-up pipe), no sorting
+                fd = ready[0][0]
+                found = handlers.get(fd)
+                served: list[Readable] = [] if found is None else [found]
+                if fd == self._wake_fd:
+                    self._drain_wakeups()
+            else:
+                served = []
+                others: list[Readable] = []
+                for fd, _ in ready:
+                    found = handlers.get(fd)
+                    if found is not None:
+                        # Authenticated peers first: a flood of strangers waits its turn.
+                        (served if getattr(found, "prioritized", False) else others).append(found)
+                    elif fd == self._wake_fd:
+                        self._drain_wakeups()
+                # The poller is level-triggered: those left out are ready again at the next poll,
+                # after prioritized handlers, callbacks and timers have had a turn.
+                served += others[: self.OTHERS_PER_PASS]
+            for handler in served:
                 try:
                     handler.on_readable()
                 except Exception as exc:  # a handler bug must not stop all I/O
@@ -171,7 +198,7 @@ class Reactor:
                         fn()
                     except Exception as exc:
                         _report(f"procmesh: I/O callback failed: {exc!r}")
-            now = time.monotonic()
+            now = time.monotonic() if self._timers else 0.0
             while self._timers and self._timers[0][0] <= now:
                 _, _, timer = heapq.heappop(self._timers)
                 due = timer.fn
@@ -184,10 +211,27 @@ class Reactor:
                     _report(f"procmesh: timer failed: {exc!r}")
 
 
-def _priority(event: tuple[selectors.SelectorKey, int]) -> int:
-    """Sort key of a ready handler: 0 for those marked ``prioritized`` (and the wake-up pipe)."""
-    handler = event[0].data
-    return 0 if handler is None or getattr(handler, "prioritized", False) else 1
+class _Poller:
+    """The kernel's readiness poller for input: epoll on Linux, poll(2) elsewhere."""
+
+    def __init__(self) -> None:
+        self._epoll = hasattr(select, "epoll")
+        self._kernel: Any = select.epoll() if self._epoll else select.poll()
+        self._events = select.EPOLLIN if self._epoll else select.POLLIN
+
+    def register(self, fd: int) -> None:
+        self._kernel.register(fd, self._events)
+
+    def unregister(self, fd: int) -> None:
+        self._kernel.unregister(fd)
+
+    def poll(self, timeout: float | None) -> list[tuple[int, int]]:
+        """The descriptors ready within ``timeout`` seconds (None: wait as long as it takes)."""
+        if self._epoll:
+            ready: list[tuple[int, int]] = self._kernel.poll(-1 if timeout is None else timeout)
+        else:
+            ready = self._kernel.poll(None if timeout is None else timeout * 1000)
+        return ready
 
 
 def _report(message: str) -> None:

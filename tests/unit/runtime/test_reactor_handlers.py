@@ -1,0 +1,85 @@
+"""The reactor's map of descriptors to handlers, on a real reactor thread and real sockets.
+
+Aspects: a peer that hangs up is served (its handler reads the end of stream), registering a
+handler twice serves it once per readiness, and unregistering a handler whose descriptor now
+belongs to another leaves that other one registered.
+"""
+
+import socket
+import threading
+
+from mesh_client._src.runtime import reactor
+
+
+class Reading:
+    """Reads what is there; records each read (b"" is the end of stream) and then stops."""
+
+    def __init__(self, sock: socket.socket, reads: list[bytes], done: threading.Event) -> None:
+        self.sock, self.reads, self.done = sock, reads, done
+        sock.setblocking(False)
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def on_readable(self) -> None:
+        try:
+            data = self.sock.recv(4096)
+        except BlockingIOError:
+            return
+        self.reads.append(data)
+        self.done.set()
+
+
+def _settled(loop: reactor.Reactor) -> None:
+    """Return once the loop has run what was asked of it before."""
+    ran = threading.Event()
+    loop.call_soon(ran.set)
+    assert ran.wait(10)
+
+
+def test_a_peer_that_hangs_up_is_served_and_reads_the_end_of_stream():
+    loop = reactor.Reactor("test-handlers")
+    ours, theirs = socket.socketpair()
+    reads: list[bytes] = []
+    done = threading.Event()
+    handler = Reading(ours, reads, done)
+    loop.register(handler)
+    _settled(loop)
+    theirs.close()
+    assert done.wait(10)
+    loop.unregister(handler)
+    _settled(loop)
+    assert reads[0] == b""
+
+
+def test_a_handler_registered_twice_is_served_once_per_readiness():
+    loop = reactor.Reactor("test-handlers")
+    ours, theirs = socket.socketpair()
+    reads: list[bytes] = []
+    done = threading.Event()
+    handler = Reading(ours, reads, done)
+    loop.register(handler)
+    loop.register(handler)
+    _settled(loop)
+    theirs.send(b"once")
+    assert done.wait(10)
+    _settled(loop)
+    assert reads == [b"once"]
+
+
+def test_unregistering_a_stale_handler_leaves_the_descriptors_new_owner_registered():
+    loop = reactor.Reactor("test-handlers")
+    ours, theirs = socket.socketpair()
+    stale = Reading(ours, [], threading.Event())
+    loop.register(stale)
+    loop.unregister(stale)
+    _settled(loop)
+    reads: list[bytes] = []
+    done = threading.Event()
+    current = Reading(ours, reads, done)  # the same descriptor, a handler of its own
+    loop.register(current)
+    loop.unregister(stale)  # a late unregister by the old owner
+    _settled(loop)
+    theirs.send(b"still served")
+    assert done.wait(10)
+    assert reads == [b"still served"]
