@@ -65,8 +65,8 @@ def port_forward_opener(
             websocket = _websocket(configuration, url, headers, bound)
         except (WebSocketTimeoutException, TimeoutError):
             raise ConnectionError(
-                f"cannot port-forward to pod {namespace}/{pod}:{port}: the API server did not answer the "
-                f"upgrade within {bound:g} s (is it overloaded, or is a proxy in the way?)"
+                f"cannot port-forward to pod {namespace}/{pod}:{port}: the API server did not answer within "
+                f"{bound:g} s (connection, TLS and WebSocket upgrade); is it overloaded, or a proxy in the way?"
             ) from None
         except WebSocketBadStatusException as exc:
             if exc.status_code == 403:
