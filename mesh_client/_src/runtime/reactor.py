@@ -166,25 +166,18 @@ class Reactor:
                 ready = []
             self._selecting = False
             handlers = self._handlers
-            if len(ready) == 1:  # the common case: one socket (or the wake-up pipe), no sorting
-                fd = ready[0][0]
+            served: list[Readable] = []
+            others: list[Readable] = []
+            for fd, _ in ready:
                 found = handlers.get(fd)
-                served: list[Readable] = [] if found is None else [found]
-                if fd == self._wake_fd:
+                if found is not None:
+                    # Authenticated peers first: a flood of strangers waits its turn.
+                    (served if getattr(found, "prioritized", False) else others).append(found)
+                elif fd == self._wake_fd:
                     self._drain_wakeups()
-            else:
-                served = []
-                others: list[Readable] = []
-                for fd, _ in ready:
-                    found = handlers.get(fd)
-                    if found is not None:
-                        # Authenticated peers first: a flood of strangers waits its turn.
-                        (served if getattr(found, "prioritized", False) else others).append(found)
-                    elif fd == self._wake_fd:
-                        self._drain_wakeups()
-                # The poller is level-triggered: those left out are ready again at the next poll,
-                # after prioritized handlers, callbacks and timers have had a turn.
-                served += others[: self.OTHERS_PER_PASS]
+            # The poller is level-triggered: those left out are ready again at the next poll,
+            # after prioritized handlers, callbacks and timers have had a turn.
+            served += others[: self.OTHERS_PER_PASS]
             for handler in served:
                 try:
                     handler.on_readable()

@@ -12,7 +12,7 @@ from mesh_client._src.runtime import reactor
 
 
 class Reading:
-    """Reads what is there; records each read (b"" is the end of stream) and then stops."""
+    """Reads what is there and records each read (b"" is the end of stream)."""
 
     def __init__(self, sock: socket.socket, reads: list[bytes], done: threading.Event) -> None:
         self.sock, self.reads, self.done = sock, reads, done
@@ -30,6 +30,16 @@ class Reading:
         self.done.set()
 
 
+def _watched(loop: reactor.Reactor) -> tuple[socket.socket, socket.socket, Reading, list[bytes], threading.Event]:
+    """A socket pair whose first end a fresh handler reads, registered with ``loop``."""
+    ours, theirs = socket.socketpair()
+    reads: list[bytes] = []
+    done = threading.Event()
+    handler = Reading(ours, reads, done)
+    loop.register(handler)
+    return ours, theirs, handler, reads, done
+
+
 def _settled(loop: reactor.Reactor) -> None:
     """Return once the loop has run what was asked of it before."""
     ran = threading.Event()
@@ -39,11 +49,7 @@ def _settled(loop: reactor.Reactor) -> None:
 
 def test_a_peer_that_hangs_up_is_served_and_reads_the_end_of_stream():
     loop = reactor.Reactor("test-handlers")
-    ours, theirs = socket.socketpair()
-    reads: list[bytes] = []
-    done = threading.Event()
-    handler = Reading(ours, reads, done)
-    loop.register(handler)
+    _, theirs, handler, reads, done = _watched(loop)
     _settled(loop)
     theirs.close()
     assert done.wait(10)
@@ -54,11 +60,7 @@ def test_a_peer_that_hangs_up_is_served_and_reads_the_end_of_stream():
 
 def test_a_handler_registered_twice_is_served_once_per_readiness():
     loop = reactor.Reactor("test-handlers")
-    ours, theirs = socket.socketpair()
-    reads: list[bytes] = []
-    done = threading.Event()
-    handler = Reading(ours, reads, done)
-    loop.register(handler)
+    _, theirs, handler, reads, done = _watched(loop)
     loop.register(handler)
     _settled(loop)
     theirs.send(b"once")
@@ -69,9 +71,7 @@ def test_a_handler_registered_twice_is_served_once_per_readiness():
 
 def test_unregistering_a_stale_handler_leaves_the_descriptors_new_owner_registered():
     loop = reactor.Reactor("test-handlers")
-    ours, theirs = socket.socketpair()
-    stale = Reading(ours, [], threading.Event())
-    loop.register(stale)
+    ours, theirs, stale, _, _ = _watched(loop)
     loop.unregister(stale)
     _settled(loop)
     reads: list[bytes] = []
