@@ -26,7 +26,7 @@ from mesh_client._src.actor.shape import Shape
 from mesh_client._src.kubernetes import api as api_mod
 from mesh_client._src.kubernetes import assessing, forwarding, lifetimes, output, reviving
 from mesh_client._src.kubernetes.errors import MeshNotReady
-from mesh_client._src.runtime import channel, identifying, offloading, peers, relinking
+from mesh_client._src.runtime import channel, identifying, interrupts, offloading, peers, relinking
 
 DEFAULT_TIMEOUT = 600.0
 #: How long ``revive`` waits for a lost proc whose pod is unchanged to answer (a live one: ms).
@@ -228,31 +228,32 @@ def wait_ready(api: api_mod.KubeApi, name: str, timeout: float, progress: bool |
     deadline = time.monotonic() + timeout
     delay = 0.05
     try:
-        while True:
-            mesh = api.get_mesh(name)
-            # Pods every time, also when the status says Ready: a status no operator keeps current
-            # (assessing.stale_status) must not send the client to procs that are gone. Not for a
-            # mesh too big to list its procs: listing 4,096 pods took 7 to 40 s on the test VM
-            # (20 MB, also in the API server's Table form), against attach's 1 s. Its status is
-            # still checked against its generation, the operator puts a stuck container in Ready,
-            # and a proc that is gone fails the connect, which then reads that pod's status.
-            size = math.prod(extent for _, extent in contract.mesh_dims(mesh.get("spec") or {}))
-            pods = api.visible_pods(name) if contract.lists_procs(size) else None
-            verdict = assessing.assess(mesh, pods)
-            if verdict.ready:
-                line.end(f"ProcMesh {api.namespace}/{name}: {verdict.progress}")
-                return mesh
-            if verdict.fatal:
-                raise MeshNotReady(f"ProcMesh {api.namespace}/{name} cannot become Ready: {verdict.problem}", verdict.reason)
-            if time.monotonic() >= deadline:
-                raise MeshNotReady(
-                    f"ProcMesh {api.namespace}/{name} was not Ready after {timeout:.0f} s: {verdict.problem} "
-                    f"('kubectl describe procmesh {name} -n {api.namespace}' shows its conditions and events)",
-                    verdict.reason,
-                )
-            line.update(f"ProcMesh {api.namespace}/{name}: {verdict.progress}")
-            offloading.sleep(delay)  # cut short when an attach_async's task is cancelled
-            delay = min(delay * 1.5, 0.5)
+        with interrupts.kept(before_raise=line.end):  # a Ctrl-C is never lost, and ends the line first
+            while True:
+                mesh = api.get_mesh(name)
+                # Pods every time, also when the status says Ready: a status no operator keeps current
+                # (assessing.stale_status) must not send the client to procs that are gone. Not for a
+                # mesh too big to list its procs: listing 4,096 pods took 7 to 40 s on the test VM
+                # (20 MB, also in the API server's Table form), against attach's 1 s. Its status is
+                # still checked against its generation, the operator puts a stuck container in Ready,
+                # and a proc that is gone fails the connect, which then reads that pod's status.
+                size = math.prod(extent for _, extent in contract.mesh_dims(mesh.get("spec") or {}))
+                pods = api.visible_pods(name) if contract.lists_procs(size) else None
+                verdict = assessing.assess(mesh, pods)
+                if verdict.ready:
+                    line.end(f"ProcMesh {api.namespace}/{name}: {verdict.progress}")
+                    return mesh
+                if verdict.fatal:
+                    raise MeshNotReady(f"ProcMesh {api.namespace}/{name} cannot become Ready: {verdict.problem}", verdict.reason)
+                if time.monotonic() >= deadline:
+                    raise MeshNotReady(
+                        f"ProcMesh {api.namespace}/{name} was not Ready after {timeout:.0f} s: {verdict.problem} "
+                        f"('kubectl describe procmesh {name} -n {api.namespace}' shows its conditions and events)",
+                        verdict.reason,
+                    )
+                line.update(f"ProcMesh {api.namespace}/{name}: {verdict.progress}")
+                offloading.sleep(delay)  # cut short when an attach_async's task is cancelled
+                delay = min(delay * 1.5, 0.5)
     finally:
         line.end()  # before any traceback, Ctrl-C's included
 

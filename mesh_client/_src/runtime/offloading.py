@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from mesh_client._src.runtime import interrupts
+
 if TYPE_CHECKING:  # asyncio is imported where used: only async programs pay for it
     import asyncio
 
@@ -96,10 +98,13 @@ def check_cancelled() -> None:
 
 
 def sleep(seconds: float) -> None:
-    """``time.sleep``, cut short (with ``CancelledError``) when the awaiting task is cancelled."""
+    """``time.sleep``, cut short (with ``CancelledError``) when the awaiting task is cancelled;
+    a Ctrl-C that a finalizer swallowed is raised here (:mod:`.interrupts`)."""
     cancel: threading.Event | None = getattr(_state, "cancel", None)
     if cancel is None:
+        interrupts.check()
         time.sleep(seconds)
+        interrupts.check()
         return
     cancel.wait(seconds)
     check_cancelled()

@@ -107,7 +107,10 @@ def test_the_progress_line_ends_before_a_traceback(cluster, custom, namespace, o
                                  "the progress line")
                 assert proc.poll() is None, read(err)
                 proc.send_signal(signal.SIGINT)
-            proc.wait(timeout=120)
+            try:
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"attach went on after {how}; its stderr ends: {read(err)[-2000:]!r}")
         finally:
             proc.kill()
     text = read(err)
