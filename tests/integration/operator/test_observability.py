@@ -31,22 +31,30 @@ def ready_meshes(operator: support.OperatorProcess) -> float:
     return total(samples(operator), "procmesh_meshes", phase="Ready")
 
 
-def no_other_meshes(operator: support.OperatorProcess, custom) -> bool:
-    """No ProcMesh in the cluster, and the operator's gauge counts none: the namespaces of
-    earlier tests are deleted in the background, and a Ready mesh of theirs that the operator
-    forgets during this test would cancel out the one it counts."""
-    listed = custom.list_cluster_custom_object(contract.GROUP, contract.VERSION, contract.PLURAL)
-    return not listed["items"] and total(samples(operator), "procmesh_meshes") == 0
+def gauge_matches(operator: support.OperatorProcess, custom, namespace: str, present: bool) -> bool:
+    """The gauge's Ready count is the API's, with this test's mesh Ready in it (or gone).
+
+    Other tests' meshes may be in the cluster, and change while this test runs (their
+    namespaces are deleted in the background; some outlive their test): the gauge is checked
+    against all of them, as the API lists them, not against a count taken before."""
+    listed = custom.list_cluster_custom_object(contract.GROUP, contract.VERSION, contract.PLURAL)["items"]
+    phases = {(m["metadata"]["namespace"], m["metadata"]["name"]): (m.get("status") or {}).get("phase")
+              for m in listed}
+    ours = phases.get((namespace, "obs"))
+    in_api = sum(1 for phase in phases.values() if phase == "Ready")
+    gauge = ready_meshes(operator)
+    if (ours == "Ready" if present else ours is None) and gauge == in_api:
+        return True
+    raise AssertionError(f"the gauge counts {gauge:g} Ready, the API lists {in_api} ({phases})")
 
 
 def test_metrics_move_with_a_mesh(operator, namespace, custom):
     assert operator.healthy()
-    testing.wait_for(lambda: no_other_meshes(operator, custom), "the meshes of earlier tests to be gone")
     before = samples(operator)
 
     support.create_mesh(custom, namespace, "obs", perHost=[{"name": "procs", "size": 1}])
     support.wait_ready(custom, namespace, "obs")
-    testing.wait_for(lambda: ready_meshes(operator) == 1,
+    testing.wait_for(lambda: gauge_matches(operator, custom, namespace, present=True),
                      "procmesh_meshes{phase=Ready} to count the new mesh")
     after = samples(operator)
     assert (total(after, "procmesh_reconcile_duration_seconds_count")
@@ -58,5 +66,5 @@ def test_metrics_move_with_a_mesh(operator, namespace, custom):
 
     custom.delete_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace,
                                            contract.PLURAL, "obs")
-    testing.wait_for(lambda: ready_meshes(operator) == 0,
+    testing.wait_for(lambda: gauge_matches(operator, custom, namespace, present=False),
                      "procmesh_meshes{phase=Ready} to forget the deleted mesh")
