@@ -99,12 +99,12 @@ def check_cancelled() -> None:
 
 def sleep(seconds: float) -> None:
     """``time.sleep``, cut short (with ``CancelledError``) when the awaiting task is cancelled;
-    a Ctrl-C that a finalizer swallowed is raised here (:mod:`.interrupts`)."""
+    a Ctrl-C that Python dropped since the last poll is raised here (:mod:`.interrupts`; one
+    during the sleep itself is raised by ``time.sleep``)."""
     cancel: threading.Event | None = getattr(_state, "cancel", None)
     if cancel is None:
         interrupts.check()
         time.sleep(seconds)
-        interrupts.check()
         return
     cancel.wait(seconds)
     check_cancelled()
