@@ -3,13 +3,19 @@
 Aspects: 1 MiB ``bytes``, ``bytearray`` and numpy arrays arrive in the actor as their own type
 (a bytearray writable, a numpy array writable and backed by the received buffer, with no copy
 made in the actor), and come back intact; several large buffers in one call; one actor's large
-results to several callers' calls in flight at once stay each its own.
+results to several callers' calls in flight at once stay each its own; a large frame whose
+sender stops halfway (the proc server reads a large frame's rest with MSG_WAITALL) does not hold
+up the proc's other connections, and completes when the rest comes.
 """
+
+import socket
 
 import numpy as np
 import pytest
 
 from mesh_client import Actor, endpoint, this_host
+from mesh_client._src.runtime import handshaking, ops, streams
+from mesh_client._src.wire import envelopes, frames, protocol
 
 MIB = 1 << 20
 
@@ -43,9 +49,14 @@ class Inspector(Actor):
 
 
 @pytest.fixture(scope="module")
-def one():
+def procs():
     with this_host().spawn_procs(per_host={"gpus": 1}, name="large") as mesh:
-        yield mesh.spawn("inspector", Inspector)
+        yield mesh
+
+
+@pytest.fixture(scope="module")
+def one(procs):
+    return procs.spawn("inspector", Inspector)
 
 
 def test_bytes_bytearray_and_numpy_echo_intact(one):
@@ -90,3 +101,27 @@ def test_a_cpu_tensor_echo_is_intact_and_writable(one):
     assert back.dtype == torch.float32 and torch.equal(back, t)
     back.mul_(2)  # the caller's own memory
     assert not torch.equal(back, t)
+
+
+def test_a_large_frame_stopped_halfway_holds_up_no_other_connection(procs, one):
+    """Half of a 1 MiB IDENTIFY frame, then a call over the mesh's own link, then the rest: the
+    call is answered while the frame waits, and the frame is answered once it is whole."""
+    address, token = procs._group.addresses[0], procs._group.token
+    stream = streams.SocketStream(socket.create_connection(address, timeout=60))
+    conn = protocol.Connection(protocol.Role.CLIENT, token)
+    conn.start()
+    try:
+        handshaking.authenticate(stream, conn, "test")
+        frame = b"".join(bytes(p) for p in frames.encode(
+            frames.Kind.MESSAGE, envelopes.encode_request(7, (ops.IDENTIFY,), (b"x" * MIB,))))
+        half = len(frame) // 2
+        stream.sock.sendall(frame[:half])
+        for _ in range(3):  # each call waits for a reactor that is not stuck in the half frame
+            assert one.echo.call_one("meanwhile").get(timeout=60) == "meanwhile"
+        stream.sock.sendall(frame[half:])
+        while (event := conn.next_event()) is protocol.NEED_DATA:
+            conn.receive_data(stream.read(65536))
+        assert isinstance(event, protocol.Message)
+        assert envelopes.reply_head(event.segments) == (7, envelopes.OK)
+    finally:
+        stream.close()
