@@ -6,8 +6,7 @@ threads. Wire errors are mapped here, at the edge, into one close reason and a :
 
 The channel only uses the five methods of :class:`~mesh_client._src.runtime.streams.Stream`;
 the socket behind it (``get_extra_info("socket")``) matters only to :meth:`Channel.start`, which
-registers it with the reactor, to the non-blocking writes of held frames, and to the reads of a
-large frame's rest (one MSG_WAITALL read, bounded in time, that keeps pace with the sender). Tests drive a
+registers it with the reactor, and to the non-blocking writes of held frames. Tests drive a
 channel over an in-memory stream by calling :meth:`Channel.on_readable` themselves.
 
 A sender that knows more is coming may ask for its frame to be *held* (``send(..., hold=True)``):
@@ -20,7 +19,6 @@ from __future__ import annotations
 
 import enum
 import socket
-import struct
 import threading
 from collections.abc import Callable, Sequence
 
@@ -31,14 +29,6 @@ from mesh_client._src.wire import envelopes, errors, protocol
 # Small frames are read through one reused buffer: a fresh 256 KiB bytes per recv would cost
 # an mmap, an mremap and a munmap per message. Large frames bypass it (receive_buffer).
 READ_CHUNK = 64 * 1024
-# The rest of a large frame is read in pieces of at most this many bytes (each one a single
-# MSG_WAITALL read: other channels of the reactor are served between them), and such a read
-# waits at most LARGE_READ_WAIT for bytes that do not come (SO_RCVTIMEO; every other read
-# happens only once the reactor saw bytes waiting, so it never waits for this).
-LARGE_READ_MAX = 4 << 20
-LARGE_READ_WAIT = 0.002
-_LARGE_READ_TIMEVAL = struct.pack("ll", 0, int(LARGE_READ_WAIT * 1e6))  # struct timeval
-_WAITALL = getattr(socket, "MSG_WAITALL", 0)
 # Until the peer has proved it holds the token it gets only this much: handshake frames are
 # under 100 bytes, and a flood of unauthenticated connections must not cost 64 KiB each.
 HANDSHAKE_READ_CHUNK = 1024
@@ -115,7 +105,6 @@ class Channel:
         self._reactor = reactor or reactor_mod.get_reactor()
         self._fileno = -1  # set by start(): the socket registered with the reactor
         self._sock: socket.socket | None = None  # set by start(): for writes that must not block
-        self._waitall = False  # set by start(): large frames are read with MSG_WAITALL (_read_large)
         self._chunk = memoryview(bytearray(READ_CHUNK if self.authenticated else HANDSHAKE_READ_CHUNK))
         self.state = (
             ChannelState.ACTIVE if conn.state is protocol.State.AUTHENTICATED else ChannelState.HANDSHAKE
@@ -142,11 +131,6 @@ class Channel:
             )
         self._fileno = sock.fileno()
         self._sock = sock
-        try:  # bounds _read_large's waits; without it, large frames are read as they come
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _LARGE_READ_TIMEVAL)
-            self._waitall = bool(_WAITALL)
-        except (OSError, AttributeError):
-            pass
         self._reactor.register(self)
 
     # Writing (any thread) ---------------------------------------------------------------------
@@ -247,21 +231,14 @@ class Channel:
             return
         try:
             view = self.conn.receive_buffer()
-            if view is None:
+            if view is not None:
+                n = self.stream.read_into(view)
+                self.bytes_received += n
+                self.conn.buffer_filled(n)
+            else:
                 n = self.stream.read_into(self._chunk)
                 self.bytes_received += n
                 self.conn.receive_data(self._chunk[:n] if n else b"")
-                self._drain_events()
-                if not n or self.state is _CLOSED:
-                    return
-                view = self.conn.receive_buffer()  # a large frame began: its rest now, not after another wait
-                if view is None or not self._waitall:
-                    return
-            n = self._read_large(view)
-            if n < 0:
-                return  # nothing more came within LARGE_READ_WAIT: the reactor says when it does
-            self.bytes_received += n
-            self.conn.buffer_filled(n)
             self._drain_events()
         except errors.AuthenticationError as exc:
             self._flush_handshake()
@@ -273,21 +250,6 @@ class Channel:
             self.close(f"{self.display} reset the connection: {exc}", CloseKind.PEER_LEFT)
         except OSError as exc:
             self.close(f"connection to {self.display} failed: {exc}", CloseKind.IO_ERROR)
-
-    def _read_large(self, view: memoryview) -> int:
-        """Read into a large frame's buffer with MSG_WAITALL: the kernel copies each piece the
-        moment the sender queues it and returns when the buffer (or :data:`LARGE_READ_MAX` of
-        it) is full, instead of this thread going back to the reactor between pieces and
-        falling behind the sender. The socket's SO_RCVTIMEO (:data:`LARGE_READ_WAIT`, set by
-        :meth:`start`) bounds the wait for a sender that stops mid-frame: then it returns what
-        came, or -1 for nothing."""
-        sock = self._sock
-        if sock is None or not self._waitall:
-            return self.stream.read_into(view)
-        try:
-            return sock.recv_into(view if view.nbytes <= LARGE_READ_MAX else view[:LARGE_READ_MAX], 0, _WAITALL)
-        except BlockingIOError:
-            return -1
 
     def _drain_events(self) -> None:
         if self.authenticated:  # every small message of the read at once, then what else is left

@@ -4,8 +4,8 @@ Aspects: 1 MiB ``bytes``, ``bytearray`` and numpy arrays arrive in the actor as 
 (a bytearray writable, a numpy array writable and backed by the received buffer, with no copy
 made in the actor), and come back intact; several large buffers in one call; one actor's large
 results to several callers' calls in flight at once stay each its own; a large frame whose
-sender stops halfway (the proc server reads a large frame's rest with MSG_WAITALL) does not hold
-up the proc's other connections, and completes when the rest comes.
+sender stops halfway does not hold up the proc's other connections (a read that waited for the
+rest would), and completes when the rest comes.
 """
 
 import socket
