@@ -13,11 +13,6 @@ A sender that knows more is coming may ask for its frame to be *held* (``send(..
 small frames then wait in the channel's :class:`~mesh_client._src.runtime.coalescing.Outbox`
 and go out together, in order, at the latest ``coalescing.HOLD_SECONDS`` after the batch
 began, by a reactor timer (:mod:`.coalescing` says who else writes them, and when). Any frame not held is written behind those held before it.
-
-Over an AF_UNIX link the two ends may *lend* each other large ``bytes`` segments instead of
-writing them (:mod:`mesh_client._src.wire.pulled`, :mod:`.peermemory`): each offers its memory
-once authenticated, and a frame's lendable segments go as addresses once the peer has said it
-reads them. The channel keeps each lent object alive until the peer's RELEASE or the close.
 """
 
 from __future__ import annotations
@@ -27,9 +22,9 @@ import socket
 import threading
 from collections.abc import Callable, Sequence
 
-from mesh_client._src.runtime import coalescing, handshaking, peermemory, streams
+from mesh_client._src.runtime import coalescing, handshaking, streams
 from mesh_client._src.runtime import reactor as reactor_mod
-from mesh_client._src.wire import envelopes, errors, frames, protocol, pulled
+from mesh_client._src.wire import envelopes, errors, protocol
 
 # Small frames are read through one reused buffer: a fresh 256 KiB bytes per recv would cost
 # an mmap, an mremap and a munmap per message. Large frames bypass it (receive_buffer).
@@ -42,13 +37,6 @@ HANDSHAKE_READ_CHUNK = 1024
 # nothing must not cost a busy loop).
 RETRY_FIRST = 0.001
 RETRY_MAX = 0.05
-# At most this many bytes lent to a peer that has not released them yet; past it, frames go
-# through the socket, whose own flow control holds a receiver that reads nothing.
-LEND_LIMIT = 256 << 20
-# Addresses of lent segments read go back in front of the next frame this side sends (a call
-# or a reply is mostly soon to follow), or alone this long after the first of them was read:
-# a RELEASE of its own would wake the peer for nothing but that.
-RELEASE_WITHIN = 0.005
 
 
 class ChannelState(enum.Enum):
@@ -118,12 +106,6 @@ class Channel:
         self._fileno = -1  # set by start(): the socket registered with the reactor
         self._sock: socket.socket | None = None  # set by start(): for writes that must not block
         self._chunk = memoryview(bytearray(READ_CHUNK if self.authenticated else HANDSHAKE_READ_CHUNK))
-        self._lending = False  # the peer reads large bytes segments in our memory (it said PULLING)
-        self._lent: dict[int, list[bytes]] = {}  # address -> objects lent there, guarded by _send_lock
-        self._lent_bytes = 0
-        self._reader: peermemory.Reader | None = None  # reads the peer's memory, if it may be read
-        self._unreleased: list[int] = []  # lent segments read, not yet told; guarded by _send_lock
-        self._release_timer: reactor_mod.Timer | None = None
         self.state = (
             ChannelState.ACTIVE if conn.state is protocol.State.AUTHENTICATED else ChannelState.HANDSHAKE
         )
@@ -150,10 +132,6 @@ class Channel:
         self._fileno = sock.fileno()
         self._sock = sock
         self._reactor.register(self)
-        if self.authenticated:  # a client's: a server's offers once its handshake is done
-            self._offer()
-            if not self.conn.idle():  # what came in the handshake's last read (the server's OFFER)
-                self._reactor.call_soon(self._drain_buffered)
 
     # Writing (any thread) ---------------------------------------------------------------------
 
@@ -175,15 +153,10 @@ class Channel:
         request's or a reply's frame header and envelope in one piece); as :meth:`send`."""
         if self.state is not _ACTIVE or self.conn.state is not _AUTHENTICATED:  # as send_message checks
             raise ChannelClosed(self.close_reason or f"channel {self.display} is not active")
-        # Lendable segments are out-of-band buffers, which come last: small frames end in bytes.
-        if self._lending and type(pieces[-1]) is memoryview:
-            pieces = self._lend(pieces)
         try:
             with self._send_lock:
                 if self.state is _CLOSED:  # closed by another thread since the check: nothing may stay held
                     raise ChannelClosed(self.close_reason or f"channel {self.display} is closed")
-                if self._unreleased:  # the peer's lent segments we read go out in front of this frame
-                    pieces = [self._take_releases(), *pieces]
                 outbox = self._outbox
                 held = outbox.hold(pieces) if hold else _REFUSED
                 if held == _HELD:
@@ -202,96 +175,6 @@ class Channel:
         except OSError as exc:
             self.close(f"connection to {self.display} broke while sending: {exc}", CloseKind.IO_ERROR)
             raise ChannelClosed(self.close_reason or str(exc)) from exc
-
-    def _lend(self, pieces: list[bytes | bytearray | memoryview]) -> list[bytes | bytearray | memoryview]:
-        """The frame with its large ``bytes`` segments lent (kept alive here until released),
-        or as it is: nothing to lend, another large segment, or :data:`LEND_LIMIT` reached."""
-        found = pulled.lend(pieces, peermemory.address_of)
-        if found is None:
-            return pieces
-        out, lent = found
-        size = 0
-        for _, obj in lent:
-            size += len(obj)
-        with self._send_lock:
-            if self._lent_bytes + size > LEND_LIMIT:
-                return pieces
-            for address, obj in lent:
-                self._lent.setdefault(address, []).append(obj)
-            self._lent_bytes += size
-        return out
-
-    def _note_released(self) -> None:
-        """Lent segments were read (this pass): tell the peer with the next frame, or soon."""
-        addresses, self.conn.released = self.conn.released, []
-        with self._send_lock:
-            first = not self._unreleased
-            self._unreleased += addresses
-        if first:
-            self._release_timer = self._reactor.call_later(RELEASE_WITHIN, self._release_alone)
-
-    def _take_releases(self) -> bytes:
-        """The RELEASE frame of every address not told yet (the caller holds _send_lock)."""
-        body = pulled.release_body(self._unreleased)
-        self._unreleased = []
-        if self._release_timer is not None:
-            self._release_timer.cancel()
-            self._release_timer = None
-        return frames.encode_bytes(frames.Kind.RELEASE, [body])
-
-    def _release_alone(self) -> None:
-        """The reactor's timer: no frame went out since the segments were read; send a RELEASE."""
-        with self._send_lock:
-            self._release_timer = None
-            if not self._unreleased or self.state is _CLOSED:
-                return
-            self._outbox.put_back(bytearray(self._take_releases()))
-            coalescing.note(self)
-        self.flush(block=False)  # never blocks the reactor: what the socket does not take is retried
-
-    def _release(self, addresses: list[int]) -> None:
-        """The peer has read the segments lent at ``addresses``."""
-        with self._send_lock:
-            for address in addresses:
-                objs = self._lent.get(address)
-                if not objs:
-                    raise errors.ProtocolError(f"the peer released {address:#x}, which was not lent to it")
-                self._lent_bytes -= len(objs.pop())
-                if not objs:
-                    del self._lent[address]
-
-    @property
-    def lent_bytes(self) -> int:
-        """Bytes lent to the peer and not released yet."""
-        return self._lent_bytes
-
-    def _offer(self) -> None:
-        """Over an AF_UNIX link, offer the peer our memory to read lent segments from."""
-        sock = self._sock
-        if sock is None or sock.family != socket.AF_UNIX or not peermemory.enabled():
-            return
-        self._reader = peermemory.reader_for(sock)
-        probe = peermemory.probe()
-        self._control(frames.Kind.OFFER, pulled.offer_body(peermemory.address_of(probe), probe))
-
-    def _offered(self, offer: protocol.Offered) -> None:
-        """Read the peer's probe; if it reads back, accept lent segments and say PULLING."""
-        reader = self._reader
-        if reader is None:
-            return
-        try:
-            readable = reader.pull(offer.address, len(offer.probe)) == offer.probe
-        except OSError:  # the kernel does not let us (Yama's ptrace_scope, another user)
-            readable = False
-        if readable:
-            self.conn.allow_pulls(reader.pull)
-            self._control(frames.Kind.PULLING, b"")
-
-    def _control(self, kind: frames.Kind, body: bytes) -> None:
-        try:
-            self.send_frame(frames.encode(kind, [body]))
-        except ChannelClosed:
-            pass
 
     def flush(self, block: bool = True) -> None:
         """Write the held frames (any thread). ``block=False``: only what the socket takes now;
@@ -357,33 +240,15 @@ class Channel:
                 self.bytes_received += n
                 self.conn.receive_data(self._chunk[:n] if n else b"")
             self._drain_events()
-            if self.conn.released:
-                self._note_released()
-        except (errors.AuthenticationError, errors.ProtocolError, OSError) as exc:
-            self._failed(exc)
-
-    def _drain_buffered(self) -> None:
-        """Handle what the connection holds already (what came in the handshake's last read)."""
-        if self.state is ChannelState.CLOSED:
-            return
-        try:
-            self._drain_events()
-            if self.conn.released:
-                self._note_released()
-        except (errors.AuthenticationError, errors.ProtocolError, OSError) as exc:
-            self._failed(exc)
-
-    def _failed(self, exc: errors.AuthenticationError | errors.ProtocolError | OSError) -> None:
-        """Close on what reading raised, with the reason and kind it means."""
-        if isinstance(exc, errors.AuthenticationError):
+        except errors.AuthenticationError as exc:
             self._flush_handshake()
             self.close(str(exc), CloseKind.AUTH_FAILED)
-        elif isinstance(exc, errors.ProtocolError):
+        except errors.ProtocolError as exc:
             self._send_last_words(f"protocol error: {exc}")
             self.close(f"protocol error from {self.display}: {exc}", CloseKind.PROTOCOL_ERROR)
-        elif isinstance(exc, (ConnectionResetError, BrokenPipeError)):
+        except (ConnectionResetError, BrokenPipeError) as exc:
             self.close(f"{self.display} reset the connection: {exc}", CloseKind.PEER_LEFT)
-        else:
+        except OSError as exc:
             self.close(f"connection to {self.display} failed: {exc}", CloseKind.IO_ERROR)
 
     def _drain_events(self) -> None:
@@ -417,13 +282,6 @@ class Channel:
                 self._chunk = memoryview(bytearray(READ_CHUNK))
                 if self.on_authenticated is not None:
                     self.on_authenticated(self)
-                self._offer()
-            elif type(event) is protocol.Released:
-                self._release(event.addresses)
-            elif type(event) is protocol.Offered:
-                self._offered(event)
-            elif type(event) is protocol.Pulling:
-                self._lending = True
             elif isinstance(event, protocol.Closed):
                 if event.reason:  # an ERROR frame: the peer said why
                     self.close(event.reason, CloseKind.PROTOCOL_ERROR)
@@ -461,13 +319,6 @@ class Channel:
             self.close_reason = reason
             self.close_kind = kind
             held = self._outbox.take() if self._outbox else None
-            self._lent.clear()  # the peer reads no more: what was lent is ours to let go
-            self._lent_bytes = 0
-            self._lending = False
-            self._unreleased = []
-            if self._release_timer is not None:
-                self._release_timer.cancel()
-                self._release_timer = None
             if held is not None:
                 coalescing.forget(self)
                 if kind is CloseKind.LOCAL:

@@ -5,8 +5,6 @@ followed by one unsigned 64-bit big-endian length per segment and the segments t
 A length's top bit (:data:`READ_ONLY`, set only on segments of at least :data:`FLAGGED_FROM`
 bytes) says the sender's buffer was read-only (a pickled ``bytes``): the receiver reads that
 segment into a ``bytes`` object (:mod:`.receiving`), anything else large into a ``bytearray``.
-A length's next bit (:data:`IN_PEER`) says the segment is not in the frame: 8 bytes stand for
-it, its address in the sender's memory, for the receiver to read there (:mod:`.pulled`).
 ``version`` is the framing's; ``field`` carries, in handshake frames, the sender's protocol
 version (:mod:`.versions`; releases before it sent 0 and ignore it), and is 0 elsewhere.
 Segments carry what the layer above puts there (a pickled header, a pickled payload, raw
@@ -26,7 +24,6 @@ VERSION = 1
 HEADER = struct.Struct("!2sBBHH")
 LENGTH = struct.Struct("!Q")
 READ_ONLY = 1 << 63  # in a length field: the segment was a read-only buffer
-IN_PEER = 1 << 62  # in a length field: the segment stays in the sender's memory (wire.pulled)
 FLAGGED_FROM = 64 * 1024  # smaller segments never carry the flag (small frames stay plain)
 
 
@@ -39,10 +36,6 @@ class Kind(enum.IntEnum):
     REJECT = 4  # either way: a UTF-8 reason, then the sender closes
     MESSAGE = 5  # after authentication: segments for the runtime
     ERROR = 6  # after authentication: a UTF-8 reason, then the sender closes
-    # After authentication, over AF_UNIX links only (wire.pulled):
-    OFFER = 7  # "read my memory": the address of a probe and the probe's bytes
-    PULLING = 8  # "I read it": the sender may leave large bytes segments in its memory
-    RELEASE = 9  # "done with these": addresses of segments read, the sender may let them go
 
 
 _HEADS: dict[int, struct.Struct] = {}

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import errno
 import os
 import struct
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from mesh_client._src.wire import auth, errors, frames, pulled, receiving, versions
+from mesh_client._src.wire import auth, errors, frames, receiving, versions
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024**3
 
@@ -43,7 +42,7 @@ ACCEPTS: dict[State, frozenset[frames.Kind]] = {
     State.AWAIT_HELLO: frozenset({frames.Kind.HELLO, frames.Kind.REJECT}),
     State.AWAIT_AUTH: frozenset({frames.Kind.AUTH}),
     State.AWAIT_WELCOME: frozenset({frames.Kind.WELCOME, frames.Kind.REJECT}),
-    State.AUTHENTICATED: frozenset({frames.Kind.MESSAGE, frames.Kind.ERROR, frames.Kind.OFFER, frames.Kind.PULLING, frames.Kind.RELEASE}),
+    State.AUTHENTICATED: frozenset({frames.Kind.MESSAGE, frames.Kind.ERROR}),
     State.CLOSED: frozenset(),
 }
 
@@ -67,27 +66,6 @@ class Closed:
     reason: str | None = None
 
 
-@dataclasses.dataclass(frozen=True)
-class Offered:
-    """The peer offers to leave large segments in its memory (:mod:`.pulled`): whoever can
-    read ``probe`` at ``address`` there calls :meth:`Connection.allow_pulls` and says PULLING."""
-
-    address: int
-    probe: bytes
-
-
-@dataclasses.dataclass(frozen=True)
-class Pulling:
-    """The peer read our probe: large ``bytes`` segments may be lent to it from now on."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Released:
-    """The peer has read the lent segments at these addresses: they may be let go."""
-
-    addresses: list[int]
-
-
 class _NeedData:
     def __repr__(self) -> str:
         return "NEED_DATA"
@@ -97,8 +75,6 @@ NEED_DATA = _NeedData()
 _MESSAGE = int(frames.Kind.MESSAGE)
 _AUTHENTICATED = State.AUTHENTICATED  # looked up once: an enum member's lookup is slow on the hot path
 _MAGIC, _VERSION = frames.MAGIC, frames.VERSION
-_IN_PEER = frames.IN_PEER
-_LENDING = frozenset({frames.Kind.OFFER, frames.Kind.PULLING, frames.Kind.RELEASE})
 _TWO = frames.head_struct(2)  # a frame of two segments: an envelope and one payload segment
 _TWO_SIZE = _TWO.size
 # Structs that copy out a two-segment frame's segments as bytes in one call (cheaper than two
@@ -112,9 +88,7 @@ def _pair(n0: int, n1: int) -> struct.Struct:
         _pairs.clear()
     st = _pairs[(n0, n1)] = struct.Struct(f"{n0}s{n1}s")
     return st
-Event = Authenticated | Message | Closed | Offered | Pulling | Released
-# Reads a lent segment from the peer's memory: (address, size) -> a new bytes; OSError if it cannot.
-Pull = Callable[[int, int], bytes]
+Event = Authenticated | Message | Closed
 
 
 class Connection:
@@ -154,9 +128,6 @@ class Connection:
         self._eof = False
         # A large frame in progress: its buffers, filled through receive_buffer().
         self._big: receiving.LargeFrame | None = None
-        self._pull: Pull | None = None  # set once this side can read the peer's memory (allow_pulls)
-        # Addresses of lent segments read since the channel last sent them back in a RELEASE.
-        self.released: list[int] = []
 
     def __repr__(self) -> str:
         return f"<wire.Connection {self.role.value} {self.state.value}>"
@@ -238,13 +209,6 @@ class Connection:
         kind = frames.Kind.ERROR if self.state is State.AUTHENTICATED else frames.Kind.REJECT
         self.state = State.CLOSED
         return frames.encode_bytes(kind, [reason.encode("utf-8")[: self.MAX_HANDSHAKE_FRAME - 64]])
-
-    def allow_pulls(self, pull: Pull) -> None:
-        """Accept frames with segments left in the peer's memory, read with ``pull`` (after
-        this side read the peer's :class:`Offered` probe; the channel then sends PULLING)."""
-        if self.state is not _AUTHENTICATED:
-            raise errors.ProtocolError(f"cannot accept lent segments in state {self.state.value}")
-        self._pull = pull
 
     # Receiving -------------------------------------------------------------------------------
 
@@ -396,11 +360,8 @@ class Connection:
         if avail < head:
             return self._need_data()
         lengths = frames.head_struct(count).unpack_from(buf, pos)[5:]
-        total = sum(lengths)  # flagged lengths (frames.READ_ONLY, IN_PEER) make it huge
+        total = sum(lengths)  # flagged lengths (frames.READ_ONLY) make it huge: the large path
         if total >= self.LARGE_FRAME:
-            for field in lengths:
-                if field & _IN_PEER:
-                    return self._lent_frame(kind, lengths, buf, pos, head)
             self._start_large(kind, lengths, buf, pos + head)
             return None
         if total > self._max_message or self.state is not State.AUTHENTICATED:
@@ -414,51 +375,6 @@ class Connection:
             at += n
         self._pos = at
         if at == len(buf):  # the common case: the read held exactly this frame
-            self._consumed()
-        return kind, segments
-
-    def _lent_frame(self, kind: frames.Kind, fields: Sequence[int], buf: bytes | bytearray | memoryview,
-                    pos: int, head: int) -> tuple[frames.Kind, list[bytes | bytearray | memoryview]] | _NeedData:
-        """A frame with segments left in the peer's memory (:mod:`.pulled`): each is read there
-        once the frame's own bytes (small, addresses in place of those segments) are here."""
-        if self._pull is None or kind is not frames.Kind.MESSAGE:
-            raise errors.ProtocolError(
-                "the peer left a segment in its memory for this side to read, which this side never "
-                "accepted: a procmesh bug, or not a procmesh peer")
-        wire = sizes = 0
-        for field in fields:
-            if field & _IN_PEER:
-                size = field ^ _IN_PEER
-                if size & frames.READ_ONLY:
-                    raise errors.ProtocolError("a lent segment's length carries the read-only flag")
-                sizes += size
-                wire += pulled.ADDRESS.size
-            else:
-                wire += field
-                sizes += field
-        if wire >= self.LARGE_FRAME:  # lent frames are small on the wire: the sender sends others whole
-            raise errors.ProtocolError(f"a frame with lent segments carries {wire} bytes itself")
-        self._check_size(sizes)
-        if len(buf) - pos < head + wire:
-            return self._need_data()
-        at = pos + head
-        segments: list[bytes | bytearray | memoryview] = []
-        for field in fields:
-            if field & _IN_PEER:
-                (address,) = pulled.ADDRESS.unpack_from(buf, at)
-                at += pulled.ADDRESS.size
-                try:
-                    segments.append(self._pull(address, field ^ _IN_PEER))
-                except OSError as exc:
-                    if exc.errno == errno.ESRCH:  # it sent the frame and exited since
-                        raise ConnectionResetError(f"the peer exited before its lent segment was read: {exc}") from exc
-                    raise errors.ProtocolError(f"could not read a lent segment in the peer's memory: {exc}") from exc
-                self.released.append(address)
-            else:
-                segments.append(bytes(buf[at : at + field]))
-                at += field
-        self._pos = at
-        if at == len(buf):
             self._consumed()
         return kind, segments
 
@@ -519,15 +435,6 @@ class Connection:
     def _frame(self, kind: frames.Kind, segments: list[bytes | bytearray | memoryview]) -> Event | None:
         if kind is frames.Kind.MESSAGE:
             return Message(segments)
-        if kind in _LENDING:
-            if len(segments) != 1:
-                raise errors.ProtocolError(f"a {kind.name} frame has exactly one segment, not {len(segments)}")
-            body = bytes(segments[0])
-            if kind is frames.Kind.RELEASE:
-                return Released(pulled.parse_release(body))
-            if kind is frames.Kind.OFFER:
-                return Offered(*pulled.parse_offer(body))
-            return Pulling()
         if kind is frames.Kind.ERROR:
             self.state = State.CLOSED
             return Closed(bytes(segments[0]).decode("utf-8", "replace"))

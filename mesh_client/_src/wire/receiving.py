@@ -51,16 +51,6 @@ def _uninitialized_allocators() -> tuple[Any, Any, int] | None:
 
 
 _ALLOC = _uninitialized_allocators()
-#: Where a ``bytes`` object's data starts, from its address (``id``).
-BYTES_OFFSET = bytes.__basicsize__ - 1
-
-
-def new_bytes(size: int) -> tuple[bytes, int]:
-    """A new ``bytes`` of ``size`` bytes, not zeroed, and the address of its data, for a
-    caller that fills it before anyone else sees it (only where :func:`copy_free`)."""
-    assert _ALLOC is not None, "new_bytes() needs the uninitialized allocators (copy_free())"
-    data: bytes = _ALLOC[0](None, size)
-    return data, id(data) + _ALLOC[2]
 
 
 def allocate(size: int, read_only: bool) -> tuple[Target, memoryview]:

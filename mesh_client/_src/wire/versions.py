@@ -21,8 +21,7 @@ import importlib.metadata
 #: This release's wire protocol; 0 is what releases before protocol versions sent.
 # 2: request and reply envelopes start with a fixed struct (wire/envelopes.py); the READ_ONLY
 # flag in segment lengths (wire/frames.py); out-of-band bytearrays (wire/serialization.py).
-# 3: OFFER, PULLING and RELEASE frames and the IN_PEER flag: lent segments over AF_UNIX (wire/pulled.py).
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 2
 
 
 @functools.cache
