@@ -151,6 +151,11 @@ def pytest_runtest_makereport(
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
         agents.append(f"--- {log.parent.name} ---\n{tail}")
     report.sections.append(("process node logs", "\n".join(agents)))
+    # The operator's own log (tests/integration/operator's fixture), when the test used one.
+    log = getattr(funcargs.get("operator"), "log", None)
+    if isinstance(log, Path) and log.exists():
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-60:])
+        report.sections.append(("operator log", tail))
     return report
 
 

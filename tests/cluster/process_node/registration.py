@@ -3,7 +3,8 @@
 :func:`node_object` and :func:`node_status` are pure renderings of a :class:`NodeConfig`
 (capacity and allocatable with the GPU resource, GPU Feature Discovery labels, addresses,
 conditions). :class:`Heartbeat` renews the ``kube-node-lease`` Lease every 10 s, as the kubelet
-does, and re-posts the Ready condition now and then. Used by :mod:`.agent`.
+does (a failed renewal retried within seconds), and re-posts the Ready condition now and then,
+and at once when the node controller has marked it otherwise. Used by :mod:`.agent`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from tests.cluster.process_node.config import NodeConfig
 LEASE_SECONDS = 40
 RENEW_SECONDS = 10
 STATUS_SECONDS = 60
+RETRY_FIRST_SECONDS = 0.2
+RETRY_MAX_SECONDS = 7.0
 
 
 def gfd_labels(config: NodeConfig) -> dict[str, str]:
@@ -109,7 +112,8 @@ def register(api: api_mod.Api, config: NodeConfig, kubelet_version: str, since: 
 
 
 class Heartbeat(threading.Thread):
-    """Renews the node's Lease every 10 s and re-posts the Ready condition every minute."""
+    """Renews the node's Lease every 10 s and re-posts the Ready condition every minute, or at
+    once when the server shows it not Ready."""
 
     def __init__(self, api: api_mod.Api, config: NodeConfig, node_uid: str, kubelet_version: str,
                  since: str, port: int) -> None:
@@ -144,12 +148,38 @@ class Heartbeat(threading.Thread):
         since_status = 0.0
         while not self.stopping.is_set():
             try:
-                self.renew()
+                self._renew_until_done()
                 since_status += RENEW_SECONDS
-                if since_status >= STATUS_SECONDS:
+                if since_status >= STATUS_SECONDS or not self._ready_on_server():
                     since_status = 0.0
                     self.api.patch(f"/api/v1/nodes/{self.config.name}/status", {"status": node_status(
                         self.config, self.kubelet_version, api_mod.now(), self.since, self.port)})
             except (api_mod.ApiError, requests.RequestException) as error:
                 print(f"heartbeat failed: {error}", flush=True)
             self.stopping.wait(RENEW_SECONDS)
+
+    def _renew_until_done(self) -> None:
+        """Renew the Lease, retrying a failure after 0.2 s, doubling to 7 s, as the kubelet's
+        lease controller does: after an API server outage the node is heard again at once,
+        not a whole renew interval later (the node controller's grace is short in tests)."""
+        pause = RETRY_FIRST_SECONDS
+        while True:
+            try:
+                self.renew()
+                return
+            except (api_mod.ApiError, requests.RequestException) as error:
+                print(f"heartbeat failed (again in {pause:.1f} s): {error}", flush=True)
+                if self.stopping.wait(pause):
+                    return
+                pause = min(pause * 2, RETRY_MAX_SECONDS)
+
+    def _ready_on_server(self) -> bool:
+        """Whether the Node's Ready condition is True. The node controller sets it Unknown when
+        the lease went stale (during an outage, say); the kubelet's next status sync sets it back,
+        as this one does, with a new transition time."""
+        node = self.api.get(f"/api/v1/nodes/{self.config.name}")
+        for c in (node.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "Ready" and c.get("status") == "True":
+                return True
+        self.since = api_mod.now()
+        return False
