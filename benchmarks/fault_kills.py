@@ -17,6 +17,11 @@ Scenarios of the one registry (:mod:`benchmarks.scenarios`), run by the command 
 * ``node-kills``: a node with a mesh's procs on it dies (agent and pods SIGKILLed): time to the
   mesh's NodeLost condition and back to Ready elsewhere (operator toleration 5 s). Baseline: the
   node controller's own verdict (time to the Node's Ready=Unknown).
+* ``node-silences``: every node falls silent at once (its agent SIGSTOPped, pods running on; a
+  control-plane outage as the node controller sees it) for longer than its grace plus the
+  toleration: procs the operator restarted (0 is right: nothing was lost) and time back to Ready
+  once the nodes are heard. Baseline: plain pods on the same node with the same NoExecute
+  toleration (5 s), as Kubernetes alone treats them: how many it evicted.
 * ``apiserver-restarts``: kube-apiserver SIGKILLed at a random point of a 12-proc reconcile and
   started again: duplicates, orphans, stuck, time to Ready after the API server is back.
   Baseline: the API server's own restart (kill to /readyz).
@@ -400,6 +405,57 @@ def _safe(check: Callable[[], bool]) -> bool:
         return check()
     except client.ApiException:
         return False
+
+
+# --- node-silences -------------------------------------------------------------------------------
+
+PLAIN_PODS = 3
+
+
+@scenarios.scenario("node-silences", "every node silent at once past its grace and toleration: "
+                    "procs restarted (0 is right), plain pods Kubernetes evicted")
+def node_silences(ctx: scenarios.Context) -> dict[str, Any]:
+    from tests.cluster import testing
+
+    env, args = ctx.cluster(), ctx.args
+    namespace = env.namespace()
+    restarted, evicted, back_s = 0, 0, []
+    toleration = [{"key": key, "operator": "Exists", "effect": "NoExecute",
+                   "tolerationSeconds": NODE_LOSS_TOLERATION}
+                  for key in ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")]
+    for i in range(args.silences):
+        name = f"silent-{i}"
+        support.create_mesh(env.custom, namespace, name, perHost=[{"name": "procs", "size": 2}],
+                            restartPolicy="RestartProc", maxRestarts=10)
+        plain = [f"plain-{i}-{k}" for k in range(PLAIN_PODS)]
+        for pod_name in plain:
+            body = testing.python_pod(pod_name, "import time\ntime.sleep(3600)")
+            body["spec"]["tolerations"] = toleration
+            env.core.create_namespaced_pod(namespace, body)
+        wait(lambda n=name: ready_mesh(env, namespace, n), 120, "mesh Ready")
+        wait(lambda names=plain: all(env.core.read_namespaced_pod(p, namespace).status.phase
+                                     == "Running" for p in names), 120, "plain pods Running")
+        uids = {p: env.core.read_namespaced_pod(p, namespace).metadata.uid for p in plain}
+        with env.cluster.nodes_silenced():
+            time.sleep(components.NODE_MONITOR_GRACE_SECONDS + 15 + NODE_LOSS_TOLERATION + 10)
+        heard = time.monotonic()
+        mesh = wait(lambda n=name: ready_mesh(env, namespace, n), 180, "mesh Ready again")
+        back_s.append(time.monotonic() - heard)
+        restarted += int(mesh["status"].get("restarts") or 0)
+        for pod_name, uid in uids.items():
+            try:
+                pod = env.core.read_namespaced_pod(pod_name, namespace)
+                evicted += int(pod.metadata.uid != uid or pod.metadata.deletion_timestamp is not None)
+            except client.ApiException as e:
+                evicted += int(e.status == 404)
+            with contextlib.suppress(client.ApiException):
+                env.core.delete_namespaced_pod(pod_name, namespace, grace_period_seconds=0)
+        delete_mesh(env, namespace, name)
+    return {"silences": args.silences, "procs": 2 * args.silences, "procs_restarted": restarted,
+            "silence_s": components.NODE_MONITOR_GRACE_SECONDS + 15 + NODE_LOSS_TOLERATION + 10,
+            "mesh_ready_after_nodes_heard_s": summary(back_s),
+            "baseline_plain_pods": PLAIN_PODS * args.silences,
+            "baseline_plain_pods_evicted_by_kubernetes": evicted}
 
 
 # --- apiserver-restarts --------------------------------------------------------------------------

@@ -14,6 +14,10 @@ from mesh_client._src import contract
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"  # node Ready=False
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"  # node Ready=Unknown (no heartbeat)
 NODE_LOSS_TAINTS = (NOT_READY_TAINT, UNREACHABLE_TAINT)
+#: On a proc pod: ``taint=seconds,...``, the node-loss tolerations the operator rendered (without
+#: end, so that the taint eviction controller never evicts by them) and the seconds after which
+#: the operator itself counts the proc failed (:mod:`.losses`).
+NODE_LOSS_ANNOTATION = "procmesh.io/node-loss-toleration-seconds"
 
 #: The well-known node label (well_known_labels.go) that inter-pod affinity reads as "same node".
 HOSTNAME_LABEL = "kubernetes.io/hostname"

@@ -52,6 +52,7 @@ class Plan:
     force: frozenset[str] = frozenset()  # pods of ``deletes`` to delete with grace period 0
     lost: Mapping[int, str] = dataclasses.field(default_factory=dict)  # rank -> its lost node
     recheck: float | None = None  # seconds until a proc on a lost node runs out of toleration
+    held: tuple[str, ...] = ()  # lost nodes of ``lost`` not tainted: their procs are not counted
     foreign: tuple[str, ...] = ()  # pods of an earlier incarnation this plan waits for
 
 
@@ -96,6 +97,7 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
     foreign = foreign or {}
     waits_for = tuple(sorted(_ident(p)[0] for p in foreign.values()))
     lost, expired, recheck = _node_losses(pods, losses or {}, now)
+    held = tuple(sorted({n for n in lost.values() if (losses or {})[n].held}))
     force = frozenset(_ident(pods[r])[0] for r in expired)
     # Already terminating on a dead node: only a forced delete removes them (not counted again,
     # unless the taint eviction controller, not we, deleted them).
@@ -108,7 +110,7 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
         if mesh.restart_policy != specs.NEVER or mesh.suspend:
             deletes += [d for d in stuck if d not in deletes]
         return dataclasses.replace(p, deletes=tuple(deletes), force=force, lost=lost,
-                                   recheck=recheck, foreign=waits_for)
+                                   recheck=recheck, held=held, foreign=waits_for)
 
     if mesh.suspend:
         return done(Plan(deletes=tuple(_ident(p) for p in pods.values() if not is_terminating(p)),

@@ -11,9 +11,10 @@ the headless Service, plans with :func:`planning.plan`, deletes then creates pod
 :func:`statuses.compute_status` through the status subresource only when it changed (progress
 alone at most once per window, :mod:`.coalescing`). Pods come from :mod:`.podwatch`. It stops at the first API error, records it in the status, and lets the
 queue retry with backoff. Pinned placement runs under one lock, so two meshes cannot claim the
-same device budget at once. Node events keep a map of lost nodes (:mod:`.losses`): a node's
-transition requeues the meshes with pods on it, and a mesh with procs on a lost node is looked
-at again when their toleration runs out. Every ``resync_seconds`` a relist repairs the pod cache.
+same device budget at once. Node events keep a map of lost nodes and the set of Ready ones
+(:mod:`.losses`): a node's change requeues the meshes with pods on it, every node lost at once
+(an outage) holds them all, and a mesh with procs on a lost node is looked at again when their
+toleration runs out. Every ``resync_seconds`` a relist repairs the pod cache.
 The gang step (:mod:`.ganging`) creates the mesh's PodGroup before its pods where that API is
 served, or, in gate mode, lifts the pods' scheduling gate once :mod:`.fitting` finds room for the
 whole mesh, and recreates a released gang that stalls half-placed. A mesh labelled
@@ -102,6 +103,8 @@ class Controller:
         self._throttle = coalescing.StatusThrottle(settings.status_progress_seconds)
         self._resync_task: asyncio.Task[None] | None = None
         self._losses: dict[str, losses.NodeLoss] = {}  # lost nodes by name (from the node watch)
+        self._ready_nodes: set[str] = set()  # Ready nodes by name (from the node watch)
+        self._outage_ended: float | None = None  # when every node was last lost at once, ended
         # Token Secrets: generated names, recorded in status (never a token kept or read).
         self._tokens = token_secrets.TokenSecrets(settings.test_exit_after)
         self._gang_mode: str | None = None  # ganging.POD_GROUP, GATE or OFF, resolved once
@@ -245,22 +248,49 @@ class Controller:
             self.enqueue((str(meta.get("namespace", "default")), str(mesh)))
 
     def node_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        """Track lost nodes; on a transition, look again at the meshes with pods there."""
+        """Track lost nodes; when a node's loss changes (lost, tainted, untainted, back), look
+        again at the meshes with pods there."""
         name = str((body.get("metadata") or {}).get("name"))
         before = self._losses.get(name)
+        was_outage = losses.outage(self._losses, len(self._ready_nodes))
         if event_type == "DELETED":
-            after: losses.NodeLoss | None = losses.NodeLoss(name, losses.GONE, time.time())
+            after: losses.NodeLoss | None = losses.gone(name, time.time())
         else:
             after = losses.loss_of(body, time.time())
         if after is None:
             self._losses.pop(name, None)
         else:
             self._losses[name] = after
-        if (before is None) != (after is None) or (before is not None and after is not None
-                                                   and before.status != after.status):
-            logger.info("node %s: %s", name, "Ready" if after is None else after.status)
+        if event_type != "DELETED" and losses.is_ready(body):
+            self._ready_nodes.add(name)
+        else:
+            self._ready_nodes.discard(name)
+        is_outage = losses.outage(self._losses, len(self._ready_nodes))
+        if was_outage != is_outage:
+            if is_outage:
+                logger.warning("every node is NotReady or unreachable: a control-plane outage, "
+                               "not node loss; no proc counts as failed until a node is back")
+            else:
+                self._outage_ended = time.time()
+                logger.info("node %s is Ready: the outage is over; lost nodes' tolerations "
+                            "start now", name)
+            for lost in list(self._losses):
+                for key in self.store.meshes_on_node(lost):
+                    self.enqueue(key)
+        if before != after:
+            if after is None:
+                logger.info("node %s: Ready", name)
+            else:
+                logger.info("node %s: %s, %s", name, after.status,
+                            f"tainted {after.taint}" if after.taint else
+                            "not tainted (evictions held)" if after.held else "gone")
             for key in self.store.meshes_on_node(name):
                 self.enqueue(key)
+
+    def _judged_losses(self) -> dict[str, losses.NodeLoss]:
+        """The lost nodes as planning counts them (:func:`losses.judged`)."""
+        return losses.judged(self._losses, resumed=self._outage_ended,
+                             during_outage=losses.outage(self._losses, len(self._ready_nodes)))
 
     def _forget(self, key: Key, uid: str | None = None) -> None:
         """The mesh (incarnation ``uid``, if known) is gone: drop everything kept about it
@@ -708,7 +738,8 @@ class Controller:
                 others = [p for p in listed.get("items") or [] if stores.mesh_key_of(p) != key]
             plan = planning.plan(mesh, restarts=restarts, pods=pods, partner=partner,
                                  partner_pods=partner_pods, nodes=nodes, other_pods=others,
-                                 settings=self.settings, losses=self._losses, now=time.time(),
+                                 settings=self.settings, losses=self._judged_losses(),
+                                 now=time.time(),
                                  foreign=self.store.foreign_by_rank(key, mesh.uid),
                                  slot_memory=view.slot_memory() if view is not None else None)
             await self._delete_pods(mesh, plan)

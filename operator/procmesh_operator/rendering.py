@@ -203,17 +203,22 @@ def _affinity(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement) -> dict
     return affinity or None
 
 
-def node_loss_tolerations(own: list[dict[str, Any]], seconds: int) -> list[dict[str, Any]]:
-    """``own`` plus a short NoExecute toleration for each node-loss taint it does not cover, so
-    procs on a lost node are evicted after ``seconds`` instead of Kubernetes' default 300."""
+def node_loss_tolerations(own: list[dict[str, Any]], seconds: int
+                           ) -> tuple[list[dict[str, Any]], str | None]:
+    """``own`` plus a NoExecute toleration without end for each node-loss taint it does not
+    cover, and the :data:`names.NODE_LOSS_ANNOTATION` value that gives those ``seconds``: the
+    operator, not the taint eviction controller, counts them, so that a control-plane outage
+    evicts nothing (:mod:`.losses`), and procs on a lost node are restarted after ``seconds``
+    instead of Kubernetes' default 300."""
     out = list(own)
+    added = []
     for key in names.NODE_LOSS_TAINTS:
         # A keyless Exists toleration matches every taint: the user chose to stay forever.
         if not any(t.get("key") == key or (not t.get("key") and t.get("operator") == "Exists")
                    for t in own):
-            out.append({"key": key, "operator": "Exists", "effect": "NoExecute",
-                        "tolerationSeconds": seconds})
-    return out
+            out.append({"key": key, "operator": "Exists", "effect": "NoExecute"})
+            added.append(f"{key}={seconds}")
+    return out, ",".join(added) or None
 
 
 def render_pod(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement,
@@ -270,8 +275,10 @@ def render_pod(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement,
                   "priorityClassName"):
         if template.get(field):
             pod_spec[field] = copy.deepcopy(template[field])
-    pod_spec["tolerations"] = node_loss_tolerations(
+    pod_spec["tolerations"], counted = node_loss_tolerations(
         pod_spec.get("tolerations") or [], settings.node_loss_toleration_seconds)
+    if counted:
+        annotations[names.NODE_LOSS_ANNOTATION] = counted
     affinity = _affinity(mesh, rank, placement)
     if affinity:
         pod_spec["affinity"] = affinity

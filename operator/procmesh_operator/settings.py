@@ -32,10 +32,10 @@ class Settings:
     readiness_period_seconds: int = 1
     #: How often every known mesh is reconciled even without events (level-based safety net).
     resync_seconds: float = 30.0
-    #: tolerationSeconds rendered for the not-ready and unreachable NoExecute taints (Kubernetes
-    #: adds 300 s by default): how long procs on a lost node are kept before the operator
-    #: force-deletes them and restarts them elsewhere per restartPolicy. A template's own
-    #: tolerations for these keys win.
+    #: How long procs on a lost node are kept, from its not-ready or unreachable NoExecute taint,
+    #: before the operator force-deletes them and restarts them elsewhere per restartPolicy
+    #: (Kubernetes' default toleration is 300 s). Counted by the operator, the pods tolerating
+    #: the taints without end (:mod:`.losses`); a template's own tolerations for these keys win.
     node_loss_toleration_seconds: int = 30
     #: How a mesh is placed as one gang (procmesh_operator.ganging): ``auto`` (the PodGroup API
     #: where served, else the scheduling-gate fallback), ``podgroup``, ``gate`` or ``off``.

@@ -334,8 +334,14 @@ def node_lost_message(mesh: specs.MeshSpec, plan: planning.Plan) -> str:
     for rank, node in sorted(plan.lost.items()):
         by_node.setdefault(node, []).append(rank)
     where = "; ".join(f"ranks {ranks} on node {node}" for node, ranks in sorted(by_node.items()))
-    return (f"{where}: the node is NotReady, unreachable or gone; its procs are restarted per "
-            f"restartPolicy ({mesh.restart_policy}) once their node-loss toleration is up")
+    message = (f"{where}: the node is NotReady, unreachable or gone; its procs are restarted per "
+               f"restartPolicy ({mesh.restart_policy}) once their node-loss toleration is up")
+    if plan.held:
+        message += (f"; held on {', '.join(plan.held)}: every node is lost at once (a "
+                    f"control-plane outage, not node loss), or the node lifecycle controller "
+                    f"has not tainted it (most of a small zone is lost), so its procs wait and "
+                    f"nothing is counted until that ends")
+    return message
 
 
 def derive_phase(suspended: bool, conditions: Sequence[Mapping[str, Any]]) -> str:

@@ -9,17 +9,19 @@ by the ``cluster`` pytest fixture.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import shutil
+import signal
 import socket
 import ssl
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from tests.cluster import binaries, components, device_classes, kubeconfigs, pki, processes
@@ -289,6 +291,25 @@ class Cluster:
         folder = self.layout.nodes / name
         processes.kill_pidfiles([folder / "agent.pid"])
         processes.kill_pidfiles(folder.glob("pods/*/*.pid"))
+
+    @contextlib.contextmanager
+    def nodes_silenced(self) -> Iterator[list[str]]:
+        """Every running process node falls silent (its agent SIGSTOPped: no lease renewal, no
+        status; its pods run on), as when the nodes are cut off from the control plane; yields
+        their names. On exit they are heard again; returns once each is Ready."""
+        stopped: list[tuple[str, int]] = []
+        for node in self.nodes():
+            pid = processes.read_pidfile(self.layout.nodes / node.name / "agent.pid")
+            if pid is not None:
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append((node.name, pid))
+        try:
+            yield [name for name, _ in stopped]
+        finally:
+            for _, pid in stopped:
+                os.kill(pid, signal.SIGCONT)
+        for name, _ in stopped:
+            self.wait_node_ready(name)
 
     # The API server...
 

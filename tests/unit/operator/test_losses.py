@@ -1,7 +1,9 @@
 """Node loss, decided purely (losses.py and its use by planning.py and statuses.py).
 
-Aspects: a node is lost when Ready is False or Unknown; the pod's own toleration for the matching
-taint decides when its proc counts as failed; RestartProc and RestartMesh restart it with a
+Aspects: a node is lost when Ready is False or Unknown; the pod's own toleration for the node's
+taint, counted from the taint's timeAdded, decides when its proc counts as failed; a lost node
+the node lifecycle controller has not tainted (it holds evictions when every node is lost) holds
+its procs, reported and never counted; RestartProc and RestartMesh restart it with a
 forced delete, counted once; a pod already terminating on a dead node is force-deleted without
 counting, unless the taint eviction controller deleted it; Never keeps it failed; the mesh
 reports NodeLost in Ready while it waits, and asks to be looked at again when time is up.
@@ -13,42 +15,70 @@ from procmesh_operator import losses, planning, statuses
 
 from .builders import SETTINGS, mesh, pod
 
+NODE_LOSS = "procmesh.io/node-loss-toleration-seconds"
+
 NOW = 1_000_000.0
 
 
-def node_body(name, status, since="1970-01-12T13:46:40Z"):  # 1,000,000 s after the epoch
-    return {"metadata": {"name": name}, "status": {"conditions": [
-        {"type": "Ready", "status": status, "lastTransitionTime": since}]}}
-
-
-def lost(status="Unknown", ago=0.0, node="n1"):
-    return {node: losses.NodeLoss(node, status, NOW - ago)}
-
-
-def with_tolerations(body, seconds):
-    body["spec"]["tolerations"] = [
-        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
-         "tolerationSeconds": seconds}]
+def node_body(name, status, taint=None, added="1970-01-12T13:46:40Z"):  # 1,000,000 s in
+    body = {"metadata": {"name": name}, "spec": {}, "status": {"conditions": [
+        {"type": "Ready", "status": status, "lastTransitionTime": "1970-01-01T00:00:00Z"}]}}
+    if taint:
+        body["spec"]["taints"] = [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+                                  {"key": taint, "effect": "NoExecute", "timeAdded": added}]
     return body
 
 
-def test_loss_of_reads_the_ready_condition():
+TAINTS = {"Unknown": "node.kubernetes.io/unreachable", "False": "node.kubernetes.io/not-ready"}
+
+
+def lost(status="Unknown", ago=0.0, node="n1"):
+    if status == losses.GONE:
+        return {node: losses.gone(node, NOW - ago)}
+    return {node: losses.NodeLoss(node, status, NOW - ago, TAINTS[status])}
+
+
+def held(node="n1"):
+    return {node: losses.NodeLoss(node, "Unknown", None)}
+
+
+def with_tolerations(body, seconds):
+    """The pod as rendered from a template with its own toleration for unreachable only."""
+    own = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}
+    if seconds is not None:
+        own["tolerationSeconds"] = seconds
+    body["spec"]["tolerations"] = [own]
+    body["metadata"]["annotations"][NODE_LOSS] = "node.kubernetes.io/not-ready=30"
+    return body
+
+
+def test_loss_of_reads_the_ready_condition_and_the_taint():
     assert losses.loss_of(node_body("a", "True"), NOW) is None
-    loss = losses.loss_of(node_body("a", "Unknown"), NOW)
-    assert loss == losses.NodeLoss("a", "Unknown", NOW)
-    assert loss.taint == "node.kubernetes.io/unreachable"
-    assert losses.loss_of(node_body("a", "False"), NOW).taint == "node.kubernetes.io/not-ready"
+    loss = losses.loss_of(node_body("a", "Unknown", TAINTS["Unknown"]), NOW + 5)
+    assert loss == losses.NodeLoss("a", "Unknown", NOW, "node.kubernetes.io/unreachable")
+    assert not loss.held
+    loss = losses.loss_of(node_body("a", "False", TAINTS["False"]), NOW)
+    assert loss.taint == "node.kubernetes.io/not-ready"
+    untainted = losses.loss_of(node_body("a", "Unknown"), NOW)
+    assert untainted == losses.NodeLoss("a", "Unknown", None) and untainted.held
+    assert not losses.gone("a", NOW).held
     assert losses.loss_of({"metadata": {"name": "new"}}, NOW) is None  # not reported yet
 
 
 def test_toleration_seconds_of_a_pod():
     m = mesh()
-    rendered = pod(m, 0)  # the operator's short tolerations, 30 s by default
+    rendered = pod(m, 0)  # the operator's tolerations: without end, counted by it, 30 s
+    assert all("tolerationSeconds" not in t for t in rendered["spec"]["tolerations"])
     assert losses.toleration_seconds(rendered, "node.kubernetes.io/unreachable") == 30
+    assert losses.toleration_seconds(rendered, "node.kubernetes.io/not-ready") == 30
     forever = with_tolerations(pod(m, 0), None)
     assert losses.toleration_seconds(forever, "node.kubernetes.io/unreachable") == math.inf
+    assert losses.toleration_seconds(forever, "node.kubernetes.io/not-ready") == 30
+    assert losses.toleration_seconds(with_tolerations(pod(m, 0), 5),
+                                     "node.kubernetes.io/unreachable") == 5
     bare = pod(m, 0)
     bare["spec"].pop("tolerations")
+    bare["metadata"]["annotations"].pop(NODE_LOSS)
     assert losses.toleration_seconds(bare, "node.kubernetes.io/unreachable") == 0
     assert losses.toleration_seconds(rendered, None) == 0  # node gone
 
@@ -114,3 +144,40 @@ def test_gone_node_acts_at_once_and_own_tolerations_win():
     patient = with_tolerations(pod(m, 0, uid="a"), 600)
     p = plan(m, {0: patient}, losses=lost(ago=31))
     assert not p.deletes and p.recheck == 569
+
+
+def test_an_untainted_lost_node_holds_its_procs():
+    """Every node lost at once (the node lifecycle controller's master disruption mode, as
+    when the API server was away longer than the nodes' grace): no taint, so nothing is
+    counted, deleted or rechecked, however long it lasts; the status says why they wait."""
+    m = mesh(per_host=(("procs", 2),), restartPolicy="RestartProc", maxRestarts=3)
+    pods = {0: pod(m, 0, uid="a", ready=False), 1: pod(m, 1, uid="b", ready=False, node="n2")}
+    every = {**held("n1"), **held("n2")}
+    p = plan(m, pods, losses=every)
+    assert not p.deletes and not p.force and p.restarts == 0 and p.recheck is None
+    assert p.lost == {0: "n1", 1: "n2"} and p.held == ("n1", "n2")
+    ready = statuses.condition(statuses.compute_status(m, None, pods, p)["conditions"], "Ready")
+    assert ready["reason"] == "NodeLost" and "held on n1, n2" in ready["message"]
+    # Tainted again once one node is back: the toleration starts at the new taint.
+    p = plan(m, {0: pods[0]}, losses=lost(ago=10))
+    assert not p.deletes and p.recheck == 20 and not p.held
+
+
+def test_every_node_lost_at_once_is_an_outage_and_holds_even_a_tainted_one():
+    """v1.36 can leave a taint on one node as it enters master disruption mode: the operator
+    holds every node's procs while no node is Ready, and after that counts from the end."""
+    every = {**lost(ago=100, node="n1"), **held("n2")}
+    assert losses.outage(every, ready=0) and not losses.outage(every, ready=1)
+    assert not losses.outage(lost(losses.GONE), ready=0)  # deleted nodes: no outage
+    during = losses.judged(every, during_outage=True, resumed=None)
+    assert during["n1"].held and during["n2"].held
+    m = mesh(per_host=(("procs", 2),), restartPolicy="RestartProc", maxRestarts=3)
+    pods = {0: pod(m, 0, uid="a"), 1: pod(m, 1, uid="b", node="n2")}
+    p = plan(m, pods, losses=during)
+    assert not p.deletes and p.restarts == 0 and p.held == ("n1", "n2")
+    after = losses.judged(every, during_outage=False, resumed=NOW - 10)
+    assert after["n1"].since == NOW - 10 and after["n2"].held
+    p = plan(m, pods, losses=after)
+    assert not p.deletes and p.recheck == 20 and p.held == ("n2",)
+    gone = losses.judged(lost(losses.GONE), during_outage=True, resumed=None)
+    assert plan(m, {0: pod(m, 0, uid="a")}, losses=gone).force == {"m-0"}

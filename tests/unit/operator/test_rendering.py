@@ -188,20 +188,25 @@ def test_no_service_account_token_unless_the_template_asks():
     assert pod["spec"]["automountServiceAccountToken"] is True
 
 
-def test_node_loss_tolerations_are_short_unless_the_template_has_its_own():
+def test_node_loss_tolerations_are_counted_by_the_operator_unless_the_template_has_its_own():
     short = dataclasses.replace(SETTINGS, node_loss_toleration_seconds=7)
-    spec = rendering.render_pod(mesh(), 0, rendering.ProcPlacement(), short)["spec"]
+    pod = rendering.render_pod(mesh(), 0, rendering.ProcPlacement(), short)
+    spec = pod["spec"]
+    # Without end for the taint eviction controller; the annotation gives the operator's 7 s.
     assert spec["tolerations"] == [
-        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
-         "tolerationSeconds": 7},
-        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
-         "tolerationSeconds": 7}]
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}]
+    assert pod["metadata"]["annotations"]["procmesh.io/node-loss-toleration-seconds"] == \
+        "node.kubernetes.io/not-ready=7,node.kubernetes.io/unreachable=7"
     own = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
            "tolerationSeconds": 600}
-    spec = rendering.render_pod(mesh(template={"tolerations": [own]}), 0,
-                                rendering.ProcPlacement(), short)["spec"]
-    assert [t.get("tolerationSeconds") for t in spec["tolerations"]] == [600, 7]
+    pod = rendering.render_pod(mesh(template={"tolerations": [own]}), 0,
+                               rendering.ProcPlacement(), short)
+    spec = pod["spec"]
+    assert [t.get("tolerationSeconds") for t in spec["tolerations"]] == [600, None]
     assert spec["tolerations"][1]["key"] == "node.kubernetes.io/not-ready"
+    assert pod["metadata"]["annotations"]["procmesh.io/node-loss-toleration-seconds"] == \
+        "node.kubernetes.io/not-ready=7"
     everything = {"operator": "Exists"}
     spec = rendering.render_pod(mesh(template={"tolerations": [everything]}), 0,
                                 rendering.ProcPlacement(), short)["spec"]
