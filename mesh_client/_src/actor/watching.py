@@ -5,7 +5,8 @@ actor ends: OK when it was stopped, DEAD with a report when it failed. A proc th
 request as LOST, which is a proc failure, unless only the link broke and the same proc answers
 again (:mod:`~mesh_client._src.runtime.relinking`): then the watch starts again over the new
 connection and nothing is reported. Each failure becomes a :class:`~.supervision.MeshFailure`
-for the owner (:func:`~.supervision.report`); stops that the owner asked for are not failures.
+for the owner (:func:`~.supervision.report`); stops that the owner asked for are not failures, nor
+is the end of a process the owner has since restarted (``reconnect``/``respawn``): it knew.
 Decoding runs on the supervision thread, since explaining a lost proc may ask its backend.
 """
 
@@ -36,8 +37,10 @@ def watch(group: ProcGroup, shape: Shape, actor_id: str, name: str, cls: type, o
 
 
 def _watch_one(group: ProcGroup, peer: peers.Peer, p: int, index: int, actor_id: str, display: str, owner_id: str) -> None:
+    incarnation = group.incarnations[p]
+
     def ended(f: futures.Future[Any]) -> None:
-        supervision.submit(lambda: _on_end(f, group, p, index, actor_id, display, owner_id))
+        supervision.submit(lambda: _on_end(f, group, p, index, actor_id, display, owner_id, incarnation))
 
     peer.request((ops.WATCH, actor_id), (), _raw).add_done_callback(ended)
 
@@ -46,7 +49,8 @@ def _raw(raw: Any) -> Any:
     return raw
 
 
-def _on_end(fut: futures.Future[Any], group: ProcGroup, p: int, index: int, actor_id: str, display: str, owner_id: str) -> None:
+def _on_end(fut: futures.Future[Any], group: ProcGroup, p: int, index: int, actor_id: str, display: str, owner_id: str,
+            incarnation: int) -> None:
     status, data, extra = fut.get()
     if status == messages.DEAD:
         report = messages.dead_report(data)
@@ -61,5 +65,9 @@ def _on_end(fut: futures.Future[Any], group: ProcGroup, p: int, index: int, acto
         why = extra.loss_message(data, peers.SUPERVISION_DETAIL_SECONDS) if isinstance(extra, peers.Peer) else str(data)
         report = supervision.failed_report(display, f"the process this actor was running on failed: {why}")
     else:  # OK: stopped on purpose; ERROR: a proc server that cannot watch
+        return
+    if group.incarnations[p] != incarnation:
+        # The owner restarted the proc (reconnect/respawn) before this end of its old process was
+        # reported: it knew already, and a late report would reach whatever runs by then.
         return
     supervision.report(owner_id, supervision.MeshFailure(actor_id, [index], report))

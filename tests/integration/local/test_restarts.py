@@ -19,10 +19,12 @@ import os
 import pickle
 import signal
 import socket
+import threading
 
 import pytest
 
 from mesh_client import Actor, ConnectionBroken, SupervisionError, endpoint, this_host
+from mesh_client._src.actor import supervision
 from tests.integration.local.actors import Recorder
 
 
@@ -82,6 +84,29 @@ def test_respawn_brings_the_old_handles_back(faults):
         assert list(rec.record.call("c").get().values()) == [1, 3]  # fresh on 0, kept on 1
         with pytest.raises(SupervisionError, match="was restarted"):  # stopped before: not respawned
             stopped.slice(gpus=0).echo.call_one(0).get(timeout=60)
+
+
+def test_a_death_reported_after_the_owner_restarted_the_proc_is_not_reported(faults):
+    """The supervision thread is held while a proc dies and the program reconnects it: its
+    old process's end, reported late, would reach the program after it moved on (and the
+    default hook ends the controller); a death of the new process is reported."""
+    held, done = threading.Event(), threading.Event()
+    with this_host().spawn_procs(per_host={"gpus": 2}, name="late") as mesh:
+        rec = mesh.spawn("rec", Recorder)
+        supervision.submit(held.wait)  # the watch's end queues behind this
+        try:
+            kill(rec, gpus=1)
+            with pytest.raises(SupervisionError):
+                rec.slice(gpus=1).echo.call_one(1).get(timeout=60)
+            assert mesh.reconnect() == [1]
+        finally:
+            held.set()
+        supervision.submit(done.set)  # after every end queued before it
+        assert done.wait(60)
+        assert faults.named("rec") == []
+        again = mesh.spawn("again", Recorder)
+        kill(again, gpus=1)
+        assert [f.crashed_ranks for f in faults.wait("again")] == [[1]]
 
 
 def cut(mesh, index):
