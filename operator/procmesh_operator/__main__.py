@@ -2,8 +2,8 @@
 
 Loads credentials (in-cluster service account, else the current kubeconfig context), starts the
 Prometheus metrics server, registers :mod:`.handlers` in a fresh kopf registry and runs kopf:
-watching one or more namespaces or all of them, with peering so that only one replica is active,
-a liveness endpoint, and structured (JSON) logs.
+watching one or more namespaces or all of them, with a leader election (:mod:`.leading`) or kopf's
+peering so that only one replica is active, a liveness endpoint, and structured (JSON) logs.
 """
 
 from __future__ import annotations
@@ -25,8 +25,10 @@ from procmesh_operator import (
     __version__,
     handlers,
     kubeclient,
+    leading,
     memtrace,
     metrics,
+    names,
     podwatch,
     quieting,
     reconciling,
@@ -58,6 +60,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "only one replica acts; without it, peering 'procmesh' is used if the "
                         "peering CRDs are installed, else the operator runs standalone")
     p.add_argument("--standalone", action="store_true", help="no peering")
+    p.add_argument("--leader-election", metavar="LEASE",
+                   help="only the holder of this coordination.k8s.io Lease reconciles (every "
+                        "replica watches); implies --standalone, not with --peering")
+    p.add_argument("--leader-election-namespace", metavar="NS",
+                   help="the Lease's namespace (default: the pod's own, in a cluster)")
+    p.add_argument("--leader-election-lease-seconds", type=float, default=15.0, metavar="S",
+                   help="how long a Lease not renewed stays its holder's (the holder stops "
+                        "acting after 2/3 of it, and renews every S/7.5 s)")
     p.add_argument("--priority", type=parse_priority, default=0, metavar="INT|random",
                    help="peering priority of this replica; 'random' gives replicas of one "
                         "Deployment distinct priorities (equal priorities pause them all)")
@@ -97,7 +107,44 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     # Tests only: exit at once after a step of the token Secret (token_secrets.EXIT_POINTS).
     p.add_argument("--test-exit-after", choices=token_secrets.EXIT_POINTS, help=argparse.SUPPRESS)
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.leader_election:
+        if args.peering:
+            p.error("--leader-election and --peering are two ways to one active replica: "
+                    "give one of them")
+        if args.leader_election_lease_seconds < 3:
+            p.error("--leader-election-lease-seconds must be at least 3")
+        args.standalone = True
+        if not args.leader_election_namespace:
+            args.leader_election_namespace = own_namespace()
+            if not args.leader_election_namespace:
+                p.error("--leader-election needs --leader-election-namespace outside a pod")
+    return args
+
+
+#: Where a pod's service account token names its namespace.
+SERVICE_ACCOUNT_NAMESPACE = pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def own_namespace() -> str | None:
+    """The namespace of the pod this runs in (None outside a pod)."""
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or None
+    except OSError:
+        return None
+
+
+#: The exit status after losing the Lease.
+LOST_LEASE_EXIT = 3
+
+
+def lost_lease() -> None:
+    """The Lease is gone to another replica, or could not be renewed: stop acting at once,
+    as client-go's elected components do; the kubelet starts the container again, a follower."""
+    logging.getLogger("procmesh_operator").error("exiting: no longer the leader")
+    logging.shutdown()
+    os._exit(LOST_LEASE_EXIT)
+
 
 
 def parse_priority(value: str) -> int:
@@ -174,7 +221,12 @@ def main(argv: list[str] | None = None) -> int:
 
     def make_controller() -> reconciling.Controller:
         client = kubeclient.KubeClient(config, on_request=metrics.count_request)
-        return reconciling.Controller(client, settings)
+        elector = None
+        if args.leader_election:
+            elector = leading.Elector(client, leading.Election(
+                args.leader_election_namespace, args.leader_election, names.instance(),
+                args.leader_election_lease_seconds), lost_lease)
+        return reconciling.Controller(client, settings, elector)
 
     registry = kopf.OperatorRegistry()
     handlers.register(registry, make_controller, lambda **_: connection_info(config),

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import datetime
 import logging
-import socket
 from collections.abc import Mapping
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import kubeclient, planning, statuses
+from procmesh_operator import kubeclient, names, planning, statuses
 
 logger = logging.getLogger("procmesh_operator.events")
 
@@ -101,7 +100,7 @@ class EventPoster:
 
     def __init__(self, client: kubeclient.KubeClient) -> None:
         self._client = client
-        self._instance = socket.gethostname()
+        self._instance = names.instance()
 
     async def post(self, mesh: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         meta = mesh.get("metadata") or {}

@@ -251,6 +251,10 @@ class KubeClient:
     async def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return dict(await self.request("POST", path, body=body))
 
+    async def replace(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT: the whole object, on the resourceVersion in its metadata (409 if it moved)."""
+        return dict(await self.request("PUT", path, body=body))
+
     async def merge_patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return dict(await self.request("PATCH", path, body=body, content_type=MERGE_PATCH))
 

@@ -1,6 +1,7 @@
 """Prometheus metrics of the operator (served by :mod:`.__main__` with prometheus-client).
 
-Updated by :mod:`.reconciling` (latency, phases, restarts) and :mod:`.kubeclient` (requests).
+Updated by :mod:`.reconciling` (latency, phases, restarts), :mod:`.kubeclient` (requests) and
+:mod:`.leading` (the Lease held).
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ RECONCILE_ERRORS = Counter(
 MESHES = Gauge("procmesh_meshes", "ProcMeshes by phase.", ["phase"])
 RESTARTS = Counter(
     "procmesh_restarts_total", "Restarts performed under spec.restartPolicy.", ["policy"])
+LEADER = Gauge(
+    "procmesh_operator_leader", "1 while this replica holds the leader election's Lease "
+    "(--leader-election), else 0.")
 API_REQUESTS = Counter(
     "procmesh_api_requests_total", "Requests the operator made to the API server.",
     ["verb", "resource", "code"])

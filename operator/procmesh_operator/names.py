@@ -1,5 +1,6 @@
 """What only the operator names: the token mount inside a proc pod, the labels and selector of a
-mesh's children, the node-loss taints it tolerates and the node label that means "one node".
+mesh's children, the node-loss taints it tolerates, the node label that means "one node", and
+the name of this operator replica.
 
 Every name the client must agree on (API coordinates, child names, label and annotation keys,
 the token key, the port) is in :mod:`mesh_client._src.contract`; this module builds on it.
@@ -7,6 +8,9 @@ Used by :mod:`.rendering` (pods, Service, Secret, Role).
 """
 
 from __future__ import annotations
+
+import os
+import socket
 
 from mesh_client._src import contract
 
@@ -36,3 +40,10 @@ def mesh_labels(mesh: str) -> dict[str, str]:
 def mesh_selector(mesh: str) -> dict[str, str]:
     """The selector matching the pods of ``mesh`` (the Service selector)."""
     return {contract.MESH_LABEL: mesh}
+
+
+def instance() -> str:
+    """This operator replica's name: its pod's (``POD_ID``, which the chart sets from the pod
+    name), else the host's with the process id. The holder of the leader election's Lease
+    (:mod:`.leading`) and the ``reportingInstance`` of its Events (:mod:`.eventing`)."""
+    return os.environ.get("POD_ID") or f"{socket.gethostname()}_{os.getpid()}"

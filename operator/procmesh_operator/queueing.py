@@ -38,10 +38,14 @@ class _Slot:
 class WorkQueue:
     """Runs ``worker(key)`` whenever ``key`` is enqueued, never twice at once for one key.
 
-    ``worker`` returns None or a delay in seconds after which to run again."""
+    ``worker`` returns None or a delay in seconds after which to run again. ``gate``, when
+    given, is awaited before every run (the operator's leader election: a follower's keys
+    wait, dirty, until it leads)."""
 
-    def __init__(self, worker: Callable[[Hashable], Awaitable[float | None]]) -> None:
+    def __init__(self, worker: Callable[[Hashable], Awaitable[float | None]],
+                 gate: Callable[[], Awaitable[None]] | None = None) -> None:
         self._worker = worker
+        self._gate = gate
         self._slots: dict[Hashable, _Slot] = {}
         self._closed = False
 
@@ -82,6 +86,8 @@ class WorkQueue:
         try:
             while slot.dirty and not self._closed:
                 slot.dirty = False
+                if self._gate is not None:
+                    await self._gate()
                 started = loop.time()
                 try:
                     delay = await self._worker(key)

@@ -43,6 +43,7 @@ from procmesh_operator import (
     ganging,
     gates,
     kubeclient,
+    leading,
     leases,
     losses,
     metrics,
@@ -83,9 +84,11 @@ class ChildConflict(Exception):
 class Controller:
     """Everything one operator process knows and does about ProcMeshes."""
 
-    def __init__(self, client: kubeclient.KubeClient, settings: settings_.Settings) -> None:
+    def __init__(self, client: kubeclient.KubeClient, settings: settings_.Settings,
+                 elector: leading.Elector | None = None) -> None:
         self.client = client
         self.settings = settings
+        self.elector = elector  # leader election: only while it leads is anything reconciled
         self.store = stores.PodStore()
         self.queue: queueing.WorkQueue | None = None  # made in start(), inside the event loop
         self.events = eventing.EventPoster(client)
@@ -130,8 +133,11 @@ class Controller:
     # --- Lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.queue = queueing.WorkQueue(self._work)
+        self.queue = queueing.WorkQueue(
+            self._work, gate=self.elector.wait_leading if self.elector is not None else None)
         self._resync_task = asyncio.get_running_loop().create_task(self._resync())
+        if self.elector is not None:
+            self.elector.start()
 
     def watch_pods(self, paths: Sequence[str]) -> None:
         """Watch proc pods under ``paths`` with :mod:`.podwatch` (instead of kopf's pod
@@ -150,6 +156,8 @@ class Controller:
                 await self._resync_task
         if self.queue is not None:
             await self.queue.close()
+        if self.elector is not None:  # after the last reconcile: a successor starts clean
+            await self.elector.stop()
         await self.client.close()
 
     async def _resync(self) -> None:

@@ -2,7 +2,7 @@
 the process node (the chart's service account, projected token and RBAC; in-cluster config).
 
 The tests share one release (module fixture) and run in file order: install and reconcile,
-peering with two replicas, a CRD upgrade, uninstall with and without the keep option.
+two replicas (the leader election's Lease, and kopf peering), a CRD upgrade, uninstall with and without the keep option.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import urllib.request
 
 import pytest
 import yaml
+from kubernetes import client
 
 from tests.cluster import testing
 from tests.integration.helm import support
@@ -77,31 +78,43 @@ def test_metrics_service_serves_the_operator_metrics(release, core):
         assert "procmesh_" in r.read().decode()
 
 
-def test_second_replica_waits_through_peering(cluster, release, core, custom, namespace):
-    support.install(cluster, sets={"replicaCount": 2})
+ONE_ACTIVE = {"lease": {}, "peering": {"leaderElection.enabled": False, "peering.enabled": True}}
+
+
+@pytest.mark.parametrize("way", sorted(ONE_ACTIVE))
+def test_second_replica_waits(cluster, release, core, custom, namespace, way):
+    support.install(cluster, sets={"replicaCount": 2, **ONE_ACTIVE[way]})
     pods = support.wait_operator_running(core, count=2)
+    names = {p.metadata.name for p in pods}
 
     def roles() -> tuple[str, str] | None:
-        # Peers are keyed by pod name (POD_ID); the highest priority acts, the other waits.
+        # Both ways key replicas by pod name (POD_ID): the Lease's holder acts, or the highest
+        # peering priority; the other waits.
+        if way == "lease":
+            holder = client.CoordinationV1Api(custom.api_client).read_namespaced_lease(
+                "procmesh-operator", support.RELEASE_NAMESPACE).spec.holder_identity
+            return (holder, (names - {holder}).pop()) if holder in names else None
         peering = custom.get_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings",
                                                    "procmesh")
         peers = {k: v["priority"] for k, v in (peering.get("status") or {}).items()
-                 if k in {p.metadata.name for p in pods}}
+                 if k in names}
         if len(peers) != 2:
             return None
         ordered = sorted(peers, key=peers.get)
         return ordered[1], ordered[0]
 
-    active, waiting = testing.wait_for(roles, "both replicas in the peering object")
-    create_mesh(custom, namespace, "during-ha")
-    wait_ready(custom, namespace, "during-ha")
-    assert "during-ha" in support.operator_log(cluster, active)
-    assert "during-ha" not in support.operator_log(cluster, waiting)
+    active, waiting = testing.wait_for(roles, f"one of both replicas active ({way})")
+    create_mesh(custom, namespace, f"during-ha-{way}")
+    wait_ready(custom, namespace, f"during-ha-{way}")
+    # Every Event of the mesh comes from the active replica (reportingInstance: its pod's
+    # hostname); the waiting one watches too, but acts on nothing.
+    reporters = {e.reporting_instance for e in events(core, namespace, f"during-ha-{way}")}
+    assert reporters == {active}, (reporters, active, waiting)
     # The active replica goes; the waiting one (or a replacement) takes over.
     core.delete_namespaced_pod(active, support.RELEASE_NAMESPACE)
-    create_mesh(custom, namespace, "after-failover")
-    wait_ready(custom, namespace, "after-failover")
-    support.install(cluster)  # back to one replica
+    create_mesh(custom, namespace, f"after-failover-{way}")
+    wait_ready(custom, namespace, f"after-failover-{way}")
+    support.install(cluster)  # back to one replica, the chart's defaults
     support.wait_operator_running(core)
 
 

@@ -35,7 +35,9 @@ def test_lint(cluster, files):
     ({"operator.logFormat": "xml"}, "/operator/logFormat"),
     ({"replicas": 2}, "'replicas' not allowed"),
     ({"watch.namespaces": ["Team_A"]}, "/watch/namespaces/0"),
-    ({"peering.enabled": False, "replicaCount": 2}, "needs peering.enabled"),
+    ({"leaderElection.enabled": False, "replicaCount": 2}, "needs leaderElection.enabled"),
+    ({"peering.enabled": True}, "two ways to one active replica"),
+    ({"leaderElection.leaseSeconds": 2}, "/leaderElection/leaseSeconds"),
 ])
 def test_wrong_values_fail_with_a_message(cluster, sets, message):
     result = support.helm(cluster, "template", "x", str(support.CHART), "--kube-version",
@@ -79,7 +81,8 @@ def test_namespaced_mode_is_namespaced(cluster):
     docs = support.render(cluster, "namespaced.yaml")
     roles = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in docs
              if d["kind"] in ("Role", "RoleBinding")}
-    assert roles == {(ns, support.FULLNAME) for ns in ("team-a", "team-b")}
+    assert roles == {(ns, support.FULLNAME) for ns in ("team-a", "team-b")} | {
+        (support.RELEASE_NAMESPACE, f"{support.FULLNAME}-leader-election")}
     cluster_rules = [r for d in docs if d["kind"] == "ClusterRole" and not _aggregated(d)
                      for r in d["rules"]]
     granted = {res for r in cluster_rules for res in r["resources"]}
@@ -93,8 +96,30 @@ def test_namespaced_mode_is_namespaced(cluster):
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--namespace=team-a" in args and "--namespace=team-b" in args
     assert "--all-namespaces" not in args
+    assert not [d for d in docs if d["kind"] == "KopfPeering"]  # the Lease by default
+    docs = support.render(cluster, "namespaced.yaml",
+                          sets={"leaderElection.enabled": False, "peering.enabled": True})
     peerings = [d for d in docs if d["kind"] == "KopfPeering"]
     assert {p["metadata"]["namespace"] for p in peerings} == {"team-a", "team-b"}
+
+
+def test_leader_election_is_one_lease_in_the_release_namespace(cluster):
+    docs = support.render(cluster, "ha.yaml", sets={"leaderElection.leaseSeconds": 20})
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert ["--leader-election=procmesh-operator",
+            f"--leader-election-namespace={support.RELEASE_NAMESPACE}",
+            "--leader-election-lease-seconds=20"] == [a for a in args if "leader" in a]
+    assert not [a for a in args if a.startswith(("--peering", "--priority", "--standalone"))]
+    [role] = [d for d in docs if d["kind"] == "Role"
+              and d["metadata"]["name"] == f"{support.FULLNAME}-leader-election"]
+    assert role["metadata"]["namespace"] == support.RELEASE_NAMESPACE
+    # get and update only the one Lease by name; create cannot be limited to a name
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+         "resourceNames": ["procmesh-operator"], "verbs": ["get", "update"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]}]
+    assert not [d for d in docs if "Peering" in d["kind"]]
 
 
 def _aggregated(doc: dict) -> bool:

@@ -161,6 +161,17 @@ class OperatorProcess:
         self.proc = None
 
 
+@contextlib.contextmanager
+def session_operator_stopped(operator: OperatorProcess) -> Iterator[None]:
+    """The session's operator stopped for the block, then started again as the fixture did."""
+    operator.stop()
+    try:
+        yield
+    finally:
+        operator.stop()  # a crashed run: only forgets it
+        operator.start()
+
+
 # --- Helpers ---------------------------------------------------------------------------------
 
 def mesh_manifest(name: str, **spec: Any) -> dict[str, Any]:

@@ -20,8 +20,6 @@ operator is stopped for it and started again as it was.
 from __future__ import annotations
 
 import base64
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -34,17 +32,6 @@ from tests.integration.local.actors import Recorder
 from tests.integration.operator import support
 
 pytestmark = pytest.mark.cluster
-
-
-@contextlib.contextmanager
-def session_operator_stopped(operator: support.OperatorProcess) -> Iterator[None]:
-    """The session's operator stopped for the block, then started again as the fixture did."""
-    operator.stop()
-    try:
-        yield
-    finally:
-        operator.stop()  # a crashed run: only forgets it
-        operator.start()
 
 
 def secrets_of(core: Any, namespace: str, mesh: str) -> dict[str, Any]:
@@ -86,7 +73,7 @@ def assert_one_secret_throughout(kube: Any, custom: Any, core: Any, namespace: s
 def test_an_operator_killed_between_secret_and_role_leaves_no_stuck_mesh(
         point, operator, namespace, kube, custom, core):
     name = "crash-created" if point == "token-secret-created" else "crash-recorded"
-    with session_operator_stopped(operator):
+    with support.session_operator_stopped(operator):
         operator.start("--test-exit-after", point, namespaces=[namespace])
         uid = support.create_mesh(custom, namespace, name,
                                   perHost=[{"name": "procs", "size": 2}])["metadata"]["uid"]
@@ -121,7 +108,7 @@ def test_an_older_operators_mesh_keeps_its_token_secret(operator, namespace, kub
     then the access Role naming it, and a status without the field."""
     name = "legacy"
     token = "1a" * 32
-    with session_operator_stopped(operator):
+    with support.session_operator_stopped(operator):
         mesh = support.create_mesh(custom, namespace, name,
                                    perHost=[{"name": "procs", "size": 2}])
         owner = [{"apiVersion": "procmesh.io/v1alpha1", "kind": "ProcMesh", "name": name,
