@@ -22,6 +22,10 @@ Scenarios of the one registry (:mod:`benchmarks.scenarios`), run by the command 
   toleration: procs the operator restarted (0 is right: nothing was lost) and time back to Ready
   once the nodes are heard. Baseline: plain pods on the same node with the same NoExecute
   toleration (5 s), as Kubernetes alone treats them: how many it evicted.
+* ``leader-failovers``: two operator replicas, the acting one stopped (SIGTERM) or killed
+  (SIGKILL): time from the signal until the other has made a new mesh Ready, with the leader
+  election's Lease (15 s) and, as the baseline in the same run, kopf's peering (the chart's
+  way before the Lease).
 * ``apiserver-restarts``: kube-apiserver SIGKILLed at a random point of a 12-proc reconcile and
   started again: duplicates, orphans, stuck, time to Ready after the API server is back.
   Baseline: the API server's own restart (kill to /readyz).
@@ -41,6 +45,7 @@ import os
 import pathlib
 import random
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -456,6 +461,69 @@ def node_silences(ctx: scenarios.Context) -> dict[str, Any]:
             "mesh_ready_after_nodes_heard_s": summary(back_s),
             "baseline_plain_pods": PLAIN_PODS * args.silences,
             "baseline_plain_pods_evicted_by_kubernetes": evicted}
+
+
+# --- leader-failovers ----------------------------------------------------------------------------
+
+PEERING = "bench-failover"
+
+
+def _replica(env: Env, way: str, name: str, priority: int) -> support.OperatorProcess:
+    folder = pathlib.Path(tempfile.mkdtemp(prefix=f"pm-{way}-{name}-"))
+    op = support.OperatorProcess(env.cluster.kubeconfig, folder)
+    if way == "lease":
+        op.start("--leader-election", PEERING, "--leader-election-namespace", "default")
+    else:
+        op.start("--peering", PEERING, "--priority", str(priority), standalone=False)
+    return op
+
+
+def _acting(env: Env, way: str, op: support.OperatorProcess) -> bool:
+    """Whether ``op`` holds the Lease, or is in the peering object with another peer."""
+    if way == "lease":
+        lease = client.CoordinationV1Api(env.api).read_namespaced_lease(PEERING, "default")
+        pid = op.proc.pid if op.proc is not None else None
+        return lease.spec.holder_identity == f"{socket.gethostname()}_{pid}"
+    peering = env.custom.get_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", PEERING)
+    return len(peering.get("status") or {}) >= 2
+
+
+@scenarios.scenario("leader-failovers", "the acting one of two operator replicas stopped or "
+                    "killed: time until the other makes a new mesh Ready, Lease against kopf peering")
+def leader_failovers(ctx: scenarios.Context) -> dict[str, Any]:
+    env, args = ctx.cluster(), ctx.args
+    namespace = env.namespace()
+    support.kubectl(env.cluster, "apply", "-f", str(ROOT / "crds" / "kopf-peering.yaml"))
+    support.kubectl(env.cluster, "wait", "--for=condition=Established", "--timeout=60s",
+                    "crd/clusterkopfpeerings.kopf.dev")
+    env.custom.create_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", {
+        "apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": PEERING}})
+    out: dict[str, Any] = {"failovers": args.failovers, "lease_seconds": 15}
+    env.operator.stop()  # the environment's standalone operator steps aside
+    try:
+        for way in ("lease", "peering"):
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                samples = []
+                for i in range(args.failovers):
+                    first = _replica(env, way, "first", 2)
+                    name = f"{way}-{sig.name.lower()}-{i}"
+                    support.create_mesh(env.custom, namespace, f"{name}-a")
+                    wait(lambda n=f"{name}-a": ready_mesh(env, namespace, n), 120, "first acting")
+                    second = _replica(env, way, "second", 1)
+                    wait(lambda o=first, w=way: _acting(env, w, o), 120, "second waiting")
+                    started = time.monotonic()
+                    first.stop(sig)
+                    support.create_mesh(env.custom, namespace, f"{name}-b")
+                    wait(lambda n=f"{name}-b": ready_mesh(env, namespace, n), 180,
+                         "second acting")
+                    samples.append(time.monotonic() - started)
+                    second.stop()
+                    for mesh in ("a", "b"):
+                        delete_mesh(env, namespace, f"{name}-{mesh}")
+                out[f"{way}_{sig.name.lower()}_to_new_mesh_ready_s"] = summary(samples)
+    finally:
+        env.operator.start()
+    return out
 
 
 # --- apiserver-restarts --------------------------------------------------------------------------

@@ -306,6 +306,9 @@ def parser() -> argparse.ArgumentParser:
     kills.add_argument("--node-kills", type=int, default=1)
     kills.add_argument("--silences", type=int, default=1,
                        help="node-silences rounds (each about a minute and a half)")
+    kills.add_argument("--failovers", type=int, default=1,
+                       help="leader-failovers rounds per way and signal (a kill of a peering "
+                            "replica waits out kopf's peering lifetime, about a minute)")
     kills.add_argument("--apiserver-restarts", type=int, default=3)
     kills.add_argument("--stuck-after", type=float, default=60.0,
                        help="a proc-kill restart not back by then counts as stuck")

@@ -223,7 +223,10 @@ def main(argv: list[str] | None = None) -> int:
         client = kubeclient.KubeClient(config, on_request=metrics.count_request)
         elector = None
         if args.leader_election:
-            elector = leading.Elector(client, leading.Election(
+            # A client of its own: renewals never wait behind a wave of reconciles for one of
+            # the controller client's connections (kubeclient.CONNECTIONS).
+            elector = leading.Elector(kubeclient.KubeClient(
+                config, on_request=metrics.count_request), leading.Election(
                 args.leader_election_namespace, args.leader_election, names.instance(),
                 args.leader_election_lease_seconds), lost_lease)
         return reconciling.Controller(client, settings, elector)

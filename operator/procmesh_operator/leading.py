@@ -114,8 +114,9 @@ def lease_body(election: Election, lease: Mapping[str, Any] | None, action: str,
 
 
 class Elector:
-    """Holds or waits for the Lease of ``election`` through ``client``; ``on_lost`` is called
-    (once) when a held Lease could not be renewed in time or was taken."""
+    """Holds or waits for the Lease of ``election`` through ``client`` (its own, closed by
+    :meth:`stop`); ``on_lost`` is called (once) when a held Lease could not be renewed in time
+    or was taken."""
 
     def __init__(self, client: kubeclient.KubeClient, election: Election,
                  on_lost: Callable[[], None]) -> None:
@@ -149,6 +150,7 @@ class Elector:
             await asyncio.gather(self._task, return_exceptions=True)
         if self.leading():
             await self._release()
+        await self.client.close()
 
     async def _run(self) -> None:
         path = lease_path(self.election.namespace, self.election.name)

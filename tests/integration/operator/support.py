@@ -122,17 +122,20 @@ class OperatorProcess:
     def log(self) -> pathlib.Path:
         return self.folder / f"operator-{self.runs}.log"
 
-    def start(self, *extra: str, namespaces: Sequence[str] = ()) -> None:
+    def start(self, *extra: str, namespaces: Sequence[str] = (), standalone: bool = True) -> None:
         """Start (again), with extra command-line arguments for this run only; watching only
-        ``namespaces`` when given, else all."""
+        ``namespaces`` when given, else all; ``standalone=False`` leaves ``--standalone`` out
+        (kopf peering, named in ``extra``)."""
         self.runs += 1
         scope = [f"--namespace={n}" for n in namespaces] or ["--all-namespaces"]
+        if standalone:
+            scope.append("--standalone")
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "operator"),
                                              env.get("PYTHONPATH", "")])
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "procmesh_operator", *scope, "--standalone",
+                [sys.executable, "-m", "procmesh_operator", *scope,
                  "--kubeconfig", str(self.kubeconfig),
                  "--liveness", f"http://127.0.0.1:{self.liveness_port}/healthz",
                  "--metrics-port", str(self.metrics_port), "--log-format", "json", *extra],

@@ -15,7 +15,7 @@ from benchmarks import faults, scenarios
 def test_one_registry_and_one_parser_for_every_scenario():
     assert list(scenarios.SCENARIOS) == ["flood", "flood-nofile64", "call-fail-fast", "proc-kills",
                                          "operator-kills", "node-kills", "node-silences",
-                                         "apiserver-restarts", "broken-link"]
+                                         "leader-failovers", "apiserver-restarts", "broken-link"]
     args = faults.parser().parse_args(["--scenario", "proc-kills", "--scenario", "flood",
                                        "--kills", "7", "--rounds", "3", "--json"])
     assert (args.scenario, args.kills, args.rounds, args.json) == (["proc-kills", "flood"], 7, 3, True)
