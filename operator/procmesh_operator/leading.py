@@ -123,7 +123,7 @@ class Elector:
         self.client = client
         self.election = election
         self.on_lost = on_lost
-        self._renewed: float | None = None  # monotonic time of the last successful write
+        self._renewed: float | None = None  # monotonic time the last successful write was sent
         self._held = False
         self._seen: tuple[tuple[str, str, int], float] | None = None  # record, first seen
         self._changed = asyncio.Event()
@@ -187,6 +187,8 @@ class Elector:
                 self._renewed = None
             return action
         body = lease_body(self.election, lease, action, time.time())
+        sent = time.monotonic()  # the renewal counts from before the write: a slow answer
+        # must not stretch this replica's term past what a follower measures from the commit
         if action == CREATE:
             await self.client.create(lease_path(self.election.namespace), body)
         else:
@@ -194,7 +196,7 @@ class Elector:
         if not self._held:
             logger.info("leading: holds the Lease %s/%s as %s", self.election.namespace,
                         self.election.name, self.election.identity)
-        self._held, self._renewed = True, time.monotonic()
+        self._held, self._renewed = True, sent
         metrics.LEADER.set(1)
         self._changed.set()
         return action
