@@ -520,7 +520,9 @@ def leader_failovers(ctx: scenarios.Context) -> dict[str, Any]:
                     second.stop()
                     for mesh in ("a", "b"):
                         delete_mesh(env, namespace, f"{name}-{mesh}")
-                out[f"{way}_{sig.name.lower()}_to_new_mesh_ready_s"] = summary(samples)
+                figure = f"{way}_{sig.name.lower()}_to_new_mesh_ready_s"
+                out[figure] = summary(samples)
+                out[f"{figure}_samples"] = [round(x, 2) for x in samples]
     finally:
         env.operator.start()
     return out

@@ -2,13 +2,14 @@
 
 Every replica watches (its stores stay warm), only the Lease's holder reconciles. The rules are
 client-go's ``leaderelection``: the holder renews ``spec.renewTime`` every ``retry`` seconds; a
-follower takes the Lease once it has seen the same record unchanged for ``leaseDurationSeconds``
-of its own clock (never comparing its clock with the holder's), or at once when the holder let
-it go; every write is a replace on the resourceVersion just read, so of two replicas racing for
-it one wins. A holder that has not renewed for ``renew_deadline`` (shorter than the duration, so
-it stops before anyone may take over) stops acting and its process exits (``on_lost``): the
-kubelet starts it again as a follower. On a graceful stop the holder releases the Lease (empty
-holder, duration 1 s), so a replacement takes it at once instead of after a whole duration.
+follower takes the Lease once it has seen the same record unchanged for ``leaseDurationSeconds`` of
+its own clock (never comparing its clock with the holder's), or at once when the holder let it go;
+every write is a replace on the resourceVersion just read, so of two replicas racing for it one
+wins. A holder that has not renewed for ``renew_deadline`` (shorter than the duration, so it stops
+before anyone may take over; each read and write is bounded by that deadline) stops acting and its
+process exits (``on_lost``): the kubelet starts it again as a follower. On a graceful stop the
+holder releases the Lease (empty holder, duration 1 s), so a replacement takes it at once instead
+of after a whole duration; a stopping replica takes no Lease up while it drains.
 
 Why not kopf's peering: kopf pauses its own watches while another replica is active, and
 nothing pauses the operator's own pod watch (:mod:`.podwatch`), queue and resync, so under
@@ -128,6 +129,7 @@ class Elector:
         self._seen: tuple[tuple[str, str, int], float] | None = None  # record, first seen
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._retired = False  # stopping: renews a held Lease, takes none up
 
     def leading(self) -> bool:
         """Held, and renewed within the renew deadline."""
@@ -143,6 +145,11 @@ class Elector:
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
+    def retire(self) -> None:
+        """Take no Lease up from now on (a replica stopping: it drains its reconciles, then
+        :meth:`stop` releases what it holds)."""
+        self._retired = True
+
     async def stop(self) -> None:
         """Stop electing; a held Lease is released (after the caller's last reconcile)."""
         if self._task is not None:
@@ -152,11 +159,23 @@ class Elector:
             await self._release()
         await self.client.close()
 
+    def _deadline_left(self) -> float:
+        """Seconds until a held Lease's renew deadline (the renew deadline for a follower)."""
+        if not self._held or self._renewed is None:
+            return self.election.renew_deadline
+        return self._renewed + self.election.renew_deadline - time.monotonic()
+
     async def _run(self) -> None:
         path = lease_path(self.election.namespace, self.election.name)
         while True:
             try:
-                await self.attempt(path)
+                if not self._held or self.leading():  # resumed past the deadline: lost
+                    # Bounded by the deadline, as client-go's renewals: a read or write that
+                    # hangs cannot keep a holder believing it leads.
+                    await asyncio.wait_for(self.attempt(path), max(0.1, self._deadline_left()))
+            except asyncio.TimeoutError:
+                logger.warning("leader election: the Lease %s/%s did not answer in time",
+                               self.election.namespace, self.election.name)
             except kubeclient.ApiError as e:
                 if not e.conflict:  # a conflict: someone wrote first; read again next time
                     logger.warning("leader election: Lease %s/%s: %s", self.election.namespace,
@@ -171,7 +190,8 @@ class Elector:
                              self.election.name, self.election.renew_deadline)
                 self.on_lost()
                 return
-            await asyncio.sleep(self.election.retry_seconds)
+            # Wake for the deadline too, should a renewal be due after it.
+            await asyncio.sleep(min(self.election.retry_seconds, max(0.0, self._deadline_left())))
 
     async def attempt(self, path: str) -> str:
         """One read and, if due, one write of the Lease; the action taken."""
@@ -182,6 +202,8 @@ class Elector:
             self._seen = (record, now)
         action = decide(lease, self.election.identity, now - self._seen[1],
                         self.election.lease_seconds)
+        if self._retired and action in (CREATE, TAKE):
+            action = WAIT
         if action == WAIT:
             if self._held:  # someone else holds it now
                 self._renewed = None

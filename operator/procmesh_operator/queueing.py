@@ -33,6 +33,7 @@ class _Slot:
     timer: asyncio.TimerHandle | None = None
     failures: int = 0
     forgotten: bool = False  # discarded while its reconcile ran: dropped when that ends
+    running: bool = False  # in the worker (past the gate): close() lets it finish
 
 
 class WorkQueue:
@@ -88,7 +89,10 @@ class WorkQueue:
                 slot.dirty = False
                 if self._gate is not None:
                     await self._gate()
+                    if self._closed:
+                        break
                 started = loop.time()
+                slot.running = True
                 try:
                     delay = await self._worker(key)
                     slot.failures = 0
@@ -103,9 +107,11 @@ class WorkQueue:
                     slot.failures += 1
                     delay = min(BACKOFF_BASE * 2 ** (slot.failures - 1), BACKOFF_MAX)
                     logger.exception("reconcile of %s failed; retrying in %.1fs", key, delay)
+                slot.running = False
                 if delay is not None and not slot.dirty:
                     self.enqueue(key, delay)
         finally:
+            slot.running = False
             slot.task = None
             if slot.forgotten and not slot.dirty and self._slots.get(key) is slot:
                 del self._slots[key]
@@ -117,14 +123,16 @@ class WorkQueue:
         was recorded: token_secrets.py), so a stopping replica (a failover, an upgrade) lets
         it end first."""
         self._closed = True
-        tasks = []
+        tasks, running = [], []
         for slot in self._slots.values():
             if slot.timer is not None:
                 slot.timer.cancel()
             if slot.task is not None:
                 tasks.append(slot.task)
-        if tasks and drain > 0:
-            await asyncio.wait(tasks, timeout=drain)
+                if slot.running:  # not those waiting at the gate: they never started
+                    running.append(slot.task)
+        if running and drain > 0:
+            await asyncio.wait(running, timeout=drain)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

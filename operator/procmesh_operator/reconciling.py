@@ -148,6 +148,8 @@ class Controller:
             self._pod_watches.append(watch)
 
     async def stop(self) -> None:
+        if self.elector is not None:  # a stopping replica takes no Lease up any more
+            self.elector.retire()
         for watch in self._pod_watches:
             await watch.stop()
         if self._resync_task is not None:
@@ -275,10 +277,12 @@ class Controller:
             self._ready_nodes.discard(name)
         is_outage = losses.outage(self._losses, len(self._ready_nodes))
         if was_outage != is_outage:
-            if is_outage:
+            # kopf's first listing (event type None) hands the nodes over one by one: a lost node
+            # listed before the Ready ones is no outage, and must not restart lost nodes' clocks.
+            if is_outage and event_type is not None:
                 logger.warning("every node is NotReady or unreachable: a control-plane outage, "
                                "not node loss; no proc counts as failed until a node is back")
-            else:
+            elif event_type is not None:
                 self._outage_ended = time.time()
                 logger.info("node %s is Ready: the outage is over; lost nodes' tolerations "
                             "start now", name)

@@ -29,7 +29,7 @@ from tests.integration.operator import support
 pytestmark = pytest.mark.cluster
 
 LEASE = "procmesh-operator"
-SECONDS = 6  # the Lease's duration: renewed every 0.8 s, given up by its holder after 4 s
+SECONDS = 12  # the Lease's duration: renewed every 1.6 s, given up by its holder after 8 s
 
 
 def elected(folder: Any, kubeconfig: Any, namespace: str, name: str) -> support.OperatorProcess:

@@ -76,3 +76,22 @@ def test_the_queue_waits_for_its_gate():
 
     before, ran = asyncio.run(main())
     assert before == [] and sorted(ran) == ["a", "b"]
+
+
+def test_closing_does_not_wait_for_keys_at_the_gate_nor_run_them():
+    async def main():
+        gate, ran = asyncio.Event(), []
+
+        async def worker(key):
+            ran.append(key)
+
+        q = queueing.WorkQueue(worker, gate=gate.wait)
+        q.enqueue("a")
+        await asyncio.sleep(0.01)
+        # A drain that waited for the key at the gate would never end: bounded here.
+        await asyncio.wait_for(q.close(drain=3600), timeout=60)
+        gate.set()
+        await asyncio.sleep(0.01)
+        return ran
+
+    assert asyncio.run(main()) == []

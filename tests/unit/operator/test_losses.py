@@ -181,3 +181,21 @@ def test_every_node_lost_at_once_is_an_outage_and_holds_even_a_tainted_one():
     assert not p.deletes and p.recheck == 20 and p.held == ("n2",)
     gone = losses.judged(lost(losses.GONE), during_outage=True, resumed=None)
     assert plan(m, {0: pod(m, 0, uid="a")}, losses=gone).force == {"m-0"}
+
+
+def test_the_first_listing_of_nodes_is_no_outage():
+    """kopf lists nodes one by one (event type None): a lost node listed before the Ready one
+    must not count as an outage that ended, which would restart every lost node's clock."""
+    from procmesh_operator import reconciling
+
+    ctl = reconciling.Controller(None, SETTINGS)
+    ctl.node_event(None, node_body("dead", "Unknown", TAINTS["Unknown"]))
+    ctl.node_event(None, node_body("live", "True"))
+    assert ctl._outage_ended is None
+    assert not ctl._judged_losses()["dead"].held
+    # A real outage, from the watch: the live node lost too, then back.
+    ctl.node_event("MODIFIED", node_body("live", "Unknown"))
+    assert ctl._judged_losses()["dead"].held and ctl._judged_losses()["live"].held
+    ctl.node_event("MODIFIED", node_body("live", "True"))
+    assert ctl._outage_ended is not None
+    assert ctl._judged_losses()["dead"].since == ctl._outage_ended
