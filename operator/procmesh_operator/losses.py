@@ -90,6 +90,17 @@ def _loss_taint(node: Mapping[str, Any], now: float) -> tuple[str | None, float 
     return None, None
 
 
+def carried(before: NodeLoss | None, after: NodeLoss | None) -> NodeLoss | None:
+    """``after``, keeping ``before``'s clock while the node stays lost and tainted: the node
+    lifecycle controller swaps not-ready for unreachable (a new ``timeAdded``) when a NotReady
+    node stops reporting, and the taint eviction controller keeps a pod's first scheduled
+    eviction across that swap."""
+    if (before is None or after is None or before.since is None or after.since is None
+            or GONE in (before.status, after.status)):
+        return after
+    return dataclasses.replace(after, since=min(before.since, after.since))
+
+
 def is_ready(node: Mapping[str, Any]) -> bool:
     """Whether the node's Ready condition is True."""
     return any(c.get("type") == "Ready" and c.get("status") == "True"

@@ -266,7 +266,7 @@ class Controller:
         if event_type == "DELETED":
             after: losses.NodeLoss | None = losses.gone(name, time.time())
         else:
-            after = losses.loss_of(body, time.time())
+            after = losses.carried(before, losses.loss_of(body, time.time()))
         if after is None:
             self._losses.pop(name, None)
         else:

@@ -199,3 +199,18 @@ def test_the_first_listing_of_nodes_is_no_outage():
     ctl.node_event("MODIFIED", node_body("live", "True"))
     assert ctl._outage_ended is not None
     assert ctl._judged_losses()["dead"].since == ctl._outage_ended
+
+
+def test_a_swapped_taint_keeps_the_first_clock():
+    """not-ready, then unreachable (a NotReady node that stops reporting): the clock runs from
+    the first taint, as the taint eviction controller keeps a pod's first scheduled eviction."""
+    first = losses.loss_of(node_body("a", "False", TAINTS["False"]), NOW)
+    swapped = losses.loss_of(node_body("a", "Unknown", TAINTS["Unknown"],
+                                       added="1970-01-12T13:47:00Z"), NOW)
+    kept = losses.carried(first, swapped)
+    assert kept.taint == TAINTS["Unknown"] and kept.since == first.since == NOW
+    assert losses.carried(None, swapped) == swapped
+    assert losses.carried(first, None) is None  # Ready again: the next loss starts anew
+    assert losses.carried(first, losses.gone("a", NOW + 50)).since == NOW + 50
+    held_now = losses.loss_of(node_body("a", "Unknown"), NOW)
+    assert losses.carried(first, held_now).held  # untainted (evictions held): held
