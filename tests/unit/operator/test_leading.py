@@ -56,14 +56,19 @@ def test_timing_follows_client_go():
     assert (ELECTION.renew_deadline, ELECTION.retry_seconds) == (10, 2)
 
 
+def gated_queue():
+    """A work queue behind a closed gate, its gate and the keys its worker ran."""
+    gate, ran = asyncio.Event(), []
+
+    async def worker(key):
+        ran.append(key)
+
+    return queueing.WorkQueue(worker, gate=gate.wait), gate, ran
+
+
 def test_the_queue_waits_for_its_gate():
     async def main():
-        gate, ran = asyncio.Event(), []
-
-        async def worker(key):
-            ran.append(key)
-
-        q = queueing.WorkQueue(worker, gate=gate.wait)
+        q, gate, ran = gated_queue()
         q.enqueue("a")
         q.enqueue("b")
         await asyncio.sleep(0.05)
@@ -80,12 +85,7 @@ def test_the_queue_waits_for_its_gate():
 
 def test_closing_does_not_wait_for_keys_at_the_gate_nor_run_them():
     async def main():
-        gate, ran = asyncio.Event(), []
-
-        async def worker(key):
-            ran.append(key)
-
-        q = queueing.WorkQueue(worker, gate=gate.wait)
+        q, gate, ran = gated_queue()
         q.enqueue("a")
         await asyncio.sleep(0.01)
         # A drain that waited for the key at the gate would never end: bounded here.
