@@ -11,6 +11,11 @@ load that comes and goes hits both alike.
 
     python benchmarks/call_ab.py /tmp/main-snap . --runs 8          # table
     python benchmarks/call_ab.py /tmp/main-snap . --runs 8 --json   # JSON
+
+An arm may carry environment for its runs after an ``@`` (``K=V`` pairs, comma-separated), and
+there may be more than two; e.g. the spin of the waits (``PROCMESH_SPIN_US``) on and off:
+
+    python benchmarks/call_ab.py /tmp/main-snap .@PROCMESH_SPIN_US=0 .@PROCMESH_SPIN_US=100 --runs 8
 """
 
 from __future__ import annotations
@@ -200,17 +205,32 @@ def one_run(checkout: str, env_extra: dict[str, str] | None = None) -> dict[str,
     return figures
 
 
+def parse_arm(arm: str) -> tuple[str, dict[str, str]]:
+    """``PATH`` or ``PATH@K=V,K2=V2``: the checkout and the environment its runs get."""
+    path, _, pairs = arm.partition("@")
+    env: dict[str, str] = {}
+    for pair in filter(None, pairs.split(",")):
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"arm {arm!r}: {pair!r} is not K=V (write PATH@K=V,K2=V2)")
+        env[key] = value
+    return path, env
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("baseline", help="checkout A (e.g. a git archive of main)")
-    parser.add_argument("candidate", help="checkout B")
+    parser.add_argument("baseline", help="checkout A (e.g. a git archive of main), as PATH[@K=V,...]")
+    parser.add_argument("candidates", nargs="+", help="checkout B (and more), as PATH[@K=V,...]")
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    results: dict[str, list[dict[str, float]]] = {args.baseline: [], args.candidate: []}
+    arms = [args.baseline, *args.candidates]
+    parsed = {arm: parse_arm(arm) for arm in arms}
+    results: dict[str, list[dict[str, float]]] = {arm: [] for arm in arms}
     for _ in range(args.runs):
-        for checkout in (args.baseline, args.candidate):
-            results[checkout].append(one_run(checkout))
+        for arm in arms:
+            path, env = parsed[arm]
+            results[arm].append(one_run(path, env))
     summary = summarize(results, KEYS, higher_is_better=("pipelined_calls_per_s",))
     if args.json:
         print(json.dumps({"runs": results, "summary": summary}, indent=2))

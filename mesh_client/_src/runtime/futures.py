@@ -2,16 +2,18 @@
 
 Results arrive raw (as the reactor saw them) and are decoded on first use in the thread that
 asks, so the I/O thread never unpickles user payloads. A thread about to wait for one first
-writes the frames this process holds back (:mod:`.coalescing`): its own request may be among them.
+writes the frames this process holds back (:mod:`.coalescing`): its own request may be among them,
+then waits on its own bell (:mod:`.waits`: a short spin, then sleep), which the producer rings.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Generator
 from typing import Any, Generic, TypeVar
 
-from mesh_client._src.runtime import coalescing
+from mesh_client._src.runtime import coalescing, waits
 
 R = TypeVar("R")
 
@@ -21,12 +23,12 @@ _UNSET: Any = object()
 class Future(Generic[R]):
     """The eventual result of a call: ``fut.get(timeout=None)`` or ``await fut``."""
 
-    __slots__ = ("_waiter", "_lock", "_done", "_raw", "_decode", "_value", "_error", "_callbacks")
+    __slots__ = ("_waiters", "_lock", "_done", "_raw", "_decode", "_value", "_error", "_callbacks")
 
     def __init__(self, decode: Callable[[Any], R] | None = None) -> None:
-        # What a thread blocks on, made by the first one that has to (most futures of pipelined
-        # calls are done before anyone asks: they never need one); released when done.
-        self._waiter: threading.Lock | None = None
+        # The bells of the threads waiting (most futures of pipelined calls are done before
+        # anyone asks: they never have one); rung when done.
+        self._waiters: list[waits.Bell] | None = None
         self._lock = threading.Lock()
         self._done = False
         self._raw: Any = None
@@ -48,9 +50,10 @@ class Future(Generic[R]):
             self._raw = raw
             self._done = True
             callbacks, self._callbacks = self._callbacks, None
-            waiter = self._waiter
-        if waiter is not None:
-            waiter.release()
+            waiters = self._waiters
+        if waiters is not None:
+            for bell in waiters:
+                _ring(bell)
         if callbacks:
             for cb in callbacks:
                 cb(self)
@@ -90,16 +93,24 @@ class Future(Generic[R]):
         if self._done:
             return
         coalescing.waiting()
+        bell = waits.own_bell()
         with self._lock:
             if self._done:
                 return
-            waiter = self._waiter
-            if waiter is None:
-                waiter = self._waiter = threading.Lock()
-                waiter.acquire()
-        if not waiter.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
-            raise TimeoutError(f"no result within {timeout} s")
-        waiter.release()  # the next thread waiting for this future goes on too
+            if self._waiters is None:
+                self._waiters = [bell]
+            elif bell not in self._waiters:  # a thread polling with timeouts comes back
+                self._waiters.append(bell)
+        # The bell is this thread's: a ring left from an earlier future wakes it early, so loop.
+        if timeout is None:
+            while not self._done:
+                bell.wait(None, waits.SPIN_NS)
+            return
+        deadline = time.monotonic() + max(timeout, 0)
+        while not self._done:
+            left = deadline - time.monotonic()
+            if left <= 0 or (not bell.wait(left, waits.SPIN_NS) and not self._done):
+                raise TimeoutError(f"no result within {timeout} s")
 
     def _outcome(self) -> R:
         if self._error is None:
@@ -154,6 +165,10 @@ class Future(Generic[R]):
             self.add_done_callback(wake)
             yield from waiter.__await__()
         return self._outcome()
+
+
+_ring = waits.ring
+
 
 def completed(value: R) -> Future[R]:
     """A future that is already done with ``value``."""

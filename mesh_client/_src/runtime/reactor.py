@@ -6,7 +6,9 @@ only slows its own writer.
 
 The loop waits on the kernel's poller itself (``select.epoll``; ``select.poll`` where there is
 no epoll) with a plain map of descriptors to handlers, not through :mod:`selectors`, whose
-key objects and event translation cost a few microseconds per wake-up, twice per call.
+key objects and event translation cost a few microseconds per wake-up, twice per call. Its poll
+spins briefly before it sleeps, and the threads its handlers woke (actors, waiting callers) are
+rung only once it has released the GIL (:mod:`.waits`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
+
+from mesh_client._src.runtime import waits
 
 
 class Readable(Protocol):
@@ -151,6 +155,7 @@ class Reactor:
             pass
 
     def _run(self) -> None:
+        rings = waits.deferred()  # rung by the poll, once it has released the GIL
         while True:
             timeout = None
             while self._timers and self._timers[0][2].cancelled:
@@ -161,7 +166,7 @@ class Reactor:
             if self._pending:  # added while the loop was awake: do not sleep on them
                 timeout = 0.0
             try:
-                ready = self._poller.poll(timeout)
+                ready = self._poller.poll(timeout, rings)
             except InterruptedError:
                 ready = []
             self._selecting = False
@@ -211,6 +216,7 @@ class _Poller:
         self._epoll = hasattr(select, "epoll")
         self._kernel: Any = select.epoll() if self._epoll else select.poll()
         self._events = select.EPOLLIN if self._epoll else select.POLLIN
+        self._pace = waits.native.Pace() if waits.native is not None else None  # spins while waits are short
 
     def register(self, fd: int) -> None:
         self._kernel.register(fd, self._events)
@@ -218,13 +224,28 @@ class _Poller:
     def unregister(self, fd: int) -> None:
         self._kernel.unregister(fd)
 
-    def poll(self, timeout: float | None) -> list[tuple[int, int]]:
-        """The descriptors ready within ``timeout`` seconds (None: wait as long as it takes)."""
+    def poll(self, timeout: float | None, rings: list[waits.Bell]) -> list[tuple[int, int]]:
+        """Ring ``rings`` (and empty the list), then return the descriptors ready within
+        ``timeout`` seconds (None: wait as long as it takes), spinning first where
+        :data:`waits.SPIN_NS` says so."""
+        if self._epoll and _native_poll is not None:
+            try:
+                ready: list[tuple[int, int]] = _native_poll(self._kernel.fileno(), timeout, _SPIN_NS, rings, self._pace)
+            finally:
+                rings.clear()
+            return ready
+        for bell in rings:
+            bell.ring()
+        rings.clear()
         if self._epoll:
-            ready: list[tuple[int, int]] = self._kernel.poll(-1 if timeout is None else timeout)
+            ready = self._kernel.poll(-1 if timeout is None else timeout)
         else:
             ready = self._kernel.poll(None if timeout is None else timeout * 1000)
         return ready
+
+
+_native_poll = waits.native.poll if waits.native is not None else None
+_SPIN_NS = waits.SPIN_NS
 
 
 def _report(message: str) -> None:

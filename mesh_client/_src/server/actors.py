@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import queue
 import sys
 import threading
 import time
@@ -26,7 +25,7 @@ from mesh_client._src.actor.endpoint import (
     is_endpoint,
 )
 from mesh_client._src.actor.shape import Extent, Point
-from mesh_client._src.runtime import ops, peers
+from mesh_client._src.runtime import ops, peers, waits
 from mesh_client._src.runtime.channel import Channel, ChannelClosed
 from mesh_client._src.server import logs, tracing
 from mesh_client._src.wire import envelopes, packing, serialization
@@ -98,7 +97,7 @@ class ActorRunner:
         self.failed = False
         self._watchers: list[tuple[Channel, int]] = []
         self._watch_lock = threading.Lock()
-        self._queue: queue.SimpleQueue[Work | None] = queue.SimpleQueue()
+        self._queue: waits.Mailbox[Work | None] = waits.Mailbox()  # its wait spins first (waits.py)
         self.put = self._queue.put  # submit() without its frame: the reactor queues every call through it
         self._instance: Actor | None = None
         self._context: ctx_mod.Context | None = None

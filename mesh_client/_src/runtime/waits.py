@@ -1,0 +1,212 @@
+"""How the threads of a call wait for each other: bells, mailboxes, and how long to spin.
+
+A call crosses four waits: the proc's I/O thread for the request, the actor's thread for its
+work, the caller's I/O thread for the reply and the caller's thread for its future. A thread
+that sleeps there is woken through the kernel, and waking an idle core costs a many-core host
+about as much as the socket hop itself (issue 14's breakdown: 10 us for the hand-off from the
+proc's I/O thread to the actor's, with no socket in between). So each wait first spins for
+:data:`SPIN_NS` with the GIL released (the native :mod:`._waits`), then sleeps.
+
+The reactor rings the bells of what it woke only once it has released the GIL (it hands
+:func:`deferred` to its poll): a woken thread then finds the GIL free, instead of waking, finding
+it held and sleeping on it again.
+
+How long to spin: ``PROCMESH_SPIN_US`` (microseconds; 0 turns spinning off). By default a
+process spins only where it may use :data:`SPIN_MIN_CPUS` cores or more: with fewer, a spinning
+thread takes the core that the thread it waits for needs. What it may use is the smaller of its
+CPU affinity and its cgroup's CPU quota (a pod's CPU limit), since a quota that spinning spends
+throttles the whole container. Without the native module (a build without a C compiler) every
+wait sleeps at once, as plain locks.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from collections.abc import Callable
+from types import ModuleType
+from typing import Generic, Protocol, TypeVar
+
+T = TypeVar("T")
+
+#: Spinning is on by default only with at least this many usable cores.
+SPIN_MIN_CPUS = 8
+#: The default spin where spinning is on, in microseconds: a call_one's waits on a many-core
+#: host are mostly shorter than this, a 1 MiB echo's I/O waits too.
+DEFAULT_SPIN_US = 100
+
+
+class Bell(Protocol):
+    """An auto-reset event: ``ring()`` makes one ``wait()`` return (at once if nobody waits yet;
+    rings meanwhile merge). ``wait`` may return for an earlier ring: callers loop on their own
+    condition."""
+
+    def ring(self) -> None: ...
+    def wait(self, timeout: float | None = None, spin_ns: int = 0) -> bool: ...
+
+
+class _LockBell:
+    """The bell where the native module is missing: a lock held while unrung, no spinning."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def ring(self) -> None:
+        try:
+            self._lock.release()
+        except RuntimeError:
+            pass  # rung already: rings merge
+
+    def wait(self, timeout: float | None = None, spin_ns: int = 0) -> bool:
+        return self._lock.acquire(timeout=-1 if timeout is None or timeout < 0 else timeout)
+
+
+native: ModuleType | None
+try:
+    from mesh_client._src.runtime import _waits
+
+    native = _waits
+except ImportError:  # built without a C compiler: everything works, nothing spins
+    native = None
+
+make_bell: Callable[[], Bell] = native.Bell if native is not None else _LockBell
+
+
+def spin_ns_from(environ: dict[str, str] | os._Environ[str], cpus: int) -> int:
+    """The spin in nanoseconds for this process: ``PROCMESH_SPIN_US`` if set, else
+    :data:`DEFAULT_SPIN_US` with :data:`SPIN_MIN_CPUS` cores or more, else 0."""
+    raw = environ.get("PROCMESH_SPIN_US", "").strip()
+    if raw:
+        try:
+            micros = float(raw)
+        except ValueError:
+            raise ValueError(
+                f"PROCMESH_SPIN_US={raw!r} is not a number: give the microseconds a waiting "
+                "thread spins before it sleeps (0 turns spinning off)"
+            ) from None
+        if micros < 0:
+            raise ValueError(f"PROCMESH_SPIN_US={raw!r} is negative: give 0 or more microseconds")
+        return int(micros * 1000)
+    return DEFAULT_SPIN_US * 1000 if cpus >= SPIN_MIN_CPUS else 0
+
+
+def cgroup_cpu_quota(proc_cgroup: str, read: Callable[[str], str | None], root: str = "/sys/fs/cgroup") -> float | None:
+    """The CPUs that this process's cgroup may use (CFS quota over period), or None for no
+    limit; ``proc_cgroup`` is ``/proc/self/cgroup``'s text and ``read(path)`` a file's text
+    (None where missing). Looks in the process's own cgroup, then at the mount's root (which is
+    the container's own cgroup where the container has a cgroup namespace or a bind mount)."""
+    v2_path, v1_path = "", ""
+    for line in proc_cgroup.splitlines():
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "":
+            v2_path = path
+        elif "cpu" in controllers.split(","):
+            v1_path = path
+    for directory in dict.fromkeys((v2_path.rstrip("/"), "")):  # own cgroup, then the root
+        text = read(f"{root}{directory}/cpu.max")  # v2: "QUOTA PERIOD" or "max PERIOD"
+        if text is not None:
+            fields = text.split()
+            if len(fields) == 2 and fields[0] != "max":
+                return _ratio(fields[0], fields[1])
+            return None
+    for mount in ("cpu", "cpu,cpuacct"):  # v1
+        for directory in dict.fromkeys((v1_path.rstrip("/"), "")):
+            quota = read(f"{root}/{mount}{directory}/cpu.cfs_quota_us")
+            period = read(f"{root}/{mount}{directory}/cpu.cfs_period_us")
+            if quota is not None and period is not None:
+                return _ratio(quota, period) if quota.strip() != "-1" else None
+    return None
+
+
+def _ratio(quota: str, period: str) -> float | None:
+    try:
+        q, p = int(quota), int(period)
+    except ValueError:
+        return None
+    return q / p if q > 0 and p > 0 else None
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _usable_cpus() -> int:
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    quota = cgroup_cpu_quota(_read("/proc/self/cgroup") or "", _read)
+    return cpus if quota is None else max(1, min(cpus, int(quota)))
+
+
+#: How long this process's waits spin, in nanoseconds (0 without the native module).
+SPIN_NS = spin_ns_from(os.environ, _usable_cpus()) if native is not None else 0
+
+
+class _Deferred(threading.local):
+    rings: list[Bell] | None = None
+
+
+_deferred = _Deferred()
+
+
+def ring(bell: Bell) -> None:
+    """Ring ``bell``: now, or on the reactor's thread when its poll has released the GIL."""
+    rings = _deferred.rings
+    if rings is None:
+        bell.ring()
+    else:
+        rings.append(bell)
+
+
+def deferred() -> list[Bell]:
+    """Make this thread (the reactor's) defer its rings; returns the list its poll rings and
+    empties."""
+    rings: list[Bell] = []
+    _deferred.rings = rings
+    return rings
+
+
+_own = threading.local()
+
+
+def own_bell() -> Bell:
+    """This thread's bell, for waits on something another thread completes (a future)."""
+    bell: Bell | None = getattr(_own, "bell", None)
+    if bell is None:
+        bell = _own.bell = make_bell()
+    return bell
+
+
+class Mailbox(Generic[T]):
+    """A queue with one reader (an actor's thread): ``put`` from any thread, ``get`` spins,
+    then sleeps, until an item is there."""
+
+    __slots__ = ("_items", "_bell")
+
+    def __init__(self) -> None:
+        self._items: deque[T] = deque()
+        self._bell = make_bell()
+
+    def put(self, item: T) -> None:
+        self._items.append(item)
+        ring(self._bell)
+
+    def empty(self) -> bool:
+        return not self._items
+
+    def get(self) -> T:
+        items = self._items
+        while True:
+            try:
+                return items.popleft()
+            except IndexError:
+                self._bell.wait(None, SPIN_NS)

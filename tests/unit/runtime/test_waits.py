@@ -1,0 +1,257 @@
+"""The waits of the call path (runtime/waits.py and its native module _waits.c): bells, the
+reactor's poll, paces and mailboxes, on real threads and descriptors. Both bells, the native one
+and the lock one used without a C compiler, must behave alike."""
+
+import os
+import select
+import signal
+import socket
+import threading
+import time
+
+import pytest
+
+from mesh_client._src.runtime import waits
+
+native = waits.native
+
+
+def test_the_native_module_is_built():
+    # scripts/setup builds it (pyproject's ext-modules); without it nothing spins.
+    assert native is not None, "mesh_client._src.runtime._waits is missing: run pip install -e . with a C compiler"
+    assert waits.make_bell is native.Bell
+
+
+BELLS = [pytest.param(lambda: native.Bell(), id="native"), pytest.param(waits._LockBell, id="lock")]
+SPINS = [0, 2_000_000]  # sleeping at once, and spinning 2 ms first
+
+
+@pytest.mark.parametrize("make", BELLS)
+@pytest.mark.parametrize("spin", SPINS)
+def test_a_ring_before_the_wait_is_kept_and_rings_merge(make, spin):
+    bell = make()
+    assert bell.wait(0.0, spin) is False
+    bell.ring()
+    bell.ring()
+    assert bell.wait(1.0, spin) is True
+    assert bell.wait(0.02, spin) is False  # the two rings were one
+
+
+@pytest.mark.parametrize("make", BELLS)
+@pytest.mark.parametrize("spin", SPINS)
+def test_a_wait_times_out_after_its_timeout(make, spin):
+    bell = make()
+    started = time.monotonic()
+    assert bell.wait(0.05, spin) is False
+    assert time.monotonic() - started >= 0.05
+
+
+@pytest.mark.parametrize("make", BELLS)
+@pytest.mark.parametrize("spin", SPINS)
+def test_a_ring_from_another_thread_wakes_the_waiter(make, spin):
+    bell = make()
+    woke = []
+    waiter = threading.Thread(target=lambda: woke.append(bell.wait(10.0, spin)))
+    waiter.start()
+    time.sleep(0.02)  # asleep by now (past its spin)
+    bell.ring()
+    waiter.join(10)
+    assert woke == [True]
+
+
+@pytest.mark.parametrize("make", BELLS)
+@pytest.mark.parametrize("spin", [0, 50_000])
+def test_no_ring_is_lost_in_a_long_ping_pong(make, spin):
+    # Two threads hand a counter back and forth 5,000 times, each waking the other: a lost
+    # wake-up leaves one waiting for good, and its bounded wait fails the test.
+    ping, pong = make(), make()
+    box = {"n": 0}
+    failures = []
+
+    def player(mine, theirs, parity):
+        while box["n"] < 5000:
+            if box["n"] % 2 == parity:
+                box["n"] += 1
+                theirs.ring()
+            elif not mine.wait(5.0, spin) and box["n"] % 2 != parity and box["n"] < 5000:
+                failures.append(box["n"])
+                return
+
+    a = threading.Thread(target=player, args=(ping, pong, 0))
+    b = threading.Thread(target=player, args=(pong, ping, 1))
+    a.start(), b.start()
+    a.join(60), b.join(60)
+    assert failures == [] and box["n"] >= 5000
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def _raise_interrupted(signum, frame):
+    raise _Interrupted
+
+
+@pytest.mark.parametrize("make", BELLS)
+@pytest.mark.parametrize("spin", SPINS)
+def test_a_signal_ends_a_wait_in_the_main_thread_as_it_ends_a_lock_acquire(make, spin):
+    # A Ctrl-C in a controller waiting for a long call raises there and then, not once the call
+    # ends: the native wait lets Python's handlers run when a signal interrupts its sleep.
+    bell = make()
+    before = signal.signal(signal.SIGUSR1, _raise_interrupted)
+    timer = threading.Timer(0.1, signal.pthread_kill, (threading.main_thread().ident, signal.SIGUSR1))
+    try:
+        timer.start()
+        with pytest.raises(_Interrupted):
+            bell.wait(20.0, spin)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGUSR1, before)
+
+
+def test_a_signal_whose_handler_returns_leaves_the_wait_waiting():
+    bell = native.Bell()
+    handled = []
+    before = signal.signal(signal.SIGUSR1, lambda signum, frame: handled.append(signum))
+    threading.Timer(0.05, signal.pthread_kill, (threading.main_thread().ident, signal.SIGUSR1)).start()
+    threading.Timer(0.3, bell.ring).start()
+    try:
+        assert bell.wait(20.0) is True  # woken by the ring, after the handler ran
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+    assert handled == [signal.SIGUSR1]
+
+
+def test_a_bell_spins_only_while_its_recent_waits_were_short():
+    pace = native.Pace()
+    assert pace.average_ns() == 0
+    epoll = select.epoll()
+    try:
+        native.poll(epoll.fileno(), 0.02, 1_000_000, [], pace)  # a 20 ms wait, counted as 4 ms
+        assert pace.average_ns() == 1_000_000  # a quarter of the way from 0 to 4 ms
+        for _ in range(20):
+            native.poll(epoll.fileno(), 0.02, 1_000_000, [], pace)
+        assert 3_900_000 < pace.average_ns() <= 4_000_000  # long waits, capped: spinning is off
+        # Immediate polls (timeout 0: the reactor has callbacks queued) are no wait at all.
+        native.poll(epoll.fileno(), 0.0, 1_000_000, [], pace)
+        assert pace.average_ns() > 3_900_000
+        # Without spinning nothing is recorded.
+        native.poll(epoll.fileno(), 0.001, 0, [], pace)
+        assert pace.average_ns() > 3_900_000
+    finally:
+        epoll.close()
+
+
+def test_poll_rings_the_bells_then_returns_ready_descriptors():
+    epoll = select.epoll()
+    a, b = socket.socketpair()
+    try:
+        epoll.register(a.fileno(), select.EPOLLIN)
+        bell = native.Bell()
+        rings = [bell]
+        assert native.poll(epoll.fileno(), 0.0, 0, rings) == []
+        assert bell.wait(0.0) is True  # rung by the poll
+        b.send(b"x")
+        assert native.poll(epoll.fileno(), 5.0, 1_000_000) == [(a.fileno(), select.EPOLLIN)]
+        started = time.monotonic()
+        a.recv(1)
+        assert native.poll(epoll.fileno(), 0.03, 1_000_000, None, native.Pace()) == []
+        assert time.monotonic() - started >= 0.03
+    finally:
+        epoll.close(), a.close(), b.close()
+
+
+def test_poll_refuses_what_is_not_a_bell_or_a_pace():
+    epoll = select.epoll()
+    try:
+        with pytest.raises(TypeError, match="rings must hold Bell objects only"):
+            native.poll(epoll.fileno(), 0.0, 0, [object()])
+        with pytest.raises(TypeError, match="pace must be a Pace or None"):
+            native.poll(epoll.fileno(), 0.0, 0, [], native.Bell())
+        with pytest.raises(OSError):
+            native.poll(-1, 0.0, 0)
+    finally:
+        epoll.close()
+
+
+def test_the_reactor_thread_defers_its_rings_until_poll():
+    got = []
+
+    def on_a_thread():
+        rings = waits.deferred()
+        bell = native.Bell()
+        waits.ring(bell)
+        got.append((rings == [bell], bell.wait(0.0)))
+        waits._deferred.rings = None
+
+    thread = threading.Thread(target=on_a_thread)
+    thread.start()
+    thread.join(10)
+    assert got == [(True, False)]  # queued for the poll, not rung
+    bell = native.Bell()
+    waits.ring(bell)  # any other thread rings at once
+    assert bell.wait(0.0) is True
+
+
+def test_a_mailbox_hands_items_over_in_order_across_threads():
+    box: waits.Mailbox[int] = waits.Mailbox()
+    assert box.empty()
+    got = []
+    reader = threading.Thread(target=lambda: got.extend(box.get() for _ in range(3000)))
+    reader.start()
+    for i in range(3000):
+        box.put(i)
+        if i % 500 == 0:
+            time.sleep(0.005)  # let the reader go back to sleep now and then
+    reader.join(30)
+    assert got == list(range(3000)) and box.empty()
+
+
+@pytest.mark.parametrize(
+    ("environ", "cpus", "expected"),
+    [
+        ({}, 16, waits.DEFAULT_SPIN_US * 1000),
+        ({}, waits.SPIN_MIN_CPUS - 1, 0),
+        ({"PROCMESH_SPIN_US": "0"}, 64, 0),
+        ({"PROCMESH_SPIN_US": "250"}, 2, 250_000),
+        ({"PROCMESH_SPIN_US": " 2.5 "}, 2, 2_500),
+    ],
+)
+def test_how_long_a_process_spins(environ, cpus, expected):
+    assert waits.spin_ns_from(environ, cpus) == expected
+
+
+@pytest.mark.parametrize(("raw", "message"), [("fast", "is not a number"), ("-1", "is negative")])
+def test_a_bad_spin_setting_says_what_to_give(raw, message):
+    with pytest.raises(ValueError, match=f"PROCMESH_SPIN_US={raw!r} {message}"):
+        waits.spin_ns_from({"PROCMESH_SPIN_US": raw}, 16)
+
+
+def test_this_process_spins_as_its_environment_says():
+    expected = waits.spin_ns_from(os.environ, waits._usable_cpus())
+    assert waits.SPIN_NS == expected
+
+
+V1 = "4:memory:/pod/c1\n2:cpuacct:/pod/c1\n1:cpu:/pod/c1\n0::/\n"
+V1_JOINED = "3:cpu,cpuacct:/kubepods/pod9/c2\n0::/\n"
+V2 = "0::/kubepods.slice/pod7/c3\n"
+
+
+@pytest.mark.parametrize(
+    ("proc_cgroup", "files", "expected"),
+    [
+        # cgroup v2: the process's own cgroup, then the namespace's root
+        (V2, {"/sys/fs/cgroup/kubepods.slice/pod7/c3/cpu.max": "200000 100000\n"}, 2.0),
+        (V2, {"/sys/fs/cgroup/kubepods.slice/pod7/c3/cpu.max": "max 100000\n"}, None),
+        ("0::/\n", {"/sys/fs/cgroup/cpu.max": "150000 100000\n"}, 1.5),
+        # cgroup v1, cpu alone or joined with cpuacct; -1 is no quota
+        (V1, {"/sys/fs/cgroup/cpu/pod/c1/cpu.cfs_quota_us": "50000\n", "/sys/fs/cgroup/cpu/pod/c1/cpu.cfs_period_us": "100000\n"}, 0.5),
+        (V1, {"/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "-1\n", "/sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n"}, None),
+        (V1_JOINED, {"/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "400000", "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000"}, 4.0),
+        # nothing readable, or nonsense: no limit known
+        (V2, {}, None),
+        ("", {"/sys/fs/cgroup/cpu.max": "lots 100000"}, None),
+    ],
+)
+def test_a_cgroup_cpu_quota_is_read_as_a_container_runtime_sets_it(proc_cgroup, files, expected):
+    assert waits.cgroup_cpu_quota(proc_cgroup, files.get) == expected
