@@ -1,7 +1,8 @@
 """``python -m tests.e2e.node_client MESH NAMESPACE``: a client on the node, reaching pod IPs.
 
 Run by the e2e tests inside the cluster's network namespace (where pod IPs route), as an
-in-cluster controller would connect. It attaches to the mesh, checks a call on proc 1, prints
+in-cluster controller would connect. It attaches to the mesh, checks a call on proc 1 (and that
+the proc's image has the native waits), prints
 ``READY`` with a call in flight, and then prints how that call ended (``SUPERVISION <message>``
 or ``RESULT ...``), so the test can kill the proc's container in between.
 """
@@ -20,6 +21,12 @@ class Sleeper(Actor):
         return value
 
     @endpoint
+    def native_waits(self) -> bool:
+        from mesh_client._src.runtime import waits
+
+        return waits.native is not None
+
+    @endpoint
     def sleep(self, seconds: float) -> None:
         import time
 
@@ -35,6 +42,8 @@ def main(name: str, namespace: str) -> int:
     mesh = attach(name, namespace, timeout=300)
     proc = mesh.spawn("sleeper", Sleeper).slice(hosts=0, gpus=1)
     assert proc.echo.call_one(7).get(timeout=60) == 7
+    # Our proc-server image carries the native waits (built in its wheel stage, no compiler kept).
+    assert proc.native_waits.call_one().get(timeout=60), "the proc-server image lacks mesh_client's _waits module"
     pending = proc.sleep.call_one(120)
     print("READY", flush=True)
     try:

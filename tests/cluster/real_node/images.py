@@ -82,7 +82,7 @@ def _tree_files(*roots: str) -> list[Path]:
             files.append(path)
             continue
         files += [p for p in sorted(path.rglob("*"))
-                  if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]
+                  if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".so")]
     return files
 
 
@@ -257,7 +257,7 @@ def _build_one(image: Image, refs: dict[str, str], scratch: Path) -> None:
     elif image.name == "examples":
         for part in ("pyproject.toml", "README.md"):
             shutil.copy(REPO / part, scratch / part)
-        shutil.copytree(REPO / "mesh_client", scratch / "mesh_client", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(REPO / "mesh_client", scratch / "mesh_client", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
         shutil.copytree(REPO / "operator" / "procmesh_operator", scratch / "operator" / "procmesh_operator",
                         ignore=shutil.ignore_patterns("__pycache__"))
         shutil.copytree(REPO / "examples", scratch / "examples", ignore=shutil.ignore_patterns("__pycache__"))
