@@ -165,20 +165,19 @@ static int bell_wait_nogil(Bell *bell, int64_t deadline_ns, int64_t spin_ns) {
     }
 }
 
-static PyObject *Bell_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+/* tp_new of both types: no arguments, and PyType_GenericAlloc's zeroed memory is the start
+   state (an unrung bell with no waiter, a pace with no history). */
+static PyObject *new_without_arguments(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     if (PyTuple_Size(args) != 0 || (kwds != NULL && PyDict_Size(kwds) != 0)) {
-        PyErr_SetString(PyExc_TypeError, "Bell() takes no arguments");
+        PyObject *name = PyObject_GetAttrString((PyObject *)type, "__name__");
+        if (name != NULL) {
+            PyErr_Format(PyExc_TypeError, "%S() takes no arguments", name);
+            Py_DECREF(name);
+        }
         return NULL;
     }
     allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
-    Bell *self = (Bell *)alloc(type, 0);
-    if (self == NULL) {
-        return NULL;
-    }
-    atomic_init(&self->pending, 0);
-    atomic_init(&self->parked, 0);
-    atomic_init(&self->pace.avg_ns, 0);
-    return (PyObject *)self;
+    return alloc(type, 0);
 }
 
 static void plain_dealloc(PyObject *self) {
@@ -257,7 +256,7 @@ static PyMethodDef Bell_methods[] = {
 };
 
 static PyType_Slot Bell_slots[] = {
-    {Py_tp_new, Bell_new},
+    {Py_tp_new, new_without_arguments},
     {Py_tp_dealloc, plain_dealloc},
     {Py_tp_methods, Bell_methods},
     {Py_tp_doc, "An auto-reset event whose wait spins briefly before it sleeps."},
@@ -276,20 +275,6 @@ static PyObject *BellType = NULL;
 
 /* ---- Pace, the Python type: a poller's (the reactor's) history of waits ---------------- */
 
-static PyObject *Pace_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    if (PyTuple_Size(args) != 0 || (kwds != NULL && PyDict_Size(kwds) != 0)) {
-        PyErr_SetString(PyExc_TypeError, "Pace() takes no arguments");
-        return NULL;
-    }
-    allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
-    Pace *self = (Pace *)alloc(type, 0);
-    if (self == NULL) {
-        return NULL;
-    }
-    atomic_init(&self->pace.avg_ns, 0);
-    return (PyObject *)self;
-}
-
 static PyObject *Pace_average_ns(PyObject *self, PyObject *unused) {
     (void)unused;
     return PyLong_FromLongLong(atomic_load(&((Pace *)self)->pace.avg_ns));
@@ -302,7 +287,7 @@ static PyMethodDef Pace_methods[] = {
 };
 
 static PyType_Slot Pace_slots[] = {
-    {Py_tp_new, Pace_new},
+    {Py_tp_new, new_without_arguments},
     {Py_tp_dealloc, plain_dealloc},
     {Py_tp_methods, Pace_methods},
     {Py_tp_doc, "How long a poller's recent waits took: it spins only while they were short."},

@@ -255,3 +255,11 @@ V2 = "0::/kubepods.slice/pod7/c3\n"
 )
 def test_a_cgroup_cpu_quota_is_read_as_a_container_runtime_sets_it(proc_cgroup, files, expected):
     assert waits.cgroup_cpu_quota(proc_cgroup, files.get) == expected
+
+
+@pytest.mark.parametrize("name", ["Bell", "Pace"])
+def test_the_native_types_take_no_arguments(name):
+    with pytest.raises(TypeError, match=rf"^{name}\(\) takes no arguments$"):
+        getattr(native, name)(1)
+    with pytest.raises(TypeError, match=rf"^{name}\(\) takes no arguments$"):
+        getattr(native, name)(spin=1)
