@@ -34,6 +34,7 @@ def _child(request: dict[str, Any], report_fd: int, stdout_fd: int) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     _die_with_parent()
+    from mesh_client._src.runtime import waits
     from mesh_client._src.server import config as config_mod
     from mesh_client._src.server import main as server_main
     from mesh_client._src.server import output
@@ -41,8 +42,9 @@ def _child(request: dict[str, Any], report_fd: int, stdout_fd: int) -> None:
     output.write_whole_lines(flush=False)
 
     try:
+        waits.configure()  # the spin of the proc's own PROCMESH_SPIN_US and CPUs, not the zygote's
         cfg = config_mod.from_env(os.environ)
-    except config_mod.ConfigError as exc:
+    except ValueError as exc:  # a ConfigError, or a bad PROCMESH_SPIN_US: each says what to give
         print(f"procmesh proc server: {exc}", file=sys.stderr, flush=True)
         os._exit(2)
     code = server_main.serve(cfg, announce=(report_fd, request["id"]))

@@ -104,36 +104,42 @@ static void bell_ring_nogil(Bell *bell) {
 
 #define WAIT_TIMED_OUT 0
 #define WAIT_RUNG 1
-#define WAIT_INTERRUPTED 2 /* a signal's handler ran: the caller lets Python's handlers run, then
-                              waits again (a Ctrl-C must not wait for the ring) */
+#define WAIT_INTERRUPTED 2 /* a signal's handler ran: the caller lets Python's handlers run (a
+                              Ctrl-C must not wait for the ring) */
 
-/* WAIT_RUNG, WAIT_TIMED_OUT (deadline_ns < 0: none), or WAIT_INTERRUPTED. */
-static int bell_wait_nogil(Bell *bell, int64_t deadline_ns, int64_t spin_ns) {
+/* Take a ring, spinning up to spin_ns for one: WAIT_RUNG, or WAIT_TIMED_OUT once the spin (or
+   the deadline, deadline_ns < 0: none) is over. */
+static int bell_spin_nogil(Bell *bell, int64_t deadline_ns, int64_t spin_ns) {
     if (atomic_exchange(&bell->pending, 0)) {
         return WAIT_RUNG;
     }
-    if (spin_ns > 0) {
-        int64_t spin_until = now_ns() + spin_ns;
-        if (deadline_ns >= 0 && deadline_ns < spin_until) {
-            spin_until = deadline_ns;
+    if (spin_ns <= 0) {
+        return WAIT_TIMED_OUT;
+    }
+    int64_t spin_until = now_ns() + spin_ns;
+    if (deadline_ns >= 0 && deadline_ns < spin_until) {
+        spin_until = deadline_ns;
+    }
+    unsigned int round = 0;
+    for (;;) {
+        if (atomic_load_explicit(&bell->pending, memory_order_relaxed) &&
+            atomic_exchange(&bell->pending, 0)) {
+            return WAIT_RUNG;
         }
-        unsigned int round = 0;
-        for (;;) {
-            if (atomic_load_explicit(&bell->pending, memory_order_relaxed) &&
-                atomic_exchange(&bell->pending, 0)) {
-                return WAIT_RUNG;
-            }
-            cpu_relax();
-            if ((++round & (SPIN_PAUSES - 1)) == 0) {
-                /* Give the core to a runnable thread, if one waits for it: with more spinners
-                   than cores, the thread a spinner waits for may be queued behind it. */
-                sched_yield();
-                if (now_ns() >= spin_until) {
-                    break;
-                }
+        cpu_relax();
+        if ((++round & (SPIN_PAUSES - 1)) == 0) {
+            /* Give the core to a runnable thread, if one waits for it: with more spinners than
+               cores, the thread a spinner waits for may be queued behind it. */
+            sched_yield();
+            if (now_ns() >= spin_until) {
+                return WAIT_TIMED_OUT;
             }
         }
     }
+}
+
+/* Sleep until rung: WAIT_RUNG, WAIT_TIMED_OUT (deadline_ns < 0: none), or WAIT_INTERRUPTED. */
+static int bell_sleep_nogil(Bell *bell, int64_t deadline_ns) {
     for (;;) {
         atomic_store(&bell->parked, 1);
         if (atomic_exchange(&bell->pending, 0)) {
@@ -203,6 +209,10 @@ static int deadline_from(PyObject *timeout, int64_t *deadline_ns) {
     if (seconds == -1.0 && PyErr_Occurred()) {
         return -1;
     }
+    if (seconds != seconds) {
+        PyErr_SetString(PyExc_ValueError, "timeout must be a number of seconds, not NaN");
+        return -1;
+    }
     if (seconds < 0) {
         *deadline_ns = -1;
         return 0;
@@ -225,23 +235,32 @@ static PyObject *Bell_wait(PyObject *self, PyObject *args) {
         return NULL;
     }
     Bell *bell = (Bell *)self;
-    int outcome;
     int64_t spin = pace_spin(&bell->pace, (int64_t)spin_ns);
-    for (;;) {
+    int64_t started = now_ns();
+    int outcome;
+    Py_BEGIN_ALLOW_THREADS
+    outcome = bell_spin_nogil(bell, deadline_ns, spin);
+    Py_END_ALLOW_THREADS
+    /* A signal that came during the spin interrupts no sleep: its handlers run here, before it.
+       (The GIL is taken back only where the spin ran out, the slow path anyway.) */
+    if (outcome != WAIT_RUNG && spin > 0 && PyErr_CheckSignals() < 0) {
+        return NULL;
+    }
+    if (outcome != WAIT_RUNG) {
         Py_BEGIN_ALLOW_THREADS
-        int64_t started = now_ns();
-        outcome = bell_wait_nogil(bell, deadline_ns, spin);
-        pace_record(&bell->pace, now_ns() - started, (int64_t)spin_ns);
+        outcome = bell_sleep_nogil(bell, deadline_ns);
         Py_END_ALLOW_THREADS
-        if (outcome != WAIT_INTERRUPTED) {
-            break;
-        }
-        /* As an interrupted lock acquire: run the signal handlers (a KeyboardInterrupt raises
-           here, in the waiting thread), then wait on, without spinning, to the same deadline. */
+    }
+    pace_record(&bell->pace, now_ns() - started, (int64_t)spin_ns);
+    if (outcome == WAIT_INTERRUPTED) {
+        /* As an interrupted lock acquire: run the handlers (a KeyboardInterrupt raises here, in
+           the waiting thread). If they return, report a wake-up: the caller checks its condition
+           and waits again, and a handler that itself waited on this thread's bell may have taken
+           the ring this wait was for. */
         if (PyErr_CheckSignals() < 0) {
             return NULL;
         }
-        spin = 0;
+        outcome = WAIT_RUNG;
     }
     return PyBool_FromLong(outcome == WAIT_RUNG);
 }
@@ -384,7 +403,8 @@ static PyObject *waits_poll(PyObject *module, PyObject *args) {
         if (deadline_ns >= 0) {
             int64_t left = deadline_ns - now_ns();
             /* Rounded up, as Python's epoll.poll does: never wake before the deadline. */
-            ms = left <= 0 ? 0 : (int)((left + 999999) / 1000000);
+            int64_t rounded = (left + 999999) / 1000000;
+            ms = left <= 0 ? 0 : rounded > INT_MAX ? INT_MAX : (int)rounded;
         }
         n = epoll_wait(epfd, events, MAX_EVENTS, ms);
     }

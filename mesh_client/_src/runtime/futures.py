@@ -55,6 +55,7 @@ class Future(Generic[R]):
             for bell in waiters:
                 _ring(bell)
         if callbacks:
+            waits.flush()  # a callback may block on a thread that waits for its ring
             for cb in callbacks:
                 cb(self)
         return True

@@ -188,6 +188,8 @@ class Reactor:
                     handler.on_readable()
                 except Exception as exc:  # a handler bug must not stop all I/O
                     _report(f"procmesh: I/O handler {handler!r} failed: {exc!r}")
+            if self._pending or self._timers:
+                waits.flush()  # callbacks and timers may block: wake whom the handlers woke first
             if self._pending:
                 with self._pending_lock:
                     pending, self._pending = self._pending, []
@@ -227,12 +229,15 @@ class _Poller:
     def poll(self, timeout: float | None, rings: list[waits.Bell]) -> list[tuple[int, int]]:
         """Ring ``rings`` (and empty the list), then return the descriptors ready within
         ``timeout`` seconds (None: wait as long as it takes), spinning first where
-        :data:`waits.SPIN_NS` says so."""
+        :data:`waits.SPIN_NS` says so. ``rings`` is this thread's deferred list."""
         if self._epoll and _native_poll is not None:
             try:
-                ready: list[tuple[int, int]] = _native_poll(self._kernel.fileno(), timeout, _SPIN_NS, rings, self._pace)
-            finally:
-                rings.clear()
+                ready: list[tuple[int, int]] = _native_poll(self._kernel.fileno(), timeout, waits.SPIN_NS, rings,
+                                                            self._pace)
+            except BaseException:
+                waits.flush()  # rung already where the poll got that far: a ring more merges
+                raise
+            rings.clear()
             return ready
         for bell in rings:
             bell.ring()
@@ -245,7 +250,6 @@ class _Poller:
 
 
 _native_poll = waits.native.poll if waits.native is not None else None
-_SPIN_NS = waits.SPIN_NS
 
 
 def _report(message: str) -> None:

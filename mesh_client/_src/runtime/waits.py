@@ -32,6 +32,8 @@ T = TypeVar("T")
 
 #: Spinning is on by default only with at least this many usable cores.
 SPIN_MIN_CPUS = 8
+#: The longest spin ``PROCMESH_SPIN_US`` may ask for (a second: longer only burns a core).
+MAX_SPIN_US = 1_000_000
 #: The default spin where spinning is on, in microseconds: a call_one's waits on a many-core
 #: host are mostly shorter than this, a 1 MiB echo's I/O waits too.
 DEFAULT_SPIN_US = 100
@@ -88,8 +90,8 @@ def spin_ns_from(environ: dict[str, str] | os._Environ[str], cpus: int) -> int:
                 f"PROCMESH_SPIN_US={raw!r} is not a number: give the microseconds a waiting "
                 "thread spins before it sleeps (0 turns spinning off)"
             ) from None
-        if micros < 0:
-            raise ValueError(f"PROCMESH_SPIN_US={raw!r} is negative: give 0 or more microseconds")
+        if not 0 <= micros <= MAX_SPIN_US:  # NaN fails this too
+            raise ValueError(f"PROCMESH_SPIN_US={raw!r} is out of range: give 0 to {MAX_SPIN_US} microseconds")
         return int(micros * 1000)
     return DEFAULT_SPIN_US * 1000 if cpus >= SPIN_MIN_CPUS else 0
 
@@ -147,8 +149,19 @@ def _usable_cpus() -> int:
     return cpus if quota is None else max(1, min(cpus, int(quota)))
 
 
-#: How long this process's waits spin, in nanoseconds (0 without the native module).
-SPIN_NS = spin_ns_from(os.environ, _usable_cpus()) if native is not None else 0
+#: How long this process's waits spin, in nanoseconds (0 without the native module); read at
+#: each wait, so :func:`configure` in a forked proc takes effect.
+SPIN_NS = 0
+
+
+def configure() -> None:
+    """Set :data:`SPIN_NS` from this process's environment and CPUs: at import, and again in a
+    proc forked from the zygote once it has its own environment."""
+    global SPIN_NS
+    SPIN_NS = spin_ns_from(os.environ, _usable_cpus()) if native is not None else 0
+
+
+configure()
 
 
 class _Deferred(threading.local):
@@ -173,6 +186,24 @@ def deferred() -> list[Bell]:
     rings: list[Bell] = []
     _deferred.rings = rings
     return rings
+
+
+def flush() -> None:
+    """Ring now what this thread deferred: before it runs code that may block (a done-callback,
+    a callback or timer of the reactor), which might wait for a thread it has yet to wake."""
+    rings = _deferred.rings
+    if rings:
+        for bell in rings:
+            bell.ring()
+        rings.clear()
+
+
+def _forget_deferral_in_child() -> None:
+    # A fork from the reactor's thread leaves its deferral on the child's only thread.
+    _deferred.rings = None
+
+
+os.register_at_fork(after_in_child=_forget_deferral_in_child)
 
 
 _own = threading.local()

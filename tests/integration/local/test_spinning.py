@@ -17,7 +17,7 @@ CONTROLLER = textwrap.dedent(
     """
     import json, os, signal, threading, time
     import mesh_client.actor
-    from mesh_client import Actor, SupervisionError, endpoint, this_host
+    from mesh_client import Actor, SupervisionError, default_bootstrap_cmd, endpoint, this_host
     from mesh_client._src.runtime import waits
 
     class Spun(Actor):
@@ -83,6 +83,10 @@ CONTROLLER = textwrap.dedent(
         except SupervisionError as exc:
             out["killed"] = type(exc).__name__
         out["killed_within_s"] = time.monotonic() - started
+    # A proc's own PROCMESH_SPIN_US counts, also where it is forked from the zygote.
+    quiet = default_bootstrap_cmd().with_env({"PROCMESH_SPIN_US": "0"})
+    with this_host().spawn_procs(per_host={"gpus": 1}, bootstrap_command=lambda point: quiet, name="quiet") as procs:
+        out["quiet_proc_spin_ns"] = procs.spawn("spun", Spun).spin_ns.call_one().get()
     print(json.dumps(out))
     """
 )
@@ -98,6 +102,7 @@ def test_calls_with_spinning_waits_keep_their_results_order_timeouts_and_failure
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["controller_spin_ns"] == 200_000 and out["proc_spin_ns"] == [200_000] * 3
+    assert out["quiet_proc_spin_ns"] == 0
     assert out["sequential"] == list(range(1, 501))
     assert out["pipelined"] == list(range(1, 3001))
     assert out["order_kept"] is True

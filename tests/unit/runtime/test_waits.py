@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from mesh_client._src.runtime import waits
+from mesh_client._src.runtime import reactor, waits
+from mesh_client._src.runtime.futures import Future
 
 native = waits.native
 
@@ -109,17 +110,57 @@ def test_a_signal_ends_a_wait_in_the_main_thread_as_it_ends_a_lock_acquire(make,
         signal.signal(signal.SIGUSR1, before)
 
 
-def test_a_signal_whose_handler_returns_leaves_the_wait_waiting():
+def test_a_signal_during_the_spin_is_handled_when_the_spin_ends_not_after_the_sleep():
     bell = native.Bell()
-    handled = []
-    before = signal.signal(signal.SIGUSR1, lambda signum, frame: handled.append(signum))
-    threading.Timer(0.05, signal.pthread_kill, (threading.main_thread().ident, signal.SIGUSR1)).start()
-    threading.Timer(0.3, bell.ring).start()
+    before = signal.signal(signal.SIGUSR1, _raise_interrupted)
+    timer = threading.Timer(0.02, signal.pthread_kill, (threading.main_thread().ident, signal.SIGUSR1))
     try:
-        assert bell.wait(20.0) is True  # woken by the ring, after the handler ran
+        timer.start()
+        with pytest.raises(_Interrupted):
+            bell.wait(20.0, 300_000_000)  # spins 0.3 s: the signal comes during the spin
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGUSR1, before)
+
+
+def test_a_signal_handler_that_waits_on_a_future_leaves_the_outer_wait_its_result():
+    # Both waits use the thread's one bell: the handler's wait may take the outer future's
+    # ring, so a handled signal ends the native wait as a wake-up and the outer loop looks again.
+    outer, inner = Future(), Future()
+
+    def handler(signum, frame):
+        threading.Timer(0.05, outer.set_result, ("outer",)).start()
+        threading.Timer(0.15, inner.set_result, ("inner",)).start()
+        assert inner.get(timeout=10) == "inner"
+
+    before = signal.signal(signal.SIGUSR1, handler)
+    threading.Timer(0.05, signal.pthread_kill, (threading.main_thread().ident, signal.SIGUSR1)).start()
+    try:
+        assert outer.get(timeout=10) == "outer"  # a TimeoutError after 10 s had the ring been lost
     finally:
         signal.signal(signal.SIGUSR1, before)
-    assert handled == [signal.SIGUSR1]
+
+
+def test_a_blocking_done_callback_on_the_reactor_does_not_hold_back_the_rings_before_it():
+    # The reactor defers its rings to its next poll; a done-callback (or a callback or timer)
+    # that blocks on a thread it was about to wake would wait for good: they ring first.
+    lock = threading.Lock()
+    first, second = Future(), Future()
+    second.add_done_callback(lambda fut: (lock.acquire(), lock.release()))
+
+    def complete():
+        first.set_result("first")  # wakes the main thread, which holds the lock until then
+        second.set_result("second")  # its callback needs the lock
+
+    with lock:
+        reactor.get_reactor().call_later(0.02, complete)
+        assert first.get(timeout=10) == "first"
+    assert second.get(timeout=10) == "second"
+
+
+def test_a_nan_timeout_is_refused():
+    with pytest.raises(ValueError, match="not NaN"):
+        native.Bell().wait(float("nan"))
 
 
 def test_a_bell_spins_only_while_its_recent_waits_were_short():
@@ -221,7 +262,8 @@ def test_how_long_a_process_spins(environ, cpus, expected):
     assert waits.spin_ns_from(environ, cpus) == expected
 
 
-@pytest.mark.parametrize(("raw", "message"), [("fast", "is not a number"), ("-1", "is negative")])
+@pytest.mark.parametrize(("raw", "message"), [("fast", "is not a number"), ("-1", "is out of range"),
+                                              ("nan", "is out of range"), ("2e6", "is out of range")])
 def test_a_bad_spin_setting_says_what_to_give(raw, message):
     with pytest.raises(ValueError, match=f"PROCMESH_SPIN_US={raw!r} {message}"):
         waits.spin_ns_from({"PROCMESH_SPIN_US": raw}, 16)
