@@ -35,8 +35,10 @@ SPIN_MIN_CPUS = 8
 #: The longest spin ``PROCMESH_SPIN_US`` may ask for (a second: longer only burns a core).
 MAX_SPIN_US = 1_000_000
 #: The default spin where spinning is on, in microseconds: a call_one's waits on a many-core
-#: host are mostly shorter than this, a 1 MiB echo's I/O waits too.
-DEFAULT_SPIN_US = 100
+#: host are far shorter than this, and so are a 1 MiB echo's (about 200 us for a transfer): on
+#: the 16-core host 100 us met the call_one target and not the echo's, 250 us met both narrowly,
+#: 500 us both with room (benchmarks/results/actors.md, 2026-12-05).
+DEFAULT_SPIN_US = 500
 
 
 class Bell(Protocol):
