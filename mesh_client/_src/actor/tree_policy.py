@@ -21,8 +21,9 @@ host has at least :data:`MIN_CORES_BESIDE_PROCS` usable cores.
 from __future__ import annotations
 
 import ipaddress
-import os
 from collections.abc import Sequence
+
+from mesh_client._src.runtime import cores
 
 # The smallest group the automatic rule sends through a tree: the crossover measured on the
 # 16-core host (48), rounded up to a size measured on both sides of it.
@@ -32,12 +33,7 @@ AUTO_MIN_PROCS = 64
 MIN_CORES_BESIDE_PROCS = 10
 
 
-def usable_cores() -> int:
-    """Cores this process may run on (its affinity mask, as a container's cpuset limits it)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        return os.cpu_count() or 1
+usable_cores = cores.affinity_cores  # the affinity mask alone, as the crossover was measured
 
 
 def on_this_host(host: str) -> bool:

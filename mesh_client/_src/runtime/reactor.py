@@ -239,9 +239,7 @@ class _Poller:
                 raise
             rings.clear()
             return ready
-        for bell in rings:
-            bell.ring()
-        rings.clear()
+        waits.flush()  # rings is this thread's deferred list
         if self._epoll:
             ready = self._kernel.poll(-1 if timeout is None else timeout)
         else:

@@ -13,9 +13,9 @@ it held and sleeping on it again.
 
 How long to spin: ``PROCMESH_SPIN_US`` (microseconds; 0 turns spinning off). By default a
 process spins only where it may use :data:`SPIN_MIN_CPUS` cores or more: with fewer, a spinning
-thread takes the core that the thread it waits for needs. What it may use is the smaller of its
-CPU affinity and its cgroup's CPU quota (a pod's CPU limit), since a quota that spinning spends
-throttles the whole container. Without the native module (a build without a C compiler) every
+thread takes the core that the thread it waits for needs. What it may use counts its cgroup's
+CPU quota (a pod's CPU limit, :mod:`.cores`), since a quota that spinning spends throttles the
+whole container. Without the native module (a build without a C compiler) every
 wait sleeps at once, as plain locks.
 """
 
@@ -27,6 +27,8 @@ from collections import deque
 from collections.abc import Callable
 from types import ModuleType
 from typing import Generic, Protocol, TypeVar
+
+from mesh_client._src.runtime import cores
 
 T = TypeVar("T")
 
@@ -98,59 +100,6 @@ def spin_ns_from(environ: dict[str, str] | os._Environ[str], cpus: int) -> int:
     return DEFAULT_SPIN_US * 1000 if cpus >= SPIN_MIN_CPUS else 0
 
 
-def cgroup_cpu_quota(proc_cgroup: str, read: Callable[[str], str | None], root: str = "/sys/fs/cgroup") -> float | None:
-    """The CPUs that this process's cgroup may use (CFS quota over period), or None for no
-    limit; ``proc_cgroup`` is ``/proc/self/cgroup``'s text and ``read(path)`` a file's text
-    (None where missing). Looks in the process's own cgroup, then at the mount's root (which is
-    the container's own cgroup where the container has a cgroup namespace or a bind mount)."""
-    v2_path, v1_path = "", ""
-    for line in proc_cgroup.splitlines():
-        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
-        if controllers == "":
-            v2_path = path
-        elif "cpu" in controllers.split(","):
-            v1_path = path
-    for directory in dict.fromkeys((v2_path.rstrip("/"), "")):  # own cgroup, then the root
-        text = read(f"{root}{directory}/cpu.max")  # v2: "QUOTA PERIOD" or "max PERIOD"
-        if text is not None:
-            fields = text.split()
-            if len(fields) == 2 and fields[0] != "max":
-                return _ratio(fields[0], fields[1])
-            return None
-    for mount in ("cpu", "cpu,cpuacct"):  # v1
-        for directory in dict.fromkeys((v1_path.rstrip("/"), "")):
-            quota = read(f"{root}/{mount}{directory}/cpu.cfs_quota_us")
-            period = read(f"{root}/{mount}{directory}/cpu.cfs_period_us")
-            if quota is not None and period is not None:
-                return _ratio(quota, period) if quota.strip() != "-1" else None
-    return None
-
-
-def _ratio(quota: str, period: str) -> float | None:
-    try:
-        q, p = int(quota), int(period)
-    except ValueError:
-        return None
-    return q / p if q > 0 and p > 0 else None
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-def _usable_cpus() -> int:
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    quota = cgroup_cpu_quota(_read("/proc/self/cgroup") or "", _read)
-    return cpus if quota is None else max(1, min(cpus, int(quota)))
-
-
 #: How long this process's waits spin, in nanoseconds (0 without the native module); read at
 #: each wait, so :func:`configure` in a forked proc takes effect.
 SPIN_NS = 0
@@ -160,7 +109,7 @@ def configure() -> None:
     """Set :data:`SPIN_NS` from this process's environment and CPUs: at import, and again in a
     proc forked from the zygote once it has its own environment."""
     global SPIN_NS
-    SPIN_NS = spin_ns_from(os.environ, _usable_cpus()) if native is not None else 0
+    SPIN_NS = spin_ns_from(os.environ, cores.usable_cores()) if native is not None else 0
 
 
 configure()

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from mesh_client._src.runtime import reactor, waits
+from mesh_client._src.runtime import cores, reactor, waits
 from mesh_client._src.runtime.futures import Future
 
 native = waits.native
@@ -270,7 +270,7 @@ def test_a_bad_spin_setting_says_what_to_give(raw, message):
 
 
 def test_this_process_spins_as_its_environment_says():
-    expected = waits.spin_ns_from(os.environ, waits._usable_cpus())
+    expected = waits.spin_ns_from(os.environ, cores.usable_cores())
     assert waits.SPIN_NS == expected
 
 
@@ -296,7 +296,7 @@ V2 = "0::/kubepods.slice/pod7/c3\n"
     ],
 )
 def test_a_cgroup_cpu_quota_is_read_as_a_container_runtime_sets_it(proc_cgroup, files, expected):
-    assert waits.cgroup_cpu_quota(proc_cgroup, files.get) == expected
+    assert cores.cgroup_cpu_quota(proc_cgroup, files.get) == expected
 
 
 @pytest.mark.parametrize("name", ["Bell", "Pace"])
