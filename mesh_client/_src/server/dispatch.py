@@ -157,19 +157,27 @@ class ProcServer:
         """The requests of one read, in order: a call to a live actor is queued right here (one
         loop, no call per message), anything else goes through :meth:`_handle`."""
         actors = self.actors
-        for segments in batch:
-            call_id, op, header, payload = _decode_request(segments)  # MalformedMessage closes the channel
-            if op == _CALL:
-                runner = actors.get(header[2])
-                if runner is not None:
-                    runner.put((call_id, channel, header, payload))
-                    continue
-            self._handle(channel, call_id, op, header, payload)
-            if channel.state is ChannelState.CLOSED:  # a STOP, say: nothing more is read
-                return
+        op = 0
+        try:
+            for segments in batch:
+                call_id, op, header, payload = _decode_request(segments)  # MalformedMessage closes the channel
+                if op == _CALL:
+                    runner = actors.get(header[2])
+                    if runner is not None:
+                        runner.put((call_id, channel, header, payload))
+                        continue
+                self._handle(channel, call_id, op, header, payload)
+                if channel.state is ChannelState.CLOSED:  # a STOP, say: nothing more is read
+                    return
+        except (LookupError, TypeError) as exc:
+            raise _malformed(op, exc) from None
 
     def _on_message(self, channel: Channel, segments: envelopes.Received) -> None:
-        self._handle(channel, *_decode_request(segments))  # MalformedMessage closes the channel
+        call_id, op, header, payload = _decode_request(segments)  # MalformedMessage closes the channel
+        try:
+            self._handle(channel, call_id, op, header, payload)
+        except (LookupError, TypeError) as exc:
+            raise _malformed(op, exc) from None
 
     def _handle(self, channel: Channel, call_id: int, op: int, header: tuple[Any, ...], payload: envelopes.Received) -> None:
         if op == _CALL:
@@ -247,6 +255,13 @@ class ProcServer:
         for runner in list(self.actors.values()):
             if runner.end_report is None:
                 runner.cleanup(None)
+
+
+def _malformed(op: int, exc: Exception) -> envelopes.MalformedMessage:
+    """A request whose fields do not fit its op (too few, or of the wrong type): the channel
+    closes with this error, instead of the reactor logging a traceback and leaving the caller
+    waiting for a reply that never comes."""
+    return envelopes.MalformedMessage(f"the fields of a request with op {op} do not fit it: {exc!r}")
 
 
 async def _awaited(awaitable: Awaitable[Any]) -> Any:

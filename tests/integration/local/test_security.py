@@ -2,18 +2,19 @@
 can crash it or disturb others.
 
 Aspects: a wrong token is refused with a reason; a pickle sent before authenticating is never
-executed; garbage, truncated and oversized frames close only that connection; the server keeps
-serving its real clients throughout; IDENTIFY answers an authenticated client without pickles.
+executed; garbage, truncated and oversized frames, and requests whose fields do not fit their op,
+close only that connection; the server keeps serving its real clients throughout; IDENTIFY answers an authenticated client without pickles.
 """
 
 import os
 import pickle
 import socket
+import time
 
 import pytest
 
-from mesh_client._src.runtime import channel, identifying
-from mesh_client._src.wire import errors, frames
+from mesh_client._src.runtime import channel, identifying, ops
+from mesh_client._src.wire import envelopes, errors, frames
 from tests.integration.local.actors import Recorder
 
 
@@ -99,8 +100,6 @@ def test_oversized_frames_after_authentication_are_refused(procs):
     # Announce 20 GiB (above the 16 GiB default limit) without sending it.
     head = frames.HEADER.pack(frames.MAGIC, frames.VERSION, frames.Kind.MESSAGE, 1, 0) + frames.LENGTH.pack(20 * 1024**3)
     ch.stream.write([head])
-    import time
-
     deadline = time.monotonic() + 10
     while not closed and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -114,3 +113,20 @@ def test_identify_answers_an_authenticated_client(procs):
     assert info["mesh"] == "t" and info["rank"] == 3 and info["coords"] == {"hosts": 1, "gpus": 1}
     with pytest.raises(errors.AuthenticationError):
         identifying.identify_proc(procs._group.addresses[3], b"bad")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [(ops.CALL,), (ops.CALL, ["unhashable"]), (ops.SPAWN, "a"), (ops.WATCH,), (ops.STOP_ACTOR,), (ops.PORT_SEND, "p")],
+    ids=["call-no-fields", "call-unhashable-id", "spawn-short", "watch-no-fields", "stop-actor-no-fields", "port-send-short"],
+)
+def test_requests_whose_fields_do_not_fit_close_only_that_connection(target, fields):
+    rec, address = target
+    closed = []
+    ch = channel.connect(address, rec._group.token, on_message=lambda *a: None, on_closed=lambda c, r: closed.append(r))
+    ch.send(envelopes.encode_request(7, fields, []))
+    deadline = time.monotonic() + 30
+    while not closed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert closed and "do not fit" in closed[0], closed
+    assert rec.echo.call_one("still").get(timeout=30) == "still"
