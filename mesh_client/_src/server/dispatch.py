@@ -4,7 +4,7 @@ Nothing here blocks or runs user code: a CALL or SPAWN is queued for the actor's
 (:mod:`.actors`), BOOTSTRAP runs on a worker thread, IDENTIFY and STOP are answered at once.
 
 Before a peer proves it holds the token it gets a budget, not a blank cheque: at most
-``max_unauthenticated`` such connections at once (more are closed at once), a small read
+``max_unauthenticated`` such connections at once (a newcomer closes the oldest), a small read
 buffer (:mod:`mesh_client._src.runtime.channel`), a handshake deadline whose timer is cancelled
 when the channel closes, and refusals that are logged at a rate limit (:mod:`.throttling`).
 Sockets come from :mod:`.accepting`, which also survives descriptor exhaustion.
@@ -97,12 +97,12 @@ class ProcServer:
 
     def _admit(self, sock: socket.socket, peer: str) -> None:
         if len(self.handshaking) >= self.max_unauthenticated:
-            sock.close()
-            self.refusals.note(
-                f"procmesh: refused connection from {peer}: {self.max_unauthenticated} connections"
-                " are already authenticating (PROCMESH_MAX_UNAUTHENTICATED)"
-            )
-            return
+            # The oldest stranger makes room (its close is logged as a refusal): peers that hold
+            # the whole budget idle cannot lock out a client that authenticates at once, which
+            # only max_unauthenticated newer connections within its handshake could push out.
+            oldest = next(iter(self.handshaking))
+            oldest.close(f"evicted to admit a newer connection: {self.max_unauthenticated} connections"
+                         " were already authenticating (PROCMESH_MAX_UNAUTHENTICATED)")
         sock.setblocking(True)
         channel = self.open_channel(streams.SocketStream(sock), peer)
         if channel.state is not ChannelState.CLOSED:
