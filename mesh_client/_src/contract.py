@@ -456,7 +456,7 @@ class ProcEnv:
 
     port: int = PROC_PORT
     listen_host: str | None = "127.0.0.1"
-    token: str | None = None
+    token: str | None = dataclasses.field(default=None, repr=False)  # a repr may reach a log
     token_file: str | None = None
     mesh: str = ""
     rank: int = 0

@@ -9,6 +9,13 @@ the socket behind it (``get_extra_info("socket")``) matters only to :meth:`Chann
 registers it with the reactor, and to the non-blocking writes of held frames. Tests drive a
 channel over an in-memory stream by calling :meth:`Channel.on_readable` themselves.
 
+The reactor never waits on a peer: frames it sends itself (the replies a proc server gives on
+the I/O thread, a tree's aggregated reply) are written only as far as the socket takes them at
+once, and whatever waits (the rest, or a whole frame while another thread holds the send lock,
+stuck writing to a peer that does not read) goes out from reactor timers. While any of it
+waits, a server's channel is not read either: a peer that does not read its replies is not read
+from, so it can neither make the proc buffer replies without bound nor stop other connections.
+
 A sender that knows more is coming may ask for its frame to be *held* (``send(..., hold=True)``):
 small frames then wait in the channel's :class:`~mesh_client._src.runtime.coalescing.Outbox`
 and go out together, in order, at the latest ``coalescing.HOLD_SECONDS`` after the batch
@@ -105,6 +112,14 @@ class Channel:
         self._reactor = reactor or reactor_mod.get_reactor()
         self._fileno = -1  # set by start(): the socket registered with the reactor
         self._sock: socket.socket | None = None  # set by start(): for writes that must not block
+        # The reactor's own frames not yet in the outbox (the send lock was taken), and whether
+        # a timer will push them (and the outbox) out; reading pauses while any wait.
+        self._unsent = bytearray()  # reactor thread only, like the two below
+        self._pump_due = False
+        self._paused = False
+        # Only a server stops reading a peer that does not read: a client always reads its
+        # replies, so two sides waiting on each other never both stop.
+        self._may_pause = conn.role is protocol.Role.SERVER
         self._chunk = memoryview(bytearray(READ_CHUNK if self.authenticated else HANDSHAKE_READ_CHUNK))
         self.state = (
             ChannelState.ACTIVE if conn.state is protocol.State.AUTHENTICATED else ChannelState.HANDSHAKE
@@ -153,6 +168,9 @@ class Channel:
         request's or a reply's frame header and envelope in one piece); as :meth:`send`."""
         if self.state is not _ACTIVE or self.conn.state is not _AUTHENTICATED:  # as send_message checks
             raise ChannelClosed(self.close_reason or f"channel {self.display} is not active")
+        if self._sock is not None and self._reactor.on_thread:
+            self._send_from_reactor(pieces)
+            return
         try:
             with self._send_lock:
                 if self.state is _CLOSED:  # closed by another thread since the check: nothing may stay held
@@ -209,6 +227,76 @@ class Channel:
     def _flush_soon(self) -> None:
         """The reactor's timer (or retry) at the held frames: it must never block."""
         self.flush(block=False)
+
+    # The reactor's own writes (reactor thread only) ---------------------------------------------
+
+    def _send_from_reactor(self, pieces: Sequence[bytes | bytearray | memoryview]) -> None:
+        """A frame sent on the reactor thread: copied, and written as far as it goes now."""
+        for p in pieces:
+            self._unsent += p
+        self._pump()
+
+    def _pump(self) -> None:
+        """Write what the reactor's frames and the outbox hold, as far as the socket takes it
+        without blocking, and without waiting for the send lock (its holder may be stuck on
+        this very peer). What is left goes from a timer, and reading pauses until it is gone."""
+        if self.state is _CLOSED:
+            self._unsent = bytearray()
+            return
+        if not self._send_lock.acquire(blocking=False):  # another thread is writing: try again
+            if self._unsent:
+                self._pause()
+            if self._unsent or self._outbox.frames:
+                self._pump_later()
+            return
+        try:
+            if self.state is _CLOSED:
+                self._unsent = bytearray()
+                return
+            outbox = self._outbox
+            if self._unsent:
+                outbox.append(self._unsent)
+                self._unsent = bytearray()
+            if outbox.frames:
+                data = outbox.take()
+                coalescing.forget(self)
+                rest = self._write_now(data)
+                if rest:
+                    outbox.put_back(rest)
+                    coalescing.note(self)
+            left = len(outbox)
+        except OSError as exc:
+            broke: OSError | None = exc
+        else:
+            broke = None
+        finally:
+            self._send_lock.release()
+        if broke is not None:
+            self.close(f"connection to {self.display} broke while sending: {broke}", CloseKind.IO_ERROR)
+        elif left:
+            self._pause()
+            self._pump_later()
+        else:
+            self._retry = 0.0
+            if self._paused:
+                self._paused = False
+                self._reactor.register(self)
+
+    def _pause(self) -> None:
+        """Stop reading this peer until what waits for it is written (servers only)."""
+        if self._may_pause and not self._paused and self._fileno >= 0:
+            self._paused = True
+            self._reactor.unregister(self)
+
+    def _pump_later(self) -> None:
+        if not self._pump_due:
+            self._pump_due = True
+            self._retry = min(max(self._retry * 2, RETRY_FIRST), RETRY_MAX)
+            self._reactor.call_later(self._retry, self._pump_timer)
+
+    def _pump_timer(self) -> None:
+        self._pump_due = False
+        self._pump()
 
     def _write_now(self, data: bytearray) -> bytearray:
         """Write as much of ``data`` as the socket takes without blocking; the rest."""
@@ -299,12 +387,27 @@ class Channel:
                 pass
 
     def _send_last_words(self, reason: str) -> None:
+        data = self.conn.send_error(reason)
+        if self._sock is None:  # an in-memory stream: no reactor to keep going
+            try:
+                with self._send_lock:
+                    self.stream.write([data])
+            except OSError:
+                pass
+            return
+        # On the reactor: only what the socket takes now, behind what waits; none if another
+        # thread is writing (it may be stuck on this peer, which is about to be closed anyway).
+        if not self._send_lock.acquire(blocking=False):
+            return
         try:
-            data = self.conn.send_error(reason)
-            with self._send_lock:
-                self.stream.write([data])
+            waiting = self._outbox.take() if self._outbox.frames else bytearray()
+            coalescing.forget(self)
+            self._write_now(waiting + self._unsent + data)
+            self._unsent = bytearray()
         except OSError:
             pass
+        finally:
+            self._send_lock.release()
 
     def close(self, reason: str, kind: CloseKind = CloseKind.LOCAL) -> None:
         """Close once; the close handler learns the reason (and ``close_kind`` is set).
@@ -312,20 +415,27 @@ class Channel:
         Held frames go out first when this side closes (as frames written before a close
         would); on any other close they are dropped, and their callers' calls fail with the
         rest (the close handler)."""
-        with self._send_lock:
+        self._take_send_lock(kind)
+        try:
             if self.state is ChannelState.CLOSED:
                 return
             self.state = ChannelState.CLOSED
             self.close_reason = reason
             self.close_kind = kind
             held = self._outbox.take() if self._outbox else None
+            on_reactor = self._reactor.on_thread
+            if on_reactor and self._unsent:  # the reactor's own frames, behind the held ones
+                held = (held or bytearray()) + self._unsent
+                self._unsent = bytearray()
             if held is not None:
                 coalescing.forget(self)
                 if kind is CloseKind.LOCAL:
                     try:
-                        self._write_now(held) if self._reactor.on_thread and self._sock is not None else self.stream.write([held])
+                        self._write_now(held) if on_reactor and self._sock is not None else self.stream.write([held])
                     except OSError:
                         pass
+        finally:
+            self._send_lock.release()
         if self._fileno < 0:  # never registered (an in-memory stream)
             self.stream.close()
         else:
@@ -333,6 +443,19 @@ class Channel:
             # Unregister runs on the reactor thread before the descriptor may be reused.
             self._reactor.call_soon(self.stream.close) if not self._reactor.on_thread else self.stream.close()
         self.on_closed(self, reason)
+
+    def _take_send_lock(self, kind: CloseKind) -> None:
+        """The send lock, for closing. The reactor must not wait for a writer stuck on a peer
+        that does not read: when the peer is at fault it shuts the socket down first, which
+        makes that write fail at once (and its thread let go of the lock)."""
+        if self._send_lock.acquire(blocking=False):
+            return
+        if kind is not CloseKind.LOCAL and self._sock is not None and self._reactor.on_thread:
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._send_lock.acquire()
 
 
 Opener = Callable[[tuple[str, int], float], streams.SocketStream]

@@ -87,6 +87,13 @@ class Outbox:
         data, self._data, self.frames = self._data, bytearray(), 0
         return data
 
+    def append(self, data: bytes | bytearray) -> None:
+        """Bytes to go out behind everything held, whatever their size (frames the reactor
+        could not write at once: it never waits for a socket)."""
+        if data:
+            self._data += data
+            self.frames += 1
+
     def put_back(self, rest: bytearray) -> None:
         """Bytes of a taken batch that could not be written yet: they go before anything held since."""
         if rest:

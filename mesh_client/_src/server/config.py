@@ -26,7 +26,7 @@ class ConfigError(ValueError):
 class ServerConfig:
     host: str
     port: int
-    token: bytes
+    token: bytes = dataclasses.field(repr=False)  # a repr may reach a log
     mesh: str = ""
     rank: int = 0
     coords: dict[str, int] = dataclasses.field(default_factory=dict)

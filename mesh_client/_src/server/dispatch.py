@@ -4,7 +4,7 @@ Nothing here blocks or runs user code: a CALL or SPAWN is queued for the actor's
 (:mod:`.actors`), BOOTSTRAP runs on a worker thread, IDENTIFY and STOP are answered at once.
 
 Before a peer proves it holds the token it gets a budget, not a blank cheque: at most
-``max_unauthenticated`` such connections at once (more are closed at once), a small read
+``max_unauthenticated`` such connections at once (a newcomer closes the oldest), a small read
 buffer (:mod:`mesh_client._src.runtime.channel`), a handshake deadline whose timer is cancelled
 when the channel closes, and refusals that are logged at a rate limit (:mod:`.throttling`).
 Sockets come from :mod:`.accepting`, which also survives descriptor exhaustion.
@@ -97,12 +97,12 @@ class ProcServer:
 
     def _admit(self, sock: socket.socket, peer: str) -> None:
         if len(self.handshaking) >= self.max_unauthenticated:
-            sock.close()
-            self.refusals.note(
-                f"procmesh: refused connection from {peer}: {self.max_unauthenticated} connections"
-                " are already authenticating (PROCMESH_MAX_UNAUTHENTICATED)"
-            )
-            return
+            # The oldest stranger makes room (its close is logged as a refusal): peers that hold
+            # the whole budget idle cannot lock out a client that authenticates at once, which
+            # only max_unauthenticated newer connections within its handshake could push out.
+            oldest = next(iter(self.handshaking))
+            oldest.close(f"evicted to admit a newer connection: {self.max_unauthenticated} connections"
+                         " were already authenticating (PROCMESH_MAX_UNAUTHENTICATED)")
         sock.setblocking(True)
         channel = self.open_channel(streams.SocketStream(sock), peer)
         if channel.state is not ChannelState.CLOSED:
@@ -157,19 +157,27 @@ class ProcServer:
         """The requests of one read, in order: a call to a live actor is queued right here (one
         loop, no call per message), anything else goes through :meth:`_handle`."""
         actors = self.actors
-        for segments in batch:
-            call_id, op, header, payload = _decode_request(segments)  # MalformedMessage closes the channel
-            if op == _CALL:
-                runner = actors.get(header[2])
-                if runner is not None:
-                    runner.put((call_id, channel, header, payload))
-                    continue
-            self._handle(channel, call_id, op, header, payload)
-            if channel.state is ChannelState.CLOSED:  # a STOP, say: nothing more is read
-                return
+        op = 0
+        try:
+            for segments in batch:
+                call_id, op, header, payload = _decode_request(segments)  # MalformedMessage closes the channel
+                if op == _CALL:
+                    runner = actors.get(header[2])
+                    if runner is not None:
+                        runner.put((call_id, channel, header, payload))
+                        continue
+                self._handle(channel, call_id, op, header, payload)
+                if channel.state is ChannelState.CLOSED:  # a STOP, say: nothing more is read
+                    return
+        except (LookupError, TypeError) as exc:
+            raise _malformed(op, exc) from None
 
     def _on_message(self, channel: Channel, segments: envelopes.Received) -> None:
-        self._handle(channel, *_decode_request(segments))  # MalformedMessage closes the channel
+        call_id, op, header, payload = _decode_request(segments)  # MalformedMessage closes the channel
+        try:
+            self._handle(channel, call_id, op, header, payload)
+        except (LookupError, TypeError) as exc:
+            raise _malformed(op, exc) from None
 
     def _handle(self, channel: Channel, call_id: int, op: int, header: tuple[Any, ...], payload: envelopes.Received) -> None:
         if op == _CALL:
@@ -247,6 +255,13 @@ class ProcServer:
         for runner in list(self.actors.values()):
             if runner.end_report is None:
                 runner.cleanup(None)
+
+
+def _malformed(op: int, exc: Exception) -> envelopes.MalformedMessage:
+    """A request whose fields do not fit its op (too few, or of the wrong type): the channel
+    closes with this error, instead of the reactor logging a traceback and leaving the caller
+    waiting for a reply that never comes."""
+    return envelopes.MalformedMessage(f"the fields of a request with op {op} do not fit it: {exc!r}")
 
 
 async def _awaited(awaitable: Awaitable[Any]) -> Any:

@@ -383,8 +383,14 @@ class Connection:
         body bytes already read into them. Sizes are checked before anything is allocated."""
         if self.state is not State.AUTHENTICATED:
             self._check_size(sum(fields))  # a handshake frame is never large: this raises
-        self._check_size(sum(frames.split_field(f)[0] for f in fields))
-        big = receiving.LargeFrame(kind, fields)
+        total = sum(frames.split_field(f)[0] for f in fields)
+        self._check_size(total)
+        try:
+            big = receiving.LargeFrame(kind, fields)
+        except MemoryError:  # within the limit, but more than this process can have now
+            raise errors.FrameTooLarge(
+                f"frame of {total} bytes cannot be received: this process cannot allocate that much memory now"
+            ) from None
         self._pos = body + big.feed(memoryview(buf)[body:])
         self._consumed()
         self._big = big

@@ -2,18 +2,24 @@
 can crash it or disturb others.
 
 Aspects: a wrong token is refused with a reason; a pickle sent before authenticating is never
-executed; garbage, truncated and oversized frames close only that connection; the server keeps
-serving its real clients throughout; IDENTIFY answers an authenticated client without pickles.
+executed; garbage, truncated and oversized frames, and requests whose fields do not fit their op,
+close only that connection; a peer that never reads its replies neither stalls the proc (its
+I/O thread, other actors, new clients) nor makes it buffer them without bound, also while an
+actor's reply to that peer is stuck and the peer sends more requests or garbage; the server
+keeps serving its real clients throughout; IDENTIFY answers an authenticated client without pickles.
 """
 
 import os
 import pickle
+import select
 import socket
+import time
 
 import pytest
 
-from mesh_client._src.runtime import channel, identifying
-from mesh_client._src.wire import errors, frames
+from benchmarks import flooding
+from mesh_client._src.runtime import channel, handshaking, identifying, ops, streams
+from mesh_client._src.wire import envelopes, errors, frames, protocol, serialization
 from tests.integration.local.actors import Recorder
 
 
@@ -99,8 +105,6 @@ def test_oversized_frames_after_authentication_are_refused(procs):
     # Announce 20 GiB (above the 16 GiB default limit) without sending it.
     head = frames.HEADER.pack(frames.MAGIC, frames.VERSION, frames.Kind.MESSAGE, 1, 0) + frames.LENGTH.pack(20 * 1024**3)
     ch.stream.write([head])
-    import time
-
     deadline = time.monotonic() + 10
     while not closed and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -114,3 +118,78 @@ def test_identify_answers_an_authenticated_client(procs):
     assert info["mesh"] == "t" and info["rank"] == 3 and info["coords"] == {"hosts": 1, "gpus": 1}
     with pytest.raises(errors.AuthenticationError):
         identifying.identify_proc(procs._group.addresses[3], b"bad")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [(ops.CALL,), (ops.CALL, ["unhashable"]), (ops.SPAWN, "a"), (ops.WATCH,), (ops.STOP_ACTOR,), (ops.PORT_SEND, "p")],
+    ids=["call-no-fields", "call-unhashable-id", "spawn-short", "watch-no-fields", "stop-actor-no-fields", "port-send-short"],
+)
+def test_requests_whose_fields_do_not_fit_close_only_that_connection(target, fields):
+    rec, address = target
+    closed = []
+    ch = channel.connect(address, rec._group.token, on_message=lambda *a: None, on_closed=lambda c, r: closed.append(r))
+    ch.send(envelopes.encode_request(7, fields, []))
+    deadline = time.monotonic() + 30
+    while not closed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert closed and "do not fit" in closed[0], closed
+    assert rec.echo.call_one("still").get(timeout=30) == "still"
+
+
+MIB = 1 << 20
+
+
+def _non_reader(address, token):
+    """An authenticated raw connection with a small receive buffer, which never reads."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(10)
+    sock.connect(address)
+    conn = protocol.Connection(protocol.Role.CLIENT, token)
+    conn.start()
+    handshaking.authenticate(streams.SocketStream(sock), conn, "test")
+    return sock, conn
+
+
+def _frame(conn, call_id, header, payload=()):
+    return b"".join(bytes(p) for p in conn.send_message(envelopes.encode_request(call_id, header, payload)))
+
+
+def _send_until_not_read(sock, data, most):
+    """Send ``data`` repeatedly, at most ``most`` bytes, until the proc stops taking it."""
+    sock.setblocking(False)
+    sent = 0
+    while sent < most:
+        try:
+            sent += sock.send(data)
+        except BlockingIOError:
+            if not select.select([], [sock], [], 2.0)[1]:
+                break
+    return sent
+
+
+@pytest.mark.parametrize("then", ["identify-flood", "stuck-reply-then-identify", "stuck-reply-then-garbage"])
+def test_a_peer_that_never_reads_stalls_nothing_else(procs, then):
+    address = procs._group.addresses[0]
+    pid = identifying.identify_proc(address, procs._group.token)["pid"]
+    rec = procs.spawn(f"bystander-{then}", Recorder).slice(hosts=0, gpus=0)
+    victim = procs.spawn(f"victim-{then}", Recorder).slice(hosts=0, gpus=0)
+    rss_before = flooding.rss_bytes(pid)
+    sock, conn = _non_reader(address, procs._group.token)
+    try:
+        if then != "identify-flood":  # the victim's thread blocks writing 32 MiB to us
+            fields = (ops.CALL, victim._actor_id, "echo", 0, victim._shape.labels, victim._shape.sizes)
+            sock.sendall(_frame(conn, 5, fields, serialization.dumps(((b"x" * (32 * MIB),), {}))))
+            assert select.select([sock], [], [], 30)[0]  # its reply has begun: from here it blocks
+        identify = _frame(conn, 6, (ops.IDENTIFY,))
+        if then == "stuck-reply-then-garbage":
+            sock.sendall(b"garbage, not a frame")
+        else:  # replies the I/O thread makes itself, far more than any socket buffer holds
+            _send_until_not_read(sock, identify * 1000, 64 * MIB)
+        assert rec.echo.call_one("served").get(timeout=30) == "served"
+        assert identifying.identify_proc(address, procs._group.token, timeout=30)["pid"] == pid
+        assert flooding.rss_bytes(pid) - rss_before < 64 * MIB
+    finally:
+        sock.close()
+    assert victim.echo.call_one("again").get(timeout=30) == "again"

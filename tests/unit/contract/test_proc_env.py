@@ -1,7 +1,7 @@
 """The ``PROCMESH_*`` environment, both directions.
 
 Aspects: every :class:`contract.ProcEnv` renders and parses back to itself; a malformed variable
-is refused with its name; for every GPU mode, the env the operator's pod builder renders (the
+is refused with its name; the token is in no repr (of the env or of the server's settings); for every GPU mode, the env the operator's pod builder renders (the
 pod-IP fieldRef resolved, the token file where the Secret is mounted) is what the proc server's
 config parser accepts, with the values of the mesh's spec.
 """
@@ -93,3 +93,9 @@ def test_operator_pod_env_is_what_the_proc_server_reads(mode, tmp_path):
     fraction = None if mode == contract.GPU_MODE_NONE else mesh.gpus.memory_fraction
     assert cfg.memory_fraction == fraction
     assert (cfg.ready_fd, cfg.lifeline, cfg.sys_path) == (None, False, ())
+
+
+def test_the_token_is_in_no_repr():
+    assert "t0k" not in repr(FULL)
+    cfg = config.from_env({"PROCMESH_TOKEN": "s3cr3t-t0ken"})
+    assert cfg.token == b"s3cr3t-t0ken" and "s3cr3t-t0ken" not in repr(cfg)

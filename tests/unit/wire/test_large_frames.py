@@ -5,7 +5,8 @@ small segments, the body, one byte per read around the boundaries); several larg
 one message, with small ones between them; read-only segments (a sender's ``bytes``) arriving as
 ``bytes`` and the others as ``bytearray``; each frame's objects are new (a second payload does
 not change the first); the flag only on large read-only segments; sizes checked before anything
-is allocated, flags included, and never a large frame before authentication; a frame cut short.
+is allocated, flags included, and never a large frame before authentication; a frame cut short;
+a frame within the limit that cannot be allocated fails as a bad frame.
 """
 
 import pytest
@@ -166,3 +167,13 @@ def test_a_completed_large_frame_not_yet_taken_then_more_bytes_keeps_the_order()
     first, second = conn.next_event(), conn.next_event()
     assert isinstance(first, Message) and bytes(first.segments[1]) == big
     assert isinstance(second, Message) and [bytes(s) for s in second.segments] == [b"after"]
+
+
+def test_a_frame_within_the_limit_but_beyond_memory_is_a_protocol_error():
+    # 2**61 bytes fit the limit but no address space: the allocation fails, the connection
+    # must fail as for any bad frame (the channel closes it), not with a MemoryError.
+    conn = authenticated_server(max_message_bytes=2**62)
+    head = frames.HEADER.pack(frames.MAGIC, frames.VERSION, frames.Kind.MESSAGE, 1, 0) + frames.LENGTH.pack(2**61)
+    conn.receive_data(head + b"x" * 16)
+    with pytest.raises(errors.FrameTooLarge, match="cannot allocate"):
+        conn.next_event()
