@@ -4,7 +4,8 @@ Aspects: bootstrap_command env per point; bootstrap runs before any actor; a fai
 fails spawn_procs; stop and the context manager end every process; a controller killed with -9
 takes its procs with it; the proc server does not import torch by itself; module-level finalizers
 (``__del__``) run when stop ends a proc, as in Monarch; a terminal's Ctrl-C (SIGINT to the whole
-process group) leaves the zygote running, so each proc's real end is reported.
+process group) leaves the zygote running, so each proc's real end is reported; calls on a stopped
+mesh say it was stopped, not that its procs failed.
 """
 
 import os
@@ -16,7 +17,13 @@ import time
 
 import pytest
 
-from mesh_client import ActorError, ProcStartError, default_bootstrap_cmd, this_host
+from mesh_client import (
+    ActorError,
+    ProcStartError,
+    SupervisionError,
+    default_bootstrap_cmd,
+    this_host,
+)
 from tests.integration.local.actors import Recorder
 
 
@@ -167,6 +174,21 @@ def test_a_ctrl_c_at_the_terminal_reports_how_each_proc_really_ended(tmp_path):
         ctl.wait()
     assert "exit: 0" in out, (out, err)  # the proc server ended on its Ctrl-C, as an exec'd one does
     assert "Traceback" not in err, err
+
+
+def test_calls_on_a_stopped_proc_mesh_say_it_was_stopped(faults, tmp_path):
+    """Not that its procs failed, nor to respawn them (a stopped mesh refuses to), as Monarch's
+    "actor mesh is stopped due to proc mesh shutdown"."""
+    mesh = this_host().spawn_procs(per_host={"gpus": 2}, name="ended")
+    rec = mesh.spawn("rec", Recorder)
+    in_flight = rec.wait_for.call(str(tmp_path / "never"))
+    mesh.stop("done training").get()
+    for fut in (in_flight, rec.echo.call(1), rec.slice(gpus=1).echo.call_one(1)):
+        with pytest.raises(SupervisionError, match=r"proc ended\[gpus=\d\] \(pid \d+\) was stopped \(done training\): "
+                                                   r"the actor mesh is stopped due to proc mesh shutdown") as info:
+            fut.get(timeout=60)
+        assert "respawn" not in str(info.value)
+    assert faults.named("rec") == []
 
 
 def test_module_finalizers_run_when_stop_ends_a_proc(tmp_path):
