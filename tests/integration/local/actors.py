@@ -203,7 +203,11 @@ class Concurrent(Actor):
 
 
 class AsyncExits(Actor):
-    """Async endpoints that end with SystemExit, as ``sys.exit()`` in user code does."""
+    """Async endpoints that fail: with an exception, or with SystemExit (``sys.exit()``)."""
+
+    @endpoint
+    async def fail(self, message: str) -> None:
+        raise KeyError(message)
 
     @endpoint
     async def exit_now(self, code: int) -> None:

@@ -1,7 +1,7 @@
 """Every error path reaches the caller with what failed and where, and never hangs.
 
 Aspects: an endpoint exception returns as ActorError with the remote traceback and the actor
-lives on; an unpicklable exception still arrives; with options.spawn_waits a failing __init__
+lives on (an async endpoint's traceback starts in user code too); an unpicklable exception still arrives; with options.spawn_waits a failing __init__
 fails spawn; kill -9 of a proc fails its pending and later calls with the proc's name and how it
 died; other procs go on; sys.exit() in an async endpoint fails the actor, as in a def endpoint.
 """
@@ -33,6 +33,15 @@ def test_endpoint_error_carries_the_remote_traceback_and_the_actor_lives(procs):
     assert "Actor call err.fail failed on t[hosts=0,gpus=1]" in str(err)
     assert "Remote traceback" in str(err) and "in fail" in str(err)
     assert one.echo.call_one("still alive").get() == "still alive"
+
+
+def test_an_async_endpoint_error_traceback_starts_in_user_code(procs):
+    actor = procs.slice(hosts=0, gpus=1).spawn("asyncerr", AsyncExits)
+    with pytest.raises(ActorError) as info:
+        actor.fail.call_one("missing-key").get(timeout=60)
+    frames = [line for line in info.value.remote_traceback.splitlines() if line.startswith("  File ")]
+    assert frames[0].endswith("in fail") and "actors.py" in frames[0], info.value.remote_traceback
+    assert actor.ping.call_one().get(timeout=60) == "pong"
 
 
 def test_call_raises_if_any_point_failed(procs):
