@@ -53,12 +53,14 @@ class Failure:
 
 _SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _ASYNCIO = os.path.join(os.path.dirname(os.__file__), "asyncio")
+# An async endpoint's exception is raised again by the concurrent future the actor thread waits on.
+_CONCURRENT = os.path.join(os.path.dirname(os.__file__), "concurrent")
 
 
 def _user_frames(tb: TracebackType | None) -> TracebackType | None:
     """Skip the proc server's own frames at the top, so tracebacks start in user code."""
     start = tb
-    while tb is not None and tb.tb_frame.f_code.co_filename.startswith((_SRC, _ASYNCIO)):
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith((_SRC, _ASYNCIO, _CONCURRENT)):
         tb = tb.tb_next
     return tb or start
 

@@ -9,6 +9,7 @@ that owns them.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -89,6 +90,9 @@ class ProcGroup:
         # Restarted procs whose reconnect (connection or bootstrap) has not succeeded yet: the
         # next reconnect connects and bootstraps them again (:mod:`.restarts`).
         self.unbootstrapped: set[int] = set()
+        # One reconnect or respawn at a time: two at once would both start a process in a dead
+        # one's place (one left running, untracked) or wait on the other's new process.
+        self.restarting = threading.RLock()
         self._opener = opener
         if opener is None:
             self.peers = [peers.get_peer(a, token, display) for a, display in zip(self.addresses, self.displays)]

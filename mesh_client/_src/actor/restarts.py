@@ -70,6 +70,11 @@ def reconnect(group: ProcGroup) -> list[int]:
     after one that raised connects and bootstraps it again (and returns it again).
     """
     owner = _owner(group)
+    with group.restarting:
+        return _reconnect(group, owner)
+
+
+def _reconnect(group: ProcGroup, owner: RevivingOwner) -> list[int]:
     wanted = [i for i in range(len(group.peers)) if i not in group.stopping]
     revived = owner.revive(wanted)
     for index, proc in sorted(revived.items()):
@@ -111,6 +116,11 @@ def respawn(group: ProcGroup) -> list[int]:
     with the arguments of the first spawn (the same objects, pickled again: the mesh they get
     has its procs' new addresses); the first that raises is raised here.
     """
+    with group.restarting:
+        return _respawn(group)
+
+
+def _respawn(group: ProcGroup) -> list[int]:
     restarted = reconnect(group)
     sent: list[futures.Future[Any]] = []
     for record in list(group.spawns.values()):

@@ -52,7 +52,8 @@ def unhandled_fault_hook(failure: MeshFailure) -> None:
 
     Replace it to decide yourself (``mesh_client.actor.unhandled_fault_hook = my_hook``): a
     normal return drops the failure; raising (``sys.exit`` included) ends the controller, by a
-    ``KeyboardInterrupt`` in its main thread, as in Monarch.
+    ``KeyboardInterrupt`` in its main thread, as in Monarch. That happens once: later
+    unhandled failures are printed, and do not interrupt the program's cleanup again.
     """
     sys.exit(1)
 
@@ -96,10 +97,21 @@ def report(owner_id: str, failure: MeshFailure) -> None:
         _call_hook(failure)
 
 
+_ending = False  # the hook raised once: the main thread was told to end
+
+
 def _call_hook(failure: MeshFailure) -> None:
+    global _ending
     try:
         current_hook()(failure)
     except BaseException as exc:  # SystemExit from the default hook included
+        if _ending:
+            # One incident fails many actors at once (a proc, a node, a collective): interrupting
+            # the main thread for each would cut short the cleanup of the first interrupt.
+            print(f"procmesh: unhandled supervision event (the controller is already ending):\n{failure.report()}",
+                  file=sys.stderr, flush=True)
+            return
+        _ending = True
         print(
             f"procmesh: unhandled supervision event, ending the controller ({type(exc).__name__}):\n{failure.report()}",
             file=sys.stderr,

@@ -76,6 +76,7 @@ class LocalProcs:
         self.processes: list[subprocess.Popen[bytes] | zygote_client.ForkedProc] = []
         self.addresses: list[tuple[str, int]] = []
         self.restarts = [0] * len(self._points)  # new processes started in each one's place
+        self._stopped: dict[int, str] = {}  # procs stopped on purpose, alive when asked: the reason
         self._peers: Sequence[peers.Peer] = []
         _live.add(self)
 
@@ -95,6 +96,7 @@ class LocalProcs:
         readers: dict[int, int] = {}
         try:
             for index in indices:
+                self._stopped.pop(index, None)
                 fd = self._launch(index, self._points[index])
                 if fd is not None:
                     readers[fd] = index
@@ -222,6 +224,9 @@ class LocalProcs:
         """How proc ``index`` ended, if its exit status is known by ``deadline``
         (time.monotonic()); a forked proc's comes from the zygote, which may lag under load."""
         proc = self.processes[index]
+        if index in self._stopped:  # not a failure, and nothing to respawn
+            return (f"proc {self.displays[index]} (pid {proc.pid}) was stopped ({self._stopped[index]}): "
+                    f"the actor mesh is stopped due to proc mesh shutdown")
         try:
             proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
@@ -235,6 +240,8 @@ class LocalProcs:
         """Ask the procs to stop, then make sure they are gone."""
         asked = []
         for i in indices:
+            if self.processes[i].poll() is None:
+                self._stopped[i] = reason
             if i < len(self._peers) and self.processes[i].poll() is None and not self._peers[i].lost:
                 asked.append(self._peers[i].request((ops.STOP,), (), lambda raw: None))
         for fut in asked:

@@ -22,8 +22,9 @@ import sys
 from typing import Any
 
 
-def _child(request: dict[str, Any], report_fd: int, stdout_fd: int) -> None:
+def _child(request: dict[str, Any], report_fd: int, stdout_fd: int, sigint: Any) -> None:
     """In the forked child: take the requested env and become a proc server."""
+    signal.signal(signal.SIGINT, sigint)  # a Ctrl-C ends it as it ends an exec'd proc server
     os.dup2(stdout_fd, 1)
     os.close(stdout_fd)
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -73,6 +74,10 @@ def serve_forks() -> None:
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
+    # A Ctrl-C at the terminal signals the whole process group: the zygote must live on (it ends
+    # with the controller, at the end of its stdin), or every forked proc would be reported
+    # killed with it, whatever really ended each one. Its children get the disposition back.
+    sigint = signal.signal(signal.SIGINT, signal.SIG_IGN) or signal.SIG_DFL
     children: dict[int, int] = {}
     pending = b""
 
@@ -109,7 +114,7 @@ def serve_forks() -> None:
                     try:
                         os.close(wake_r)
                         os.close(wake_w)
-                        _child(request, report_fd, stdout_fd)
+                        _child(request, report_fd, stdout_fd, sigint)
                     finally:
                         os._exit(70)
                 children[pid] = request["id"]

@@ -171,6 +171,7 @@ class Channel:
         if self._sock is not None and self._reactor.on_thread:
             self._send_from_reactor(pieces)
             return
+        writing = False
         try:
             with self._send_lock:
                 if self.state is _CLOSED:  # closed by another thread since the check: nothing may stay held
@@ -189,10 +190,15 @@ class Channel:
                 elif outbox.frames:  # behind the held ones, in the same write
                     pieces = [outbox.take(), *pieces]
                     coalescing.forget(self)
+                writing = True
                 self.stream.write(pieces)
         except OSError as exc:
             self.close(f"connection to {self.display} broke while sending: {exc}", CloseKind.IO_ERROR)
             raise ChannelClosed(self.close_reason or str(exc)) from exc
+        except BaseException as exc:
+            if writing:
+                self._cut_short(exc)
+            raise
 
     def flush(self, block: bool = True) -> None:
         """Write the held frames (any thread). ``block=False``: only what the socket takes now;
@@ -201,6 +207,7 @@ class Channel:
         if not self._outbox.frames:
             return
         retry = 0.0
+        data = None
         try:
             with self._send_lock:
                 outbox = self._outbox
@@ -221,8 +228,20 @@ class Channel:
         except OSError as exc:
             self.close(f"connection to {self.display} broke while sending: {exc}", CloseKind.IO_ERROR)
             return
+        except BaseException as exc:
+            if data is not None:
+                self._cut_short(exc)
+            raise
         if retry:
             self._reactor.call_later(retry, self._flush_soon)
+
+    def _cut_short(self, exc: BaseException) -> None:
+        """A write that an exception other than OSError (a Ctrl-C in the caller's thread) cut
+        short: part of a frame may be out, and the peer would read the next one as the rest of
+        it (every later call on this connection would hang). The link is closed as broken, so
+        the calls on it fail now and a proc that is alive is reached again (:mod:`.relinking`)."""
+        self.close(f"a write to {self.display} was interrupted part way through a message "
+                   f"({type(exc).__name__})", CloseKind.IO_ERROR)
 
     def _flush_soon(self) -> None:
         """The reactor's timer (or retry) at the held frames: it must never block."""

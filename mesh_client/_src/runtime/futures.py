@@ -57,7 +57,10 @@ class Future(Generic[R]):
         if callbacks:
             waits.flush()  # a callback may block on a thread that waits for its ring
             for cb in callbacks:
-                cb(self)
+                try:
+                    cb(self)
+                except Exception:  # noqa: BLE001 - reported; the producer completes others after this one
+                    _report_callback(self, cb)
         return True
 
     def set_result(self, value: R) -> bool:
@@ -161,7 +164,10 @@ class Future(Generic[R]):
                     waiter.set_result(None)
 
             def wake(_: Future[R]) -> None:
-                loop.call_soon_threadsafe(resolve)
+                try:
+                    loop.call_soon_threadsafe(resolve)
+                except RuntimeError:  # the loop was closed (asyncio.run returned): nobody awaits this now
+                    pass
 
             self.add_done_callback(wake)
             yield from waiter.__await__()
@@ -169,6 +175,17 @@ class Future(Generic[R]):
 
 
 _ring = waits.ring
+
+
+def _report_callback(fut: Future[Any], cb: Callable[..., object]) -> None:
+    """A done callback raised. It is not raised to the producer: that is often the I/O thread
+    completing many futures in a row (a batch of replies, every call pending on a lost proc),
+    and the futures after this one would never complete."""
+    import sys
+    import traceback
+
+    print(f"procmesh: a done callback of {fut!r} failed: {cb!r}", file=sys.stderr)
+    traceback.print_exc()
 
 
 def completed(value: R) -> Future[R]:

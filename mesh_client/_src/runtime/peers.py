@@ -168,6 +168,10 @@ class Peer:
             if waiter is not None:
                 waiter.set_raw(lost)
             return lost
+        except BaseException:  # a Ctrl-C while sending: the caller gets no future to wait on
+            self._pending.pop(call_id, None)
+            self._watches.discard(call_id)
+            raise
         if waiter is not None and self.lost:  # the link dropped between registering and sending
             self._fail_pending()
         return None

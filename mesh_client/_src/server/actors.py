@@ -275,10 +275,16 @@ class ActorRunner:
 
         async def in_context() -> Any:
             ctx_mod.enter(ctx)
-            if tracer is None or traced is None:
-                return await awaitable
-            with tracing.span(tracer, traced, self.display, self.actor_id):
-                return await awaitable
+            try:
+                if tracer is None or traced is None:
+                    return await awaitable
+                with tracing.span(tracer, traced, self.display, self.actor_id):
+                    return await awaitable
+            except (SystemExit, KeyboardInterrupt) as exc:
+                # asyncio lets these end the loop's thread, leaving this task's future (and the
+                # actor thread waiting on it, and every later call) pending for ever: they fail
+                # the actor instead, as they do in a def endpoint.
+                raise _Fatal(exc) from exc
 
         return asyncio.run_coroutine_threadsafe(in_context(), self._ensure_loop())
 
@@ -370,7 +376,7 @@ class ActorRunner:
         if exc is None:
             if not explicit:
                 reply(channel, call_id, peers.OK, serialization.dumps(task.result()))
-        elif call_id != peers.NO_REPLY and isinstance(exc, Exception) and not explicit:
+        elif call_id != peers.NO_REPLY and isinstance(exc, Exception) and not isinstance(exc, _Fatal) and not explicit:
             reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))
         else:  # no caller to tell: the actor fails, on its own thread
             self.submit((call_id, channel, (call_id, FAILED_TASK, exc), []))

@@ -202,6 +202,26 @@ class Concurrent(Actor):
         self.opened.set()
 
 
+class AsyncExits(Actor):
+    """Async endpoints that fail: with an exception, or with SystemExit (``sys.exit()``)."""
+
+    @endpoint
+    async def fail(self, message: str) -> None:
+        raise KeyError(message)
+
+    @endpoint
+    async def exit_now(self, code: int) -> None:
+        sys.exit(code)
+
+    @concurrent_endpoint
+    async def exit_concurrently(self, code: int) -> None:
+        sys.exit(code)
+
+    @endpoint
+    async def ping(self) -> str:
+        return "pong"
+
+
 class Ports(Actor):
     """Replies through explicit ports and sends to ports it was handed."""
 

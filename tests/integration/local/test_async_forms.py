@@ -2,14 +2,17 @@
 
 Aspects: ``spawn_procs_async`` and ``respawn_async`` are awaited while another task of the same
 loop keeps running (it gets turns while they are pending, which a blocking call would not give
-it); their results are the same as the blocking forms'.
+it); their results are the same as the blocking forms'; a call left pending by an event loop that
+has closed holds up no other call completed after it.
 """
 
 import asyncio
 import os
 import signal
 
-from mesh_client import this_host
+import pytest
+
+from mesh_client import SupervisionError, this_host
 from tests.integration.local.actors import Recorder
 
 
@@ -37,3 +40,26 @@ def test_spawn_procs_and_respawn_async_let_other_tasks_run(faults):
         await mesh.stop()
 
     asyncio.run(main())
+
+
+def test_a_call_abandoned_by_a_closed_event_loop_holds_up_no_other(faults, tmp_path, capfd):
+    """``asyncio.run`` returned while an awaited call was still pending (a ``wait_for`` that
+    timed out): when that call completes, its loop is gone; the other calls completed with it
+    (here: every call pending on a proc that dies) still complete, and nothing is printed."""
+    never = str(tmp_path / "never")
+    with this_host().spawn_procs(per_host={"gpus": 1}, name="closed") as mesh:
+        rec = mesh.spawn("rec", Recorder)
+        pid = rec.where.call_one().get(timeout=60)["pid"]
+        others = [rec.wait_for.call_one(never) for _ in range(3)]
+
+        async def abandon():
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(rec.wait_for.call_one(never), 0.01)  # it cannot complete
+
+        asyncio.run(abandon())
+        os.kill(pid, signal.SIGKILL)
+        for fut in others:
+            with pytest.raises(SupervisionError, match=r"closed\[gpus=0\]"):
+                fut.get(timeout=60)
+        faults.wait("rec")
+    assert "Event loop is closed" not in capfd.readouterr().err

@@ -7,7 +7,9 @@ is alive and the call may or may not have run; later calls reach the same proces
 its state kept; a real death of that proc afterwards still ends the controller (its actors are
 watched again over the new connection). In process: no fault reaches the hook for the cut, a
 call made on the old peer goes to its successor, and a proc whose link broke because it died
-is reported as before.
+is reported as before; a Ctrl-C that cuts a large send short breaks the link (the proc would read
+the next call as the rest of the half-written one, and every later call would hang), and the
+same proc is reached again.
 """
 
 import functools
@@ -174,5 +176,53 @@ def test_a_forwarder_whose_link_to_a_live_child_broke_says_so(faults, tmp_path):
             in_flight.get(timeout=60)
         gate.touch()
         assert list(rec.record.call("b").get(timeout=60).values()) == [2, 2, 2]  # proc 0 reached 2 again
+        settle_supervision()
+        assert faults.named("rec") == []
+
+
+
+class Interrupted(Exception):
+    """What the test's signal handler raises in the main thread, as SIGINT raises KeyboardInterrupt."""
+
+
+def raise_inside_a_write(stopped_pid: int, done: threading.Event):
+    """A signal handler that raises only inside a socket write (a Ctrl-C landing while a large
+    send blocks), letting the proc that was not reading go on first."""
+    def handler(signum, frame):
+        if frame is not None and frame.f_code.co_filename.endswith(os.path.join("runtime", "streams.py")):
+            os.kill(stopped_pid, signal.SIGCONT)
+            done.set()
+            raise Interrupted()
+
+    return handler
+
+
+def keep_signalling(main: int, done: threading.Event) -> None:
+    while not done.wait(0.01):
+        signal.pthread_kill(main, signal.SIGUSR1)
+
+
+def test_an_interrupted_large_send_breaks_the_link_and_later_calls_do_not_hang(faults):
+    """A Ctrl-C while a large request is being written leaves part of its frame on the wire: the
+    proc would read the next call as the rest of it, and every later call would hang."""
+    with this_host().spawn_procs(per_host={"gpus": 1}, name="cutshort") as mesh:
+        rec = mesh.spawn("rec", Recorder)
+        pid = rec.where.call_one().get(timeout=60)["pid"]
+        old, done = mesh._group.peers[0], threading.Event()
+        previous = signal.signal(signal.SIGUSR1, raise_inside_a_write(pid, done))
+        os.kill(pid, signal.SIGSTOP)  # it reads nothing: the write blocks once the socket is full
+        try:
+            threading.Thread(target=keep_signalling, args=(threading.main_thread().ident, done), daemon=True).start()
+            with pytest.raises(Interrupted):
+                rec.echo.call_one(bytearray(64 << 20))
+        finally:
+            done.set()
+            os.kill(pid, signal.SIGCONT)
+            signal.signal(signal.SIGUSR1, previous)
+        old.relinked()  # the reconnection, if the link was broken (bounded)
+        assert rec.record.call_one("after").get(timeout=60) == 1  # the same actor answers
+        assert rec.where.call_one().get(timeout=60)["pid"] == pid
+        assert "interrupted part way through a message (Interrupted)" in (old.lost or "")
+        assert old.relinked() is mesh._group.peers[0] is not old  # the same process, reached again
         settle_supervision()
         assert faults.named("rec") == []

@@ -1,9 +1,9 @@
 """Every error path reaches the caller with what failed and where, and never hangs.
 
 Aspects: an endpoint exception returns as ActorError with the remote traceback and the actor
-lives on; an unpicklable exception still arrives; with options.spawn_waits a failing __init__
+lives on (an async endpoint's traceback starts in user code too); an unpicklable exception still arrives; with options.spawn_waits a failing __init__
 fails spawn; kill -9 of a proc fails its pending and later calls with the proc's name and how it
-died; other procs go on.
+died; other procs go on; sys.exit() in an async endpoint fails the actor, as in a def endpoint.
 """
 
 import os
@@ -20,7 +20,7 @@ from mesh_client import (
     options,
     this_host,
 )
-from tests.integration.local.actors import FailingInit, RaisesUnpicklable, Recorder
+from tests.integration.local.actors import AsyncExits, FailingInit, RaisesUnpicklable, Recorder
 
 
 def test_endpoint_error_carries_the_remote_traceback_and_the_actor_lives(procs):
@@ -35,6 +35,15 @@ def test_endpoint_error_carries_the_remote_traceback_and_the_actor_lives(procs):
     assert one.echo.call_one("still alive").get() == "still alive"
 
 
+def test_an_async_endpoint_error_traceback_starts_in_user_code(procs):
+    actor = procs.slice(hosts=0, gpus=1).spawn("asyncerr", AsyncExits)
+    with pytest.raises(ActorError) as info:
+        actor.fail.call_one("missing-key").get(timeout=60)
+    frames = [line for line in info.value.remote_traceback.splitlines() if line.startswith("  File ")]
+    assert frames[0].endswith("in fail") and "actors.py" in frames[0], info.value.remote_traceback
+    assert actor.ping.call_one().get(timeout=60) == "pong"
+
+
 def test_call_raises_if_any_point_failed(procs):
     rec = procs.spawn("err2", Recorder)
     with pytest.raises(ActorError, match="KeyError"):
@@ -47,6 +56,19 @@ def test_unpicklable_exceptions_still_arrive(procs):
         actor.go.call_one().get()
     assert isinstance(info.value.exception, RemoteException)
     assert "Unpicklable: secret state" in str(info.value)
+
+
+@pytest.mark.parametrize("method", ["exit_now", "exit_concurrently"])
+def test_sys_exit_in_an_async_endpoint_fails_the_actor_as_in_a_def_one(procs, faults, method):
+    """asyncio lets SystemExit end the thread of the actor's event loop: the call, and every
+    later one, would wait for ever."""
+    actor = procs.slice(hosts=1, gpus=0).spawn(f"exits_{method}", AsyncExits)
+    with pytest.raises(SupervisionError, match=r"(?s)actor explicitly aborted due to: .*SystemExit: 3") as info:
+        getattr(actor, method).call_one(3).get(timeout=60)
+    assert "sys.exit(code)" in str(info.value)  # the remote traceback, in the user's code
+    with pytest.raises(SupervisionError, match="SystemExit: 3"):
+        actor.ping.call_one().get(timeout=60)
+    assert len(faults.wait(f"exits_{method}")) == 1
 
 
 def test_failing_init_fails_spawn_with_its_traceback_when_spawn_waits(procs, monkeypatch):

@@ -3,7 +3,9 @@
 Aspects: bootstrap_command env per point; bootstrap runs before any actor; a failing bootstrap
 fails spawn_procs; stop and the context manager end every process; a controller killed with -9
 takes its procs with it; the proc server does not import torch by itself; module-level finalizers
-(``__del__``) run when stop ends a proc, as in Monarch.
+(``__del__``) run when stop ends a proc, as in Monarch; a terminal's Ctrl-C (SIGINT to the whole
+process group) leaves the zygote running, so each proc's real end is reported; calls on a stopped
+mesh say it was stopped, not that its procs failed.
 """
 
 import os
@@ -15,7 +17,13 @@ import time
 
 import pytest
 
-from mesh_client import ActorError, ProcStartError, default_bootstrap_cmd, this_host
+from mesh_client import (
+    ActorError,
+    ProcStartError,
+    SupervisionError,
+    default_bootstrap_cmd,
+    this_host,
+)
 from tests.integration.local.actors import Recorder
 
 
@@ -122,6 +130,65 @@ def test_controller_exit_stops_procs(tmp_path):
     pids = [int(p) for p in out.stdout.split()]
     assert len(pids) == 2
     assert _wait_gone(pids) == []
+
+
+def test_a_ctrl_c_at_the_terminal_reports_how_each_proc_really_ended(tmp_path):
+    """A terminal's Ctrl-C signals the controller's whole process group, the zygote (the fork
+    server of the procs) included: it must not die of it, or every forked proc is reported
+    killed by SIGKILL with it, whatever ended each one (and the zygote prints a traceback)."""
+    script = tmp_path / "controller.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import sys
+            import mesh_client.actor
+            from mesh_client import SupervisionError, this_host
+            from tests.integration.local.actors import Recorder
+            mesh_client.actor.unhandled_fault_hook = lambda failure: None  # the end is read below
+            mesh = this_host().spawn_procs(per_host={"gpus": 1}, name="ctrlc")
+            rec = mesh.spawn("rec", Recorder)
+            rec.where.call_one().get(timeout=60)
+            try:
+                pending = rec.wait_for.call_one(sys.argv[1], 600)
+                print("ready", flush=True)
+                pending.get()
+            except KeyboardInterrupt:
+                print("interrupted", flush=True)
+            except SupervisionError as exc:  # the proc's end may come first
+                print(f"failed: {exc}", flush=True)
+            print(f"exit: {mesh._group.owner.processes[0].wait(timeout=60)}", flush=True)
+            """
+        )
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    ctl = subprocess.Popen([sys.executable, str(script), str(tmp_path / "never")], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, cwd=root, env=dict(os.environ, PYTHONPATH=root),
+                           start_new_session=True,  # a process group of its own, as a terminal's job
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        assert ctl.stdout.readline() == "ready\n"
+        os.killpg(ctl.pid, signal.SIGINT)  # Ctrl-C: the whole foreground process group
+        out, err = ctl.communicate(timeout=120)
+    finally:
+        ctl.kill()
+        ctl.wait()
+    assert "exit: 0" in out, (out, err)  # the proc server ended on its Ctrl-C, as an exec'd one does
+    assert "Traceback" not in err, err
+
+
+def test_calls_on_a_stopped_proc_mesh_say_it_was_stopped(faults, tmp_path):
+    """Not that its procs failed, nor to respawn them (a stopped mesh refuses to), as Monarch's
+    "actor mesh is stopped due to proc mesh shutdown"."""
+    mesh = this_host().spawn_procs(per_host={"gpus": 2}, name="ended")
+    rec = mesh.spawn("rec", Recorder)
+    in_flight = rec.wait_for.call(str(tmp_path / "never"))
+    mesh.stop("done training").get()
+    for fut in (in_flight, rec.echo.call(1), rec.slice(gpus=1).echo.call_one(1)):
+        with pytest.raises(SupervisionError, match=r"proc ended\[gpus=\d\] \(pid \d+\) was stopped \(done training\): "
+                                                   r"the actor mesh is stopped due to proc mesh shutdown") as info:
+            fut.get(timeout=60)
+        assert "respawn" not in str(info.value)
+    assert faults.named("rec") == []
 
 
 def test_module_finalizers_run_when_stop_ends_a_proc(tmp_path):

@@ -11,7 +11,8 @@ reached again where it is, at once and without a fault (runtime/relinking.py; sa
 actors and state kept, no bootstrap), ``reconnect()`` then has nothing to do, and its actors
 are watched again (a later death is reported); a reconnect whose
 bootstrap raised leaves the proc to bootstrap: the next one runs it again; ``respawn()`` spawns
-again only the actor meshes whose handles (or slices of them) the program still holds.
+again only the actor meshes whose handles (or slices of them) the program still holds; two
+threads respawning at once take turns, so one new process replaces the dead one.
 """
 
 import gc
@@ -215,3 +216,38 @@ def test_respawn_skips_the_actor_meshes_whose_handles_were_dropped(faults, tmp_p
         assert kept.slice(gpus=1).pid.call_one().get(timeout=60) != pid
         assert sliced.pid.call_one().get(timeout=60) != pid
         assert sorted(journal.read_text().split()) == sorted(["kept"] * 3 + ["sliced"] * 3 + ["dropped"] * 2)
+
+
+def test_two_threads_respawning_at_once_start_one_proc(faults):
+    """Each thread handling the same death calls respawn(): they take turns, so one new process
+    takes the dead one's place, not two (one of them left running, untracked by stop())."""
+    with this_host().spawn_procs(per_host={"gpus": 2}, name="twice") as mesh:
+        rec = mesh.spawn("rec", Recorder)
+        kill(rec, gpus=1)
+        with pytest.raises(SupervisionError):
+            rec.slice(gpus=1).echo.call_one(1).get(timeout=60)
+        owner = mesh._group.owner
+        real_revive, real_start = owner.revive, owner._start
+        lock, entered, both_in = threading.Lock(), [], threading.Event()
+
+        def revive(indices):
+            with lock:
+                entered.append(1)
+                if len(entered) == 2:
+                    both_in.set()
+            return real_revive(indices)
+
+        def start(indices):  # the first to start a proc lets the other look at the dead one first, if it can
+            both_in.wait(5)
+            return real_start(indices)
+
+        owner.revive, owner._start = revive, start
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(mesh.respawn())) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert sorted(results) == [[], [1]]
+        assert owner.restarts == [0, 1]
+        assert rec.slice(gpus=1).echo.call_one(2).get(timeout=60) == 2

@@ -5,7 +5,8 @@ unhandled_fault_hook, and later calls to it raise SupervisionError while its nei
 a failing __init__ does not fail spawn but the first call and the hook; a proc killed with -9 is
 a fault naming the actor and how the proc died; an owner's __supervise__ handles its children's
 failures; without it the failure climbs, the owner fails too and the report nests; stopping a
-mesh is no fault; the default hook ends the controller; a stopped actor mesh says so.
+mesh is no fault; the default hook ends the controller, interrupting it once however many actors
+fail; a stopped actor mesh says so.
 """
 
 import os
@@ -137,6 +138,51 @@ def test_default_hook_ends_the_controller():
     assert "interrupted by the fault" in done.stdout
     assert "unhandled supervision event, ending the controller" in done.stderr
     assert "ValueError: Error." in done.stderr
+
+
+def test_the_default_hook_interrupts_the_controller_once_for_many_failures():
+    """One incident (here two procs killed, two actor meshes on them) fails many actors: the
+    program's KeyboardInterrupt handler (a checkpoint, the stop of its meshes) must not be
+    interrupted again by each later failure; those are printed."""
+    program = textwrap.dedent(
+        """
+        import os, signal, threading, time
+        from mesh_client import SupervisionError, this_host
+        from mesh_client._src.actor import supervision
+        from tests.integration.local.actors import Recorder
+
+        mesh = this_host().spawn_procs(per_host={"gpus": 2}, name="many")
+        meshes = [mesh.spawn(name, Recorder) for name in ("first", "second")]
+        pids = [v["pid"] for v in meshes[0].where.call().get(timeout=60).values()]
+        try:
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+            time.sleep(60)
+            print("not interrupted")
+        except KeyboardInterrupt:
+            print("cleanup started", flush=True)
+            try:
+                for rec in meshes:  # every death seen here: the end of every actor is queued
+                    for gpu in range(2):
+                        try:
+                            rec.slice(gpus=gpu).echo.call_one(0).get(timeout=60)
+                        except SupervisionError:
+                            pass
+                done = threading.Event()
+                supervision.submit(done.set)  # after every end queued before it
+                done.wait(60)
+                print("cleanup done", flush=True)
+            except KeyboardInterrupt:
+                print("cleanup interrupted", flush=True)
+            raise SystemExit(1)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
+                          preexec_fn=_sigint_default)
+    assert done.returncode == 1, done.stderr
+    assert "cleanup done" in done.stdout and "cleanup interrupted" not in done.stdout, (done.stdout, done.stderr)
+    assert done.stderr.count("unhandled supervision event, ending the controller") == 1
+    assert done.stderr.count("and all its descendants have failed") == 4  # none is lost
 
 
 def _sigint_default() -> None:

@@ -4,7 +4,9 @@ Aspects: a reply resolves its request's future with the status and payload; when
 drops every pending future fails at once as LOST with the reason, and later requests fail
 without sending; a malformed reply envelope drops the link (and fails what is pending); the
 owner's story of a lost proc is asked with a deadline LOSS_DETAIL_SECONDS after the loss; the
-peer learns its proc's identity (IDENTIFY) once per connection, before its first call.
+peer learns its proc's identity (IDENTIFY) once per connection, before its first call; a done
+callback that raises keeps neither the rest of a batch of replies nor a lost link's other calls
+pending.
 """
 
 import socket
@@ -92,6 +94,34 @@ def test_a_dropped_link_fails_every_pending_call_and_later_ones():
     assert status == peers.LOST
     status, _, _ = peer.request((1,), [], raw, reply=False).get(timeout=0)  # one-way: not sent either
     assert status == peers.LOST
+
+
+def test_a_done_callback_that_raises_keeps_no_other_call_pending(capfd):
+    """The I/O thread completes the futures of a lost link (and of a batch of replies) one after
+    another: a callback raising on one (an await whose event loop has closed, a user's) must
+    not leave the rest pending for ever."""
+    seen = []
+
+    def on_the_fifth_answer_two_in_one_write_and_hang_up(request, send):
+        seen.append(request)
+        if len(seen) < 5:
+            return True
+        send.many([envelopes.encode_reply(r.call_id, envelopes.OK, []) for r in seen[:2]])
+        return False
+
+    def boom(fut):
+        raise RuntimeError("a callback's bug")
+
+    peer, thread = peer_with(on_the_fifth_answer_two_in_one_write_and_hang_up)
+    replied = [peer.request((1,), [], raw) for _ in range(2)]
+    lost = [peer.request((1,), [], raw) for _ in range(2)]
+    replied[0].add_done_callback(boom)  # the first reply of the read
+    lost[1].add_done_callback(boom)  # failed before lost[0] when the link drops (the newest first)
+    lost.append(peer.request((1,), [], raw))
+    thread.join(10)
+    assert [fut.get(timeout=10)[0] for fut in replied] == [peers.OK, peers.OK]
+    assert [fut.get(timeout=10)[0] for fut in lost] == [peers.LOST] * 3
+    assert capfd.readouterr().err.count("RuntimeError: a callback's bug") == 2  # reported, not lost
 
 
 def test_a_malformed_reply_drops_the_link():
