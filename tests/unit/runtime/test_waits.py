@@ -123,22 +123,37 @@ def test_a_signal_during_the_spin_is_handled_when_the_spin_ends_not_after_the_sl
         signal.signal(signal.SIGUSR1, before)
 
 
-def test_a_signal_handler_that_waits_on_a_future_leaves_the_outer_wait_its_result():
+@pytest.mark.parametrize("make", BELLS)
+@pytest.mark.parametrize("spin", [0, 500_000_000])  # asleep when the signal comes, or spinning
+def test_a_signal_handler_that_waits_on_a_future_leaves_the_outer_wait_its_result(make, spin, monkeypatch):
     # Both waits use the thread's one bell: the handler's wait may take the outer future's
-    # ring, so a handled signal ends the native wait as a wake-up and the outer loop looks again.
+    # ring, wherever the outer wait was (asleep, spinning, about to wait); it must look again.
+    monkeypatch.setattr(waits, "make_bell", make)
+    monkeypatch.setattr(waits._own, "bell", None, raising=False)  # a fresh bell of that kind, with no history
+    monkeypatch.setattr(waits, "SPIN_NS", spin)
     outer, inner = Future(), Future()
+    bell = waits.own_bell()
+    rescued = []
 
     def handler(signum, frame):
         threading.Timer(0.05, outer.set_result, ("outer",)).start()
         threading.Timer(0.15, inner.set_result, ("inner",)).start()
         assert inner.get(timeout=10) == "inner"
 
+    def rescue():  # had the ring been lost, the outer wait would sleep for good
+        rescued.append(True)
+        bell.ring()
+
     before = signal.signal(signal.SIGUSR1, handler)
     threading.Timer(0.05, signal.pthread_kill, (threading.main_thread().ident, signal.SIGUSR1)).start()
+    watchdog = threading.Timer(20, rescue)
+    watchdog.start()
     try:
-        assert outer.get(timeout=10) == "outer"  # a TimeoutError after 10 s had the ring been lost
+        assert outer.get() == "outer"
     finally:
+        watchdog.cancel()
         signal.signal(signal.SIGUSR1, before)
+    assert rescued == []
 
 
 def test_a_blocking_done_callback_on_the_reactor_does_not_hold_back_the_rings_before_it():
