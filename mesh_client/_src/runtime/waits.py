@@ -68,7 +68,10 @@ class _LockBell:
             pass  # rung already: rings merge
 
     def wait(self, timeout: float | None = None, spin_ns: int = 0) -> bool:
-        return self._lock.acquire(timeout=-1 if timeout is None or timeout < 0 else timeout)
+        if timeout is None or timeout < 0:
+            return self._lock.acquire()
+        # A lock refuses what time_t cannot hold (get(timeout=math.inf)); the native bell caps it.
+        return self._lock.acquire(timeout=min(timeout, threading.TIMEOUT_MAX))
 
 
 native: ModuleType | None

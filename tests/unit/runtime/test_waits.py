@@ -2,6 +2,7 @@
 reactor's poll, paces and mailboxes, on real threads and descriptors. Both bells, the native one
 and the lock one used without a C compiler, must behave alike."""
 
+import math
 import os
 import select
 import signal
@@ -36,6 +37,19 @@ def test_a_ring_before_the_wait_is_kept_and_rings_merge(make, spin):
     bell.ring()
     assert bell.wait(1.0, spin) is True
     assert bell.wait(0.02, spin) is False  # the two rings were one
+
+
+@pytest.mark.parametrize("make", BELLS)
+@pytest.mark.parametrize("timeout", [math.inf, 1e12])
+def test_a_wait_takes_a_timeout_too_long_for_the_clock(make, timeout, monkeypatch):
+    bell = make()
+    bell.ring()
+    assert bell.wait(timeout) is True
+    monkeypatch.setattr(waits, "make_bell", make)
+    monkeypatch.setattr(waits._own, "bell", None, raising=False)
+    fut: Future[str] = Future()
+    threading.Timer(0.01, fut.set_result, ("done",)).start()
+    assert fut.get(timeout=timeout) == "done"
 
 
 @pytest.mark.parametrize("make", BELLS)
