@@ -7,6 +7,9 @@ import os
 import select
 import signal
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -261,6 +264,48 @@ def test_the_reactor_thread_defers_its_rings_until_poll():
     bell = native.Bell()
     waits.ring(bell)  # any other thread rings at once
     assert bell.wait(0.0) is True
+
+
+DEFERRED_WHILE_THE_POLL_RETURNS = textwrap.dedent(
+    """
+    import gc, socket, threading
+    from mesh_client._src.runtime import reactor, waits
+
+    rings = waits.deferred()  # this thread stands for the reactor's
+    poller = reactor._Poller()
+    pairs = [socket.socketpair() for _ in range(32)]
+    for a, b in pairs:
+        poller.register(a.fileno())
+        b.send(b"x")  # ready: the poll's result has a tuple per descriptor to allocate
+    first, late = waits.native.Bell(), waits.native.Bell()
+    rings.append(first)
+    rang = []
+
+    def collecting(phase, info):
+        if phase == "start" and first.wait(0.0):  # the poll has rung what was deferred
+            waits.ring(late)
+            rang.append(True)
+
+    gc.callbacks.append(collecting)
+    taken = [(i, -i) for i in range(5000)]  # no free pairs left: the poll's are new objects
+    gc.set_threshold(1)  # and each new one may start a collection
+    poller.poll(0.0, rings)
+    gc.set_threshold(700)
+    poller.poll(0.0, rings)
+    print(rang, late.wait(0.0))
+    """
+)
+
+
+def test_a_ring_deferred_while_the_poll_returns_is_rung_by_the_next_poll():
+    # The poll takes the GIL back to build its result; a collection there runs finalizers on
+    # the reactor's thread, and one that completes a future defers its ring to the same list.
+    # In a process of its own: another thread's collection would change when this one's runs.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, "-c", DEFERRED_WHILE_THE_POLL_RETURNS], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[True]", "True"]  # the ring came, and the next poll rang it
 
 
 def test_a_mailbox_hands_items_over_in_order_across_threads():
