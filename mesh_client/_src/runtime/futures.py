@@ -97,7 +97,13 @@ class Future(Generic[R]):
         if self._done:
             return
         coalescing.waiting()
-        bell = waits.own_bell()
+        bell = waits.enter_own_wait()
+        try:
+            self._wait_on(bell, timeout)
+        finally:
+            waits.leave_own_wait(bell)
+
+    def _wait_on(self, bell: waits.Bell, timeout: float | None) -> None:
         with self._lock:
             if self._done:
                 return

@@ -231,13 +231,16 @@ class _Poller:
         ``timeout`` seconds (None: wait as long as it takes), spinning first where
         :data:`waits.SPIN_NS` says so. ``rings`` is this thread's deferred list."""
         if self._epoll and _native_poll is not None:
+            rung = len(rings)
             try:
                 ready: list[tuple[int, int]] = _native_poll(self._kernel.fileno(), timeout, waits.SPIN_NS, rings,
                                                             self._pace)
             except BaseException:
                 waits.flush()  # rung already where the poll got that far: a ring more merges
                 raise
-            rings.clear()
+            # Only those it rang: a finalizer that the poll's own allocations ran (gc, on this
+            # thread) may have deferred a ring since, which the next poll rings first.
+            del rings[:rung]
             return ready
         waits.flush()  # rings is this thread's deferred list
         if self._epoll:

@@ -68,7 +68,10 @@ class _LockBell:
             pass  # rung already: rings merge
 
     def wait(self, timeout: float | None = None, spin_ns: int = 0) -> bool:
-        return self._lock.acquire(timeout=-1 if timeout is None or timeout < 0 else timeout)
+        if timeout is None or timeout < 0:
+            return self._lock.acquire()
+        # A lock refuses what time_t cannot hold (get(timeout=math.inf)); the native bell caps it.
+        return self._lock.acquire(timeout=min(timeout, threading.TIMEOUT_MAX))
 
 
 native: ModuleType | None
@@ -157,15 +160,38 @@ def _forget_deferral_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_deferral_in_child)
 
 
-_own = threading.local()
+class _Own(threading.local):
+    bell: Bell | None = None
+    depth = 0  # waits on the bell in progress: two where a signal handler's wait interrupted one
+
+
+_own = _Own()
 
 
 def own_bell() -> Bell:
     """This thread's bell, for waits on something another thread completes (a future)."""
-    bell: Bell | None = getattr(_own, "bell", None)
+    bell = _own.bell
     if bell is None:
         bell = _own.bell = make_bell()
     return bell
+
+
+def enter_own_wait() -> Bell:
+    """This thread's bell, for a wait that ends with :func:`leave_own_wait` (counted last: a
+    KeyboardInterrupt before the caller's ``try`` would leave the count one too high)."""
+    bell = own_bell()
+    _own.depth += 1
+    return bell
+
+
+def leave_own_wait(bell: Bell) -> None:
+    """End a wait on this thread's bell. A wait nested in another (a signal handler's, or a
+    finalizer's, run while the thread waited) may have taken the ring meant for the one it
+    interrupted, wherever that one was (spinning, asleep, about to wait):
+    ring again, so that one looks at its condition once more instead of sleeping for good."""
+    _own.depth -= 1
+    if _own.depth:
+        bell.ring()
 
 
 class Mailbox(Generic[T]):
