@@ -112,15 +112,26 @@ class Future(Generic[R]):
             elif bell not in self._waiters:  # a thread polling with timeouts comes back
                 self._waiters.append(bell)
         # The bell is this thread's: a ring left from an earlier future wakes it early, so loop.
-        if timeout is None:
+        try:
+            if timeout is None:
+                while not self._done:
+                    bell.wait(None, waits.SPIN_NS)
+                return
+            deadline = time.monotonic() + max(timeout, 0)
             while not self._done:
-                bell.wait(None, waits.SPIN_NS)
-            return
-        deadline = time.monotonic() + max(timeout, 0)
-        while not self._done:
-            left = deadline - time.monotonic()
-            if left <= 0 or (not bell.wait(left, waits.SPIN_NS) and not self._done):
-                raise TimeoutError(f"no result within {timeout} s")
+                left = deadline - time.monotonic()
+                if left <= 0 or (not bell.wait(left, waits.SPIN_NS) and not self._done):
+                    raise TimeoutError(f"no result within {timeout} s")
+        except BaseException:  # a timeout, a Ctrl-C: this thread waits here no more
+            self._forget(bell)
+            raise
+
+    def _forget(self, bell: waits.Bell) -> None:
+        """Drop a bell that stopped waiting: a future polled with timeouts by many short-lived
+        threads would otherwise keep every one of their bells until it completes."""
+        with self._lock:
+            if not self._done and self._waiters is not None and bell in self._waiters:
+                self._waiters.remove(bell)
 
     def _outcome(self) -> R:
         if self._error is None:

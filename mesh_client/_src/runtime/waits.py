@@ -49,7 +49,7 @@ class Bell(Protocol):
     condition."""
 
     def ring(self) -> None: ...
-    def wait(self, timeout: float | None = None, spin_ns: int = 0) -> bool: ...
+    def wait(self, timeout: float | None = None, spin_ns: int = 0, /) -> bool: ...  # positional, as the native one
 
 
 class _LockBell:
@@ -67,7 +67,7 @@ class _LockBell:
         except RuntimeError:
             pass  # rung already: rings merge
 
-    def wait(self, timeout: float | None = None, spin_ns: int = 0) -> bool:
+    def wait(self, timeout: float | None = None, spin_ns: int = 0, /) -> bool:
         if timeout is None or timeout < 0:
             return self._lock.acquire()
         # A lock refuses what time_t cannot hold (get(timeout=math.inf)); the native bell caps it.

@@ -379,3 +379,30 @@ def test_the_native_types_take_no_arguments(name):
         getattr(native, name)(1)
     with pytest.raises(TypeError, match=rf"^{name}\(\) takes no arguments$"):
         getattr(native, name)(spin=1)
+
+
+@pytest.mark.parametrize("make", BELLS)
+def test_waits_given_up_leave_no_bell_on_the_future(make, monkeypatch):
+    # Threads that poll a pending future with timeouts, then end, must not pile their bells
+    # on it; a thread still waiting keeps its own and is woken when it completes.
+    monkeypatch.setattr(waits, "make_bell", make)
+    fut: Future[str] = Future()
+
+    def poll_once():
+        with pytest.raises(TimeoutError):
+            fut.get(timeout=0.001)
+
+    for _ in range(20):
+        t = threading.Thread(target=poll_once)
+        t.start()
+        t.join()
+    assert fut._waiters == []
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(fut.get(timeout=30)))
+    waiter.start()
+    while not fut._waiters and waiter.is_alive():
+        time.sleep(0.001)
+    fut.set_result("done")
+    waiter.join()
+    assert got == ["done"]
+
