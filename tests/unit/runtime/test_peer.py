@@ -40,6 +40,8 @@ def scripted_server(sock, on_request):
             while data := sock.recv(65536):
                 conn.receive_data(data)
                 while (event := conn.next_event()) is not protocol.NEED_DATA:
+                    if isinstance(event, protocol.Closed):  # it says so again on every ask: stop
+                        return
                     out = conn.data_to_send()
                     if out:
                         sock.sendall(out)

@@ -47,6 +47,16 @@ def _settled(loop: reactor.Reactor) -> None:
     assert ran.wait(10)
 
 
+def _finish(loop: reactor.Reactor, handler: Reading, *socks: socket.socket) -> None:
+    """Unregister, then close: a handler left registered on a socket whose peer is gone is
+    ready for good, and its loop (a daemon thread, never stopped) would spin on it for the
+    rest of the test run."""
+    loop.unregister(handler)
+    _settled(loop)
+    for sock in socks:
+        sock.close()
+
+
 def test_a_peer_that_hangs_up_is_served_and_reads_the_end_of_stream():
     loop = reactor.Reactor("test-handlers")
     _, theirs, handler, reads, done = _watched(loop)
@@ -67,6 +77,7 @@ def test_a_handler_registered_twice_is_served_once_per_readiness():
     assert done.wait(10)
     _settled(loop)
     assert reads == [b"once"]
+    _finish(loop, handler, handler.sock, theirs)
 
 
 def test_unregistering_a_stale_handler_leaves_the_descriptors_new_owner_registered():
@@ -83,3 +94,4 @@ def test_unregistering_a_stale_handler_leaves_the_descriptors_new_owner_register
     theirs.send(b"still served")
     assert done.wait(10)
     assert reads == [b"still served"]
+    _finish(loop, current, ours, theirs)

@@ -75,6 +75,19 @@ class Recording:
         self.order.append(self.name)
 
 
+def _finish(loop, handlers, pairs):
+    """Unregister, then close: a handler left on a socket whose peer is gone is ready for good,
+    and its loop (a daemon thread, never stopped) would spin on it for the rest of the run."""
+    for h in handlers:
+        loop.unregister(h)
+    unregistered = threading.Event()
+    loop.call_soon(unregistered.set)
+    assert unregistered.wait(10)
+    for pair in pairs:
+        for sock in pair:
+            sock.close()
+
+
 def test_prioritized_handlers_are_served_first_when_ready_together():
     import socket
 
@@ -96,6 +109,7 @@ def test_prioritized_handlers_are_served_first_when_ready_together():
     loop.call_later(0.2, done.set)
     assert done.wait(10)
     assert order[0] == "peer" and sorted(order) == ["peer", "stranger0", "stranger1", "stranger2"]
+    _finish(loop, handlers, pairs)
 
 
 def test_a_burst_of_unprioritized_handlers_is_served_over_several_passes():
@@ -103,8 +117,9 @@ def test_a_burst_of_unprioritized_handlers_is_served_over_several_passes():
 
     loop = reactor.Reactor("test-budget")
     order, pairs = [], [socket.socketpair() for _ in range(100)]
-    for i, (ours, _) in enumerate(pairs):
-        loop.register(Recording(f"stranger{i}", ours, order, False))
+    handlers = [Recording(f"stranger{i}", ours, order, False) for i, (ours, _) in enumerate(pairs)]
+    for h in handlers:
+        loop.register(h)
     registered, hold, release = threading.Event(), threading.Event(), threading.Event()
     loop.call_soon(registered.set)
     assert registered.wait(10)
@@ -120,3 +135,4 @@ def test_a_burst_of_unprioritized_handlers_is_served_over_several_passes():
     assert done.wait(10)
     assert served_in_first_pass == [reactor.Reactor.OTHERS_PER_PASS]
     assert len(order) == 100
+    _finish(loop, handlers, pairs)
