@@ -206,10 +206,15 @@ class Channel:
         must not get stuck behind a peer that does not read)."""
         if not self._outbox.frames:
             return
+        if not self._send_lock.acquire(blocking=block):
+            # Another thread is writing (it takes the held frames along) or holding one more
+            # frame: look again soon rather than wait behind a write to a peer that may not read.
+            self._reactor.call_later(RETRY_FIRST, self._flush_soon)
+            return
         retry = 0.0
         data = None
         try:
-            with self._send_lock:
+            try:
                 outbox = self._outbox
                 if not outbox.frames:
                     return
@@ -225,6 +230,8 @@ class Channel:
                         retry = self._retry = min(max(self._retry * 2, RETRY_FIRST), RETRY_MAX)
                     else:
                         self._retry = 0.0
+            finally:
+                self._send_lock.release()
         except OSError as exc:
             self.close(f"connection to {self.display} broke while sending: {exc}", CloseKind.IO_ERROR)
             return

@@ -5,10 +5,12 @@ full, and puts unwritten bytes back in front; a channel writes held frames in on
 them any frame not held, and all of them when a thread is about to wait (``flush_all``); a held
 frame goes out by the reactor's timer with nobody sending or waiting after it; the receiver
 parses a batch whole, split at every byte, or in any two pieces; closing on an error drops held
-frames and refuses later sends, closing locally writes them first.
+frames and refuses later sends, closing locally writes them first; a flush that must not block
+never waits for the send lock, and what it left is written once the lock is free.
 """
 
 import socket
+import threading
 
 import pytest
 
@@ -255,6 +257,21 @@ def test_a_peer_that_reads_nothing_never_blocks_the_reactor_and_gets_the_frames_
     data = received(theirs, filler + 5 * size(frame(0)))  # reading makes room: the reactor retries
     assert data[:filler] == b"f" * filler
     assert parse(data[filler:]) == [[b"%08d" % i, b"x" * 8] for i in range(5)]
+
+
+def test_the_reactor_never_waits_for_the_send_lock_and_the_held_frames_still_go_out(pair, slow_timer):
+    # The lock's holder may be stuck writing to a peer that does not read: the reactor's (and a
+    # waiting thread's) flush must not queue behind it, and must not lose the held frames.
+    ch, theirs, _ = pair
+    for i in range(3):
+        ch.send([b"%08d" % i, b"x" * 8], hold=True)
+    flushed = threading.Event()
+    with ch._send_lock:  # as a writer stuck on its sendmsg holds it
+        flusher = threading.Thread(target=lambda: (ch.flush(block=False), flushed.set()), daemon=True)
+        flusher.start()
+        assert flushed.wait(30), "flush(block=False) waited for the send lock"
+    data = received(theirs, 3 * size(frame(0)))  # the retry, once the lock is free
+    assert parse(data) == [[b"%08d" % i, b"x" * 8] for i in range(3)]
 
 
 def test_a_thread_bursts_from_its_second_send_until_it_waits():
