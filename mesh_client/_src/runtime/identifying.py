@@ -48,6 +48,10 @@ class IdentityReply(ProcIdentity):
     # after its connection broke, a new one (a restart, a new pod) with another (:mod:`.relinking`).
     # Absent from servers before it (read it with .get()).
     boot: str
+    # The largest message it accepts (its PROCMESH_MAX_MESSAGE_BYTES): a client refuses a bigger
+    # call itself instead of sending it to a proc that would close the connection. Absent from
+    # servers before it (read it with .get()).
+    max_message_bytes: int
 
 
 def identify_proc(

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from mesh_client._src.runtime import channel as channel_mod
 from mesh_client._src.runtime import coalescing, futures, ops, relinking, unixlinks
 from mesh_client._src.wire import envelopes, packing
+from mesh_client._src.wire import errors as wire_errors
 
 # Reply status codes and the one-way call id, defined with the envelopes they travel in.
 OK = envelopes.OK
@@ -38,6 +39,7 @@ _ids = itertools.count(1)
 _WATCH = ops.WATCH
 # Looked up once: these run for every call.
 _request_frame = packing.request_frame
+_REQUEST_FIXED = envelopes.REQUEST_HEAD.size
 _reply_head = envelopes.reply_head
 _CLOSED = channel_mod.ChannelState.CLOSED
 
@@ -83,6 +85,7 @@ class Peer:
         # (reason, deadline on time.monotonic()) -> message; it must not wait past the deadline.
         self.explain_loss: Callable[[str, float], str] | None = None
         self.identity: Mapping[str, Any] | None = None  # what IDENTIFY said on this connection
+        self.max_message: int | None = None  # the largest message the proc accepts, once known
         self.verdict: relinking.Verdict | None = None  # set when the link broke (not closed by us)
         # Who to tell when a successor reaches the same proc (a ProcGroup swaps it in).
         self.on_relinked: list[weakref.WeakMethod[Callable[[Peer, Peer], None]]] = []
@@ -147,6 +150,9 @@ class Peer:
             if waiter is not None:
                 waiter.set_raw(lost)
             return lost
+        limit = self.max_message
+        if limit is not None and (len(payload) != 1 or _REQUEST_FIXED + len(fields) + len(payload[0]) > limit):
+            self._refuse_beyond(limit, fields, payload)
         call_id = NO_REPLY if waiter is None else next(_ids)
         # A caller issuing calls back to back while earlier ones are still in flight (watches,
         # which stay pending for an actor's life, do not count): this frame may wait a little
@@ -248,15 +254,31 @@ class Peer:
         successor: Peer | None = verdict.wait(self.lost_at or time.monotonic())
         return successor
 
+    def _refuse_beyond(self, limit: int, fields: bytes, payload: Segments) -> None:
+        """Raise MessageTooLarge for a request over the proc's limit: the proc would close the
+        connection on it, failing every other call on the link, for a cause only its log told."""
+        size = _REQUEST_FIXED + len(fields)
+        for s in payload:
+            size += s.nbytes if isinstance(s, memoryview) else len(s)
+        if size > limit:
+            raise wire_errors.MessageTooLarge(
+                f"this call's message is {size:,} bytes; proc {self.display} accepts at most {limit:,} "
+                f"(PROCMESH_MAX_MESSAGE_BYTES in its environment): send less per call, or raise the "
+                f"limit where the procs start")
+
     def _learn_identity(self) -> None:
-        """Ask the proc who it is (IDENTIFY, once per connection): what a broken link compares."""
+        """Ask the proc who it is (IDENTIFY, once per connection): what a broken link compares,
+        and the largest message it accepts."""
         def learnt(fut: futures.Future[Any]) -> None:
             raw = fut.peek_raw()
             if isinstance(raw, tuple) and raw[0] == OK and raw[1]:
                 try:
-                    self.identity = json.loads(b"".join(bytes(s) for s in raw[1]))
+                    self.identity = identity = json.loads(b"".join(bytes(s) for s in raw[1]))
                 except ValueError:
-                    pass
+                    return
+                limit = identity.get("max_message_bytes") if isinstance(identity, dict) else None
+                if isinstance(limit, int) and limit > 0:
+                    self.max_message = limit
 
         self.request((ops.IDENTIFY,), (), lambda raw: raw).add_done_callback(learnt)
 

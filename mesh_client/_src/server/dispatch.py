@@ -218,7 +218,8 @@ class ProcServer:
             threading.Thread(target=self._bootstrap, args=(channel, call_id, payload, texts), daemon=True).start()
         elif op == ops.IDENTIFY:
             answer = identifying.IdentityReply(**self.identity, pid=os.getpid(), gpu=gpu.visible_gpu(),
-                                               memory=gpu.memory(), actors=len(self.actors), boot=self.boot)
+                                               memory=gpu.memory(), actors=len(self.actors), boot=self.boot,
+                                               max_message_bytes=self.max_message_bytes)
             reply(channel, call_id, peers.OK, [json.dumps(answer).encode()])
         elif op == ops.STOP:
             reply(channel, call_id, peers.OK, [])

@@ -21,3 +21,8 @@ class AuthenticationError(WireError):
 
 class VersionMismatch(ProtocolError):
     """The peer speaks another wire protocol version (:mod:`.versions`); the message names both."""
+
+
+class MessageTooLarge(WireError, ValueError):
+    """A message bigger than its receiver accepts (its ``PROCMESH_MAX_MESSAGE_BYTES``): refused
+    in the sender, before a byte is sent, so the connection and its other calls live on."""

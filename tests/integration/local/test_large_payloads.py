@@ -5,7 +5,8 @@ Aspects: 1 MiB ``bytes``, ``bytearray`` and numpy arrays arrive in the actor as 
 made in the actor), and come back intact; several large buffers in one call; one actor's large
 results to several callers' calls in flight at once stay each its own; a large frame whose
 sender stops halfway does not hold up the proc's other connections (a read that waited for the
-rest would), and completes when the rest comes.
+rest would), and completes when the rest comes; a call over the proc's message limit is refused
+in the caller, and the connection and its other calls live on.
 """
 
 import socket
@@ -13,9 +14,10 @@ import socket
 import numpy as np
 import pytest
 
-from mesh_client import Actor, endpoint, this_host
+from mesh_client import Actor, default_bootstrap_cmd, endpoint, this_host
 from mesh_client._src.runtime import handshaking, ops, streams
 from mesh_client._src.wire import envelopes, frames, protocol
+from mesh_client._src.wire.errors import MessageTooLarge
 
 MIB = 1 << 20
 
@@ -125,3 +127,20 @@ def test_a_large_frame_stopped_halfway_holds_up_no_other_connection(procs, one):
         assert envelopes.reply_head(event.segments) == (7, envelopes.OK)
     finally:
         stream.close()
+
+
+def test_a_call_over_the_procs_limit_is_refused_in_the_caller_and_the_link_lives_on():
+    # The proc would close the connection on such a frame (and every other call on it would
+    # fail, the actor reported dead, for a cause only the proc's log told): the caller refuses
+    # it, naming the size, the limit and the setting, and nothing else is disturbed.
+    cmd = default_bootstrap_cmd().with_env({"PROCMESH_MAX_MESSAGE_BYTES": str(MIB)})
+    with this_host().spawn_procs(per_host={"gpus": 1}, name="limited", bootstrap_command=cmd) as mesh:
+        actor = mesh.spawn("inspector", Inspector)
+        assert actor.echo.call_one(b"small").get(timeout=60) == b"small"
+        pending = actor.echo.call_one(b"x" * (MIB // 2))
+        with pytest.raises(MessageTooLarge, match=r"message is [\d,]+ bytes; proc limited\[gpus=0\] accepts at most 1,048,576 \(PROCMESH_MAX_MESSAGE_BYTES"):
+            actor.echo.call_one(b"x" * (2 * MIB))
+        with pytest.raises(ValueError, match="accepts at most"):  # numpy's buffers count too
+            actor.echo.call_one(np.zeros(2 * MIB, dtype=np.uint8))
+        assert pending.get(timeout=60) == b"x" * (MIB // 2)
+        assert actor.echo.call_one(b"after").get(timeout=60) == b"after"
