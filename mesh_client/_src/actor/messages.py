@@ -87,7 +87,8 @@ def decode_reply(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:
     peer: peers.Peer = extra
     if isinstance(peer, peers.Peer) and peer.relinked() is not None:  # the proc lives on: only the link broke
         raise ConnectionBroken(f"{endpoint_call(what)} failed: {peer.loss_message(data)}")
-    raise SupervisionError(f"{endpoint_call(what)} failed, the process this actor was running on failed: {peer.loss_message(data)}")
+    ran_on = "the process it ran in" if what.startswith("bootstrap ") else "the process this actor was running on"  # Monarch's words
+    raise SupervisionError(f"{endpoint_call(what)} failed, {ran_on} failed: {peer.loss_message(data)}")
 
 
 def failed(fut: Any) -> bool:

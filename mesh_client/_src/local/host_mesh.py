@@ -111,7 +111,9 @@ class HostMesh(MeshTrait):
         addresses = procs.start()
         group = ProcGroup(name, addresses, token.encode(), displays, owner=procs)
         procs.watch(group.peers)
-        return connected_mesh(group, shape, bootstrap)
+        mesh = connected_mesh(group, shape, bootstrap)
+        procs.spawned = True
+        return mesh
 
     async def spawn_procs_async(
         self,

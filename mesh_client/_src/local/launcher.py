@@ -36,6 +36,8 @@ LOST_EXIT_SECONDS = 5.0
 
 #: What a failed call on a dead local proc adds: the way on (the local backend restarts nothing).
 NO_RESTARTS = f"the local backend restarts no proc by itself: {restarts.WAY_ON} (either starts a new proc in its place)"
+#: What it adds while ``spawn_procs`` has not returned: there is no mesh to respawn yet.
+NO_MESH_YET = "spawn_procs stops the mesh's other procs and raises: fix what ended this one and call spawn_procs again"
 
 CommandSpec = BootstrapCommand | Callable[[Point], BootstrapCommand] | None
 
@@ -77,6 +79,7 @@ class LocalProcs:
         self.addresses: list[tuple[str, int]] = []
         self.restarts = [0] * len(self._points)  # new processes started in each one's place
         self._stopped: dict[int, str] = {}  # procs stopped on purpose, alive when asked: the reason
+        self.spawned = False  # spawn_procs returned the mesh: from then on a dead proc is respawned
         self._peers: Sequence[peers.Peer] = []
         _live.add(self)
 
@@ -231,10 +234,13 @@ class LocalProcs:
             proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             return (f"lost the connection to proc {self.displays[index]} (pid {proc.pid}; its exit "
-                    f"status was not known yet): {reason}; {NO_RESTARTS}")
+                    f"status was not known yet): {reason}; {self._way_on()}")
         code = proc.returncode
         monarch = f"Killed(sig={-code}): " if code is not None and code < 0 else ""  # Monarch's words first
-        return f"{monarch}proc {self.displays[index]} (pid {proc.pid}) {explain_exit(code)}; {NO_RESTARTS}"
+        return f"{monarch}proc {self.displays[index]} (pid {proc.pid}) {explain_exit(code)}; {self._way_on()}"
+
+    def _way_on(self) -> str:
+        return NO_RESTARTS if self.spawned else NO_MESH_YET
 
     def stop(self, indices: Sequence[int], reason: str) -> None:
         """Ask the procs to stop, then make sure they are gone."""

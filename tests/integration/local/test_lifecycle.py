@@ -5,7 +5,8 @@ fails spawn_procs; stop and the context manager end every process; a controller 
 takes its procs with it; the proc server does not import torch by itself; module-level finalizers
 (``__del__``) run when stop ends a proc, as in Monarch; a terminal's Ctrl-C (SIGINT to the whole
 process group) leaves the zygote running, so each proc's real end is reported; calls on a stopped
-mesh say it was stopped, not that its procs failed.
+mesh say it was stopped, not that its procs failed; a proc that dies in its bootstrap fails
+spawn_procs with how it ended and the way on (there is no mesh to respawn yet).
 """
 
 import os
@@ -68,6 +69,21 @@ def broken_bootstrap():
 def test_failing_bootstrap_fails_spawn_procs_and_cleans_up():
     with pytest.raises(ActorError, match="no such device"):
         this_host().spawn_procs(per_host={"gpus": 2}, bootstrap=broken_bootstrap)
+
+
+def bootstrap_that_ends_rank_one():
+    if os.environ.get("PROCMESH_RANK") == "1":
+        os._exit(5)
+
+
+def test_a_proc_that_dies_in_its_bootstrap_fails_spawn_procs_with_the_way_on():
+    # There is no mesh yet to respawn: the error says how the proc ended and to spawn again.
+    with pytest.raises(SupervisionError) as raised:
+        this_host().spawn_procs(per_host={"gpus": 2}, name="dies", bootstrap=bootstrap_that_ends_rank_one)
+    message = str(raised.value)
+    assert "bootstrap 'bootstrap_that_ends_rank_one' failed, the process it ran in failed: proc dies[gpus=1]" in message
+    assert "exited with code 5" in message and "call spawn_procs again" in message
+    assert "respawn" not in message and "this actor" not in message
 
 
 def test_a_proc_that_cannot_start_is_reported():

@@ -16,6 +16,7 @@ from mesh_client._src.local import launcher
 def procs_of(proc):
     owner = launcher.LocalProcs("m", [{"gpus": 0}], ["m[gpus=0]"], None, "token")
     owner.processes.append(proc)
+    owner.spawned = True  # spawn_procs returned: the way on is a respawn (before: spawn again)
     return owner
 
 
