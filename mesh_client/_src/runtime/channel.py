@@ -212,35 +212,47 @@ class Channel:
             self._reactor.call_later(RETRY_FIRST, self._flush_soon)
             return
         retry = 0.0
-        data = None
+        writing = False
         try:
             try:
-                outbox = self._outbox
-                if not outbox.frames:
+                if not self._outbox.frames:
                     return
-                data = outbox.take()
-                coalescing.forget(self)
+                writing = True
                 if block or self._sock is None:
+                    data = self._outbox.take()
+                    coalescing.forget(self)
                     self.stream.write([data])
+                elif self._write_held_now():
+                    retry = self._retry = self._next_retry()
                 else:
-                    rest = self._write_now(data)
-                    if rest:
-                        outbox.put_back(rest)
-                        coalescing.note(self)
-                        retry = self._retry = min(max(self._retry * 2, RETRY_FIRST), RETRY_MAX)
-                    else:
-                        self._retry = 0.0
+                    self._retry = 0.0
             finally:
                 self._send_lock.release()
         except OSError as exc:
             self.close(f"connection to {self.display} broke while sending: {exc}", CloseKind.IO_ERROR)
             return
         except BaseException as exc:
-            if data is not None:
+            if writing:
                 self._cut_short(exc)
             raise
         if retry:
             self._reactor.call_later(retry, self._flush_soon)
+
+    def _write_held_now(self) -> bool:
+        """With the send lock held: write the held bytes as far as the socket takes them now;
+        the rest stays held (and noted, for the next waiting thread). Whether any is left."""
+        outbox = self._outbox
+        data = outbox.take()
+        coalescing.forget(self)
+        rest = self._write_now(data)
+        if rest:
+            outbox.put_back(rest)
+            coalescing.note(self)
+        return bool(rest)
+
+    def _next_retry(self) -> float:
+        """The delay before the next try at a socket that took less than all: doubling."""
+        return min(max(self._retry * 2, RETRY_FIRST), RETRY_MAX)
 
     def _cut_short(self, exc: BaseException) -> None:
         """A write that an exception other than OSError (a Ctrl-C in the caller's thread) cut
@@ -279,18 +291,10 @@ class Channel:
             if self.state is _CLOSED:
                 self._unsent = bytearray()
                 return
-            outbox = self._outbox
             if self._unsent:
-                outbox.append(self._unsent)
+                self._outbox.append(self._unsent)
                 self._unsent = bytearray()
-            if outbox.frames:
-                data = outbox.take()
-                coalescing.forget(self)
-                rest = self._write_now(data)
-                if rest:
-                    outbox.put_back(rest)
-                    coalescing.note(self)
-            left = len(outbox)
+            left = self._write_held_now() if self._outbox.frames else False
         except OSError as exc:
             broke: OSError | None = exc
         else:
@@ -317,7 +321,7 @@ class Channel:
     def _pump_later(self) -> None:
         if not self._pump_due:
             self._pump_due = True
-            self._retry = min(max(self._retry * 2, RETRY_FIRST), RETRY_MAX)
+            self._retry = self._next_retry()
             self._reactor.call_later(self._retry, self._pump_timer)
 
     def _pump_timer(self) -> None:
