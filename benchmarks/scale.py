@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import datetime
 import json
 import math
 import os
@@ -385,6 +386,7 @@ def run_wave(core: Any, custom: Any, operator: support.OperatorProcess, meshes: 
     hosts, per_host = shape(procs)
     created: dict[str, float] = {}
     started = time.monotonic()
+    started_epoch = time.time()
     for i in range(meshes):
         name = f"m{i}"
         body = {"apiVersion": contract.API_VERSION, "kind": contract.KIND,
@@ -419,6 +421,7 @@ def run_wave(core: Any, custom: Any, operator: support.OperatorProcess, meshes: 
             if v - requests_by_kind(before).get(k, 0.0) > 0},
         "operator_peak_rss_mb": round(peak_mb, 1), "operator_cpu_seconds": round(cpu, 1),
         "api_server": server,
+        "cluster": pod_timeline(core, namespace, started_epoch),
     }
 
 
@@ -451,6 +454,38 @@ def pod_census(core: Any, namespace: str) -> dict[str, Any]:
     return {"pods": len(pods),
             "bound": sum(1 for p in pods if (p.get("spec") or {}).get("nodeName")),
             "pod_scheduled": scheduled}
+
+
+def pod_timeline(core: Any, namespace: str, started_epoch: float) -> dict[str, Any]:
+    """When a quarter, half, three quarters and all of the wave's pods were created, bound and
+    Ready, in seconds from the wave's start (the API's timestamps, to the second): what the
+    cluster took, apart from how late the operator reported Ready after that."""
+    pods = json.loads(core.list_namespaced_pod(namespace, _preload_content=False).data)["items"]
+
+    def seconds(stamp: str | None) -> float | None:
+        if not stamp:
+            return None
+        when = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=datetime.timezone.utc).timestamp()
+        return round(when - started_epoch, 1)
+
+    def quartiles(values: Sequence[float | None]) -> list[float] | None:
+        """When a quarter, half, three quarters and all of the pods had got there."""
+        known = sorted(v for v in values if v is not None)
+        if not known:
+            return None
+        return [known[max(0, math.ceil(q * len(known)) - 1)] for q in (0.25, 0.5, 0.75, 1.0)]
+
+    def transition(pod: dict[str, Any], type_: str) -> float | None:
+        for c in (pod.get("status") or {}).get("conditions") or []:
+            if c.get("type") == type_ and c.get("status") == "True":
+                return seconds(c.get("lastTransitionTime"))
+        return None
+
+    return {"pods_created_seconds": quartiles([seconds(p["metadata"].get("creationTimestamp"))
+                                               for p in pods]),
+            "pods_bound_seconds": quartiles([transition(p, "PodScheduled") for p in pods]),
+            "pods_ready_seconds": quartiles([transition(p, "Ready") for p in pods])}
 
 
 def _round(value: float | None) -> float | None:
