@@ -87,3 +87,47 @@ def test_close_lets_a_reconcile_in_flight_finish_and_cancels_one_past_the_drain(
     finished, stuck, task = asyncio.run(main())
     assert finished == ["mesh: first create", "mesh: second create"]
     assert stuck == ["stuck: first create"] and task is None
+
+
+def test_events_during_a_run_wait_a_multiple_of_it_capped():
+    """A busy key (a big mesh's reconcile, events all along) takes at most a quarter of the
+    operator's time: the events of a run wait three times its length, at most BATCH_MAX."""
+    assert queueing.batch_wait(0.0) == 0.0
+    assert queueing.batch_wait(0.05) == 0.05 * queueing.BATCH_FACTOR
+    assert queueing.batch_wait(10.0) == queueing.BATCH_MAX
+    assert queueing.BATCH_FACTOR >= 3.0
+
+
+def test_a_key_enqueued_after_a_run_waits_the_batch(monkeypatch):
+    """The events of a big mesh reach the queue after its reconcile, not during it, when the
+    reconcile's work does not await (the event loop is busy with it): they wait all the same."""
+    runs_seen: list[float] = []
+    monkeypatch.setattr(queueing, "batch_wait", lambda run: runs_seen.append(run) or 0.05)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        starts, ends, order = [], [], []
+
+        async def worker(key):
+            order.append(key)
+            starts.append(loop.time())
+            await asyncio.sleep(0.02)
+            ends.append(loop.time())
+            return None
+
+        q = queueing.WorkQueue(worker)
+        q.enqueue("k")
+        while not ends:
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0)  # the run's task ends
+        q.enqueue("k")  # an event after the run
+        q.enqueue("other")  # another key is not held back
+        while len(ends) < 3:
+            await asyncio.sleep(0.001)
+        await q.close()
+        return starts, ends, order
+
+    starts, ends, order = asyncio.run(main())
+    assert runs_seen[0] >= 0.02  # the wait is computed from the run's length
+    assert order == ["k", "other", "k"]  # another key is not held back
+    assert starts[2] >= ends[0] + 0.05 - 0.001  # "k" after the batch (asyncio's clock slack)
