@@ -169,6 +169,8 @@ def _node_losses(pods: Mapping[int, Mapping[str, Any]],
                  ) -> tuple[dict[int, str], set[int], float | None]:
     """Ranks on lost nodes (-> node), those out of toleration, and when the next one will be."""
     lost: dict[int, str] = {}
+    if not losses:
+        return lost, set(), None  # no node is lost (nearly always): no pod to look at
     expired: set[int] = set()
     recheck = math.inf
     for rank, pod in pods.items():

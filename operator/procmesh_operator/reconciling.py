@@ -9,7 +9,8 @@ create-only: it never reads one), ensures the mesh's access Role and
 the headless Service, plans with :func:`planning.plan`, deletes then creates pods (through one
 :class:`gates.PriorityGate` for all meshes, earlier meshes first), and writes
 :func:`statuses.compute_status` through the status subresource only when it changed (progress
-alone at most once per window, :mod:`.coalescing`). Pods come from :mod:`.podwatch`. It stops at the first API error, records it in the status, and lets the
+alone at most once per window, :mod:`.coalescing`; the procs' entries of pods unchanged since the
+last reconcile come from :mod:`.proc_entries`). Pods come from :mod:`.podwatch`. It stops at the first API error, records it in the status, and lets the
 queue retry with backoff. Pinned placement runs under one lock, so two meshes cannot claim the
 same device budget at once. Node events keep a map of lost nodes and the set of Ready ones
 (:mod:`.losses`): a node's change requeues the meshes with pods on it, every node lost at once
@@ -50,6 +51,7 @@ from procmesh_operator import (
     placing,
     planning,
     podwatch,
+    proc_entries,
     projections,
     queueing,
     rendering,
@@ -129,6 +131,8 @@ class Controller:
         self._create_order: dict[Key, int] = {}
         self._orders = itertools.count()
         self._pod_watches: list[podwatch.PodWatch] = []  # ours, unless kopf watches pods
+        # Each mesh's status.procs entries as last computed (only changed pods are read again).
+        self._entries: dict[Key, proc_entries.EntryMemo] = {}
 
     # --- Lifecycle -----------------------------------------------------------------------------
 
@@ -324,6 +328,7 @@ class Controller:
         self._leases.forget(key)
         self._create_order.pop(key, None)
         self._checked_at.pop(key, None)
+        self._entries.pop(key, None)
         for deps in self._colocated_by.values():
             deps.discard(key)  # (meshes colocated with this one keep their entry: they wait)
         if self.queue is not None:
@@ -395,7 +400,8 @@ class Controller:
         pods = self.store.pods_by_rank(key, mesh.uid)
         status = statuses.compute_status(
             mesh, previous, pods, plan, error, hold=hold,
-            claimed_gpus=view.gpus_by_rank(mesh) if view is not None else None)
+            claimed_gpus=view.gpus_by_rank(mesh) if view is not None else None,
+            memo=self._entries.setdefault(key, proc_entries.EntryMemo()))
         if queue is not None and admission is not None:
             status = workloads.overlay(status, previous, admission, queue, mesh.generation,
                                        statuses.now_rfc3339(),

@@ -41,15 +41,29 @@ def _host_label() -> str:
     return contract.coord_label(contract.HOSTS_DIM)
 
 
-def pod_affinity(mesh: specs.MeshSpec, rank: int) -> dict[str, list[dict[str, Any]]]:
-    """The required inter-pod terms of ``rank``'s pod, by affinity kind (``podAffinity``,
-    ``podAntiAffinity``); empty when the mesh needs none (see the module docstring)."""
+def affinity_kinds(mesh: specs.MeshSpec) -> tuple[str, ...]:
+    """The kinds of required inter-pod term (``podAntiAffinity``, ``podAffinity``) every pod of
+    ``mesh`` carries (the same for each rank; only the terms' host index differs); empty when
+    the mesh needs none (see the module docstring)."""
     if not mesh.hosts_on_distinct_nodes or mesh.colocate_with is not None \
             or mesh.gpus.mode not in _SCHEDULER_PLACED:
+        return ()
+    kinds: tuple[str, ...] = ()
+    if mesh.shape.sizes[0] > 1:
+        kinds += ("podAntiAffinity",)
+    if mesh.size // mesh.shape.sizes[0] > 1 and mesh.gpus.mode != contract.GPU_MODE_DRA:
+        kinds += ("podAffinity",)
+    return kinds
+
+
+def pod_affinity(mesh: specs.MeshSpec, rank: int) -> dict[str, list[dict[str, Any]]]:
+    """The required inter-pod terms of ``rank``'s pod, by kind (:func:`affinity_kinds`)."""
+    kinds = affinity_kinds(mesh)
+    if not kinds:
         return {}
     host = str(mesh.shape.host_of(rank))
     out: dict[str, list[dict[str, Any]]] = {}
-    if mesh.shape.sizes[0] > 1:
+    if "podAntiAffinity" in kinds:
         out["podAntiAffinity"] = [{
             "labelSelector": {"matchExpressions": [
                 {"key": contract.MESH_LABEL, "operator": "In", "values": [mesh.name]},
@@ -57,8 +71,7 @@ def pod_affinity(mesh: specs.MeshSpec, rank: int) -> dict[str, list[dict[str, An
             ]},
             "topologyKey": HOSTNAME_TOPOLOGY_KEY,
         }]
-    per_host = mesh.size // mesh.shape.sizes[0]
-    if per_host > 1 and mesh.gpus.mode != contract.GPU_MODE_DRA:
+    if "podAffinity" in kinds:
         out["podAffinity"] = [{
             "labelSelector": {"matchLabels": {contract.MESH_LABEL: mesh.name, _host_label(): host}},
             "topologyKey": HOSTNAME_TOPOLOGY_KEY,

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import assigned_gpus, claims, ganging, placing, planning, specs
+from procmesh_operator import claims, ganging, placing, planning, proc_entries, specs
 
 # Condition types, and the reasons a client acts on (the refusals, ProcFailed and
 # RestartLimitReached), are the contract's (mesh_client._src.contract); one function below
@@ -70,29 +70,6 @@ def _condition(previous: Sequence[Mapping[str, Any]] | None, type_: str, status:
         since = str(old["lastTransitionTime"])
     return {"type": type_, "status": status, "observedGeneration": generation,
             "lastTransitionTime": since, "reason": reason, "message": message}
-
-
-def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None,
-               claimed_gpu: str | None = None) -> dict[str, Any]:
-    """One ``status.procs[]`` entry: what a client needs to reach the proc. ``claimed_gpu``:
-    dra mode, the device the scheduler allocated to the proc's claim request."""
-    entry: dict[str, Any] = {"rank": rank, "coords": mesh.shape.coords(rank),
-                             "pod": contract.pod_name(mesh.name, rank), "ready": False}
-    if pod is None:
-        return entry
-    spec = pod.get("spec") or {}
-    status = pod.get("status") or {}
-    if spec.get("nodeName"):
-        entry["node"] = spec["nodeName"]
-    if status.get("podIP") and not planning.is_terminating(pod):
-        entry["address"] = f"{status['podIP']}:{mesh.port}"
-    entry["ready"] = planning.is_ready(pod)
-    entry["podPhase"] = "Terminating" if planning.is_terminating(pod) else planning.pod_phase(pod)
-    gpu = claimed_gpu if mesh.gpus.mode == contract.GPU_MODE_DRA \
-        else assigned_gpus.assigned_gpu(pod)
-    if gpu is not None:
-        entry["gpu"] = gpu
-    return entry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,20 +242,24 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
                    pods: Mapping[int, Mapping[str, Any]], plan: planning.Plan | None,
                    error: str | None = None, *, now: str | None = None,
                    claimed_gpus: Mapping[int, str] | None = None,
-                   hold: ganging.Hold | None = None) -> dict[str, Any]:
+                   hold: ganging.Hold | None = None,
+                   memo: proc_entries.EntryMemo | None = None) -> dict[str, Any]:
     """The status of ``mesh`` given its pods (by rank, as observed after the plan ran), the plan
     (None when the reconcile failed before planning), the error of the reconcile, if any, and
     what holds its gang (:mod:`.ganging`), if anything.
-    ``claimed_gpus``: dra mode, the allocated device of each rank (:mod:`.claims`)."""
+    ``claimed_gpus``: dra mode, the allocated device of each rank (:mod:`.claims`).
+    ``memo``: the mesh's entries as last computed (:mod:`.proc_entries`; the same result)."""
     now = now or now_rfc3339()
     previous = previous or {}
     prev_conditions = previous.get("conditions")
-    size = mesh.size  # once: it is computed from the shape (and big meshes have many pods)
+    entries: list[dict[str, Any]] = []
+    if not mesh.suspend:
+        entries = memo.entries(mesh, pods, claimed_gpus) if memo is not None \
+            else proc_entries.entries(mesh, pods, claimed_gpus)
     o = Observed(
         mesh=mesh, pods=pods, plan=plan, error=error,
-        ready=0 if mesh.suspend else sum(
-            1 for rank, pod in pods.items() if rank < size and planning.is_ready(pod)),
-        desired=0 if mesh.suspend else size,
+        ready=sum(1 for entry in entries if entry["ready"]),
+        desired=0 if mesh.suspend else mesh.size,
         restarts=plan.restarts if plan is not None else int(previous.get("restarts") or 0))
 
     def cond(type_: str, verdict: Verdict) -> dict[str, Any]:
@@ -311,9 +292,7 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         "readyProcs": o.ready,
         "restarts": o.restarts,
         "conditions": conditions,
-        **procs_fields(mesh, [] if mesh.suspend else [
-            proc_entry(mesh, r, pods.get(r), (claimed_gpus or {}).get(r))
-            for r in range(size)]),
+        **procs_fields(mesh, entries),
         # Recorded by token_secrets.py before this status; kept, so that it never reads as a
         # change (coalescing.significant compares every field).
         **({contract.TOKEN_SECRET_STATUS_FIELD: mesh.recorded_token_secret_name}

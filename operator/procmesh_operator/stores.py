@@ -61,10 +61,9 @@ class PodStore:
         self._primed: set[Key] = set()
         self._priming: dict[Key, int] = {}  # meshes whose first list is in flight (-> how many)
         self._clock = clock
-        # key -> owner uid -> pods_by_rank's answer, until the next write to that mesh's pods:
-        # a reconcile asks several times, and a big mesh has thousands of pods to sort.
-        self._ranked: dict[Key, dict[str, dict[int, dict[str, Any]]]] = {}
-        self._all_ranked: dict[Key, dict[int, dict[str, Any]]] = {}  # _by_rank's, as above
+        # key -> controller uid -> the mesh's pods by rank, until the next write to that mesh's
+        # pods: a reconcile asks several times, and a big mesh has thousands of pods to sort.
+        self._ranked: dict[Key, dict[str | None, dict[int, dict[str, Any]]]] = {}
 
     # --- Tombstones ----------------------------------------------------------------------------
 
@@ -120,7 +119,6 @@ class PodStore:
 
     def _changed(self, key: Key) -> None:
         self._ranked.pop(key, None)
-        self._all_ranked.pop(key, None)
 
     def forget(self, namespace: str, mesh: str, name: str, uid: str) -> None:
         """The operator deleted this pod and it is gone: drop it and ignore its stale events."""
@@ -207,30 +205,28 @@ class PodStore:
         ``<mesh>-<rank>`` are skipped). A pod of the same name and label controlled by another
         uid is not this mesh's proc (an earlier mesh of this name, being garbage-collected):
         see :meth:`foreign_by_rank`."""
-        by_owner = self._ranked.setdefault(key, {})
-        cached = by_owner.get(owner_uid)
-        if cached is None:
-            cached = {rank: pod for rank, pod in self._by_rank(key).items()
-                      if controller_uid(pod) == owner_uid}
-            by_owner[owner_uid] = cached
-        return dict(cached)  # callers may change their copy, never the cached one
+        return dict(self._by_owner(key).get(owner_uid, {}))  # callers may change their copy
 
     def foreign_by_rank(self, key: Key, owner_uid: str) -> dict[int, dict[str, Any]]:
         """Pods with the mesh's label and a rank's name not controlled by ``owner_uid``: they
         hold a name this incarnation needs, so it waits for them to go."""
-        return {rank: pod for rank, pod in self._by_rank(key).items()
-                if controller_uid(pod) != owner_uid}
+        out: dict[int, dict[str, Any]] = {}
+        for owner, pods in self._by_owner(key).items():
+            if owner != owner_uid:
+                out.update(pods)
+        return out
 
-    def _by_rank(self, key: Key) -> dict[int, dict[str, Any]]:
-        """Every pod of the mesh by rank (not to be changed: cached until the next write)."""
-        out = self._all_ranked.get(key)
+    def _by_owner(self, key: Key) -> dict[str | None, dict[int, dict[str, Any]]]:
+        """Every pod of the mesh by controller uid, then rank, in one pass over them (not to be
+        changed: cached until the next write)."""
+        out = self._ranked.get(key)
         if out is None:
             out = {}
             for name, pod in self._pods.get(key, {}).items():
                 rank = contract.rank_of_pod_name(key[1], name)
                 if rank is not None:
-                    out[rank] = pod
-            self._all_ranked[key] = out
+                    out.setdefault(controller_uid(pod), {})[rank] = pod
+            self._ranked[key] = out
         return out
 
 

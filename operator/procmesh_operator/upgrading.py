@@ -44,8 +44,9 @@ def _carries(pod: Mapping[str, Any], kind: str, mesh: str) -> bool:
 def spread_when_rendered(mesh: specs.MeshSpec, pods: Mapping[int, Mapping[str, Any]]) -> bool:
     """Whether the existing ``pods`` of a DistinctNodes ``mesh`` were placed with its hosts on
     distinct nodes (True when they cannot tell)."""
-    for rank, pod in pods.items():
-        for kind in spreading.pod_affinity(mesh, rank):
+    kinds = spreading.affinity_kinds(mesh)  # the same for every rank
+    for pod in pods.values():
+        for kind in kinds:
             if not _carries(pod, kind, mesh.name):
                 return False
     if mesh.gpus.mode == contract.GPU_MODE_PINNED and mesh.colocate_with is None:

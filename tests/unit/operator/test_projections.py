@@ -16,6 +16,7 @@ from procmesh_operator import (
     ganging,
     losses,
     planning,
+    proc_entries,
     projections,
     rendering,
     statuses,
@@ -78,7 +79,7 @@ def test_readers_answer_alike():
         kept = slim(whole)
         for r in whole:
             a, b = whole[r], kept[r]
-            assert statuses.proc_entry(m, r, a) == statuses.proc_entry(m, r, b)
+            assert proc_entries.proc_entry(m, r, a) == proc_entries.proc_entry(m, r, b)
             for reader in (planning.pod_phase, planning.is_ready, planning.is_failed,
                            planning.is_terminating, ganging.is_gated, ganging.is_bound,
                            assigned_gpus.assigned_gpu, losses.node_of, losses.evicted_by_taint,

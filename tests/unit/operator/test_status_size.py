@@ -9,7 +9,7 @@ mesh deletes its table.
 import json
 
 from mesh_client._src import contract
-from procmesh_operator import planning, rendering, statuses
+from procmesh_operator import planning, proc_entries, rendering, statuses
 
 from .builders import mesh, mesh_body, pod
 
@@ -40,7 +40,7 @@ def test_a_small_mesh_lists_its_procs():
 def test_a_4096_proc_status_is_a_table_far_under_the_etcd_limit():
     body, m, pods = big_mesh_and_pods()
     s = statuses.compute_status(m, None, pods, planning.Plan(), now=T0)
-    listed = [statuses.proc_entry(m, r, pods[r]) for r in range(m.size)]
+    listed = [proc_entries.proc_entry(m, r, pods[r]) for r in range(m.size)]
     assert s["procs"] == [] and s["procTable"]["size"] == 4096
     size = len(json.dumps(s, separators=(",", ":")))
     assert size < ETCD_LIMIT // 4  # 4,096 GPU UUIDs are most of it

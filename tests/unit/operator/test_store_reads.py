@@ -79,3 +79,27 @@ def test_managed_fields_are_not_kept():
     kept = s.pods_by_rank(KEY, "uid-m")[0]
     assert "managedFields" not in kept["metadata"] and kept["metadata"]["name"] == "m-0"
     assert "managedFields" in body["metadata"]  # the caller's body is left as it was
+
+
+def test_own_and_foreign_pods_come_from_one_partition_that_follows_writes():
+    """Both reads come from one pass over the mesh's pods by controller: an incarnation's own
+    pods, and the others' (an earlier incarnation's, an unowned pod's) holding rank names."""
+    m = mesh(per_host=(("gpus", 3),))
+    s = primed_store()
+    s.upsert(pod(m, 0, rv=5))
+    earlier = pod(m, 1, rv=6, uid="earlier-pod")
+    earlier["metadata"]["ownerReferences"][0]["uid"] = "uid-earlier"
+    s.upsert(earlier)
+    unowned = pod(m, 2, rv=7, uid="unowned-pod")
+    unowned["metadata"]["ownerReferences"] = []
+    s.upsert(unowned)
+    assert sorted(s.pods_by_rank(KEY, "uid-m")) == [0]
+    assert {r: p["metadata"]["uid"] for r, p in s.foreign_by_rank(KEY, "uid-m").items()} == \
+        {1: "earlier-pod", 2: "unowned-pod"}
+    assert sorted(s.pods_by_rank(KEY, "uid-earlier")) == [1]
+    s.upsert(pod(m, 1, rv=9))  # rank 1's name now holds this incarnation's pod
+    assert sorted(s.pods_by_rank(KEY, "uid-m")) == [0, 1]
+    assert sorted(s.foreign_by_rank(KEY, "uid-m")) == [2]
+    assert not s.pods_by_rank(KEY, "uid-earlier")
+    s.foreign_by_rank(KEY, "uid-m").clear()  # a caller's change reaches nothing kept
+    assert sorted(s.foreign_by_rank(KEY, "uid-m")) == [2]
