@@ -21,10 +21,12 @@ BACKOFF_BASE = 0.5
 BACKOFF_MAX = 30.0
 #: The longest wait that batches a key's events after a run of it (see _run).
 BATCH_MAX = 1.0
-#: A key's events that come during a run of it wait this many times the run's length (at most
-#: BATCH_MAX) before the next run, so one busy key takes at most 1 / (1 + BATCH_FACTOR) of the
-#: operator's time: a 4,096-proc mesh that is starting (a reconcile of 50 ms or more, events
-#: all along) leaves the CPU to the API server, the scheduler and the kubelets it waits for.
+#: A key waits this many times the (wall) length of its last run, at most BATCH_MAX, before it
+#: runs again, its events batched meanwhile. So one busy key whose runs take up to
+#: BATCH_MAX / BATCH_FACTOR takes at most 1 / (1 + BATCH_FACTOR) of the operator's time, a
+#: longer one at most run / (run + BATCH_MAX): a 4,096-proc mesh that is starting (reconciles
+#: of 0.1 to 0.3 s, events all along) leaves the CPU to the API server, the scheduler and the
+#: kubelets it waits for.
 BATCH_FACTOR = 3.0
 #: How long :meth:`WorkQueue.close` lets reconciles in flight finish (the chart's pod has 30 s
 #: between SIGTERM and SIGKILL).
@@ -91,7 +93,8 @@ class WorkQueue:
         if slot.task is None:
             del self._slots[key]
         else:
-            slot.forgotten = True
+            # A run waiting for its turn (or at the gate) does not start; one under way ends.
+            slot.forgotten, slot.dirty = True, False
 
     async def _run(self, key: Hashable, slot: _Slot) -> None:
         loop = asyncio.get_running_loop()
@@ -104,12 +107,12 @@ class WorkQueue:
                 rest = slot.not_before - loop.time()
                 if rest > 0:
                     await asyncio.sleep(rest)
-                    if self._closed:
+                    if self._closed or slot.forgotten:
                         break
                 slot.dirty = False
                 if self._gate is not None:
                     await self._gate()
-                    if self._closed:
+                    if self._closed or slot.forgotten:
                         break
                 started = loop.time()
                 slot.running = True

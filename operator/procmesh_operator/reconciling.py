@@ -425,8 +425,9 @@ class Controller:
             metrics.RESTARTS.labels(policy=mesh.restart_policy).inc(len(plan.restarted))
         if self.bodies.gone(mesh.uid):
             # Deleted while this reconcile awaited the API: its DELETED event has forgotten it,
-            # and recording its phase now would count it in the gauges with nothing left to
-            # reconcile it away.
+            # and recording its phase (or keeping the entries memo made again above) would
+            # keep it with nothing left to reconcile it away.
+            self._entries.pop(key, None)
             return None
         if self._phases.get(key) != status["phase"]:  # the gauges walk every mesh: on changes only
             self._phases[key] = str(status["phase"])

@@ -131,3 +131,36 @@ def test_a_key_enqueued_after_a_run_waits_the_batch(monkeypatch):
     assert runs_seen[0] >= 0.02  # the wait is computed from the run's length
     assert order == ["k", "other", "k"]  # another key is not held back
     assert starts[2] >= ends[0] + 0.05 - 0.001  # "k" after the batch (asyncio's clock slack)
+
+
+def test_a_key_discarded_while_it_waits_its_turn_does_not_run_and_leaves_nothing(monkeypatch):
+    """A mesh deleted while its next run waits out the batch: the run does not start, and its
+    slot goes; an enqueue after the discard runs it again."""
+    monkeypatch.setattr(queueing, "batch_wait", lambda run: 0.05)
+
+    async def main():
+        runs = []
+
+        async def worker(key):
+            runs.append(key)
+            return None
+
+        q = queueing.WorkQueue(worker)
+        q.enqueue("k")
+        while not runs:
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0)
+        q.enqueue("k")  # waits 0.05 s for its turn
+        q.discard("k")
+        await asyncio.sleep(0.1)
+        after_discard = (list(runs), q.keys())
+        q.enqueue("k")
+        q.discard("k")
+        q.enqueue("k")  # the latest word: run it
+        await asyncio.sleep(0.1)
+        await q.close()
+        return after_discard, runs
+
+    (runs_then, keys_then), runs = asyncio.run(main())
+    assert runs_then == ["k"] and keys_then == []
+    assert runs == ["k", "k"]

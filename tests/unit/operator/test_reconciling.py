@@ -314,11 +314,30 @@ def test_a_deleted_mesh_leaves_no_state_behind():
         del client.objects[MESH_PATH]
         ctl.mesh_event("DELETED", mesh_body("m"))
         state = (ctl._ensured, ctl._phases, ctl._last_status_rv, ctl._colocated_by, ctl._tokens._made,
-                 ctl.queue.keys(), ctl.store.pods_by_rank(("ns", "m"), "uid-m"), ctl.store.primed())
+                 ctl.queue.keys(), ctl.store.pods_by_rank(("ns", "m"), "uid-m"), ctl.store.primed(),
+                 ctl._entries)
         await ctl.stop()
         return state
 
     assert all(not part for part in asyncio.run(scenario()))
+
+
+def test_a_mesh_deleted_during_its_reconcile_leaves_no_state_behind():
+    """The DELETED event comes while the reconcile awaits the API: what that reconcile makes
+    afterwards (its phase, its status entries) is not kept for a mesh nothing reconciles again."""
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),), suspend=True)})
+    for _ in range(2):
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    planned = ctl._reconcile_pods
+
+    async def deleted_meanwhile(mesh, previous):
+        out = await planned(mesh, previous)
+        ctl.mesh_event("DELETED", copy.deepcopy(client.objects.pop(MESH_PATH)))
+        return out
+
+    ctl._reconcile_pods = deleted_meanwhile
+    assert asyncio.run(ctl.reconcile(("ns", "m"))) is None
+    assert not ctl._entries and not ctl._phases and not ctl.store.primed()
 
 
 def earlier_incarnations_pods(client, size):
