@@ -237,6 +237,11 @@ class LocalProcs:
                     f"status was not known yet): {reason}; {self._way_on()}")
         code = proc.returncode
         monarch = f"Killed(sig={-code}): " if code is not None and code < 0 else ""  # Monarch's words first
+        zygote = proc.lost_with_zygote if isinstance(proc, zygote_client.ForkedProc) else None
+        if zygote is not None:
+            return (f"{monarch}proc {self.displays[index]} (pid {proc.pid}) ended with the zygote that "
+                    f"forked it (pid {zygote[0]}: {explain_exit(zygote[1])}): the kernel "
+                    f"ends a forked proc with SIGTERM when its zygote goes; {self._way_on()}")
         return f"{monarch}proc {self.displays[index]} (pid {proc.pid}) {explain_exit(code)}; {self._way_on()}"
 
     def _way_on(self) -> str:

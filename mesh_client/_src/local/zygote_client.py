@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Mapping
 from typing import Any
 
+#: How long the reader waits for the zygote to exit once its stdout closed (it closes as it exits).
+ZYGOTE_EXIT_WAIT = 5.0
 # Variables read while Python starts: a child forked from the zygote would ignore them.
 STARTUP_PREFIXES = ("PYTHON", "LD_", "MALLOC_", "OMP_", "KMP_", "GLIBC_")
 
@@ -33,6 +36,10 @@ class ForkedProc:
         self.pid: int | None = None
         self.address: str | None = None
         self.returncode: int | None = None
+        # Set when the zygote ended while this proc was known to run: (the zygote's pid, its
+        # waitpid returncode). The proc's own status is then unknown (the kernel sent it
+        # SIGTERM: PR_SET_PDEATHSIG), so it is reported as ended with the zygote.
+        self.lost_with_zygote: tuple[int, int] | None = None
         self.args = ["(forked proc server)"]
         self.stdin = None
 
@@ -56,8 +63,6 @@ class ForkedProc:
                 pass
 
     def kill(self) -> None:
-        import signal
-
         self.send_signal(signal.SIGKILL)
 
 
@@ -115,10 +120,19 @@ class ZygoteClient:
                     proc.returncode = report["exit"]
                     del self._procs[proc.ident]
                 self.changed.notify_all()
-        with self.changed:  # the zygote is gone, and its children with it
+        # The zygote is gone (its stdout closes only as it exits), and its children with it:
+        # reap it now, not when the next spawn finds it dead, so it is no zombie meanwhile.
+        try:
+            code = self._process.wait(timeout=ZYGOTE_EXIT_WAIT)
+        except subprocess.TimeoutExpired:  # it closed its stdout and lives on: no use, end it
+            self._process.kill()
+            code = self._process.wait()
+        ended = (self._process.pid, code)
+        with self.changed:
             for proc in self._procs.values():
                 if proc.returncode is None:
-                    proc.returncode = -9
+                    proc.lost_with_zygote = ended
+                    proc.returncode = -signal.SIGTERM  # what PR_SET_PDEATHSIG sends it
             self._procs.clear()
             self.changed.notify_all()
 

@@ -68,6 +68,8 @@ class ProcServer:
         self.actors: dict[str, ActorRunner] = {}
         # Actors that ended (stopped or failed) -> (report, failed), so late calls learn why.
         self.ended: collections.OrderedDict[str, tuple[str, bool]] = collections.OrderedDict()
+        # Set as the proc starts to shut down (close_actors): why, for calls that come after.
+        self.closing: str | None = None
         self.channels: set[Channel] = set()
         self.forwarder: forwarding.Forwarder | None = None  # tree fan-out, started at the first FORWARD
         # Channels still in the handshake, each with the timer that closes it at its deadline.
@@ -186,6 +188,8 @@ class ProcServer:
                 runner.put((call_id, channel, header, payload))
             elif header[2] in self.ended:
                 reply(channel, call_id, messages.DEAD, [self.ended[header[2]][0].encode()])
+            elif self.closing is not None:
+                reply(channel, call_id, messages.DEAD, [self.closing.encode()])
             else:
                 self._fail(channel, call_id, LookupError(f"no actor {header[2]!r} in this proc; it was stopped or never spawned"))
         elif op == ops.FORWARD:
@@ -198,6 +202,8 @@ class ProcServer:
                 runner.watch(channel, call_id)
             elif self.ended.get(header[2], ("", False))[1]:
                 reply(channel, call_id, messages.DEAD, [self.ended[header[2]][0].encode()])
+            elif self.closing is not None:
+                reply(channel, call_id, messages.DEAD, [self.closing.encode()])
             else:
                 reply(channel, call_id, peers.OK, [])
         elif op == ops.SPAWN:
@@ -251,11 +257,17 @@ class ProcServer:
             while len(self.ended) > ENDED_KEPT:
                 self.ended.popitem(last=False)
 
-    def cleanup_actors(self) -> None:
-        """Run every actor's ``__cleanup__`` (on stop)."""
+    def close_actors(self, why: str) -> None:
+        """The proc shuts down (``why``: what ended it): every actor's ``__cleanup__`` runs, and
+        from here a call or watch of an actor not ended before is answered DEAD with ``why``
+        (a supervision failure in the caller), not "no actor in this proc" (a LookupError, as
+        if the caller had named a wrong actor), while the proc's finalizers still run."""
+        self.closing = (f"the process this actor was running on is shutting down: {why}; its "
+                        f"actors were stopped")
         for runner in list(self.actors.values()):
             if runner.end_report is None:
                 runner.cleanup(None)
+        self.actors.clear()
 
 
 def _malformed(op: int, exc: Exception) -> envelopes.MalformedMessage:

@@ -15,6 +15,7 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mesh_client._src.runtime import unixlinks
@@ -46,12 +47,20 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None)
         also.append(unix)
 
     stopping = threading.Event()
+    why: list[str] = []  # what ended the proc, first cause first (for calls that come after)
+
+    def stop_because(reason: str) -> Callable[..., None]:
+        def stop(*_: object) -> None:
+            why.append(reason)
+            stopping.set()
+        return stop
+
     this_proc = _this_proc_mesh(cfg, host, port)
     server = ProcServer(
         listener,
         cfg.token,
         identity={"mesh": cfg.mesh, "rank": cfg.rank, "coords": cfg.coords, "address": f"{host}:{port}"},
-        on_stop=stopping.set,
+        on_stop=stop_because("it was asked to stop (ProcMesh.stop(), or its controller's exit)"),
         this_proc=this_proc,
         max_message_bytes=cfg.max_message_bytes,
         max_unauthenticated=cfg.max_unauthenticated,
@@ -59,9 +68,10 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None)
         also_listening=also,
     )
     server.start()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    signal.signal(signal.SIGTERM, stop_because("it received SIGTERM"))
     if cfg.lifeline:
-        threading.Thread(target=_watch_lifeline, args=(stopping,), daemon=True, name="lifeline").start()
+        threading.Thread(target=_watch_lifeline, args=(stop_because("its controller exited"),),
+                         daemon=True, name="lifeline").start()
     if announce is not None:  # forked by the zygote: tell the controller through it
         fd, ident = announce
         os.write(fd, (json.dumps({"id": ident, "address": f"{host}:{port}"}) + "\n").encode())
@@ -76,11 +86,10 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None)
         while not stopping.wait(3600):
             pass
     except KeyboardInterrupt:
-        pass
+        why.append("it received SIGINT")
     if unix is not None:  # no new local connections from here; the ones open finish below
         unixlinks.remove((host, port))
-    server.cleanup_actors()
-    server.actors.clear()
+    server.close_actors(why[0] if why else "it was asked to stop")
     finalizing.finalize()  # module-level finalizers run, as when a Monarch proc ends
     return 0
 
@@ -112,14 +121,14 @@ def _is_loopback_or_any(host: str) -> bool:
     return address.is_loopback or address.is_unspecified
 
 
-def _watch_lifeline(stopping: threading.Event) -> None:
+def _watch_lifeline(stop: Callable[[], None]) -> None:
     """The parent holds our stdin open; end of file means it died, so we go too."""
     try:
         while sys.stdin.buffer.read(1):
             pass
     except (OSError, ValueError):
         pass
-    stopping.set()
+    stop()
 
 
 def _this_proc_mesh(cfg: config_mod.ServerConfig, host: str, port: int) -> ProcMesh:

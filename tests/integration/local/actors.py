@@ -80,6 +80,22 @@ class Recorder(Actor):
         pass
 
 
+class Lingering(Actor):
+    """Holds its proc's shutdown open in an atexit handler (the proc's finalizers run after its
+    actors are stopped) until a test opens the gate."""
+
+    @endpoint
+    def linger_at_exit(self, started: str, release: str) -> int:
+        import atexit
+
+        def linger() -> None:
+            open(started, "w").close()
+            wait_for_file(release)
+
+        atexit.register(linger)
+        return os.getpid()
+
+
 class Caller(Actor):
     """Calls another actor mesh that it was handed, from its own proc."""
 

@@ -6,7 +6,9 @@ takes its procs with it; the proc server does not import torch by itself; module
 (``__del__``) run when stop ends a proc, as in Monarch; a terminal's Ctrl-C (SIGINT to the whole
 process group) leaves the zygote running, so each proc's real end is reported; calls on a stopped
 mesh say it was stopped, not that its procs failed; a proc that dies in its bootstrap fails
-spawn_procs with how it ended and the way on (there is no mesh to respawn yet).
+spawn_procs with how it ended and the way on (there is no mesh to respawn yet); procs that end
+with their zygote say so, and the zygote is reaped at once; a call during a proc's shutdown is a
+supervision failure that says why.
 """
 
 import os
@@ -25,7 +27,7 @@ from mesh_client import (
     default_bootstrap_cmd,
     this_host,
 )
-from tests.integration.local.actors import Recorder
+from tests.integration.local.actors import Lingering, Recorder, wait_for_file
 
 
 def _alive(pid: int) -> bool:
@@ -217,3 +219,73 @@ def test_module_finalizers_run_when_stop_ends_a_proc(tmp_path):
     mesh.stop().get()
     assert _wait_gone([pid]) == []
     assert marker.read_text() == "finalized"
+
+
+def test_procs_that_end_with_their_zygote_say_so_and_the_zygote_is_reaped(tmp_path):
+    """The zygote (the fork server of the procs) killed: each forked proc's failure names it
+    and how it ended, not "killed by SIGKILL" as if the proc had been, and the zygote is reaped
+    at once (no zombie until the controller exits). A controller of its own: the zygote is one
+    per process."""
+    script = tmp_path / "controller.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import os, signal, time
+            import mesh_client.actor
+            from mesh_client import SupervisionError, this_host
+            from mesh_client._src.local import zygote_client
+
+            def alive(pid):
+                try:
+                    with open(f"/proc/{pid}/stat") as f:
+                        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+                except FileNotFoundError:
+                    return False
+
+            from tests.integration.local.actors import Recorder
+            mesh_client.actor.unhandled_fault_hook = lambda failure: None  # read below
+            mesh = this_host().spawn_procs(per_host={"gpus": 2}, name="orphans")
+            rec = mesh.spawn("rec", Recorder)
+            rec.where.call().get(timeout=60)
+            procs = [p.pid for p in mesh._group.owner.processes]
+            zygote = zygote_client.get_zygote()._process
+            os.kill(zygote.pid, signal.SIGKILL)
+            deadline = time.monotonic() + 60  # the procs end (SIGTERM) and leave; then call
+            while any(alive(pid) for pid in procs) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            try:
+                rec.where.call().get(timeout=60)
+                print("no failure")
+            except SupervisionError as exc:
+                print("failed:", exc)
+            print("reaped:", zygote.returncode)
+            """
+        )
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=root,
+                         env=dict(os.environ, PYTHONPATH=root), timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert "failed:" in out.stdout and "ended with the zygote that forked it" in out.stdout, out
+    assert "killed by SIGKILL)" in out.stdout, out  # the zygote's end, in parentheses
+    assert "reaped: -9" in out.stdout, out  # Popen.returncode is set by the reaping wait
+
+
+def test_a_call_during_a_procs_shutdown_fails_with_why_not_as_a_wrong_actor(tmp_path):
+    """A proc that received SIGTERM (a pod deleted, a node drained) stops its actors, then runs
+    its finalizers: a call that comes meanwhile is a supervision failure that says the proc is
+    shutting down and why, not "no actor in this proc" (a LookupError, as if the caller had named
+    a wrong actor)."""
+    mesh = this_host().spawn_procs(per_host={"gpus": 1}, name="closing")
+    try:
+        actor = mesh.spawn("linger", Lingering)
+        started, release = tmp_path / "finalizing", tmp_path / "release"
+        pid = actor.linger_at_exit.call_one(str(started), str(release)).get(timeout=60)
+        os.kill(pid, signal.SIGTERM)
+        assert wait_for_file(str(started))  # the actors are stopped; the finalizers run
+        with pytest.raises(SupervisionError) as caught:
+            actor.linger_at_exit.call_one(str(started), str(release)).get(timeout=60)
+        assert "is shutting down: it received SIGTERM" in str(caught.value)
+    finally:
+        release.touch()
+        mesh.stop()
