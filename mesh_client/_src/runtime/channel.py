@@ -116,6 +116,7 @@ class Channel:
         # a timer will push them (and the outbox) out; reading pauses while any wait.
         self._unsent = bytearray()  # reactor thread only, like the two below
         self._pump_due = False
+        self._flush_due = False  # a _flush_timer is pending (any thread sets it)
         self._paused = False
         # Only a server stops reading a peer that does not read: a client always reads its
         # replies, so two sides waiting on each other never both stop.
@@ -209,9 +210,9 @@ class Channel:
         if not self._send_lock.acquire(blocking=block):
             # Another thread is writing (it takes the held frames along) or holding one more
             # frame: look again soon rather than wait behind a write to a peer that may not read.
-            self._reactor.call_later(RETRY_FIRST, self._flush_soon)
+            self._flush_later()
             return
-        retry = 0.0
+        retry = False
         writing = False
         try:
             try:
@@ -223,7 +224,7 @@ class Channel:
                     coalescing.forget(self)
                     self.stream.write([data])
                 elif self._write_held_now():
-                    retry = self._retry = self._next_retry()
+                    retry = True
                 else:
                     self._retry = 0.0
             finally:
@@ -236,7 +237,20 @@ class Channel:
                 self._cut_short(exc)
             raise
         if retry:
-            self._reactor.call_later(retry, self._flush_soon)
+            self._flush_later()
+
+    def _flush_later(self) -> None:
+        """One try at the held frames later, after a doubling delay: one pending at a time, so
+        a writer stuck on a peer that does not read (holding the send lock) costs the reactor a
+        few wake-ups a second, however many threads find the lock busy meanwhile."""
+        if not self._flush_due:
+            self._flush_due = True
+            self._retry = self._next_retry()
+            self._reactor.call_later(self._retry, self._flush_timer)
+
+    def _flush_timer(self) -> None:
+        self._flush_due = False
+        self.flush(block=False)
 
     def _write_held_now(self) -> bool:
         """With the send lock held: write the held bytes as far as the socket takes them now;

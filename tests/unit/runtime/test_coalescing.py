@@ -11,6 +11,7 @@ never waits for the send lock, and what it left is written once the lock is free
 
 import socket
 import threading
+import time
 
 import pytest
 
@@ -322,3 +323,24 @@ def test_the_frame_count_is_nonzero_exactly_while_bytes_are_held():
     for step in steps:
         step()
         assert bool(box.frames) == bool(len(box))
+
+
+def test_a_stuck_writer_costs_the_reactor_few_wakeups_however_many_threads_flush(pair, slow_timer, monkeypatch):
+    """While a writer holds the send lock (stuck on a peer that does not read), each flush that
+    finds it busy used to start a chain of tries every millisecond that lasted until the lock
+    was free: 50 waiting threads, 50,000 reactor wake-ups a second. One try is pending at a
+    time now, after a doubling delay."""
+    ch, theirs, _ = pair
+    ch.send([b"%08d" % 0, b"x" * 8], hold=True)
+    tries = []
+    original = channel_mod.Channel.flush
+    monkeypatch.setattr(channel_mod.Channel, "flush",
+                        lambda self, block=True: (tries.append(block), original(self, block))[1])
+    with ch._send_lock:  # as a writer stuck on its sendmsg holds it
+        for _ in range(50):  # threads about to wait, each flushing without blocking
+            ch.flush(block=False)
+        time.sleep(0.5)
+        timer_tries = len(tries) - 50
+    assert timer_tries <= 20  # doubling from 1 ms to 50 ms: about 12 in 0.5 s (was 500 per chain)
+    data = received(theirs, size(frame(0)))  # the next try, once the lock is free
+    assert parse(data) == [[b"%08d" % 0, b"x" * 8]]
