@@ -53,6 +53,8 @@ def _on_end(fut: futures.Future[Any], group: ProcGroup, p: int, index: int, acto
             incarnation: int) -> None:
     status, data, extra = fut.get()
     if status == messages.DEAD:
+        if p in group.stopping:  # the proc was shutting down at our own stop(): not a failure
+            return
         report = messages.dead_report(data)
     elif status == peers.LOST:
         if p in group.stopping or _CLOSED_BY_US in str(data):

@@ -200,8 +200,9 @@ class ProcServer:
             runner = self.actors.get(header[2])
             if runner is not None:
                 runner.watch(channel, call_id)
-            elif self.ended.get(header[2], ("", False))[1]:
-                reply(channel, call_id, messages.DEAD, [self.ended[header[2]][0].encode()])
+            elif header[2] in self.ended:  # failed: its report; stopped on purpose: OK
+                report, failed = self.ended[header[2]]
+                reply(channel, call_id, messages.DEAD if failed else peers.OK, [report.encode()] if failed else [])
             elif self.closing is not None:
                 reply(channel, call_id, messages.DEAD, [self.closing.encode()])
             else:

@@ -107,6 +107,8 @@ class Forwarder:
             runner.submit((local_id, cast("Channel", collector), (local_id, ops.CALL, actor_id, method, index, labels, sizes), payload))
         elif actor_id in self._server.ended:
             collector.send(envelopes.encode_reply(local_id, messages.DEAD, [self._server.ended[actor_id][0].encode()]))
+        elif self._server.closing is not None:  # the proc shuts down (dispatch.close_actors)
+            collector.send(envelopes.encode_reply(local_id, messages.DEAD, [self._server.closing.encode()]))
         else:
             error = LookupError(f"no actor {actor_id!r} in this proc; it was stopped or never spawned")
             collector.send(envelopes.encode_reply(local_id, peers.ERROR, messages.encode_failure(error)))

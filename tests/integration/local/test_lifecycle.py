@@ -25,8 +25,10 @@ from mesh_client import (
     ProcStartError,
     SupervisionError,
     default_bootstrap_cmd,
+    options,
     this_host,
 )
+from mesh_client._src.runtime import ops, peers
 from tests.integration.local.actors import Lingering, Recorder, wait_for_file
 
 
@@ -271,21 +273,36 @@ def test_procs_that_end_with_their_zygote_say_so_and_the_zygote_is_reaped(tmp_pa
     assert "reaped: -9" in out.stdout, out  # Popen.returncode is set by the reaping wait
 
 
-def test_a_call_during_a_procs_shutdown_fails_with_why_not_as_a_wrong_actor(tmp_path):
+def test_a_call_during_a_procs_shutdown_fails_with_why_not_as_a_wrong_actor(tmp_path, monkeypatch):
     """A proc that received SIGTERM (a pod deleted, a node drained) stops its actors, then runs
-    its finalizers: a call that comes meanwhile is a supervision failure that says the proc is
-    shutting down and why, not "no actor in this proc" (a LookupError, as if the caller had named
-    a wrong actor)."""
+    its finalizers: a call that comes meanwhile, direct or routed through a tree of procs, is a
+    supervision failure that says the proc is shutting down and why, not "no actor in this proc"
+    (a LookupError, as if the caller had named a wrong actor); the watch of an actor stopped
+    before still says it was stopped, not failed."""
     mesh = this_host().spawn_procs(per_host={"gpus": 1}, name="closing")
+    release = tmp_path / "release"
     try:
         actor = mesh.spawn("linger", Lingering)
-        started, release = tmp_path / "finalizing", tmp_path / "release"
+        monkeypatch.setattr(options, "tree_fanout_min", 1)  # a route is fixed at spawn
+        routed = mesh.spawn("routed", Recorder)
+        monkeypatch.setattr(options, "tree_fanout_min", 0)
+        stopped = mesh.spawn("stopped", Recorder)
+        routed.where.call().get(timeout=60)
+        stopped.where.call_one().get(timeout=60)
+        stopped_id = stopped._actor_id
+        stopped.stop().get(timeout=60)
+        started = tmp_path / "finalizing"
         pid = actor.linger_at_exit.call_one(str(started), str(release)).get(timeout=60)
         os.kill(pid, signal.SIGTERM)
         assert wait_for_file(str(started))  # the actors are stopped; the finalizers run
-        with pytest.raises(SupervisionError) as caught:
+        with pytest.raises(SupervisionError) as direct:
             actor.linger_at_exit.call_one(str(started), str(release)).get(timeout=60)
-        assert "is shutting down: it received SIGTERM" in str(caught.value)
+        with pytest.raises(SupervisionError) as through_tree:
+            routed.where.call().get(timeout=60)
+        for caught in (direct, through_tree):
+            assert "is shutting down: it received SIGTERM" in str(caught.value)
+        status, _, _ = mesh._group.peers[0].request((ops.WATCH, stopped_id), (), lambda raw: raw).get(timeout=60)
+        assert status == peers.OK
     finally:
         release.touch()
         mesh.stop()
