@@ -411,7 +411,9 @@ class Controller:
         if changed and deferred <= 0:
             try:
                 written = await self.client.merge_patch(
-                    kubeclient.mesh_path(namespace, name, status=True), {"status": status})
+                    kubeclient.mesh_path(namespace, name, status=True),
+                    {"metadata": {"resourceVersion": self._written_onto(key, mesh.uid, body)},
+                     "status": status})
                 self._wrote(key, written)
             except kubeclient.ApiError as e:
                 if e.not_found:
@@ -454,6 +456,16 @@ class Controller:
             if body is not None:
                 self.bodies.remember(key, body)
         return body
+
+    def _written_onto(self, key: Key, uid: str, body: Mapping[str, Any]) -> str:
+        """The resourceVersion a status write of the incarnation ``uid`` is made on (its
+        precondition): its newest body known, else the one the reconcile read. A merge patch
+        names no object, only a path: without it, a reconcile of a mesh deleted and created
+        again under its name while the reconcile awaited the API wrote the earlier mesh's
+        status (its token Secret's name, which garbage collection then deletes under the new
+        mesh's pods; its restarts) onto the new one. With it, that write is a 409."""
+        return self.bodies.version(key, uid) or \
+            str((body.get("metadata") or {}).get("resourceVersion") or "")
 
     def _wrote(self, key: Key, written: Mapping[str, Any]) -> None:
         """A status write's response: the mesh's newest body, and the echo to ignore."""

@@ -62,6 +62,14 @@ class MeshBodies:
             copied = copy.deepcopy(body)
         return copied
 
+    def version(self, key: Key, uid: str) -> str | None:
+        """The resourceVersion of the newest body held of the incarnation ``uid`` (None: none
+        is held, or the one held is of another incarnation)."""
+        body = self._bodies.get(key)
+        if body is None or _uid(body) != uid:
+            return None
+        return str((body.get("metadata") or {}).get("resourceVersion") or "") or None
+
     def forget(self, key: Key, uid: str | None = None) -> None:
         """The mesh is gone: drop its body, and ignore any later body of its incarnation
         (``uid``, and that of the body held)."""

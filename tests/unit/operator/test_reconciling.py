@@ -412,3 +412,39 @@ def test_the_resync_relists_at_every_pass_only_when_kopf_feeds_the_pods():
 
     assert relists(own_watch=False) == 2 * reconciling.CHILD_CHECK_RESYNCS
     assert relists(own_watch=True) == 2
+
+
+@pytest.mark.parametrize("events_came", [True, False])
+def test_a_reconcile_of_a_mesh_deleted_and_created_again_meanwhile_writes_nothing_onto_the_new_one(
+        events_came):
+    """The mesh is deleted and created again under its name while a reconcile of the earlier
+    one awaits its pod creates: that reconcile's status (the earlier mesh's token Secret, its
+    restarts, its procs) must not land on the new mesh, which would then name a Secret that
+    garbage collection deletes and start with the earlier mesh's restarts used up. Whether or
+    not the watch has told of the deletion and creation yet."""
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),),
+                                                   status={"restarts": 3})})
+    planned = ctl._reconcile_pods
+
+    async def recreated_meanwhile(mesh, previous):
+        out = await planned(mesh, previous)
+        gone = client.objects.pop(MESH_PATH)
+        again = mesh_body("m", per_host=(("procs", 2),))
+        again["metadata"]["uid"] = "uid-new"
+        client.objects[MESH_PATH] = client._stamp(again)
+        if events_came:
+            ctl.mesh_event("DELETED", copy.deepcopy(gone))
+            ctl.mesh_event("ADDED", copy.deepcopy(again))
+        return out
+
+    ctl._reconcile_pods = recreated_meanwhile
+    try:
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    except kubeclient.ApiError as e:  # the write is refused: the mesh it read is gone
+        assert e.conflict
+    old_secrets = [p for p in client.objects if "/secrets/" in p]
+    assert len(old_secrets) == 1
+    old_secret_name = old_secrets[0].rsplit("/", 1)[1]
+    status = client.objects[MESH_PATH].get("status") or {}
+    assert status.get("tokenSecretName") != old_secret_name
+    assert not status.get("restarts")
