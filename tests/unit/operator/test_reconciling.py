@@ -448,3 +448,28 @@ def test_a_reconcile_of_a_mesh_deleted_and_created_again_meanwhile_writes_nothin
     status = client.objects[MESH_PATH].get("status") or {}
     assert status.get("tokenSecretName") != old_secret_name
     assert not status.get("restarts")
+
+
+def test_a_late_deleted_event_of_the_earlier_mesh_does_not_bury_the_one_created_again():
+    """The mesh is deleted and created again, and a reconcile reads the new one (a GET: its
+    body had expired, as every CHILD_CHECK_RESYNCS resyncs) before the watch tells of the
+    deletion. That DELETED event is the earlier incarnation's: the new mesh must stay known
+    (its phase kept, so the resync keeps reconciling it, and its requeues are not dropped)."""
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),))})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    ctl.bodies.expire(("ns", "m"))
+    gone = client.objects.pop(MESH_PATH)
+    for path in list(client.objects):  # garbage collection removes its children
+        child = client.objects.pop(path)
+        if "/pods/" in path:
+            ctl.pod_event("DELETED", child)
+    again = mesh_body("m", per_host=(("procs", 1),), lease={"durationSeconds": 60})
+    again["metadata"]["uid"] = "uid-new"
+    client.objects[MESH_PATH] = client._stamp(again)
+    asyncio.run(ctl.reconcile(("ns", "m")))  # reads the new mesh with a GET
+    ctl.mesh_event("DELETED", copy.deepcopy(gone))  # the watch catches up
+    ctl.mesh_event("ADDED", copy.deepcopy(again))
+    again_in = asyncio.run(ctl.reconcile(("ns", "m")))
+    assert not ctl.bodies.gone("uid-new")
+    assert ctl.known_meshes() == 1  # the resync enqueues it
+    assert again_in is not None and again_in <= 60  # its lease is looked at again
