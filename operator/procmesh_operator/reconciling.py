@@ -147,7 +147,7 @@ class Controller:
         """Watch proc pods under ``paths`` with :mod:`.podwatch` (instead of kopf's pod
         handler), feeding :meth:`pod_event`."""
         for path in paths:
-            watch = podwatch.PodWatch(self.client, path, self.pod_event)
+            watch = podwatch.PodWatch(self.client, path, self.pod_event, self.pods_listed)
             watch.start()
             self._pod_watches.append(watch)
 
@@ -218,6 +218,25 @@ class Controller:
         for key in changed:
             logger.info("relist repaired the pod cache of %s/%s", *key)
         return changed
+
+    def pods_listed(self, namespace: str | None, items: Sequence[Mapping[str, Any]],
+                    version: str) -> None:
+        """The pod watch listed again (after 410 Gone or a failure; :mod:`.podwatch`): the
+        store is repaired with that list at once, and the meshes it changed are reconciled. A
+        pod deleted while no watch ran brought no DELETED event: it stayed in the store until
+        the resync's own relist (every CHILD_CHECK_RESYNCS passes, about 5 min), the mesh
+        reporting that proc ready and never recreating it meanwhile."""
+        by_namespace: dict[str, list[Mapping[str, Any]]] = {}
+        for item in items:
+            ns = str((item.get("metadata") or {}).get("namespace") or namespace or "")
+            by_namespace.setdefault(ns, []).append(item)
+        list_rv = int(version) if version.isdigit() else 0
+        primed = {ns for ns, _ in self.store.primed()}
+        for ns in sorted(primed if namespace is None else primed & {namespace}):
+            changed = self.store.repair(ns, by_namespace.get(ns, []), list_rv)
+            for key in changed:
+                logger.info("the pod watch's list repaired the pod cache of %s/%s", *key)
+                self.enqueue(key)
 
     def known_meshes(self) -> int:
         """How many meshes this operator has reconciled (for the liveness probe's payload)."""

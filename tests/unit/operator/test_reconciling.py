@@ -473,3 +473,31 @@ def test_a_late_deleted_event_of_the_earlier_mesh_does_not_bury_the_one_created_
     assert not ctl.bodies.gone("uid-new")
     assert ctl.known_meshes() == 1  # the resync enqueues it
     assert again_in is not None and again_in <= 60  # its lease is looked at again
+
+
+class WatchedClient(FakeClient):
+    """Serves the pod watch's list; its watch then waits (no event comes)."""
+
+    async def watch(self, path, params):
+        await asyncio.Event().wait()
+        yield {}
+
+
+def test_a_relist_of_the_pod_watch_drops_pods_deleted_while_it_was_down():
+    """The pod watch lists again after 410 Gone or a failure; a pod deleted meanwhile brought
+    no DELETED event. The list proves it gone: the cache must drop it then, not at the
+    resync's next relist (every CHILD_CHECK_RESYNCS passes, about 5 min), during which the
+    mesh reported the deleted proc as ready and did not recreate it."""
+    client = WatchedClient({MESH_PATH: mesh_body("m", per_host=(("procs", 2),))})
+    ctl = reconciling.Controller(client, NO_GANG)
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    del client.objects[kubeclient.pods_path("ns", "m-1")]  # while the watch was down
+
+    async def relisted():
+        ctl.watch_pods([kubeclient.pods_path("ns")])
+        await asyncio.sleep(0.05)
+        for watch in ctl._pod_watches:
+            await watch.stop()
+        return sorted(ctl.store.pods_by_rank(("ns", "m"), "uid-m"))
+
+    assert asyncio.run(relisted()) == [0]
