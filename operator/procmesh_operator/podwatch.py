@@ -12,7 +12,8 @@ Semantics, as a client-go reflector's: a list (paged, projected page by page) de
 as an event of type None (as kopf's initial listing does); the watch resumes from the newest
 resourceVersion seen (bookmarks included) whenever the server ends it, and lists again when the
 version is too old (410 Gone) or the watch fails (after a pause doubling from 1 s to 30 s). A
-deletion missed across a relist is repaired by the resync's relist (:meth:`PodStore.repair`).
+deletion missed across a relist is repaired by that list (:meth:`PodStore.repair`, through the
+controller's :meth:`~procmesh_operator.reconciling.Controller.pods_listed`).
 One :class:`PodWatch` per path: ``/api/v1/pods`` for every namespace, else one per namespace.
 :mod:`.__main__` falls back to kopf's watch for namespace globs, and with peering (kopf pauses
 its watches while another replica is active; nothing would pause this one). Started by
@@ -39,6 +40,9 @@ RETRY_FIRST_SECONDS = 1.0
 RETRY_MAX_SECONDS = 30.0
 
 Deliver = Callable[[str | None, dict[str, Any]], None]
+#: Called after each list with the namespace (None: every one), the listed pods and the list's
+#: resourceVersion: what the list proves gone (a deletion missed while no watch ran) is dropped.
+Listed = Callable[[str | None, list[dict[str, Any]], str], None]
 
 
 class Expired(Exception):
@@ -66,10 +70,12 @@ def namespace_of(path: str) -> str | None:
 class PodWatch:
     """Lists and watches the proc pods under ``path`` for as long as it runs."""
 
-    def __init__(self, client: kubeclient.KubeClient, path: str, deliver: Deliver) -> None:
+    def __init__(self, client: kubeclient.KubeClient, path: str, deliver: Deliver,
+                 listed: Listed | None = None) -> None:
         self.client = client
         self.path = path
         self.deliver = deliver
+        self.listed = listed
         self.namespace = namespace_of(path)
         self.lists = 0  # how many times it listed (a test reads it)
         self._task: asyncio.Task[None] | None = None
@@ -103,14 +109,20 @@ class PodWatch:
                 pause = min(pause * 2, RETRY_MAX_SECONDS)
 
     async def list_once(self) -> str:
-        """Every proc pod under the path, delivered as type None; returns the list's version."""
+        """Every proc pod under the path, delivered as type None, then handed to ``listed`` as
+        a whole (a reflector's Replace: a pod deleted while no watch ran has no DELETED event,
+        only its absence from this list); returns the list's version."""
         self.lists += 1
         listed = await self.client.list_paged(
             self.path, label_selector=contract.MESH_LABEL,
             transform=lambda item: slim_event_object(item, self.namespace))
-        for pod in listed.get("items") or []:
+        items = listed.get("items") or []
+        for pod in items:
             self.deliver(None, pod)
-        return str((listed.get("metadata") or {}).get("resourceVersion") or "")
+        version = str((listed.get("metadata") or {}).get("resourceVersion") or "")
+        if self.listed is not None:
+            self.listed(self.namespace, items, version)
+        return version
 
     async def watch_once(self, version: str) -> str:
         """One watch from ``version`` until the server ends it; returns the newest version."""

@@ -147,7 +147,7 @@ class Controller:
         """Watch proc pods under ``paths`` with :mod:`.podwatch` (instead of kopf's pod
         handler), feeding :meth:`pod_event`."""
         for path in paths:
-            watch = podwatch.PodWatch(self.client, path, self.pod_event)
+            watch = podwatch.PodWatch(self.client, path, self.pod_event, self.pods_listed)
             watch.start()
             self._pod_watches.append(watch)
 
@@ -218,6 +218,25 @@ class Controller:
         for key in changed:
             logger.info("relist repaired the pod cache of %s/%s", *key)
         return changed
+
+    def pods_listed(self, namespace: str | None, items: Sequence[Mapping[str, Any]],
+                    version: str) -> None:
+        """The pod watch listed again (after 410 Gone or a failure; :mod:`.podwatch`): the
+        store is repaired with that list at once, and the meshes it changed are reconciled. A
+        pod deleted while no watch ran brought no DELETED event: it stayed in the store until
+        the resync's own relist (every CHILD_CHECK_RESYNCS passes, about 5 min), the mesh
+        reporting that proc ready and never recreating it meanwhile."""
+        by_namespace: dict[str, list[Mapping[str, Any]]] = {}
+        for item in items:
+            ns = str((item.get("metadata") or {}).get("namespace") or namespace or "")
+            by_namespace.setdefault(ns, []).append(item)
+        list_rv = int(version) if version.isdigit() else 0
+        primed = {ns for ns, _ in self.store.primed()}
+        for ns in sorted(primed if namespace is None else primed & {namespace}):
+            changed = self.store.repair(ns, by_namespace.get(ns, []), list_rv)
+            for key in changed:
+                logger.info("the pod watch's list repaired the pod cache of %s/%s", *key)
+                self.enqueue(key)
 
     def known_meshes(self) -> int:
         """How many meshes this operator has reconciled (for the liveness probe's payload)."""
@@ -411,7 +430,9 @@ class Controller:
         if changed and deferred <= 0:
             try:
                 written = await self.client.merge_patch(
-                    kubeclient.mesh_path(namespace, name, status=True), {"status": status})
+                    kubeclient.mesh_path(namespace, name, status=True),
+                    {"metadata": {"resourceVersion": self._written_onto(key, mesh.uid, body)},
+                     "status": status})
                 self._wrote(key, written)
             except kubeclient.ApiError as e:
                 if e.not_found:
@@ -454,6 +475,16 @@ class Controller:
             if body is not None:
                 self.bodies.remember(key, body)
         return body
+
+    def _written_onto(self, key: Key, uid: str, body: Mapping[str, Any]) -> str:
+        """The resourceVersion a status write of the incarnation ``uid`` is made on (its
+        precondition): its newest body known, else the one the reconcile read. A merge patch
+        names no object, only a path: without it, a reconcile of a mesh deleted and created
+        again under its name while the reconcile awaited the API wrote the earlier mesh's
+        status (its token Secret's name, which garbage collection then deletes under the new
+        mesh's pods; its restarts) onto the new one. With it, that write is a 409."""
+        return self.bodies.version(key, uid) or \
+            str((body.get("metadata") or {}).get("resourceVersion") or "")
 
     def _wrote(self, key: Key, written: Mapping[str, Any]) -> None:
         """A status write's response: the mesh's newest body, and the echo to ignore."""

@@ -62,10 +62,26 @@ class MeshBodies:
             copied = copy.deepcopy(body)
         return copied
 
+    def version(self, key: Key, uid: str) -> str | None:
+        """The resourceVersion of the newest body held of the incarnation ``uid`` (None: none
+        is held, or the one held is of another incarnation)."""
+        body = self._bodies.get(key)
+        if body is None or _uid(body) != uid:
+            return None
+        return str((body.get("metadata") or {}).get("resourceVersion") or "") or None
+
     def forget(self, key: Key, uid: str | None = None) -> None:
         """The mesh is gone: drop its body, and ignore any later body of its incarnation
-        (``uid``, and that of the body held)."""
-        held = self._bodies.pop(key, None)
+        (``uid``, and that of the body held). A body held of another incarnation than ``uid``
+        stays: the mesh was created again under its name and read (a GET) before the watch
+        told of the earlier one's deletion; burying it too made every later body of the live
+        mesh ignored, and its reconciles end as if it were deleted (no phase kept, so no
+        resync, and no requeue: a lease never expired, a deferred status never written)."""
+        held = self._bodies.get(key)
+        if held is not None and uid and _uid(held) != uid:
+            held = None
+        else:
+            self._bodies.pop(key, None)
         for gone in {uid, _uid(held) if held is not None else None} - {None, ""}:
             assert gone is not None
             self._gone.pop(gone, None)

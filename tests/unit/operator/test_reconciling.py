@@ -412,3 +412,92 @@ def test_the_resync_relists_at_every_pass_only_when_kopf_feeds_the_pods():
 
     assert relists(own_watch=False) == 2 * reconciling.CHILD_CHECK_RESYNCS
     assert relists(own_watch=True) == 2
+
+
+@pytest.mark.parametrize("events_came", [True, False])
+def test_a_reconcile_of_a_mesh_deleted_and_created_again_meanwhile_writes_nothing_onto_the_new_one(
+        events_came):
+    """The mesh is deleted and created again under its name while a reconcile of the earlier
+    one awaits its pod creates: that reconcile's status (the earlier mesh's token Secret, its
+    restarts, its procs) must not land on the new mesh, which would then name a Secret that
+    garbage collection deletes and start with the earlier mesh's restarts used up. Whether or
+    not the watch has told of the deletion and creation yet."""
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),),
+                                                   status={"restarts": 3})})
+    planned = ctl._reconcile_pods
+
+    async def recreated_meanwhile(mesh, previous):
+        out = await planned(mesh, previous)
+        gone = client.objects.pop(MESH_PATH)
+        again = mesh_body("m", per_host=(("procs", 2),))
+        again["metadata"]["uid"] = "uid-new"
+        client.objects[MESH_PATH] = client._stamp(again)
+        if events_came:
+            ctl.mesh_event("DELETED", copy.deepcopy(gone))
+            ctl.mesh_event("ADDED", copy.deepcopy(again))
+        return out
+
+    ctl._reconcile_pods = recreated_meanwhile
+    try:
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    except kubeclient.ApiError as e:  # the write is refused: the mesh it read is gone
+        assert e.conflict
+    old_secrets = [p for p in client.objects if "/secrets/" in p]
+    assert len(old_secrets) == 1
+    old_secret_name = old_secrets[0].rsplit("/", 1)[1]
+    status = client.objects[MESH_PATH].get("status") or {}
+    assert status.get("tokenSecretName") != old_secret_name
+    assert not status.get("restarts")
+
+
+def test_a_late_deleted_event_of_the_earlier_mesh_does_not_bury_the_one_created_again():
+    """The mesh is deleted and created again, and a reconcile reads the new one (a GET: its
+    body had expired, as every CHILD_CHECK_RESYNCS resyncs) before the watch tells of the
+    deletion. That DELETED event is the earlier incarnation's: the new mesh must stay known
+    (its phase kept, so the resync keeps reconciling it, and its requeues are not dropped)."""
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),))})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    ctl.bodies.expire(("ns", "m"))
+    gone = client.objects.pop(MESH_PATH)
+    for path in list(client.objects):  # garbage collection removes its children
+        child = client.objects.pop(path)
+        if "/pods/" in path:
+            ctl.pod_event("DELETED", child)
+    again = mesh_body("m", per_host=(("procs", 1),), lease={"durationSeconds": 60})
+    again["metadata"]["uid"] = "uid-new"
+    client.objects[MESH_PATH] = client._stamp(again)
+    asyncio.run(ctl.reconcile(("ns", "m")))  # reads the new mesh with a GET
+    ctl.mesh_event("DELETED", copy.deepcopy(gone))  # the watch catches up
+    ctl.mesh_event("ADDED", copy.deepcopy(again))
+    again_in = asyncio.run(ctl.reconcile(("ns", "m")))
+    assert not ctl.bodies.gone("uid-new")
+    assert ctl.known_meshes() == 1  # the resync enqueues it
+    assert again_in is not None and again_in <= 60  # its lease is looked at again
+
+
+class WatchedClient(FakeClient):
+    """Serves the pod watch's list; its watch then waits (no event comes)."""
+
+    async def watch(self, path, params):
+        await asyncio.Event().wait()
+        yield {}
+
+
+def test_a_relist_of_the_pod_watch_drops_pods_deleted_while_it_was_down():
+    """The pod watch lists again after 410 Gone or a failure; a pod deleted meanwhile brought
+    no DELETED event. The list proves it gone: the cache must drop it then, not at the
+    resync's next relist (every CHILD_CHECK_RESYNCS passes, about 5 min), during which the
+    mesh reported the deleted proc as ready and did not recreate it."""
+    client = WatchedClient({MESH_PATH: mesh_body("m", per_host=(("procs", 2),))})
+    ctl = reconciling.Controller(client, NO_GANG)
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    del client.objects[kubeclient.pods_path("ns", "m-1")]  # while the watch was down
+
+    async def relisted():
+        ctl.watch_pods([kubeclient.pods_path("ns")])
+        await asyncio.sleep(0.05)
+        for watch in ctl._pod_watches:
+            await watch.stop()
+        return sorted(ctl.store.pods_by_rank(("ns", "m"), "uid-m"))
+
+    assert asyncio.run(relisted()) == [0]
