@@ -69,6 +69,9 @@ logger = logging.getLogger("procmesh_operator.reconcile")
 
 Key = tuple[str, str]
 WAITING_RECHECK_SECONDS = 5.0
+#: A status write refused because the mesh changed meanwhile (its resourceVersion precondition)
+#: is made again from the newest body after this long.
+CONFLICT_RETRY_SECONDS = 0.1
 #: The longest pause between two reads of a waiting gang's PodGroup (doubling from
 #: WAITING_RECHECK_SECONDS while it waits).
 POD_GROUP_READ_MAX_SECONDS = 60.0
@@ -438,6 +441,12 @@ class Controller:
                 if e.not_found:
                     self._forget(key, mesh.uid)
                     return None
+                if e.conflict:
+                    # The mesh changed since the body this reconcile read (a spec edit, Kueue's
+                    # write, or a new mesh of its name): not a failure. Look again soon from
+                    # its newest body (a GET, if the watch has not brought it yet).
+                    self.bodies.expire(key)
+                    return CONFLICT_RETRY_SECONDS
                 raise
         for type_, reason, message in eventing.transitions(previous, status, plan, created,
                                                            pods_before, name):
