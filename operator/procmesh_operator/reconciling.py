@@ -351,8 +351,11 @@ class Controller:
         self._create_order.pop(key, None)
         self._checked_at.pop(key, None)
         self._entries.pop(key, None)
-        for deps in self._colocated_by.values():
+        for partner in list(self._colocated_by):
+            deps = self._colocated_by[partner]
             deps.discard(key)  # (meshes colocated with this one keep their entry: they wait)
+            if not deps and partner not in self._phases:  # a partner deleted before it
+                del self._colocated_by[partner]
         if self.queue is not None:
             self.queue.discard(key)
         self._publish_phases()

@@ -500,3 +500,20 @@ def test_a_relist_of_the_pod_watch_drops_pods_deleted_while_it_was_down():
         return sorted(ctl.store.pods_by_rank(("ns", "m"), "uid-m"))
 
     assert asyncio.run(relisted()) == [0]
+
+
+def test_a_colocated_mesh_deleted_after_its_partner_leaves_no_state_behind():
+    """The partner goes first (its entry still lists the colocated mesh, which waits for it);
+    then the colocated mesh goes too: nothing is kept for either."""
+    partner_path = kubeclient.mesh_path("ns", "p")
+    ctl, client = controller({
+        partner_path: mesh_body("p", per_host=(("procs", 1),)),
+        MESH_PATH: mesh_body("m", per_host=(("procs", 1),), colocateWith="p"),
+    })
+    for key in (("ns", "p"), ("ns", "m")):
+        asyncio.run(ctl.reconcile(key))
+    assert ctl._colocated_by == {("ns", "p"): {("ns", "m")}}
+    ctl.mesh_event("DELETED", client.objects.pop(partner_path))
+    assert ctl._colocated_by == {("ns", "p"): {("ns", "m")}}  # m waits for its partner
+    ctl.mesh_event("DELETED", client.objects.pop(MESH_PATH))
+    assert ctl._colocated_by == {}
