@@ -69,8 +69,8 @@ logger = logging.getLogger("procmesh_operator.reconcile")
 
 Key = tuple[str, str]
 WAITING_RECHECK_SECONDS = 5.0
-#: A status write refused because the mesh changed meanwhile (its resourceVersion precondition)
-#: is made again from the newest body after this long.
+#: A mesh whose name another incarnation took while a reconcile of it awaited the API (its
+#: status write finds the new uid) is reconciled again, from the new body, after this long.
 CONFLICT_RETRY_SECONDS = 0.1
 #: The longest pause between two reads of a waiting gang's PodGroup (doubling from
 #: WAITING_RECHECK_SECONDS while it waits).
@@ -435,22 +435,14 @@ class Controller:
         deferred = self._throttle.wait(key, previous, status) if changed else 0.0
         if changed and deferred <= 0:
             try:
-                written = await self.client.merge_patch(
-                    kubeclient.mesh_path(namespace, name, status=True),
-                    {"metadata": {"resourceVersion": self._written_onto(key, mesh.uid, body)},
-                     "status": status})
-                self._wrote(key, written)
+                written = await self._write_status(key, mesh.uid, status, body)
             except kubeclient.ApiError as e:
                 if e.not_found:
                     self._forget(key, mesh.uid)
                     return None
-                if e.conflict:
-                    # The mesh changed since the body this reconcile read (a spec edit, Kueue's
-                    # write, or a new mesh of its name): not a failure. Look again soon from
-                    # its newest body (a GET, if the watch has not brought it yet).
-                    self.bodies.expire(key)
-                    return CONFLICT_RETRY_SECONDS
                 raise
+            if written is None:  # a new mesh of this name holds it: reconcile that one, afresh
+                return CONFLICT_RETRY_SECONDS
         for type_, reason, message in eventing.transitions(previous, status, plan, created,
                                                            pods_before, name):
             await self.events.post(body, type_, reason, message)
@@ -488,15 +480,42 @@ class Controller:
                 self.bodies.remember(key, body)
         return body
 
-    def _written_onto(self, key: Key, uid: str, body: Mapping[str, Any]) -> str:
-        """The resourceVersion a status write of the incarnation ``uid`` is made on (its
-        precondition): its newest body known, else the one the reconcile read. A merge patch
-        names no object, only a path: without it, a reconcile of a mesh deleted and created
-        again under its name while the reconcile awaited the API wrote the earlier mesh's
-        status (its token Secret's name, which garbage collection then deletes under the new
-        mesh's pods; its restarts) onto the new one. With it, that write is a 409."""
-        return self.bodies.version(key, uid) or \
-            str((body.get("metadata") or {}).get("resourceVersion") or "")
+    async def _write_status(self, key: Key, uid: str, status: Mapping[str, Any],
+                            read: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        """Merge-patch ``status`` onto the mesh incarnation ``uid``, on its newest version known
+        (a precondition: a merge patch names a path, not an object); the mesh as written, or
+        None when another incarnation holds the name now. Without the precondition, a
+        reconcile of a mesh deleted and created again under its name while it awaited the API
+        wrote the earlier mesh's status onto the new one: its token Secret's name, which
+        garbage collection then deletes under the new mesh's pods, and its restarts. A write
+        refused because the same mesh changed meanwhile (a spec edit, a lease renewal, Kueue)
+        is made again on the version read then, so that nothing the reconcile did (a restart
+        counted, its events) is lost. ``read``: the body this reconcile read, if any; a 404
+        raises."""
+        version = self.bodies.version(key, uid) or (resource_version_of(read)
+                                                   if read is not None and _uid_of(read) == uid else "")
+        for attempt in range(2):
+            if not version:
+                fresh = await self.client.get_or_none(kubeclient.mesh_path(*key))
+                if fresh is None:
+                    raise kubeclient.ApiError(404, "NotFound", kubeclient.mesh_path(*key))
+                if _uid_of(fresh) != uid:
+                    self.bodies.expire(key)
+                    return None
+                self.bodies.remember(key, fresh)
+                version = resource_version_of(fresh)
+            try:
+                written = await self.client.merge_patch(
+                    kubeclient.mesh_path(*key, status=True),
+                    {"metadata": {"resourceVersion": version}, "status": status})
+            except kubeclient.ApiError as e:
+                if not e.conflict or attempt:
+                    raise
+                version = ""  # read it again: the same mesh, changed, or another one
+                continue
+            self._wrote(key, written)
+            return written
+        return None  # not reached: the second attempt returns or raises
 
     def _wrote(self, key: Key, written: Mapping[str, Any]) -> None:
         """A status write's response: the mesh's newest body, and the echo to ignore."""
@@ -614,10 +633,7 @@ class Controller:
             stopping = workloads.overlay(previous, previous, admission, queue, mesh.generation,
                                          statuses.now_rfc3339())
             if statuses.differs(previous, stopping):
-                written = await self.client.merge_patch(
-                    kubeclient.mesh_path(mesh.namespace, mesh.name, status=True),
-                    {"status": stopping})
-                self._wrote(key, written)
+                await self._write_status(key, mesh.uid, stopping)
         return dataclasses.replace(mesh, suspend=True), admission
 
     # --- The gang (ganging.py) -----------------------------------------------------------------
@@ -766,8 +782,9 @@ class Controller:
         pods = self.store.pods_by_rank(key, mesh.uid)
         # A mesh from before spec.placement: as its pods are, or as recorded once they were.
         rendered = upgrading.as_rendered(mesh, pods, previous.get(upgrading.RENDERED_FIELD))
-        if (written := await upgrading.record(self.client, mesh, rendered, previous)) is not None:
-            self._wrote(key, written)
+        if (placement := upgrading.to_record(mesh, rendered,
+                                             previous.get(upgrading.RENDERED_FIELD))) is not None:
+            await self._write_status(key, mesh.uid, {upgrading.RENDERED_FIELD: placement})
         mesh = rendered
         dra = mesh.gpus.mode == contract.GPU_MODE_DRA and not mesh.suspend
         needs_devices = (mesh.gpus.mode in (contract.GPU_MODE_PINNED, contract.GPU_MODE_DRA)
@@ -868,6 +885,14 @@ def _slim_in(namespace: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
         item.setdefault("metadata", {}).setdefault("namespace", namespace)
         return projections.slim_pod(item)
     return slim
+
+
+def _uid_of(body: Mapping[str, Any]) -> str:
+    return str((body.get("metadata") or {}).get("uid") or "")
+
+
+def resource_version_of(body: Mapping[str, Any]) -> str:
+    return str((body.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _ident(pod: Mapping[str, Any]) -> tuple[str, str]:

@@ -176,7 +176,7 @@ class PodStore:
             pods = self._pods.setdefault(key, {})
             seen = by_key.get(key, {})
             for name in [n for n, p in pods.items() if n not in seen and _rv(p) <= list_rv]:
-                del pods[name]
+                self._bury(_uid(pods.pop(name)))  # an older list in flight must not bring it back
                 self._changed(key)
                 changed.add(key)
             for name, pod in seen.items():

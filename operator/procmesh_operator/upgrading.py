@@ -7,10 +7,10 @@ proc's pod with the anti-affinity could leave it Pending for ever beside its own
 shared node. So the reconcile (:mod:`.reconciling`) asks :func:`as_rendered` first: while a
 DistinctNodes mesh still has pods, and they show that they were placed without host spreading (no
 inter-pod term of :mod:`.spreading` on a pod that should carry one; in pinned mode, two hosts on
-one node), the mesh is handled as ``Any``. The first time it is, :func:`record` writes that
-into ``status.renderedHostPlacement``, so that once none of its pods remain (RestartMesh, a
-resume) the mesh is still rendered as before, not by the spec it reads as. Pure, but for
-:func:`record`.
+one node), the mesh is handled as ``Any``. The first time it is, the reconcile writes what
+:func:`to_record` says into ``status.renderedHostPlacement``, so that once none of its pods
+remain (RestartMesh, a resume) the mesh is still rendered as before, not by the spec it reads
+as. Pure.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import kubeclient, specs, spreading
+from procmesh_operator import specs, spreading
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 #: The status field that keeps the host placement pods are rendered with, where it differs
@@ -75,14 +75,3 @@ def to_record(mesh: specs.MeshSpec, rendered: specs.MeshSpec, recorded: str | No
     if rendered.host_placement != mesh.host_placement and recorded != rendered.host_placement:
         return rendered.host_placement
     return None
-
-
-async def record(client: kubeclient.KubeClient, mesh: specs.MeshSpec, rendered: specs.MeshSpec,
-                 previous: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Write the placement ``rendered`` has into the status of ``mesh`` if it is not there yet
-    (its previous status); the mesh as written, or None when nothing was to write."""
-    placement = to_record(mesh, rendered, previous.get(RENDERED_FIELD))
-    if placement is None:
-        return None
-    return await client.merge_patch(kubeclient.mesh_path(mesh.namespace, mesh.name, status=True),
-                                    {"status": {RENDERED_FIELD: placement}})

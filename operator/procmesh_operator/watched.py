@@ -39,15 +39,14 @@ class MeshBodies:
         self._gone: dict[str, None] = {}
 
     def remember(self, key: Key, body: Mapping[str, Any]) -> None:
-        """Keep ``body`` unless a newer version of the same incarnation is known (a mesh
-        created again under its name has a new uid, and its body always wins), or its
-        incarnation was forgotten as deleted."""
+        """Keep ``body`` unless a newer version is known (of this incarnation, or of a mesh
+        created again under its name: a late event of the earlier one must not replace it), or
+        its incarnation was forgotten as deleted."""
         if _uid(body) in self._gone:
             return
         current = self._bodies.get(key)
-        if current is not None and _uid(current) == _uid(body) and \
-                resource_version(current) > resource_version(body):
-            return
+        if current is not None and resource_version(current) > resource_version(body):
+            return  # resourceVersions grow cluster-wide: a late event of an earlier mesh loses too
         self._bodies[key] = dict(body)  # callers hand over a detached body (never a live view)
 
     def get(self, key: Key) -> dict[str, Any] | None:
@@ -72,13 +71,16 @@ class MeshBodies:
 
     def forget(self, key: Key, uid: str | None = None) -> None:
         """The mesh is gone: drop its body, and ignore any later body of its incarnation
-        (``uid``, and that of the body held). A body held of another incarnation than ``uid``
-        stays: the mesh was created again under its name and read (a GET) before the watch
-        told of the earlier one's deletion; burying it too made every later body of the live
-        mesh ignored, and its reconciles end as if it were deleted (no phase kept, so no
-        resync, and no requeue: a lease never expired, a deferred status never written)."""
+        (``uid``). A body held of another incarnation than ``uid`` (or any body, when ``uid`` is
+        not known: a GET found no mesh) stays: the mesh was created again under its name and
+        read before the watch told of the earlier one's deletion. Burying it too made every
+        later body of the live mesh ignored, and its reconciles end as if it were deleted (no
+        phase kept, so no resync, and no requeue: a lease never expired, a deferred status
+        never written)."""
         held = self._bodies.get(key)
-        if held is not None and uid and _uid(held) != uid:
+        if held is not None and _uid(held) != uid:
+            # Of another incarnation (or, with no uid known, a GET found none): a body held now
+            # came after, of a mesh created again under the name. It stays, unburied.
             held = None
         else:
             self._bodies.pop(key, None)

@@ -517,3 +517,103 @@ def test_a_colocated_mesh_deleted_after_its_partner_leaves_no_state_behind():
     assert ctl._colocated_by == {("ns", "p"): {("ns", "m")}}  # m waits for its partner
     ctl.mesh_event("DELETED", client.objects.pop(MESH_PATH))
     assert ctl._colocated_by == {}
+
+
+def test_a_restart_is_counted_when_the_mesh_changed_during_its_reconcile():
+    """The status write of a reconcile that restarted a proc finds the mesh changed meanwhile
+    (a lease renewal, say, not yet delivered by the watch): it is made again on the newest
+    version, so the restart is counted (else maxRestarts could be exceeded) and its events
+    go out."""
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),),
+                                                   restartPolicy="RestartProc", maxRestarts=1)})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    failed = client.objects[kubeclient.pods_path("ns", "m-0")]
+    failed.setdefault("status", {})["phase"] = "Failed"
+    client._stamp(failed)
+    ctl.pod_event("MODIFIED", copy.deepcopy(failed))
+    planned = ctl._reconcile_pods
+
+    async def renewed_meanwhile(mesh_, previous):
+        out = await planned(mesh_, previous)
+        client.objects[MESH_PATH]["metadata"].setdefault("annotations", {})["renewed"] = "now"
+        client._stamp(client.objects[MESH_PATH])
+        return out
+
+    ctl._reconcile_pods = renewed_meanwhile
+    posted_before = len([c for c in client.calls if c[0] == "create" and c[1].endswith("/events")])
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert client.objects[MESH_PATH]["status"]["restarts"] == 1
+    assert len([c for c in client.calls if c[0] == "create" and c[1].endswith("/events")]) > posted_before
+
+
+def test_a_reconcile_whose_get_found_no_mesh_does_not_bury_the_one_created_meanwhile():
+    """The GET of a reconcile answers 404 while the watch delivers the mesh created again under
+    its name: the new incarnation stays known (not ignored as deleted until a restart)."""
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),))})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    ctl.bodies.expire(("ns", "m"))
+    gone = client.objects.pop(MESH_PATH)
+    get = client.get_or_none
+
+    async def created_again_meanwhile(path):
+        found = await get(path)
+        if path == MESH_PATH:
+            ctl.mesh_event("DELETED", copy.deepcopy(gone))
+            again = mesh_body("m", per_host=(("procs", 1),))
+            again["metadata"]["uid"] = "uid-new"
+            client.objects[MESH_PATH] = client._stamp(again)
+            ctl.mesh_event("ADDED", copy.deepcopy(client.objects[MESH_PATH]))
+        return found
+
+    client.get_or_none = created_again_meanwhile
+    assert asyncio.run(ctl.reconcile(("ns", "m"))) is None
+    assert not ctl.bodies.gone("uid-new")
+    assert ctl.bodies.get(("ns", "m"))["metadata"]["uid"] == "uid-new"
+
+
+def test_an_older_relist_does_not_bring_back_a_pod_a_newer_list_proved_gone():
+    """The pod watch's list (after 410 Gone) drops a pod deleted while no watch ran; a resync
+    relist taken before that deletion, landing after, must not bring it back (no event would
+    remove it again)."""
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),))})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    older = asyncio.run(client.list(kubeclient.pods_path("ns")))
+    del client.objects[kubeclient.pods_path("ns", "m-1")]
+    client.rv += 1
+    newer = asyncio.run(client.list(kubeclient.pods_path("ns")))
+    ctl.pods_listed("ns", newer["items"], newer["metadata"]["resourceVersion"])
+    ctl.store.repair("ns", older["items"], int(older["metadata"]["resourceVersion"]))
+    assert sorted(ctl.store.pods_by_rank(("ns", "m"), "uid-m")) == [0]
+
+
+def test_an_eviction_of_a_mesh_created_again_meanwhile_writes_nothing_onto_the_new_one(monkeypatch):
+    """The eviction's status write (before any proc is stopped) of a queued mesh deleted and
+    created again while the reconcile read its Workload: the earlier mesh's status (its token
+    Secret's name, its restarts) must not land on the new mesh."""
+    from procmesh_operator import workloads
+
+    def queued():
+        body = mesh_body("m", per_host=(("procs", 2),))
+        body["metadata"]["labels"] = {workloads.QUEUE_NAME_LABEL: "q"}
+        return body
+
+    ctl, client = controller({MESH_PATH: queued()})
+    state = {"verdict": workloads.Admission(workloads.STATE_ADMITTED, "Admitted", "ok", True),
+             "recreate": False}
+
+    async def admission(client_, mesh_, queue, pods, settings):
+        if state["recreate"]:
+            client.objects.pop(MESH_PATH)
+            again = queued()
+            again["metadata"]["uid"] = "uid-new"
+            client.objects[MESH_PATH] = client._stamp(again)
+            state["recreate"] = False
+        return state["verdict"]
+
+    monkeypatch.setattr(reconciling.admitting, "admission", admission)
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert client.objects[MESH_PATH]["status"].get("tokenSecretName")
+    state.update(recreate=True,
+                 verdict=workloads.Admission(workloads.STATE_EVICTED, "Preempted", "by high", True))
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert not (client.objects[MESH_PATH].get("status") or {}).get("tokenSecretName")

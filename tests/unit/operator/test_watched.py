@@ -36,11 +36,24 @@ def test_the_newest_version_wins():
     assert bodies.get(KEY)["spec"] == {"hosts": 3}
 
 
-def test_a_new_incarnation_wins_whatever_its_version():
+def test_a_new_incarnation_wins_with_its_newer_version_and_a_late_old_one_loses():
+    """resourceVersions grow cluster-wide: a mesh created again has a newer one than any body
+    of the earlier mesh, whose late events must not replace it."""
     bodies = watched.MeshBodies()
     bodies.remember(KEY, body(9))
-    bodies.remember(KEY, body(3, uid="u2"))
+    bodies.remember(KEY, body(12, uid="u2"))
     assert bodies.get(KEY)["metadata"]["uid"] == "u2"
+    bodies.remember(KEY, body(10))  # a late MODIFIED of the earlier mesh
+    assert bodies.get(KEY)["metadata"]["uid"] == "u2"
+
+
+def test_a_forget_without_uid_keeps_a_body_that_came_meanwhile():
+    """A GET found no mesh (forget with no uid): a body held now came after it, of a mesh
+    created again under the name; it is neither dropped nor buried."""
+    bodies = watched.MeshBodies()
+    bodies.remember(KEY, body(12, uid="u2"))
+    bodies.forget(KEY)
+    assert bodies.get(KEY)["metadata"]["uid"] == "u2" and not bodies.gone("u2")
 
 
 def test_get_returns_a_copy():
@@ -48,7 +61,7 @@ def test_get_returns_a_copy():
     bodies.remember(KEY, body(1, hosts=1))
     bodies.get(KEY)["spec"]["hosts"] = 7
     assert bodies.get(KEY)["spec"] == {"hosts": 1}
-    bodies.forget(KEY)
+    bodies.forget(KEY, "u1")
     assert bodies.get(KEY) is None
 
 
@@ -201,3 +214,4 @@ def test_a_deletion_during_a_reconcile_leaves_the_mesh_forgotten():
     client.merge_patch = write_then_delete
     assert asyncio.run(ctl.reconcile(KEY)) is None
     assert ctl.known_meshes() == 0
+
