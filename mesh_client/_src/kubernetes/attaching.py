@@ -151,6 +151,11 @@ class KubernetesProcs:
             for i in indices:
                 listed = reviving.address_of(entries[i])
                 address = listed or self.group.addresses[i]
+                if self.forwarded is not None and listed is not None:
+                    # The probes below port-forward to the pod serving ``address``: a restarted
+                    # proc's new IP is only in the status (an old pod's, maybe another rank's,
+                    # reused), and its pod keeps the rank's name.
+                    self.forwarded[listed] = self.pod_names[i]
                 if not (uids[i] and self.uids[i]):  # pods not listed (no permission, a huge mesh)
                     if i in lost:  # the proc itself says whether it is new, once it answers
                         new = self._restarted_says_proc(i, address, restarts)
