@@ -110,6 +110,10 @@ TOKEN_SECRET_STATUS_FIELD = "tokenSecretName"
 #: plus 5 random characters (k8s.io/apiserver pkg/storage/names).
 GENERATED_PREFIX_MAX = 58
 GENERATED_SUFFIX_LENGTH = 5
+#: The characters of that suffix (k8s.io/apimachinery pkg/util/rand: no vowels, no 0, 1): a
+#: name with others was not generated, e.g. ``a-token-token``, the legacy Secret of mesh
+#: ``a-token``, which mesh ``a`` must not take for its own.
+GENERATED_SUFFIX_ALPHABET = frozenset("bcdfghjklmnpqrstvwxz2456789")
 
 
 def secret_name_prefix(mesh: str) -> str:
@@ -127,7 +131,7 @@ def is_operator_secret_name(mesh: str, name: str) -> bool:
     suffix = name[len(base):]
     return name == secret_name(mesh) or (
         name.startswith(base) and len(suffix) == GENERATED_SUFFIX_LENGTH
-        and suffix.isascii() and suffix.isalnum() and suffix == suffix.lower())
+        and set(suffix) <= GENERATED_SUFFIX_ALPHABET)
 
 
 #: Role names are DNS subdomains (253 characters), so this suffix is not part of the length rule.

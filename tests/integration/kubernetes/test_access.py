@@ -222,7 +222,7 @@ def test_a_mesh_recreated_at_once_gets_a_secret_of_its_own(kube, custom, core, n
 
 
 def test_planted_secrets_are_never_the_meshs_token(custom, core, namespace, operator):
-    guess = "planted-token-abcde"  # the shape of a generated name: guessed, not given
+    guess = "planted-token-bcdfg"  # the shape of a generated name: guessed, not given
     for name in ("planted-token", guess):
         core.create_namespaced_secret(namespace, {"metadata": {"name": name},
                                                   "stringData": {"token": "0" * 64}})

@@ -42,10 +42,12 @@ def test_token_secret_name():
 
 
 def test_status_names_only_what_the_operator_generates():
-    for name in ("m-token", "m-token-x7k2p", "m-token-00101"):
+    for name in ("m-token", "m-token-x7k2p", "m-token-22bcz"):
         assert contract.is_operator_secret_name("m", name), name
     for name in ("db-password", "m-token-", "m-token-x7k2", "m-token-x7k2pq", "m-token-X7K2P",
-                 "m-token-x7k.p", "mm-token-x7k2p", "m-tokenx7k2p"):
+                 "m-token-x7k.p", "mm-token-x7k2p", "m-tokenx7k2p",
+                 "m-token-00101", "m-token-abcde",  # characters generateName never uses
+                 "m-token-token"):  # the legacy Secret of mesh "m-token", not of "m"
         assert not contract.is_operator_secret_name("m", name), name
     try:
         contract.token_secret_name("m", None, "db-password")
@@ -59,10 +61,10 @@ def test_longest_mesh_name_has_its_generated_prefix_cut_as_the_api_server_does()
     mesh = "m" * contract.MAX_MESH_NAME
     prefix = contract.secret_name_prefix(mesh)
     assert len(prefix) > contract.GENERATED_PREFIX_MAX  # 52 + len("-token-") = 59
-    generated = prefix[:contract.GENERATED_PREFIX_MAX] + "ab3cd"
+    generated = prefix[:contract.GENERATED_PREFIX_MAX] + "bx2cd"
     assert contract.is_operator_secret_name(mesh, generated) and len(generated) == 63
     assert DNS_LABEL.match(generated)
-    assert not contract.is_operator_secret_name(mesh, prefix + "ab3cd")  # never generated
+    assert not contract.is_operator_secret_name(mesh, prefix + "bx2cd")  # never generated
 
 
 def test_the_contract_imports_only_the_standard_library():

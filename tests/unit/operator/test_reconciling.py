@@ -17,9 +17,20 @@ import dataclasses
 
 import pytest
 
+from mesh_client._src import contract
 from procmesh_operator import kubeclient, reconciling
 
 from .builders import SETTINGS, mesh, mesh_body, pod
+
+
+def generated(number):
+    """Five characters of the API server's generateName alphabet, from ``number``."""
+    alphabet = sorted(contract.GENERATED_SUFFIX_ALPHABET)
+    out = ""
+    for _ in range(contract.GENERATED_SUFFIX_LENGTH):
+        number, digit = divmod(number, len(alphabet))
+        out = alphabet[digit] + out
+    return out
 
 
 class FakeClient:
@@ -66,8 +77,9 @@ class FakeClient:
         self.calls.append(("create", path))
         if self.fail_on == "create":
             raise kubeclient.ApiError(500, "InternalError", "boom")
-        # generateName: the API server appends 5 random characters (here: the next version).
-        name = body["metadata"].get("name") or body["metadata"]["generateName"] + f"{self.rv:05d}"
+        # generateName: the API server appends 5 random characters of its alphabet (here:
+        # the next version, in that alphabet).
+        name = body["metadata"].get("name") or body["metadata"]["generateName"] + generated(self.rv)
         target = f"{path}/{name}"
         if target in self.objects:
             raise kubeclient.ApiError(409, "AlreadyExists", target)

@@ -189,9 +189,9 @@ class RacedClient(FakeClient):
         if not self.raced and "tokenSecretName" in body.get("status", {}):
             self.raced = True
             other = copy.deepcopy(self.objects[MESH_PATH])
-            other.setdefault("status", {})["tokenSecretName"] = "m-token-other"
+            other.setdefault("status", {})["tokenSecretName"] = "m-token-wzzzz"
             self.objects[MESH_PATH] = self._stamp(other)
-            self.objects[f"{SECRETS}/m-token-other"] = {"metadata": {"name": "m-token-other"}}
+            self.objects[f"{SECRETS}/m-token-wzzzz"] = {"metadata": {"name": "m-token-wzzzz"}}
         return await super().merge_patch(path, body)
 
 
@@ -200,8 +200,8 @@ def test_a_name_recorded_first_by_another_replica_wins():
     ctl, _ = controller({})
     ctl.client = client
     asyncio.run(ctl.reconcile(("ns", "m")))
-    assert recorded(client) == "m-token-other"
-    assert granted(client) == ["m-token-other"] and mounted(client) == "m-token-other"
+    assert recorded(client) == "m-token-wzzzz"
+    assert granted(client) == ["m-token-wzzzz"] and mounted(client) == "m-token-wzzzz"
 
 
 class FailingRecordClient(FakeClient):
