@@ -69,8 +69,8 @@ logger = logging.getLogger("procmesh_operator.reconcile")
 
 Key = tuple[str, str]
 WAITING_RECHECK_SECONDS = 5.0
-#: A mesh whose name another incarnation took while a reconcile of it awaited the API (its
-#: status write finds the new uid) is reconciled again, from the new body, after this long.
+#: A mesh that changed under a reconcile (:class:`Superseded`: another incarnation took its
+#: name, or its status changed) is reconciled again, from its newest body, after this long.
 CONFLICT_RETRY_SECONDS = 0.1
 #: The longest pause between two reads of a waiting gang's PodGroup (doubling from
 #: WAITING_RECHECK_SECONDS while it waits).
@@ -80,6 +80,11 @@ CHILD_CHECK_RESYNCS = 10
 
 
 CHILD_KINDS = ("Role", "Service", "PodGroup")
+
+
+class Superseded(Exception):
+    """A status write found the mesh changed under the reconcile (its status, or another
+    incarnation under its name): nothing more is done from what that reconcile read."""
 
 
 class ChildConflict(Exception):
@@ -383,6 +388,12 @@ class Controller:
 
     async def reconcile(self, key: Key) -> float | None:
         """Reconcile one mesh; returns when to look again (seconds), or None."""
+        try:
+            return await self._reconcile(key)
+        except Superseded:  # the mesh changed under this reconcile: again, from its newest body
+            return CONFLICT_RETRY_SECONDS
+
+    async def _reconcile(self, key: Key) -> float | None:
         namespace, name = key
         body = await self._mesh_body(key)
         if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
@@ -435,14 +446,12 @@ class Controller:
         deferred = self._throttle.wait(key, previous, status) if changed else 0.0
         if changed and deferred <= 0:
             try:
-                written = await self._write_status(key, mesh.uid, status, body)
+                await self._write_status(key, mesh.uid, status, body)
             except kubeclient.ApiError as e:
                 if e.not_found:
                     self._forget(key, mesh.uid)
                     return None
                 raise
-            if written is None:  # a new mesh of this name holds it: reconcile that one, afresh
-                return CONFLICT_RETRY_SECONDS
         for type_, reason, message in eventing.transitions(previous, status, plan, created,
                                                            pods_before, name):
             await self.events.post(body, type_, reason, message)
@@ -481,41 +490,54 @@ class Controller:
         return body
 
     async def _write_status(self, key: Key, uid: str, status: Mapping[str, Any],
-                            read: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
-        """Merge-patch ``status`` onto the mesh incarnation ``uid``, on its newest version known
-        (a precondition: a merge patch names a path, not an object); the mesh as written, or
-        None when another incarnation holds the name now. Without the precondition, a
-        reconcile of a mesh deleted and created again under its name while it awaited the API
-        wrote the earlier mesh's status onto the new one: its token Secret's name, which
-        garbage collection then deletes under the new mesh's pods, and its restarts. A write
-        refused because the same mesh changed meanwhile (a spec edit, a lease renewal, Kueue)
-        is made again on the version read then, so that nothing the reconcile did (a restart
-        counted, its events) is lost. ``read``: the body this reconcile read, if any; a 404
-        raises."""
-        version = self.bodies.version(key, uid) or (resource_version_of(read)
-                                                   if read is not None and _uid_of(read) == uid else "")
+                            read: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Merge-patch ``status`` onto the mesh incarnation ``uid``, on the version whose status
+        it was computed from (a precondition: a merge patch names a path, not an object); the
+        mesh as written. Without the precondition, a reconcile of a mesh deleted and created
+        again under its name while it awaited the API wrote the earlier mesh's status onto the
+        new one: its token Secret's name, which garbage collection then deletes under the new
+        mesh's pods, and its restarts. Refused because the mesh changed meanwhile, the write is
+        made again if only its spec or metadata changed (a lease renewal, Kueue, an edit), so
+        that nothing the reconcile did (a restart counted, its events) is lost; if its status
+        changed too (our own earlier write, its response lost) or another incarnation holds
+        the name, it raises :class:`Superseded`, and the mesh is reconciled again from its
+        newest body. ``read``: the body this reconcile read, if any; a 404 raises."""
+        held = self.bodies.get(key)
+        if held is None or _uid_of(held) != uid:
+            held = dict(read) if read is not None and _uid_of(read) == uid else None
         for attempt in range(2):
-            if not version:
-                fresh = await self.client.get_or_none(kubeclient.mesh_path(*key))
-                if fresh is None:
+            if held is None or not resource_version_of(held):
+                held = await self.client.get_or_none(kubeclient.mesh_path(*key))
+                if held is None:
                     raise kubeclient.ApiError(404, "NotFound", kubeclient.mesh_path(*key))
-                if _uid_of(fresh) != uid:
-                    self.bodies.expire(key)
-                    return None
-                self.bodies.remember(key, fresh)
-                version = resource_version_of(fresh)
+                if _uid_of(held) != uid:
+                    raise self._superseded(key)
+                self.bodies.remember(key, held)
             try:
                 written = await self.client.merge_patch(
                     kubeclient.mesh_path(*key, status=True),
-                    {"metadata": {"resourceVersion": version}, "status": status})
+                    {"metadata": {"resourceVersion": resource_version_of(held)},
+                     "status": status})
             except kubeclient.ApiError as e:
                 if not e.conflict or attempt:
+                    if e.conflict:
+                        raise self._superseded(key) from e
                     raise
-                version = ""  # read it again: the same mesh, changed, or another one
+                fresh = await self.client.get_or_none(kubeclient.mesh_path(*key))
+                if fresh is None:
+                    raise kubeclient.ApiError(404, "NotFound", kubeclient.mesh_path(*key)) from e
+                if _uid_of(fresh) != uid or fresh.get("status") != held.get("status"):
+                    raise self._superseded(key) from e
+                held = fresh  # only the spec or metadata changed: the same status, newer version
                 continue
             self._wrote(key, written)
             return written
-        return None  # not reached: the second attempt returns or raises
+        raise AssertionError("not reached: the second attempt returns or raises")
+
+    def _superseded(self, key: Key) -> Superseded:
+        """The status this reconcile computed is not to be written: read the mesh afresh."""
+        self.bodies.expire(key)
+        return Superseded(f"ProcMesh {key[0]}/{key[1]} changed while it was reconciled")
 
     def _wrote(self, key: Key, written: Mapping[str, Any]) -> None:
         """A status write's response: the mesh's newest body, and the echo to ignore."""

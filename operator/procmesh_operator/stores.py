@@ -73,7 +73,8 @@ class PodStore:
         now = self._clock()
         self._tombstones.pop(uid, None)
         self._tombstones[uid] = now + TOMBSTONE_SECONDS
-        for old in list(self._tombstones):
+        while self._tombstones:  # the oldest first, without copying them (a relist buries many)
+            old = next(iter(self._tombstones))
             if len(self._tombstones) <= MAX_TOMBSTONES and self._tombstones[old] > now:
                 break
             del self._tombstones[old]

@@ -629,3 +629,43 @@ def test_an_eviction_of_a_mesh_created_again_meanwhile_writes_nothing_onto_the_n
                  verdict=workloads.Admission(workloads.STATE_EVICTED, "Preempted", "by high", True))
     asyncio.run(ctl.reconcile(("ns", "m")))
     assert not (client.objects[MESH_PATH].get("status") or {}).get("tokenSecretName")
+
+
+def test_a_write_whose_response_was_lost_is_not_undone_by_the_next_reconcile():
+    """A status write applied by the API server whose response was lost (a client timeout),
+    then a reconcile from the cached, older body: its write is refused, and it must not be
+    made again over the status that changed (restarts back from 1 to 0 would let maxRestarts
+    be exceeded); the mesh is read afresh instead."""
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),),
+                                                   restartPolicy="RestartProc", maxRestarts=1)})
+
+    def set_pod(rank, phase, ready):
+        body = client.objects[kubeclient.pods_path("ns", f"m-{rank}")]
+        body.setdefault("spec", {})["nodeName"] = "n1"
+        body["status"] = {"phase": phase, "podIP": "10.0.0.1",
+                          "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
+        client._stamp(body)
+        ctl.pod_event("MODIFIED", copy.deepcopy(body))
+
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    set_pod(0, "Running", True)
+    set_pod(1, "Running", True)
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    set_pod(0, "Failed", False)
+    applied = client.merge_patch
+    lost = []
+
+    async def response_lost(path, body):
+        out = await applied(path, body)
+        if not lost and path.endswith("/status"):
+            lost.append(path)
+            raise asyncio.TimeoutError("the write was applied; its response was lost")
+        return out
+
+    client.merge_patch = response_lost
+    with pytest.raises(asyncio.TimeoutError):
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    assert client.objects[MESH_PATH]["status"]["restarts"] == 1
+    for _ in range(3):
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    assert client.objects[MESH_PATH]["status"]["restarts"] == 1
