@@ -519,10 +519,11 @@ class Controller:
                     {"metadata": {"resourceVersion": resource_version_of(held)},
                      "status": status})
             except kubeclient.ApiError as e:
-                if not e.conflict or attempt:
-                    if e.conflict:
-                        raise self._superseded(key) from e
+                if not e.conflict:
+                    self.bodies.expire(key)  # a 5xx may have been applied: read it next time
                     raise
+                if attempt:
+                    raise self._superseded(key) from e
                 fresh = await self.client.get_or_none(kubeclient.mesh_path(*key))
                 if fresh is None:
                     raise kubeclient.ApiError(404, "NotFound", kubeclient.mesh_path(*key)) from e
@@ -530,6 +531,12 @@ class Controller:
                     raise self._superseded(key) from e
                 held = fresh  # only the spec or metadata changed: the same status, newer version
                 continue
+            except BaseException:
+                # A timeout or a broken connection: the write may have been applied, its
+                # response lost. The body held would then be older than the mesh, and the
+                # next reconcile would plan from it (a restart counted again, or undone).
+                self.bodies.expire(key)
+                raise
             self._wrote(key, written)
             return written
         raise AssertionError("not reached: the second attempt returns or raises")
@@ -608,9 +615,10 @@ class Controller:
         try:
             ensured = await self._tokens.ensure(
                 self.client, mesh, bool(self.store.pods_by_rank(key, mesh.uid)), resource_version)
-        except kubeclient.ApiError as e:
-            if e.conflict:
-                self.bodies.expire(key)  # read the mesh fresh next time
+        except BaseException:
+            # Refused (a 409: read the mesh fresh next time), or its status write's answer
+            # lost: the name may be recorded, and the body held would not show it.
+            self.bodies.expire(key)
             raise
         if ensured.written is not None:
             self._wrote(key, ensured.written)

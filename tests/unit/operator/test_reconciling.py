@@ -666,6 +666,10 @@ def test_a_write_whose_response_was_lost_is_not_undone_by_the_next_reconcile():
     with pytest.raises(asyncio.TimeoutError):
         asyncio.run(ctl.reconcile(("ns", "m")))
     assert client.objects[MESH_PATH]["status"]["restarts"] == 1
+    set_pod(1, "Failed", False)  # a second failure: maxRestarts (1) is used up
+    deleted = len([c for c in client.calls if c[0] == "delete"])
     for _ in range(3):
         asyncio.run(ctl.reconcile(("ns", "m")))
     assert client.objects[MESH_PATH]["status"]["restarts"] == 1
+    assert client.objects[MESH_PATH]["status"]["phase"] == "Failed"
+    assert len([c for c in client.calls if c[0] == "delete"]) == deleted  # not restarted
