@@ -216,6 +216,14 @@ class Peer:
         self._fail_pending()
 
     def _fail_pending(self) -> None:
+        """Fail every pending request as LOST: the watches first, so that the supervision
+        events of the lost proc are queued before any caller wakes to its failed call (a
+        program that handles that failure, then waits for the supervision queue to drain,
+        sees every actor of the proc reported, not some)."""
+        for call_id in list(self._watches):
+            watch = self._pending.pop(call_id, None)
+            if watch is not None:
+                watch.set_raw((LOST, self.lost, self))
         while self._pending:
             try:
                 _, fut = self._pending.popitem()

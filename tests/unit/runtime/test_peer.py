@@ -205,3 +205,23 @@ def test_a_done_callback_that_closes_the_link_ends_the_read_there():
     for fut in futs[1:]:  # behind it in the same read: failed with the link, never resolved by it
         status, reason, _ = fut.get(timeout=10)
         assert status == peers.LOST and "closed by this client" in reason
+
+
+def test_a_lost_link_fails_its_watches_before_its_calls():
+    """The supervision events of a lost proc (its watches' failures) are queued before any
+    caller wakes to its own failed call, whatever order the requests were made in."""
+    order = []
+
+    def hang_up_on_the_third(request, send):
+        return request.op != 9
+
+    peer, thread = peer_with(hang_up_on_the_third)
+    watches = [peer.request((ops.WATCH, f"actor-{i}"), [], raw) for i in range(2)]
+    call = peer.request((1,), [], raw)
+    for i, fut in enumerate(watches):
+        fut.add_done_callback(lambda f, i=i: order.append(f"watch {i}"))
+    call.add_done_callback(lambda f: order.append("call"))
+    peer.request((9,), [], raw)  # the server hangs up on this one
+    thread.join(10)
+    call.get(timeout=10)
+    assert order[-1] == "call" and sorted(order[:2]) == ["watch 0", "watch 1"]
