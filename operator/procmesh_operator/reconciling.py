@@ -503,20 +503,20 @@ class Controller:
         the name, it raises :class:`Superseded`, and the mesh is reconciled again from its
         newest body. ``read``: the body this reconcile read, if any; a 404 raises."""
         held = self.bodies.get(key)
-        if held is None or _uid_of(held) != uid:
-            held = dict(read) if read is not None and _uid_of(read) == uid else None
+        if held is None or watched.uid_of(held) != uid:
+            held = dict(read) if read is not None and watched.uid_of(read) == uid else None
         for attempt in range(2):
-            if held is None or not resource_version_of(held):
+            if held is None or not _resource_version(held):
                 held = await self.client.get_or_none(kubeclient.mesh_path(*key))
                 if held is None:
                     raise kubeclient.ApiError(404, "NotFound", kubeclient.mesh_path(*key))
-                if _uid_of(held) != uid:
+                if watched.uid_of(held) != uid:
                     raise self._superseded(key)
                 self.bodies.remember(key, held)
             try:
                 written = await self.client.merge_patch(
                     kubeclient.mesh_path(*key, status=True),
-                    {"metadata": {"resourceVersion": resource_version_of(held)},
+                    {"metadata": {"resourceVersion": _resource_version(held)},
                      "status": status})
             except kubeclient.ApiError as e:
                 if not e.conflict:
@@ -527,7 +527,7 @@ class Controller:
                 fresh = await self.client.get_or_none(kubeclient.mesh_path(*key))
                 if fresh is None:
                     raise kubeclient.ApiError(404, "NotFound", kubeclient.mesh_path(*key)) from e
-                if _uid_of(fresh) != uid or fresh.get("status") != held.get("status"):
+                if watched.uid_of(fresh) != uid or fresh.get("status") != held.get("status"):
                     raise self._superseded(key) from e
                 held = fresh  # only the spec or metadata changed: the same status, newer version
                 continue
@@ -917,11 +917,7 @@ def _slim_in(namespace: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     return slim
 
 
-def _uid_of(body: Mapping[str, Any]) -> str:
-    return str((body.get("metadata") or {}).get("uid") or "")
-
-
-def resource_version_of(body: Mapping[str, Any]) -> str:
+def _resource_version(body: Mapping[str, Any]) -> str:
     return str((body.get("metadata") or {}).get("resourceVersion") or "")
 
 

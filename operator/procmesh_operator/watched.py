@@ -42,7 +42,7 @@ class MeshBodies:
         """Keep ``body`` unless a newer version is known (of this incarnation, or of a mesh
         created again under its name: a late event of the earlier one must not replace it), or
         its incarnation was forgotten as deleted."""
-        if _uid(body) in self._gone:
+        if uid_of(body) in self._gone:
             return
         current = self._bodies.get(key)
         if current is not None and resource_version(current) > resource_version(body):
@@ -61,14 +61,6 @@ class MeshBodies:
             copied = copy.deepcopy(body)
         return copied
 
-    def version(self, key: Key, uid: str) -> str | None:
-        """The resourceVersion of the newest body held of the incarnation ``uid`` (None: none
-        is held, or the one held is of another incarnation)."""
-        body = self._bodies.get(key)
-        if body is None or _uid(body) != uid:
-            return None
-        return str((body.get("metadata") or {}).get("resourceVersion") or "") or None
-
     def forget(self, key: Key, uid: str | None = None) -> None:
         """The mesh is gone: drop its body, and ignore any later body of its incarnation
         (``uid``). A body held of another incarnation than ``uid`` (or any body, when ``uid`` is
@@ -78,13 +70,13 @@ class MeshBodies:
         phase kept, so no resync, and no requeue: a lease never expired, a deferred status
         never written)."""
         held = self._bodies.get(key)
-        if held is not None and _uid(held) != uid:
+        if held is not None and uid_of(held) != uid:
             # Of another incarnation (or, with no uid known, a GET found none): a body held now
             # came after, of a mesh created again under the name. It stays, unburied.
             held = None
         else:
             self._bodies.pop(key, None)
-        for gone in {uid, _uid(held) if held is not None else None} - {None, ""}:
+        for gone in {uid, uid_of(held) if held is not None else None} - {None, ""}:
             assert gone is not None
             self._gone.pop(gone, None)
             self._gone[gone] = None
@@ -108,5 +100,6 @@ class MeshBodies:
         return len(self._bodies)
 
 
-def _uid(body: Mapping[str, Any]) -> str:
+def uid_of(body: Mapping[str, Any]) -> str:
+    """The incarnation a mesh body belongs to ("" if it names none)."""
     return str((body.get("metadata") or {}).get("uid", ""))
