@@ -49,6 +49,9 @@ LOSS_DETAIL_SECONDS = 0.03
 #: and the report is what a user reads to learn why, so it waits longer for the exit status
 #: (a loaded machine reports a forked proc's exit later than 30 ms).
 SUPERVISION_DETAIL_SECONDS = 1.0
+#: How long a call that found its channel closed waits for the close handler to fail the
+#: watches (it runs right after the close, on the closing thread).
+WATCHES_FAILED_WAIT_SECONDS = 5.0
 
 
 def is_lost(fut: futures.Future[Any]) -> bool:
@@ -79,7 +82,9 @@ class Peer:
         self._connect_lock = threading.Lock()
         self._pending: dict[int, Waiter] = {}
         self._watches: set[int] = set()  # the call ids in _pending of WATCH requests
-        self.lost: str | None = None  # why the connection ended, once it has
+        self.lost: str | None = None  # why the connection ended, once it has (its watches failed by then)
+        self._watches_failed = threading.Event()  # the close handler failed the watches
+        self._failing_thread: int | None = None  # the thread failing them
         self.lost_at: float | None = None  # when (time.monotonic()) it ended
         # Asked lazily, in the caller's thread, when a call fails because the link dropped:
         # (reason, deadline on time.monotonic()) -> message; it must not wait past the deadline.
@@ -170,6 +175,7 @@ class Peer:
         except (OSError, channel_mod.ChannelClosed) as exc:
             self._pending.pop(call_id, None)
             self._watches.discard(call_id)
+            self._await_failed_watches()
             lost = (LOST, self.lost or f"cannot reach {self.display}: {exc}", self)
             if waiter is not None:
                 waiter.set_raw(lost)
@@ -212,18 +218,36 @@ class Peer:
                                  daemon=True).start()
             except RuntimeError:  # the interpreter is exiting: no new threads
                 verdict.settle(None, "this process is exiting")
+        # The watches fail before ``lost`` is set, and a call whose send found the channel
+        # closed waits for them (_await_failed_watches): so the supervision events of a lost
+        # proc are queued before any caller wakes to its failed call, and a program that handles
+        # that failure, then drains the supervision queue, sees every actor of the proc reported.
+        self._failing_thread = threading.get_ident()
+        try:
+            self._fail_watches(reason)
+        finally:
+            self._watches_failed.set()
         self.lost = reason
         self._fail_pending()
 
-    def _fail_pending(self) -> None:
-        """Fail every pending request as LOST: the watches first, so that the supervision
-        events of the lost proc are queued before any caller wakes to its failed call (a
-        program that handles that failure, then waits for the supervision queue to drain,
-        sees every actor of the proc reported, not some)."""
+    def _fail_watches(self, reason: str) -> None:
         for call_id in list(self._watches):
             watch = self._pending.pop(call_id, None)
             if watch is not None:
-                watch.set_raw((LOST, self.lost, self))
+                watch.set_raw((LOST, reason, self))
+
+    def _await_failed_watches(self) -> None:
+        """When the channel is closed, wait (bounded) for its close handler to have failed the
+        watches: a send can find the channel closed before that handler ran."""
+        channel = self._channel
+        if (channel is not None and channel.state is _CLOSED
+                and self._failing_thread != threading.get_ident()):
+            self._watches_failed.wait(WATCHES_FAILED_WAIT_SECONDS)
+
+    def _fail_pending(self) -> None:
+        """Fail every pending request as LOST, the watches first (as :meth:`_on_closed`)."""
+        assert self.lost is not None
+        self._fail_watches(self.lost)
         while self._pending:
             try:
                 _, fut = self._pending.popitem()

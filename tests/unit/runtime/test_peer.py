@@ -225,3 +225,28 @@ def test_a_lost_link_fails_its_watches_before_its_calls():
     thread.join(10)
     call.get(timeout=10)
     assert order[-1] == "call" and sorted(order[:2]) == ["watch 0", "watch 1"]
+
+
+def test_a_call_that_finds_the_link_closing_fails_after_the_watches():
+    """A call made while the close handler is still failing the watches (the channel already
+    closed, on another thread) fails only after them: the supervision events of the lost proc
+    are queued before its caller wakes (CI, under load: 2 of 4 failed actors were reported)."""
+    order = []
+    peer, thread = peer_with(lambda request, send: request.op != 9)
+    watch = peer.request((ops.WATCH, "actor-0"), [], raw)
+    call_made = threading.Event()
+
+    def call_during_the_failing(_):
+        def call():
+            peer.request((1,), [], raw).add_done_callback(lambda f: order.append("call"))
+            call_made.set()
+
+        threading.Thread(target=call, daemon=True).start()
+        call_made.wait(0.3)  # without the wait for the watches, the call has failed by now
+        order.append("watch")
+
+    watch.add_done_callback(call_during_the_failing)
+    peer.request((9,), [], raw)  # the server hangs up on this one
+    thread.join(10)
+    assert call_made.wait(10)
+    assert order == ["watch", "call"]
