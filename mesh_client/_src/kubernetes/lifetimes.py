@@ -22,6 +22,7 @@ from typing import Any
 
 from mesh_client._src.kubernetes import api as api_mod
 from mesh_client._src.kubernetes.errors import KubernetesMeshError, MeshAccessDenied, MeshNotFound
+from mesh_client._src.runtime import exiting
 
 #: The lease of spawned meshes unless the host mesh is given another: long enough for a
 #: controller's GC pause or an API server restart, short enough to free GPUs soon.
@@ -53,7 +54,8 @@ class LeaseRenewer:
         self.api = api
         self.name = name
         self.period = max(1.0, seconds / 3)
-        self._stopped = threading.Event()
+        self._stopped = threading.Event()  # stop(), or the exit's deletion: neither renewals nor a deletion
+        self._quit = threading.Event()  # the renewing thread ends (also told at exit: runtime/exiting.py)
         self._thread = threading.Thread(target=self._run, name=f"procmesh lease {name}", daemon=True)
 
     def start(self) -> None:
@@ -67,15 +69,17 @@ class LeaseRenewer:
                 f"(the chart's client role grants 'patch' on procmeshes); or spawn it with "
                 f"outlive=True, and delete it yourself") from None
         atexit.register(self._at_exit)
+        exiting.track(self._thread, self._quit.set)  # never in a renewal when the interpreter ends
         self._thread.start()
 
     def stop(self) -> None:
         self._stopped.set()
+        self._quit.set()
         atexit.unregister(self._at_exit)
 
     def _run(self) -> None:
         failing = False
-        while not self._stopped.wait(self.period):
+        while not self._quit.wait(self.period):
             try:
                 self.api.renew_lease(self.name, now_rfc3339())
                 failing = False
@@ -90,6 +94,7 @@ class LeaseRenewer:
     def _at_exit(self) -> None:
         if not self._stopped.is_set():
             self._stopped.set()
+            self._quit.set()
             try:
                 self.api.delete_mesh(self.name)
             except Exception:

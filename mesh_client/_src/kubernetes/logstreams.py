@@ -6,6 +6,7 @@ proc output (:mod:`.output`). Streams come from :meth:`.api.KubeApi.pod_log`.
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterable
 from typing import Any, TextIO
@@ -28,6 +29,18 @@ def lines_of(chunks: Iterable[bytes]) -> Iterable[str]:
 def response_lines(response: Any) -> Iterable[str]:
     """The lines of a streaming log response (``_preload_content=False``)."""
     return lines_of(response.stream(CHUNK, decode_content=False))
+
+
+def interrupt(response: Any) -> None:
+    """Wake the thread reading ``response``: shut its socket down (``close()`` from another
+    thread would wait for the reader's lock, which an idle log stream holds forever)."""
+    sock = getattr(getattr(response, "connection", None), "sock", None)
+    if sock is None:
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 class Interleaver:

@@ -15,9 +15,7 @@ printed before the controller stopped its mesh is shown even when its stream lag
 
 from __future__ import annotations
 
-import atexit
 import os
-import socket
 import sys
 import threading
 import time
@@ -27,6 +25,7 @@ from typing import Any, TextIO
 from mesh_client._src.kubernetes import api as api_mod
 from mesh_client._src.kubernetes import logstreams
 from mesh_client._src.kubernetes.errors import MeshAccessDenied
+from mesh_client._src.runtime import exiting
 from mesh_client._src.server import output as proc_output
 
 ENV = proc_output.FORWARD_ENV  # one switch for both backends
@@ -59,34 +58,32 @@ class OutputForwarder:
         self._progress: dict[int, tuple[tuple[str, int] | None, int]] = {}  # rank -> (run, lines shown)
 
     def start(self) -> None:
-        atexit.register(self._at_exit)
         for rank, pod in enumerate(self.pods):
             thread = threading.Thread(target=self._follow, args=(rank, pod), daemon=True,
                                       name=f"procmesh output {self.mesh}[{rank}]")
             self._threads.append(thread)
+            # A program that exits with its mesh attached, or while a stopped thread is still in
+            # an API call: the thread ends before the interpreter does (runtime/exiting.py).
+            exiting.track(thread, self._tell_stop)
             thread.start()
         for _ in self.pods:  # every pod's lines so far are counted, so none printed later is lost
             if not self._counted.acquire(timeout=READY_TIMEOUT):
                 break
 
     def stop(self) -> None:
-        atexit.unregister(self._at_exit)
-        self._halt(2.0)
+        self._tell_stop()
+        for thread in self._threads:
+            thread.join(timeout=2.0)
         self._catch_up()
 
-    def _halt(self, join_timeout: float) -> None:
+    def _tell_stop(self) -> None:
+        """Every thread ends soon: the streams they read are shut down, and one that opens a
+        stream after this shuts it down itself (:meth:`_follow`)."""
         self._stopped.set()
         with self._lock:
             responses, self._responses = list(self._responses), set()
         for response in responses:
-            _interrupt(response)
-        for thread in self._threads:
-            thread.join(timeout=join_timeout)
-
-    def _at_exit(self) -> None:
-        """A program that exits with its mesh attached: end the threads before the interpreter
-        does (a daemon thread still writing to stdout then aborts the exit)."""
-        self._halt(0.5)
+            logstreams.interrupt(response)
 
     def _catch_up(self) -> None:
         """Show what each proc wrote that its stream had not delivered yet (streams lag), so
@@ -151,8 +148,11 @@ class OutputForwarder:
                 response = None
             if response is not None:
                 missing_since = None
-                with self._lock:
+                with self._lock:  # ordered with _tell_stop: a stream opened after it is shut down here
                     self._responses.add(response)
+                    stopped = self._stopped.is_set()
+                if stopped:
+                    logstreams.interrupt(response)
                 try:
                     for index, line in enumerate(logstreams.response_lines(response)):
                         if self._stopped.is_set():
@@ -187,14 +187,3 @@ class OutputForwarder:
             print(f"procmesh: not showing the output of ProcMesh {self.api.namespace}/{self.mesh}'s procs: "
                   f"{exc} (forward_output=False, or {ENV}=0, turns this off)", file=sys.stderr)
 
-
-def _interrupt(response: Any) -> None:
-    """Wake the thread reading ``response``: shut its socket down (``close()`` from another
-    thread would wait for the reader's lock, which an idle log stream holds forever)."""
-    sock = getattr(getattr(response, "connection", None), "sock", None)
-    if sock is None:
-        return
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass

@@ -27,6 +27,8 @@ from typing import Any
 
 from websocket import ABNF, WebSocketException
 
+from mesh_client._src.runtime import exiting
+
 PROTOCOL = "v4.channel.k8s.io"
 DATA, ERROR = 0, 1
 # Bytes held for a side that is not reading before the relay stops reading the other:
@@ -47,6 +49,7 @@ class PortForward:
         self._far.setblocking(False)
         self._ws = websocket
         self._thread = threading.Thread(target=self._relay, daemon=True, name=f"port-forward :{port}")
+        exiting.track(self._thread, self.close)  # out of the WebSocket's TLS before the interpreter ends
         self._thread.start()
 
     def close(self) -> None:

@@ -1,0 +1,56 @@
+"""runtime/exiting.py with real threads: end_all tells every registered thread to stop, waits
+for them (bounded in all), reports those still running, and a stop that raises keeps no other
+thread running; threads that ended are dropped from the registry."""
+
+import threading
+
+from mesh_client._src.runtime import exiting
+
+
+def _stoppable():
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait, daemon=True)
+    return thread, stop
+
+
+def test_end_all_stops_and_waits_for_every_registered_thread():
+    threads = []
+    for _ in range(3):
+        thread, stop = _stoppable()
+        exiting.track(thread, stop.set)
+        thread.start()
+        threads.append(thread)
+    assert exiting.end_all(wait=30) == []
+    assert not any(t.is_alive() for t in threads)
+    assert exiting.end_all(wait=30) == []  # nothing registered any more
+
+
+def test_a_stop_that_raises_does_not_keep_the_others_running():
+    def broken_stop():
+        raise RuntimeError("cannot stop")
+
+    stuck = threading.Event()
+    ignoring = threading.Thread(target=stuck.wait, daemon=True)
+    exiting.track(ignoring, broken_stop)
+    ignoring.start()
+    thread, stop = _stoppable()
+    exiting.track(thread, stop.set)
+    thread.start()
+    try:
+        assert exiting.end_all(wait=0.2) == [ignoring]  # reported, not waited for forever
+        assert not thread.is_alive()
+    finally:
+        stuck.set()
+
+
+def test_threads_that_ended_leave_the_registry():
+    thread, stop = _stoppable()
+    exiting.track(thread, stop.set)
+    thread.start()
+    stop.set()
+    thread.join(30)
+    later, later_stop = _stoppable()
+    exiting.track(later, later_stop.set)  # registering prunes the ended one
+    later.start()
+    assert thread not in exiting._halts and later in exiting._halts
+    assert exiting.end_all(wait=30) == []
