@@ -19,6 +19,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from mesh_client._src.runtime import exiting
+
 CLIENT = "client"  # the owner id of meshes spawned outside any actor
 
 
@@ -166,14 +168,32 @@ def submit(work: Callable[[], None]) -> None:
     if _queue is None:
         with _queue_lock:
             if _queue is None:
-                _queue = queue.SimpleQueue()
-                threading.Thread(target=_run, args=(_queue,), name="procmesh-supervision", daemon=True).start()
+                works: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+                _queue = works
+                thread = threading.Thread(target=_run, args=(works,), name="procmesh-supervision", daemon=True)
+
+                def close() -> None:
+                    _closing.set()
+                    works.put(_nothing)  # wakes it
+
+                # Explaining a lost proc may be in an API call (TLS) when the program exits.
+                exiting.track(thread, close)
+                thread.start()
     _queue.put(work)
+
+
+_closing = threading.Event()  # the interpreter is exiting: what is left would be dropped by report()
+
+
+def _nothing() -> None:
+    pass
 
 
 def _run(works: queue.SimpleQueue[Callable[[], None]]) -> None:
     while True:
         work = works.get()
+        if _closing.is_set():
+            return
         try:
             work()
         except Exception as exc:  # a bug of ours must not end supervision

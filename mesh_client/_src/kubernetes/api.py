@@ -21,6 +21,7 @@ from mesh_client._src.kubernetes.errors import (
     MeshNotFound,
     MeshNotReady,
 )
+from mesh_client._src.runtime import exiting
 
 
 def token_secret_name(mesh: dict[str, Any]) -> str:
@@ -53,7 +54,13 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None) -
         config = kubernetes.client.Configuration()
         kubernetes.config.load_incluster_config(client_configuration=config)
         return kubernetes.client.ApiClient(config)
-    return kubernetes.config.new_client_from_config(config_file=kubeconfig, context=context)
+    client = kubernetes.config.new_client_from_config(config_file=kubeconfig, context=context)
+    # The client removes the CA file it wrote from the kubeconfig at exit: not before our threads
+    # in API calls have ended, or each new connection of theirs fails (runtime/exiting.py).
+    cleanup = getattr(getattr(kubernetes.config, "kube_config", None), "_cleanup_temp_files", None)
+    if cleanup is not None:
+        exiting.after_threads(cleanup)
+    return client
 
 
 def pod_namespace() -> str | None:

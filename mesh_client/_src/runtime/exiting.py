@@ -4,12 +4,14 @@ Python 3.11 ends a daemon thread that wakes during finalization (it asks for the
 ``pthread_exit``. Where that thread wakes inside the ssl module, its HTTPS call to the API server
 returning, the unwind aborts the whole process: exit status -6 (SIGABRT) and nothing on stderr,
 after the program's last line (seen in CI; three threads calling the API server while the
-program exits abort most runs). So each thread of ours that talks to the API server is
-registered here with a way to stop it, and one atexit handler stops them all and waits for each
-to end, :data:`EXIT_WAIT_SECONDS` at most in all. The handler is registered again with each
-thread, so it runs before the exit handlers registered earlier: among them the Kubernetes
-client's removal of the CA file it wrote from the kubeconfig, after which each new connection of
-these threads fails.
+program exits abort most runs). So each thread of ours that may be in such a call is registered
+here with a way to stop it, and one atexit handler stops them all and waits for each to end,
+:data:`EXIT_WAIT_SECONDS` at most in all.
+
+The handler is registered when this module is imported (with ``mesh_client``), so it runs after
+the program's own exit handlers, which may still call actors. Exit work that would break the
+threads' calls, such as the Kubernetes client's removal of the CA file it wrote from the
+kubeconfig, is moved behind it with :func:`after_threads`.
 """
 
 from __future__ import annotations
@@ -24,36 +26,66 @@ from collections.abc import Callable
 EXIT_WAIT_SECONDS = 10.0
 
 _halts: dict[threading.Thread, Callable[[], None]] = {}
+_after: list[Callable[[], object]] = []
 _lock = threading.Lock()
+_ROUNDS = 4  # threads registered while others end (a relink's port-forward) are ended too, this many times over
+_prune_at = 64  # registry size at which ended threads are dropped (doubles: amortized O(1) per track)
 
 
 def track(thread: threading.Thread, halt: Callable[[], None]) -> None:
     """End ``thread`` before the interpreter finalizes; ``halt()`` tells it to stop (it must
     not block)."""
+    global _prune_at
     with _lock:
-        for ended in [t for t in _halts if t.ident is not None and not t.is_alive()]:
-            del _halts[ended]
+        if len(_halts) >= _prune_at:
+            for ended in [t for t in _halts if t.ident is not None and not t.is_alive()]:
+                del _halts[ended]
+            _prune_at = max(64, 2 * len(_halts))
         _halts[thread] = halt
-        atexit.unregister(end_all)
-        atexit.register(end_all)
+
+
+def after_threads(exit_function: Callable[[], object]) -> None:
+    """Run ``exit_function``, an atexit handler already registered, after the threads ended
+    rather than at its own place among the exit handlers."""
+    atexit.unregister(exit_function)
+    with _lock:
+        if exit_function not in _after:
+            _after.append(exit_function)
 
 
 def end_all(wait: float = EXIT_WAIT_SECONDS) -> list[threading.Thread]:
     """Tell every registered thread to stop, then wait for them (``wait`` seconds in all);
-    the ones still running after that."""
-    with _lock:
-        tracked = list(_halts.items())
-        _halts.clear()
-    for _, halt in tracked:
-        try:
-            halt()
-        except Exception:  # one thread's stop must not keep the others running
-            pass
+    the ones still running after that. Threads registered meanwhile are ended too."""
     deadline = time.monotonic() + wait
-    running = []
-    for thread, _ in tracked:
-        if thread.ident is not None and thread is not threading.current_thread():
-            thread.join(max(0.0, deadline - time.monotonic()))
-        if thread.is_alive():
-            running.append(thread)
+    running: list[threading.Thread] = []
+    for _ in range(_ROUNDS):
+        with _lock:
+            tracked = list(_halts.items())
+            _halts.clear()
+        if not tracked:
+            break
+        for _, halt in tracked:
+            try:
+                halt()
+            except Exception:  # one thread's stop must not keep the others running
+                pass
+        for thread, _ in tracked:
+            if thread.ident is not None and thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                running.append(thread)
     return running
+
+
+def _at_exit() -> None:
+    end_all()
+    with _lock:
+        after, _after[:] = list(_after), []
+    for exit_function in after:
+        try:
+            exit_function()
+        except Exception:
+            pass
+
+
+atexit.register(_at_exit)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from mesh_client._src.runtime import channel as channel_mod
-from mesh_client._src.runtime import coalescing, futures, ops, relinking, unixlinks
+from mesh_client._src.runtime import coalescing, exiting, futures, ops, relinking, unixlinks
 from mesh_client._src.wire import envelopes, packing
 from mesh_client._src.wire import errors as wire_errors
 
@@ -214,8 +214,10 @@ class Peer:
         if channel.close_kind in (channel_mod.CloseKind.PEER_LEFT, channel_mod.CloseKind.IO_ERROR):
             self.verdict = verdict = relinking.Verdict()  # before the calls fail: their errors wait for it
             try:
-                threading.Thread(target=self._relink, args=(verdict,), name=f"procmesh-relink-{self.display}",
-                                 daemon=True).start()
+                relink = threading.Thread(target=self._relink, args=(verdict,), name=f"procmesh-relink-{self.display}",
+                                          daemon=True)
+                exiting.track(relink, _no_halt)  # it may open a port-forward (TLS): bounded, waited for at exit
+                relink.start()
             except RuntimeError:  # the interpreter is exiting: no new threads
                 verdict.settle(None, "this process is exiting")
         # The watches fail before ``lost`` is set, and a call whose send found the channel
@@ -237,12 +239,12 @@ class Peer:
                 watch.set_raw((LOST, reason, self))
 
     def _await_failed_watches(self) -> None:
-        """When the channel is closed, wait (bounded) for its close handler to have failed the
-        watches: a send can find the channel closed before that handler ran."""
-        channel = self._channel
-        if (channel is not None and channel.state is _CLOSED
-                and self._failing_thread != threading.get_ident()):
-            self._watches_failed.wait(WATCHES_FAILED_WAIT_SECONDS)
+        """After a send on this peer's channel failed, wait (bounded) for the close handler to
+        have failed the watches: a send can find the channel, or its protocol, closed before that
+        handler ran. Only the first wait may time out (a close cut short by a Ctrl-C)."""
+        if self._channel is not None and self._failing_thread != threading.get_ident():
+            if not self._watches_failed.wait(WATCHES_FAILED_WAIT_SECONDS):
+                self._watches_failed.set()
 
     def _fail_pending(self) -> None:
         """Fail every pending request as LOST, the watches first (as :meth:`_on_closed`)."""
@@ -335,6 +337,10 @@ class Peer:
                 if listener is not None:
                     listener(self, successor)
         verdict.settle(successor, why)
+
+
+def _no_halt() -> None:
+    """A relink ends by itself within its bounded probe."""
 
 
 _peers: dict[tuple[Address, bytes], Peer] = {}

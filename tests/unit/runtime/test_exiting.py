@@ -44,13 +44,41 @@ def test_a_stop_that_raises_does_not_keep_the_others_running():
 
 
 def test_threads_that_ended_leave_the_registry():
-    thread, stop = _stoppable()
-    exiting.track(thread, stop.set)
-    thread.start()
-    stop.set()
-    thread.join(30)
+    ended = []
+    for _ in range(64):
+        thread, stop = _stoppable()
+        exiting.track(thread, stop.set)
+        thread.start()
+        stop.set()
+        thread.join(30)
+        ended.append(thread)
     later, later_stop = _stoppable()
-    exiting.track(later, later_stop.set)  # registering prunes the ended one
+    exiting.track(later, later_stop.set)  # the registry is full: registering drops the ended ones
     later.start()
-    assert thread not in exiting._halts and later in exiting._halts
+    assert not any(t in exiting._halts for t in ended) and later in exiting._halts
     assert exiting.end_all(wait=30) == []
+
+
+def test_a_thread_registered_while_others_end_is_ended_too():
+    late, late_stop = _stoppable()
+
+    def stop_and_start_another():
+        first_stop.set()
+        exiting.track(late, late_stop.set)
+        late.start()
+
+    first, first_stop = _stoppable()
+    exiting.track(first, stop_and_start_another)
+    first.start()
+    assert exiting.end_all(wait=30) == []
+    assert not first.is_alive() and not late.is_alive()
+
+
+def test_exit_functions_moved_behind_the_threads_run_after_them():
+    order = []
+    thread, stop = _stoppable()
+    exiting.track(thread, lambda: (stop.set(), order.append("halted")))
+    thread.start()
+    exiting.after_threads(lambda: order.append(("after", thread.is_alive())))
+    exiting._at_exit()
+    assert order == ["halted", ("after", False)]
