@@ -49,12 +49,22 @@ class PortForward:
         self._far.setblocking(False)
         self._ws = websocket
         self._thread = threading.Thread(target=self._relay, daemon=True, name=f"port-forward :{port}")
-        exiting.track(self._thread, self.close)  # out of the WebSocket's TLS before the interpreter ends
+        exiting.track(self._thread, self._halt)  # out of the WebSocket's TLS before the interpreter ends
         self._thread.start()
 
     def close(self) -> None:
         """Close the local end; the relay sees it and closes the WebSocket."""
         self.socket.close()
+
+    def _halt(self) -> None:
+        """At exit: shut the WebSocket's socket down, which wakes the relay wherever it waits,
+        a TLS write included; the local end, a channel's, then reads EOF as from any ended forward."""
+        sock = getattr(self._ws, "sock", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def _relay(self) -> None:
         relay = _Relay(self, self._ws, self._far)

@@ -21,6 +21,7 @@ import pytest
 from kubernetes import client
 
 from mesh_client._src.kubernetes import forwarding
+from mesh_client._src.runtime import exiting
 from tests.cluster import pki
 from tests.cluster.process_node import portforward as wire
 
@@ -155,3 +156,20 @@ def test_an_api_server_that_never_answers_the_upgrade_fails_the_connect_at_its_b
         release.set()
         thread.join(BOUND)
         listener.close()
+
+
+def test_the_exit_ends_a_relay_and_its_local_end_reads_eof(api_client: Any, certs: pki.KeyPair) -> None:
+    """The relay is registered to end before the interpreter does (runtime/exiting.py): its
+    halt shuts the WebSocket down, the relay thread ends, the local end (a channel's) reads EOF."""
+    server = _KubeletLike(certs, first=b"HELLO")
+    stream = _open(api_client, server)
+    try:
+        assert stream.read(4096) == b"HELLO"
+        forward = stream.forward
+        assert forward._thread in exiting._halts
+        exiting._halts[forward._thread]()  # what the exit calls (end_all would also end other tests' threads)
+        forward._thread.join(BOUND)
+        assert not forward._thread.is_alive()
+        assert stream.read(4096) == b""
+    finally:
+        stream.close()
