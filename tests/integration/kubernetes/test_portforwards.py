@@ -166,8 +166,9 @@ def test_the_exit_ends_a_relay_and_its_local_end_reads_eof(api_client: Any, cert
     try:
         assert stream.read(4096) == b"HELLO"
         forward = stream.forward
-        assert forward._thread in exiting._halts
-        exiting._halts[forward._thread]()  # what the exit calls (end_all would also end other tests' threads)
+        halt = exiting.EXITS.halt_of(forward._thread)
+        assert halt is not None
+        halt()  # what the exit calls (end_all would also end this process's other threads)
         forward._thread.join(BOUND)
         assert not forward._thread.is_alive()
         assert stream.read(4096) == b""
