@@ -50,38 +50,22 @@ class Pumps:
     def __init__(self, out: TextIO) -> None:
         self.sink = logstreams.Interleaver(out)
         self.errors: list[str] = []
-        self._lock = threading.Lock()
-        self._responses: set[Any] = set()
-        self._stopped = False
+        self.streams = logstreams.OpenStreams()
 
     def pump(self, prefix: str, open_stream: Callable[[], Any]) -> None:
         try:
             response = open_stream()
-            with self._lock:  # ordered with stop(): a stream opened after it is shut down here
-                self._responses.add(response)
-                stopped = self._stopped
-            if stopped:
-                logstreams.interrupt(response)
+            self.streams.add(response)
             try:
                 for line in logstreams.response_lines(response):
                     self.sink.write(prefix, line)
             finally:
-                with self._lock:
-                    self._responses.discard(response)
+                self.streams.discard(response)
                 response.release_conn()
         except KubernetesMeshError as exc:
             self.errors.append(str(exc))
         except Exception as exc:  # a broken stream of one pod must not end the others
             self.errors.append(f"{prefix.strip()} log stream ended: {exc}")
-
-
-    def stop(self) -> None:
-        """End every pump soon: shut down the streams they read."""
-        with self._lock:
-            self._stopped = True
-            responses = list(self._responses)
-        for response in responses:
-            logstreams.interrupt(response)
 
 
 def follow_all(streams: Sequence[tuple[str, Callable[[], Any]]], out: TextIO = sys.stdout) -> list[str]:
@@ -90,7 +74,7 @@ def follow_all(streams: Sequence[tuple[str, Callable[[], Any]]], out: TextIO = s
     threads = [threading.Thread(target=pumps.pump, args=(prefix, opener), daemon=True,
                                 name=f"logs {prefix.strip()}") for prefix, opener in streams]
     for thread in threads:
-        exiting.track(thread, pumps.stop)  # a Ctrl-C exit: no pump is left inside TLS (runtime/exiting.py)
+        exiting.track(thread, pumps.streams.stop)  # a Ctrl-C exit: no pump is left inside TLS (runtime/exiting.py)
         thread.start()
     for thread in threads:
         while thread.is_alive():

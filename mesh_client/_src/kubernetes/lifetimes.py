@@ -54,8 +54,7 @@ class LeaseRenewer:
         self.api = api
         self.name = name
         self.period = max(1.0, seconds / 3)
-        self._stopped = threading.Event()  # stop(), or the exit's deletion: neither renewals nor a deletion
-        self._quit = threading.Event()  # the renewing thread ends (also told at exit: runtime/exiting.py)
+        self._stopped = threading.Event()  # the renewing thread ends (also told at exit: runtime/exiting.py)
         self._thread = threading.Thread(target=self._run, name=f"procmesh lease {name}", daemon=True)
 
     def start(self) -> None:
@@ -69,17 +68,16 @@ class LeaseRenewer:
                 f"(the chart's client role grants 'patch' on procmeshes); or spawn it with "
                 f"outlive=True, and delete it yourself") from None
         atexit.register(self._at_exit)
-        exiting.track(self._thread, self._quit.set)  # never in a renewal when the interpreter ends
+        exiting.track(self._thread, self._stopped.set)  # never in a renewal when the interpreter ends
         self._thread.start()
 
     def stop(self) -> None:
         self._stopped.set()
-        self._quit.set()
         atexit.unregister(self._at_exit)
 
     def _run(self) -> None:
         failing = False
-        while not self._quit.wait(self.period):
+        while not self._stopped.wait(self.period):
             try:
                 self.api.renew_lease(self.name, now_rfc3339())
                 failing = False
@@ -92,10 +90,10 @@ class LeaseRenewer:
                 failing = True
 
     def _at_exit(self) -> None:
-        if not self._stopped.is_set():
-            self._stopped.set()
-            self._quit.set()
-            try:
-                self.api.delete_mesh(self.name)
-            except Exception:
-                pass  # the lease lapses and the operator deletes it
+        """Registered only until :meth:`stop`: the program exits with its mesh still running.
+        (Whether the renewals were already halted at exit does not matter here.)"""
+        self._stopped.set()
+        try:
+            self.api.delete_mesh(self.name)
+        except Exception:
+            pass  # the lease lapses and the operator deletes it

@@ -31,6 +31,34 @@ def response_lines(response: Any) -> Iterable[str]:
     return lines_of(response.stream(CHUNK, decode_content=False))
 
 
+class OpenStreams:
+    """The log streams being read by threads that :meth:`stop` ends: it shuts every open one
+    down, and one opened after it is shut down as it is added, so no reader is left waiting."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: set[Any] = set()
+        self.stopped = False
+
+    def add(self, response: Any) -> None:
+        with self._lock:  # ordered with stop()
+            self._open.add(response)
+            stopped = self.stopped
+        if stopped:
+            interrupt(response)
+
+    def discard(self, response: Any) -> None:
+        with self._lock:
+            self._open.discard(response)
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stopped = True
+            responses, self._open = list(self._open), set()
+        for response in responses:
+            interrupt(response)
+
+
 def interrupt(response: Any) -> None:
     """Wake the thread reading ``response``: shut its socket down (``close()`` from another
     thread would wait for the reader's lock, which an idle log stream holds forever)."""

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TextIO
 
 from mesh_client._src.kubernetes import api as api_mod
 from mesh_client._src.kubernetes import logstreams
@@ -50,8 +50,7 @@ class OutputForwarder:
         self.pods = list(pods)
         self.sink = logstreams.Interleaver(out or sys.stdout)
         self._stopped = threading.Event()
-        self._responses: set[Any] = set()
-        self._lock = threading.Lock()
+        self._streams = logstreams.OpenStreams()
         self._denied = threading.Event()
         self._counted = threading.Semaphore(0)
         self._threads: list[threading.Thread] = []
@@ -80,10 +79,7 @@ class OutputForwarder:
         """Every thread ends soon: the streams they read are shut down, and one that opens a
         stream after this shuts it down itself (:meth:`_follow`)."""
         self._stopped.set()
-        with self._lock:
-            responses, self._responses = list(self._responses), set()
-        for response in responses:
-            logstreams.interrupt(response)
+        self._streams.stop()
 
     def _catch_up(self) -> None:
         """Show what each proc wrote that its stream had not delivered yet (streams lag), so
@@ -148,11 +144,7 @@ class OutputForwarder:
                 response = None
             if response is not None:
                 missing_since = None
-                with self._lock:  # ordered with _tell_stop: a stream opened after it is shut down here
-                    self._responses.add(response)
-                    stopped = self._stopped.is_set()
-                if stopped:
-                    logstreams.interrupt(response)
+                self._streams.add(response)  # shut down at once if _tell_stop came first
                 try:
                     for index, line in enumerate(logstreams.response_lines(response)):
                         if self._stopped.is_set():
@@ -164,8 +156,7 @@ class OutputForwarder:
                 except Exception:
                     pass  # a dropped stream: opened again below
                 finally:
-                    with self._lock:
-                        self._responses.discard(response)
+                    self._streams.discard(response)
             if self._stopped.wait(REOPEN_SECONDS):
                 return
             try:

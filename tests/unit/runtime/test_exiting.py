@@ -14,13 +14,19 @@ def _stoppable():
     return thread, stop
 
 
+def _running(exits):
+    """A started thread registered with ``exits``, which its stop ends."""
+    thread, stop = _stoppable()
+    exits.track(thread, stop.set)
+    thread.start()
+    return thread, stop
+
+
 def test_end_all_stops_and_waits_for_every_registered_thread():
     exits = exiting.Exits()
     threads = []
     for _ in range(3):
-        thread, stop = _stoppable()
-        exits.track(thread, stop.set)
-        thread.start()
+        thread, _ = _running(exits)
         threads.append(thread)
     assert exits.end_all(wait=30) == []
     assert not any(t.is_alive() for t in threads)
@@ -29,6 +35,7 @@ def test_end_all_stops_and_waits_for_every_registered_thread():
 
 def test_a_stop_that_raises_does_not_keep_the_others_running():
     exits = exiting.Exits()
+
     def broken_stop():
         raise RuntimeError("cannot stop")
 
@@ -36,9 +43,7 @@ def test_a_stop_that_raises_does_not_keep_the_others_running():
     ignoring = threading.Thread(target=stuck.wait, daemon=True)
     exits.track(ignoring, broken_stop)
     ignoring.start()
-    thread, stop = _stoppable()
-    exits.track(thread, stop.set)
-    thread.start()
+    thread, _ = _running(exits)
     try:
         assert exits.end_all(wait=0.2) == [ignoring]  # reported, not waited for forever
         assert not thread.is_alive()
@@ -50,15 +55,11 @@ def test_threads_that_ended_leave_the_registry():
     exits = exiting.Exits()
     ended = []
     for _ in range(64):
-        thread, stop = _stoppable()
-        exits.track(thread, stop.set)
-        thread.start()
+        thread, stop = _running(exits)
         stop.set()
         thread.join(30)
         ended.append(thread)
-    later, later_stop = _stoppable()
-    exits.track(later, later_stop.set)  # the registry is full: registering drops the ended ones
-    later.start()
+    later, _ = _running(exits)  # the registry is full: registering drops the ended ones
     assert not any(exits.tracks(t) for t in ended) and exits.tracks(later)
     assert exits.end_all(wait=30) == []
 
