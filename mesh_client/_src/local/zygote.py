@@ -22,7 +22,7 @@ import sys
 from typing import Any
 
 
-def _child(request: dict[str, Any], report_fd: int, stdout_fd: int, sigint: Any) -> None:
+def _child(request: dict[str, Any], report_fd: int, stdout_fd: int, sigint: Any, zygote: int) -> None:
     """In the forked child: take the requested env and become a proc server."""
     signal.signal(signal.SIGINT, sigint)  # a Ctrl-C ends it as it ends an exec'd proc server
     os.dup2(stdout_fd, 1)
@@ -34,7 +34,7 @@ def _child(request: dict[str, Any], report_fd: int, stdout_fd: int, sigint: Any)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.environ.clear()
     os.environ.update(request["env"])
-    _die_with_parent()
+    _die_with_parent(zygote)
     from mesh_client._src.runtime import waits
     from mesh_client._src.server import config as config_mod
     from mesh_client._src.server import main as server_main
@@ -54,14 +54,17 @@ def _child(request: dict[str, Any], report_fd: int, stdout_fd: int, sigint: Any)
     os._exit(code)
 
 
-def _die_with_parent() -> None:
-    """Ask the kernel for SIGTERM when the zygote goes (it goes when the controller does)."""
+def _die_with_parent(zygote: int) -> None:
+    """Ask the kernel for SIGTERM when the zygote goes (it goes when the controller does);
+    a zygote gone before the request was made sends none, so end now."""
     try:
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except Exception:
         pass
+    if os.getppid() != zygote:
+        os._exit(0)
 
 
 def serve_forks() -> None:
@@ -109,12 +112,13 @@ def serve_forks() -> None:
             while b"\n" in pending:
                 line, pending = pending.split(b"\n", 1)
                 request = json.loads(line)
+                zygote = os.getpid()
                 pid = os.fork()
                 if pid == 0:
                     try:
                         os.close(wake_r)
                         os.close(wake_w)
-                        _child(request, report_fd, stdout_fd, sigint)
+                        _child(request, report_fd, stdout_fd, sigint, zygote)
                     finally:
                         os._exit(70)
                 children[pid] = request["id"]

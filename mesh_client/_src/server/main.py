@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from mesh_client._src.actor.proc_mesh import ProcMesh
 
 
+#: How often the main thread wakes to run signal handlers while it serves.
+STOP_CHECK_SECONDS = 1.0
+
+
 def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None) -> int:
     """Listen, announce readiness, serve until STOP, SIGTERM or the lifeline closes."""
     for entry in cfg.sys_path:
@@ -83,7 +87,10 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None)
         print(f"procmesh: proc server {cfg.mesh}[{cfg.rank}] listening on {host}:{port}", file=sys.stderr, flush=True)
 
     try:
-        while not stopping.wait(3600):
+        # Woken each second: a SIGTERM the kernel delivered to another thread of this process
+        # only marks Python's handler to run on this thread, which a longer wait would keep
+        # sleeping (an orphaned proc then lived on for the wait, holding its controller's pipes).
+        while not stopping.wait(STOP_CHECK_SECONDS):
             pass
     except KeyboardInterrupt:
         why.append("it received SIGINT")

@@ -306,3 +306,27 @@ def test_a_call_during_a_procs_shutdown_fails_with_why_not_as_a_wrong_actor(tmp_
     finally:
         release.touch()
         mesh.stop()
+
+
+def test_a_sigterm_delivered_to_another_thread_of_a_proc_still_ends_it():
+    """The kernel may hand a process's SIGTERM (its zygote's death, the pod's deletion) to any
+    of its threads; Python runs the handler on the main thread only, which must not sleep on."""
+    import ctypes
+
+    with this_host().spawn_procs(per_host={"gpus": 1}, name="threaded") as procs:
+        pid = procs.spawn("rec", Recorder).where.call_one().get(timeout=60)["pid"]
+        others = [int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid]
+        assert others, "a proc server runs threads beside its main one"
+        assert ctypes.CDLL(None, use_errno=True).syscall(234, pid, others[0], signal.SIGTERM) == 0  # tgkill
+        deadline = time.monotonic() + 60
+        while os.path.exists(f"/proc/{pid}") and _state(pid) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not os.path.exists(f"/proc/{pid}") or _state(pid) == "Z", "the proc sleeps on after SIGTERM"
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
