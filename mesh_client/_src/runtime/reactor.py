@@ -229,11 +229,11 @@ class _Poller:
     def poll(self, timeout: float | None, rings: list[waits.Bell]) -> list[tuple[int, int]]:
         """Ring ``rings`` (and empty the list), then return the descriptors ready within
         ``timeout`` seconds (None: wait as long as it takes), spinning first where
-        :data:`waits.SPIN_NS` says so. ``rings`` is this thread's deferred list."""
+        :data:`waits.POLL_SPIN_NS` says so. ``rings`` is this thread's deferred list."""
         if self._epoll and _native_poll is not None:
             rung = len(rings)
             try:
-                ready: list[tuple[int, int]] = _native_poll(self._kernel.fileno(), timeout, waits.SPIN_NS, rings,
+                ready: list[tuple[int, int]] = _native_poll(self._kernel.fileno(), timeout, waits.POLL_SPIN_NS, rings,
                                                             self._pace)
             except BaseException:
                 waits.flush()  # rung already where the poll got that far: a ring more merges

@@ -5,17 +5,20 @@ work, the caller's I/O thread for the reply and the caller's thread for its futu
 that sleeps there is woken through the kernel, and waking an idle core costs a many-core host
 about as much as the socket hop itself (issue 14's breakdown: 10 us for the hand-off from the
 proc's I/O thread to the actor's, with no socket in between). So each wait first spins for
-:data:`SPIN_NS` with the GIL released (the native :mod:`._waits`), then sleeps.
+:data:`SPIN_NS` (the I/O thread's poll for :data:`POLL_SPIN_NS`) with the GIL released (the
+native :mod:`._waits`), then sleeps.
 
 The reactor rings the bells of what it woke only once it has released the GIL (it hands
 :func:`deferred` to its poll): a woken thread then finds the GIL free, instead of waking, finding
 it held and sleeping on it again.
 
-How long to spin: ``PROCMESH_SPIN_US`` (microseconds; 0 turns spinning off). By default a
-process spins only where it may use :data:`SPIN_MIN_CPUS` cores or more: with fewer, a spinning
-thread takes the core that the thread it waits for needs. What it may use counts its cgroup's
-CPU quota (a pod's CPU limit, :mod:`.cores`), since a quota that spinning spends throttles the
-whole container. Without the native module (a build without a C compiler) every
+How long to spin: ``PROCMESH_SPIN_US`` (microseconds, every wait; 0 turns spinning off). By
+default every wait spins where the process may use :data:`SPIN_MIN_CPUS` cores or more. With
+fewer (but two or more) only the I/O thread's poll spins (:data:`SMALL_HOST_POLL_SPIN_US`): one
+spinner per process leaves a core to the thread it hands work to, where spinning actors and
+callers took the cores the threads they wait for needed. What a process may use counts its
+cgroup's CPU quota (a pod's CPU limit, :mod:`.cores`), since a quota that spinning spends
+throttles the whole container. Without the native module (a build without a C compiler) every
 wait sleeps at once, as plain locks.
 """
 
@@ -24,9 +27,9 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import ModuleType
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from mesh_client._src.runtime import cores
 
@@ -41,6 +44,13 @@ MAX_SPIN_US = 1_000_000
 #: the 16-core host 100 us met the call_one target and not the echo's, 250 us met both narrowly,
 #: 500 us both with room (benchmarks/results/actors.md, 2026-12-05).
 DEFAULT_SPIN_US = 500
+#: The I/O thread's spin where a process may use 2 to SPIN_MIN_CPUS - 1 cores (none below 2):
+#: on the 2-core VM a call_one's round trip is 50-130 us, so a 100 us spin catches the next
+#: message in a sequential caller's loop. There it halved call_one (123-133 -> 52-57 us median)
+#: at no extra CPU per call, fan-out, pipelined and the 1 MiB echo unchanged, where spinning
+#: every wait gained less (74 us) and cost 12-15 us of CPU a side (benchmarks/results/actors.md,
+#: 2026-12-06).
+SMALL_HOST_POLL_SPIN_US = 100
 
 
 class Bell(Protocol):
@@ -85,9 +95,18 @@ except ImportError:  # built without a C compiler: everything works, nothing spi
 make_bell: Callable[[], Bell] = native.Bell if native is not None else _LockBell
 
 
-def spin_ns_from(environ: dict[str, str] | os._Environ[str], cpus: int) -> int:
-    """The spin in nanoseconds for this process: ``PROCMESH_SPIN_US`` if set, else
-    :data:`DEFAULT_SPIN_US` with :data:`SPIN_MIN_CPUS` cores or more, else 0."""
+class Spins(NamedTuple):
+    """How long a process's waits spin, in nanoseconds: a thread's wait for another thread (an
+    actor's mailbox, a caller's future) and the I/O thread's poll of its sockets."""
+
+    wait_ns: int
+    poll_ns: int
+
+
+def spins_from(environ: Mapping[str, str], cpus: int) -> Spins:
+    """The spins for a process: ``PROCMESH_SPIN_US`` for every wait if set; else
+    :data:`DEFAULT_SPIN_US` for every wait with :data:`SPIN_MIN_CPUS` cores or more,
+    :data:`SMALL_HOST_POLL_SPIN_US` for the poll alone with 2 or more, nothing below."""
     raw = environ.get("PROCMESH_SPIN_US", "").strip()
     if raw:
         try:
@@ -99,20 +118,24 @@ def spin_ns_from(environ: dict[str, str] | os._Environ[str], cpus: int) -> int:
             ) from None
         if not 0 <= micros <= MAX_SPIN_US:  # NaN fails this too
             raise ValueError(f"PROCMESH_SPIN_US={raw!r} is out of range: give 0 to {MAX_SPIN_US} microseconds")
-        return int(micros * 1000)
-    return DEFAULT_SPIN_US * 1000 if cpus >= SPIN_MIN_CPUS else 0
+        return Spins(int(micros * 1000), int(micros * 1000))
+    if cpus >= SPIN_MIN_CPUS:
+        return Spins(DEFAULT_SPIN_US * 1000, DEFAULT_SPIN_US * 1000)
+    return Spins(0, SMALL_HOST_POLL_SPIN_US * 1000 if cpus >= 2 else 0)
 
 
-#: How long this process's waits spin, in nanoseconds (0 without the native module); read at
-#: each wait, so :func:`configure` in a forked proc takes effect.
+#: How long this process's thread waits (mailboxes, futures) and its I/O thread's polls spin, in
+#: nanoseconds (0 without the native module); read at each wait, so :func:`configure` in a
+#: forked proc takes effect.
 SPIN_NS = 0
+POLL_SPIN_NS = 0
 
 
 def configure() -> None:
-    """Set :data:`SPIN_NS` from this process's environment and CPUs: at import, and again in a
-    proc forked from the zygote once it has its own environment."""
-    global SPIN_NS
-    SPIN_NS = spin_ns_from(os.environ, cores.usable_cores()) if native is not None else 0
+    """Set :data:`SPIN_NS` and :data:`POLL_SPIN_NS` from this process's environment and CPUs: at
+    import, and again in a proc forked from the zygote once it has its own environment."""
+    global SPIN_NS, POLL_SPIN_NS
+    SPIN_NS, POLL_SPIN_NS = spins_from(os.environ, cores.usable_cores()) if native is not None else Spins(0, 0)
 
 
 configure()

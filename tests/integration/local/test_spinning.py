@@ -11,6 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from mesh_client._src.runtime import waits
+
 ROOT = str(Path(__file__).resolve().parents[3])
 
 CONTROLLER = textwrap.dedent(
@@ -35,7 +37,7 @@ CONTROLLER = textwrap.dedent(
 
         @endpoint
         def spin_ns(self):
-            return waits.SPIN_NS
+            return [waits.SPIN_NS, waits.POLL_SPIN_NS]
 
         @endpoint
         def pid(self):
@@ -46,7 +48,7 @@ CONTROLLER = textwrap.dedent(
             time.sleep(seconds)
 
     mesh_client.actor.unhandled_fault_hook = lambda failure: None  # the kill below is expected
-    out = {"controller_spin_ns": waits.SPIN_NS}
+    out = {"controller_spin_ns": [waits.SPIN_NS, waits.POLL_SPIN_NS]}
     with this_host().spawn_procs(per_host={"gpus": 3}, name="spin") as procs:
         actors = procs.spawn("spun", Spun)
         one = actors.slice(gpus=0)
@@ -101,8 +103,8 @@ def test_calls_with_spinning_waits_keep_their_results_order_timeouts_and_failure
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["controller_spin_ns"] == 200_000 and out["proc_spin_ns"] == [200_000] * 3
-    assert out["quiet_proc_spin_ns"] == 0
+    assert out["controller_spin_ns"] == [200_000, 200_000] and out["proc_spin_ns"] == [[200_000, 200_000]] * 3
+    assert out["quiet_proc_spin_ns"] == [0, 0]
     assert out["sequential"] == list(range(1, 501))
     assert out["pipelined"] == list(range(1, 3001))
     assert out["order_kept"] is True
@@ -112,3 +114,42 @@ def test_calls_with_spinning_waits_keep_their_results_order_timeouts_and_failure
     assert out["ctrl_c_within_s"] < 60  # raised by the signal, not once the 60 s nap ended
     assert out["killed"] == "SupervisionError"
     assert out["killed_within_s"] < 20  # failed on the proc's death, not by the bounded wait
+
+
+SMALL_HOST = textwrap.dedent(
+    """
+    import json, os
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])  # a 2-core host, procs included
+    from mesh_client import Actor, default_bootstrap_cmd, endpoint, this_host
+    from mesh_client._src.runtime import cores, waits
+
+    class Spins(Actor):
+        @endpoint
+        def spins(self):
+            return [cores.usable_cores(), waits.SPIN_NS, waits.POLL_SPIN_NS]
+
+    out = {"controller": [cores.usable_cores(), waits.SPIN_NS, waits.POLL_SPIN_NS]}
+    with this_host().spawn_procs(per_host={"gpus": 2}, name="small") as procs:
+        out["procs"] = sorted(procs.spawn("spins", Spins).spins.call().get().values())
+    quiet = default_bootstrap_cmd().with_env({"PROCMESH_SPIN_US": "0"})
+    with this_host().spawn_procs(per_host={"gpus": 1}, bootstrap_command=lambda point: quiet, name="quiet") as procs:
+        out["quiet"] = procs.spawn("spins", Spins).spins.call_one().get()
+    print(json.dumps(out))
+    """
+)
+
+
+def test_on_a_small_host_only_the_io_threads_poll_spins_by_default(tmp_path):
+    """Below 8 usable cores a process's I/O thread alone spins (SMALL_HOST_POLL_SPIN_US): in the
+    controller, and in procs forked from the zygote, unless their own environment says 0."""
+    script = tmp_path / "small_host.py"
+    script.write_text(SMALL_HOST)
+    env = {k: v for k, v in os.environ.items() if k != "PROCMESH_SPIN_US"}
+    env["PYTHONPATH"] = ROOT
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    small = [2, 0, waits.SMALL_HOST_POLL_SPIN_US * 1000]
+    assert out["controller"] == small
+    assert out["procs"] == [small, small]
+    assert out["quiet"] == [2, 0, 0]

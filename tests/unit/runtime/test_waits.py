@@ -325,27 +325,32 @@ def test_a_mailbox_hands_items_over_in_order_across_threads():
 @pytest.mark.parametrize(
     ("environ", "cpus", "expected"),
     [
-        ({}, 16, waits.DEFAULT_SPIN_US * 1000),
-        ({}, waits.SPIN_MIN_CPUS - 1, 0),
-        ({"PROCMESH_SPIN_US": "0"}, 64, 0),
-        ({"PROCMESH_SPIN_US": "250"}, 2, 250_000),
-        ({"PROCMESH_SPIN_US": " 2.5 "}, 2, 2_500),
+        ({}, 16, (waits.DEFAULT_SPIN_US * 1000, waits.DEFAULT_SPIN_US * 1000)),
+        ({}, waits.SPIN_MIN_CPUS, (waits.DEFAULT_SPIN_US * 1000, waits.DEFAULT_SPIN_US * 1000)),
+        # A small host: the I/O thread's poll alone spins; a single core spins nowhere.
+        ({}, waits.SPIN_MIN_CPUS - 1, (0, waits.SMALL_HOST_POLL_SPIN_US * 1000)),
+        ({}, 2, (0, waits.SMALL_HOST_POLL_SPIN_US * 1000)),
+        ({}, 1, (0, 0)),
+        ({"PROCMESH_SPIN_US": "0"}, 64, (0, 0)),
+        ({"PROCMESH_SPIN_US": "0"}, 2, (0, 0)),
+        ({"PROCMESH_SPIN_US": "250"}, 2, (250_000, 250_000)),
+        ({"PROCMESH_SPIN_US": " 2.5 "}, 1, (2_500, 2_500)),
     ],
 )
 def test_how_long_a_process_spins(environ, cpus, expected):
-    assert waits.spin_ns_from(environ, cpus) == expected
+    assert waits.spins_from(environ, cpus) == waits.Spins(*expected)
 
 
 @pytest.mark.parametrize(("raw", "message"), [("fast", "is not a number"), ("-1", "is out of range"),
                                               ("nan", "is out of range"), ("2e6", "is out of range")])
 def test_a_bad_spin_setting_says_what_to_give(raw, message):
     with pytest.raises(ValueError, match=f"PROCMESH_SPIN_US={raw!r} {message}"):
-        waits.spin_ns_from({"PROCMESH_SPIN_US": raw}, 16)
+        waits.spins_from({"PROCMESH_SPIN_US": raw}, 16)
 
 
 def test_this_process_spins_as_its_environment_says():
-    expected = waits.spin_ns_from(os.environ, cores.usable_cores())
-    assert waits.SPIN_NS == expected
+    expected = waits.spins_from(os.environ, cores.usable_cores())
+    assert (waits.SPIN_NS, waits.POLL_SPIN_NS) == expected
 
 
 V1 = "4:memory:/pod/c1\n2:cpuacct:/pod/c1\n1:cpu:/pod/c1\n0::/\n"
