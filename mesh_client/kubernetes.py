@@ -10,6 +10,7 @@
 
 from mesh_client._src.kubernetes.attaching import attach, attach_async
 from mesh_client._src.kubernetes.errors import (
+    ApiServerUnreachable,
     KubernetesMeshError,
     MeshAccessDenied,
     MeshNotFound,
@@ -18,9 +19,9 @@ from mesh_client._src.kubernetes.errors import (
 from mesh_client._src.kubernetes.host_mesh import KubernetesHostMesh
 
 # Tracebacks and reprs name the errors where users import them, not where they are defined.
-for _error in (KubernetesMeshError, MeshAccessDenied, MeshNotFound, MeshNotReady):
+for _error in (ApiServerUnreachable, KubernetesMeshError, MeshAccessDenied, MeshNotFound, MeshNotReady):
     _error.__module__ = __name__
 del _error
 
-__all__ = ["KubernetesHostMesh", "KubernetesMeshError", "MeshAccessDenied", "MeshNotFound", "MeshNotReady", "attach",
+__all__ = ["ApiServerUnreachable", "KubernetesHostMesh", "KubernetesMeshError", "MeshAccessDenied", "MeshNotFound", "MeshNotReady", "attach",
            "attach_async"]

@@ -11,17 +11,42 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from mesh_client._src import contract
 from mesh_client._src.kubernetes.errors import (
+    ApiServerUnreachable,
     KubernetesMeshError,
     MeshAccessDenied,
     MeshNotFound,
     MeshNotReady,
 )
 from mesh_client._src.runtime import exiting
+
+T = TypeVar("T")
+
+#: How long one API request waits to connect, and then for each read of its answer (seconds),
+#: unless ``PROCMESH_API_TIMEOUT`` says otherwise: a hung or black-holed API server then fails
+#: the call with :class:`ApiServerUnreachable` instead of keeping attach, the lease renewer or
+#: a log follower waiting for ever (the Kubernetes client waits for ever by default, as kubectl).
+API_TIMEOUT_SECONDS = 60.0
+
+
+def api_timeout_from(environ: Mapping[str, str]) -> float | None:
+    """The request timeout: ``PROCMESH_API_TIMEOUT`` seconds if set (0: none), else
+    :data:`API_TIMEOUT_SECONDS`."""
+    raw = environ.get("PROCMESH_API_TIMEOUT", "").strip()
+    if not raw:
+        return API_TIMEOUT_SECONDS
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):  # NaN fails this too
+        raise ValueError(f"PROCMESH_API_TIMEOUT={raw!r} is not a number of seconds: give how long an API "
+                         f"request may wait for the API server (0: no limit)")
+    return seconds or None
 
 
 def token_secret_name(mesh: dict[str, Any]) -> str:
@@ -94,17 +119,51 @@ class KubeApi:
         self.namespace = namespace
         self.api_client = api_client
         self._exc = kubernetes.client.ApiException
+        import urllib3.exceptions  # the Kubernetes client's transport
+
+        self._unreached = urllib3.exceptions
         self.custom = kubernetes.client.CustomObjectsApi(api_client)
         self.core = kubernetes.client.CoreV1Api(api_client)
         self._sanitize: Callable[[Any], dict[str, Any]] = api_client.sanitize_for_serialization
+        self.timeout = api_timeout_from(os.environ)
+
+    def _what(self, resource: str, name: str = "") -> str:
+        return f"{resource} {self.namespace}/{name}" if name else f"{resource} in namespace {self.namespace}"
+
+    def _send(self, verb: str, resource: str, name: str, call: Callable[..., T], *args: Any,
+              read_timeout: bool = True, **kwargs: Any) -> T:
+        """``call(*args, **kwargs)`` with the request timeout (the connect's alone where
+        ``read_timeout`` is false: a followed log may be quiet for hours), a server that cannot
+        be reached or does not answer raised as :class:`ApiServerUnreachable`."""
+        limit = self.timeout
+        try:
+            return call(*args, _request_timeout=None if limit is None else (limit, limit if read_timeout else None),
+                        **kwargs)
+        except self._unreached.HTTPError as exc:
+            host = getattr(self.api_client.configuration, "host", "")
+            cause = getattr(exc, "reason", None) or exc
+            # (urllib3 makes a refused connection a NewConnectionError, a kind of ConnectTimeoutError)
+            if isinstance(cause, self._unreached.TimeoutError) and not isinstance(cause, self._unreached.NewConnectionError):
+                raise ApiServerUnreachable(
+                    f"the API server {host} did not answer a request to {verb} {self._what(resource, name)} within "
+                    f"{limit:g} s (a try; GETs are tried again): is it up and reachable from here? "
+                    f"PROCMESH_API_TIMEOUT sets how long a request waits, in seconds") from None
+            raise ApiServerUnreachable(
+                f"cannot reach the API server {host} to {verb} {self._what(resource, name)}: {cause}; is it up, and is "
+                f"the kubeconfig's server address right?") from None
 
     def _refused(self, exc: Any, verb: str, resource: str, name: str = "") -> KubernetesMeshError:
-        what = f"{resource} {self.namespace}/{name}" if name else f"{resource} in namespace {self.namespace}"
+        what = self._what(resource, name)
         if exc.status == 403:
             return MeshAccessDenied(
                 f"the API server refused to {verb} {what}: this client needs the '{verb}' permission on "
                 f"{resource} in namespace {self.namespace} (the Helm chart's client role grants it: "
                 f"clientRole.create=true, bound to this service account)"
+            )
+        if exc.status == 404 and resource == contract.PLURAL and not name:
+            return KubernetesMeshError(
+                f"this cluster has no ProcMesh resource type (the CRD {contract.PLURAL}.{contract.GROUP} is not "
+                f"installed): install procmesh (its Helm chart installs the CRD), or check the kubeconfig's cluster"
             )
         if exc.status == 404 and resource == contract.PLURAL:
             return MeshNotFound(
@@ -127,7 +186,8 @@ class KubeApi:
 
     def get_mesh(self, name: str) -> dict[str, Any]:
         try:
-            body: dict[str, Any] = self.custom.get_namespaced_custom_object(contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name)
+            body: dict[str, Any] = self._send("get", contract.PLURAL, name, self.custom.get_namespaced_custom_object,
+                                              contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name)
             return body
         except self._exc as exc:
             if exc.status == 403:
@@ -138,9 +198,11 @@ class KubeApi:
         """The ProcMeshes of this namespace (or of all), as the API returns them."""
         try:
             if all_namespaces:
-                listed = self.custom.list_cluster_custom_object(contract.GROUP, contract.VERSION, contract.PLURAL)
+                listed = self._send("list", contract.PLURAL, "", self.custom.list_cluster_custom_object,
+                                    contract.GROUP, contract.VERSION, contract.PLURAL)
             else:
-                listed = self.custom.list_namespaced_custom_object(contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL)
+                listed = self._send("list", contract.PLURAL, "", self.custom.list_namespaced_custom_object,
+                                    contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL)
         except self._exc as exc:
             if exc.status == 403:
                 where = "in any namespace" if all_namespaces else f"in namespace {self.namespace}"
@@ -157,8 +219,8 @@ class KubeApi:
         """Events about the object ``kind``/``name``, oldest first; [] when not allowed to read
         them (they only add detail)."""
         try:
-            items = self.core.list_namespaced_event(
-                self.namespace, field_selector=f"involvedObject.kind={kind},involvedObject.name={name}").items
+            items = self._send("list", "events", "", self.core.list_namespaced_event, self.namespace,
+                               field_selector=f"involvedObject.kind={kind},involvedObject.name={name}").items
         except self._exc as exc:
             if exc.status == 403:
                 return []
@@ -173,7 +235,8 @@ class KubeApi:
         if tail is not None:
             kwargs["tail_lines"] = tail
         try:
-            return self.core.read_namespaced_pod_log(pod, self.namespace, **kwargs)
+            return self._send("get", "pods/log", pod, self.core.read_namespaced_pod_log, pod, self.namespace,
+                              read_timeout=not follow, **kwargs)
         except self._exc as exc:
             if exc.status == 403:
                 raise MeshAccessDenied(
@@ -185,7 +248,9 @@ class KubeApi:
 
     def create_mesh(self, body: dict[str, Any]) -> dict[str, Any]:
         try:
-            created: dict[str, Any] = self.custom.create_namespaced_custom_object(contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, body)
+            created: dict[str, Any] = self._send("create", contract.PLURAL, body["metadata"]["name"],
+                                                 self.custom.create_namespaced_custom_object,
+                                                 contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, body)
             return created
         except self._exc as exc:
             if exc.status == 422 or exc.status == 400:
@@ -201,13 +266,15 @@ class KubeApi:
         """Write the lease renewal annotation of mesh ``name`` (see :mod:`.lifetimes`)."""
         body = {"metadata": {"annotations": {contract.LEASE_RENEW_ANNOTATION: when}}}
         try:
-            self.custom.patch_namespaced_custom_object(contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name, body)
+            self._send("patch", contract.PLURAL, name, self.custom.patch_namespaced_custom_object,
+                       contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name, body)
         except self._exc as exc:
             raise self._refused(exc, "patch", contract.PLURAL, name) from None
 
     def delete_mesh(self, name: str) -> None:
         try:
-            self.custom.delete_namespaced_custom_object(contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name, propagation_policy="Background")
+            self._send("delete", contract.PLURAL, name, self.custom.delete_namespaced_custom_object,
+                       contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name, propagation_policy="Background")
         except self._exc as exc:
             if exc.status != 404:
                 raise self._refused(exc, "delete", contract.PLURAL, name) from None
@@ -215,7 +282,7 @@ class KubeApi:
     def read_token(self, mesh: str, secret: str) -> bytes:
         """The token of ``mesh`` from its Secret (what the mesh's access Role lets one get)."""
         try:
-            obj = self.core.read_namespaced_secret(secret, self.namespace)
+            obj = self._send("get", "secrets", secret, self.core.read_namespaced_secret, secret, self.namespace)
         except self._exc as exc:
             if exc.status == 403:
                 raise self._mesh_denied(mesh, "get", "secrets", secret) from None
@@ -243,7 +310,7 @@ class KubeApi:
             "data": {contract.TOKEN_KEY: base64.b64encode(token).decode()},
         }
         try:
-            self.core.create_namespaced_secret(self.namespace, body)
+            self._send("create", "secrets", name, self.core.create_namespaced_secret, self.namespace, body)
         except self._exc as exc:
             if exc.status == 409:
                 raise KubernetesMeshError(
@@ -261,8 +328,8 @@ class KubeApi:
         try:
             # The JSON as it comes, not the client's typed models: building and re-serialising
             # those costs about 1 ms a pod, paid at every poll of attach's wait for Ready.
-            response = self.core.list_namespaced_pod(self.namespace, label_selector=contract.mesh_label_selector(mesh),
-                                                     _preload_content=False)
+            response = self._send("list", "pods", "", self.core.list_namespaced_pod, self.namespace,
+                                  label_selector=contract.mesh_label_selector(mesh), _preload_content=False)
         except self._exc as exc:
             if exc.status == 403:
                 return None
@@ -274,9 +341,11 @@ class KubeApi:
         """Every mesh's pods in this namespace (or all, one list call), or None when not allowed."""
         try:
             if all_namespaces:
-                items = self.core.list_pod_for_all_namespaces(label_selector=contract.MESH_LABEL).items
+                items = self._send("list", "pods", "", self.core.list_pod_for_all_namespaces,
+                                   label_selector=contract.MESH_LABEL).items
             else:
-                items = self.core.list_namespaced_pod(self.namespace, label_selector=contract.MESH_LABEL).items
+                items = self._send("list", "pods", "", self.core.list_namespaced_pod, self.namespace,
+                                   label_selector=contract.MESH_LABEL).items
         except self._exc as exc:
             if exc.status == 403:
                 return None
@@ -285,7 +354,7 @@ class KubeApi:
 
     def pod(self, name: str) -> dict[str, Any] | None:
         try:
-            return self._sanitize(self.core.read_namespaced_pod(name, self.namespace))
+            return self._sanitize(self._send("get", "pods", name, self.core.read_namespaced_pod, name, self.namespace))
         except self._exc as exc:
             if exc.status == 404:
                 return None

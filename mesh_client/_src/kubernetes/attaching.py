@@ -25,7 +25,7 @@ from mesh_client._src.actor.procs import ProcGroup, Revived
 from mesh_client._src.actor.shape import Shape
 from mesh_client._src.kubernetes import api as api_mod
 from mesh_client._src.kubernetes import assessing, forwarding, lifetimes, output, reviving
-from mesh_client._src.kubernetes.errors import MeshNotReady
+from mesh_client._src.kubernetes.errors import ApiServerUnreachable, MeshNotReady
 from mesh_client._src.runtime import channel, identifying, interrupts, offloading, peers, relinking
 
 DEFAULT_TIMEOUT = 600.0
@@ -228,14 +228,23 @@ class ProgressLine:
 
 
 def wait_ready(api: api_mod.KubeApi, name: str, timeout: float, progress: bool | None = None) -> dict[str, Any]:
-    """Poll until Ready; raise MeshNotReady at once for fatal causes, or with the cause at timeout."""
+    """Poll until Ready; raise MeshNotReady at once for fatal causes, or with the cause at timeout
+    (an API server out of reach: :class:`ApiServerUnreachable` at timeout)."""
     line = ProgressLine(sys.stderr.isatty() if progress is None else progress)
     deadline = time.monotonic() + timeout
     delay = 0.05
     try:
         with interrupts.kept(before_raise=line.end):  # a Ctrl-C is never lost, and ends the line first
             while True:
-                mesh = api.get_mesh(name)
+                try:
+                    mesh = api.get_mesh(name)
+                except ApiServerUnreachable as exc:  # an API server restarting: tried again until the deadline
+                    if time.monotonic() >= deadline:
+                        raise
+                    line.update(f"ProcMesh {api.namespace}/{name}: {exc}; trying again")
+                    offloading.sleep(delay)
+                    delay = min(delay * 1.5, 0.5)
+                    continue
                 # Pods every time, also when the status says Ready: a status no operator keeps current
                 # (assessing.stale_status) must not send the client to procs that are gone. Not for a
                 # mesh too big to list its procs: listing 4,096 pods took 7 to 40 s on the test VM

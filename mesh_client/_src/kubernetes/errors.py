@@ -21,3 +21,7 @@ class MeshNotReady(KubernetesMeshError):
 
 class MeshAccessDenied(KubernetesMeshError, PermissionError):
     """The API server refused a request the client needs; the message names the permission."""
+
+
+class ApiServerUnreachable(KubernetesMeshError, ConnectionError):
+    """The API server could not be reached, or did not answer in time (``PROCMESH_API_TIMEOUT``)."""

@@ -14,6 +14,7 @@ import yaml
 
 from tests.cluster import testing
 from tests.integration.cli.support import procmesh
+from tests.integration.kubernetes.relay import Relay, through
 
 pytestmark = pytest.mark.cluster
 
@@ -116,3 +117,15 @@ def test_describe_shows_the_schedulers_reason_in_a_condition(cluster, namespace,
     assert "Pending (Unschedulable)" in text.split("Procs:")[1]
     waited = procmesh(kc, "wait", "nowhere", "-n", namespace, "--timeout", "3s")
     assert waited.returncode == 1 and "Unschedulable" in waited.stderr, waited.stderr
+
+
+def test_an_api_server_out_of_reach_is_one_line_not_a_traceback(cluster, crd, namespace, tmp_path):
+    relay = Relay(("127.0.0.1", cluster.ports.apiserver))
+    kubeconfig = through(relay, cluster, tmp_path)
+    assert procmesh(kubeconfig, "get", "-n", namespace).returncode == 0  # through the relay: answered
+    relay.close()
+    result = procmesh(kubeconfig, "get", "-n", namespace)
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"error: cannot reach the API server https://127.0.0.1:{relay.port} to list "
+                                    f"procmeshes in namespace {namespace}"), result.stderr
+    assert "Traceback" not in result.stderr

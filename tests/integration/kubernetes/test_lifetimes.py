@@ -9,19 +9,31 @@ deleting the pod deletes the mesh; ``outlive=True`` meshes stay and are still re
 
 from __future__ import annotations
 
+import datetime
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 from kubernetes import client
 
+from mesh_client._src.kubernetes.api import KubeApi, make_api_client
+from mesh_client._src.kubernetes.lifetimes import LeaseRenewer
 from tests.cluster import testing
 from tests.integration.cli.support import env
+from tests.integration.kubernetes.relay import Relay, through
 from tests.integration.kubernetes.test_access import CREATOR
-from tests.integration.operator.support import ROOT, get_mesh, mesh_pods, patch_mesh, wait_condition
+from tests.integration.operator.support import (
+    ROOT,
+    create_mesh,
+    get_mesh,
+    mesh_pods,
+    patch_mesh,
+    wait_condition,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -111,3 +123,38 @@ def test_a_controller_pods_mesh_goes_with_the_pod(cluster, kube, custom, core, n
         assert owners == [{"apiVersion": "v1", "kind": "Pod", "name": "controller", "uid": uid}]
         core.delete_namespaced_pod("controller", namespace)
         testing.wait_for(lambda: gone(custom, namespace, "owned"), "garbage collection of the pod's mesh")
+
+
+def test_the_lease_renewer_outlives_an_api_server_that_went_away(cluster, crd, custom, namespace, tmp_path,
+                                                                  capfd, monkeypatch):
+    """Renewals that cannot reach the API server (refused, then not answered) are retried, and
+    resume when it is back: before, urllib3's error ended the renewing thread, and the operator
+    deleted a live controller's mesh when the lease lapsed."""
+    create_mesh(custom, namespace, "leased", hosts=1, perHost=[{"name": "procs", "size": 1}])
+    monkeypatch.setenv("PROCMESH_API_TIMEOUT", "1")
+    relay = Relay(("127.0.0.1", cluster.ports.apiserver))
+    api = KubeApi(make_api_client(str(through(relay, cluster, tmp_path))), namespace)
+    renewer = LeaseRenewer(api, "leased", 3)  # renews every second
+    try:
+        renewer.start()
+        relay.close()  # refused
+        testing.wait_for(lambda: "cannot renew the lease of ProcMesh" in capfd.readouterr().err or None,
+                         "a renewal that failed, said once")
+        relay = Relay(("127.0.0.1", cluster.ports.apiserver), port=relay.port)
+        relay.holding.set()  # listening, never answering
+        time.sleep(3)  # renewals time out meanwhile
+        relay.holding.clear()
+        relay.close()
+        relay = Relay(("127.0.0.1", cluster.ports.apiserver), port=relay.port)  # back
+        back = datetime.datetime.now(datetime.timezone.utc)
+
+        def renewed_since_back():
+            stamp = get_mesh(custom, namespace, "leased")["metadata"]["annotations"]["procmesh.io/lease-renew-time"]
+            return datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%f%z") > back or None
+
+        testing.wait_for(renewed_since_back, "a renewal once the API server answers again")
+        assert renewer._thread.is_alive()
+    finally:
+        renewer.stop()
+        relay.close()
+        api.api_client.close()
