@@ -176,7 +176,14 @@ class Peer:
             self._pending.pop(call_id, None)
             self._watches.discard(call_id)
             self._await_failed_watches()
-            lost = (LOST, self.lost or f"cannot reach {self.display}: {exc}", self)
+            # Its frame never went out whole, so the proc did not run it: said as for a call
+            # made after the break (relinking.NOT_SENT), not "may or may not have run".
+            reason = self.lost
+            if reason is None:
+                reason = f"cannot reach {self.display}: {exc}"
+            elif self.verdict is not None:
+                reason = relinking.NOT_SENT + reason
+            lost = (LOST, reason, self)
             if waiter is not None:
                 waiter.set_raw(lost)
             return lost
@@ -228,8 +235,8 @@ class Peer:
         try:
             self._fail_watches(reason)
         finally:
+            self.lost = reason  # before the event: a send that failed meanwhile reads it
             self._watches_failed.set()
-        self.lost = reason
         self._fail_pending()
 
     def _fail_watches(self, reason: str) -> None:

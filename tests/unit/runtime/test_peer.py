@@ -12,7 +12,7 @@ pending.
 import socket
 import threading
 
-from mesh_client._src.runtime import ops, peers
+from mesh_client._src.runtime import ops, peers, relinking
 from mesh_client._src.runtime.streams import SocketStream
 from mesh_client._src.wire import envelopes, frames, protocol
 
@@ -250,3 +250,32 @@ def test_a_call_that_finds_the_link_closing_fails_after_the_watches():
     thread.join(10)
     assert call_made.wait(10)
     assert order == ["watch", "call"]
+
+
+def test_a_call_whose_send_found_the_link_closed_says_it_was_not_sent():
+    """A call made while the close handler runs (the channel closed, the peer not yet marked
+    lost) was never sent: its failure says so, as for a call made after the break, not that it
+    may or may not have run."""
+    peer, thread = peer_with(lambda request, send: request.op != 9)
+    watch = peer.request((ops.WATCH, "actor-0"), [], raw)
+    calls = []
+    made = threading.Event()
+
+    def call_during_the_failing(_):
+        def call():
+            calls.append(peer.request((1,), [], raw))
+            made.set()
+
+        caller = threading.Thread(target=call, daemon=True)
+        caller.start()
+        caller.join(0.3)  # it waits for the watches to have failed, that is for this callback
+
+    watch.add_done_callback(call_during_the_failing)
+    peer.request((9,), [], raw)  # the server hangs up on this one
+    thread.join(10)
+    status, reason, _ = watch.get(timeout=10)
+    assert status == peers.LOST and not reason.startswith(relinking.NOT_SENT)
+    assert made.wait(10)
+    status, reason, _ = calls[0].get(timeout=10)
+    assert status == peers.LOST
+    assert reason.startswith(relinking.NOT_SENT) and reason.removeprefix(relinking.NOT_SENT) == peer.lost
