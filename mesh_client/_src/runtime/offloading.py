@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from mesh_client._src.runtime import interrupts
+from mesh_client._src.runtime import exiting, interrupts
 
 if TYPE_CHECKING:  # asyncio is imported where used: only async programs pay for it
     import asyncio
@@ -65,6 +65,9 @@ async def run_blocking(fn: Callable[[], R], *, name: str, discard: Callable[[R],
                 _discard(discard, value)
 
     thread = threading.Thread(target=work, name=name, daemon=True)
+    # The program may end while the thread is in an API call (a cancelled task's grace ran out,
+    # or nobody awaited it): the exit tells it as a cancellation and waits (runtime/exiting.py).
+    exiting.track(thread, cancel.set)
     thread.start()
     try:
         return await done

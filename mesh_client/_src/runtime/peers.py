@@ -178,7 +178,7 @@ class Peer:
             self._await_failed_watches()
             # Its frame never went out whole, so the proc did not run it: said as for a call
             # made after the break (relinking.NOT_SENT), not "may or may not have run".
-            reason = self.lost
+            reason: str | None = self.lost  # set by the close handler meanwhile (mypy kept the check above)
             if reason is None:
                 reason = f"cannot reach {self.display}: {exc}"
             elif self.verdict is not None:

@@ -1,13 +1,14 @@
 """run_blocking's cancellation: the awaiting task is cancelled, the thread is told so and given
 its grace to clean up, and the event loop's other tasks keep running meanwhile (a join on the
-loop's thread would freeze them for the whole grace)."""
+loop's thread would freeze them for the whole grace); at the program's exit the thread is told
+the same and waited for, never left inside an API call while the interpreter finalizes."""
 
 import asyncio
 import threading
 
 import pytest
 
-from mesh_client._src.runtime import offloading
+from mesh_client._src.runtime import exiting, offloading
 
 
 def test_a_cancelled_call_lets_other_tasks_run_while_its_thread_finishes():
@@ -37,3 +38,36 @@ def test_a_cancelled_call_lets_other_tasks_run_while_its_thread_finishes():
         return seen
 
     assert asyncio.run(main()) == ["other task ran", "cancelled"]
+
+
+def test_the_exit_cancels_a_running_call_and_waits_for_its_thread():
+    started = threading.Event()
+    outcome: list[str] = []
+
+    def polling() -> None:  # attach's wait for Ready: polls, sleeping with offloading.sleep
+        started.set()
+        try:
+            for _ in range(600):
+                offloading.sleep(0.05)
+            outcome.append("ran to the end")
+        except asyncio.CancelledError:
+            outcome.append("cancelled")
+
+    async def main() -> tuple[threading.Thread, asyncio.Future[None]]:
+        call = asyncio.ensure_future(offloading.run_blocking(polling, name="polling-at-exit"))
+        await asyncio.get_running_loop().run_in_executor(None, started.wait, 30)
+        return next(t for t in threading.enumerate() if t.name == "polling-at-exit"), call
+
+    # The program ends with the call still running and nobody awaiting it: its loop is closed,
+    # no task is cancelled (what asyncio.run would do; a program may end otherwise).
+    loop = asyncio.new_event_loop()
+    thread, call = loop.run_until_complete(main())
+    loop.close()
+    assert thread.is_alive() and not call.done()
+    halt = exiting.EXITS.halt_of(thread)
+    assert halt is not None, "the thread of an async call is not ended at exit"
+    exits = exiting.Exits()  # the exit's own steps, on this thread alone (not the process's registry)
+    exits.track(thread, halt)
+    assert exits.end_all(wait=30) == []
+    assert outcome == ["cancelled"]
+    call._log_destroy_pending = False  # type: ignore[attr-defined]  # abandoned on purpose
