@@ -127,6 +127,13 @@ def judged(lost: Mapping[str, NodeLoss], *, during_outage: bool,
     return out
 
 
+def without_empty_gone(lost: Mapping[str, NodeLoss], in_use: set[str]) -> dict[str, NodeLoss]:
+    """``lost`` less the deleted nodes no pod of ours is bound to any more: nothing will ever
+    look them up again (their pods were replaced), and in a cluster whose nodes come and go
+    (an autoscaler) they would pile up, each scanned at every outage check and every plan."""
+    return {name: loss for name, loss in lost.items() if loss.status != GONE or name in in_use}
+
+
 def node_of(pod: Mapping[str, Any]) -> str | None:
     node = (pod.get("spec") or {}).get("nodeName")
     return str(node) if node else None

@@ -206,6 +206,8 @@ class Controller:
                 await self.relist()
         except Exception as e:  # noqa: BLE001 - the safety net itself must never stop
             logger.warning("relist of proc pods failed (the next resync retries): %s", e)
+        if any(loss.status == losses.GONE for loss in self._losses.values()):
+            self._losses = losses.without_empty_gone(self._losses, self.store.nodes_in_use())
         for key in list(self._phases):
             self.enqueue(key)
 

@@ -196,6 +196,11 @@ class PodStore:
 
     # --- Reads ---------------------------------------------------------------------------------
 
+    def nodes_in_use(self) -> set[str]:
+        """The nodes with a pod of ours bound to them (one scan, at a resync pass)."""
+        return {str(node) for pods in self._pods.values() for p in pods.values()
+                if (node := (p.get("spec") or {}).get("nodeName"))}
+
     def meshes_on_node(self, node: str) -> set[Key]:
         """Meshes with a pod bound to ``node`` (scanned on node transitions only, not per event)."""
         return {key for key, pods in self._pods.items()

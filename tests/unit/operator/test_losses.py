@@ -214,3 +214,10 @@ def test_a_swapped_taint_keeps_the_first_clock():
     assert losses.carried(first, losses.gone("a", NOW + 50)).since == NOW + 50
     held_now = losses.loss_of(node_body("a", "Unknown"), NOW)
     assert losses.carried(first, held_now).held  # untainted (evictions held): held
+
+
+def test_deleted_nodes_without_our_pods_are_dropped_and_nothing_else():
+    lost_nodes = {"gone-used": losses.gone("gone-used", NOW), "gone-free": losses.gone("gone-free", NOW),
+                  "down": losses.loss_of(node_body("down", "Unknown", TAINTS["Unknown"]), NOW)}
+    kept = losses.without_empty_gone(lost_nodes, in_use={"gone-used", "elsewhere"})
+    assert kept == {"gone-used": lost_nodes["gone-used"], "down": lost_nodes["down"]}

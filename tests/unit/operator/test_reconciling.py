@@ -673,3 +673,22 @@ def test_a_write_whose_response_was_lost_is_not_undone_by_the_next_reconcile():
     assert client.objects[MESH_PATH]["status"]["restarts"] == 1
     assert client.objects[MESH_PATH]["status"]["phase"] == "Failed"
     assert len([c for c in client.calls if c[0] == "delete"]) == deleted  # not restarted
+
+
+def test_a_deleted_node_is_forgotten_at_a_resync_once_no_proc_pod_is_bound_to_it():
+    """Deleted nodes stay known while a pod of ours is bound to one (planning replaces those
+    pods); after that a resync pass drops them, so an autoscaled cluster's departed nodes do not
+    pile up in every outage check and plan."""
+    ctl, _ = controller({})
+    m = mesh("m", per_host=(("procs", 1),))
+    ctl.store.upsert(pod(m, 0, node="kept"))
+    for name in ("kept", "empty"):
+        ctl.node_event("DELETED", {"metadata": {"name": name}})
+    ctl.node_event("MODIFIED", {"metadata": {"name": "down"},
+                                "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}})
+    assert set(ctl._losses) == {"kept", "empty", "down"}
+    asyncio.run(ctl.resync_once())
+    assert set(ctl._losses) == {"kept", "down"}  # a lost node still there stays, pods or not
+    ctl.store.forget("ns", "m", "m-0", "pod-uid-m-0")
+    asyncio.run(ctl.resync_once())
+    assert set(ctl._losses) == {"down"}
