@@ -7,7 +7,7 @@ procs[] entries (address, node, gpu); no write when nothing changed.
 from mesh_client._src import contract
 from procmesh_operator import placing, planning, rendering, statuses
 
-from .builders import mesh, pod
+from .builders import SETTINGS, mesh, pod
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z"
 
@@ -79,6 +79,12 @@ def test_restart_limit_and_restarts_count():
     c = conds(s)
     assert s["restarts"] == 2 and c["Degraded"]["reason"] == "RestartLimitReached"
     assert c["Progressing"]["status"] == "False" and s["phase"] == "Failed"
+    # The advice is true to the planner: a suspend and resume starts every proc again, but
+    # the restarts used stay used (only raising maxRestarts restarts later failures).
+    assert "raise maxRestarts to restart them" in c["Degraded"]["message"]
+    assert "status.restarts stays" in c["Degraded"]["message"]
+    suspended = mesh(maxRestarts=2, suspend=True)
+    assert planning.plan(suspended, restarts=2, pods={0: pod(suspended, 0)}, settings=SETTINGS).restarts == 2
 
 
 def test_restarting_is_progressing():
