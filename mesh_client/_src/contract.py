@@ -438,6 +438,10 @@ RANK = "PROCMESH_RANK"
 COORDS = "PROCMESH_COORDS"
 MEMORY_FRACTION = "PROCMESH_MEMORY_FRACTION"
 MAX_MESSAGE_BYTES = "PROCMESH_MAX_MESSAGE_BYTES"
+#: The least a proc's PROCMESH_MAX_MESSAGE_BYTES may be. A client checks a call against the
+#: proc's limit once IDENTIFY has told it; on a new link, before that, a call over this size
+#: waits for the answer, so no call can reach a proc over its limit (which would close the link).
+MIN_MAX_MESSAGE_BYTES = 64 * 1024
 READY_FD = "PROCMESH_READY_FD"
 LIFELINE = "PROCMESH_LIFELINE"
 SYS_PATH = "PROCMESH_SYS_PATH"
@@ -519,6 +523,10 @@ def parse_proc_env(env: Mapping[str, str]) -> ProcEnv:
     sys_path = _json(env, SYS_PATH, [])
     if not isinstance(sys_path, list) or not all(isinstance(p, str) for p in sys_path):
         raise ContractError(f"{SYS_PATH}={env.get(SYS_PATH)!r} is not a JSON list of paths")
+    max_message_bytes = _int(env, MAX_MESSAGE_BYTES, None)
+    if max_message_bytes is not None and max_message_bytes < MIN_MAX_MESSAGE_BYTES:
+        raise ContractError(f"{MAX_MESSAGE_BYTES}={max_message_bytes} is below the least a proc may "
+                            f"accept: give at least {MIN_MAX_MESSAGE_BYTES}")
     max_unauthenticated = _int(env, MAX_UNAUTHENTICATED, None)
     if max_unauthenticated is not None and max_unauthenticated < 1:
         raise ContractError(f"{MAX_UNAUTHENTICATED}={max_unauthenticated} must be at least 1, "
@@ -536,7 +544,7 @@ def parse_proc_env(env: Mapping[str, str]) -> ProcEnv:
         rank=_int(env, RANK, 0),
         coords={str(k): int(v) for k, v in coords.items()},
         memory_fraction=fraction,
-        max_message_bytes=_int(env, MAX_MESSAGE_BYTES, None),
+        max_message_bytes=max_message_bytes,
         ready_fd=_int(env, READY_FD, None),
         lifeline=env.get(LIFELINE) == "stdin",
         sys_path=tuple(sys_path),

@@ -24,8 +24,10 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from mesh_client._src import contract
 from mesh_client._src.runtime import channel as channel_mod
 from mesh_client._src.runtime import coalescing, exiting, futures, ops, relinking, unixlinks
+from mesh_client._src.runtime import reactor as reactor_mod
 from mesh_client._src.wire import envelopes, packing
 from mesh_client._src.wire import errors as wire_errors
 
@@ -52,6 +54,8 @@ SUPERVISION_DETAIL_SECONDS = 1.0
 #: How long a call that found its channel closed waits for the close handler to fail the
 #: watches (it runs right after the close, on the closing thread).
 WATCHES_FAILED_WAIT_SECONDS = 5.0
+#: How long a large call on a new link waits for IDENTIFY to tell the proc's message limit.
+IDENTIFY_WAIT_SECONDS = 10.0
 
 
 def is_lost(fut: futures.Future[Any]) -> bool:
@@ -91,6 +95,7 @@ class Peer:
         self.explain_loss: Callable[[str, float], str] | None = None
         self.identity: Mapping[str, Any] | None = None  # what IDENTIFY said on this connection
         self.max_message: int | None = None  # the largest message the proc accepts, once known
+        self._identified = threading.Event()  # IDENTIFY answered (or failed) on this connection
         self.verdict: relinking.Verdict | None = None  # set when the link broke (not closed by us)
         # Who to tell when a successor reaches the same proc (a ProcGroup swaps it in).
         self.on_relinked: list[weakref.WeakMethod[Callable[[Peer, Peer], None]]] = []
@@ -156,6 +161,8 @@ class Peer:
                 waiter.set_raw(lost)
             return lost
         limit = self.max_message
+        if limit is None and self.identity is None:
+            limit = self._limit_once_known(fields, payload)
         if limit is not None and (len(payload) != 1 or _REQUEST_FIXED + len(fields) + len(payload[0]) > limit):
             self._refuse_beyond(limit, fields, payload)
         call_id = NO_REPLY if waiter is None else next(_ids)
@@ -307,19 +314,37 @@ class Peer:
                 f"(PROCMESH_MAX_MESSAGE_BYTES in its environment): send less per call, or raise the "
                 f"limit where the procs start")
 
+    def _limit_once_known(self, fields: bytes, payload: Segments) -> int | None:
+        """The proc's limit for a call made before IDENTIFY answered on this link: a call that
+        may be over it (over the least limit a proc may have) connects and waits for the answer
+        (bounded), except on the I/O thread, which reads it. Smaller calls go at once."""
+        size = _REQUEST_FIXED + len(fields) + sum(s.nbytes if isinstance(s, memoryview) else len(s) for s in payload)
+        if size <= contract.MIN_MAX_MESSAGE_BYTES or reactor_mod.get_reactor().on_thread:
+            return None
+        try:
+            self._get_channel()  # asks IDENTIFY on a new link
+        except (OSError, channel_mod.ChannelClosed):
+            return None  # the send that follows fails as any other
+        self._identified.wait(IDENTIFY_WAIT_SECONDS)
+        return self.max_message
+
     def _learn_identity(self) -> None:
         """Ask the proc who it is (IDENTIFY, once per connection): what a broken link compares,
         and the largest message it accepts."""
         def learnt(fut: futures.Future[Any]) -> None:
-            raw = fut.peek_raw()
-            if isinstance(raw, tuple) and raw[0] == OK and raw[1]:
-                try:
-                    self.identity = identity = json.loads(b"".join(bytes(s) for s in raw[1]))
-                except ValueError:
-                    return
-                limit = identity.get("max_message_bytes") if isinstance(identity, dict) else None
-                if isinstance(limit, int) and limit > 0:
-                    self.max_message = limit
+            try:
+                raw = fut.peek_raw()
+                if isinstance(raw, tuple) and raw[0] == OK and raw[1]:
+                    try:
+                        identity = json.loads(b"".join(bytes(s) for s in raw[1]))
+                    except ValueError:
+                        return
+                    limit = identity.get("max_message_bytes") if isinstance(identity, dict) else None
+                    if isinstance(limit, int) and limit > 0:
+                        self.max_message = limit
+                    self.identity = identity
+            finally:
+                self._identified.set()
 
         self.request((ops.IDENTIFY,), (), lambda raw: raw).add_done_callback(learnt)
 

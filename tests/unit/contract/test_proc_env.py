@@ -40,6 +40,8 @@ def test_render_then_parse_is_identity(env):
     (contract.RANK, "one", "is not an integer"),
     (contract.MAX_UNAUTHENTICATED, "0", "must be at least 1"),
     (contract.HANDSHAKE_TIMEOUT_SECONDS, "-1", "must be positive"),
+    (contract.MAX_MESSAGE_BYTES, "65535", "is below the least a proc may accept: give at least 65536"),
+    (contract.MAX_MESSAGE_BYTES, "big", "is not an integer"),
 ])
 def test_malformed_variables_are_named(name, value, match):
     with pytest.raises(contract.ContractError, match=f"{name}.*{match}"):

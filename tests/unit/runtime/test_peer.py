@@ -9,20 +9,26 @@ callback that raises keeps neither the rest of a batch of replies nor a lost lin
 pending.
 """
 
+import json
 import socket
 import threading
 
+import pytest
+
+from mesh_client._src import contract
 from mesh_client._src.runtime import ops, peers, relinking
 from mesh_client._src.runtime.streams import SocketStream
 from mesh_client._src.wire import envelopes, frames, protocol
+from mesh_client._src.wire.errors import MessageTooLarge
 
 TOKEN = b"peer-token"
 IDENTITY = b'{"mesh": "m", "rank": 0, "coords": {}, "address": "memory:0", "pid": 1, "boot": "b1"}'
 
 
-def scripted_server(sock, on_request):
+def scripted_server(sock, on_request, identity=IDENTITY, hold_identity=None):
     """Serve one connection: authenticate, then call ``on_request(request, send)`` per request;
-    it returns False to hang up."""
+    it returns False to hang up. IDENTIFY is answered with ``identity``, once ``hold_identity``
+    (an Event) is set if given."""
     conn = protocol.Connection(protocol.Role.SERVER, TOKEN)
     conn.start()
     sock.sendall(conn.data_to_send())
@@ -48,7 +54,9 @@ def scripted_server(sock, on_request):
                     if isinstance(event, protocol.Message):
                         request = envelopes.decode_request(event.segments)
                         if request.op == ops.IDENTIFY:  # a peer asks once per connection (relinking)
-                            send(envelopes.encode_reply(request.call_id, envelopes.OK, [IDENTITY]))
+                            if hold_identity is not None:
+                                hold_identity.wait(10)
+                            send(envelopes.encode_reply(request.call_id, envelopes.OK, [identity]))
                         elif on_request(request, send) is False:
                             return
 
@@ -279,3 +287,32 @@ def test_a_call_whose_send_found_the_link_closed_says_it_was_not_sent():
     status, reason, _ = calls[0].get(timeout=10)
     assert status == peers.LOST
     assert reason.startswith(relinking.NOT_SENT) and reason.removeprefix(relinking.NOT_SENT) == peer.lost
+
+
+def test_a_large_first_call_waits_for_the_procs_limit_and_is_refused_over_it():
+    """A call made before IDENTIFY answered on a new link cannot know the proc's message limit:
+    one over the least limit a proc may have waits for the answer, then is refused in the
+    caller when over it, never sent; the link lives on."""
+    limit = contract.MIN_MAX_MESSAGE_BYTES * 2
+    identity = json.loads(IDENTITY)
+    identity["max_message_bytes"] = limit
+    answered = threading.Event()
+    seen = []
+
+    def slow_identity(sock, on_request):  # IDENTIFY answered only once the call has been made
+        return scripted_server(sock, on_request, identity=json.dumps(identity).encode(), hold_identity=answered)
+
+    def answer(request, send):
+        seen.append(request.op)
+        send(envelopes.encode_reply(request.call_id, envelopes.OK, [b"ok"]))
+
+    ours, theirs = socket.socketpair()
+    slow_identity(theirs, answer)
+    peer = peers.Peer(("memory", 0), TOKEN, "memory", opener=lambda address, timeout: SocketStream(ours))
+    threading.Timer(0.2, answered.set).start()
+    with pytest.raises(MessageTooLarge, match=f"accepts at most {limit:,}"):
+        peer.request((7,), [b"x" * (limit + 1)], raw)
+    assert peer.max_message == limit and seen == []
+    status, payload, _ = peer.request((7,), [b"small"], raw).get(timeout=10)  # the link lives on
+    assert status == envelopes.OK and seen == [7]
+    peer.close()
