@@ -30,6 +30,8 @@ MAX_LIST_PAGES = 2000
 CONNECTIONS = 64
 #: Connections for watches (:meth:`KubeClient.watch`), beside those of the requests.
 WATCH_CONNECTIONS = 8
+#: How long one request may take in all (seconds).
+REQUEST_TIMEOUT_SECONDS = 60.0
 #: A watch that sends nothing (not even a bookmark) for this long is taken as lost.
 WATCH_READ_TIMEOUT = 360.0
 
@@ -50,6 +52,12 @@ class ApiError(Exception):
     @property
     def conflict(self) -> bool:
         return self.status == 409
+
+
+class Unanswered(Exception):
+    """A request that got no answer: the connection failed, or the API server did not answer
+    within the client's timeout. Not an :class:`ApiError` (there is no status to judge by);
+    the reconcile reports it in the mesh's Degraded condition as it does an ApiError."""
 
 
 def pods_path(namespace: str, name: str | None = None) -> str:
@@ -149,7 +157,7 @@ class KubeClient:
                                              ssl=self._ssl())
             self._session = aiohttp.ClientSession(
                 base_url=None, connector=connector,
-                timeout=aiohttp.ClientTimeout(total=60, connect=10))
+                timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_SECONDS, connect=10))
         return self._session
 
     async def close(self) -> None:
@@ -167,13 +175,19 @@ class KubeClient:
         if body is not None:
             headers["Content-Type"] = content_type
         url = str(self._config.host).rstrip("/") + path
-        async with self._slots, session.request(method, url, params=params, json=body,
-                                                headers=headers) as response:
-            key = (method.lower(), _resource_of(path))
-            self.counts[key] = self.counts.get(key, 0) + 1
-            if self._on_request is not None:
-                self._on_request(key[0], key[1], response.status)
-            return decode(response.status, str(response.reason), await response.text())
+        try:
+            async with self._slots, session.request(method, url, params=params, json=body,
+                                                    headers=headers) as response:
+                key = (method.lower(), _resource_of(path))
+                self.counts[key] = self.counts.get(key, 0) + 1
+                if self._on_request is not None:
+                    self._on_request(key[0], key[1], response.status)
+                return decode(response.status, str(response.reason), await response.text())
+        except asyncio.TimeoutError:
+            raise Unanswered(f"{method} {path}: the API server did not answer within "
+                             f"{REQUEST_TIMEOUT_SECONDS:g} s") from None
+        except aiohttp.ClientError as e:
+            raise Unanswered(f"{method} {path}: {type(e).__name__}: {e}") from None
 
     async def watch(self, path: str, params: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
         """The events of one watch request (``watch=1`` is added), decoded one line at a time

@@ -432,8 +432,9 @@ class Controller:
                 await self._ensure_pod_group(mesh)
             plan, created, view = await self._reconcile_pods(mesh, previous)
             hold = await self._gang_hold(mesh, mode)
-        except (kubeclient.ApiError, ChildConflict, token_secrets.SecretConflict,
-                claiming.ClaimConflict, admitting.KueueNotServed) as e:
+        except (kubeclient.ApiError, kubeclient.Unanswered, ChildConflict,
+                token_secrets.SecretConflict, claiming.ClaimConflict,
+                admitting.KueueNotServed) as e:
             error, failure = str(e), e
         pods = self.store.pods_by_rank(key, mesh.uid)
         status = statuses.compute_status(

@@ -104,3 +104,35 @@ def test_watch_decodes_lines_split_across_chunks_from_a_real_socket():
 
     assert asyncio.run(main()) == events
     assert seen_params == [{"resourceVersion": "7", "watch": "1"}]
+
+
+def test_a_request_without_an_answer_is_unanswered_not_a_transport_error(monkeypatch):
+    """A server that accepts and never answers, then none listening: the reconcile reports
+    kubeclient.Unanswered in the mesh's Degraded condition (aiohttp's own errors escaped it, so
+    the mesh showed nothing while the operator retried)."""
+    import asyncio
+    import socket
+
+    from kubernetes import client as k8s
+
+    monkeypatch.setattr(kubeclient, "REQUEST_TIMEOUT_SECONDS", 0.5)
+    silent = socket.create_server(("127.0.0.1", 0))  # the kernel accepts; nobody answers
+
+    async def ask(port):
+        config = k8s.Configuration()
+        config.host = f"http://127.0.0.1:{port}"
+        api = kubeclient.KubeClient(config)
+        try:
+            await api.request("GET", "/api/v1/namespaces/ns/pods/p-0")
+        finally:
+            await api.close()
+
+    try:
+        with pytest.raises(kubeclient.Unanswered,
+                           match=r"GET /api/v1/namespaces/ns/pods/p-0: the API server did not answer within 0.5 s"):
+            asyncio.run(ask(silent.getsockname()[1]))
+    finally:
+        port = silent.getsockname()[1]
+        silent.close()
+    with pytest.raises(kubeclient.Unanswered, match=r"GET /api/v1/namespaces/ns/pods/p-0: ClientConnectorError"):
+        asyncio.run(ask(port))

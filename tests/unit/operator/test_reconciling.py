@@ -238,6 +238,21 @@ def test_api_error_is_recorded_and_raised():
     assert client.objects[MESH_PATH]["status"]["phase"] == "Degraded"
 
 
+def test_an_unanswered_request_is_recorded_and_raised():
+    ctl, client = controller({MESH_PATH: mesh_body("m")})
+
+    async def unanswered(path, body):
+        raise kubeclient.Unanswered(f"POST {path}: the API server did not answer within 60 s")
+
+    client.create = unanswered
+    with pytest.raises(kubeclient.Unanswered):
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    status = client.objects[MESH_PATH]["status"]
+    degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+    assert status["phase"] == "Degraded" and degraded["reason"] == "ReconcileError"
+    assert "did not answer within 60 s" in degraded["message"]
+
+
 def test_deleted_mesh_is_forgotten():
     ctl, client = controller({})
     assert asyncio.run(ctl.reconcile(("ns", "gone"))) is None
