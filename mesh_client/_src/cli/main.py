@@ -121,6 +121,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     parser = build_parser(_prog(sys.argv[0]))
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     out = out or sys.stdout
+    from mesh_client._src.kubernetes import transport
+
+    try:
+        transport.api_timeout_from(os.environ)  # a bad PROCMESH_API_TIMEOUT is no credentials problem
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     try:
         from mesh_client._src.kubernetes import api as api_mod
         from mesh_client._src.kubernetes.errors import KubernetesMeshError

@@ -11,12 +11,12 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from mesh_client._src import contract
+from mesh_client._src.kubernetes import transport
 from mesh_client._src.kubernetes.errors import (
-    ApiServerUnreachable,
     KubernetesMeshError,
     MeshAccessDenied,
     MeshNotFound,
@@ -25,28 +25,6 @@ from mesh_client._src.kubernetes.errors import (
 from mesh_client._src.runtime import exiting
 
 T = TypeVar("T")
-
-#: How long one API request waits to connect, and then for each read of its answer (seconds),
-#: unless ``PROCMESH_API_TIMEOUT`` says otherwise: a hung or black-holed API server then fails
-#: the call with :class:`ApiServerUnreachable` instead of keeping attach, the lease renewer or
-#: a log follower waiting for ever (the Kubernetes client waits for ever by default, as kubectl).
-API_TIMEOUT_SECONDS = 60.0
-
-
-def api_timeout_from(environ: Mapping[str, str]) -> float | None:
-    """The request timeout: ``PROCMESH_API_TIMEOUT`` seconds if set (0: none), else
-    :data:`API_TIMEOUT_SECONDS`."""
-    raw = environ.get("PROCMESH_API_TIMEOUT", "").strip()
-    if not raw:
-        return API_TIMEOUT_SECONDS
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):  # NaN fails this too
-        raise ValueError(f"PROCMESH_API_TIMEOUT={raw!r} is not a number of seconds: give how long an API "
-                         f"request may wait for the API server (0: no limit)")
-    return seconds or None
 
 
 def token_secret_name(mesh: dict[str, Any]) -> str:
@@ -73,13 +51,17 @@ def _client_module() -> Any:
 
 
 def make_api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
-    """In a pod: the service account. Elsewhere: the kubeconfig (KUBECONFIG or ~/.kube/config)."""
+    """In a pod: the service account. Elsewhere: the kubeconfig (KUBECONFIG or ~/.kube/config).
+    Requests retry connects only (:func:`transport.retries`)."""
     kubernetes = _client_module()
+    config = kubernetes.client.Configuration()
     if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(SA_NAMESPACE):
-        config = kubernetes.client.Configuration()
         kubernetes.config.load_incluster_config(client_configuration=config)
+        config.retries = transport.retries()
         return kubernetes.client.ApiClient(config)
-    client = kubernetes.config.new_client_from_config(config_file=kubeconfig, context=context)
+    kubernetes.config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=config)
+    config.retries = transport.retries()  # connects only (transport.py)
+    client = kubernetes.client.ApiClient(config)
     # The client removes the CA file it wrote from the kubeconfig at exit: not before our threads
     # in API calls have ended, or each new connection of theirs fails (runtime/exiting.py).
     cleanup = getattr(getattr(kubernetes.config, "kube_config", None), "_cleanup_temp_files", None)
@@ -119,38 +101,22 @@ class KubeApi:
         self.namespace = namespace
         self.api_client = api_client
         self._exc = kubernetes.client.ApiException
-        import urllib3.exceptions  # the Kubernetes client's transport
-
-        self._unreached = urllib3.exceptions
         self.custom = kubernetes.client.CustomObjectsApi(api_client)
         self.core = kubernetes.client.CoreV1Api(api_client)
         self._sanitize: Callable[[Any], dict[str, Any]] = api_client.sanitize_for_serialization
-        self.timeout = api_timeout_from(os.environ)
+        self.timeout = transport.api_timeout_from(os.environ)  # seconds a request waits (None: no limit)
 
     def _what(self, resource: str, name: str = "") -> str:
         return f"{resource} {self.namespace}/{name}" if name else f"{resource} in namespace {self.namespace}"
 
     def _send(self, verb: str, resource: str, name: str, call: Callable[..., T], *args: Any,
-              read_timeout: bool = True, **kwargs: Any) -> T:
-        """``call(*args, **kwargs)`` with the request timeout (the connect's alone where
-        ``read_timeout`` is false: a followed log may be quiet for hours), a server that cannot
-        be reached or does not answer raised as :class:`ApiServerUnreachable`."""
-        limit = self.timeout
-        try:
-            return call(*args, _request_timeout=None if limit is None else (limit, limit if read_timeout else None),
-                        **kwargs)
-        except self._unreached.HTTPError as exc:
-            host = getattr(self.api_client.configuration, "host", "")
-            cause = getattr(exc, "reason", None) or exc
-            # (urllib3 makes a refused connection a NewConnectionError, a kind of ConnectTimeoutError)
-            if isinstance(cause, self._unreached.TimeoutError) and not isinstance(cause, self._unreached.NewConnectionError):
-                raise ApiServerUnreachable(
-                    f"the API server {host} did not answer a request to {verb} {self._what(resource, name)} within "
-                    f"{limit:g} s (a try; GETs are tried again): is it up and reachable from here? "
-                    f"PROCMESH_API_TIMEOUT sets how long a request waits, in seconds") from None
-            raise ApiServerUnreachable(
-                f"cannot reach the API server {host} to {verb} {self._what(resource, name)}: {cause}; is it up, and is "
-                f"the kubeconfig's server address right?") from None
+              timeout: float | None = None, read_factor: float = 1.0, **kwargs: Any) -> T:
+        """``call(*args, **kwargs)`` under the request timeout, or ``timeout`` where shorter (a
+        wait with a deadline); :func:`transport.send` says what failed."""
+        limit = self.timeout if timeout is None else timeout if self.timeout is None else min(timeout, self.timeout)
+        return transport.send(call, *args, host=str(getattr(self.api_client.configuration, "host", "")),
+                              what=f"{verb} {self._what(resource, name)}", limit=limit,
+                              read_factor=read_factor, **kwargs)
 
     def _refused(self, exc: Any, verb: str, resource: str, name: str = "") -> KubernetesMeshError:
         what = self._what(resource, name)
@@ -184,10 +150,11 @@ class KubeApi:
             f"{resource} {name} and nothing else"
         )
 
-    def get_mesh(self, name: str) -> dict[str, Any]:
+    def get_mesh(self, name: str, timeout: float | None = None) -> dict[str, Any]:
         try:
             body: dict[str, Any] = self._send("get", contract.PLURAL, name, self.custom.get_namespaced_custom_object,
-                                              contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name)
+                                              contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name,
+                                              timeout=timeout)
             return body
         except self._exc as exc:
             if exc.status == 403:
@@ -199,10 +166,12 @@ class KubeApi:
         try:
             if all_namespaces:
                 listed = self._send("list", contract.PLURAL, "", self.custom.list_cluster_custom_object,
-                                    contract.GROUP, contract.VERSION, contract.PLURAL)
+                                    contract.GROUP, contract.VERSION, contract.PLURAL,
+                                    read_factor=transport.LIST_TIMEOUT_FACTOR)
             else:
                 listed = self._send("list", contract.PLURAL, "", self.custom.list_namespaced_custom_object,
-                                    contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL)
+                                    contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL,
+                                    read_factor=transport.LIST_TIMEOUT_FACTOR)
         except self._exc as exc:
             if exc.status == 403:
                 where = "in any namespace" if all_namespaces else f"in namespace {self.namespace}"
@@ -236,7 +205,7 @@ class KubeApi:
             kwargs["tail_lines"] = tail
         try:
             return self._send("get", "pods/log", pod, self.core.read_namespaced_pod_log, pod, self.namespace,
-                              read_timeout=not follow, **kwargs)
+                              read_factor=0.0 if follow else 1.0, **kwargs)
         except self._exc as exc:
             if exc.status == 403:
                 raise MeshAccessDenied(
@@ -262,12 +231,13 @@ class KubeApi:
                 ) from None
             raise self._refused(exc, "create", contract.PLURAL, body["metadata"]["name"]) from None
 
-    def renew_lease(self, name: str, when: str) -> None:
+    def renew_lease(self, name: str, when: str, timeout: float | None = None) -> None:
         """Write the lease renewal annotation of mesh ``name`` (see :mod:`.lifetimes`)."""
         body = {"metadata": {"annotations": {contract.LEASE_RENEW_ANNOTATION: when}}}
         try:
             self._send("patch", contract.PLURAL, name, self.custom.patch_namespaced_custom_object,
-                       contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name, body)
+                       contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name, body,
+                       timeout=timeout)
         except self._exc as exc:
             raise self._refused(exc, "patch", contract.PLURAL, name) from None
 
@@ -322,30 +292,34 @@ class KubeApi:
     def pods(self, mesh: str) -> list[dict[str, Any]]:
         return self.visible_pods(mesh) or []
 
-    def visible_pods(self, mesh: str) -> list[dict[str, Any]] | None:
+    def visible_pods(self, mesh: str, timeout: float | None = None) -> list[dict[str, Any]] | None:
         """The mesh's pods, or None when this client may not list pods (they are only for
         better messages and for checking the status against them; the status suffices)."""
-        try:
+        def listed(**request: Any) -> list[dict[str, Any]]:
             # The JSON as it comes, not the client's typed models: building and re-serialising
-            # those costs about 1 ms a pod, paid at every poll of attach's wait for Ready.
-            response = self._send("list", "pods", "", self.core.list_namespaced_pod, self.namespace,
-                                  label_selector=contract.mesh_label_selector(mesh), _preload_content=False)
+            # those costs about 1 ms a pod, paid at every poll of attach's wait for Ready. Read
+            # here, so that a body cut short is the request's failure too.
+            response = self.core.list_namespaced_pod(self.namespace, label_selector=contract.mesh_label_selector(mesh),
+                                                     _preload_content=False, **request)
+            items: list[dict[str, Any]] = json.loads(response.data).get("items") or []
+            return items
+
+        try:
+            return self._send("list", "pods", "", listed, timeout=timeout, read_factor=transport.LIST_TIMEOUT_FACTOR)
         except self._exc as exc:
             if exc.status == 403:
                 return None
             raise self._refused(exc, "list", "pods") from None
-        items: list[dict[str, Any]] = json.loads(response.data).get("items") or []
-        return items
 
     def all_mesh_pods(self, all_namespaces: bool = False) -> list[dict[str, Any]] | None:
         """Every mesh's pods in this namespace (or all, one list call), or None when not allowed."""
         try:
             if all_namespaces:
                 items = self._send("list", "pods", "", self.core.list_pod_for_all_namespaces,
-                                   label_selector=contract.MESH_LABEL).items
+                                   label_selector=contract.MESH_LABEL, read_factor=transport.LIST_TIMEOUT_FACTOR).items
             else:
                 items = self._send("list", "pods", "", self.core.list_namespaced_pod, self.namespace,
-                                   label_selector=contract.MESH_LABEL).items
+                                   label_selector=contract.MESH_LABEL, read_factor=transport.LIST_TIMEOUT_FACTOR).items
         except self._exc as exc:
             if exc.status == 403:
                 return None

@@ -236,23 +236,27 @@ def wait_ready(api: api_mod.KubeApi, name: str, timeout: float, progress: bool |
     try:
         with interrupts.kept(before_raise=line.end):  # a Ctrl-C is never lost, and ends the line first
             while True:
+                # Each request waits no longer than the wait has left (1 s at least); an API server
+                # out of reach (restarting) is asked again until the deadline.
+                left = max(1.0, deadline - time.monotonic())
                 try:
-                    mesh = api.get_mesh(name)
-                except ApiServerUnreachable as exc:  # an API server restarting: tried again until the deadline
+                    mesh = api.get_mesh(name, timeout=left)
+                    # Pods every time, also when the status says Ready: a status no operator keeps
+                    # current (assessing.stale_status) must not send the client to procs that are
+                    # gone. Not for a mesh too big to list its procs: listing 4,096 pods took 7 to
+                    # 40 s on the test VM (20 MB, also in the API server's Table form), against
+                    # attach's 1 s. Its status is still checked against its generation, the operator
+                    # puts a stuck container in Ready, and a proc that is gone fails the connect,
+                    # which then reads that pod's status.
+                    size = math.prod(extent for _, extent in contract.mesh_dims(mesh.get("spec") or {}))
+                    pods = api.visible_pods(name, timeout=left) if contract.lists_procs(size) else None
+                except ApiServerUnreachable as exc:
                     if time.monotonic() >= deadline:
                         raise
                     line.update(f"ProcMesh {api.namespace}/{name}: {exc}; trying again")
                     offloading.sleep(delay)
                     delay = min(delay * 1.5, 0.5)
                     continue
-                # Pods every time, also when the status says Ready: a status no operator keeps current
-                # (assessing.stale_status) must not send the client to procs that are gone. Not for a
-                # mesh too big to list its procs: listing 4,096 pods took 7 to 40 s on the test VM
-                # (20 MB, also in the API server's Table form), against attach's 1 s. Its status is
-                # still checked against its generation, the operator puts a stuck container in Ready,
-                # and a proc that is gone fails the connect, which then reads that pod's status.
-                size = math.prod(extent for _, extent in contract.mesh_dims(mesh.get("spec") or {}))
-                pods = api.visible_pods(name) if contract.lists_procs(size) else None
                 verdict = assessing.assess(mesh, pods)
                 if verdict.ready:
                     line.end(f"ProcMesh {api.namespace}/{name}: {verdict.progress}")

@@ -15,6 +15,7 @@ from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.kubernetes import api as api_mod
 from mesh_client._src.kubernetes import attaching, lifetimes, manifests
+from mesh_client._src.kubernetes.errors import KubernetesMeshError
 from mesh_client._src.runtime import offloading
 
 _names = itertools.count()
@@ -134,10 +135,15 @@ class KubernetesHostMesh(MeshTrait):
                 self.api, mesh, created=True, bootstrap=bootstrap, via_api_server=self.via_api_server, token=token,
                 lease=lease, forward_output=self.forward_output, timeout=self.timeout,
             )
-        except BaseException:
+        except BaseException as exc:
             if lease is not None:
                 lease.stop()
-            self.api.delete_mesh(name)
+            try:
+                self.api.delete_mesh(name)
+            except KubernetesMeshError as failed:  # the cause stays the error raised
+                exc.add_note(f"procmesh: the ProcMesh {self.api.namespace}/{name} made for this spawn could not "
+                             f"be deleted ({failed}); " + ("the operator deletes it when its lease lapses"
+                                                           if lease is not None else "delete it yourself"))
             raise
 
     async def spawn_procs_async(

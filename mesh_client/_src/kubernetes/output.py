@@ -24,7 +24,7 @@ from typing import TextIO
 
 from mesh_client._src.kubernetes import api as api_mod
 from mesh_client._src.kubernetes import logstreams
-from mesh_client._src.kubernetes.errors import MeshAccessDenied
+from mesh_client._src.kubernetes.errors import ApiServerUnreachable, MeshAccessDenied
 from mesh_client._src.runtime import exiting
 from mesh_client._src.server import output as proc_output
 
@@ -96,6 +96,8 @@ class OutputForwarder:
                     lines = list(logstreams.response_lines(response))
                 finally:
                     response.release_conn()
+            except ApiServerUnreachable:
+                return  # the others would wait as long: what is shown is shown
             except Exception:
                 continue
             for line in lines[shown:]:

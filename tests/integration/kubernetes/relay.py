@@ -21,7 +21,9 @@ class Relay:
         self.holding = threading.Event()
         self.listener = socket.create_server(("127.0.0.1", port))  # SO_REUSEADDR: a port again after close
         self.port = self.listener.getsockname()[1]
-        self.sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._sockets: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -30,8 +32,18 @@ class Relay:
                 near, _ = self.listener.accept()
             except OSError:
                 return  # closed
-            far = socket.create_connection(self.target)
-            self.sockets += [near, far]
+            try:
+                far = socket.create_connection(self.target, timeout=10)
+                far.settimeout(None)
+            except OSError:
+                near.close()  # as a server that went away: the client sees the connection end
+                continue
+            with self._lock:
+                if self._closed:  # accepted as close() went by: not relayed
+                    near.close()
+                    far.close()
+                    continue
+                self._sockets += [near, far]
             for src, dst in ((near, far), (far, near)):
                 threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
 
@@ -40,12 +52,17 @@ class Relay:
             while data := src.recv(65536):
                 if not self.holding.is_set():  # held: swallowed, as a server that never answers
                     dst.sendall(data)
+            if not self.holding.is_set():
+                dst.shutdown(socket.SHUT_WR)  # the end of one side's stream, passed on
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            sockets, self._sockets = self._sockets, []
         with contextlib.suppress(OSError):
             self.listener.shutdown(socket.SHUT_RDWR)  # stops listening (close alone leaves accept() holding it)
         self.listener.close()
-        for sock in self.sockets:
+        for sock in sockets:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()

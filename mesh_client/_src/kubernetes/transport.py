@@ -1,0 +1,104 @@
+"""How the client's requests to the API server wait, are tried again, and fail.
+
+The Kubernetes client waits for ever by default (as kubectl) and tries a request up to four
+times: a hung or black-holed API server kept ``attach``, the lease renewer and the CLI waiting
+without end, and its urllib3 errors escaped as tracebacks (one ended the lease renewer's thread).
+Here each request waits :data:`CONNECT_SECONDS` at most to connect and then the request timeout
+(``PROCMESH_API_TIMEOUT``) for its answer, a connect that fails is tried twice more (an API server
+restarting), a request sent and not answered is not (each try would wait as long again), and
+what went wrong is raised as :class:`ApiServerUnreachable` (worth trying again later) or, for a
+TLS or name failure no retry fixes, as :class:`KubernetesMeshError` saying what to check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from mesh_client._src.kubernetes.errors import ApiServerUnreachable, KubernetesMeshError
+
+T = TypeVar("T")
+
+#: How long a request waits for its answer (seconds) unless ``PROCMESH_API_TIMEOUT`` says
+#: otherwise; more precisely, for each read of it (a followed log has no read timeout).
+API_TIMEOUT_SECONDS = 60.0
+#: The longest a connect waits: longer means no API server answers at that address.
+CONNECT_SECONDS = 10.0
+#: Lists wait this many times the request timeout: the API server sends nothing until it has
+#: built the whole list (4,096 pods took 7 to 40 s on the test VM).
+LIST_TIMEOUT_FACTOR = 5.0
+#: Connects tried again after the first fails (refused, reset, timed out).
+CONNECT_RETRIES = 2
+#: Each read of a followed log waits this long (a week): it may be quiet for hours, and the
+#: client refuses a tuple with no read timeout (its arguments are validated: each above 0).
+FOLLOW_READ_SECONDS = 7 * 24 * 3600.0
+
+
+def api_timeout_from(environ: Mapping[str, str]) -> float | None:
+    """The request timeout: ``PROCMESH_API_TIMEOUT`` seconds if set (0: none), else
+    :data:`API_TIMEOUT_SECONDS`."""
+    raw = environ.get("PROCMESH_API_TIMEOUT", "").strip()
+    if not raw:
+        return API_TIMEOUT_SECONDS
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):  # NaN fails this too
+        raise ValueError(f"PROCMESH_API_TIMEOUT={raw!r} is not a number of seconds: give how long an API "
+                         f"request may wait for the API server (0: no limit)")
+    return seconds or None
+
+
+def retries() -> Any:
+    """The retry policy of the API clients this package makes (``Configuration.retries``):
+    connects only, :data:`CONNECT_RETRIES` times; nothing sent is sent again."""
+    import urllib3
+
+    return urllib3.Retry(total=CONNECT_RETRIES + 1, connect=CONNECT_RETRIES, read=0, status=0, other=0,
+                         redirect=2, raise_on_status=False)
+
+
+def request_timeout(limit: float | None, read_factor: float = 1.0) -> tuple[float, float] | None:
+    """The client's ``_request_timeout`` for a request timeout ``limit`` (None: none): the connect
+    capped at :data:`CONNECT_SECONDS`, each read ``limit * read_factor`` (``read_factor`` 0:
+    :data:`FOLLOW_READ_SECONDS`, for a followed log)."""
+    if limit is None:
+        return None
+    return min(limit, CONNECT_SECONDS), limit * read_factor if read_factor else FOLLOW_READ_SECONDS
+
+
+def send(call: Callable[..., T], *args: Any, host: str, what: str, limit: float | None,
+         read_factor: float = 1.0, **kwargs: Any) -> T:
+    """``call(*args, **kwargs)`` with the request timeout; urllib3's errors (the server not
+    reached, or not answering) raised as this package's, naming ``what`` was asked of ``host``."""
+    import urllib3.exceptions as u
+
+    timeout = request_timeout(limit, read_factor)
+    try:
+        return call(*args, _request_timeout=timeout, **kwargs)
+    except u.HTTPError as exc:
+        cause = getattr(exc, "reason", None) or exc
+        if isinstance(cause, u.SSLError):
+            raise KubernetesMeshError(
+                f"TLS with the API server {host} failed to {what}: {cause}; check the kubeconfig's server "
+                f"address and certificate-authority") from None
+        if isinstance(cause, u.NameResolutionError):
+            raise KubernetesMeshError(
+                f"cannot resolve the API server's host ({host}) to {what}: {cause}; check the "
+                f"kubeconfig's server address") from None
+        if isinstance(cause, u.ReadTimeoutError) and timeout is not None:
+            raise ApiServerUnreachable(
+                f"the API server {host} did not answer a request to {what} within {timeout[1]:g} s: is it "
+                f"up and reachable from here? PROCMESH_API_TIMEOUT sets how long a request waits, in "
+                f"seconds") from None
+        # (urllib3 makes a refused connection a NewConnectionError, a kind of ConnectTimeoutError)
+        if isinstance(cause, u.ConnectTimeoutError) and not isinstance(cause, u.NewConnectionError) \
+                and timeout is not None:
+            raise ApiServerUnreachable(
+                f"cannot reach the API server {host} to {what}: no connection within {timeout[0]:g} s "
+                f"({CONNECT_RETRIES + 1} tries); is it up, and is the kubeconfig's server address "
+                f"right?") from None
+        raise ApiServerUnreachable(
+            f"cannot reach the API server {host} to {what}: {cause}; is it up, and is the kubeconfig's "
+            f"server address right?") from None

@@ -1,0 +1,150 @@
+"""How the client's API requests wait and fail (kubernetes/transport.py), against real sockets on
+loopback: a server that accepts and never answers, one that speaks plain HTTP to a TLS client,
+and a port nobody listens on. No Kubernetes needed: what fails is the transport."""
+
+import socket
+import threading
+
+import pytest
+from kubernetes import client
+
+from mesh_client._src.kubernetes import api, transport
+from mesh_client._src.kubernetes.errors import ApiServerUnreachable, KubernetesMeshError
+
+
+class Server:
+    """A loopback listener: ``answer(conn)`` for each connection; counts them."""
+
+    def __init__(self, answer):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.accepted = []
+        self._answer = answer
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.accepted.append(conn)
+            self._answer(conn)
+
+    def close(self):
+        self.listener.close()
+        for conn in self.accepted:
+            conn.close()
+
+
+def kube_api(port, scheme="https"):
+    config = client.Configuration()
+    config.host = f"{scheme}://127.0.0.1:{port}"
+    config.retries = transport.retries()  # as make_api_client sets it
+    kube = api.KubeApi(client.ApiClient(config), "ns")
+    kube.timeout = 0.5
+    return kube
+
+
+def test_a_server_that_never_answers_is_unreachable_after_one_try():
+    silent = Server(lambda conn: None)
+    kube = kube_api(silent.port)
+    try:
+        with pytest.raises(ApiServerUnreachable, match=rf"the API server https://127.0.0.1:{silent.port} did not "
+                                                       r"answer a request to get procmeshes ns/x within 0.5 s"):
+            kube.get_mesh("x")
+        assert len(silent.accepted) == 1  # not sent again: each try would wait as long
+        # A shorter wait where the caller has less time left (attach's deadline), never longer.
+        with pytest.raises(ApiServerUnreachable, match="within 0.2 s"):
+            kube.get_mesh("x", timeout=0.2)
+        with pytest.raises(ApiServerUnreachable, match="within 0.5 s"):
+            kube.get_mesh("x", timeout=30)
+    finally:
+        kube.api_client.close()
+        silent.close()
+
+
+def test_a_tls_failure_is_no_unreachable_server_and_is_not_tried_again():
+    def plain_http(conn):
+        conn.recv(4096)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+        conn.close()
+
+    plain = Server(plain_http)
+    kube = kube_api(plain.port)
+    try:
+        with pytest.raises(KubernetesMeshError) as info:
+            kube.get_mesh("x")
+        assert not isinstance(info.value, ApiServerUnreachable)  # attach's wait gives up at once
+        assert str(info.value).startswith(f"TLS with the API server https://127.0.0.1:{plain.port} failed to get "
+                                          f"procmeshes ns/x")
+        assert "check the kubeconfig's server address and certificate-authority" in str(info.value)
+        assert len(plain.accepted) == 1
+    finally:
+        kube.api_client.close()
+        plain.close()
+
+
+def test_a_port_nobody_listens_on_is_unreachable():
+    closed = socket.create_server(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    kube = kube_api(port)
+    try:
+        with pytest.raises(ApiServerUnreachable, match=rf"cannot reach the API server https://127.0.0.1:{port} to "
+                                                       r"get procmeshes ns/x: .*Connection refused"):
+            kube.get_mesh("x")
+    finally:
+        kube.api_client.close()
+
+
+@pytest.mark.parametrize(("limit", "factor", "expected"), [
+    (None, 1.0, None),
+    (60.0, 1.0, (transport.CONNECT_SECONDS, 60.0)),
+    (2.0, 1.0, (2.0, 2.0)),
+    (60.0, transport.LIST_TIMEOUT_FACTOR, (transport.CONNECT_SECONDS, 60.0 * transport.LIST_TIMEOUT_FACTOR)),
+    (60.0, 0.0, (transport.CONNECT_SECONDS, transport.FOLLOW_READ_SECONDS)),  # a followed log
+])
+def test_the_request_timeout_of_each_kind_of_request(limit, factor, expected):
+    assert transport.request_timeout(limit, factor) == expected
+
+
+def test_only_connects_are_tried_again():
+    retry = transport.retries()
+    assert (retry.connect, retry.read, retry.status, retry.other) == (transport.CONNECT_RETRIES, 0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({}, transport.API_TIMEOUT_SECONDS),
+        ({"PROCMESH_API_TIMEOUT": ""}, transport.API_TIMEOUT_SECONDS),
+        ({"PROCMESH_API_TIMEOUT": " 2.5 "}, 2.5),
+        ({"PROCMESH_API_TIMEOUT": "600"}, 600.0),
+        ({"PROCMESH_API_TIMEOUT": "0"}, None),  # no limit, as kubectl by default
+    ],
+)
+def test_the_request_timeout_comes_from_the_environment(environ, expected):
+    assert transport.api_timeout_from(environ) == expected
+
+
+@pytest.mark.parametrize("raw", ["soon", "-1", "nan", "inf"])
+def test_a_bad_request_timeout_says_what_to_give(raw):
+    with pytest.raises(ValueError, match=f"PROCMESH_API_TIMEOUT={raw!r} is not a number of seconds: give how long"):
+        transport.api_timeout_from({"PROCMESH_API_TIMEOUT": raw})
+
+
+@pytest.mark.parametrize("follow", [False, True])
+def test_every_kind_of_request_timeout_is_one_the_client_accepts(follow):
+    """The generated client validates ``_request_timeout`` (numbers above 0): a followed log's
+    request with no read timeout (None) was refused before it was sent, and the output
+    forwarder, which takes any error as a dropped stream, reopened it for ever, showing nothing."""
+    served = Server(lambda conn: (conn.recv(4096), conn.sendall(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 6\r\n\r\nhello\n"), conn.close()))
+    kube = kube_api(served.port, scheme="http")
+    try:
+        response = kube.pod_log("p-0", follow=follow)
+        assert response.read() == b"hello\n"
+    finally:
+        kube.api_client.close()
+        served.close()
