@@ -12,7 +12,8 @@ The reactor rings the bells of what it woke only once it has released the GIL (i
 :func:`deferred` to its poll): a woken thread then finds the GIL free, instead of waking, finding
 it held and sleeping on it again.
 
-How long to spin: ``PROCMESH_SPIN_US`` (microseconds, every wait; 0 turns spinning off). By
+How long to spin: ``PROCMESH_SPIN_US`` (microseconds, every wait; 0 turns spinning off) and
+``PROCMESH_POLL_SPIN_US`` (the I/O thread's poll alone, over the first). By
 default every wait spins where the process may use :data:`SPIN_MIN_CPUS` cores or more. With
 fewer (but two or more) only the I/O thread's poll spins (:data:`SMALL_HOST_POLL_SPIN_US`): one
 spinner per process leaves a core to the thread it hands work to, where spinning actors and
@@ -48,7 +49,7 @@ DEFAULT_SPIN_US = 500
 #: on the 2-core VM a call_one's round trip is 50-130 us, so a 100 us spin catches the next
 #: message in a sequential caller's loop. There it halved call_one (123-133 -> 52-57 us median)
 #: at no extra CPU per call, fan-out, pipelined and the 1 MiB echo unchanged, where spinning
-#: every wait gained less (74 us) and cost 12-15 us of CPU a side (benchmarks/results/actors.md,
+#: every wait gained less (74 us) and cost 12-22 us of CPU a side (benchmarks/results/actors.md,
 #: 2026-12-06).
 SMALL_HOST_POLL_SPIN_US = 100
 
@@ -104,24 +105,38 @@ class Spins(NamedTuple):
 
 
 def spins_from(environ: Mapping[str, str], cpus: int) -> Spins:
-    """The spins for a process: ``PROCMESH_SPIN_US`` for every wait if set; else
+    """The spins for a process: ``PROCMESH_SPIN_US`` for every wait if set, and
+    ``PROCMESH_POLL_SPIN_US`` for the I/O thread's poll alone if set (over the first); else
     :data:`DEFAULT_SPIN_US` for every wait with :data:`SPIN_MIN_CPUS` cores or more,
     :data:`SMALL_HOST_POLL_SPIN_US` for the poll alone with 2 or more, nothing below."""
-    raw = environ.get("PROCMESH_SPIN_US", "").strip()
-    if raw:
-        try:
-            micros = float(raw)
-        except ValueError:
-            raise ValueError(
-                f"PROCMESH_SPIN_US={raw!r} is not a number: give the microseconds a waiting "
-                "thread spins before it sleeps (0 turns spinning off)"
-            ) from None
-        if not 0 <= micros <= MAX_SPIN_US:  # NaN fails this too
-            raise ValueError(f"PROCMESH_SPIN_US={raw!r} is out of range: give 0 to {MAX_SPIN_US} microseconds")
-        return Spins(int(micros * 1000), int(micros * 1000))
     if cpus >= SPIN_MIN_CPUS:
-        return Spins(DEFAULT_SPIN_US * 1000, DEFAULT_SPIN_US * 1000)
-    return Spins(0, SMALL_HOST_POLL_SPIN_US * 1000 if cpus >= 2 else 0)
+        spins = Spins(DEFAULT_SPIN_US * 1000, DEFAULT_SPIN_US * 1000)
+    else:
+        spins = Spins(0, SMALL_HOST_POLL_SPIN_US * 1000 if cpus >= 2 else 0)
+    every = _spin_setting(environ, "PROCMESH_SPIN_US")
+    if every is not None:
+        spins = Spins(every, every)
+    poll = _spin_setting(environ, "PROCMESH_POLL_SPIN_US")
+    if poll is not None:
+        spins = Spins(spins.wait_ns, poll)
+    return spins
+
+
+def _spin_setting(environ: Mapping[str, str], name: str) -> int | None:
+    """The nanoseconds of the spin setting ``name`` (given in microseconds), if set."""
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        micros = float(raw)
+    except ValueError:
+        raise ValueError(
+            f"{name}={raw!r} is not a number: give the microseconds a waiting thread spins before "
+            "it sleeps (0 turns spinning off)"
+        ) from None
+    if not 0 <= micros <= MAX_SPIN_US:  # NaN fails this too
+        raise ValueError(f"{name}={raw!r} is out of range: give 0 to {MAX_SPIN_US} microseconds")
+    return int(micros * 1000)
 
 
 #: How long this process's thread waits (mailboxes, futures) and its I/O thread's polls spin, in

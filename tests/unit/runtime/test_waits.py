@@ -335,17 +335,41 @@ def test_a_mailbox_hands_items_over_in_order_across_threads():
         ({"PROCMESH_SPIN_US": "0"}, 2, (0, 0)),
         ({"PROCMESH_SPIN_US": "250"}, 2, (250_000, 250_000)),
         ({"PROCMESH_SPIN_US": " 2.5 "}, 1, (2_500, 2_500)),
+        # The poll's alone, over the defaults or over PROCMESH_SPIN_US
+        ({"PROCMESH_POLL_SPIN_US": "0"}, 2, (0, 0)),
+        ({"PROCMESH_POLL_SPIN_US": "300"}, 16, (waits.DEFAULT_SPIN_US * 1000, 300_000)),
+        ({"PROCMESH_SPIN_US": "50", "PROCMESH_POLL_SPIN_US": "200"}, 2, (50_000, 200_000)),
     ],
 )
 def test_how_long_a_process_spins(environ, cpus, expected):
     assert waits.spins_from(environ, cpus) == waits.Spins(*expected)
 
 
+@pytest.mark.parametrize("name", ["PROCMESH_SPIN_US", "PROCMESH_POLL_SPIN_US"])
 @pytest.mark.parametrize(("raw", "message"), [("fast", "is not a number"), ("-1", "is out of range"),
                                               ("nan", "is out of range"), ("2e6", "is out of range")])
-def test_a_bad_spin_setting_says_what_to_give(raw, message):
-    with pytest.raises(ValueError, match=f"PROCMESH_SPIN_US={raw!r} {message}"):
-        waits.spins_from({"PROCMESH_SPIN_US": raw}, 16)
+def test_a_bad_spin_setting_says_what_to_give(name, raw, message):
+    with pytest.raises(ValueError, match=f"{name}={raw!r} {message}"):
+        waits.spins_from({name: raw}, 16)
+
+
+def test_the_reactor_polls_with_the_poll_spin(monkeypatch):
+    """The I/O thread's poll is handed POLL_SPIN_NS, the waits' spin nowhere (on a small host
+    the two differ: 100 us and 0)."""
+    from mesh_client._src.runtime import reactor
+
+    handed = []
+
+    def recording(epfd, timeout, spin_ns, rings, pace):
+        handed.append(spin_ns)
+        return native.poll(epfd, 0.0, 0, rings, pace)
+
+    monkeypatch.setattr(waits, "SPIN_NS", 111_000)
+    monkeypatch.setattr(waits, "POLL_SPIN_NS", 222_000)
+    monkeypatch.setattr(reactor, "_native_poll", recording)
+    poller = reactor._Poller()
+    assert poller.poll(0.0, []) == []
+    assert handed == [222_000]
 
 
 def test_this_process_spins_as_its_environment_says():
