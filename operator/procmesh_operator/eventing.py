@@ -121,5 +121,5 @@ class EventPoster:
         }
         try:
             await self._client.create(kubeclient.core_path(namespace, "events"), body)
-        except kubeclient.ApiError as e:  # events are best effort
+        except (kubeclient.ApiError, kubeclient.Unanswered) as e:  # events are best effort
             logger.debug("could not post event %s: %s", reason, e)

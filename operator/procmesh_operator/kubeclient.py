@@ -183,11 +183,11 @@ class KubeClient:
                 if self._on_request is not None:
                     self._on_request(key[0], key[1], response.status)
                 return decode(response.status, str(response.reason), await response.text())
+        except aiohttp.ClientError as e:  # first: its connect timeout is a TimeoutError too
+            raise Unanswered(f"{method} {path}: {type(e).__name__}: {e}") from None
         except asyncio.TimeoutError:
             raise Unanswered(f"{method} {path}: the API server did not answer within "
                              f"{REQUEST_TIMEOUT_SECONDS:g} s") from None
-        except aiohttp.ClientError as e:
-            raise Unanswered(f"{method} {path}: {type(e).__name__}: {e}") from None
 
     async def watch(self, path: str, params: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
         """The events of one watch request (``watch=1`` is added), decoded one line at a time

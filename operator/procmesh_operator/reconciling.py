@@ -206,7 +206,10 @@ class Controller:
                 await self.relist()
         except Exception as e:  # noqa: BLE001 - the safety net itself must never stop
             logger.warning("relist of proc pods failed (the next resync retries): %s", e)
-        if any(loss.status == losses.GONE for loss in self._losses.values()):
+        # Only once every known mesh's pods are in the store: a mesh not listed yet may have one
+        # on a deleted node (its gone entry is what makes the plan replace that pod).
+        if any(loss.status == losses.GONE for loss in self._losses.values()) and \
+                set(self._phases) <= set(self.store.primed()):
             self._losses = losses.without_empty_gone(self._losses, self.store.nodes_in_use())
         for key in list(self._phases):
             self.enqueue(key)
@@ -763,7 +766,7 @@ class Controller:
         unbound = [p for p in ordered if not ganging.is_bound(p) and not planning.is_terminating(p)]
         try:
             verdict: fitting.Fit | None = await self._fit(unbound)
-        except kubeclient.ApiError as e:  # only an explanation here: never a failure
+        except (kubeclient.ApiError, kubeclient.Unanswered) as e:  # only an explanation here: never a failure
             logger.info("no fit explanation for %s/%s: %s", mesh.namespace, mesh.name, e)
             verdict = None
         explanation = verdict.message if verdict is not None and not verdict.fits else None

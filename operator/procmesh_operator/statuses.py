@@ -162,7 +162,8 @@ def degraded_verdict(o: Observed) -> Verdict | None:
         return ("True", contract.RESTART_LIMIT_REACHED,
                 f"procs {list(o.plan.failed)} failed and spec.maxRestarts "
                 f"({o.mesh.max_restarts}) restarts are used up; raise maxRestarts to restart them "
-                f"(and later failures), or suspend and resume the mesh to start every proc again "
+                f"(one restart each; later failures use more), or suspend and resume the mesh to "
+                f"start every proc again "
                 f"(status.restarts stays: a later failure is not restarted either)")
     if o.plan.failed:
         return ("True", contract.PROC_FAILED,

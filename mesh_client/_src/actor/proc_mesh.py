@@ -152,11 +152,11 @@ class ProcMesh(MeshTrait):
 
     async def reconnect_async(self) -> list[int]:
         """:meth:`reconnect` for async controllers (the loop serves other tasks meanwhile)."""
-        return await offloading.run_blocking(self.reconnect, name="procmesh-reconnect")
+        return await offloading.run_blocking(self.reconnect, name="procmesh-reconnect", at_exit=True)
 
     async def respawn_async(self) -> list[int]:
         """:meth:`respawn` for async controllers (the loop serves other tasks meanwhile)."""
-        return await offloading.run_blocking(self.respawn, name="procmesh-respawn")
+        return await offloading.run_blocking(self.respawn, name="procmesh-respawn", at_exit=True)
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Stop every proc of this mesh; the future completes once they are gone."""

@@ -395,4 +395,5 @@ async def attach_async(
                       api_client=api_client, progress=progress, via_api_server=via_api_server,
                       forward_output=forward_output)
 
-    return await offloading.run_blocking(blocking, name=f"procmesh-attach-{name}", discard=lambda mesh: mesh.stop())
+    return await offloading.run_blocking(blocking, name=f"procmesh-attach-{name}", discard=lambda mesh: mesh.stop(),
+                                         at_exit=True)

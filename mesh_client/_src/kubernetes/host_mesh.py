@@ -171,4 +171,5 @@ class KubernetesHostMesh(MeshTrait):
                                     restart_policy=restart_policy, max_restarts=max_restarts, port=port,
                                     outlive=outlive)
 
-        return await offloading.run_blocking(blocking, name="procmesh-spawn-procs", discard=lambda mesh: mesh.stop())
+        return await offloading.run_blocking(blocking, name="procmesh-spawn-procs", discard=lambda mesh: mesh.stop(),
+                                             at_exit=True)

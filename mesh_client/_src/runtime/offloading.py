@@ -31,8 +31,11 @@ CANCEL_GRACE_SECONDS = 5.0
 _state = threading.local()  # .cancel: the Event of the async call this thread runs, if any
 
 
-async def run_blocking(fn: Callable[[], R], *, name: str, discard: Callable[[R], Any] | None = None) -> R:
-    """``fn()`` on a thread named ``name``, awaited; ``discard(result)`` if nobody awaits it any more."""
+async def run_blocking(fn: Callable[[], R], *, name: str, discard: Callable[[R], Any] | None = None,
+                       at_exit: bool = False) -> R:
+    """``fn()`` on a thread named ``name``, awaited; ``discard(result)`` if nobody awaits it any
+    more. ``at_exit``: ``fn`` may be in an API call (TLS) when the program ends, so the exit tells
+    its thread as a cancellation and waits for it (runtime/exiting.py)."""
     import asyncio
 
     loop = asyncio.get_running_loop()
@@ -65,9 +68,8 @@ async def run_blocking(fn: Callable[[], R], *, name: str, discard: Callable[[R],
                 _discard(discard, value)
 
     thread = threading.Thread(target=work, name=name, daemon=True)
-    # The program may end while the thread is in an API call (a cancelled task's grace ran out,
-    # or nobody awaited it): the exit tells it as a cancellation and waits (runtime/exiting.py).
-    exiting.track(thread, cancel.set)
+    if at_exit:  # a cancelled task's grace ran out, or nobody awaited it: it may still be in TLS
+        exiting.track(thread, cancel.set)
     thread.start()
     try:
         return await done

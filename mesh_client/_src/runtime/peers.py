@@ -160,11 +160,6 @@ class Peer:
             if waiter is not None:
                 waiter.set_raw(lost)
             return lost
-        limit = self.max_message
-        if limit is None and self.identity is None:
-            limit = self._limit_once_known(fields, payload)
-        if limit is not None and (len(payload) != 1 or _REQUEST_FIXED + len(fields) + len(payload[0]) > limit):
-            self._refuse_beyond(limit, fields, payload)
         call_id = NO_REPLY if waiter is None else next(_ids)
         # A caller issuing calls back to back while earlier ones are still in flight (watches,
         # which stay pending for an actor's life, do not count): this frame may wait a little
@@ -178,6 +173,14 @@ class Peer:
                 self._watches.add(call_id)
         try:
             channel = self._channel or self._get_channel()
+            # The proc's limit: identity first (it is written last), so that a limit written
+            # between the two reads is not missed.
+            unidentified = self.identity is None
+            limit = self.max_message
+            if limit is None and unidentified and not self._identified.is_set():
+                limit = self._limit_once_known(fields, payload)
+            if limit is not None and (len(payload) != 1 or _REQUEST_FIXED + len(fields) + len(payload[0]) > limit):
+                self._refuse_beyond(limit, fields, payload)
             channel.send_frame(_request_frame(call_id, op, fields, payload), hold)
         except (OSError, channel_mod.ChannelClosed) as exc:
             self._pending.pop(call_id, None)
@@ -239,6 +242,7 @@ class Peer:
         # proc are queued before any caller wakes to its failed call, and a program that handles
         # that failure, then drains the supervision queue, sees every actor of the proc reported.
         self._failing_thread = threading.get_ident()
+        self._identified.set()  # no answer will come: a call waiting for one (or made by a callback below) goes on
         try:
             self._fail_watches(reason)
         finally:
@@ -315,16 +319,12 @@ class Peer:
                 f"limit where the procs start")
 
     def _limit_once_known(self, fields: bytes, payload: Segments) -> int | None:
-        """The proc's limit for a call made before IDENTIFY answered on this link: a call that
-        may be over it (over the least limit a proc may have) connects and waits for the answer
+        """The proc's limit for a call made on a connected link before IDENTIFY answered: a
+        call that may be over it (over the least limit a proc may have) waits for the answer
         (bounded), except on the I/O thread, which reads it. Smaller calls go at once."""
         size = _REQUEST_FIXED + len(fields) + sum(s.nbytes if isinstance(s, memoryview) else len(s) for s in payload)
         if size <= contract.MIN_MAX_MESSAGE_BYTES or reactor_mod.get_reactor().on_thread:
             return None
-        try:
-            self._get_channel()  # asks IDENTIFY on a new link
-        except (OSError, channel_mod.ChannelClosed):
-            return None  # the send that follows fails as any other
         self._identified.wait(IDENTIFY_WAIT_SECONDS)
         return self.max_message
 

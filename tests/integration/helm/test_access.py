@@ -99,11 +99,13 @@ def test_creator_with_pod_create_spawns_through_the_policy(cluster, kube, releas
         refusal = testing.wait_for(lambda: create_as(carol, stolen), "the policy in force")
         assert "spec.tokenSecretName theirs-token is not named after this mesh" in refusal
         # Named after a longer mesh name that starts with this one's: the token Secret of a mesh
-        # "mine-tokenizer" (generated), or of a mesh "mine-token-x" (the Python client's name).
-        for other in ("mine-tokenizer-token-x1y2z", "mine-token-x-token-1a2b3c4d"):
+        # "mine-tokenizer" (generated), of a mesh "mine-token-x" (the Python client's name), or
+        # of a mesh "mine-token" (its legacy name).
+        for other in ("mine-tokenizer-token-x1y2z", "mine-token-x-token-1a2b3c4d", "mine-token-token"):
             refusal = create_as(carol, mesh_manifest("mine", tokenSecretName=other))
             assert refusal and f"spec.tokenSecretName {other} is not named after this mesh" in refusal, refusal
-        assert create_as(carol, mesh_manifest("mine", tokenSecretName="mine-token-x1y2z")) is None
+        for own in ("mine-token", "mine-token-1a2b3c4d"):
+            assert create_as(carol, mesh_manifest("mine", tokenSecretName=own)) is None
         hosts = KubernetesHostMesh(hosts=1, namespace=WATCHED, api_client=carol, timeout=120)
         mesh = hosts.spawn_procs(per_host={"procs": 1}, name="carols")
         try:

@@ -86,9 +86,9 @@ def test_a_tls_failure_is_no_unreachable_server_and_is_not_tried_again():
 
 
 def test_a_port_nobody_listens_on_is_unreachable():
-    closed = socket.create_server(("127.0.0.1", 0))
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # held, never listening: refused, and no one else's meanwhile
     port = closed.getsockname()[1]
-    closed.close()
     kube = kube_api(port)
     try:
         with pytest.raises(ApiServerUnreachable, match=rf"cannot reach the API server https://127.0.0.1:{port} to "
@@ -96,6 +96,7 @@ def test_a_port_nobody_listens_on_is_unreachable():
             kube.get_mesh("x")
     finally:
         kube.api_client.close()
+        closed.close()
 
 
 @pytest.mark.parametrize(("limit", "factor", "expected"), [

@@ -127,12 +127,14 @@ def test_a_request_without_an_answer_is_unanswered_not_a_transport_error(monkeyp
         finally:
             await api.close()
 
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # held, never listening: refused, and no one else's meanwhile
     try:
         with pytest.raises(kubeclient.Unanswered,
                            match=r"GET /api/v1/namespaces/ns/pods/p-0: the API server did not answer within 0.5 s"):
             asyncio.run(ask(silent.getsockname()[1]))
+        with pytest.raises(kubeclient.Unanswered, match=r"GET /api/v1/namespaces/ns/pods/p-0: ClientConnectorError"):
+            asyncio.run(ask(closed.getsockname()[1]))
     finally:
-        port = silent.getsockname()[1]
         silent.close()
-    with pytest.raises(kubeclient.Unanswered, match=r"GET /api/v1/namespaces/ns/pods/p-0: ClientConnectorError"):
-        asyncio.run(ask(port))
+        closed.close()

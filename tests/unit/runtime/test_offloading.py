@@ -54,7 +54,7 @@ def test_the_exit_cancels_a_running_call_and_waits_for_its_thread():
             outcome.append("cancelled")
 
     async def main() -> tuple[threading.Thread, asyncio.Future[None]]:
-        call = asyncio.ensure_future(offloading.run_blocking(polling, name="polling-at-exit"))
+        call = asyncio.ensure_future(offloading.run_blocking(polling, name="polling-at-exit", at_exit=True))
         await asyncio.get_running_loop().run_in_executor(None, started.wait, 30)
         return next(t for t in threading.enumerate() if t.name == "polling-at-exit"), call
 
@@ -71,3 +71,26 @@ def test_the_exit_cancels_a_running_call_and_waits_for_its_thread():
     assert exits.end_all(wait=30) == []
     assert outcome == ["cancelled"]
     call._log_destroy_pending = False  # type: ignore[attr-defined]  # abandoned on purpose
+
+
+def test_a_call_that_makes_no_api_calls_is_not_waited_for_at_exit(monkeypatch):
+    """Only calls that may be in TLS at exit (at_exit=True: attach, the Kubernetes spawn,
+    reconnect, respawn) are ended and joined then; a local spawn is not held up for."""
+    release = threading.Event()
+
+    async def main() -> None:
+        await offloading.run_blocking(lambda: release.wait(30), name="local-at-exit")
+
+    threading.Timer(0.2, release.set).start()
+    seen: list[threading.Thread] = []
+    original = threading.Thread.start
+
+    def spy(thread: threading.Thread) -> None:
+        if thread.name == "local-at-exit":
+            seen.append(thread)
+        original(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", spy)
+    asyncio.run(main())
+    monkeypatch.undo()
+    assert seen and exiting.EXITS.halt_of(seen[0]) is None

@@ -316,3 +316,18 @@ def test_a_large_first_call_waits_for_the_procs_limit_and_is_refused_over_it():
     status, payload, _ = peer.request((7,), [b"small"], raw).get(timeout=10)  # the link lives on
     assert status == envelopes.OK and seen == [7]
     peer.close()
+
+
+def test_a_large_first_call_to_a_proc_that_refuses_connects_once():
+    """The wait for the proc's limit needs a connection: one that is refused fails the call as
+    any other, without a second try at connecting for the send."""
+    tries = []
+
+    def refusing(address, timeout):
+        tries.append(address)
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    peer = peers.Peer(("memory", 0), TOKEN, "memory", opener=refusing)
+    status, reason, _ = peer.request((7,), [b"x" * (contract.MIN_MAX_MESSAGE_BYTES * 2)], raw).get(timeout=10)
+    assert status == peers.LOST and "Connection refused" in reason
+    assert len(tries) == 1
