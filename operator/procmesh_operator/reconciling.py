@@ -208,8 +208,9 @@ class Controller:
             logger.warning("relist of proc pods failed (the next resync retries): %s", e)
         # Only once every known mesh's pods are in the store: a mesh not listed yet may have one
         # on a deleted node (its gone entry is what makes the plan replace that pod).
+        known = set(self._phases) | set(self.queue.keys() if self.queue is not None else ())
         if any(loss.status == losses.GONE for loss in self._losses.values()) and \
-                set(self._phases) <= set(self.store.primed()):
+                known <= set(self.store.primed()):
             self._losses = losses.without_empty_gone(self._losses, self.store.nodes_in_use())
         for key in list(self._phases):
             self.enqueue(key)

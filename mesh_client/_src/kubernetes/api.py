@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from mesh_client._src import contract
 from mesh_client._src.kubernetes import transport
 from mesh_client._src.kubernetes.errors import (
+    ApiServerUnreachable,
     KubernetesMeshError,
     MeshAccessDenied,
     MeshNotFound,
@@ -111,15 +112,18 @@ class KubeApi:
 
     def _send(self, verb: str, resource: str, name: str, call: Callable[..., T], *args: Any,
               timeout: float | None = None, read_factor: float = 1.0, **kwargs: Any) -> T:
-        """``call(*args, **kwargs)`` under the request timeout, or ``timeout`` where shorter (a
-        wait with a deadline); :func:`transport.send` says what failed."""
-        limit = self.timeout if timeout is None else timeout if self.timeout is None else min(timeout, self.timeout)
+        """``call(*args, **kwargs)`` under the request timeout, its connect and each read at most
+        ``timeout`` (what a wait with a deadline has left); :func:`transport.send` says what failed."""
         return transport.send(call, *args, host=str(getattr(self.api_client.configuration, "host", "")),
-                              what=f"{verb} {self._what(resource, name)}", limit=limit,
-                              read_factor=read_factor, **kwargs)
+                              what=f"{verb} {self._what(resource, name)}", limit=self.timeout,
+                              read_factor=read_factor, deadline=timeout, **kwargs)
 
     def _refused(self, exc: Any, verb: str, resource: str, name: str = "") -> KubernetesMeshError:
         what = self._what(resource, name)
+        if exc.status in (429, 503, 504):  # throttled or shutting down (GETs were tried again)
+            return ApiServerUnreachable(
+                f"the API server could not serve a request to {verb} {what} now: {exc.status} {exc.reason}: "
+                f"{_message(exc)}")
         if exc.status == 403:
             return MeshAccessDenied(
                 f"the API server refused to {verb} {what}: this client needs the '{verb}' permission on "

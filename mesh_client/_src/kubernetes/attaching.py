@@ -238,9 +238,8 @@ def wait_ready(api: api_mod.KubeApi, name: str, timeout: float, progress: bool |
             while True:
                 # Each request waits no longer than the wait has left (1 s at least); an API server
                 # out of reach (restarting) is asked again until the deadline.
-                left = max(1.0, deadline - time.monotonic())
                 try:
-                    mesh = api.get_mesh(name, timeout=left)
+                    mesh = api.get_mesh(name, timeout=max(1.0, deadline - time.monotonic()))
                     # Pods every time, also when the status says Ready: a status no operator keeps
                     # current (assessing.stale_status) must not send the client to procs that are
                     # gone. Not for a mesh too big to list its procs: listing 4,096 pods took 7 to
@@ -249,7 +248,8 @@ def wait_ready(api: api_mod.KubeApi, name: str, timeout: float, progress: bool |
                     # puts a stuck container in Ready, and a proc that is gone fails the connect,
                     # which then reads that pod's status.
                     size = math.prod(extent for _, extent in contract.mesh_dims(mesh.get("spec") or {}))
-                    pods = api.visible_pods(name, timeout=left) if contract.lists_procs(size) else None
+                    pods = (api.visible_pods(name, timeout=max(1.0, deadline - time.monotonic()))
+                            if contract.lists_procs(size) else None)
                 except ApiServerUnreachable as exc:
                     if time.monotonic() >= deadline:
                         raise

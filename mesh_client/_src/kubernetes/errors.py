@@ -24,4 +24,5 @@ class MeshAccessDenied(KubernetesMeshError, PermissionError):
 
 
 class ApiServerUnreachable(KubernetesMeshError, ConnectionError):
-    """The API server could not be reached, or did not answer in time (``PROCMESH_API_TIMEOUT``)."""
+    """The API server could not be reached, did not answer in time (``PROCMESH_API_TIMEOUT``),
+    or answered that it cannot serve now (429, 503, 504): worth asking again later."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 import secrets
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -141,9 +142,13 @@ class KubernetesHostMesh(MeshTrait):
             try:
                 self.api.delete_mesh(name)
             except KubernetesMeshError as failed:  # the cause stays the error raised
-                exc.add_note(f"procmesh: the ProcMesh {self.api.namespace}/{name} made for this spawn could not "
-                             f"be deleted ({failed}); " + ("the operator deletes it when its lease lapses"
-                                                           if lease is not None else "delete it yourself"))
+                note = (f"procmesh: the ProcMesh {self.api.namespace}/{name} made for this spawn could not be "
+                        f"deleted ({failed}); " + ("the operator deletes it when its lease lapses"
+                                                   if lease is not None else "delete it yourself"))
+                if hasattr(exc, "add_note"):  # Python 3.11+
+                    exc.add_note(note)
+                else:
+                    print(note, file=sys.stderr)
             raise
 
     async def spawn_procs_async(

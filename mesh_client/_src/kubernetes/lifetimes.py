@@ -79,9 +79,9 @@ class LeaseRenewer:
         failing = False
         while not self._stopped.wait(self.period):
             try:
-                # A third of the period at most (connects tried three times in all): one renewal
-                # stuck on a dead connection must not outlast the next ones, and the lease.
-                self.api.renew_lease(self.name, now_rfc3339(), timeout=self.period / 3)
+                # Half the period at most (a connect: that, tried three times): one renewal stuck
+                # on a dead connection must not outlast the lease (three periods).
+                self.api.renew_lease(self.name, now_rfc3339(), timeout=self.period / 2)
                 failing = False
             except MeshNotFound:
                 return

@@ -29,6 +29,10 @@ CONNECT_SECONDS = 10.0
 LIST_TIMEOUT_FACTOR = 5.0
 #: Connects tried again after the first fails (refused, reset, timed out).
 CONNECT_RETRIES = 2
+#: GETs tried again when the server asks to be (429 or 503 with Retry-After).
+STATUS_RETRIES = 2
+#: The longest ``PROCMESH_API_TIMEOUT`` (a day; lists wait five times it).
+MAX_API_TIMEOUT_SECONDS = 86400.0
 #: Each read of a followed log waits this long (a week): it may be quiet for hours, and the
 #: client refuses a tuple with no read timeout (its arguments are validated: each above 0).
 FOLLOW_READ_SECONDS = 7 * 24 * 3600.0
@@ -44,37 +48,48 @@ def api_timeout_from(environ: Mapping[str, str]) -> float | None:
         seconds = float(raw)
     except ValueError:
         seconds = -1.0
-    if not 0 <= seconds < float("inf"):  # NaN fails this too
-        raise ValueError(f"PROCMESH_API_TIMEOUT={raw!r} is not a number of seconds: give how long an API "
-                         f"request may wait for the API server (0: no limit)")
+    if not 0 <= seconds <= MAX_API_TIMEOUT_SECONDS:  # NaN fails this too
+        raise ValueError(f"PROCMESH_API_TIMEOUT={raw!r} is not a number of seconds up to "
+                         f"{MAX_API_TIMEOUT_SECONDS:g}: give how long an API request may wait for the "
+                         f"API server (0: no limit)")
     return seconds or None
 
 
 def retries() -> Any:
-    """The retry policy of the API clients this package makes (``Configuration.retries``):
-    connects only, :data:`CONNECT_RETRIES` times; nothing sent is sent again."""
+    """The retry policy of the API clients this package makes (``Configuration.retries``): a
+    connect that failed (refused, timed out, a name not resolved), :data:`CONNECT_RETRIES` times
+    after 0 and 1 s; a GET the server answered 429 or 503 with ``Retry-After`` (throttling, a
+    shutdown), twice, after the time it asks; nothing sent and not answered is sent again."""
     import urllib3
 
-    return urllib3.Retry(total=CONNECT_RETRIES + 1, connect=CONNECT_RETRIES, read=0, status=0, other=0,
-                         redirect=2, raise_on_status=False)
+    return urllib3.Retry(total=CONNECT_RETRIES + STATUS_RETRIES, connect=CONNECT_RETRIES, read=0,
+                         status=STATUS_RETRIES, other=0, redirect=2, backoff_factor=0.5,
+                         respect_retry_after_header=True, raise_on_status=False)
 
 
-def request_timeout(limit: float | None, read_factor: float = 1.0) -> tuple[float, float] | None:
+def request_timeout(limit: float | None, read_factor: float = 1.0,
+                    deadline: float | None = None) -> tuple[float, float] | None:
     """The client's ``_request_timeout`` for a request timeout ``limit`` (None: none): the connect
     capped at :data:`CONNECT_SECONDS`, each read ``limit * read_factor`` (``read_factor`` 0:
-    :data:`FOLLOW_READ_SECONDS`, for a followed log)."""
-    if limit is None:
+    :data:`FOLLOW_READ_SECONDS`, for a followed log); both at most ``deadline`` seconds (what a
+    caller's wait has left), where given."""
+    if limit is None and deadline is None:
         return None
-    return min(limit, CONNECT_SECONDS), limit * read_factor if read_factor else FOLLOW_READ_SECONDS
+    connect = CONNECT_SECONDS if limit is None else min(limit, CONNECT_SECONDS)
+    read = FOLLOW_READ_SECONDS if limit is None or not read_factor else limit * read_factor
+    if deadline is not None:
+        connect, read = min(connect, deadline), min(read, deadline)
+    return connect, read
 
 
 def send(call: Callable[..., T], *args: Any, host: str, what: str, limit: float | None,
-         read_factor: float = 1.0, **kwargs: Any) -> T:
-    """``call(*args, **kwargs)`` with the request timeout; urllib3's errors (the server not
-    reached, or not answering) raised as this package's, naming ``what`` was asked of ``host``."""
+         read_factor: float = 1.0, deadline: float | None = None, **kwargs: Any) -> T:
+    """``call(*args, **kwargs)`` with the request timeout (:func:`request_timeout`); urllib3's
+    errors (the server not reached, or not answering) raised as this package's, naming ``what``
+    was asked of ``host``."""
     import urllib3.exceptions as u
 
-    timeout = request_timeout(limit, read_factor)
+    timeout = request_timeout(limit, read_factor, deadline)
     try:
         return call(*args, _request_timeout=timeout, **kwargs)
     except u.HTTPError as exc:
@@ -83,7 +98,7 @@ def send(call: Callable[..., T], *args: Any, host: str, what: str, limit: float 
             raise KubernetesMeshError(
                 f"TLS with the API server {host} failed to {what}: {cause}; check the kubeconfig's server "
                 f"address and certificate-authority") from None
-        if isinstance(cause, u.NameResolutionError):
+        if isinstance(cause, u.NameResolutionError):  # tried as a connect, then said so
             raise KubernetesMeshError(
                 f"cannot resolve the API server's host ({host}) to {what}: {cause}; check the "
                 f"kubeconfig's server address") from None

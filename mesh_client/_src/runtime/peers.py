@@ -173,12 +173,12 @@ class Peer:
                 self._watches.add(call_id)
         try:
             channel = self._channel or self._get_channel()
-            # The proc's limit: identity first (it is written last), so that a limit written
-            # between the two reads is not missed.
-            unidentified = self.identity is None
             limit = self.max_message
-            if limit is None and unidentified and not self._identified.is_set():
-                limit = self._limit_once_known(fields, payload)
+            if limit is None:  # not known yet, or none: the limit is written before identity
+                if self.identity is None and not self._identified.is_set():
+                    limit = self.max_message or self._limit_once_known(fields, payload)
+                else:
+                    limit = self.max_message  # read again after identity
             if limit is not None and (len(payload) != 1 or _REQUEST_FIXED + len(fields) + len(payload[0]) > limit):
                 self._refuse_beyond(limit, fields, payload)
             channel.send_frame(_request_frame(call_id, op, fields, payload), hold)
