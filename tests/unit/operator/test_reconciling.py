@@ -18,7 +18,7 @@ import dataclasses
 import pytest
 
 from mesh_client._src import contract
-from procmesh_operator import kubeclient, reconciling
+from procmesh_operator import kubeclient, queueing, reconciling
 
 from .builders import SETTINGS, mesh, mesh_body, pod
 
@@ -707,3 +707,22 @@ def test_a_deleted_node_is_forgotten_at_a_resync_once_no_proc_pod_is_bound_to_it
     ctl.store.forget("ns", "m", "m-0", "pod-uid-m-0")
     asyncio.run(ctl.resync_once())
     assert set(ctl._losses) == {"down"}
+
+
+def test_a_deleted_node_is_kept_while_a_mesh_the_queue_knows_is_not_listed_yet():
+    """After an operator restart, meshes wait in the queue before their pods are listed: one
+    of them may have a pod on the deleted node, so its entry stays until they are."""
+    ctl, _ = controller({})
+    ctl.node_event("DELETED", {"metadata": {"name": "gone"}})
+
+    async def resync_with_a_waiting_mesh() -> None:
+        async def never(key):
+            return None
+
+        ctl.queue = queueing.WorkQueue(never)
+        ctl.queue.enqueue(("ns", "waiting"), delay=3600)  # known, not reconciled, not listed
+        await ctl.resync_once()
+        await ctl.queue.close(0)
+
+    asyncio.run(resync_with_a_waiting_mesh())
+    assert set(ctl._losses) == {"gone"}
