@@ -22,7 +22,11 @@ from mesh_client._src import contract
 from mesh_client._src.cli import logs, tables
 from mesh_client._src.kubernetes import api as api_mod
 from mesh_client._src.kubernetes import attaching, forwarding
-from mesh_client._src.kubernetes.errors import KubernetesMeshError, MeshNotFound
+from mesh_client._src.kubernetes.errors import (
+    ApiServerUnreachable,
+    KubernetesMeshError,
+    MeshNotFound,
+)
 from mesh_client._src.runtime import identifying
 
 RESOURCE = f"{contract.PLURAL}.{contract.GROUP}"  # what kubectl prints: procmesh.procmesh.io
@@ -196,12 +200,17 @@ def wait(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _wait_deleted(api: api_mod.KubeApi, name: str, timeout: float) -> None:
+    """Until the mesh is gone; an API server out of reach meanwhile is asked again (as
+    ``wait --for condition=Ready`` does) until the timeout, then said."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            api.get_mesh(name)
+            api.get_mesh(name, timeout=max(1.0, deadline - time.monotonic()))
         except MeshNotFound:
             return
+        except ApiServerUnreachable:
+            if time.monotonic() >= deadline:
+                raise
         if time.monotonic() >= deadline:
             raise KubernetesMeshError(
                 f"ProcMesh {api.namespace}/{name} still exists after {timeout:.0f} s; "

@@ -12,9 +12,11 @@ import json
 import pytest
 import yaml
 
+from mesh_client._src import contract
 from tests.cluster import testing
-from tests.integration.cli.support import procmesh
+from tests.integration.cli.support import procmesh, start
 from tests.integration.kubernetes.relay import Relay, through
+from tests.integration.operator.support import create_mesh
 
 pytestmark = pytest.mark.cluster
 
@@ -129,3 +131,25 @@ def test_an_api_server_out_of_reach_is_one_line_not_a_traceback(cluster, crd, na
     assert result.stderr.startswith(f"error: cannot reach the API server https://127.0.0.1:{relay.port} to list "
                                     f"procmeshes in namespace {namespace}"), result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_wait_for_delete_rides_out_an_api_server_that_stops_answering(cluster, crd, custom, namespace, tmp_path,
+                                                                     monkeypatch):
+    """As `wait --for condition=Ready`: a request the API server does not answer is asked
+    again until the wait's timeout (before, the first one ended the wait with an error)."""
+    create_mesh(custom, namespace, "going", hosts=1, perHost=[{"name": "procs", "size": 1}])
+    relay = Relay(("127.0.0.1", cluster.ports.apiserver))
+    relay.holding.set()  # connections accepted, nothing answered
+    monkeypatch.setenv("PROCMESH_API_TIMEOUT", "1")
+    waiting = start(through(relay, cluster, tmp_path), "wait", "going", "-n", namespace, "--for", "delete",
+                    "--timeout", "120s")
+    try:
+        testing.wait_for(lambda: relay.accepted >= 1 or None, "the wait's first request, unanswered")
+        custom.delete_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, contract.PLURAL, "going")
+        relay.holding.clear()  # answering again: the next request goes through
+        _, err = waiting.communicate(timeout=120)
+        assert waiting.returncode == 0, err
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+        relay.close()

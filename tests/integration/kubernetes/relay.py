@@ -24,6 +24,7 @@ class Relay:
         self._lock = threading.Lock()
         self._closed = False
         self._sockets: list[socket.socket] = []
+        self.accepted = 0  # connections accepted so far (a client has tried)
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -32,6 +33,7 @@ class Relay:
                 near, _ = self.listener.accept()
             except OSError:
                 return  # closed
+            self.accepted += 1
             try:
                 far = socket.create_connection(self.target, timeout=10)
                 far.settimeout(None)
