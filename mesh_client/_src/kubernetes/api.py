@@ -120,6 +120,10 @@ class KubeApi:
 
     def _refused(self, exc: Any, verb: str, resource: str, name: str = "") -> KubernetesMeshError:
         what = self._what(resource, name)
+        if exc.status == 504 and verb in ("create", "patch", "delete"):
+            return ApiServerUnreachable(
+                f"the API server timed out on a request to {verb} {what} ({exc.status} {exc.reason}): it may "
+                f"or may not have been done; look before trying again ('procmesh get -n {self.namespace}')")
         if exc.status in (429, 503, 504):  # throttled or shutting down (GETs were tried again)
             return ApiServerUnreachable(
                 f"the API server could not serve a request to {verb} {what} now: {exc.status} {exc.reason}: "

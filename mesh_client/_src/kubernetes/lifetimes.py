@@ -17,6 +17,7 @@ import atexit
 import datetime
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,6 +28,8 @@ from mesh_client._src.runtime import exiting
 #: The lease of spawned meshes unless the host mesh is given another: long enough for a
 #: controller's GC pause or an API server restart, short enough to free GPUs soon.
 DEFAULT_LEASE_SECONDS = 30
+#: A renewal that failed is tried again this soon (seconds), not a period later.
+RETRY_SECONDS = 1.0
 POD_NAME_ENV = "POD_NAME"
 POD_UID_ENV = "POD_UID"
 POD_NAMESPACE_ENV = "POD_NAMESPACE"
@@ -77,12 +80,15 @@ class LeaseRenewer:
 
     def _run(self) -> None:
         failing = False
-        while not self._stopped.wait(self.period):
+        due = time.monotonic() + self.period  # from the last renewal that went through
+        while not self._stopped.wait(max(0.0, due - time.monotonic())):
             try:
-                # Half the period at most (a connect: that, tried three times): one renewal stuck
-                # on a dead connection must not outlast the lease (three periods).
-                self.api.renew_lease(self.name, now_rfc3339(), timeout=self.period / 2)
+                # Each try bounded by a third of the period (its connect tried three times in
+                # all), and a failed one tried again a second later, not a period later: the
+                # lease (three periods) is renewed in time after a short outage.
+                self.api.renew_lease(self.name, now_rfc3339(), timeout=self.period / 3)
                 failing = False
+                due = time.monotonic() + self.period
             except MeshNotFound:
                 return
             except (KubernetesMeshError, OSError) as exc:  # retried; said once per streak
@@ -90,6 +96,7 @@ class LeaseRenewer:
                     print(f"procmesh: cannot renew the lease of ProcMesh {self.api.namespace}/{self.name} "
                           f"(retrying; the operator deletes it if this lasts): {exc}", file=sys.stderr)
                 failing = True
+                due = time.monotonic() + min(RETRY_SECONDS, self.period)
 
     def _at_exit(self) -> None:
         """Registered only until :meth:`stop`: the program exits with its mesh still running.

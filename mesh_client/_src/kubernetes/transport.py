@@ -31,6 +31,8 @@ LIST_TIMEOUT_FACTOR = 5.0
 CONNECT_RETRIES = 2
 #: GETs tried again when the server asks to be (429 or 503 with Retry-After).
 STATUS_RETRIES = 2
+#: The longest wait for a Retry-After (the kube-apiserver asks for 1 s).
+RETRY_AFTER_MAX_SECONDS = 2.0
 #: The longest ``PROCMESH_API_TIMEOUT`` (a day; lists wait five times it).
 MAX_API_TIMEOUT_SECONDS = 86400.0
 #: Each read of a followed log waits this long (a week): it may be quiet for hours, and the
@@ -59,12 +61,22 @@ def retries() -> Any:
     """The retry policy of the API clients this package makes (``Configuration.retries``): a
     connect that failed (refused, timed out, a name not resolved), :data:`CONNECT_RETRIES` times
     after 0 and 1 s; a GET the server answered 429 or 503 with ``Retry-After`` (throttling, a
-    shutdown), twice, after the time it asks; nothing sent and not answered is sent again."""
+    shutdown), twice, after the time it asks (:data:`RETRY_AFTER_MAX_SECONDS` at most); nothing
+    sent and not answered is sent again."""
     import urllib3
 
-    return urllib3.Retry(total=CONNECT_RETRIES + STATUS_RETRIES, connect=CONNECT_RETRIES, read=0,
-                         status=STATUS_RETRIES, other=0, redirect=2, backoff_factor=0.5,
-                         respect_retry_after_header=True, raise_on_status=False)
+    class CappedRetry(urllib3.Retry):
+        """urllib3's Retry, waiting no longer than RETRY_AFTER_MAX_SECONDS for a Retry-After
+        (its own ceiling is six hours; a wait with a deadline must not sleep past it)."""
+
+        def get_retry_after(self, response: Any) -> float | None:
+            seconds: float | None = super().get_retry_after(response)
+            return None if seconds is None else min(seconds, RETRY_AFTER_MAX_SECONDS)
+
+    return CappedRetry(total=CONNECT_RETRIES + STATUS_RETRIES, connect=CONNECT_RETRIES, read=0,
+                       status=STATUS_RETRIES, other=0, redirect=2, backoff_factor=0.5,
+                       allowed_methods=frozenset({"GET", "HEAD"}), respect_retry_after_header=True,
+                       raise_on_status=False)
 
 
 def request_timeout(limit: float | None, read_factor: float = 1.0,

@@ -118,14 +118,26 @@ def test_only_connects_and_answers_asking_for_it_are_tried_again():
     retry = transport.retries()
     assert (retry.connect, retry.read, retry.status, retry.other) == (
         transport.CONNECT_RETRIES, 0, transport.STATUS_RETRIES, 0)
-    assert retry.respect_retry_after_header
+    assert retry.respect_retry_after_header and set(retry.allowed_methods) == {"GET", "HEAD"}
+
+
+@pytest.mark.parametrize(("header", "expected"), [("1", 1.0), ("3", transport.RETRY_AFTER_MAX_SECONDS),
+                                                  ("21600", transport.RETRY_AFTER_MAX_SECONDS)])
+def test_a_retry_after_is_waited_for_up_to_its_cap(header, expected):
+    import urllib3
+
+    response = urllib3.HTTPResponse(status=429, headers={"Retry-After": header})
+    assert transport.retries().get_retry_after(response) == expected
 
 
 def test_a_throttled_get_is_asked_again_when_the_server_says():
     """API Priority and Fairness answers 429 with Retry-After: a GET waits and asks again
     (the client's default did; the first policy of this module did not, and attach failed)."""
-    answers = [b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 0\r\nContent-Length: 0\r\n\r\n",
-               b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"]
+    # Connection: close, as the server closes it: a pooled connection it closed would race the retry
+    answers = [b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 0\r\nConnection: close\r\n"
+               b"Content-Length: 0\r\n\r\n",
+               b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+               b"Content-Length: 2\r\n\r\n{}"]
 
     def answer(conn):
         conn.recv(4096)
