@@ -440,7 +440,8 @@ MEMORY_FRACTION = "PROCMESH_MEMORY_FRACTION"
 MAX_MESSAGE_BYTES = "PROCMESH_MAX_MESSAGE_BYTES"
 #: The least a proc's PROCMESH_MAX_MESSAGE_BYTES may be. A client checks a call against the
 #: proc's limit once IDENTIFY has told it; on a new link, before that, a call over this size
-#: waits for the answer, so no call can reach a proc over its limit (which would close the link).
+#: waits for the answer (10 s at most; not on the I/O thread), so that a call over the limit is
+#: refused in the caller instead of closing the link.
 MIN_MAX_MESSAGE_BYTES = 64 * 1024
 READY_FD = "PROCMESH_READY_FD"
 LIFELINE = "PROCMESH_LIFELINE"

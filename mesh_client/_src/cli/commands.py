@@ -21,7 +21,7 @@ from typing import Any, TextIO
 from mesh_client._src import contract
 from mesh_client._src.cli import logs, tables
 from mesh_client._src.kubernetes import api as api_mod
-from mesh_client._src.kubernetes import attaching, forwarding
+from mesh_client._src.kubernetes import attaching, forwarding, transport
 from mesh_client._src.kubernetes.errors import (
     ApiServerUnreachable,
     KubernetesMeshError,
@@ -205,7 +205,7 @@ def _wait_deleted(api: api_mod.KubeApi, name: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            api.get_mesh(name, timeout=max(1.0, deadline - time.monotonic()))
+            api.get_mesh(name, timeout=transport.time_left(deadline))
         except MeshNotFound:
             return
         except ApiServerUnreachable:

@@ -53,16 +53,19 @@ def _client_module() -> Any:
 
 def make_api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
     """In a pod: the service account. Elsewhere: the kubeconfig (KUBECONFIG or ~/.kube/config).
-    Requests retry connects only (:func:`transport.retries`)."""
+    Its requests are tried again as :func:`transport.retries` says."""
     kubernetes = _client_module()
     config = kubernetes.client.Configuration()
-    if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(SA_NAMESPACE):
+    in_pod = kubeconfig is None and context is None and bool(os.environ.get("KUBERNETES_SERVICE_HOST")) \
+        and os.path.exists(SA_NAMESPACE)
+    if in_pod:
         kubernetes.config.load_incluster_config(client_configuration=config)
-        config.retries = transport.retries()
-        return kubernetes.client.ApiClient(config)
-    kubernetes.config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=config)
-    config.retries = transport.retries()  # connects only (transport.py)
+    else:
+        kubernetes.config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=config)
+    config.retries = transport.retries()
     client = kubernetes.client.ApiClient(config)
+    if in_pod:
+        return client
     # The client removes the CA file it wrote from the kubeconfig at exit: not before our threads
     # in API calls have ended, or each new connection of theirs fails (runtime/exiting.py).
     cleanup = getattr(getattr(kubernetes.config, "kube_config", None), "_cleanup_temp_files", None)
@@ -111,9 +114,11 @@ class KubeApi:
         return f"{resource} {self.namespace}/{name}" if name else f"{resource} in namespace {self.namespace}"
 
     def _send(self, verb: str, resource: str, name: str, call: Callable[..., T], *args: Any,
-              timeout: float | None = None, read_factor: float = 1.0, **kwargs: Any) -> T:
-        """``call(*args, **kwargs)`` under the request timeout, its connect and each read at most
-        ``timeout`` (what a wait with a deadline has left); :func:`transport.send` says what failed."""
+              timeout: float | None = None, followed: bool = False, **kwargs: Any) -> T:
+        """``call(*args, **kwargs)`` under the request timeout (a list's reads five times it, a
+        followed log's unbounded), its connect and each read at most ``timeout`` (what a wait
+        with a deadline has left); :func:`transport.send` says what failed."""
+        read_factor = 0.0 if followed else transport.LIST_TIMEOUT_FACTOR if verb == "list" else 1.0
         return transport.send(call, *args, host=str(getattr(self.api_client.configuration, "host", "")),
                               what=f"{verb} {self._what(resource, name)}", limit=self.timeout,
                               read_factor=read_factor, deadline=timeout, **kwargs)
@@ -174,12 +179,10 @@ class KubeApi:
         try:
             if all_namespaces:
                 listed = self._send("list", contract.PLURAL, "", self.custom.list_cluster_custom_object,
-                                    contract.GROUP, contract.VERSION, contract.PLURAL,
-                                    read_factor=transport.LIST_TIMEOUT_FACTOR)
+                                    contract.GROUP, contract.VERSION, contract.PLURAL)
             else:
                 listed = self._send("list", contract.PLURAL, "", self.custom.list_namespaced_custom_object,
-                                    contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL,
-                                    read_factor=transport.LIST_TIMEOUT_FACTOR)
+                                    contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL)
         except self._exc as exc:
             if exc.status == 403:
                 where = "in any namespace" if all_namespaces else f"in namespace {self.namespace}"
@@ -213,7 +216,7 @@ class KubeApi:
             kwargs["tail_lines"] = tail
         try:
             return self._send("get", "pods/log", pod, self.core.read_namespaced_pod_log, pod, self.namespace,
-                              read_factor=0.0 if follow else 1.0, **kwargs)
+                              followed=follow, **kwargs)
         except self._exc as exc:
             if exc.status == 403:
                 raise MeshAccessDenied(
@@ -313,7 +316,7 @@ class KubeApi:
             return items
 
         try:
-            return self._send("list", "pods", "", listed, timeout=timeout, read_factor=transport.LIST_TIMEOUT_FACTOR)
+            return self._send("list", "pods", "", listed, timeout=timeout)
         except self._exc as exc:
             if exc.status == 403:
                 return None
@@ -324,10 +327,10 @@ class KubeApi:
         try:
             if all_namespaces:
                 items = self._send("list", "pods", "", self.core.list_pod_for_all_namespaces,
-                                   label_selector=contract.MESH_LABEL, read_factor=transport.LIST_TIMEOUT_FACTOR).items
+                                   label_selector=contract.MESH_LABEL).items
             else:
                 items = self._send("list", "pods", "", self.core.list_namespaced_pod, self.namespace,
-                                   label_selector=contract.MESH_LABEL, read_factor=transport.LIST_TIMEOUT_FACTOR).items
+                                   label_selector=contract.MESH_LABEL).items
         except self._exc as exc:
             if exc.status == 403:
                 return None

@@ -24,7 +24,14 @@ from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.procs import ProcGroup, Revived
 from mesh_client._src.actor.shape import Shape
 from mesh_client._src.kubernetes import api as api_mod
-from mesh_client._src.kubernetes import assessing, forwarding, lifetimes, output, reviving
+from mesh_client._src.kubernetes import (
+    assessing,
+    forwarding,
+    lifetimes,
+    output,
+    reviving,
+    transport,
+)
 from mesh_client._src.kubernetes.errors import ApiServerUnreachable, MeshNotReady
 from mesh_client._src.runtime import channel, identifying, interrupts, offloading, peers, relinking
 
@@ -236,10 +243,10 @@ def wait_ready(api: api_mod.KubeApi, name: str, timeout: float, progress: bool |
     try:
         with interrupts.kept(before_raise=line.end):  # a Ctrl-C is never lost, and ends the line first
             while True:
-                # Each request waits no longer than the wait has left (1 s at least); an API server
-                # out of reach (restarting) is asked again until the deadline.
+                # Each request waits no longer than the wait has left; an API server out of reach
+                # (restarting) is asked again until the deadline.
                 try:
-                    mesh = api.get_mesh(name, timeout=max(1.0, deadline - time.monotonic()))
+                    mesh = api.get_mesh(name, timeout=transport.time_left(deadline))
                     # Pods every time, also when the status says Ready: a status no operator keeps
                     # current (assessing.stale_status) must not send the client to procs that are
                     # gone. Not for a mesh too big to list its procs: listing 4,096 pods took 7 to
@@ -248,8 +255,8 @@ def wait_ready(api: api_mod.KubeApi, name: str, timeout: float, progress: bool |
                     # puts a stuck container in Ready, and a proc that is gone fails the connect,
                     # which then reads that pod's status.
                     size = math.prod(extent for _, extent in contract.mesh_dims(mesh.get("spec") or {}))
-                    pods = (api.visible_pods(name, timeout=max(1.0, deadline - time.monotonic()))
-                            if contract.lists_procs(size) else None)
+                    pods = api.visible_pods(name, timeout=transport.time_left(deadline)) \
+                        if contract.lists_procs(size) else None
                 except ApiServerUnreachable as exc:
                     if time.monotonic() >= deadline:
                         raise

@@ -12,6 +12,7 @@ TLS or name failure no retry fixes, as :class:`KubernetesMeshError` saying what 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -77,6 +78,16 @@ def retries() -> Any:
                        status=STATUS_RETRIES, other=0, redirect=2, backoff_factor=0.5,
                        allowed_methods=frozenset({"GET", "HEAD"}), respect_retry_after_header=True,
                        raise_on_status=False)
+
+
+#: The least a request of a wait with a deadline is given, however little the wait has left.
+MIN_REQUEST_SECONDS = 1.0
+
+
+def time_left(deadline: float) -> float:
+    """The timeout for a request of a wait that ends at ``deadline`` (``time.monotonic()``):
+    what is left, :data:`MIN_REQUEST_SECONDS` at least."""
+    return max(MIN_REQUEST_SECONDS, deadline - time.monotonic())
 
 
 def request_timeout(limit: float | None, read_factor: float = 1.0,
