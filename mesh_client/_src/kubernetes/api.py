@@ -115,13 +115,17 @@ class KubeApi:
 
     def _send(self, verb: str, resource: str, name: str, call: Callable[..., T], *args: Any,
               timeout: float | None = None, followed: bool = False, **kwargs: Any) -> T:
-        """``call(*args, **kwargs)`` under the request timeout (a list's reads five times it, a
-        followed log's unbounded), its connect and each read at most ``timeout`` (what a wait
-        with a deadline has left); :func:`transport.send` says what failed."""
-        read_factor = 0.0 if followed else transport.LIST_TIMEOUT_FACTOR if verb == "list" else 1.0
-        return transport.send(call, *args, host=str(getattr(self.api_client.configuration, "host", "")),
-                              what=f"{verb} {self._what(resource, name)}", limit=self.timeout,
-                              read_factor=read_factor, deadline=timeout, **kwargs)
+        """``call(*args, **kwargs)`` under the request timeout (a list's reads five times it; a
+        followed log's answer too, then its reads :data:`transport.FOLLOW_READ_SECONDS`), its
+        connect and each read at most ``timeout`` (what a wait with a deadline has left);
+        :func:`transport.send` says what failed."""
+        read_factor = transport.LIST_TIMEOUT_FACTOR if verb == "list" else 1.0
+        result = transport.send(call, *args, host=str(getattr(self.api_client.configuration, "host", "")),
+                                what=f"{verb} {self._what(resource, name)}", limit=self.timeout,
+                                read_factor=read_factor, deadline=timeout, **kwargs)
+        if followed:
+            transport.wait_long_between_reads(result)
+        return result
 
     def _refused(self, exc: Any, verb: str, resource: str, name: str = "") -> KubernetesMeshError:
         what = self._what(resource, name)
@@ -208,15 +212,17 @@ class KubeApi:
         events = [self._sanitize(e) for e in items]
         return sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
 
-    def pod_log(self, pod: str, *, follow: bool = False, tail: int | None = None, previous: bool = False) -> Any:
-        """A streaming response of ``pod``'s proc-server log (``.stream()`` yields chunks)."""
+    def pod_log(self, pod: str, *, follow: bool = False, tail: int | None = None, previous: bool = False,
+                timeout: float | None = None) -> Any:
+        """A streaming response of ``pod``'s proc-server log (``.stream()`` yields chunks); its
+        request and reads wait ``timeout`` seconds at most where given."""
         kwargs: dict[str, Any] = {"container": contract.CONTAINER_NAME, "follow": follow, "previous": previous,
                                   "_preload_content": False}
         if tail is not None:
             kwargs["tail_lines"] = tail
         try:
             return self._send("get", "pods/log", pod, self.core.read_namespaced_pod_log, pod, self.namespace,
-                              followed=follow, **kwargs)
+                              timeout=timeout, followed=follow, **kwargs)
         except self._exc as exc:
             if exc.status == 403:
                 raise MeshAccessDenied(
@@ -337,9 +343,10 @@ class KubeApi:
             raise self._refused(exc, "list", "pods") from None
         return [self._sanitize(p) for p in items]
 
-    def pod(self, name: str) -> dict[str, Any] | None:
+    def pod(self, name: str, timeout: float | None = None) -> dict[str, Any] | None:
         try:
-            return self._sanitize(self._send("get", "pods", name, self.core.read_namespaced_pod, name, self.namespace))
+            return self._sanitize(self._send("get", "pods", name, self.core.read_namespaced_pod, name, self.namespace,
+                                             timeout=timeout))
         except self._exc as exc:
             if exc.status == 404:
                 return None

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from mesh_client._src.kubernetes import api as api_mod
-from mesh_client._src.kubernetes import logstreams
-from mesh_client._src.kubernetes.errors import ApiServerUnreachable, MeshAccessDenied
+from mesh_client._src.kubernetes import logstreams, transport
+from mesh_client._src.kubernetes.errors import MeshAccessDenied
 from mesh_client._src.runtime import exiting
 from mesh_client._src.server import output as proc_output
 
@@ -34,6 +34,9 @@ READY_TIMEOUT = 10.0
 REOPEN_SECONDS = 1.0
 #: A pod missing this long (its mesh deleted under us) ends its thread.
 GIVE_UP_SECONDS = 120.0
+#: The most :meth:`OutputForwarder.stop`'s last read of every log may take (an API server out of
+#: reach must not hold a program's exit for a request timeout per pod).
+CATCH_UP_SECONDS = 10.0
 
 
 def enabled(forward_output: bool | None) -> bool:
@@ -83,21 +86,24 @@ class OutputForwarder:
 
     def _catch_up(self) -> None:
         """Show what each proc wrote that its stream had not delivered yet (streams lag), so
-        everything printed before ``stop()`` is seen: one plain read per pod, same run only."""
+        everything printed before ``stop()`` is seen: one plain read per pod, same run only,
+        all within :data:`CATCH_UP_SECONDS`; a pod whose read fails (throttled, say) is skipped,
+        not the pods after it."""
         if self._denied.is_set():
             return
+        deadline = time.monotonic() + CATCH_UP_SECONDS
         for rank, pod in enumerate(self.pods):
+            if time.monotonic() >= deadline:
+                return  # what is shown is shown
             run, shown = self._progress.get(rank, (None, 0))
             try:
-                if run is None or self._run_of(pod) != run:
+                if run is None or self._run_of(pod, transport.time_left(deadline)) != run:
                     continue
-                response = self.api.pod_log(pod)
+                response = self.api.pod_log(pod, timeout=transport.time_left(deadline))
                 try:
                     lines = list(logstreams.response_lines(response))
                 finally:
                     response.release_conn()
-            except ApiServerUnreachable:
-                return  # the others would wait as long: what is shown is shown
             except Exception:
                 continue
             for line in lines[shown:]:
@@ -105,9 +111,9 @@ class OutputForwarder:
 
     # --- one pod -------------------------------------------------------------------------------
 
-    def _run_of(self, pod: str) -> tuple[str, int] | None:
+    def _run_of(self, pod: str, timeout: float | None = None) -> tuple[str, int] | None:
         """(uid, restarts) of the pod's current run; None when it is gone; ("", 0) unknown."""
-        body = self.api.pod(pod)
+        body = self.api.pod(pod, timeout)
         if body is None:
             return None
         meta, status = body.get("metadata") or {}, body.get("status") or {}

@@ -21,7 +21,7 @@ from mesh_client._src.kubernetes.errors import ApiServerUnreachable, KubernetesM
 T = TypeVar("T")
 
 #: How long a request waits for its answer (seconds) unless ``PROCMESH_API_TIMEOUT`` says
-#: otherwise; more precisely, for each read of it (a followed log has no read timeout).
+#: otherwise; more precisely, for each read of it (a followed log's, once answered: a week).
 API_TIMEOUT_SECONDS = 60.0
 #: The longest a connect waits: longer means no API server answers at that address.
 CONNECT_SECONDS = 10.0
@@ -36,8 +36,9 @@ STATUS_RETRIES = 2
 RETRY_AFTER_MAX_SECONDS = 2.0
 #: The longest ``PROCMESH_API_TIMEOUT`` (a day; lists wait five times it).
 MAX_API_TIMEOUT_SECONDS = 86400.0
-#: Each read of a followed log waits this long (a week): it may be quiet for hours, and the
-#: client refuses a tuple with no read timeout (its arguments are validated: each above 0).
+#: Each read of a followed log, once answered, waits this long (a week): it may be quiet for
+#: hours. Also every read when ``PROCMESH_API_TIMEOUT=0``: the client refuses a tuple with no
+#: read timeout (its arguments are validated: each above 0).
 FOLLOW_READ_SECONDS = 7 * 24 * 3600.0
 
 
@@ -93,16 +94,25 @@ def time_left(deadline: float) -> float:
 def request_timeout(limit: float | None, read_factor: float = 1.0,
                     deadline: float | None = None) -> tuple[float, float] | None:
     """The client's ``_request_timeout`` for a request timeout ``limit`` (None: none): the connect
-    capped at :data:`CONNECT_SECONDS`, each read ``limit * read_factor`` (``read_factor`` 0:
-    :data:`FOLLOW_READ_SECONDS`, for a followed log); both at most ``deadline`` seconds (what a
-    caller's wait has left), where given."""
+    capped at :data:`CONNECT_SECONDS`, each read ``limit * read_factor``; both at most
+    ``deadline`` seconds (what a caller's wait has left), where given."""
     if limit is None and deadline is None:
         return None
     connect = CONNECT_SECONDS if limit is None else min(limit, CONNECT_SECONDS)
-    read = FOLLOW_READ_SECONDS if limit is None or not read_factor else limit * read_factor
+    read = FOLLOW_READ_SECONDS if limit is None else limit * read_factor
     if deadline is not None:
         connect, read = min(connect, deadline), min(read, deadline)
     return connect, read
+
+
+def wait_long_between_reads(response: Any) -> None:
+    """Let each later read of a streamed ``response`` (a followed log, answered) wait
+    :data:`FOLLOW_READ_SECONDS`: its answer was waited for as any request's, so a black-holed
+    server fails it, but a log may then be quiet for hours. urllib3 gives no per-phase read
+    timeout, so the socket's is set."""
+    sock = getattr(getattr(response, "connection", None), "sock", None)
+    if sock is not None:
+        sock.settimeout(FOLLOW_READ_SECONDS)
 
 
 def send(call: Callable[..., T], *args: Any, host: str, what: str, limit: float | None,

@@ -2,13 +2,15 @@
 loopback: a server that accepts and never answers, one that speaks plain HTTP to a TLS client,
 and a port nobody listens on. No Kubernetes needed: what fails is the transport."""
 
+import contextlib
 import socket
 import threading
 
 import pytest
+import urllib3
 from kubernetes import client
 
-from mesh_client._src.kubernetes import api, transport
+from mesh_client._src.kubernetes import api, logstreams, transport
 from mesh_client._src.kubernetes.errors import ApiServerUnreachable, KubernetesMeshError
 
 
@@ -107,7 +109,7 @@ def test_a_port_nobody_listens_on_is_unreachable():
     (60.0, 1.0, (transport.CONNECT_SECONDS, 60.0)),
     (2.0, 1.0, (2.0, 2.0)),
     (60.0, transport.LIST_TIMEOUT_FACTOR, (transport.CONNECT_SECONDS, 60.0 * transport.LIST_TIMEOUT_FACTOR)),
-    (60.0, 0.0, (transport.CONNECT_SECONDS, transport.FOLLOW_READ_SECONDS)),  # a followed log
+    (None, transport.LIST_TIMEOUT_FACTOR, None),  # no limit: the client waits for ever
 ])
 def test_the_request_timeout_of_each_kind_of_request(limit, factor, expected):
     limit, deadline = limit if isinstance(limit, tuple) else (limit, None)
@@ -198,6 +200,62 @@ def test_every_kind_of_request_timeout_is_one_the_client_accepts(follow):
     try:
         response = kube.pod_log("p-0", follow=follow)
         assert response.read() == b"hello\n"
+    finally:
+        kube.api_client.close()
+        served.close()
+
+
+def test_a_followed_log_waits_for_its_answer_as_any_request_does():
+    """A black-holed server failed ``procmesh logs -f`` never: the whole followed request, its
+    answer included, waited a week per read."""
+    silent = Server(lambda conn: None)
+    kube = kube_api(silent.port, scheme="http")
+    try:
+        outcome: list[BaseException] = []
+        waiting = threading.Thread(target=lambda: _raised(lambda: kube.pod_log("p-0", follow=True), outcome), daemon=True)
+        waiting.start()
+        waiting.join(30)
+        assert outcome, "still waiting after 30 s for the answer of a server that never answers"
+        assert isinstance(outcome[0], ApiServerUnreachable), repr(outcome[0])
+        assert "did not answer a request to get pods/log ns/p-0 within 0.5 s" in str(outcome[0])
+    finally:
+        kube.api_client.close()
+        silent.close()
+
+
+def _raised(fn, outcome):
+    try:
+        fn()
+    except BaseException as exc:  # noqa: BLE001 - handed to the test
+        outcome.append(exc)
+
+
+def _quiet_log(conn, quiet):
+    """Answer a log request at once, then stay quiet ``quiet`` seconds before the next line."""
+    conn.recv(4096)
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 b"6\r\nfirst\n\r\n")
+
+    def rest():
+        with contextlib.suppress(OSError):  # the test may have closed it (a plain read timed out)
+            conn.sendall(b"7\r\nsecond\n\r\n0\r\n\r\n")
+            conn.close()
+
+    threading.Timer(quiet, rest).start()
+
+
+@pytest.mark.parametrize("follow", [False, True])
+def test_a_followed_log_once_answered_may_be_quiet_longer_than_the_request_timeout(follow):
+    served = Server(lambda conn: _quiet_log(conn, quiet=1.5))
+    kube = kube_api(served.port, scheme="http")  # each read: 0.5 s
+    try:
+        response = kube.pod_log("p-0", follow=follow)
+        if follow:
+            assert list(logstreams.response_lines(response)) == ["first", "second"]
+        else:  # a plain read is bounded throughout
+            with pytest.raises(urllib3.exceptions.ReadTimeoutError):
+                list(logstreams.response_lines(response))
+        response.release_conn()
     finally:
         kube.api_client.close()
         served.close()
