@@ -121,11 +121,13 @@ class HostMesh(MeshTrait):
         bootstrap: Callable[[], Any] | None = None,
         name: str | None = None,
         bootstrap_command: CommandSpec = None,
+        *,
+        forward_output: bool | None = None,
     ) -> ProcMesh:
         """:meth:`spawn_procs` for async controllers: the event loop serves other tasks while
         the procs start and bootstrap (procs started for a cancelled task are stopped)."""
         return await offloading.run_blocking(
-            lambda: self.spawn_procs(per_host, bootstrap, name, bootstrap_command),
+            lambda: self.spawn_procs(per_host, bootstrap, name, bootstrap_command, forward_output=forward_output),
             name="procmesh-spawn-procs", discard=lambda mesh: mesh.stop())
 
 

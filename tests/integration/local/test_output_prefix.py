@@ -4,8 +4,8 @@ Kubernetes (``[<mesh> rank <r>] ``), and bare when switched off.
 Aspects: stdout and stderr lines of every rank carry their prefix, on both launch paths (forked
 by the zygote, and exec'd with ``PROCMESH_ZYGOTE=0``); a line printed in pieces gets one prefix
 (its pieces are separate writes, so another proc's line may come between them: the procs talk
-one at a time here), a multi-line print one per line; ``forward_output=False`` and ``PROCMESH_FORWARD_OUTPUT=0`` leave
-lines bare. The controller runs in a subprocess whose streams are pipes.
+one at a time here), a multi-line print one per line; ``forward_output=False`` (of
+``spawn_procs`` and ``spawn_procs_async``) and ``PROCMESH_FORWARD_OUTPUT=0`` leave lines bare. The controller runs in a subprocess whose streams are pipes.
 """
 
 import os
@@ -16,6 +16,7 @@ import textwrap
 import pytest
 
 PROGRAM = textwrap.dedent('''
+    import asyncio
     import sys
     from mesh_client import Actor, endpoint, this_host
 
@@ -29,8 +30,12 @@ PROGRAM = textwrap.dedent('''
             print("first\\nsecond", flush=True)
 
     if __name__ == "__main__":
-        choice = {"on": None, "off": False}[sys.argv[1]]
-        procs = this_host().spawn_procs(per_host={"gpus": 2}, name="talk", forward_output=choice)
+        choice = {"on": None, "off": False, "async-off": False}[sys.argv[1]]
+        if sys.argv[1].startswith("async"):
+            procs = asyncio.run(this_host().spawn_procs_async(per_host={"gpus": 2}, name="talk",
+                                                              forward_output=choice))
+        else:
+            procs = this_host().spawn_procs(per_host={"gpus": 2}, name="talk", forward_output=choice)
         talkers = procs.spawn("talker", Talker)
         for rank in (0, 1):  # one at a time: a line flushed in pieces is two writes
             talkers.slice(gpus=rank).talk.call(rank).get()
@@ -58,7 +63,7 @@ def test_each_line_names_its_proc(zygote):
     assert all(line.startswith(("[talk rank 0] ", "[talk rank 1] ")) for line in out), out
 
 
-@pytest.mark.parametrize(("switch", "env"), [("off", {}), ("on", {"PROCMESH_FORWARD_OUTPUT": "0"})])
+@pytest.mark.parametrize(("switch", "env"), [("off", {}), ("async-off", {}), ("on", {"PROCMESH_FORWARD_OUTPUT": "0"})])
 def test_switched_off_lines_are_bare(switch, env):
     done = run(switch, **env)
     assert sorted(done.stdout.splitlines()) == sorted(
