@@ -53,7 +53,8 @@ def _client_module() -> Any:
 
 def make_api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
     """In a pod: the service account. Elsewhere: the kubeconfig (KUBECONFIG or ~/.kube/config).
-    Its requests are tried again as :func:`transport.retries` says."""
+    Its requests are tried again as :func:`transport.retries` says; its connections are kept
+    alive as :func:`transport.socket_options` says."""
     kubernetes = _client_module()
     config = kubernetes.client.Configuration()
     in_pod = kubeconfig is None and context is None and bool(os.environ.get("KUBERNETES_SERVICE_HOST")) \
@@ -63,6 +64,7 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None) -
     else:
         kubernetes.config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=config)
     config.retries = transport.retries()
+    config.socket_options = transport.socket_options()
     client = kubernetes.client.ApiClient(config)
     if in_pod:
         return client
@@ -115,17 +117,14 @@ class KubeApi:
 
     def _send(self, verb: str, resource: str, name: str, call: Callable[..., T], *args: Any,
               timeout: float | None = None, followed: bool = False, **kwargs: Any) -> T:
-        """``call(*args, **kwargs)`` under the request timeout (a list's reads five times it; a
-        followed log's answer too, then its reads :data:`transport.FOLLOW_READ_SECONDS`), its
-        connect and each read at most ``timeout`` (what a wait with a deadline has left);
-        :func:`transport.send` says what failed."""
-        read_factor = transport.LIST_TIMEOUT_FACTOR if verb == "list" else 1.0
-        result = transport.send(call, *args, host=str(getattr(self.api_client.configuration, "host", "")),
-                                what=f"{verb} {self._what(resource, name)}", limit=self.timeout,
-                                read_factor=read_factor, deadline=timeout, **kwargs)
-        if followed:
-            transport.wait_long_between_reads(result)
-        return result
+        """``call(*args, **kwargs)`` under the request timeout (a list's reads five times it, a
+        followed log's :data:`transport.FOLLOW_READ_SECONDS`), its connect and each read at most
+        ``timeout`` (what a wait with a deadline has left); :func:`transport.send` says what
+        failed."""
+        read_factor = 0.0 if followed else transport.LIST_TIMEOUT_FACTOR if verb == "list" else 1.0
+        return transport.send(call, *args, host=str(getattr(self.api_client.configuration, "host", "")),
+                              what=f"{verb} {self._what(resource, name)}", limit=self.timeout,
+                              read_factor=read_factor, deadline=timeout, **kwargs)
 
     def _refused(self, exc: Any, verb: str, resource: str, name: str = "") -> KubernetesMeshError:
         what = self._what(resource, name)

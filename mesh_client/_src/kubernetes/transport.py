@@ -21,7 +21,7 @@ from mesh_client._src.kubernetes.errors import ApiServerUnreachable, KubernetesM
 T = TypeVar("T")
 
 #: How long a request waits for its answer (seconds) unless ``PROCMESH_API_TIMEOUT`` says
-#: otherwise; more precisely, for each read of it (a followed log's, once answered: a week).
+#: otherwise; more precisely, for each read of it (a followed log's: a week).
 API_TIMEOUT_SECONDS = 60.0
 #: The longest a connect waits: longer means no API server answers at that address.
 CONNECT_SECONDS = 10.0
@@ -36,10 +36,20 @@ STATUS_RETRIES = 2
 RETRY_AFTER_MAX_SECONDS = 2.0
 #: The longest ``PROCMESH_API_TIMEOUT`` (a day; lists wait five times it).
 MAX_API_TIMEOUT_SECONDS = 86400.0
-#: Each read of a followed log, once answered, waits this long (a week): it may be quiet for
-#: hours. Also every read when ``PROCMESH_API_TIMEOUT=0``: the client refuses a tuple with no
-#: read timeout (its arguments are validated: each above 0).
+#: Each read of a followed log waits this long (a week), its answer's included: a log may be
+#: quiet for hours, and the kubelet sends a followed log's headers with its first bytes (v1.36
+#: ``pkg/kubelet/server/server.go``, ``getContainerLogs``), so a quiet pod's answer comes only
+#: with its next line. A server that went away is found by TCP keepalive instead
+#: (:func:`socket_options`). Also every read when ``PROCMESH_API_TIMEOUT=0``: the client refuses
+#: a tuple with no read timeout (its arguments are validated: each above 0).
 FOLLOW_READ_SECONDS = 7 * 24 * 3600.0
+#: TCP keepalive of the client's connections: probed after this long without traffic, then
+#: every KEEPALIVE_INTERVAL_SECONDS, dropped after KEEPALIVE_PROBES unanswered probes, so a
+#: followed log (or any request) of an API server gone from the network (its host down, a
+#: partition) fails within about a minute and a half instead of a week.
+KEEPALIVE_IDLE_SECONDS = 30
+KEEPALIVE_INTERVAL_SECONDS = 15
+KEEPALIVE_PROBES = 4
 
 
 def api_timeout_from(environ: Mapping[str, str]) -> float | None:
@@ -94,25 +104,33 @@ def time_left(deadline: float) -> float:
 def request_timeout(limit: float | None, read_factor: float = 1.0,
                     deadline: float | None = None) -> tuple[float, float] | None:
     """The client's ``_request_timeout`` for a request timeout ``limit`` (None: none): the connect
-    capped at :data:`CONNECT_SECONDS`, each read ``limit * read_factor``; both at most
-    ``deadline`` seconds (what a caller's wait has left), where given."""
+    capped at :data:`CONNECT_SECONDS`, each read ``limit * read_factor`` (``read_factor`` 0:
+    :data:`FOLLOW_READ_SECONDS`, for a followed log); both at most ``deadline`` seconds (what a
+    caller's wait has left), where given."""
     if limit is None and deadline is None:
         return None
     connect = CONNECT_SECONDS if limit is None else min(limit, CONNECT_SECONDS)
-    read = FOLLOW_READ_SECONDS if limit is None else limit * read_factor
+    read = FOLLOW_READ_SECONDS if limit is None or not read_factor else limit * read_factor
     if deadline is not None:
         connect, read = min(connect, deadline), min(read, deadline)
     return connect, read
 
 
-def wait_long_between_reads(response: Any) -> None:
-    """Let each later read of a streamed ``response`` (a followed log, answered) wait
-    :data:`FOLLOW_READ_SECONDS`: its answer was waited for as any request's, so a black-holed
-    server fails it, but a log may then be quiet for hours. urllib3 gives no per-phase read
-    timeout, so the socket's is set."""
-    sock = getattr(getattr(response, "connection", None), "sock", None)
-    if sock is not None:
-        sock.settimeout(FOLLOW_READ_SECONDS)
+def socket_options() -> list[tuple[int, int, int]]:
+    """The client's socket options (``Configuration.socket_options``): urllib3's own (no
+    Nagle), and TCP keepalive as the ``KEEPALIVE_*`` constants say (Linux names; where a name is
+    missing the system's default stands)."""
+    import socket
+
+    import urllib3
+
+    options: list[tuple[int, int, int]] = list(urllib3.connection.HTTPConnection.default_socket_options)
+    options.append((socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
+    for name, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE_SECONDS), ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_SECONDS),
+                        ("TCP_KEEPCNT", KEEPALIVE_PROBES)):
+        if hasattr(socket, name):
+            options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    return options
 
 
 def send(call: Callable[..., T], *args: Any, host: str, what: str, limit: float | None,

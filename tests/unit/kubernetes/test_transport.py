@@ -3,8 +3,10 @@ loopback: a server that accepts and never answers, one that speaks plain HTTP to
 and a port nobody listens on. No Kubernetes needed: what fails is the transport."""
 
 import contextlib
+import json
 import socket
 import threading
+import time
 
 import pytest
 import urllib3
@@ -109,6 +111,7 @@ def test_a_port_nobody_listens_on_is_unreachable():
     (60.0, 1.0, (transport.CONNECT_SECONDS, 60.0)),
     (2.0, 1.0, (2.0, 2.0)),
     (60.0, transport.LIST_TIMEOUT_FACTOR, (transport.CONNECT_SECONDS, 60.0 * transport.LIST_TIMEOUT_FACTOR)),
+    (60.0, 0.0, (transport.CONNECT_SECONDS, transport.FOLLOW_READ_SECONDS)),  # a followed log
     (None, transport.LIST_TIMEOUT_FACTOR, None),  # no limit: the client waits for ever
 ])
 def test_the_request_timeout_of_each_kind_of_request(limit, factor, expected):
@@ -205,34 +208,13 @@ def test_every_kind_of_request_timeout_is_one_the_client_accepts(follow):
         served.close()
 
 
-def test_a_followed_log_waits_for_its_answer_as_any_request_does():
-    """A black-holed server failed ``procmesh logs -f`` never: the whole followed request, its
-    answer included, waited a week per read."""
-    silent = Server(lambda conn: None)
-    kube = kube_api(silent.port, scheme="http")
-    try:
-        outcome: list[BaseException] = []
-        waiting = threading.Thread(target=lambda: _raised(lambda: kube.pod_log("p-0", follow=True), outcome), daemon=True)
-        waiting.start()
-        waiting.join(30)
-        assert outcome, "still waiting after 30 s for the answer of a server that never answers"
-        assert isinstance(outcome[0], ApiServerUnreachable), repr(outcome[0])
-        assert "did not answer a request to get pods/log ns/p-0 within 0.5 s" in str(outcome[0])
-    finally:
-        kube.api_client.close()
-        silent.close()
-
-
-def _raised(fn, outcome):
-    try:
-        fn()
-    except BaseException as exc:  # noqa: BLE001 - handed to the test
-        outcome.append(exc)
-
-
-def _quiet_log(conn, quiet):
-    """Answer a log request at once, then stay quiet ``quiet`` seconds before the next line."""
+def _quiet_log(conn, quiet, answer_late=False):
+    """Answer a log request (at once, or with its first line ``quiet`` seconds later, as the
+    kubelet answers a followed log with no lines yet), then stay quiet ``quiet`` seconds before
+    the next line."""
     conn.recv(4096)
+    if answer_late:
+        time.sleep(quiet)
     conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n"
                  b"6\r\nfirst\n\r\n")
 
@@ -245,7 +227,7 @@ def _quiet_log(conn, quiet):
 
 
 @pytest.mark.parametrize("follow", [False, True])
-def test_a_followed_log_once_answered_may_be_quiet_longer_than_the_request_timeout(follow):
+def test_a_followed_log_may_be_quiet_longer_than_the_request_timeout(follow):
     served = Server(lambda conn: _quiet_log(conn, quiet=1.5))
     kube = kube_api(served.port, scheme="http")  # each read: 0.5 s
     try:
@@ -256,6 +238,46 @@ def test_a_followed_log_once_answered_may_be_quiet_longer_than_the_request_timeo
             with pytest.raises(urllib3.exceptions.ReadTimeoutError):
                 list(logstreams.response_lines(response))
         response.release_conn()
+    finally:
+        kube.api_client.close()
+        served.close()
+
+
+def test_a_followed_log_of_a_pod_with_no_lines_yet_is_answered_with_its_first_line():
+    """The kubelet sends a followed log's headers with its first bytes: a request timeout on
+    the answer would fail 'procmesh logs -f --tail 0' of every quiet proc."""
+    served = Server(lambda conn: threading.Thread(target=_quiet_log, args=(conn, 1.5, True), daemon=True).start())
+    kube = kube_api(served.port, scheme="http")  # each read: 0.5 s
+    try:
+        response = kube.pod_log("p-0", follow=True, tail=0)
+        assert list(logstreams.response_lines(response)) == ["first", "second"]
+        response.release_conn()
+    finally:
+        kube.api_client.close()
+        served.close()
+
+
+def test_the_clients_connections_are_kept_alive(tmp_path):
+    """A followed log waits a week for its next bytes: TCP keepalive is what ends it when the
+    API server's host goes away (no FIN, no RST) instead."""
+    served = Server(lambda conn: (conn.recv(4096), conn.sendall(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 6\r\n\r\nhello\n")))
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{served.port}"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}]}))
+    kube = api.KubeApi(api.make_api_client(str(kubeconfig)), "ns")
+    try:
+        response = kube.pod_log("p-0", follow=True)
+        sock = response.connection.sock
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == transport.KEEPALIVE_IDLE_SECONDS
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL) == transport.KEEPALIVE_INTERVAL_SECONDS
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT) == transport.KEEPALIVE_PROBES
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0  # urllib3's own kept
+        assert response.read() == b"hello\n"
     finally:
         kube.api_client.close()
         served.close()
