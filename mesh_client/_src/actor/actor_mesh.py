@@ -162,10 +162,16 @@ class ActorEndpoint(Generic[R]):
         decode = self._decoders[i] = functools.partial(_decode, self._what, mesh._group.displays[mesh._shape.ranks[i]])
         return decode
 
+    def _dumps(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[bytes | memoryview]:
+        try:
+            return serialization.dumps((args, kwargs))
+        except Exception as exc:
+            messages.raise_unpicklable(f"the arguments of {self._what}", exc, (*args, *kwargs.values()))
+
     def _send(self, indices: Sequence[int], args: tuple[Any, ...], kwargs: dict[str, Any], reply: bool = True) -> list[Future[Any]]:
         """One future per index: the call's outcome at that point of the mesh."""
         mesh = self._mesh
-        payload = serialization.dumps((args, kwargs)) if args or kwargs else _NO_ARGUMENTS
+        payload = self._dumps(args, kwargs) if args or kwargs else _NO_ARGUMENTS
         if trees.routed(mesh):  # a big mesh: through a tree of its procs (trees.py says why)
             return trees.send(mesh, self._method, self._what, indices, payload, reply)
         decoders = self._decoders
@@ -218,7 +224,7 @@ class ActorEndpoint(Generic[R]):
         if trees.routed(mesh):
             futs = self._send(range(n), args, kwargs)
             return gather(futs, lambda values: ValueMesh(shape, values), fail_fast=messages.failed)
-        payload = serialization.dumps((args, kwargs))
+        payload = self._dumps(args, kwargs)
         what, displays, ranks = self._what, group.displays, shape.ranks
 
         def decode(i: int, raw: Any) -> Any:
@@ -274,7 +280,10 @@ def _decode(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:
     status = raw[0]
     if status == _OK:  # a result: what messages.decode_reply does, without its frames
         data = raw[1]
-        return serialization.loads(data) if data else None
+        try:
+            return serialization.loads(data) if data else None
+        except Exception as exc:
+            raise messages.undecodable(what, where, exc) from None
     if status == peers.LOST and isinstance(raw[2], BaseException):
         raise raw[2]
     return messages.decode_reply(what, where, raw)

@@ -1,5 +1,5 @@
 """The actor layer's replies: failures as they travel, and decoding replies into values or
-errors. Shared by the client (:mod:`.actor_mesh`, :mod:`.proc_mesh`) and the proc server.
+errors; and what is said of a call's arguments that cannot be pickled. Shared by the client (:mod:`.actor_mesh`, :mod:`.proc_mesh`) and the proc server.
 
 Request header: ``(call_id, op, *fields)``, the operation codes and header layouts in
 :mod:`mesh_client._src.runtime.ops`. Reply header: ``(call_id, status)``, payload after it.
@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pickle
 import traceback
+from collections.abc import Iterable
 from types import TracebackType
-from typing import Any
+from typing import Any, NoReturn
 
 from mesh_client._src.actor.errors import (
     ActorError,
@@ -20,6 +22,7 @@ from mesh_client._src.actor.errors import (
     SupervisionError,
 )
 from mesh_client._src.runtime import peers
+from mesh_client._src.runtime.futures import Future
 from mesh_client._src.wire import serialization
 
 # A reply status beside peers.OK/ERROR/LOST: the actor has failed (or was stopped); the payload
@@ -29,12 +32,18 @@ DEAD = 3
 
 @dataclasses.dataclass
 class Failure:
-    """An exception raised in a proc, as it travels back to the caller."""
+    """An exception raised in a proc, as it travels back to the caller.
+
+    The exception object travels as a pickle of its own inside this one (:meth:`__reduce__`):
+    one whose class the caller cannot import or rebuild (a module only the proc has, an
+    ``__init__`` that wants other arguments) is then a :class:`RemoteException` there, with its
+    type, text and remote traceback, instead of an unpickling error that loses all three."""
 
     exception: BaseException | None
     type_name: str
     text: str
     traceback: str
+    unrebuilt: str = ""  # why the exception could not be unpickled where this arrived ("": it was)
 
     @classmethod
     def capture(cls, exc: BaseException) -> Failure:
@@ -44,11 +53,58 @@ class Failure:
             serialization.dumps(exc)
         except Exception:
             keep = None
-        return cls(keep, type(exc).__qualname__, str(exc), tb)
+        return cls(keep, type(exc).__qualname__, text_of(exc), tb)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        pickled = None if self.exception is None else [bytes(s) for s in serialization.dumps(self.exception)]
+        return _rebuild, (self.type_name, self.text, self.traceback, pickled)
 
     def to_error(self, message: str) -> ActorError:
         exc = self.exception if self.exception is not None else RemoteException(self.type_name, self.text)
-        return ActorError(exc, f"{message}: {self.type_name}: {self.text}", self.traceback)
+        note = (f" (a RemoteException here: the exception could not be unpickled in this process: "
+                f"{self.unrebuilt}; is its class importable here, and rebuilt from its args?)") if self.unrebuilt else ""
+        return ActorError(exc, f"{message}: {self.type_name}: {self.text}{note}", self.traceback)
+
+
+def _rebuild(type_name: str, text: str, tb: str, pickled: list[bytes] | None) -> Failure:
+    """Unpickle a :class:`Failure`: its exception if this process can rebuild it."""
+    exception: BaseException | None = None
+    unrebuilt = ""
+    if pickled is not None:
+        try:
+            exception = serialization.loads(pickled)
+        except Exception as exc:
+            unrebuilt = f"{type(exc).__name__}: {text_of(exc)}"
+    return Failure(exception, type_name, text, tb, unrebuilt)
+
+
+def text_of(exc: BaseException) -> str:
+    """``str(exc)``, or what ``traceback`` prints when that fails: a bad ``__str__`` in a user's
+    exception class must not end the thread reporting it (its caller would wait for ever)."""
+    try:
+        return str(exc)
+    except Exception:
+        return "<exception str() failed>"
+
+
+def raise_unpicklable(what: str, exc: Exception, values: Iterable[Any]) -> NoReturn:
+    """Raise the error of ``what`` (a call's arguments, a spawn) that cannot be pickled, naming
+    it, and for a Future among ``values`` (a call whose ``.get()`` was left out: it pickles as a
+    lock) what to do. A pickling error (TypeError, PicklingError) keeps its type; any other
+    (raised by some object's own reduce) is raised as it is."""
+    if not isinstance(exc, (TypeError, pickle.PicklingError)):
+        raise exc
+    hint = ""
+    if any(isinstance(value, Future) for value in values):
+        hint = "; one of them is a Future, which cannot be sent: pass its value (call .get(), or await it, first)"
+    text = f"cannot pickle {what}: {type(exc).__name__}: {text_of(exc)}{hint}"
+    raise (TypeError(text) if isinstance(exc, TypeError) else pickle.PicklingError(text)) from exc
+
+
+def undecodable(what: str, where: str, exc: Exception) -> ActorError:
+    """The error of a call whose result arrived but cannot be unpickled in this process."""
+    return ActorError(exc, f"{what} on {where} returned a value this process cannot unpickle: "
+                           f"{type(exc).__name__}: {text_of(exc)} (is its class importable here?)", "")
 
 
 _SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -78,7 +134,10 @@ def decode_reply(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:
     """Turn a raw reply into its value, or raise ActorError / SupervisionError."""
     status, data, extra = raw
     if status == peers.OK:
-        return serialization.loads(data) if data else None
+        try:
+            return serialization.loads(data) if data else None
+        except Exception as exc:
+            raise undecodable(what, where, exc) from None
     if status == peers.ERROR:
         failure: Failure = serialization.loads(data)
         raise failure.to_error(f"{what} failed on {where}")

@@ -22,6 +22,10 @@ from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.runtime import futures, offloading, ops, peers
 from mesh_client._src.runtime.futures import Future
 
+#: What ``mesh.<name>`` means on an actor mesh before its endpoints: an endpoint of one of these
+#: names would be unreachable, so spawn refuses it.
+_MESH_ATTRIBUTES = frozenset(name for name in dir(ActorMesh) if not name.startswith("_"))
+
 T = TypeVar("T", bound=Actor)
 R = TypeVar("R")
 
@@ -66,6 +70,10 @@ class ProcMesh(MeshTrait):
         if self._stopped:
             raise RuntimeError(f"`ProcMesh` has already been stopped: cannot spawn {name!r} on {self!r}; spawn new procs")
         names = endpoint_names(Class)
+        taken = sorted(names & _MESH_ATTRIBUTES)
+        if taken:
+            raise ValueError(f"{Class.__qualname__}'s endpoints {', '.join(taken)} share their names with attributes of "
+                             f"the actor mesh (mesh.{taken[0]} would be the mesh's, not the endpoint): rename them")
         if not options.mixed_endpoints:
             check_endpoint_kinds(Class, names)
         owner = context_mod.context().actor_instance
@@ -75,7 +83,12 @@ class ProcMesh(MeshTrait):
         def encode() -> tuple[list[bytes | memoryview], dict[str, str]]:
             """The spawn's payload, and the text of the files of its by-value code (for the remote
             tracebacks' lines); again at a respawn, when this mesh pickles its procs' new addresses."""
-            return sources.dumps_with_sources((Class, args, kwargs, self, creator))
+            try:
+                return sources.dumps_with_sources((Class, args, kwargs, self, creator))
+            except Exception as exc:
+                messages.raise_unpicklable(
+                    f"the spawn of {Class.__qualname__} (the class, by value where the script defines it, and "
+                    f"its arguments)", exc, (*args, *kwargs.values()))
 
         payload, texts = encode()
         group, shape = self._group, self._shape

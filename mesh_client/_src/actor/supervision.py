@@ -16,6 +16,7 @@ import queue
 import signal
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -114,11 +115,12 @@ def _call_hook(failure: MeshFailure) -> None:
                   file=sys.stderr, flush=True)
             return
         _ending = True
-        print(
-            f"procmesh: unhandled supervision event, ending the controller ({type(exc).__name__}):\n{failure.report()}",
-            file=sys.stderr,
-            flush=True,
-        )
+        # The default hook's SystemExit is the ending itself; anything else is a bug in the
+        # program's own hook, shown whole (its type alone told nothing of where).
+        raised = "" if isinstance(exc, SystemExit) else (
+            "the program's unhandled_fault_hook raised:\n" + "".join(traceback.format_exception(exc)).rstrip() + "\n")
+        print(f"procmesh: unhandled supervision event, ending the controller (a KeyboardInterrupt in its main "
+              f"thread):\n{raised}{failure.report()}", file=sys.stderr, flush=True)
         _interrupt_main()
 
 

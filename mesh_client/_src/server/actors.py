@@ -187,7 +187,11 @@ class ActorRunner:
                         # Held while more work is queued; written when the queue runs dry or before
                         # anything that may block (the top of this loop). A stand-in channel takes no hold.
                         hold = type(channel) is Channel and not work_queue.empty()
-                        reply(channel, call_id, _OK, serialization.dumps(result), hold)
+                        try:
+                            payload = serialization.dumps(result)
+                        except Exception as exc:
+                            raise _unsendable(header[3], result, exc) from None
+                        reply(channel, call_id, _OK, payload, hold)
                         if hold:
                             held.add(channel)  # type: ignore[arg-type]  # hold: it is a Channel
                 elif op == ops.SPAWN:
@@ -198,7 +202,11 @@ class ActorRunner:
                 elif op == FAILED_TASK:
                     raise header[2]
             except BaseException as exc:
-                self._failed_on(op, call_id, channel, header, exc)
+                try:
+                    self._failed_on(op, call_id, channel, header, exc)
+                except Exception as worse:  # telling it failed: the caller must still hear, this thread go on
+                    print(f"procmesh: reporting a failure of {self.display} failed: {worse!r}", file=sys.stderr, flush=True)
+                    reply(channel, call_id, peers.ERROR, messages.encode_failure(worse))
             finally:
                 _enter(None)
         _flush(held)
@@ -430,6 +438,13 @@ class _Fatal(Exception):
 
 class _Unhandled(Exception):
     """``__supervise__`` is missing or returned a falsy value: the failure climbs to the owner."""
+
+
+def _unsendable(method: str, result: Any, exc: Exception) -> TypeError:
+    """The error of an endpoint whose return value cannot be pickled (its caller gets it, not
+    a pickling traceback that reads as if the endpoint itself had raised)."""
+    return TypeError(f"the return value of {method} ({type(result).__qualname__}) cannot be pickled to send it "
+                     f"back: {type(exc).__name__}: {messages.text_of(exc)}")
 
 
 def _aborted(exc: BaseException) -> str:

@@ -21,7 +21,8 @@ import importlib.metadata
 #: This release's wire protocol; 0 is what releases before protocol versions sent.
 # 2: request and reply envelopes start with a fixed struct (wire/envelopes.py); the READ_ONLY
 # flag in segment lengths (wire/frames.py); out-of-band bytearrays (wire/serialization.py).
-PROTOCOL_VERSION = 2
+# 3: a failure's exception travels as a pickle of its own inside it (actor/messages.py).
+PROTOCOL_VERSION = 3
 
 
 @functools.cache

@@ -158,6 +158,69 @@ def raise_value_error():
     raise ValueError("Error.")
 
 
+class CodeError(Exception):
+    """A user's exception with a broken ``__str__`` (it returns the int it was given)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+    def __str__(self):
+        return self.code
+
+
+def raise_code_error():
+    raise CodeError(7)
+
+
+class QuotaExceeded(Exception):
+    """Pickles as its message alone, so its two-argument ``__init__`` cannot be called again."""
+
+    def __init__(self, user: str, limit: int) -> None:
+        super().__init__(f"user {user} is over the quota of {limit}")
+
+
+def raise_quota_exceeded():
+    raise QuotaExceeded("alice", 10)
+
+
+def proc_only_class():
+    """A class of a module that exists only in the proc that calls this."""
+    import sys
+    import types
+
+    module = sys.modules.setdefault("proc_only_module", types.ModuleType("proc_only_module"))
+    if not hasattr(module, "ProcOnly"):
+        exec("class ProcOnly(Exception):\n    pass\n", module.__dict__)
+    return module.ProcOnly
+
+
+def raise_proc_only():
+    raise proc_only_class()("only here")
+
+
+def return_proc_only():
+    return proc_only_class()("a value")
+
+
+def return_lock():
+    import threading
+
+    return threading.Lock()
+
+
+class Collides(Actor):
+    """Endpoints named as an actor mesh's own attributes: unreachable as mesh.size, mesh.stop."""
+
+    @endpoint
+    def size(self) -> int:
+        return 1
+
+    @endpoint
+    def stop(self) -> None:
+        pass
+
+
 class Lambda(Actor):
     """Runs the function it is sent (so a test chooses what happens in the actor)."""
 

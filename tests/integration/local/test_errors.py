@@ -3,11 +3,17 @@
 Aspects: an endpoint exception returns as ActorError with the remote traceback and the actor
 lives on (an async endpoint's traceback starts in user code too); an unpicklable exception still arrives; with options.spawn_waits a failing __init__
 fails spawn; kill -9 of a proc fails its pending and later calls with the proc's name and how it
-died; other procs go on; sys.exit() in an async endpoint fails the actor, as in a def endpoint.
+died; other procs go on; sys.exit() in an async endpoint fails the actor, as in a def endpoint;
+an exception whose ``__str__`` fails, or that the caller cannot unpickle (its module only in the
+proc, an ``__init__`` it cannot be rebuilt with), still arrives with its type, text and remote
+traceback; so does a result the caller cannot unpickle or the proc cannot pickle; arguments and
+spawns that cannot be pickled say what and why; an endpoint named as an actor mesh's attribute
+is refused at spawn.
 """
 
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -20,7 +26,19 @@ from mesh_client import (
     options,
     this_host,
 )
-from tests.integration.local.actors import AsyncExits, FailingInit, RaisesUnpicklable, Recorder
+from tests.integration.local.actors import (
+    AsyncExits,
+    Collides,
+    FailingInit,
+    Lambda,
+    RaisesUnpicklable,
+    Recorder,
+    raise_code_error,
+    raise_proc_only,
+    raise_quota_exceeded,
+    return_lock,
+    return_proc_only,
+)
 
 
 def test_endpoint_error_carries_the_remote_traceback_and_the_actor_lives(procs):
@@ -112,3 +130,79 @@ def test_get_with_timeout_raises_timeout(procs):
     rec = procs.spawn("slow", Recorder).slice(hosts=1, gpus=1)
     with pytest.raises(TimeoutError):
         rec.sleep.call_one(2).get(timeout=0.05)
+
+
+def test_an_exception_whose_str_fails_arrives_and_the_actor_lives(procs):
+    """Its report's ``str(exc)`` raised in the actor's thread, which died: this call and every
+    later one to the actor waited for ever."""
+    actor = procs.spawn("badstr", Lambda).slice(hosts=0, gpus=0)
+    with pytest.raises(ActorError) as info:
+        actor.run.call_one(raise_code_error).get(timeout=60)
+    assert "CodeError: <exception str() failed>" in str(info.value)
+    assert "raise CodeError(7)" in info.value.remote_traceback
+    assert actor.run.call_one(lambda: "alive").get(timeout=60) == "alive"
+
+
+def test_a_bootstrap_raising_an_exception_whose_str_fails_fails_spawn_procs():
+    outcome: list[BaseException | None] = []
+
+    def spawn() -> None:
+        try:
+            this_host().spawn_procs(per_host={"gpus": 1}, bootstrap=raise_code_error).stop()
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            outcome.append(exc)
+
+    spawning = threading.Thread(target=spawn, daemon=True)
+    spawning.start()
+    spawning.join(120)
+    assert outcome, "spawn_procs still waiting after 120 s for a bootstrap that raised"
+    assert isinstance(outcome[0], ActorError) and "CodeError: <exception str() failed>" in str(outcome[0]), outcome
+
+
+def test_an_exception_the_caller_cannot_rebuild_arrives_as_a_remote_exception(procs):
+    """Unpickling it failed in the caller (a TypeError from its __init__, a module the caller
+    lacks), which lost its type, text and remote traceback alike."""
+    actor = procs.spawn("unrebuilt", Lambda).slice(hosts=0, gpus=1)
+    with pytest.raises(ActorError) as info:
+        actor.run.call_one(raise_quota_exceeded).get(timeout=60)
+    assert isinstance(info.value.exception, RemoteException)
+    assert "QuotaExceeded: user alice is over the quota of 10 (a RemoteException here" in str(info.value)
+    assert "missing 1 required positional argument: 'limit'" in str(info.value)
+    assert 'raise QuotaExceeded("alice", 10)' in info.value.remote_traceback
+    with pytest.raises(ActorError) as info:
+        actor.run.call(raise_proc_only).get(timeout=60)
+    assert isinstance(info.value.exception, RemoteException)
+    assert "ProcOnly: only here" in str(info.value) and "No module named 'proc_only_module'" in str(info.value)
+
+
+def test_results_that_cannot_cross_say_why(procs):
+    actor = procs.spawn("results", Lambda).slice(hosts=1, gpus=0)
+    with pytest.raises(ActorError, match=r"returned a value this process cannot unpickle: ModuleNotFoundError: "
+                                         r"No module named 'proc_only_module'"):
+        actor.run.call_one(return_proc_only).get(timeout=60)
+    with pytest.raises(ActorError) as info:
+        actor.run.call_one(return_lock).get(timeout=60)
+    assert "the return value of run (lock) cannot be pickled to send it back: TypeError: cannot pickle " \
+           "'_thread.lock' object" in str(info.value)
+    assert actor.run.call_one(lambda: 3).get(timeout=60) == 3
+
+
+def test_arguments_and_spawns_that_cannot_be_pickled_say_what(procs):
+    actor = procs.spawn("args", Lambda).slice(hosts=1, gpus=1)
+    with pytest.raises(TypeError, match=r"cannot pickle the arguments of Actor call args.run: TypeError: cannot pickle "
+                                        r"'_thread.lock' object$"):
+        actor.run.call_one(threading.Lock()).get(timeout=60)
+    forgot_get = actor.run.call_one(lambda: 1)
+    with pytest.raises(TypeError, match=r"one of them is a Future, which cannot be sent: pass its value"):
+        actor.run.call_one(forgot_get).get(timeout=60)
+    with pytest.raises(TypeError, match=r"cannot pickle the spawn of Recorder \(the class, by value where the script "
+                                        r"defines it, and its arguments\): TypeError"):
+        procs.spawn("spawnargs", Recorder, threading.Lock())
+    assert actor.run.call_one(lambda: 2).get(timeout=60) == 2
+
+
+def test_an_endpoint_named_as_a_mesh_attribute_is_refused_at_spawn(procs):
+    with pytest.raises(ValueError, match=r"Collides's endpoints size, stop share their names with attributes of the "
+                                         r"actor mesh"):
+        procs.spawn("collides", Collides)

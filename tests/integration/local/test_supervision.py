@@ -140,6 +140,35 @@ def test_default_hook_ends_the_controller():
     assert "ValueError: Error." in done.stderr
 
 
+def test_a_hook_that_raises_shows_its_own_traceback():
+    """A bug in the program's unhandled_fault_hook was reported by its type's name alone."""
+    program = textwrap.dedent(
+        """
+        import time
+        import mesh_client.actor
+        from mesh_client import this_host
+        from tests.integration.local.actors import Lambda, raise_value_error
+
+        def hook(failure):
+            return failure.mesh_nam  # a typo
+
+        mesh_client.actor.unhandled_fault_hook = hook
+        actors = this_host().spawn_procs().spawn("lam", Lambda)
+        actors.run.broadcast(raise_value_error)
+        try:
+            time.sleep(60)
+        except KeyboardInterrupt:
+            raise SystemExit(1)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
+                          preexec_fn=_sigint_default)
+    assert done.returncode == 1, done.stderr
+    assert "the program's unhandled_fault_hook raised:" in done.stderr
+    assert ", in hook" in done.stderr and "AttributeError: 'MeshFailure' object has no attribute 'mesh_nam'" in done.stderr
+    assert "ValueError: Error." in done.stderr  # the event itself, after it
+
+
 def test_the_default_hook_interrupts_the_controller_once_for_many_failures():
     """One incident (here two procs killed, two actor meshes on them) fails many actors: the
     program's KeyboardInterrupt handler (a checkpoint, the stop of its meshes) must not be
