@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class ActorError(Exception):
     """An endpoint (or ``__init__``) raised; ``exception`` is the remote exception.
@@ -40,6 +42,9 @@ class RemoteException(Exception):
         super().__init__(f"{type_name}: {text}")
         self.type_name = type_name
         self.text = text
+
+    def __reduce__(self) -> tuple[Any, ...]:  # its args are not __init__'s: passed on (a nested call) it must rebuild
+        return RemoteException, (self.type_name, self.text)
 
 
 class NotAnEndpoint(AttributeError, RuntimeError):

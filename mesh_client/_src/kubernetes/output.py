@@ -34,6 +34,8 @@ READY_TIMEOUT = 10.0
 REOPEN_SECONDS = 1.0
 #: A pod missing this long (its mesh deleted under us) ends its thread.
 GIVE_UP_SECONDS = 120.0
+#: How long :meth:`OutputForwarder.stop` waits for the following threads to end, all together.
+STOP_JOIN_SECONDS = 2.0
 #: The most :meth:`OutputForwarder.stop`'s last read of every log may take (an API server out of
 #: reach must not hold a program's exit for a request timeout per pod).
 CATCH_UP_SECONDS = 10.0
@@ -74,8 +76,9 @@ class OutputForwarder:
 
     def stop(self) -> None:
         self._tell_stop()
+        ends = time.monotonic() + STOP_JOIN_SECONDS  # one wait for all (a thread still asking for its stream cannot be cut short)
         for thread in self._threads:
-            thread.join(timeout=2.0)
+            thread.join(timeout=max(0.0, ends - time.monotonic()))
         self._catch_up()
 
     def _tell_stop(self) -> None:
@@ -94,7 +97,11 @@ class OutputForwarder:
         deadline = time.monotonic() + CATCH_UP_SECONDS
         for rank, pod in enumerate(self.pods):
             if time.monotonic() >= deadline:
-                return  # what is shown is shown
+                left = len(self.pods) - rank
+                print(f"procmesh: the last lines of {left} of ProcMesh {self.api.namespace}/{self.mesh}'s procs (from "
+                      f"rank {rank}) may not have been shown: reading their logs took over {CATCH_UP_SECONDS:g} s "
+                      f"('procmesh logs {self.mesh}' shows them)", file=sys.stderr)
+                return
             run, shown = self._progress.get(rank, (None, 0))
             try:
                 if run is None or self._run_of(pod, transport.time_left(deadline)) != run:

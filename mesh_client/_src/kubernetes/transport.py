@@ -118,16 +118,18 @@ def request_timeout(limit: float | None, read_factor: float = 1.0,
 
 def socket_options() -> list[tuple[int, int, int]]:
     """The client's socket options (``Configuration.socket_options``): urllib3's own (no
-    Nagle), and TCP keepalive as the ``KEEPALIVE_*`` constants say (Linux names; where a name is
-    missing the system's default stands)."""
+    Nagle), and TCP keepalive as the ``KEEPALIVE_*`` constants say (where the system lacks an
+    option, its default stands)."""
     import socket
 
     import urllib3
 
     options: list[tuple[int, int, int]] = list(urllib3.connection.HTTPConnection.default_socket_options)
     options.append((socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
-    for name, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE_SECONDS), ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_SECONDS),
-                        ("TCP_KEEPCNT", KEEPALIVE_PROBES)):
+    idle = getattr(socket, "TCP_KEEPIDLE", None) or getattr(socket, "TCP_KEEPALIVE", None)  # macOS's name
+    if idle is not None:
+        options.append((socket.IPPROTO_TCP, idle, KEEPALIVE_IDLE_SECONDS))
+    for name, value in (("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_SECONDS), ("TCP_KEEPCNT", KEEPALIVE_PROBES)):
         if hasattr(socket, name):
             options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
     return options

@@ -6,6 +6,7 @@ and pickling results happen on the actor's thread, so a slow actor never stalls 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import sys
@@ -57,7 +58,7 @@ def reply(channel: Channel | None, call_id: int, status: int, payload: Sequence[
 
 # Looked up once: these run for every call.
 _reply_frame = packing.reply_frame
-_CALL, _STOP_ACTOR, _OK = ops.CALL, ops.STOP_ACTOR, peers.OK
+_CALL, _STOP_ACTOR, _OK, _NO_REPLY = ops.CALL, ops.STOP_ACTOR, peers.OK, peers.NO_REPLY
 _NO_ARGUMENTS = serialization.NO_ARGUMENTS
 _enter = ctx_mod.enter
 
@@ -183,7 +184,7 @@ class ActorRunner:
                         quick.add(header[3])
                     else:
                         quick.discard(header[3])
-                    if result is not _NO_REPLY_YET:
+                    if result is not _NO_REPLY_YET and call_id != _NO_REPLY:  # a broadcast's result is not sent
                         # Held while more work is queued; written when the queue runs dry or before
                         # anything that may block (the top of this loop). A stand-in channel takes no hold.
                         hold = type(channel) is Channel and not work_queue.empty()
@@ -204,9 +205,9 @@ class ActorRunner:
             except BaseException as exc:
                 try:
                     self._failed_on(op, call_id, channel, header, exc)
-                except Exception as worse:  # telling it failed: the caller must still hear, this thread go on
-                    print(f"procmesh: reporting a failure of {self.display} failed: {worse!r}", file=sys.stderr, flush=True)
-                    reply(channel, call_id, peers.ERROR, messages.encode_failure(worse))
+                except Exception:  # a bug in reporting it: this thread must live on for the calls after it
+                    with contextlib.suppress(Exception):
+                        traceback.print_exc()
             finally:
                 _enter(None)
         _flush(held)
@@ -314,7 +315,7 @@ class ActorRunner:
         _enter(context)
         fn, explicit, untraced, concurrent, coroutine = self._plans.get(method) or self._plan(method)
         if explicit:
-            args = (ports.response_port(functools.partial(self._port_reply, channel, call_id)), *args)
+            args = (ports.response_port(functools.partial(self._port_reply, channel, call_id, method)), *args)
         traced = None if untraced else method
         # No OpenTelemetry loaded (the common case): no tracer, without asking tracing.tracer().
         tracer = None if traced is None or tracing.OPENTELEMETRY not in sys.modules else tracing.tracer()
@@ -326,7 +327,8 @@ class ActorRunner:
                     result = fn(self._instance, *args, **kwargs)
                 traced = None  # its span has ended (an awaitable it returned runs untraced)
             if concurrent:
-                self._schedule(result, traced).add_done_callback(functools.partial(self._task_done, channel, call_id, explicit))
+                self._schedule(result, traced).add_done_callback(
+                    functools.partial(self._task_done, channel, call_id, method, explicit))
                 return _NO_REPLY_YET
             if result is not None and inspect.isawaitable(result):
                 result = self._schedule(result, traced).result()
@@ -370,20 +372,21 @@ class ActorRunner:
             found = self._contexts[key] = ctx_mod.Context(self._context.actor_instance, Point(index, Extent(labels, sizes)))
         return found
 
-    def _port_reply(self, channel: Channel | None, call_id: int, ok: bool, value: Any) -> None:
+    def _port_reply(self, channel: Channel | None, call_id: int, method: str, ok: bool, value: Any) -> None:
         if isinstance(value, ports.Encoded):  # sent from another proc: pass the bytes on as they are
             reply(channel, call_id, peers.OK if ok else peers.ERROR, value.segments)
         elif ok:
-            reply(channel, call_id, peers.OK, serialization.dumps(value))
+            _reply_value(channel, call_id, method, value)
         else:
             reply(channel, call_id, peers.ERROR, messages.encode_failure(value))
 
-    def _task_done(self, channel: Channel | None, call_id: int, explicit: bool, task: concurrent.futures.Future[Any]) -> None:
+    def _task_done(self, channel: Channel | None, call_id: int, method: str, explicit: bool,
+                   task: concurrent.futures.Future[Any]) -> None:
         """A concurrent endpoint finished (on the loop's thread)."""
         exc = task.exception()
         if exc is None:
             if not explicit:
-                reply(channel, call_id, peers.OK, serialization.dumps(task.result()))
+                _reply_value(channel, call_id, method, task.result())
         elif call_id != peers.NO_REPLY and isinstance(exc, Exception) and not isinstance(exc, _Fatal) and not explicit:
             reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))
         else:  # no caller to tell: the actor fails, on its own thread
@@ -438,6 +441,16 @@ class _Fatal(Exception):
 
 class _Unhandled(Exception):
     """``__supervise__`` is missing or returned a falsy value: the failure climbs to the owner."""
+
+
+def _reply_value(channel: Channel | None, call_id: int, method: str, value: Any) -> None:
+    """Send a concurrent endpoint's (or its port's) value, or, when it cannot be pickled, why."""
+    try:
+        payload = serialization.dumps(value)
+    except Exception as exc:
+        reply(channel, call_id, peers.ERROR, messages.encode_failure(_unsendable(method, value, exc)))
+        return
+    reply(channel, call_id, peers.OK, payload)
 
 
 def _unsendable(method: str, result: Any, exc: Exception) -> TypeError:

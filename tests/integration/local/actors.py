@@ -209,6 +209,34 @@ def return_lock():
     return threading.Lock()
 
 
+class ConcurrentLock(Actor):
+    """A concurrent endpoint whose result cannot be pickled."""
+
+    @concurrent_endpoint
+    async def concurrently(self):
+        return return_lock()
+
+
+class LockReturns(Actor):
+    """An endpoint whose result cannot be pickled (run by a broadcast, nobody asks for it)."""
+
+    @endpoint
+    def plainly(self):
+        return return_lock()
+
+    @endpoint
+    def ping(self) -> str:
+        return "pong"
+
+
+class Forwards(Actor):
+    """Calls a Lambda mesh it was handed and lets its error propagate."""
+
+    @endpoint
+    def forward(self, other, fn):
+        return other.run.call_one(fn).get(timeout=60)
+
+
 class Collides(Actor):
     """Endpoints named as an actor mesh's own attributes: unreachable as mesh.size, mesh.stop."""
 

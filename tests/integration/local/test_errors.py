@@ -29,8 +29,11 @@ from mesh_client import (
 from tests.integration.local.actors import (
     AsyncExits,
     Collides,
+    ConcurrentLock,
     FailingInit,
+    Forwards,
     Lambda,
+    LockReturns,
     RaisesUnpicklable,
     Recorder,
     raise_code_error,
@@ -206,3 +209,32 @@ def test_an_endpoint_named_as_a_mesh_attribute_is_refused_at_spawn(procs):
     with pytest.raises(ValueError, match=r"Collides's endpoints size, stop share their names with attributes of the "
                                          r"actor mesh"):
         procs.spawn("collides", Collides)
+
+
+def test_a_concurrent_endpoint_whose_result_cannot_be_pickled_fails_its_call(procs):
+    """Its result was pickled in the event loop's done callback, whose error was swallowed: no
+    reply, and the caller waited for ever."""
+    actor = procs.spawn("lockreturns", ConcurrentLock).slice(hosts=0, gpus=0)
+    with pytest.raises(ActorError, match=r"the return value of concurrently \(lock\) cannot be pickled"):
+        actor.concurrently.call_one().get(timeout=60)
+
+
+def test_a_broadcast_never_pickles_its_result(procs, faults):
+    """Nobody asked for it: an unpicklable result failed the actor."""
+    actors = procs.spawn("lockbroadcast", LockReturns)
+    actors.plainly.broadcast()
+    assert list(actors.ping.call().get(timeout=60).values()) == ["pong"] * 4
+    assert faults.named("lockbroadcast") == []
+
+
+def test_a_remote_exception_passed_on_by_an_actor_keeps_what_it_says(procs):
+    """A RemoteException pickled as its one message, which its two-argument __init__ could not
+    take again: the controller was told the forwarding actor's error could not be unpickled."""
+    inner = procs.spawn("inner", Lambda).slice(hosts=0, gpus=0)
+    outer = procs.spawn("outer", Forwards).slice(hosts=1, gpus=1)
+    with pytest.raises(ActorError) as info:
+        outer.forward.call_one(inner, raise_quota_exceeded).get(timeout=60)
+    assert isinstance(info.value.exception, ActorError), repr(info.value.exception)
+    assert isinstance(info.value.exception.exception, RemoteException)
+    assert "user alice is over the quota of 10" in str(info.value)
+    assert "RemoteException.__init__" not in str(info.value)

@@ -22,6 +22,7 @@ class PodsServer:
         self.logs = logs
         self.throttled: set[str] = set()
         self.silent: set[str] = set()  # answers nothing (a black-holed API server)
+        self.streaming = threading.Semaphore(0)  # released once per followed log answered
         self._release = threading.Event()
         server = self
 
@@ -54,6 +55,7 @@ class PodsServer:
                     text = server.logs[name].encode()
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(text), text))
                     self.wfile.flush()
+                    server.streaming.release()
                     server._release.wait(60)  # no more lines; the forwarder shuts this stream down
                     self.close_connection = True
                 else:
@@ -94,6 +96,8 @@ def test_a_pod_whose_last_read_fails_is_skipped_and_the_others_still_shown():
     kube, forwarder = _forwarder(served, ["m-0", "m-1", "m-2"], out)
     try:
         forwarder.start()  # every pod's lines so far counted: none shown again
+        for _ in range(3):  # every stream open (their lines so far skipped): what comes next is the last read's
+            assert served.streaming.acquire(timeout=60)
         served.logs.update({"m-0": "a1\na2\n", "m-1": "b1\nb2\n", "m-2": "c1\nc2\n"})  # printed since
         served.throttled.add("m-1")
         forwarder.stop()
@@ -103,12 +107,14 @@ def test_a_pod_whose_last_read_fails_is_skipped_and_the_others_still_shown():
         served.close()
 
 
-def test_the_last_reads_end_in_time_however_many_pods_the_api_server_leaves_unanswered(monkeypatch):
+def test_stop_ends_in_time_however_many_pods_the_api_server_leaves_unanswered(monkeypatch, capsys):
     """A request per pod, each waiting the request timeout, would hold a program's exit that many
-    times over; the first unanswered one used to end the catch-up (and the pods after it)."""
+    times over (the first unanswered one used to end the catch-up, and the pods after it), and so
+    would a join of 2 s per following thread still waiting for its stream (16 here)."""
     monkeypatch.setattr(output, "CATCH_UP_SECONDS", 1.0)
-    served = PodsServer({f"m-{i}": "x\n" for i in range(4)})
-    kube, forwarder = _forwarder(served, [f"m-{i}" for i in range(4)], io.StringIO())
+    pods = [f"m-{i}" for i in range(16)]
+    served = PodsServer({pod: "x\n" for pod in pods})
+    kube, forwarder = _forwarder(served, pods, io.StringIO())
     kube.timeout = 60.0
     try:
         forwarder.start()
@@ -116,7 +122,8 @@ def test_the_last_reads_end_in_time_however_many_pods_the_api_server_leaves_unan
         stopping = threading.Thread(target=forwarder.stop, daemon=True)
         stopping.start()
         stopping.join(30)
-        assert not stopping.is_alive(), "stop() still reading logs after 30 s with a 1 s catch-up"
+        assert not stopping.is_alive(), "stop() still waiting after 30 s with a 1 s catch-up"
+        assert "of ProcMesh ns/m's procs (from rank " in capsys.readouterr().err
     finally:
         kube.api_client.close()
         served.close()

@@ -228,7 +228,7 @@ def _quiet_log(conn, quiet, answer_late=False):
 
 @pytest.mark.parametrize("follow", [False, True])
 def test_a_followed_log_may_be_quiet_longer_than_the_request_timeout(follow):
-    served = Server(lambda conn: _quiet_log(conn, quiet=1.5))
+    served = Server(lambda conn: _quiet_log(conn, quiet=2.5))
     kube = kube_api(served.port, scheme="http")  # each read: 0.5 s
     try:
         response = kube.pod_log("p-0", follow=follow)
