@@ -65,6 +65,8 @@ class ProcMesh(MeshTrait):
         SupervisionError. ``initialized`` waits for every ``__init__``. With
         ``mesh_client.options.spawn_waits`` set, spawn waits and raises the ActorError itself.
         """
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"spawn's first argument is the actor mesh's name, a non-empty string; got {name!r}")
         if not (isinstance(Class, type) and issubclass(Class, Actor)):
             raise ValueError(f"{Class!r} is not an Actor subclass; derive it from mesh_client.Actor")
         if self._stopped:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TypeVar
 
@@ -113,6 +114,15 @@ class Shape:
 
     @classmethod
     def from_sizes(cls, sizes: Mapping[str, int]) -> Shape:
+        """A mesh's shape as its user gives it (``per_host={"gpus": 2}``): checked, since ``int()``
+        would take ``2.7`` as 2 and ``"2"`` as 2 without a word."""
+        if not isinstance(sizes, Mapping):
+            raise TypeError(f"a mesh's sizes are a dict of dimension name -> size, e.g. {{'gpus': 2}}; got {sizes!r}")
+        for label, size in sizes.items():
+            if not isinstance(label, str) or not label:
+                raise TypeError(f"dimension names are non-empty strings; got {label!r} in {dict(sizes)!r}")
+            if isinstance(size, bool) or not _is_index(size):
+                raise TypeError(f"dimension {label!r} has size {size!r}; sizes are whole numbers (int)")
         return cls(list(sizes), list(sizes.values()))
 
     @property
@@ -168,7 +178,9 @@ class Shape:
                 labels.append(label)
                 selected.append(picks)
             else:
-                index = int(sel)
+                if isinstance(sel, bool) or not _is_index(sel):
+                    raise TypeError(f"{label}={sel!r}: give an int index or a slice")
+                index = operator.index(sel)
                 if not -size <= index < size:
                     raise IndexError(f"{label}={index} is out of range for size {size}")
                 selected.append([index % size])
@@ -222,3 +234,11 @@ class MeshTrait:
     def rename(self: M, **names: str) -> M:
         return self._with_shape(self._shape.rename(**names))
 
+
+def _is_index(value: object) -> bool:
+    """Whether ``value`` is an integer (``int``, numpy's), not a float or a string that ``int()`` would take."""
+    try:
+        operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        return False
+    return True

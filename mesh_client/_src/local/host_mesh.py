@@ -99,7 +99,7 @@ class HostMesh(MeshTrait):
         the lines bare.
         Returns once every proc is up and bootstrapped; raises with the cause otherwise.
         """
-        shape = Shape.from_sizes(dict(per_host or {}))
+        shape = Shape.from_sizes({} if per_host is None else per_host)
         name = name or f"procs{next(_names)}"
         displays = proc_displays(name, shape)
         token = secrets.token_hex(32)

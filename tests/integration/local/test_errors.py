@@ -238,3 +238,14 @@ def test_a_remote_exception_passed_on_by_an_actor_keeps_what_it_says(procs):
     assert isinstance(info.value.exception.exception, RemoteException)
     assert "user alice is over the quota of 10" in str(info.value)
     assert "RemoteException.__init__" not in str(info.value)
+
+
+@pytest.mark.parametrize("name", [None, 5, ""])
+def test_a_spawn_without_a_name_string_is_refused(procs, name):
+    with pytest.raises(TypeError, match=r"spawn's first argument is the actor mesh's name, a non-empty string"):
+        procs.spawn(name, Lambda)
+
+
+def test_spawn_procs_refuses_sizes_that_are_not_whole_numbers():
+    with pytest.raises(TypeError, match=r"dimension 'gpus' has size 2.7; sizes are whole numbers"):
+        this_host().spawn_procs(per_host={"gpus": 2.7})

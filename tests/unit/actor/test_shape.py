@@ -66,3 +66,31 @@ def test_value_mesh_of_a_slice_is_indexed_by_the_slice():
     # ranks of the shape point into a bigger mesh; values are laid out by the slice itself
     vm = ValueMesh(Shape(["gpus"], [2], ranks=[5, 7]), ["x", "y"])
     assert vm.item(gpus=1) == "y"
+
+
+@pytest.mark.parametrize(("sizes", "message"), [
+    ({"gpus": 2.7}, r"dimension 'gpus' has size 2.7; sizes are whole numbers"),
+    ({"gpus": "2"}, r"dimension 'gpus' has size '2'; sizes are whole numbers"),
+    ({"gpus": True}, r"dimension 'gpus' has size True"),
+    ({1: 2}, r"dimension names are non-empty strings; got 1"),
+    (2, r"a mesh's sizes are a dict of dimension name -> size, e.g. \{'gpus': 2\}; got 2"),
+    ([2], r"a mesh's sizes are a dict"),
+])
+def test_sizes_that_int_would_quietly_take_are_refused(sizes, message):
+    """int() took 2.7 as 2 and "2" as 2: a mesh of another size than asked, without a word."""
+    with pytest.raises(TypeError, match=message):
+        Shape.from_sizes(sizes)
+
+
+def test_sizes_and_indices_of_any_integer_type_are_taken():
+    import numpy
+
+    shape = Shape.from_sizes({"hosts": numpy.int64(2), "gpus": 2})
+    assert shape.sizes == (2, 2)
+    assert shape.slice(hosts=numpy.int32(1)).ranks == (2, 3)
+
+
+@pytest.mark.parametrize("index", [1.9, "1", None, True])
+def test_a_slice_index_must_be_an_integer(index):
+    with pytest.raises(TypeError, match=r"gpus=.*: give an int index or a slice"):
+        Shape.from_sizes({"gpus": 2}).slice(gpus=index)
