@@ -161,6 +161,7 @@ class WorkerHostMesh(MeshTrait):
         name: str | None = None,
     ) -> ProcMesh:
         """Start ``per_host`` procs on every worker; their mesh is ``{"hosts": n, **per_host}``."""
+        Shape.from_sizes({} if per_host is None else per_host)  # refused here, not in every worker
         per_host = dict(per_host or {})
         if "hosts" in per_host:
             raise ValueError("per_host must not name 'hosts': it is the workers' dimension")

@@ -43,6 +43,8 @@ def test_attach_to_workers_spawns_procs_on_every_worker(workers, faults):
     hosts = attach_to_workers(name="w", ca="trust_all_connections", workers=[a for a, _ in workers], token=TOKEN)
     hosts.initialized.get(timeout=60)
     assert hosts.sizes == {"hosts": 2}
+    with pytest.raises(TypeError, match=r"dimension 'gpus' has size 2.7; sizes are whole numbers"):
+        hosts.spawn_procs(per_host={"gpus": 2.7})  # refused here, before any worker starts a proc
     mesh = hosts.spawn_procs(per_host={"gpus": 2})
     assert mesh.sizes == {"hosts": 2, "gpus": 2}
     where = mesh.spawn("rec", Recorder).where.call().get()
