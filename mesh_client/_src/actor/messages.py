@@ -48,15 +48,15 @@ class Failure:
     @classmethod
     def capture(cls, exc: BaseException) -> Failure:
         tb = "".join(traceback.format_exception(type(exc), exc, _user_frames(exc.__traceback__)))
-        keep: BaseException | None = exc
-        try:
-            serialization.dumps(exc)
-        except Exception:
-            keep = None
-        return cls(keep, type(exc).__qualname__, text_of(exc), tb)
+        return cls(exc, type(exc).__qualname__, text_of(exc), tb)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        pickled = None if self.exception is None else [bytes(s) for s in serialization.dumps(self.exception)]
+        pickled = None  # an exception that cannot be pickled arrives as a RemoteException
+        if self.exception is not None:
+            try:
+                pickled = [bytes(s) for s in serialization.dumps(self.exception)]
+            except Exception:
+                pass
         return _rebuild, (self.type_name, self.text, self.traceback, pickled)
 
     def to_error(self, message: str) -> ActorError:
@@ -122,12 +122,7 @@ def _user_frames(tb: TracebackType | None) -> TracebackType | None:
 
 
 def encode_failure(exc: BaseException) -> list[bytes | memoryview]:
-    try:
-        return serialization.dumps(Failure.capture(exc))
-    except Exception:  # the exception pickled, but something in it refused at the last moment
-        failure = Failure.capture(exc)
-        failure.exception = None
-        return serialization.dumps(failure)
+    return serialization.dumps(Failure.capture(exc))
 
 
 def decode_reply(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:

@@ -121,7 +121,7 @@ class Shape:
         for label, size in sizes.items():
             if not isinstance(label, str) or not label:
                 raise TypeError(f"dimension names are non-empty strings; got {label!r} in {dict(sizes)!r}")
-            if isinstance(size, bool) or not _is_index(size):
+            if not _is_index(size):
                 raise TypeError(f"dimension {label!r} has size {size!r}; sizes are whole numbers (int)")
         return cls(list(sizes), list(sizes.values()))
 
@@ -178,7 +178,7 @@ class Shape:
                 labels.append(label)
                 selected.append(picks)
             else:
-                if isinstance(sel, bool) or not _is_index(sel):
+                if not _is_index(sel):
                     raise TypeError(f"{label}={sel!r}: give an int index or a slice")
                 index = operator.index(sel)
                 if not -size <= index < size:
@@ -236,7 +236,10 @@ class MeshTrait:
 
 
 def _is_index(value: object) -> bool:
-    """Whether ``value`` is an integer (``int``, numpy's), not a float or a string that ``int()`` would take."""
+    """Whether ``value`` is an integer (``int``, numpy's), not a bool, nor a float or a string
+    that ``int()`` would take."""
+    if isinstance(value, bool):
+        return False
     try:
         operator.index(value)  # type: ignore[arg-type]
     except TypeError:

@@ -7,7 +7,6 @@ the server's port sends, after the log's first line arrived.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
@@ -15,6 +14,7 @@ import subprocess
 import threading
 
 from mesh_client._src.kubernetes import api, logstreams, transport
+from tests.unit.kubernetes.loopback import kubeconfig_for
 
 
 class QuietLog:
@@ -54,13 +54,7 @@ def test_a_followed_log_of_an_api_server_gone_from_the_network_ends(tmp_path, mo
     monkeypatch.setattr(transport, "KEEPALIVE_INTERVAL_SECONDS", 1)
     monkeypatch.setattr(transport, "KEEPALIVE_PROBES", 2)
     served = QuietLog()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{served.port}"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}]}))
-    kube = api.KubeApi(api.make_api_client(str(kubeconfig)), "ns")
+    kube = api.KubeApi(api.make_api_client(str(kubeconfig_for(tmp_path, served.port))), "ns")
     lines: list[str] = []
     ended: list[BaseException | None] = []
     first = threading.Event()

@@ -3,7 +3,6 @@ loopback: a server that accepts and never answers, one that speaks plain HTTP to
 and a port nobody listens on. No Kubernetes needed: what fails is the transport."""
 
 import contextlib
-import json
 import socket
 import threading
 import time
@@ -14,6 +13,7 @@ from kubernetes import client
 
 from mesh_client._src.kubernetes import api, logstreams, transport
 from mesh_client._src.kubernetes.errors import ApiServerUnreachable, KubernetesMeshError
+from tests.unit.kubernetes.loopback import kubeconfig_for
 
 
 class Server:
@@ -262,13 +262,7 @@ def test_the_clients_connections_are_kept_alive(tmp_path):
     API server's host goes away (no FIN, no RST) instead."""
     served = Server(lambda conn: (conn.recv(4096), conn.sendall(
         b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 6\r\n\r\nhello\n")))
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{served.port}"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}]}))
-    kube = api.KubeApi(api.make_api_client(str(kubeconfig)), "ns")
+    kube = api.KubeApi(api.make_api_client(str(kubeconfig_for(tmp_path, served.port))), "ns")
     try:
         response = kube.pod_log("p-0", follow=True)
         sock = response.connection.sock
