@@ -56,7 +56,8 @@ def test_operator_pod_reconciles_a_mesh(cluster, release, core, custom, namespac
     # The client's path: the token Secret, then each proc server directly.
     answer = identify(mesh["status"]["procs"][1]["address"], token(core, namespace, "m"))
     assert answer["rank"] == 1
-    assert any(e.reason == "MeshReady" for e in events(core, namespace, "m"))
+    # The operator posts the event after the status write that made the mesh Ready: wait for it.
+    testing.wait_for(lambda: any(e.reason == "MeshReady" for e in events(core, namespace, "m")), "a MeshReady event")
 
 
 def test_operator_log_has_no_forbidden_request(cluster, release, core):

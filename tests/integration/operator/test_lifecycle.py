@@ -41,8 +41,10 @@ def test_apply_ready_delete(cluster, operator, namespace, custom, core):
     table = support.kubectl(cluster, "get", "pm", "cpu", "-n", namespace).stdout
     assert table.split("\n")[0].split()[:5] == ["NAME", "READY", "DESIRED", "PHASE", "RESTARTS"]
     assert table.split("\n")[1].split()[:5] == ["cpu", "4", "4", "Ready", "0"]
-    ready_events = [e for e in support.events(core, namespace, "cpu") if e.reason == "MeshReady"]
-    assert ready_events and ready_events[0].type == "Normal"
+    # The operator posts the event after the status write that made the mesh Ready: wait for it.
+    ready_events = testing.wait_for(
+        lambda: [e for e in support.events(core, namespace, "cpu") if e.reason == "MeshReady"], "a MeshReady event")
+    assert ready_events[0].type == "Normal"
 
     support.kubectl(cluster, "delete", "pm", "cpu", "-n", namespace)
     testing.wait_for(lambda: not support.mesh_pods(core, namespace, "cpu"), "pods collected")

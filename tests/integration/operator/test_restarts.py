@@ -33,8 +33,10 @@ def test_killed_proc_is_restarted(operator, namespace, custom, core, policy):
     assert len(after) == 3
     changed = {name for name in after if after[name] != before[name]}
     assert changed == ({"rs-1"} if policy == "RestartProc" else {"rs-0", "rs-1", "rs-2"})
-    failed = [e for e in support.events(core, namespace, "rs") if e.reason == "ProcFailed"]
-    assert failed and failed[0].type == "Warning"
+    # Events are posted after the status write of the same reconcile: wait rather than race it.
+    failed = testing.wait_for(
+        lambda: [e for e in support.events(core, namespace, "rs") if e.reason == "ProcFailed"], "a ProcFailed event")
+    assert failed[0].type == "Warning"
 
 
 def test_never_policy_and_restart_limit(operator, namespace, custom, core):
