@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, cast
 
-from mesh_client._src.actor import messages, restarts, trees
+from mesh_client._src.actor import context, messages, own_calls, restarts, trees
 from mesh_client._src.actor.endpoint import Propagator, check_propagate
 from mesh_client._src.actor.errors import NotAnEndpoint, SupervisionError
 from mesh_client._src.actor.procs import ProcGroup
@@ -124,20 +124,23 @@ class ActorMesh(MeshTrait, Generic[T]):
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Stop these actors (their ``__cleanup__`` runs); the procs stay."""
-        self._group.spawns.pop(self._actor_id, None)  # nothing to respawn after a restart
-        if trees.routed(self):  # behind the calls sent through the tree before it
+        group = self._group
+        group.spawns.pop(self._actor_id, None)  # nothing to respawn after a restart
+        # An actor on a proc this client stopped went with it: stopping it again is done already.
+        live = [i for i, p in enumerate(self._shape.ranks) if p not in group.stopping]
+        if trees.routed(self) and live:  # behind the calls sent through the tree before it
             what = f"stop of {self._name}"
-            stops = trees.send(self, None, what, range(len(self._shape)), (), True, reason)
+            stops = trees.send(self, None, what, live, (), True, reason)
             trees.forget_route(self._actor_id)
             return gather(stops, lambda values: None, fail_fast=peers.is_lost)
         trees.forget_route(self._actor_id)
         futs = [
-            self._group.peers[p].request(
+            group.peers[p].request(
                 (ops.STOP_ACTOR, self._actor_id, reason),
                 (),
-                functools.partial(messages.decode_reply, f"stop of {self._name}", self._group.displays[p]),
+                functools.partial(messages.decode_reply, f"stop of {self._name}", group.displays[p]),
             )
-            for p in self._shape.ranks
+            for p in (self._shape.ranks[i] for i in live)
         ]
         return gather(futs, lambda values: None, fail_fast=peers.is_lost)
 
@@ -173,18 +176,23 @@ class ActorEndpoint(Generic[R]):
         mesh = self._mesh
         payload = self._dumps(args, kwargs) if args or kwargs else _NO_ARGUMENTS
         if trees.routed(mesh):  # a big mesh: through a tree of its procs (trees.py says why)
-            return trees.send(mesh, self._method, self._what, indices, payload, reply)
-        decoders = self._decoders
-        if len(indices) == 1 and reply:  # call_one, choose: one future, one send, no loops
+            futs = trees.send(mesh, self._method, self._what, indices, payload, reply)
+        elif len(indices) == 1 and reply:  # call_one, choose: one future, one send, no loops
             i = indices[0]
-            fut: Future[Any] = Future(decoders.get(i) or self._decoder(i))
+            fut: Future[Any] = Future(self._decoders.get(i) or self._decoder(i))
             self._post_one(i, payload, fut)
-            return [fut]
-        futs = [Future(decoders.get(i) or self._decoder(i)) for i in indices]
-        self._post(indices, payload, futs if reply else None)
-        if not reply:
-            for fut in futs:
-                fut.set_raw((peers.OK, None, None))
+            futs = [fut]
+        else:
+            decoders = self._decoders
+            futs = [Future(decoders.get(i) or self._decoder(i)) for i in indices]
+            self._post(indices, payload, futs if reply else None)
+            if not reply:
+                for fut in futs:
+                    fut.set_raw((peers.OK, None, None))
+                return futs
+        if _messages_run_here():  # in an actor: one that waits for its own call would wait for ever
+            ranks = mesh._shape.ranks
+            return own_calls.guard(futs, mesh._actor_id, [ranks[i] for i in indices], self._what)
         return futs
 
     def _post(self, indices: Sequence[int], payload: Sequence[Any], waiters: Sequence[peers.Waiter] | None) -> None:
@@ -223,7 +231,10 @@ class ActorEndpoint(Generic[R]):
         # failed peer), so their replies are not worth waiting for.
         if trees.routed(mesh):
             futs = self._send(range(n), args, kwargs)
-            return gather(futs, lambda values: ValueMesh(shape, values), fail_fast=messages.failed)
+            whole_tree = gather(futs, lambda values: ValueMesh(shape, values), fail_fast=messages.failed)
+            if _messages_run_here():  # in an actor: one that waits for its own call would wait for ever
+                return own_calls.guard_one(whole_tree, mesh._actor_id, shape.ranks, self._what)
+            return whole_tree
         payload = self._dumps(args, kwargs)
         what, displays, ranks = self._what, group.displays, shape.ranks
 
@@ -233,6 +244,8 @@ class ActorEndpoint(Generic[R]):
         # One object counts the replies: no future, lock pair or done callback per member.
         whole: gathering.Gather[ValueMesh[R]] = gathering.Gather(n, decode, lambda values: ValueMesh(shape, values), _failed)
         self._post(range(n), payload, [whole.slot(i) for i in range(n)])
+        if _messages_run_here():  # as above
+            return own_calls.guard_one(whole.future, mesh._actor_id, shape.ranks, what)
         return whole.future
 
     def call_one(self, *args: Any, **kwargs: Any) -> Future[R]:
@@ -272,6 +285,7 @@ class ActorEndpoint(Generic[R]):
 
 # Looked up once: these run for every call.
 _CALL, _OK = ops.CALL, peers.OK
+_messages_run_here = context.messages_run_here
 _NO_ARGUMENTS = (serialization.NO_ARGUMENTS,)  # the payload of a call without arguments (never changed)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import os
+import threading
 from typing import TYPE_CHECKING
 
 from mesh_client._src.actor.shape import Extent, Point
@@ -82,6 +83,27 @@ def current_actor_name() -> str:
 def current_size() -> dict[str, int]:
     """Sizes of the slice the current message was sent to."""
     return dict(context().message_rank.extent)
+
+
+# Each thread that runs an actor's messages (its own thread, its asyncio loop's) -> the actor's
+# id and the index of its proc among its mesh's procs. A call from such a thread to that same
+# actor there, waited for on that thread, could never run: it is queued behind the message
+# that waits (:mod:`.own_calls`).
+_message_threads: dict[int, tuple[str, int]] = {}
+
+
+def runs_messages(actor_id: str, proc: int) -> None:
+    """This thread runs the messages of ``actor_id`` on proc ``proc``, until :func:`ran_messages`."""
+    _message_threads[threading.get_ident()] = (actor_id, proc)
+
+
+def ran_messages(ident: int) -> None:
+    _message_threads.pop(ident, None)
+
+
+def messages_run_here() -> tuple[str, int] | None:
+    """The actor (its id and proc) whose messages this thread runs, if any."""
+    return _message_threads.get(threading.get_ident()) if _message_threads else None
 
 
 def enter(ctx: Context | None) -> None:

@@ -150,17 +150,16 @@ class Shape:
         return (Point(i, extent) for i in range(len(self.ranks)))
 
     def index(self, coords: Mapping[str, int]) -> int:
-        """The row-major index of fully specified coordinates."""
+        """The row-major index of fully specified coordinates (negative ones count from the end,
+        as in :meth:`slice`)."""
         extra = set(coords) - set(self.labels)
         if extra:
             raise KeyError(f"unknown dimension(s) {sorted(extra)}; this mesh has {list(self.labels)}")
         missing = [label for label in self.labels if label not in coords]
         if missing:
             raise KeyError(f"missing coordinate(s) {missing}; give every dimension of {list(self.labels)}")
-        for label, size in zip(self.labels, self.sizes):
-            if not 0 <= coords[label] < size:
-                raise IndexError(f"{label}={coords[label]} is out of range for size {size}")
-        return contract.ravel([coords[label] for label in self.labels], self.sizes)
+        return contract.ravel([_position(label, coords[label], size) for label, size in zip(self.labels, self.sizes)],
+                              self.sizes)
 
     def slice(self, **dims: int | slice) -> Shape:
         """An int drops the dimension, a slice keeps it restricted."""
@@ -178,12 +177,7 @@ class Shape:
                 labels.append(label)
                 selected.append(picks)
             else:
-                if not _is_index(sel):
-                    raise TypeError(f"{label}={sel!r}: give an int index or a slice")
-                index = operator.index(sel)
-                if not -size <= index < size:
-                    raise IndexError(f"{label}={index} is out of range for size {size}")
-                selected.append([index % size])
+                selected.append([_position(label, sel, size, "an int index or a slice")])
         ranks = [self.ranks[contract.ravel(combo, self.sizes)] for combo in itertools.product(*selected)]
         sizes = [len(s) for s, label in zip(selected, self.labels) if label in labels]
         return Shape(labels, sizes, ranks)
@@ -233,6 +227,17 @@ class MeshTrait:
 
     def rename(self: M, **names: str) -> M:
         return self._with_shape(self._shape.rename(**names))
+
+
+def _position(label: str, value: object, size: int, wanted: str = "an int index") -> int:
+    """``value`` as a position along dimension ``label`` of ``size`` (a negative one counts from
+    the end); a value that is not an integer, or out of range, raises saying so."""
+    if not _is_index(value):
+        raise TypeError(f"{label}={value!r}: give {wanted}")
+    index = operator.index(value)  # type: ignore[arg-type]
+    if not -size <= index < size:
+        raise IndexError(f"{label}={index} is out of range for size {size}")
+    return index % size
 
 
 def _is_index(value: object) -> bool:

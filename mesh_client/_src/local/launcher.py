@@ -273,6 +273,10 @@ class LocalProcs:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+                print(f"procmesh: proc {self.displays[i]} (pid {proc.pid}) had not ended {STOP_TIMEOUT:g} s after it "
+                      f"was asked to stop ({reason}), so it was killed (SIGKILL): something in it outlived its "
+                      f"actors (an atexit handler, a thread that is not a daemon, a finalizer) and did not finish",
+                      file=sys.stderr, flush=True)
         for i in indices:
             if i < len(self._peers):
                 peers.forget_peer(self._peers[i])

@@ -249,6 +249,14 @@ class Mailbox(Generic[T]):
     def empty(self) -> bool:
         return not self._items
 
+    def drain(self) -> list[T]:
+        """Take every item queued now (the reader has stopped reading: its leftovers)."""
+        items = self._items
+        taken = []
+        while items:
+            taken.append(items.popleft())
+        return taken
+
     def get(self) -> T:
         items = self._items
         while True:

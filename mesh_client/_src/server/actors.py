@@ -108,6 +108,8 @@ class ActorRunner:
         self._loop: asyncio.AbstractEventLoop | None = None  # the actor's asyncio loop, on a thread of its own, made for the first async endpoint
         self._on_exit = on_exit
         self._this_proc = this_proc
+        self._home: tuple[str, int] | None = None  # this actor's id and proc index, once constructed
+        self._loop_thread: int | None = None
         self._thread = threading.Thread(target=self._run, name=f"actor:{name}", daemon=True)
         self._thread.start()
 
@@ -138,6 +140,19 @@ class ActorRunner:
         supervision.unregister_owner(self.actor_id)
         for channel, call_id in watchers:
             self._answer_watcher(channel, call_id)
+
+    def answer_leftovers(self, why: str) -> None:
+        """Answer what was queued after this actor's thread stopped reading (a call that came
+        in as it stopped): ``why`` it is gone, as to a later call, so no caller waits for ever.
+        Called on the reactor thread once no more can be queued (dispatch removed this runner)."""
+        for work in self._queue.drain():
+            if work is None:
+                continue
+            call_id, channel, header, _ = work
+            if header[1] == _CALL:
+                reply(channel, call_id, messages.DEAD, [why.encode()])
+            elif header[1] == _STOP_ACTOR:
+                reply(channel, call_id, peers.OK, [])
 
     def _fail(self, report: str, exc: BaseException | None) -> None:
         print(f"procmesh: actor failed: {report}", file=sys.stderr, flush=True)
@@ -211,6 +226,9 @@ class ActorRunner:
             finally:
                 _enter(None)
         _flush(held)
+        ctx_mod.ran_messages(threading.get_ident())
+        if self._loop_thread is not None:
+            ctx_mod.ran_messages(self._loop_thread)
         self._on_exit(self)
 
     def _failed_on(self, op: int, call_id: int, channel: Channel | None, header: tuple[Any, ...], exc: BaseException) -> None:
@@ -250,6 +268,12 @@ class ActorRunner:
         )
         self._context = ctx_mod.Context(instance, rank)
         ctx_mod.enter(self._context)
+        if proc_mesh is not None and not _mixes_kinds(cls):
+            # A wait on its thread for its own call can never end (context.py): the refusal
+            # needs this to be exact, and only an actor mixing def and async def endpoints
+            # (options.mixed_endpoints) may serve a message on one thread while another waits.
+            self._home = (actor_id, proc_mesh._shape.ranks[index])  # numbered as in all handles of its group
+            ctx_mod.runs_messages(*self._home)
         supervision.register_owner(actor_id, self._deliver)
         self._instance = cls(*args, **kwargs)
 
@@ -271,8 +295,17 @@ class ActorRunner:
         if self._loop is None:
             import asyncio
 
-            self._loop = asyncio.new_event_loop()
-            threading.Thread(target=self._loop.run_forever, name=f"actor-loop:{self.name}", daemon=True).start()
+            self._loop = loop = asyncio.new_event_loop()
+            home = self._home
+
+            def serve() -> None:
+                if home is not None:
+                    ctx_mod.runs_messages(*home)
+                loop.run_forever()
+
+            thread = threading.Thread(target=serve, name=f"actor-loop:{self.name}", daemon=True)
+            thread.start()
+            self._loop_thread = thread.ident
         return self._loop
 
     def _schedule(self, awaitable: Awaitable[Any], traced: str | None = None) -> concurrent.futures.Future[Any]:
@@ -422,6 +455,12 @@ class ActorRunner:
         except Exception:
             print(f"procmesh: __cleanup__ of actor {self.name!r} raised:", file=sys.stderr)
             traceback.print_exc()
+
+
+def _mixes_kinds(cls: type) -> bool:
+    """Whether ``cls`` has both ``def`` and ``async def`` endpoints."""
+    kinds = {inspect.iscoroutinefunction(getattr(cls, name)) for name in endpoint_names(cls)}
+    return len(kinds) > 1
 
 
 def _flush(channels: set[Channel]) -> None:

@@ -13,6 +13,7 @@ Sockets come from :mod:`.accepting`, which also survives descriptor exhaustion.
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import os
 import socket
@@ -251,12 +252,19 @@ class ProcServer:
             self._fail(channel, call_id, exc)
 
     def _actor_exited(self, runner: ActorRunner) -> None:
+        """On the actor's thread as it ends: forgotten on the reactor thread, where calls are
+        queued to it, so a call queued as its thread stopped reading is answered, not lost."""
+        self.reactor.call_soon(functools.partial(self._forget_actor, runner))
+
+    def _forget_actor(self, runner: ActorRunner) -> None:
         if self.actors.get(runner.actor_id) is runner:
             del self.actors[runner.actor_id]
         if runner.end_report is not None:
             self.ended[runner.actor_id] = (runner.end_report, runner.failed)
             while len(self.ended) > ENDED_KEPT:
                 self.ended.popitem(last=False)
+        runner.answer_leftovers(runner.end_report or self.closing or
+                                f"actor {runner.display} ended as its proc shut down")
 
     def close_actors(self, why: str) -> None:
         """The proc shuts down (``why``: what ended it): every actor's ``__cleanup__`` runs, and

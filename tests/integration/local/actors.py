@@ -396,3 +396,49 @@ class Logs(Actor):
             logger.removeHandler(handler)
         instance = context().actor_instance
         return stream.getvalue(), str(instance), instance.creator.name
+
+
+class CallsItself(Actor):
+    """Calls the actor mesh it is handed (its own, or a slice of it) from its endpoints."""
+
+    @endpoint
+    def ask(self, mesh, how: str):
+        if how == "call_one":
+            return mesh.ask_back.call_one().get()
+        if how == "call":
+            return list(mesh.ask_back.call().get().values())
+        if how == "choose":
+            return mesh.ask_back.choose().get()
+        if how == "not waited":  # runs after this message: fine
+            mesh.ask_back.call_one()
+            return "sent"
+        raise ValueError(how)
+
+    @endpoint
+    def ask_back(self) -> int:
+        return current_rank().rank
+
+
+class AsyncCallsItself(Actor):
+    """As CallsItself, with async endpoints: a get() there blocks the actor's loop."""
+
+    @endpoint
+    async def ask(self, mesh):
+        return mesh.ask_back.call_one().get()
+
+    @endpoint
+    async def ask_back(self) -> int:
+        return current_rank().rank
+
+
+class MixedCallsItself(Actor):
+    """Mixes kinds (options.mixed_endpoints): its concurrent endpoint may wait for its own def
+    endpoint, which its thread serves meanwhile."""
+
+    @concurrent_endpoint
+    async def ask(self, mesh):
+        return mesh.ask_back.call_one().get(timeout=60)
+
+    @endpoint
+    def ask_back(self) -> int:
+        return 7

@@ -5,7 +5,8 @@ fails spawn_procs; stop and the context manager end every process; a controller 
 takes its procs with it; the proc server does not import torch by itself; module-level finalizers
 (``__del__``) run when stop ends a proc, as in Monarch; a terminal's Ctrl-C (SIGINT to the whole
 process group) leaves the zygote running, so each proc's real end is reported; calls on a stopped
-mesh say it was stopped, not that its procs failed; a proc that dies in its bootstrap fails
+mesh say it was stopped, not that its procs failed, and stopping its actors after is quiet; a
+proc that outlives its stop is killed with a word; a proc that dies in its bootstrap fails
 spawn_procs with how it ended and the way on (there is no mesh to respawn yet); procs that end
 with their zygote say so, and the zygote is reaped at once; a call during a proc's shutdown is a
 supervision failure that says why.
@@ -209,6 +210,36 @@ def test_calls_on_a_stopped_proc_mesh_say_it_was_stopped(faults, tmp_path):
             fut.get(timeout=60)
         assert "respawn" not in str(info.value)
     assert faults.named("rec") == []
+
+
+def test_stopping_actors_of_a_stopped_proc_mesh_is_done_already(faults):
+    """Their actors went with the procs: stopping them after is quiet, as stopping twice is,
+    and stops only the actors of the procs still running."""
+    mesh = this_host().spawn_procs(per_host={"gpus": 2}, name="stopfirst")
+    rec = mesh.spawn("rec", Recorder)
+    other = mesh.spawn("other", Recorder)
+    mesh.slice(gpus=0).stop().get(timeout=60)
+    other.stop().get(timeout=60)  # gpus=1's actor stopped; gpus=0's went with its proc
+    with pytest.raises(SupervisionError, match="stopped"):
+        other.slice(gpus=1).echo.call_one(1).get(timeout=60)
+    assert rec.slice(gpus=1).echo.call_one(2).get(timeout=60) == 2
+    mesh.stop().get(timeout=60)
+    rec.stop().get(timeout=60)
+    rec.stop().get(timeout=60)
+    assert faults.named("rec") == [] and faults.named("other") == []
+
+
+def test_a_proc_that_outlives_its_stop_is_killed_with_a_word(tmp_path, capfd):
+    """An atexit handler that never returns: the proc is killed after STOP_TIMEOUT, and the
+    controller's stderr says which proc, why, and what may hold it."""
+    mesh = this_host().spawn_procs(per_host={"gpus": 1}, name="outlives")
+    actor = mesh.spawn("linger", Lingering)
+    pid = actor.linger_at_exit.call_one(str(tmp_path / "started"), str(tmp_path / "never")).get(timeout=60)
+    mesh.stop("finished").get(timeout=60)
+    assert _wait_gone([pid]) == []
+    err = capfd.readouterr().err
+    assert (f"procmesh: proc outlives[gpus=0] (pid {pid}) had not ended 5 s after it was asked to stop (finished), "
+            "so it was killed (SIGKILL): something in it outlived its actors (an atexit handler") in err, err
 
 
 def test_module_finalizers_run_when_stop_ends_a_proc(tmp_path):

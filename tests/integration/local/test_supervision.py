@@ -6,7 +6,7 @@ a failing __init__ does not fail spawn but the first call and the hook; a proc k
 a fault naming the actor and how the proc died; an owner's __supervise__ handles its children's
 failures; without it the failure climbs, the owner fails too and the report nests; stopping a
 mesh is no fault; the default hook ends the controller, interrupting it once however many actors
-fail; a stopped actor mesh says so.
+fail; a stopped actor mesh says so, to a call that reaches it as it stops too.
 """
 
 import os
@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from mesh_client import ActorError, SupervisionError, this_host
+from mesh_client import ActorError, SupervisionError, this_host, this_proc
 from tests.integration.local.actors import (
     FailingInit,
     Lambda,
@@ -112,6 +112,28 @@ def test_stopped_actor_mesh_says_it_was_stopped(procs, faults):
     with pytest.raises(SupervisionError, match=r"actor .*stopme.* has status: stopped \(stopped by client\)"):
         actors.run.call(lambda: 1).get()
     assert faults.named("stopme") == []
+
+
+def test_a_call_that_reaches_an_actor_as_it_stops_is_answered(monkeypatch, faults):
+    """A call queued to an actor after its thread stopped reading (the stop answered, the
+    actor not yet forgotten by its proc) is answered with the stop, not left waiting for ever.
+    The window, microseconds wide on a quiet machine, is widened in the controller's own proc
+    server (this_proc), where the test can reach it."""
+    from mesh_client._src.server import dispatch
+
+    exited = dispatch.ProcServer._actor_exited
+
+    def slowly(self, runner):
+        time.sleep(0.5)
+        exited(self, runner)
+
+    monkeypatch.setattr(dispatch.ProcServer, "_actor_exited", slowly)
+    actor = this_proc().spawn("stopnow", Lambda)
+    actor.initialized.get(timeout=60)
+    actor.stop().get(timeout=60)
+    with pytest.raises(SupervisionError, match=r"has status: stopped \(stopped by client\)"):
+        actor.run.call_one(lambda: 1).get(timeout=30)
+    assert faults.named("stopnow") == []
 
 
 def test_default_hook_ends_the_controller():

@@ -52,6 +52,20 @@ def test_value_mesh_item_needs_every_label():
         vm.item(hosts=0, gpus=0, x=1)
 
 
+def test_value_mesh_item_takes_the_indices_slice_takes():
+    """Negative coordinates count from the end, as slice's do; others than integers are refused."""
+    vm = ValueMesh(Shape(["hosts", "gpus"], [2, 3]), ["a", "b", "c", "d", "e", "f"])
+    assert vm.item(hosts=-1, gpus=-1) == "f" == vm.slice(hosts=-1, gpus=-1).item()
+    assert vm.item(hosts=0, gpus=-3) == "a"
+    with pytest.raises(IndexError, match=r"gpus=-4 is out of range for size 3"):
+        vm.item(hosts=0, gpus=-4)
+    with pytest.raises(IndexError, match=r"gpus=3 is out of range for size 3"):
+        vm.item(hosts=0, gpus=3)
+    for bad in (1.0, True, "1"):
+        with pytest.raises(TypeError, match=rf"gpus={bad!r}: give an int index$"):
+            vm.item(hosts=0, gpus=bad)
+
+
 def test_value_mesh_iterates_points_and_values():
     vm = ValueMesh(Shape(["gpus"], [3]), [10, 11, 12])
     assert [(dict(p), v) for p, v in vm] == [({"gpus": 0}, 10), ({"gpus": 1}, 11), ({"gpus": 2}, 12)]
