@@ -10,12 +10,19 @@ import contextvars
 import dataclasses
 import os
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mesh_client._src.actor.shape import Extent, Point
 
 if TYPE_CHECKING:
     from mesh_client._src.actor.proc_mesh import ProcMesh
+
+
+class Lifecycle(Protocol):
+    """What ends a running actor from inside it: its proc server's runner of it."""
+
+    def stop_self(self, reason: str) -> None: ...
+    def abort_self(self, reason: str) -> None: ...
 
 _EMPTY = Point(0, Extent((), ()))
 
@@ -47,9 +54,32 @@ class ActorInstance:
     proc_id: str = ""
     display: str = "<root>"  # the owner chain, as supervision reports print it
     creator: Creator | None = None  # None for the client
+    # The meshes this actor made (spawned actor meshes, procs), stopped when it ends, newest first.
+    children: list[Any] = dataclasses.field(default_factory=list, repr=False, compare=False)
+    lifecycle: Lifecycle | None = dataclasses.field(default=None, repr=False, compare=False)  # None for the client
 
     def __str__(self) -> str:
         return self.display
+
+    def stop(self, reason: str | None = None) -> None:
+        """Stop this actor once the messages queued before this one are handled, then the
+        meshes it made (Monarch's ``Instance.stop``): a normal end, not a failure."""
+        self._lifecycle("stop").stop_self(reason or "stopped itself")
+
+    def abort(self, reason: str | None = None) -> None:
+        """Fail this actor once the current message is handled: its owner gets a supervision
+        event (``__supervise__``), later calls raise SupervisionError (Monarch's ``abort``)."""
+        self._lifecycle("abort").abort_self(reason or "aborted itself")
+
+    def kill(self, reason: str | None = None) -> None:
+        """As :meth:`abort` (Monarch's ``kill`` also ends the actor with a failure)."""
+        self._lifecycle("kill").abort_self(reason or "killed itself")
+
+    def _lifecycle(self, what: str) -> Lifecycle:
+        if self.lifecycle is None:
+            raise RuntimeError(f"context().actor_instance.{what}() is for an actor: the client is not one; "
+                               f"stop its meshes instead (mesh.stop())")
+        return self.lifecycle
 
 
 @dataclasses.dataclass
@@ -104,6 +134,14 @@ def ran_messages(ident: int) -> None:
 def messages_run_here() -> tuple[str, int] | None:
     """The actor (its id and proc) whose messages this thread runs, if any."""
     return _message_threads.get(threading.get_ident()) if _message_threads else None
+
+
+def adopt(child: Any) -> None:
+    """Keep ``child``, a mesh made by the running actor, with that actor: it is stopped when the
+    actor ends (the client's meshes end with the client instead)."""
+    ctx = _current.get()
+    if ctx is not None and ctx.actor_instance.lifecycle is not None:
+        ctx.actor_instance.children.append(child)
 
 
 def enter(ctx: Context | None) -> None:

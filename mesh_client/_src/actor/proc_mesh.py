@@ -117,6 +117,7 @@ class ProcMesh(MeshTrait):
             group, shape, actor_id, name, Class.__qualname__, names, spawned, repr(Class), plain_method_names(Class),
             keeper,
         )
+        context_mod.adopt(mesh)  # made by an actor: stopped with it
         # Typed as the actor class, as Monarch types it: the checker sees each endpoint as an
         # Endpoint (endpoint.py) and the mesh operations that Actor declares for it (actor.py).
         return cast(T, mesh)

@@ -46,6 +46,7 @@ def connected_mesh(group: ProcGroup, shape: Shape, bootstrap: Callable[[], Any] 
     except BaseException:
         mesh.stop()
         raise
+    ctx_mod.adopt(mesh)  # made by an actor: stopped with it
     return mesh
 
 

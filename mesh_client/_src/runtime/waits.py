@@ -246,6 +246,11 @@ class Mailbox(Generic[T]):
         self._items.append(item)
         ring(self._bell)
 
+    def put_first(self, item: T) -> None:
+        """Queue ``item`` ahead of every other: the next one the reader gets."""
+        self._items.appendleft(item)
+        ring(self._bell)
+
     def empty(self) -> bool:
         return not self._items
 

@@ -65,6 +65,8 @@ _enter = ctx_mod.enter
 
 SUPERVISE = -1  # a work item made in this process: a failure of a mesh this actor owns
 FAILED_TASK = -2  # a work item made in this process: a concurrent endpoint with no caller raised
+ABORT = -3  # a work item made in this process: the actor aborts itself (context().actor_instance.abort)
+UNHANDLED = -4  # a work item made in this process: its loop's __supervise__ did not handle a failure
 _NO_REPLY_YET = object()  # _call's result when the reply is sent later (a port or a task)
 
 # (function, explicit port, untraced, concurrent, async def): what _call needs of an endpoint.
@@ -78,6 +80,7 @@ QUICK_SECONDS = 0.0002
 
 # How many ended actors a proc remembers, so that late calls say why their actor is gone.
 ENDED_KEPT = 4096
+CHILD_STOP_SECONDS = 60.0  # for each mesh an ending actor made to stop (its actors' __cleanup__ included)
 CANCEL_TIMEOUT = 5.0  # seconds for cancelled concurrent endpoints to finish when the actor stops
 
 
@@ -109,6 +112,8 @@ class ActorRunner:
         self._on_exit = on_exit
         self._this_proc = this_proc
         self._home: tuple[str, int] | None = None  # this actor's id and proc index, once constructed
+        self._on_loop = False  # its endpoints all async def: __supervise__ runs on its loop (_deliver)
+        self._supervising: asyncio.Lock | None = None  # made on the loop: one __supervise__ at a time there
         self._loop_thread: int | None = None
         self._thread = threading.Thread(target=self._run, name=f"actor:{name}", daemon=True)
         self._thread.start()
@@ -140,6 +145,14 @@ class ActorRunner:
         supervision.unregister_owner(self.actor_id)
         for channel, call_id in watchers:
             self._answer_watcher(channel, call_id)
+
+    def stop_self(self, reason: str) -> None:
+        """The actor asked to stop: after the messages queued before this, as a client's stop."""
+        self._queue.put((peers.NO_REPLY, None, (peers.NO_REPLY, _STOP_ACTOR, self.actor_id, reason), []))
+
+    def abort_self(self, reason: str) -> None:
+        """The actor asked to fail: next, before the messages queued already."""
+        self._queue.put_first((peers.NO_REPLY, None, (peers.NO_REPLY, ABORT, reason), []))
 
     def answer_leftovers(self, why: str) -> None:
         """Answer what was queued after this actor's thread stopped reading (a call that came
@@ -217,6 +230,12 @@ class ActorRunner:
                     self._supervise(header[2])
                 elif op == FAILED_TASK:
                     raise header[2]
+                elif op == UNHANDLED:
+                    raise _Unhandled()
+                elif op == ABORT:
+                    reason = header[2]
+                    self._fail(supervision.failed_report(self.display, f"actor explicitly aborted due to: {reason}"),
+                               RuntimeError(f"the actor aborted itself: {reason}"))
             except BaseException as exc:
                 try:
                     self._failed_on(op, call_id, channel, header, exc)
@@ -237,7 +256,7 @@ class ActorRunner:
         elif op == ops.CALL and call_id != peers.NO_REPLY and isinstance(exc, Exception):
             reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))  # the caller handles it
             return
-        if op == SUPERVISE and isinstance(exc, _Unhandled):
+        if op in (SUPERVISE, UNHANDLED) and isinstance(exc, _Unhandled):
             report = header[2].report()  # Monarch passes the child's report up unchanged
         else:
             report = supervision.failed_report(self.display, _aborted(exc))
@@ -265,10 +284,13 @@ class ActorRunner:
             proc_id=str(self._this_proc),
             display=self.display,
             creator=creator,
+            lifecycle=self,
         )
         self._context = ctx_mod.Context(instance, rank)
         ctx_mod.enter(self._context)
-        if proc_mesh is not None and not _mixes_kinds(cls):
+        kinds = {inspect.iscoroutinefunction(getattr(cls, name)) for name in endpoint_names(cls)}
+        self._on_loop = kinds == {True}  # every endpoint an async def: its failures are handled on its loop
+        if proc_mesh is not None and len(kinds) < 2:
             # A wait on its thread for its own call can never end (context.py): the refusal
             # needs this to be exact, and only an actor mixing def and async def endpoints
             # (options.mixed_endpoints) may serve a message on one thread while another waits.
@@ -278,8 +300,39 @@ class ActorRunner:
         self._instance = cls(*args, **kwargs)
 
     def _deliver(self, failure: supervision.MeshFailure) -> None:
-        """A mesh this actor owns failed: handle it on this actor's thread, between messages."""
+        """A mesh this actor owns failed. An actor of ``async def`` endpoints handles it on its
+        loop, beside the endpoint running there (which may be waiting for it), as Monarch runs
+        ``__supervise__`` beside its endpoints; others on their thread, between messages."""
+        loop = self._loop
+        if loop is not None and self._on_loop:
+            import asyncio
+
+            asyncio.run_coroutine_threadsafe(self._supervise_on_loop(failure), loop)
+            return
         self.submit((peers.NO_REPLY, None, (peers.NO_REPLY, SUPERVISE, failure), []))
+
+    async def _supervise_on_loop(self, failure: supervision.MeshFailure) -> None:
+        """``__supervise__`` on the actor's loop, one failure at a time; a failure it does not
+        handle (or its error) fails the actor on its thread, next."""
+        import asyncio
+
+        if self._supervising is None:
+            self._supervising = asyncio.Lock()
+        async with self._supervising:
+            if self.end_report is not None:
+                return
+            assert self._context is not None
+            ctx_mod.enter(self._context)
+            hook = getattr(type(self._instance), "__supervise__", None)
+            try:
+                handled = hook(self._instance, failure) if hook is not None else False
+                if inspect.isawaitable(handled):
+                    handled = await handled
+            except Exception as exc:
+                self._queue.put_first((peers.NO_REPLY, None, (peers.NO_REPLY, FAILED_TASK, exc), []))
+                return
+            if not handled:
+                self._queue.put_first((peers.NO_REPLY, None, (peers.NO_REPLY, UNHANDLED, failure), []))
 
     def _supervise(self, failure: supervision.MeshFailure) -> None:
         assert self._context is not None
@@ -443,24 +496,33 @@ class ActorRunner:
             print(f"procmesh: tasks of actor {self.name!r} did not end within {CANCEL_TIMEOUT} s of cancellation", file=sys.stderr)
 
     def cleanup(self, exc: BaseException | None) -> None:
-        """Cancel running concurrent endpoints, then run ``__cleanup__`` (as Monarch orders them)."""
+        """Cancel running concurrent endpoints, then run ``__cleanup__`` (as Monarch orders them),
+        then stop the meshes the actor made (its children), which ``__cleanup__`` may still use."""
         self._cancel_tasks()
         hook = getattr(self._instance, "__cleanup__", None)
-        if hook is None:
+        if hook is not None:
+            try:
+                result = hook(exc)
+                if inspect.isawaitable(result):
+                    self._run_async(result)
+            except Exception:
+                print(f"procmesh: __cleanup__ of actor {self.name!r} raised:", file=sys.stderr)
+                traceback.print_exc()
+        self._stop_children()
+
+    def _stop_children(self) -> None:
+        """Stop the meshes this actor made, newest first (an actor mesh before the procs it runs
+        on), each given CHILD_STOP_SECONDS: as Monarch, an actor's children end with it."""
+        if self._context is None:
             return
-        try:
-            result = hook(exc)
-            if inspect.isawaitable(result):
-                self._run_async(result)
-        except Exception:
-            print(f"procmesh: __cleanup__ of actor {self.name!r} raised:", file=sys.stderr)
-            traceback.print_exc()
-
-
-def _mixes_kinds(cls: type) -> bool:
-    """Whether ``cls`` has both ``def`` and ``async def`` endpoints."""
-    kinds = {inspect.iscoroutinefunction(getattr(cls, name)) for name in endpoint_names(cls)}
-    return len(kinds) > 1
+        children = self._context.actor_instance.children
+        while children:
+            child = children.pop()
+            try:
+                child.stop(f"its owner {self.display} ended").get(timeout=CHILD_STOP_SECONDS)
+            except Exception as exc:
+                print(f"procmesh: stopping {child!r}, made by actor {self.display}, as it ended: {exc}",
+                      file=sys.stderr, flush=True)
 
 
 def _flush(channels: set[Channel]) -> None:

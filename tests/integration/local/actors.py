@@ -442,3 +442,93 @@ class MixedCallsItself(Actor):
     @endpoint
     def ask_back(self) -> int:
         return 7
+
+
+class Tally(Actor):
+    """Counts what it is told (the __cleanup__ of other actors reports here)."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    @endpoint
+    def note(self, what: str) -> None:
+        self.seen.append(what)
+
+    @endpoint
+    def notes(self) -> list[str]:
+        return list(self.seen)
+
+
+class CleansUp(Actor):
+    """Tells a Tally when its __cleanup__ runs."""
+
+    def __init__(self, tally, label: str) -> None:
+        self.tally = tally
+        self.label = label
+
+    @endpoint
+    def pid(self) -> int:
+        return os.getpid()
+
+    def __cleanup__(self, exc) -> None:
+        self.tally.note.call_one(f"cleanup {self.label}").get(timeout=60)
+
+
+class Parent(Actor):
+    """Makes children: an actor mesh on procs it is given, procs of its own and an actor mesh on them."""
+
+    def __init__(self, procs, tally) -> None:
+        self.tally = tally
+        self.on_given = procs.spawn("on_given", CleansUp, tally, "on given procs")
+        self.own_procs = this_host().spawn_procs(per_host={"gpus": 1}, name="own")
+        self.on_own = self.own_procs.spawn("on_own", CleansUp, tally, "on own procs")
+
+    @endpoint
+    def own_pid(self) -> int:
+        return self.on_own.pid.call_one().get(timeout=60)
+
+    @endpoint
+    def end(self, how: str, reason: str) -> str:
+        getattr(context().actor_instance, how)(reason)
+        return "asked"
+
+    def __cleanup__(self, exc) -> None:  # its children still answer here
+        self.tally.note.call_one(f"parent cleanup, child pid {self.on_own.pid.call_one().get(timeout=60)}").get(timeout=60)
+
+
+class Ends(Actor):
+    """Stops or aborts itself when asked (Monarch's context().actor_instance.stop/abort)."""
+
+    @endpoint
+    def end(self, how: str, reason: str) -> str:
+        getattr(context().actor_instance, how)(reason)
+        return "asked"
+
+    @endpoint
+    def echo(self, value):
+        return value
+
+
+class AwaitsItsChildren(Actor):
+    """An async owner whose endpoint waits for the failure of the child it made (handled by its
+    __supervise__ meanwhile, as in Monarch)."""
+
+    def __init__(self, procs) -> None:
+        self.procs = procs
+        self.seen: list[str] = []
+
+    def __supervise__(self, failure) -> bool:
+        self.seen.append(failure.mesh_name.split("-")[0])
+        return True
+
+    @endpoint
+    async def make_one_abort(self) -> list[str]:
+        import asyncio
+
+        child = self.procs.spawn("aborting", Ends)
+        await child.end.call("abort", "giving up")
+        for _ in range(600):
+            if self.seen:
+                break
+            await asyncio.sleep(0.1)
+        return list(self.seen)
