@@ -186,7 +186,7 @@ class Reactor:
             for handler in served:
                 try:
                     handler.on_readable()
-                except Exception as exc:  # a handler bug must not stop all I/O
+                except BaseException as exc:  # a handler bug (a SystemExit too) must not stop all I/O
                     _report(f"procmesh: I/O handler {handler!r} failed: {exc!r}")
             if self._pending or self._timers:
                 waits.flush()  # callbacks and timers may block: wake whom the handlers woke first
@@ -196,7 +196,7 @@ class Reactor:
                 for fn in pending:
                     try:
                         fn()
-                    except Exception as exc:
+                    except BaseException as exc:  # as a handler's
                         _report(f"procmesh: I/O callback failed: {exc!r}")
             now = time.monotonic() if self._timers else 0.0
             while self._timers and self._timers[0][0] <= now:
@@ -207,7 +207,7 @@ class Reactor:
                 timer.fn = None
                 try:
                     due()
-                except Exception as exc:
+                except BaseException as exc:  # as a handler's
                     _report(f"procmesh: timer failed: {exc!r}")
 
 

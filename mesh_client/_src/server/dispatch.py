@@ -209,8 +209,13 @@ class ProcServer:
             else:
                 reply(channel, call_id, peers.OK, [])
         elif op == ops.SPAWN:
-            actor_id = header[2]
-            runner = ActorRunner(actor_id, header[3], self._actor_exited, self.this_proc)
+            actor_id, name = header[2], header[3]
+            if type(actor_id) is not str or type(name) is not str:  # checked before a thread starts for it
+                raise TypeError(f"a spawn names its actor with strings, got {type(actor_id).__name__} and {type(name).__name__}")
+            if actor_id in self.actors:
+                self._fail(channel, call_id, ValueError(f"actor {actor_id!r} already runs in this proc: spawn it under a new id"))
+                return
+            runner = ActorRunner(actor_id, name, self._actor_exited, self.this_proc)
             self.actors[actor_id] = runner
             runner.submit((call_id, channel, header, payload))
         elif op == ops.STOP_ACTOR:

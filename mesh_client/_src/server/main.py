@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from mesh_client._src import contract
 from mesh_client._src.runtime import unixlinks
 from mesh_client._src.server import config as config_mod
 from mesh_client._src.server import finalizing, gpu, output
@@ -33,6 +34,9 @@ STOP_CHECK_SECONDS = 1.0
 
 def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None) -> int:
     """Listen, announce readiness, serve until STOP, SIGTERM or the lifeline closes."""
+    # The token is in cfg now: keep it out of the environment its actors' subprocesses inherit
+    # (this process's own /proc/<pid>/environ keeps its start-up block: the kernel's copy).
+    os.environ.pop(contract.TOKEN, None)
     for entry in cfg.sys_path:
         if entry not in sys.path:
             sys.path.append(entry)

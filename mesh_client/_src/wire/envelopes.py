@@ -18,6 +18,7 @@ side pickles a header per call. Used by :mod:`mesh_client._src.runtime.peers` (c
 
 from __future__ import annotations
 
+import io
 import pickle
 import struct
 from collections.abc import Sequence
@@ -111,9 +112,19 @@ def request_parts(segments: Received) -> tuple[int, int, tuple[Any, ...], Receiv
     return call_id, op, (call_id, op) + fields, segments[1:]
 
 
+class _PlainValues(pickle.Unpickler):
+    """Unpickles plain values only (tuples, lists, dicts, strings, numbers, None): a request's
+    fields are decoded on the I/O thread, where a pickle that imports and calls something (a
+    sleep stalled every connection; a SystemExit ended the thread) must never run."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise MalformedMessage(f"a request's fields are plain values (tuples, strings, numbers); these "
+                               f"name {module}.{name}")
+
+
 def _decode_fields(raw: bytes) -> tuple[Any, ...]:
     """Unpickle fields not seen lately (and keep them if small)."""
-    fields = pickle.loads(raw)
+    fields = _PlainValues(io.BytesIO(raw)).load()
     if type(fields) is not tuple:
         raise MalformedMessage(f"a request's fields are a pickled tuple, got {type(fields).__name__}")
     if len(raw) <= FIELDS_KEPT_BYTES:

@@ -385,12 +385,7 @@ class Connection:
             self._check_size(sum(fields))  # a handshake frame is never large: this raises
         total = sum(frames.split_field(f)[0] for f in fields)
         self._check_size(total)
-        try:
-            big = receiving.LargeFrame(kind, fields)
-        except MemoryError:  # within the limit, but more than this process can have now
-            raise errors.FrameTooLarge(
-                f"frame of {total} bytes cannot be received: this process cannot allocate that much memory now"
-            ) from None
+        big = receiving.LargeFrame(kind, fields)  # FrameTooLarge where a buffer cannot be allocated
         self._pos = body + big.feed(memoryview(buf)[body:])
         self._consumed()
         self._big = big

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mesh_client._src.wire import frames
+from mesh_client._src.wire import errors, frames
 
 # A segment at least this large is received into an object of its own (the size from which
 # senders flag read-only segments: each such segment can become a bytes object).
@@ -79,59 +79,83 @@ def copy_free() -> bool:
 
 
 class LargeFrame:
-    """The buffers of one large frame being received, filled in order by :meth:`view`/:meth:`filled`."""
+    """The buffers of one large frame being received, filled in order by :meth:`view`/:meth:`filled`.
 
-    __slots__ = ("kind", "_segments", "_views", "_current", "_left")
+    Each buffer is allocated when its first byte arrives, not when the header declares it: a
+    header costs one buffer, however many and however large the segments it announces."""
+
+    __slots__ = ("kind", "_segments", "_plan", "_current", "_view", "_left")
 
     def __init__(self, kind: frames.Kind, fields: Sequence[int]) -> None:
         """``fields``: the header's length fields, flags included (see :func:`frames.split_field`)."""
         self.kind = kind
-        segments: list[bytes | bytearray | memoryview] = []
-        views: list[memoryview] = []  # what the socket fills, in order
+        # One entry per buffer, in order: the lengths of its segments, whether it is one
+        # segment's own buffer, and whether that is read-only (a bytes object).
+        plan: list[tuple[list[int], bool, bool]] = []
         run: list[int] = []  # lengths of the run of small segments being gathered
-
-        def close_run() -> None:
-            if run:
-                whole = allocate(sum(run), False)[1]
-                at = 0
-                for n in run:
-                    segments.append(whole[at : at + n])
-                    at += n
-                views.append(whole)
-                run.clear()
-
         for field in fields:
             n, read_only = frames.split_field(field)
             if n >= OWN_BUFFER:
-                close_run()
-                target, view = allocate(n, read_only)
-                segments.append(target)
-                views.append(view)
+                if run:
+                    plan.append((run, False, False))
+                    run = []
+                plan.append(([n], True, read_only))
             else:
                 run.append(n)
-        close_run()
-        self._segments = segments
-        self._views = [v for v in views if v.nbytes]
-        self._current = 0
-        self._left = self._views[0].nbytes if self._views else 0
+        if run:
+            plan.append((run, False, False))
+        self._plan = plan
+        self._segments: list[bytes | bytearray | memoryview] = []
+        self._current = -1
+        self._view = _FILLED
+        self._left = 0
+        self._next()
+
+    def _next(self) -> None:
+        """Allocate the next buffer that has bytes to come (empty ones only add their segments)."""
+        plan, segments = self._plan, self._segments
+        while True:
+            self._current += 1
+            if self._current >= len(plan):
+                self._view, self._left = _FILLED, 0
+                return
+            lengths, own, read_only = plan[self._current]
+            total = sum(lengths)
+            try:
+                if own:
+                    target, view = allocate(total, read_only)
+                else:
+                    view = allocate(total, False)[1]
+            except MemoryError:  # within the limit, but more than this process can have now
+                frame = sum(sum(entry[0]) for entry in plan)
+                raise errors.FrameTooLarge(f"frame of {frame} bytes cannot be received: this process cannot "
+                                           f"allocate that much memory now") from None
+            if own:
+                segments.append(target)
+            else:
+                at = 0
+                for n in lengths:
+                    segments.append(view[at : at + n])
+                    at += n
+            if total:
+                self._view, self._left = view, total
+                return
 
     @property
     def complete(self) -> bool:
-        return self._current >= len(self._views)
+        return self._current >= len(self._plan)
 
     def view(self) -> memoryview:
         """Where the next bytes of the frame go (the unfilled rest of one buffer)."""
-        whole = self._views[self._current]
+        whole = self._view
         return whole[whole.nbytes - self._left :]
 
     def filled(self, nbytes: int) -> None:
         """``nbytes`` were written at the start of the last :meth:`view`."""
         self._left -= nbytes
-        while self._left == 0 and self._current < len(self._views):
-            self._views[self._current] = _FILLED  # drop the writable view of a bytes object
-            self._current += 1
-            if self._current < len(self._views):
-                self._left = self._views[self._current].nbytes
+        if self._left == 0 and self._current < len(self._plan):
+            self._view = _FILLED  # drop the writable view of a bytes object
+            self._next()
 
     def feed(self, data: bytes | bytearray | memoryview) -> int:
         """Copy the frame's bytes that were already read (into the connection's buffer); returns

@@ -532,3 +532,11 @@ class AwaitsItsChildren(Actor):
                 break
             await asyncio.sleep(0.1)
         return list(self.seen)
+
+
+def token_seen() -> tuple[str | None, str]:
+    """The mesh token as an actor, and a subprocess it starts, find it in their environment."""
+    import subprocess
+
+    child = subprocess.run(["sh", "-c", 'printf %s "$PROCMESH_TOKEN"'], capture_output=True, text=True, check=True)
+    return os.environ.get("PROCMESH_TOKEN"), child.stdout

@@ -6,7 +6,8 @@ executed; garbage, truncated and oversized frames, and requests whose fields do 
 close only that connection; a peer that never reads its replies neither stalls the proc (its
 I/O thread, other actors, new clients) nor makes it buffer them without bound, also while an
 actor's reply to that peer is stuck and the peer sends more requests or garbage; the server
-keeps serving its real clients throughout; IDENTIFY answers an authenticated client without pickles.
+keeps serving its real clients throughout; IDENTIFY answers an authenticated client without pickles;
+the token is not in the environment an actor, or a subprocess it starts, gets.
 """
 
 import os
@@ -20,7 +21,7 @@ import pytest
 from benchmarks import flooding
 from mesh_client._src.runtime import channel, handshaking, identifying, ops, streams
 from mesh_client._src.wire import envelopes, errors, frames, protocol, serialization
-from tests.integration.local.actors import Recorder
+from tests.integration.local.actors import Lambda, Recorder, token_seen
 
 
 @pytest.fixture(scope="module")
@@ -193,3 +194,8 @@ def test_a_peer_that_never_reads_stalls_nothing_else(procs, then):
     finally:
         sock.close()
     assert victim.echo.call_one("again").get(timeout=30) == "again"
+
+
+def test_the_token_is_not_in_the_environment_of_actors_and_their_subprocesses(procs):
+    lam = procs.spawn("envcheck", Lambda).slice(hosts=0, gpus=1)
+    assert lam.run.call_one(token_seen).get(timeout=60) == (None, "")

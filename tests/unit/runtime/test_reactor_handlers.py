@@ -2,7 +2,8 @@
 
 Aspects: a peer that hangs up is served (its handler reads the end of stream), registering a
 handler twice serves it once per readiness, and unregistering a handler whose descriptor now
-belongs to another leaves that other one registered.
+belongs to another leaves that other one registered; a handler raising SystemExit is reported
+and the loop goes on.
 """
 
 import socket
@@ -95,3 +96,29 @@ def test_unregistering_a_stale_handler_leaves_the_descriptors_new_owner_register
     assert done.wait(10)
     assert reads == [b"still served"]
     _finish(loop, current, ours, theirs)
+
+
+class Exits(Reading):
+    """Raises SystemExit once, after reading (a handler that a bad request made exit)."""
+
+    def on_readable(self) -> None:
+        super().on_readable()
+        if len(self.reads) == 1:
+            raise SystemExit(3)
+
+
+def test_a_handler_raising_system_exit_leaves_the_io_thread_running(capsys):
+    loop = reactor.Reactor(name="exits-test")
+    ours, theirs = socket.socketpair()
+    reads: list[bytes] = []
+    done = threading.Event()
+    handler = Exits(ours, reads, done)
+    loop.register(handler)
+    theirs.sendall(b"x")
+    assert done.wait(10)
+    _settled(loop)  # the loop still runs callbacks: the thread lived on
+    done.clear()
+    theirs.sendall(b"y")
+    assert done.wait(10) and reads == [b"x", b"y"]
+    assert "I/O handler" in capsys.readouterr().err
+    _finish(loop, handler, ours, theirs)

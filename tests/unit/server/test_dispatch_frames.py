@@ -4,7 +4,9 @@ Connection, with a client Connection answering what the server wrote.
 Aspects: IDENTIFY, an unknown operation and a call to a missing actor are answered, with the
 requests split one byte per read; a malformed envelope after authentication drops the
 connection (logged once); a connect and close is no refusal, garbage is one; every closed
-channel leaves the server's books (connections and handshake deadlines).
+channel leaves the server's books (connections and handshake deadlines); request fields that
+name code are refused without running it; a spawn of the wrong field types starts no thread, one
+of an actor id that runs already is refused and leaves that actor.
 """
 
 import json
@@ -12,6 +14,7 @@ import socket
 
 import pytest
 
+from mesh_client import Actor, endpoint
 from mesh_client._src.actor import messages
 from mesh_client._src.actor.errors import ActorError
 from mesh_client._src.runtime import ops
@@ -121,3 +124,86 @@ def test_requests_of_one_read_are_answered_in_order_and_a_stop_ends_the_read():
         assert ch.state is ChannelState.CLOSED
     finally:
         listener.close()
+
+
+class _MakesDirectory:
+    """Pickles as a call to os.mkdir: run by whoever unpickles it."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        import os
+
+        return (os.mkdir, (self.path,))
+
+
+def test_request_fields_that_name_code_are_refused_unrun(server, capsys, tmp_path):
+    """The fields are decoded on the I/O thread: plain values only (a pickle that imported and
+    called something ran there: a sleep stalled every connection, a SystemExit ended the thread)."""
+    ch, stream, client = authenticated(server)
+    marker = tmp_path / "ran"
+    request = envelopes.encode_request(1, (ops.WATCH, _MakesDirectory(str(marker))), ())
+    stream.feed(frames.encode_bytes(frames.Kind.MESSAGE, request))
+    ch.on_readable()
+    assert ch.close_kind is CloseKind.PROTOCOL_ERROR
+    assert "a request's fields are plain values" in ch.close_reason and "posix.mkdir" in ch.close_reason
+    assert not marker.exists()
+
+
+def test_a_spawn_with_fields_of_the_wrong_types_starts_no_thread(server, capsys):
+    import threading
+
+    ch, stream, client = authenticated(server)
+    before = threading.active_count()
+    request = envelopes.encode_request(1, (ops.SPAWN, ["not", "a", "string"], "name", 0, (), ()), serialization.dumps(None))
+    stream.feed(frames.encode_bytes(frames.Kind.MESSAGE, request))
+    ch.on_readable()
+    assert ch.close_kind is CloseKind.PROTOCOL_ERROR and "a spawn names its actor with strings" in ch.close_reason
+    assert threading.active_count() == before and not server.actors
+
+
+class Answers(Actor):
+    @endpoint
+    def answer(self) -> int:
+        return 42
+
+
+def test_a_spawn_of_an_actor_id_that_runs_already_is_refused(server):
+    from mesh_client._src.actor.context import Creator
+
+    ch, stream, client = authenticated(server)
+    spawn = serialization.dumps((Answers, (), {}, None, Creator("root", "<root>")))
+    for call_id in (1, 2):
+        request = envelopes.encode_request(call_id, (ops.SPAWN, "answers-1", "answers", 0, (), ()), spawn)
+        stream.feed(frames.encode_bytes(frames.Kind.MESSAGE, request))
+        ch.on_readable()
+    first = server.actors["answers-1"]
+    got = wait_for_replies(ch, client, stream, 2)
+    assert got[1].status == envelopes.OK and got[2].status == envelopes.ERROR
+    with pytest.raises(ActorError, match="actor 'answers-1' already runs in this proc"):
+        messages.decode_reply("spawn", "memory", (got[2].status, got[2].payload, None))
+    assert server.actors["answers-1"] is first
+    stream.feed(frames.encode_bytes(frames.Kind.MESSAGE, envelopes.encode_request(3, (ops.STOP_ACTOR, "answers-1", "done"), ())))
+    ch.on_readable()
+    assert wait_for_replies(ch, client, stream, 1)[3].status == envelopes.OK
+
+
+def wait_for_replies(ch, client, stream, count, seconds=30.0):
+    """The replies that actor threads write, once ``count`` have come (read under the channel's
+    send lock: a write may be under way meanwhile)."""
+    import time
+
+    got = {}
+    deadline = time.monotonic() + seconds
+    while len(got) < count and time.monotonic() < deadline:
+        with ch._send_lock:
+            written = bytes(stream.written)
+            stream.written.clear()
+        if written:  # b"" would be the end of the stream
+            client.receive_data(written)
+        while (event := client.next_event()) is not protocol.NEED_DATA:
+            reply = envelopes.decode_reply(event.segments)
+            got[reply.call_id] = reply
+        time.sleep(0.01)
+    return got

@@ -6,7 +6,8 @@ one message, with small ones between them; read-only segments (a sender's ``byte
 ``bytes`` and the others as ``bytearray``; each frame's objects are new (a second payload does
 not change the first); the flag only on large read-only segments; sizes checked before anything
 is allocated, flags included, and never a large frame before authentication; a frame cut short;
-a frame within the limit that cannot be allocated fails as a bad frame.
+a frame within the limit that cannot be allocated fails as a bad frame, a later segment when its
+bytes come; a header costs one buffer, however many it announces.
 """
 
 import pytest
@@ -177,3 +178,34 @@ def test_a_frame_within_the_limit_but_beyond_memory_is_a_protocol_error():
     conn.receive_data(head + b"x" * 16)
     with pytest.raises(errors.FrameTooLarge, match="cannot allocate"):
         conn.next_event()
+
+
+def test_a_header_costs_one_buffer_however_much_it_announces():
+    """4096 segments of 4 MiB (16 GiB, the default limit) announced by a 32 KiB header: the
+    buffers are allocated as their bytes arrive, not all up front (a peer sending headers alone
+    made the proc reserve 16 GiB per connection)."""
+    import tracemalloc
+
+    fields = [4 * MIB] * 4096
+    header = frames.head_struct(len(fields)).pack(frames.MAGIC, frames.VERSION, frames.Kind.MESSAGE, len(fields), 0, *fields)
+    conn = authenticated_server()
+    tracemalloc.start()
+    try:
+        conn.receive_data(header)
+        assert conn.next_event() is NEED_DATA
+        assert conn.receive_buffer().nbytes == 4 * MIB  # the first segment's, and only that
+        allocated = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert allocated < 8 * MIB, allocated
+
+
+def test_a_later_segment_beyond_memory_is_a_protocol_error_when_its_bytes_come():
+    conn = authenticated_server(max_message_bytes=2**62)
+    head = frames.head_struct(2).pack(frames.MAGIC, frames.VERSION, frames.Kind.MESSAGE, 2, 0, MIB, 2**61)
+    conn.receive_data(head)
+    assert conn.next_event() is NEED_DATA
+    view = conn.receive_buffer()
+    view[:] = pattern(MIB, 11)
+    with pytest.raises(errors.FrameTooLarge, match="cannot allocate"):
+        conn.buffer_filled(view.nbytes)
