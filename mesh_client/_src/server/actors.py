@@ -89,8 +89,9 @@ class ActorRunner:
 
     An actor fails when its ``__init__`` raises, when a ``broadcast`` endpoint (no caller to
     tell) raises, when an endpoint raises a BaseException that is not an Exception, or when it
-    does not handle a failure of a mesh it owns (``__supervise__``). A failed actor answers every
-    later call with its report (DEAD), and its watchers (the owner's supervision) get it too.
+    does not handle a failure of a mesh it owns (``__supervise__``). A failed actor's thread (and
+    its loop's) ends; its proc answers every later call with its report (DEAD), and its watchers
+    (the owner's supervision) get it too.
     """
 
     def __init__(self, actor_id: str, name: str, on_exit: Callable[[ActorRunner], None], this_proc: ProcMesh | None) -> None:
@@ -200,10 +201,6 @@ class ActorRunner:
                 self._end(f"Supervision event: actor {self.display} has status: stopped ({reason})", failed=False)
                 reply(channel, call_id, peers.OK, [])
                 break
-            if self.failed:
-                if op != SUPERVISE and self.end_report is not None:
-                    reply(channel, call_id, messages.DEAD, [self.end_report.encode()])
-                continue
             try:
                 if op == _CALL:
                     started = clock()
@@ -244,8 +241,12 @@ class ActorRunner:
                         traceback.print_exc()
             finally:
                 _enter(None)
+            if self.failed:  # its proc answers the calls that come after with its report (dispatch)
+                break
         _flush(held)
         ctx_mod.ran_messages(threading.get_ident())
+        if self._loop is not None:  # its tasks were cancelled (cleanup): nothing runs there any more
+            self._loop.call_soon_threadsafe(self._loop.stop)
         if self._loop_thread is not None:
             ctx_mod.ran_messages(self._loop_thread)
         self._on_exit(self)
@@ -307,8 +308,12 @@ class ActorRunner:
         if loop is not None and self._on_loop:
             import asyncio
 
-            asyncio.run_coroutine_threadsafe(self._supervise_on_loop(failure), loop)
-            return
+            coroutine = self._supervise_on_loop(failure)
+            try:
+                asyncio.run_coroutine_threadsafe(coroutine, loop)
+                return
+            except RuntimeError:  # the loop closed: the actor has ended, as the mailbox will say
+                coroutine.close()
         self.submit((peers.NO_REPLY, None, (peers.NO_REPLY, SUPERVISE, failure), []))
 
     async def _supervise_on_loop(self, failure: supervision.MeshFailure) -> None:
@@ -354,7 +359,10 @@ class ActorRunner:
             def serve() -> None:
                 if home is not None:
                     ctx_mod.runs_messages(*home)
-                loop.run_forever()
+                try:
+                    loop.run_forever()  # until the actor's thread ends
+                finally:
+                    loop.close()
 
             thread = threading.Thread(target=serve, name=f"actor-loop:{self.name}", daemon=True)
             thread.start()

@@ -7,7 +7,8 @@ close only that connection; a peer that never reads its replies neither stalls t
 I/O thread, other actors, new clients) nor makes it buffer them without bound, also while an
 actor's reply to that peer is stuck and the peer sends more requests or garbage; the server
 keeps serving its real clients throughout; IDENTIFY answers an authenticated client without pickles;
-the token is not in the environment an actor, or a subprocess it starts, gets.
+the token is not in the environment an actor, or a subprocess it starts, gets; actors that
+ended (failed, or stopped with an event loop) leave no thread behind.
 """
 
 import os
@@ -21,7 +22,7 @@ import pytest
 from benchmarks import flooding
 from mesh_client._src.runtime import channel, handshaking, identifying, ops, streams
 from mesh_client._src.wire import envelopes, errors, frames, protocol, serialization
-from tests.integration.local.actors import Lambda, Recorder, token_seen
+from tests.integration.local.actors import AsyncExits, FailingInit, Lambda, Recorder, token_seen
 
 
 @pytest.fixture(scope="module")
@@ -199,3 +200,27 @@ def test_a_peer_that_never_reads_stalls_nothing_else(procs, then):
 def test_the_token_is_not_in_the_environment_of_actors_and_their_subprocesses(procs):
     lam = procs.spawn("envcheck", Lambda).slice(hosts=0, gpus=1)
     assert lam.run.call_one(token_seen).get(timeout=60) == (None, "")
+
+
+def _threads(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line for line in f if line.startswith("Threads:")).split()[1])
+
+
+def test_ended_actors_leave_no_thread_behind(procs, faults):
+    """A failed actor's thread (each kept one for good) and a stopped async actor's loop thread end."""
+    one = procs.slice(hosts=1, gpus=1)
+    pid = identifying.identify_proc(one._group.addresses[one._shape.ranks[0]], procs._group.token)["pid"]
+    before = _threads(pid)
+    for i in range(5):
+        failing = one.spawn(f"threadfail-{i}", FailingInit)
+        with pytest.raises(Exception, match="cannot build the model"):
+            failing.ping.call_one().get(timeout=60)
+        looping = one.spawn(f"threadloop-{i}", AsyncExits)
+        assert looping.ping.call_one().get(timeout=60) == "pong"
+        looping.stop().get(timeout=60)
+    deadline = time.monotonic() + 30
+    while _threads(pid) > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _threads(pid) <= before
+    assert len(faults.wait("threadfail", count=5)) == 5
