@@ -37,18 +37,22 @@ class Failure:
     The exception object travels as a pickle of its own inside this one (:meth:`__reduce__`):
     one whose class the caller cannot import or rebuild (a module only the proc has, an
     ``__init__`` that wants other arguments) is then a :class:`RemoteException` there, with its
-    type, text and remote traceback, instead of an unpickling error that loses all three."""
+    type, text and remote traceback, instead of an unpickling error that loses all three.
+
+    ``sent`` marks an exception a program passed to ``Port.exception``: as in Monarch, its
+    receiver raises that exception itself (:meth:`raise_sent`), not an ActorError around it."""
 
     exception: BaseException | None
     type_name: str
     text: str
     traceback: str
     unrebuilt: str = ""  # why the exception could not be unpickled where this arrived ("": it was)
+    sent: bool = False
 
     @classmethod
-    def capture(cls, exc: BaseException) -> Failure:
+    def capture(cls, exc: BaseException, sent: bool = False) -> Failure:
         tb = "".join(traceback.format_exception(type(exc), exc, _user_frames(exc.__traceback__)))
-        return cls(exc, type(exc).__qualname__, text_of(exc), tb)
+        return cls(exc, type(exc).__qualname__, text_of(exc), tb, sent=sent)
 
     def __reduce__(self) -> tuple[Any, ...]:
         pickled = None  # an exception that cannot be pickled arrives as a RemoteException
@@ -57,7 +61,7 @@ class Failure:
                 pickled = [bytes(s) for s in serialization.dumps(self.exception)]
             except Exception:
                 pass
-        return _rebuild, (self.type_name, self.text, self.traceback, pickled)
+        return _rebuild, (self.type_name, self.text, self.traceback, pickled, self.sent)
 
     def to_error(self, message: str) -> ActorError:
         exc = self.exception if self.exception is not None else RemoteException(self.type_name, self.text)
@@ -65,8 +69,17 @@ class Failure:
                 f"{self.unrebuilt}; is its class importable here, and rebuilt from its args?)") if self.unrebuilt else ""
         return ActorError(exc, f"{message}: {self.type_name}: {self.text}{note}", self.traceback)
 
+    def raise_sent(self, message: str) -> NoReturn:
+        """Raise what was sent with ``Port.exception``: the exception itself, as Monarch's
+        receivers do (without a remote traceback: Monarch pickles none), so a ported
+        ``except ValueError:`` catches it; one this process cannot rebuild is an ActorError
+        that says why (Monarch raises the unpickling error instead)."""
+        if self.exception is None:
+            raise self.to_error(message)
+        raise self.exception
 
-def _rebuild(type_name: str, text: str, tb: str, pickled: list[bytes] | None) -> Failure:
+
+def _rebuild(type_name: str, text: str, tb: str, pickled: list[bytes] | None, sent: bool = False) -> Failure:
     """Unpickle a :class:`Failure`: its exception if this process can rebuild it."""
     exception: BaseException | None = None
     unrebuilt = ""
@@ -75,7 +88,7 @@ def _rebuild(type_name: str, text: str, tb: str, pickled: list[bytes] | None) ->
             exception = serialization.loads(pickled)
         except Exception as exc:
             unrebuilt = f"{type(exc).__name__}: {text_of(exc)}"
-    return Failure(exception, type_name, text, tb, unrebuilt)
+    return Failure(exception, type_name, text, tb, unrebuilt, sent)
 
 
 def text_of(exc: BaseException) -> str:
@@ -121,8 +134,9 @@ def _user_frames(tb: TracebackType | None) -> TracebackType | None:
     return tb or start
 
 
-def encode_failure(exc: BaseException) -> list[bytes | memoryview]:
-    return serialization.dumps(Failure.capture(exc))
+def encode_failure(exc: BaseException, sent: bool = False) -> list[bytes | memoryview]:
+    """``sent``: ``exc`` was passed to ``Port.exception`` (see :class:`Failure`)."""
+    return serialization.dumps(Failure.capture(exc, sent))
 
 
 def decode_reply(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:
@@ -135,6 +149,8 @@ def decode_reply(what: str, where: str, raw: tuple[int, Any, Any]) -> Any:
             raise undecodable(what, where, exc) from None
     if status == peers.ERROR:
         failure: Failure = serialization.loads(data)
+        if failure.sent:  # an explicit response port's port.exception(e)
+            failure.raise_sent(f"{what} on {where} sent an exception through its response port")
         raise failure.to_error(f"{what} failed on {where}")
     if status == DEAD:
         raise SupervisionError(f"{endpoint_call(what)} failed, {dead_report(data)}")

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from mesh_client._src.actor import messages
-from mesh_client._src.actor.errors import ActorError
 from mesh_client._src.runtime import futures, ops, peers
 from mesh_client._src.wire import envelopes, serialization
 
@@ -27,38 +26,48 @@ _ids = itertools.count(1)
 # The owner's address and token: where a port's values travel once it was pickled elsewhere.
 Home = tuple[tuple[str, int], bytes]
 
-_local: dict[str, Callable[[bool, Any], None]] = {}  # port id -> deliver(ok, value or exception)
+# port id -> deliver(ok, value or exception, rank: the sender's rank, for a RankedPortReceiver)
+_local: dict[str, Callable[[bool, Any, int | None], None]] = {}
 _local_lock = threading.Lock()
 
 
 class Port(Generic[R]):
-    """Where values go: ``port.send(value)``; ``port.exception(exc)`` sends an error instead."""
+    """Where values go: ``port.send(value)``; ``port.exception(exc)`` sends an error instead,
+    which the receiver raises as it is (as in Monarch: ``except ValueError:`` catches it)."""
 
-    def __init__(self, port_id: str, deliver: Callable[[bool, Any], None] | None = None, home: Home | None = None) -> None:
+    def __init__(self, port_id: str, deliver: Callable[[bool, Any, int | None], None] | None = None,
+                 home: Home | None = None, rank: int | None = None) -> None:
         self._port_id = port_id
         self._deliver = deliver  # set in the process that owns the port
         self._home = home  # (address, token) of the owning process's proc server, once pickled
+        self._rank = rank  # what a RankedPortReceiver pairs with the values sent here (None: nothing)
 
     def send(self, value: R) -> None:
         self._put(True, value)
 
     def exception(self, exc: BaseException) -> None:
+        if not isinstance(exc, BaseException):  # Monarch's receiver would fail to raise it, far from here
+            raise TypeError(f"Port.exception takes an exception, e.g. ValueError('...'); got {type(exc).__name__}: {exc!r}")
         self._put(False, exc)
+
+    def _ranked(self, rank: int) -> Port[R]:
+        """This port, its values marked as coming from ``rank`` (``send(..., port=)`` answers so)."""
+        return Port(self._port_id, self._deliver, self._home, rank)
 
     def _put(self, ok: bool, value: Any) -> None:
         deliver = self._deliver or _local.get(self._port_id)
         if deliver is not None:
-            deliver(ok, value)
+            deliver(ok, value, self._rank)
             return
         if self._home is None:
             raise RuntimeError(f"port {self._port_id} is closed: its receiver is gone")
         address, token = self._home
         peer = peers.get_peer((address[0], address[1]), token)
-        payload = serialization.dumps(value) if ok else messages.encode_failure(value)
-        peer.request((ops.PORT_SEND, self._port_id, ok), payload, lambda raw: None, reply=False)
+        payload = serialization.dumps(value) if ok else messages.encode_failure(value, sent=True)
+        peer.request((ops.PORT_SEND, self._port_id, ok, self._rank), payload, lambda raw: None, reply=False)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Port, (self._port_id, None, self._home or _home_of_this_process()))
+        return (Port, (self._port_id, None, self._home or _home_of_this_process(), self._rank))
 
     def __repr__(self) -> str:
         return f"<Port {self._port_id}>"
@@ -67,42 +76,71 @@ class Port(Generic[R]):
 class PortReceiver(Generic[R]):
     """The receiving end of a channel: ``recv()`` gives a Future of the next value."""
 
-    def __init__(self, port_id: str, once: bool) -> None:
+    def __init__(self, port_id: str, once: bool, values: queue.SimpleQueue[tuple[bool, Any, int | None]] | None = None) -> None:
         self._port_id = port_id
         self._once = once
-        self._values: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
+        self._values: queue.SimpleQueue[tuple[bool, Any, int | None]] = queue.SimpleQueue() if values is None else values
 
-    def _deliver(self, ok: bool, value: Any) -> None:
-        self._values.put((ok, value))
+    def _deliver(self, ok: bool, value: Any, rank: int | None) -> None:
+        self._values.put((ok, value, rank))
         if self._once:
             close(self._port_id)
 
     def recv(self) -> futures.Future[R]:
         fut: futures.Future[R] = futures.Future()
 
-        def wait() -> None:
-            ok, value = self._values.get()
-            value = _decoded(value)
-            if ok:
-                fut.set_result(value)
+        def settle(message: tuple[bool, Any, int | None]) -> None:
+            try:
+                value = self._process(*message)
+            except BaseException as exc:  # noqa: BLE001 - it is the receiver's to raise
+                fut.set_exception(exc)
             else:
-                fut.set_exception(value if isinstance(value, ActorError) else ActorError(value, "A value sent to a port was an error."))
+                fut.set_result(value)
 
         try:
-            ok, value = self._values.get_nowait()
+            message = self._values.get_nowait()
         except queue.Empty:
-            threading.Thread(target=wait, daemon=True, name=f"recv:{self._port_id}").start()
+            threading.Thread(target=lambda: settle(self._values.get()), daemon=True, name=f"recv:{self._port_id}").start()
             return fut
-        value = _decoded(value)
-        if ok:
-            fut.set_result(value)
-        else:
-            fut.set_exception(value if isinstance(value, ActorError) else ActorError(value, "A value sent to a port was an error."))
+        settle(message)
         return fut
+
+    def ranked(self) -> RankedPortReceiver[R]:
+        """A receiver of the same values that gives each as ``(rank, value)`` (Monarch's)."""
+        return RankedPortReceiver(self._port_id, self._once, self._values)
+
+    def _process(self, ok: bool, value: Any, rank: int | None) -> R:
+        result: R = _value(ok, value)
+        return result
+
+
+class RankedPortReceiver(PortReceiver[tuple[int, R]]):
+    """``Channel.open_ranked()``: each value comes with the rank (in the mesh that was called)
+    of the actor that produced it, as ``send(endpoint, args, kwargs, port=port)`` delivers."""
+
+    def _process(self, ok: bool, value: Any, rank: int | None) -> tuple[int, R]:
+        if rank is None:
+            raise ValueError("RankedPort receiver got a message without a rank: only the results of "
+                             "send(endpoint, args, kwargs, port=port) carry one, not what port.send() or "
+                             "port.exception() sent")
+        result: R = _value(ok, value)
+        return rank, result
+
+
+def _value(ok: bool, value: Any) -> Any:
+    """The value of one message, or raise the exception sent, itself."""
+    if isinstance(value, Encoded):  # sent from another process
+        value = serialization.loads(value.segments)
+    if ok:
+        return value
+    if isinstance(value, messages.Failure):
+        value.raise_sent("A value sent to a port was an error")
+    raise value
 
 
 class Channel(Generic[R]):
-    """``Channel.open()`` gives a connected ``(Port, PortReceiver)`` pair."""
+    """``Channel.open()`` gives a connected ``(Port, PortReceiver)`` pair; ``open_ranked()`` a
+    pair whose receiver gives ``(rank, value)``."""
 
     @staticmethod
     def open(once: bool = False) -> tuple[Port[R], PortReceiver[R]]:
@@ -112,12 +150,21 @@ class Channel(Generic[R]):
             _local[port_id] = receiver._deliver
         return Port(port_id), receiver
 
+    @staticmethod
+    def open_ranked(once: bool = False) -> tuple[Port[R], RankedPortReceiver[R]]:
+        """``once`` is taken and not used, as by Monarch 0.7's: its port takes every result of a
+        ``send`` to many actors, and a ported program may count on that."""
+        port: Port[R]
+        receiver: PortReceiver[R]
+        port, receiver = Channel.open()
+        return port, receiver.ranked()
+
 
 def response_port(deliver: Callable[[bool, Any], None]) -> Port[Any]:
     """The port an ``explicit_response_port`` endpoint replies through (once, from anywhere)."""
     port_id = f"{os.getpid()}-reply-{next(_ids)}"
 
-    def once(ok: bool, value: Any) -> None:
+    def once(ok: bool, value: Any, rank: int | None) -> None:
         close(port_id)
         deliver(ok, value)
 
@@ -135,16 +182,11 @@ class Encoded:
         self.segments = segments
 
 
-def deliver(port_id: str, ok: bool, segments: envelopes.Received) -> None:
+def deliver(port_id: str, ok: bool, segments: envelopes.Received, rank: int | None = None) -> None:
     """A PORT_SEND arrived for a port of this process (dropped if its receiver is gone)."""
     target = _local.get(port_id)
     if target is not None:
-        target(ok, Encoded(segments))
-
-
-def _decoded(value: Any) -> Any:
-    value = serialization.loads(value.segments) if isinstance(value, Encoded) else value
-    return value.to_error("A value sent to a port was an error") if isinstance(value, messages.Failure) else value
+        target(ok, Encoded(segments), rank)
 
 
 def close(port_id: str) -> None:

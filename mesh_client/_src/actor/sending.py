@@ -1,12 +1,13 @@
 """``send`` and ``Accumulator``: Monarch's lower-level ways to call an endpoint.
 
 ``send(endpoint, args, kwargs, port=None, selection="all")`` calls every actor (or one chosen
-at random) and, given a :class:`~.ports.Port`, sends each result there; ``Accumulator`` folds the
-results of a ``call`` into one value.
+at random) and, given a :class:`~.ports.Port`, sends each result there, with the actor's rank
+for a ranked receiver; ``Accumulator`` folds the results of a ``call`` into one value.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, cast
@@ -47,8 +48,8 @@ def send(
     futs = target._send(indices, args, kwargs, reply=port is not None)
     if port is None:
         return
-    for fut in futs:
-        fut.add_done_callback(lambda f: _forward(f, port))
+    for rank, fut in zip(indices, futs):  # a RankedPortReceiver gives (rank, value), rank in the mesh called
+        fut.add_done_callback(functools.partial(_forward, port=port._ranked(rank)))
 
 
 def _forward(fut: Future[Any], port: Port[Any]) -> None:

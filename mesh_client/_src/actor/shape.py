@@ -188,6 +188,46 @@ class Shape:
     def rename(self, **names: str) -> Shape:
         return Shape([names.get(label, label) for label in self.labels], self.sizes, self.ranks)
 
+    def split(self, **kwargs: Sequence[str] | int) -> Shape:
+        """Monarch's ``split``: ``gpus=("a", "b")`` replaces dimension gpus with a and b, in that
+        order; a new name given as ``b=2`` has that size, and one name per split may be left
+        out, to take what divides evenly. Row-major order is kept, so every point keeps its proc
+        and only the labels change. The errors Monarch raises are raised with its words."""
+        splits: dict[str, tuple[str, ...]] = {}
+        constraints: dict[str, int] = {}
+        for key, value in kwargs.items():
+            if key in self.labels:
+                splits[key] = _split_names(key, value)
+            else:
+                if not _is_index(value):
+                    raise ValueError(f"'{key}' is not an existing dim. Expected an integer size constraint on a new dim."
+                                     + (f" {key}={value!r} is a bool, not a size" if isinstance(value, bool) else ""))
+                if operator.index(value) < 1:  # type: ignore[arg-type]
+                    raise ValueError(f"size constraint {key}={value!r} is not a size: sizes are at least 1")
+                constraints[key] = operator.index(value)  # type: ignore[arg-type]
+        labels: list[str] = []
+        sizes: list[int] = []
+        for label, size in zip(self.labels, self.sizes):
+            names = splits.get(label, (label,))
+            as_given = kwargs.get(label, names)  # Monarch's messages show the user's tuple or list
+            unknown = [name for name in names if name not in constraints]
+            if len(unknown) > 1:
+                raise ValueError(f"Cannot infer size of {as_given} because both {unknown[1]} and {unknown[0]} have "
+                                 f"unknown size. Specify at least one as argument, e.g. {unknown[1]}=4")
+            known = math.prod(constraints[name] for name in names if name in constraints)
+            fits = size % known == 0 if unknown else size == known  # the one unknown takes size // known
+            if not fits:
+                given = tuple(constraints.get(name, "?") for name in names)
+                raise ValueError(f"Dimension '{label}' of size {size} is not evenly divided by {as_given!r} with sizes {given!r}")
+            for name in names:
+                if name in labels:
+                    raise ValueError(f"Duplicate dimension name '{name}'")
+                labels.append(name)
+                sizes.append(constraints.pop(name) if name in constraints else size // known)
+        if constraints:
+            raise ValueError(f"unused size constraints: {tuple(constraints)}")
+        return Shape(labels, sizes, self.ranks)
+
 
 M = TypeVar("M", bound="MeshTrait")
 
@@ -227,6 +267,25 @@ class MeshTrait:
 
     def rename(self: M, **names: str) -> M:
         return self._with_shape(self._shape.rename(**names))
+
+    def split(self: M, **kwargs: Sequence[str] | int) -> M:
+        """Split dimensions into new ones: ``mesh.split(gpus=("dp", "tp"), tp=2)`` turns gpus of
+        size 4 into dp of size 2 and tp of size 2 (the size left out is inferred). The mesh's
+        points, and the procs or values behind them, keep their row-major order."""
+        return self._with_shape(self._shape.split(**kwargs))
+
+
+def _split_names(label: str, value: object) -> tuple[str, ...]:
+    """The new names dimension ``label`` is split into, checked."""
+    if isinstance(value, str):
+        raise ValueError(f"expected a sequence of dimensions, but got '{value}'")  # Monarch's words
+    if not isinstance(value, Sequence):
+        raise TypeError(f"{label}={value!r}: an existing dimension is split into a sequence of new names, "
+                        f"e.g. {label}=('a', 'b')")
+    for name in value:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"{label}={value!r}: dimension names are non-empty strings; got {name!r}")
+    return tuple(value)
 
 
 def _position(label: str, value: object, size: int, wanted: str = "an int index") -> int:

@@ -13,5 +13,5 @@ STOP_ACTOR = 4  # (actor_id, reason)
 STOP = 5  # (); the proc server replies, then exits
 IDENTIFY = 6  # (); reply: one JSON segment, the proc's identity (no pickle, so a client reads it before trusting any)
 WATCH = 7  # (actor_id,); the reply comes when the actor ends: OK if stopped, DEAD (a report) if it failed
-PORT_SEND = 8  # (port_id, ok); payload: the value or exception; one-way, for ports of that process
+PORT_SEND = 8  # (port_id, ok, rank or None); payload: the value or exception; one-way, for ports of that process
 FORWARD = 16  # ((actor_id, method, labels, sizes), node); payload (args, kwargs); tree fan-out (actor/trees.py, server/forwarding.py)

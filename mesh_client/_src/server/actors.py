@@ -471,8 +471,8 @@ class ActorRunner:
             reply(channel, call_id, peers.OK if ok else peers.ERROR, value.segments)
         elif ok:
             _reply_value(channel, call_id, method, value)
-        else:
-            reply(channel, call_id, peers.ERROR, messages.encode_failure(value))
+        else:  # port.exception(e): the caller raises e itself
+            reply(channel, call_id, peers.ERROR, messages.encode_failure(value, sent=True))
 
     def _task_done(self, channel: Channel | None, call_id: int, method: str, explicit: bool,
                    task: concurrent.futures.Future[Any]) -> None:

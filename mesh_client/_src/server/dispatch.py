@@ -225,7 +225,7 @@ class ProcServer:
             else:
                 runner.submit((call_id, channel, header, payload))
         elif op == ops.PORT_SEND:
-            ports.deliver(header[2], header[3], payload)
+            ports.deliver(header[2], header[3], payload, header[4])
         elif op == ops.BOOTSTRAP:
             texts = header[2] if len(header) > 2 else {}  # the controller's files of the code pickled by value
             threading.Thread(target=self._bootstrap, args=(channel, call_id, payload, texts), daemon=True).start()

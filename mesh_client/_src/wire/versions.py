@@ -22,7 +22,8 @@ import importlib.metadata
 # 2: request and reply envelopes start with a fixed struct (wire/envelopes.py); the READ_ONLY
 # flag in segment lengths (wire/frames.py); out-of-band bytearrays (wire/serialization.py).
 # 3: a failure's exception travels as a pickle of its own inside it (actor/messages.py).
-PROTOCOL_VERSION = 3
+# 4: a failure says whether Port.exception sent it (actor/messages.py); PORT_SEND carries a rank.
+PROTOCOL_VERSION = 4
 
 
 @functools.cache

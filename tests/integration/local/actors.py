@@ -345,6 +345,10 @@ class Ports(Actor):
         port.send((str(current_rank()), value))
 
     @endpoint
+    def fail_to(self, port, text) -> None:
+        port.exception(KeyError(text))
+
+    @endpoint
     def name(self) -> str:
         return current_actor_name()
 

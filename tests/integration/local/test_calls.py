@@ -3,7 +3,8 @@
 Aspects: call gives a ValueMesh laid out like the mesh; call_one needs one actor; choose; stream
 yields every result; broadcast reaches every actor; async endpoints (not mixed with def ones
 unless opted in); current_rank is relative to
-the slice; several actor meshes share procs; messages from one caller stay in order.
+the slice; a split mesh reaches the same actors under its new dimensions (and actors spawned on
+split procs see them); several actor meshes share procs; messages from one caller stay in order.
 """
 
 import pytest
@@ -56,6 +57,20 @@ def test_current_rank_follows_each_message_slice_when_they_alternate(rec):
         assert (whole["message_rank"], whole["size"]) == ({"hosts": 0, "gpus": 1}, {"hosts": 2, "gpus": 2})
         part = rec.slice(hosts=0).where.call().get().item(gpus=1)
         assert (part["message_rank"], part["size"]) == ({"gpus": 1}, {"gpus": 2})
+
+
+def test_a_split_mesh_reaches_the_same_actors_under_its_new_dimensions(rec, procs):
+    """Monarch's split: the whole mesh as one dimension of 4 split into a (2) by b (2)."""
+    split = rec.flatten("all").split(all=("a", "b"), b=2)
+    assert split.sizes == {"a": 2, "b": 2}
+    info = split.where.call().get()
+    assert info.item(a=1, b=0)["rank"] == {"hosts": 1, "gpus": 0}  # row-major: point 2 of 4
+    assert info.item(a=1, b=0)["message_rank"] == {"a": 1, "b": 0}
+    pids = [w["pid"] for w in rec.where.call().get().values()]
+    assert [w["pid"] for w in info.values()] == pids
+    on_split_procs = procs.split(gpus=("x", "y"), y=1).spawn("on_split", Recorder)
+    assert on_split_procs.sizes == {"hosts": 2, "x": 2, "y": 1}
+    assert on_split_procs.slice(hosts=1, x=1, y=0).where.call_one().get()["rank"] == {"hosts": 1, "x": 1, "y": 0}
 
 
 def test_choose_reaches_one_actor(rec):

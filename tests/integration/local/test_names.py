@@ -2,9 +2,10 @@
 get_or_spawn_controller, current_actor_name, Point's text, HostMesh options.
 
 Aspects: a concurrent endpoint lets the actor take the message it waits for; an explicit response
-port carries a value or an error back to the caller; a Channel's port reaches the controller from
-actors in other procs; send() with a port; Accumulator folds a call; get_or_spawn_controller gives
-one actor per name; current_actor_name, str(current_rank()), log records and
+port carries a value or an error (raised as itself) back to the caller; a Channel's port reaches
+the controller from actors in other procs, and an exception sent there is raised as itself;
+send() with a port, and a ranked receiver's (rank, value); Accumulator folds a call;
+get_or_spawn_controller gives one actor per name; current_actor_name, str(current_rank()), log records and
 str(context().actor_instance) read as Monarch's; as_endpoint reaches a method without @endpoint.
 """
 
@@ -14,7 +15,6 @@ import pytest
 
 from mesh_client import (
     Accumulator,
-    ActorError,
     Channel,
     get_or_spawn_controller,
     send,
@@ -31,10 +31,21 @@ def test_a_concurrent_endpoint_runs_beside_the_next_message(procs):
 
 
 def test_explicit_response_ports_carry_values_and_errors(procs):
+    """The exception sent is raised as itself, as in Monarch: a ported ``except ValueError`` catches it."""
     actors = procs.spawn("ports", Ports)
     assert list(actors.later.call(21).get().values()) == [42] * 4
-    with pytest.raises(ActorError, match="refused"):
+    with pytest.raises(ValueError, match="^refused$"):
         actors.slice(hosts=0, gpus=1).refuse.call_one().get()
+    with pytest.raises(ValueError, match="^refused$"):
+        actors.refuse.call().get()
+
+
+def test_an_exception_sent_to_a_channel_from_another_proc_is_raised_as_itself(procs):
+    port, receiver = Channel.open()
+    procs.spawn("fail_to", Ports).slice(hosts=1, gpus=0).fail_to.call_one(port, "pushed").get()
+    with pytest.raises(KeyError) as raised:
+        receiver.recv().get(timeout=60)
+    assert raised.value.args == ("pushed",)
 
 
 def test_a_channel_port_reaches_the_controller_from_other_procs(procs):
@@ -50,6 +61,18 @@ def test_send_with_a_port_and_accumulate(procs):
     send(actors.rank, (), {}, port=port)
     assert sorted(receiver.recv().get(timeout=60) for _ in range(4)) == [0, 1, 2, 3]
     assert Accumulator(actors.rank, 0, lambda acc, r: acc + r).accumulate().get() == 6
+
+
+def test_a_ranked_receiver_gives_each_result_with_its_rank_in_the_mesh_called(procs):
+    actors = procs.spawn("ranked", Ports)
+    port, receiver = Channel.open_ranked()
+    send(actors.rank, (), {}, port=port)
+    assert sorted(receiver.recv().get(timeout=60) for _ in range(4)) == [(0, 0), (1, 1), (2, 2), (3, 3)]
+    send(actors.slice(hosts=1).rank, (), {}, port=port)  # ranks count in the slice, as Monarch's
+    assert sorted(receiver.recv().get(timeout=60) for _ in range(2)) == [(0, 0), (1, 1)]
+    send(actors.slice(hosts=1, gpus=1).refuse, (), {}, port=port)  # an explicit port's exception, itself
+    with pytest.raises(ValueError, match="^refused$"):
+        receiver.recv().get(timeout=60)
 
 
 def test_get_or_spawn_controller_gives_one_actor_per_name():

@@ -129,6 +129,26 @@ class Names(Actor):
         return api.current_rank().rank
 
 
+class Ported(Actor):
+    """What a probe found missing or different when it ported Monarch programs."""
+
+    @endpoint(explicit_response_port=True)
+    def via_port(self, port, n):
+        port.exception(ValueError(f"bad {n}"))
+
+    @endpoint
+    def push(self, port):
+        port.exception(KeyError("from an actor"))
+
+    @endpoint
+    def where(self):
+        return api.current_rank().rank
+
+    @endpoint
+    def home(self):
+        return dict(api.context().actor_instance.rank)
+
+
 class Printer(Actor):
     @endpoint
     def say(self):
@@ -225,6 +245,41 @@ def scenario_names() -> dict:
         "host_is_fake": this_host().is_fake_in_process,
         "str_mesh": str(actors).split(", inner=")[0],  # Monarch adds its Rust type after this
     }
+
+
+def scenario_ported() -> dict:
+    """Port.exception's exception raised as itself, ranked receivers, Future.as_asyncio, split."""
+    procs = this_host().spawn_procs(per_host={"gpus": 4})
+    actors = procs.spawn("ported", Ported)
+    port, receiver = api.Channel.open()
+    port.exception(KeyError("pushed"))
+    out = {"channel": error_summary(lambda: receiver.recv().get())}
+    out["explicit_port"] = error_summary(lambda: actors.slice(gpus=0).via_port.call_one(1).get())
+    actors.slice(gpus=1).push.call_one(port).get()
+    out["from_an_actor"] = error_summary(lambda: receiver.recv().get())
+    port, ranked = api.Channel.open_ranked()
+    api.send(actors.where, (), {}, port=port)
+    out["ranked"] = sorted(ranked.recv().get() for _ in range(4))
+    api.send(actors.slice(gpus=slice(2, 4)).where, (), {}, port=port)
+    out["ranked_slice"] = sorted(ranked.recv().get() for _ in range(2))
+    api.send(actors.slice(gpus=3).via_port, (3,), {}, port=port)
+    out["ranked_error"] = error_summary(lambda: ranked.recv().get())
+    port.send("no rank")
+    unranked = error_summary(lambda: ranked.recv().get())
+    out["unranked"] = [unranked["error"], unranked["words"].startswith("RankedPort receiver got a message without a rank")]
+    out["off_loop"] = error_summary(lambda: actors.where.call().as_asyncio())
+
+    async def gathered():
+        return await asyncio.gather(*(actors.slice(gpus=g).home.call_one().as_asyncio() for g in (1, 2)))
+
+    out["as_asyncio"] = asyncio.run(gathered())
+    split = actors.split(gpus=("a", "b"), b=2)
+    out["split"] = [procs.split(gpus=("a", "b"), a=1).sizes, split.sizes, split.slice(a=1, b=0).home.call_one().get(),
+                    split.where.call().get().split(a=("x",)).item(x=1, b=1)]
+    out["split_errors"] = [error_summary(lambda kw=kw: procs.split(**kw)) for kw in (
+        {"gpus": "ab"}, {"gpus": ("a", "b")}, {"gpus": ("a", "b"), "a": 3}, {"gpus": ("a", "b"), "c": 2, "a": 2},
+        {"foo": "x"}, {"gpus": ()})]
+    return out
 
 
 def scenario_output() -> dict:

@@ -4,7 +4,10 @@ Aspects, one scenario each (see :mod:`.programs`): a broadcast endpoint that rai
 __init__; a proc killed with -9; __supervise__ handling a child's failure; an unhandled failure
 climbing to the client; an actor mixing def and async def endpoints; the remaining names
 (concurrent_endpoint, explicit response ports, Channel, Accumulator, get_or_spawn_controller,
-current_actor_name, str(current_rank()), is_fake_in_process, str(actor_mesh)); what actors print.
+current_actor_name, str(current_rank()), is_fake_in_process, str(actor_mesh)); what actors print;
+what a probe porting Monarch programs found (Port.exception's exception raised as itself, from
+the controller, an actor and an explicit response port; Channel.open_ranked with send;
+Future.as_asyncio; split on proc, actor and value meshes, and its errors).
 
 torchmonarch comes with the ``bench`` extra (``pip install 'procmesh[bench]'``); without it
 these tests fail and say so. Monarch runs its own processes on this machine, over loopback.
@@ -21,7 +24,9 @@ from pathlib import Path
 import pytest
 
 PROGRAMS = Path(__file__).with_name("programs.py")
-SCENARIOS = ["broadcast_error", "failing_init", "proc_death", "supervise", "unhandled_climbs", "mixed_endpoints", "names", "output"]
+SCENARIOS = [
+    "broadcast_error", "failing_init", "proc_death", "supervise", "unhandled_climbs", "mixed_endpoints", "names", "output", "ported",
+]
 
 
 def outcome(api: str, scenario: str) -> tuple[dict, list[str], list[str]]:
