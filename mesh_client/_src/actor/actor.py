@@ -8,6 +8,8 @@ endpoints (``slice``, ``initialized``, ``stop``); at run time an actor has none 
 
 from __future__ import annotations
 
+import functools
+import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -26,6 +28,19 @@ class Actor:
 
     def __cleanup__(self, exc: BaseException | None) -> None:
         """Called when the actor is stopped (normally or because its proc stops)."""
+
+    @functools.cached_property
+    def logger(self) -> logging.Logger:
+        """The logger named for the actor's class, at DEBUG, as Monarch's ``Actor.logger``.
+
+        It has no handler of its own: records go to the proc's root handlers, or without any
+        to Python's last resort (WARNING and above, to ``sys.stderr``, whose lines reach the
+        controller prefixed ``[<mesh> rank <r>]``). A proc's root logger is at INFO, as in
+        Monarch, until ``ProcMesh.logging_option(level=...)`` changes it.
+        """
+        named = logging.getLogger(type(self).__name__)
+        named.setLevel(logging.DEBUG)
+        return named
 
     if TYPE_CHECKING:  # what the ActorMesh returned by spawn offers (see the module docstring)
 

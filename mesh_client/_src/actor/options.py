@@ -42,3 +42,21 @@ class Options:
 
 
 options = Options()
+
+
+class MonarchConfig:
+    """``monarch.actor.config``: Monarch's module of switches, here an object over :data:`options`
+    (``config.prefix_python_logs_with_actor = False`` is ``options.prefix_logs_with_actor = False``)."""
+
+    __slots__ = ()
+
+    @property
+    def prefix_python_logs_with_actor(self) -> bool:
+        return options.prefix_logs_with_actor
+
+    @prefix_python_logs_with_actor.setter
+    def prefix_python_logs_with_actor(self, value: bool) -> None:
+        options.prefix_logs_with_actor = bool(value)
+
+
+config = MonarchConfig()

@@ -7,12 +7,21 @@ Backends create the group; this module is backend-free.
 from __future__ import annotations
 
 import functools
+import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast, overload
 
 from mesh_client._src.actor import context as context_mod
-from mesh_client._src.actor import messages, respawning, restarts, sources, trees, watching
+from mesh_client._src.actor import (
+    messages,
+    respawning,
+    restarts,
+    shutting_down,
+    sources,
+    trees,
+    watching,
+)
 from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.actor_mesh import ActorMesh, gather
 from mesh_client._src.actor.endpoint import check_endpoint_kinds, endpoint_names, plain_method_names
@@ -174,6 +183,43 @@ class ProcMesh(MeshTrait):
         """:meth:`respawn` for async controllers (the loop serves other tasks meanwhile)."""
         return await offloading.run_blocking(self.respawn, name="procmesh-respawn", at_exit=True)
 
+    async def logging_option(
+        self, stream_to_client: bool = False, aggregate_window_sec: int | None = None, level: int = logging.INFO,
+    ) -> None:
+        """Monarch's logging options for these procs (a coroutine, as Monarch's:
+        ``asyncio.run(procs.logging_option(stream_to_client=True, level=logging.INFO))``).
+
+        ``level`` sets the root logger's level in every proc (INFO from the start, as Monarch's).
+        ``stream_to_client`` is our output forwarding: True leads each line the procs print with
+        ``[<mesh> rank <r>] `` in this terminal (locally the procs write it; on Kubernetes this
+        client reads the pods' logs), False leaves the lines bare (locally) or stops reading the
+        logs (Kubernetes), as ``forward_output=`` does at spawn. Monarch streams nothing unless its
+        procs were spawned with log forwarding on. ``aggregate_window_sec``: Monarch prints the
+        forwarded lines in batches every that many seconds, similar lines folded; here each line
+        reaches the terminal as its proc writes it, so nothing is batched and the window is only
+        checked, as Monarch checks it (not without ``stream_to_client``). Acts on the whole mesh a
+        slice comes from; procs restarted later keep the prefix choice, and start at INFO again.
+        """
+        if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= 255:
+            raise ValueError(f"Invalid logging level: {level}")
+        if aggregate_window_sec is not None and not stream_to_client:
+            raise RuntimeError("cannot set aggregate window without streaming to client")
+        if aggregate_window_sec is not None and (isinstance(aggregate_window_sec, bool) or not isinstance(aggregate_window_sec, int)
+                                                 or aggregate_window_sec < 0):
+            raise TypeError(f"aggregate_window_sec is a whole number of seconds (or None); got {aggregate_window_sec!r}")
+        mode = getattr(self._group.owner, "logging_mode", None)
+        if mode is None:
+            raise RuntimeError(f"logging_option sets up the procs' output where they were started: call it in the program "
+                               f"that spawned or attached {self!r}")
+        group = self._group
+
+        def set_mode() -> None:
+            in_every_proc = mode(stream_to_client, level)  # the controller's side first (Kubernetes: the log reader)
+            whole = Shape(["procs"], [len(group.peers)])
+            _run_everywhere(group, whole, in_every_proc).get()
+
+        await offloading.run_blocking(set_mode, name="procmesh-logging-option", at_exit=True)
+
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Stop every proc of this mesh; the future completes once they are gone."""
         fut: Future[None] = Future()
@@ -181,6 +227,7 @@ class ProcMesh(MeshTrait):
             fut.set_result(None)
             return fut
         self._stopped = True
+        shutting_down.forget(self)
         self._group.stopping.update(self._shape.ranks)
         try:
             if self._group.owner is not None:

@@ -13,6 +13,7 @@ connection to a live proc needs neither: the client reconnects by itself (runtim
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import time
@@ -20,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mesh_client._src import contract
+from mesh_client._src.actor import shutting_down
 from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.procs import ProcGroup, Revived
 from mesh_client._src.actor.shape import Shape
@@ -34,6 +36,7 @@ from mesh_client._src.kubernetes import (
 )
 from mesh_client._src.kubernetes.errors import ApiServerUnreachable, MeshNotReady
 from mesh_client._src.runtime import channel, identifying, interrupts, offloading, peers, relinking
+from mesh_client._src.server import logging_mode
 
 DEFAULT_TIMEOUT = 600.0
 #: How long ``revive`` waits for a lost proc whose pod is unchanged to answer (a live one: ms).
@@ -198,6 +201,17 @@ class KubernetesProcs:
                 self.forwarded[proc.address] = self.pod_names[i]
         return found
 
+    def logging_mode(self, stream_to_client: bool, level: int) -> Callable[[], None]:
+        """ProcMesh.logging_option: follow the pods' logs here, or stop; what each proc runs (the
+        level only: pods print bare lines, this client prefixes what it reads)."""
+        if stream_to_client and self.output is None:
+            self.output = output.OutputForwarder(self.api, self.name, self.pod_names)
+            self.output.start()
+        elif not stream_to_client and self.output is not None:
+            self.output.stop()
+            self.output = None
+        return functools.partial(logging_mode.apply, level, None)
+
     def stop(self, indices: Sequence[int], reason: str) -> None:
         """Disconnect; delete the ProcMesh only if this client created it."""
         if self.group is not None:
@@ -348,6 +362,7 @@ def connect_mesh(
         owner.output.start()
     if bootstrap is not None:
         proc_mesh.run(bootstrap).get()
+    shutting_down.made(proc_mesh)
     return proc_mesh
 
 

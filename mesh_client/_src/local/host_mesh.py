@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from mesh_client._src.actor import context as ctx_mod
-from mesh_client._src.actor import ports
+from mesh_client._src.actor import ports, shutting_down
 from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.procs import ProcGroup
@@ -47,6 +47,7 @@ def connected_mesh(group: ProcGroup, shape: Shape, bootstrap: Callable[[], Any] 
         mesh.stop()
         raise
     ctx_mod.adopt(mesh)  # made by an actor: stopped with it
+    shutting_down.made(mesh)
     return mesh
 
 

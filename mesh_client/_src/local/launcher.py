@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import functools
 import os
 import select
 import signal
@@ -27,7 +28,7 @@ from mesh_client._src.actor.shape import Point
 from mesh_client._src.local import rundirs, zygote_client
 from mesh_client._src.local.bootstrap import BootstrapCommand, default_bootstrap_cmd
 from mesh_client._src.runtime import ops, peers, unixlinks
-from mesh_client._src.server import output
+from mesh_client._src.server import logging_mode, output
 
 START_TIMEOUT = float(os.environ.get("PROCMESH_START_TIMEOUT", "120"))
 STOP_TIMEOUT = 5.0
@@ -246,6 +247,12 @@ class LocalProcs:
 
     def _way_on(self) -> str:
         return NO_RESTARTS if self.spawned else NO_MESH_YET
+
+    def logging_mode(self, stream_to_client: bool, level: int) -> Callable[[], None]:
+        """ProcMesh.logging_option: the procs lead their lines with their prefix, or not (and so
+        will procs started in a dead one's place); what each proc runs."""
+        self._prefixes = [output.proc_prefix(self.name, i) for i in range(len(self._points))] if stream_to_client else None
+        return functools.partial(logging_mode.apply, level, stream_to_client)
 
     def stop(self, indices: Sequence[int], reason: str) -> None:
         """Ask the procs to stop, then make sure they are gone."""

@@ -13,11 +13,14 @@ both sides take from ``PROCMESH_TOKEN`` (or the ``token`` argument).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import itertools
 import os
 import pathlib
 import secrets
+import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -30,6 +33,7 @@ from mesh_client._src.local.bootstrap import default_bootstrap_cmd
 from mesh_client._src.local.host_mesh import connected_mesh, proc_displays
 from mesh_client._src.local.launcher import LocalProcs
 from mesh_client._src.runtime.futures import Future
+from mesh_client._src.server import logging_mode
 
 TRUST_ALL = "trust_all_connections"
 # Monarch's types for its TLS material; only TRUST_ALL and no key are accepted here.
@@ -79,15 +83,53 @@ def _check_security(ca: CA, private_key: PrivateKey) -> None:
         )
 
 
-def run_worker_loop_forever(*, ca: CA, address: str, private_key: PrivateKey = None, token: str | bytes | None = None) -> None:
-    """Serve as a worker at ``address`` until the process is stopped (SIGTERM or a STOP)."""
+def _serve(ca: CA, address: str, private_key: PrivateKey, token: str | bytes | None) -> Callable[[bool], int]:
+    """A checked worker's serve (imported here: a controller never loads the proc server)."""
     from mesh_client._src.server import config as config_mod
     from mesh_client._src.server import main as server_main
 
     _check_security(ca, private_key)
     _, (host, port) = parse_address(address)
     cfg = config_mod.ServerConfig(host=host, port=port, token=_token(token), mesh="worker")
-    server_main.serve(cfg)
+    return lambda finalize: server_main.serve(cfg, finalize=finalize)
+
+
+def run_worker_loop_forever(*, ca: CA, address: str, private_key: PrivateKey = None, token: str | bytes | None = None) -> None:
+    """Serve as a worker at ``address`` until it is stopped (SIGTERM, or ``shutdown()`` of the
+    host mesh attached to it), then end this process, as Monarch's does (its atexit handlers and
+    module finalizers run first, as in a proc)."""
+    code = _serve(ca, address, private_key, token)(True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def run_worker_loop_until_shutdown(*, ca: CA, address: str, private_key: PrivateKey = None,
+                                   token: str | bytes | None = None) -> None:
+    """Serve as a worker at ``address`` until it is stopped (``shutdown()`` of the host mesh
+    attached to it, or SIGTERM), then return to the program, as Monarch's: its actors were
+    stopped and its port closed, and the process goes on."""
+    _serve(ca, address, private_key, token)(False)
+
+
+def start_worker_loop_forever(*, ca: CA, address: str, private_key: PrivateKey = None,
+                              token: str | bytes | None = None) -> Future[None]:
+    """Start serving as a worker at ``address`` on a thread of its own and return at once; the
+    future completes when the worker is stopped (``shutdown()`` of the host mesh attached to
+    it), as Monarch's. SIGTERM keeps its usual effect on the process (it ends it)."""
+    serve_until_stopped = _serve(ca, address, private_key, token)
+    done: Future[None] = Future()
+
+    def serve() -> None:
+        try:
+            serve_until_stopped(False)
+        except BaseException as exc:
+            done.set_exception(exc)
+        else:
+            done.set_result(None)
+
+    threading.Thread(target=serve, name="procmesh worker loop", daemon=True).start()
+    return done
 
 
 class HostAgent(Actor):
@@ -131,6 +173,15 @@ class _WorkerProcs:
 
     def stop(self, indices: Sequence[int], reason: str) -> None:
         self.agents.stop_procs.call(self.name, reason).get()  # the whole mesh: its procs share hosts
+
+    def logging_mode(self, stream_to_client: bool, level: int) -> Callable[[], None]:
+        """ProcMesh.logging_option: the level only. These procs print to their worker's
+        terminal; nothing carries their lines here."""
+        if stream_to_client:
+            raise NotImplementedError(
+                "procs spawned on attach_to_workers hosts print to their worker's terminal and procmesh does not "
+                "stream them to the client: read the workers' output there, or call logging_option(stream_to_client=False)")
+        return functools.partial(logging_mode.apply, level, None)
 
 
 class WorkerHostMesh(MeshTrait):

@@ -37,10 +37,11 @@ def _child(request: dict[str, Any], report_fd: int, stdout_fd: int, sigint: Any,
     _die_with_parent(zygote)
     from mesh_client._src.runtime import waits
     from mesh_client._src.server import config as config_mod
+    from mesh_client._src.server import logging_mode, output
     from mesh_client._src.server import main as server_main
-    from mesh_client._src.server import output
 
     output.write_whole_lines(flush=False)
+    logging_mode.start()
 
     try:
         waits.configure()  # the spin of the proc's own PROCMESH_SPIN_US and CPUs, not the zygote's

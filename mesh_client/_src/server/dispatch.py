@@ -96,6 +96,13 @@ class ProcServer:
         for acceptor in self.acceptors:
             acceptor.start()
 
+    def stop_listening(self) -> None:
+        """Accept no more connections and free the ports (a worker loop that returns to its
+        program; a proc's listeners end with its process)."""
+        for acceptor in self.acceptors:
+            self.reactor.unregister(acceptor)
+            self.reactor.call_soon(acceptor.listener.close)  # after the unregister, on the reactor's thread
+
     # Connections -----------------------------------------------------------------------------
 
     def _admit(self, sock: socket.socket, peer: str) -> None:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from mesh_client._src import contract
 from mesh_client._src.runtime import unixlinks
 from mesh_client._src.server import config as config_mod
-from mesh_client._src.server import finalizing, gpu, output
+from mesh_client._src.server import finalizing, gpu, logging_mode, output
 from mesh_client._src.server.dispatch import ProcServer
 
 if TYPE_CHECKING:
@@ -32,11 +32,17 @@ if TYPE_CHECKING:
 STOP_CHECK_SECONDS = 1.0
 
 
-def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None) -> int:
-    """Listen, announce readiness, serve until STOP, SIGTERM or the lifeline closes."""
-    # The token is in cfg now: keep it out of the environment its actors' subprocesses inherit
-    # (this process's own /proc/<pid>/environ keeps its start-up block: the kernel's copy).
-    os.environ.pop(contract.TOKEN, None)
+def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None, *, finalize: bool = True) -> int:
+    """Listen, announce readiness, serve until STOP, SIGTERM or the lifeline closes.
+
+    ``finalize``: the process ends next, so run its atexit handlers and module finalizers here
+    (:mod:`.finalizing`); False for a worker loop that returns to the program
+    (``run_worker_loop_until_shutdown``, ``start_worker_loop_forever``). SIGTERM stops the server
+    only when it serves on the main thread (a signal handler can be set nowhere else)."""
+    if finalize:  # a process that serves and ends (not a program's worker loop that returns to it)
+        # The token is in cfg now: keep it out of the environment its actors' subprocesses
+        # inherit (this process's own /proc/<pid>/environ keeps its start-up block).
+        os.environ.pop(contract.TOKEN, None)
     for entry in cfg.sys_path:
         if entry not in sys.path:
             sys.path.append(entry)
@@ -76,7 +82,9 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None)
         also_listening=also,
     )
     server.start()
-    signal.signal(signal.SIGTERM, stop_because("it received SIGTERM"))
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    if on_main_thread:
+        previous = signal.signal(signal.SIGTERM, stop_because("it received SIGTERM"))
     if cfg.lifeline:
         threading.Thread(target=_watch_lifeline, args=(stop_because("its controller exited"),),
                          daemon=True, name="lifeline").start()
@@ -101,7 +109,12 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None)
     if unix is not None:  # no new local connections from here; the ones open finish below
         unixlinks.remove((host, port))
     server.close_actors(why[0] if why else "it was asked to stop")
-    finalizing.finalize()  # module-level finalizers run, as when a Monarch proc ends
+    if finalize:
+        finalizing.finalize()  # module-level finalizers run, as when a Monarch proc ends
+    else:  # the program goes on: no more connections, and its own SIGTERM handling again
+        server.stop_listening()
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, previous)
     return 0
 
 
@@ -154,6 +167,7 @@ def _this_proc_mesh(cfg: config_mod.ServerConfig, host: str, port: int) -> ProcM
 
 def main() -> None:
     output.write_whole_lines()
+    logging_mode.start()
     try:
         cfg = config_mod.from_env(os.environ)
     except config_mod.ConfigError as exc:

@@ -50,7 +50,7 @@ class _PrefixedLines(io.RawIOBase):
     def __init__(self, fd: int, prefix: bytes) -> None:
         super().__init__()
         self._fd = fd
-        self._prefix = prefix
+        self.prefix = prefix
         self._at_line_start = True
 
     def writable(self) -> bool:
@@ -66,7 +66,7 @@ class _PrefixedLines(io.RawIOBase):
         out = bytearray()
         for line in chunk.splitlines(keepends=True):
             if self._at_line_start:
-                out += self._prefix
+                out += self.prefix
             out += line
             self._at_line_start = line.endswith(b"\n")
         view = memoryview(bytes(out))
@@ -78,11 +78,9 @@ class _PrefixedLines(io.RawIOBase):
 def _line_buffered(fd: int, like: io.TextIOBase, prefix: str | None) -> io.TextIOWrapper:
     encoding = getattr(like, "encoding", None) or "utf-8"
     errors = getattr(like, "errors", None) or "backslashreplace"
-    binary: io.BufferedWriter
-    if prefix:
-        binary = io.BufferedWriter(_PrefixedLines(fd, prefix.encode(encoding, errors)))
-    else:
-        binary = open(fd, "wb", closefd=False)  # a BufferedWriter: the line goes out in one write
+    # Always a _PrefixedLines (with an empty prefix for bare lines), so that set_prefix can
+    # change the prefix in place, also for handlers that hold the stream (logging's).
+    binary = io.BufferedWriter(_PrefixedLines(fd, (prefix or "").encode(encoding, errors)))
     return io.TextIOWrapper(binary, encoding=encoding, errors=errors, line_buffering=True)
 
 
@@ -97,4 +95,19 @@ def write_whole_lines(*, flush: bool = True, prefix: str | None = None) -> None:
         if current is not None:
             if flush:
                 current.flush()
+            setattr(sys, name, _line_buffered(fd, current, prefix))
+
+
+def set_prefix(prefix: str) -> None:
+    """Lead each line this proc writes from now on with ``prefix`` (``""``: bare lines), on the
+    streams :func:`write_whole_lines` made, changed in place (ProcMesh.logging_option)."""
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        current = getattr(sys, name)
+        if current is None:
+            continue
+        current.flush()
+        raw = getattr(getattr(current, "buffer", None), "raw", None)
+        if isinstance(raw, _PrefixedLines):
+            raw.prefix = prefix.encode(current.encoding or "utf-8", current.errors or "backslashreplace")
+        else:
             setattr(sys, name, _line_buffered(fd, current, prefix))

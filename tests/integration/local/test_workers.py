@@ -3,13 +3,20 @@ and a controller that attaches with ``attach_to_workers``.
 
 Aspects: the attached host mesh spawns procs on every worker (started by the worker itself),
 with extent hosts x per_host; actors there answer and supervision works as on any mesh; a wrong
-token is refused; TLS arguments other than trust_all_connections say what to do instead.
+token is refused; TLS arguments other than trust_all_connections say what to do instead. After
+the host mesh's ``shutdown()``: ``run_worker_loop_forever`` ends the worker's process,
+``run_worker_loop_until_shutdown`` returns to the program (its globals intact), and the future
+of ``start_worker_loop_forever`` (which returned at once) completes; ``logging_option`` can set
+the level of procs on workers but not stream their output here.
 """
 
+import asyncio
+import logging
 import os
 import re
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -77,3 +84,42 @@ def test_tls_arguments_say_what_to_use_instead():
         attach_to_workers(ca="/etc/ca.pem", workers=["tcp://127.0.0.1:1"], token=TOKEN)
     with pytest.raises(NotImplementedError, match="trust_all_connections"):
         run_worker_loop_forever(ca="trust_all_connections", private_key=b"key", address="tcp://127.0.0.1:0", token=TOKEN)
+
+
+LOOPS = {
+    "forever": "run_worker_loop_forever(**ARGS)\nprint('after the loop', NAME, flush=True)",
+    "until_shutdown": "run_worker_loop_until_shutdown(**ARGS)\nprint('after the loop', NAME, flush=True)",
+    "start": "done = start_worker_loop_forever(**ARGS)\nprint('started', flush=True)\ndone.get()\n"
+             "print('after the loop', NAME, flush=True)",
+}
+
+
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+def test_what_each_worker_loop_does_after_shutdown(loop):
+    program = textwrap.dedent("""
+        from mesh_client import run_worker_loop_forever, run_worker_loop_until_shutdown, start_worker_loop_forever
+        ARGS = dict(address="tcp://127.0.0.1:0", ca="trust_all_connections")
+        NAME = "intact"
+    """) + LOOPS[loop]
+    worker = subprocess.Popen([sys.executable, "-c", program], env=dict(os.environ, PROCMESH_TOKEN=TOKEN),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        match = re.search(r"listening on (\S+)", worker.stderr.readline())
+        assert match
+        if loop == "start":
+            assert worker.stdout.readline() == "started\n"  # start_worker_loop_forever returned at once
+        hosts = attach_to_workers(ca="trust_all_connections", workers=[f"tcp://{match.group(1)}"], token=TOKEN)
+        mesh = hosts.spawn_procs(per_host={"gpus": 1})
+        assert mesh.spawn("rec", Recorder).echo.call_one("x").get() == "x"
+        asyncio.run(mesh.logging_option(level=logging.ERROR))
+        assert mesh.run(lambda: __import__("logging").getLogger().level).get() == [logging.ERROR]
+        with pytest.raises(NotImplementedError, match="print to their worker's terminal"):
+            asyncio.run(mesh.logging_option(stream_to_client=True))
+        mesh.stop().get()
+        hosts.shutdown().get(timeout=60)
+        out, _ = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+        worker.wait()
+    assert worker.returncode == 0
+    assert ("after the loop intact" in out) == (loop != "forever")

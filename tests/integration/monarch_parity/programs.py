@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import logging
 import os
 import re
 import sys
@@ -156,6 +157,25 @@ class Printer(Actor):
         print("to stderr", file=sys.stderr, flush=True)
 
 
+class Logs(Actor):
+    @endpoint
+    def log(self):
+        self.logger.info("info from an actor")
+        self.logger.warning("warning from an actor")
+        logger = self.logger
+        return {"name": logger.name, "level": logger.level, "handlers": len(logger.handlers),
+                "root": logging.getLogger().level, "cached": logger is self.logger}
+
+    def __cleanup__(self, exc):
+        self.logger.warning("warning from __cleanup__")
+
+
+class RootLevel(Actor):
+    @endpoint
+    def level(self):
+        return logging.getLogger().level
+
+
 def raise_error():
     raise ValueError("Error.")
 
@@ -288,6 +308,79 @@ def scenario_output() -> dict:
     this_host().spawn_procs(per_host={"gpus": 2}).spawn("p", Printer).say.call().get()
     threading.Event().wait(1)  # let forwarded output drain before the outcome line
     return {"said": True}
+
+
+def scenario_logger() -> dict:
+    """``self.logger`` in an endpoint and in ``__cleanup__`` (the test compares the lines)."""
+    logs = this_host().spawn_procs(per_host={"gpus": 1}).spawn("logs", Logs)
+    out = logs.log.call_one().get()
+    logs.stop().get()
+    threading.Event().wait(1)  # let forwarded output drain before the outcome line
+    return out
+
+
+def scenario_logging_option() -> dict:
+    procs = this_host().spawn_procs(per_host={"gpus": 2})
+    levels = procs.spawn("levels", RootLevel)
+    out = {"start": list(levels.level.call().get().values())}
+    pending = procs.logging_option(stream_to_client=True, aggregate_window_sec=3, level=logging.WARNING)
+    out["coroutine"] = asyncio.iscoroutine(pending)
+    asyncio.run(pending)
+    out["set"] = list(levels.level.call().get().values())
+    asyncio.run(procs.logging_option(stream_to_client=False, level=logging.DEBUG))
+    out["again"] = list(levels.level.call().get().values())
+    out["errors"] = []
+    for kwargs in ({"stream_to_client": False, "aggregate_window_sec": 3}, {"level": 300}):
+        try:
+            asyncio.run(procs.logging_option(**kwargs))
+        except Exception as exc:
+            out["errors"].append(f"{type(exc).__name__}: {exc}")
+    return out
+
+
+def scenario_transport_shutdown() -> dict:
+    """A program that starts with enable_transport("ipc") and ends with shutdown_context()."""
+    api.enable_transport("ipc")
+    api.enable_transport("ipc")  # the same again: fine
+    actors = this_host().spawn_procs(per_host={"gpus": 2}).spawn("lam", Lambda)
+    out = {"ran": list(actors.run.call(lambda: 7).get().values())}
+    try:
+        api.enable_transport("tcp")
+    except Exception as exc:  # the words differ: Monarch's says the API is in use by now
+        out["second_transport"] = type(exc).__name__
+    first = api.shutdown_context()
+    out["shutdown"] = first.get(timeout=60)
+    out["again_done"] = api.shutdown_context().get(timeout=5)
+    return out
+
+
+@api.returns_future
+async def doubled(x):
+    await asyncio.sleep(0)
+    return 2 * x
+
+
+def scenario_more_names() -> dict:
+    """returns_future, Uid and ProcId, ChannelTransport, config and the telemetry helpers."""
+    async def awaited():
+        return await doubled(4)
+
+    uid = api.Uid.instance_from_value(10886806756100891529, "worker")
+    with api.span("block"):
+        in_span = True
+    traced = api.traced(lambda: "traced")
+    return {
+        "get": doubled(3).get(),
+        "await": asyncio.run(awaited()),
+        "uid": [str(uid), str(api.Uid.instance_from_value(58)), api.Uid.from_string("x<6>").instance_value],
+        "proc_id": str(api.ProcId.from_string("service<21>")),
+        "singleton": api.Uid.from_string("service").is_singleton,
+        "transports": sorted(n for n in dir(api.ChannelTransport) if n[0].isupper() and "Meta" not in n),
+        "prefix_logs": api.config.prefix_python_logs_with_actor,
+        "span": in_span,
+        "traced": traced(),
+        "meter": type(api.get_meter().create_counter("c")).__name__ != "",
+    }
 
 
 if __name__ == "__main__":

@@ -7,7 +7,11 @@ climbing to the client; an actor mixing def and async def endpoints; the remaini
 current_actor_name, str(current_rank()), is_fake_in_process, str(actor_mesh)); what actors print;
 what a probe porting Monarch programs found (Port.exception's exception raised as itself, from
 the controller, an actor and an explicit response port; Channel.open_ranked with send;
-Future.as_asyncio; split on proc, actor and value meshes, and its errors).
+Future.as_asyncio; split on proc, actor and value meshes, and its errors); Actor.logger (its
+name, level and lines, also from __cleanup__); ProcMesh.logging_option (a coroutine setting every
+proc's root level, checking its arguments); a program between enable_transport("ipc") and
+shutdown_context(); returns_future, Uid, ProcId, ChannelTransport, config, span, traced and
+get_meter.
 
 torchmonarch comes with the ``bench`` extra (``pip install 'procmesh[bench]'``); without it
 these tests fail and say so. Monarch runs its own processes on this machine, over loopback.
@@ -26,6 +30,7 @@ import pytest
 PROGRAMS = Path(__file__).with_name("programs.py")
 SCENARIOS = [
     "broadcast_error", "failing_init", "proc_death", "supervise", "unhandled_climbs", "mixed_endpoints", "names", "output", "ported",
+    "logger", "logging_option", "transport_shutdown", "more_names",
 ]
 
 
@@ -52,7 +57,7 @@ def test_same_outcome_as_monarch(scenario):
     theirs, their_out, their_err = outcome("monarch.actor", scenario)
     ours, our_out, our_err = outcome("mesh_client.actor", scenario)
     assert ours == theirs
-    if scenario == "output":
+    if scenario in ("output", "logger"):
         # An actor's prints: the same lines, ours each led by the proc's name, which Monarch 0.7's
         # local procs do not print (README, "Deliberate differences"); PROCMESH_FORWARD_OUTPUT=0
         # gives its bare lines.
