@@ -79,6 +79,7 @@ class PortReceiver(Generic[R]):
     def __init__(self, port_id: str, once: bool, values: queue.SimpleQueue[tuple[bool, Any, int | None]] | None = None) -> None:
         self._port_id = port_id
         self._once = once
+        self._claimed = False  # once: a recv() has asked for its one value
         self._values: queue.SimpleQueue[tuple[bool, Any, int | None]] = queue.SimpleQueue() if values is None else values
 
     def _deliver(self, ok: bool, value: Any, rank: int | None) -> None:
@@ -88,6 +89,12 @@ class PortReceiver(Generic[R]):
 
     def recv(self) -> futures.Future[R]:
         fut: futures.Future[R] = futures.Future()
+        if self._once:
+            if self._claimed:  # its one value went to an earlier recv(): this one would wait for ever
+                fut.set_exception(ValueError("OncePort is already used: a channel opened with once=True carries "
+                                             "one value; open another channel for more"))
+                return fut
+            self._claimed = True
 
         def settle(message: tuple[bool, Any, int | None]) -> None:
             try:

@@ -38,8 +38,9 @@ class ValueMesh(MeshTrait, Generic[R]):
             return self._values[0]
         return self._values[self._shape.index(coords)]
 
-    def values(self) -> Iterator[R]:
-        return iter(self._values)
+    def values(self) -> list[R]:
+        """The values in row-major order: a new list, as Monarch's (``vm.values()[0]`` works)."""
+        return list(self._values)
 
     def items(self) -> Iterator[tuple[Point, R]]:
         return zip(self._shape.points(), self._values)

@@ -34,7 +34,7 @@ from mesh_client._src.kubernetes import (
     reviving,
     transport,
 )
-from mesh_client._src.kubernetes.errors import ApiServerUnreachable, MeshNotReady
+from mesh_client._src.kubernetes.errors import ApiServerUnreachable, MeshNotFound, MeshNotReady
 from mesh_client._src.runtime import channel, identifying, interrupts, offloading, peers, relinking
 from mesh_client._src.server import logging_mode
 
@@ -93,9 +93,16 @@ class KubernetesProcs:
             time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
             pause = min(pause * 2, 0.2)
         try:  # a queued mesh whose procs Kueue stopped: its status said why before they went
-            queued = assessing.queue_story(self.api.get_mesh(self.name))
+            mesh: Mapping[str, Any] | None = self.api.get_mesh(self.name)
+        except MeshNotFound:
+            mesh = None
         except Exception:
-            queued = None
+            mesh = {}
+        if mesh is None or (mesh and assessing.being_deleted(mesh)):  # no operator brings it back
+            what = "was deleted" if mesh is None else assessing.being_deleted(mesh)
+            return (f"proc {self._where(index)} is gone: {story or reason}; ProcMesh {self.api.namespace}/{self.name} "
+                    f"{what}: its procs are gone for good; spawn or attach a new mesh")
+        queued = assessing.queue_story(mesh) if mesh else None
         why = f"; {queued}" if queued else ""
         hint = reviving.gone_hint(self.restart_policy, self.restarts, self.max_restarts)
         return f"proc {self._where(index)} is gone: {story or reason}{why}; {hint}"
@@ -278,6 +285,10 @@ def wait_ready(api: api_mod.KubeApi, name: str, timeout: float, progress: bool |
                     offloading.sleep(delay)
                     delay = min(delay * 1.5, 0.5)
                     continue
+                deleting = assessing.being_deleted(mesh)
+                if deleting is not None:  # its status may still say Ready: its procs are going for good
+                    raise MeshNotReady(f"ProcMesh {api.namespace}/{name} {deleting}: its procs are going for good; "
+                                       f"create or spawn a new mesh", assessing.TERMINATING)
                 verdict = assessing.assess(mesh, pods)
                 if verdict.ready:
                     line.end(f"ProcMesh {api.namespace}/{name}: {verdict.progress}")

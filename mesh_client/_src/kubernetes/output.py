@@ -10,11 +10,13 @@ each thread has counted the lines its pod's current run had written, and its fol
 exactly those. A stream that ends (the proc restarted, the connection dropped) is opened again;
 the same run (pod uid and restart count unchanged) skips what was already shown, a new run is
 shown from its start. :meth:`OutputForwarder.stop` reads each log once more, so what a proc
-printed before the controller stopped its mesh is shown even when its stream lagged.
+printed before the controller stopped its mesh is shown even when its stream lagged; so does a
+program's exit with its mesh still running.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import threading
@@ -73,8 +75,15 @@ class OutputForwarder:
         for _ in self.pods:  # every pod's lines so far are counted, so none printed later is lost
             if not self._counted.acquire(timeout=READY_TIMEOUT):
                 break
+        # A program that exits without stopping its mesh: the last lines are read then too.
+        # Registered after the mesh's lease (lifetimes.py), so it runs before the lease's exit
+        # handler deletes the mesh and its pods' logs with it.
+        atexit.register(self.stop)
 
     def stop(self) -> None:
+        atexit.unregister(self.stop)
+        if self._stopped.is_set() and not any(thread.is_alive() for thread in self._threads):
+            return  # stopped already (the mesh's stop, then the program's exit)
         self._tell_stop()
         ends = time.monotonic() + STOP_JOIN_SECONDS  # one wait for all (a thread still asking for its stream cannot be cut short)
         for thread in self._threads:

@@ -1,12 +1,16 @@
 """Clear errors from the Kubernetes backend: missing mesh, a mesh that cannot or does not become
-Ready (with the operator's or the scheduler's reason), a token the client may not read, and an
-API server that stops answering."""
+Ready (with the operator's or the scheduler's reason), a token the client may not read, an API
+server that stops answering, a mesh being deleted (attach fails at once) or deleted under a
+program (its calls say so, not that the operator restarts its procs)."""
 
+import re
 import threading
 
 import pytest
 from kubernetes import client
 
+from mesh_client import SupervisionError
+from mesh_client._src import contract
 from mesh_client._src.kubernetes.api import KubeApi, make_api_client
 from mesh_client.kubernetes import (
     ApiServerUnreachable,
@@ -17,8 +21,9 @@ from mesh_client.kubernetes import (
     attach,
 )
 from tests.cluster import testing
+from tests.integration.cli.test_logs import Talker
 from tests.integration.kubernetes.relay import Relay, ended, through
-from tests.integration.operator.support import create_mesh, token_secret
+from tests.integration.operator.support import create_mesh, mesh_manifest, token_secret, wait_ready
 
 pytestmark = pytest.mark.cluster
 
@@ -117,3 +122,42 @@ def test_attach_rides_out_an_api_server_that_is_briefly_away(cluster, namespace,
         for r in reopen:
             r.close()
         api_client.close()
+
+
+def test_attach_to_a_mesh_being_deleted_fails_at_once_saying_so(kube, custom, namespace, operator):
+    """Its status may still say Ready (the operator does not write a deleted mesh's): it used
+    to read as a stale status ("is the operator running?") for the whole timeout."""
+    body = mesh_manifest("held", hosts=1, perHost=[{"name": "procs", "size": 1}])
+    body["metadata"]["finalizers"] = ["tests.procmesh.io/hold"]
+    custom.create_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, contract.PLURAL, body)
+    wait_ready(custom, namespace, "held")
+    custom.delete_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, contract.PLURAL, "held")
+    try:
+        with pytest.raises(MeshNotReady, match=rf"ProcMesh {namespace}/held is being deleted \(since .*, held by "
+                                               r"finalizers tests.procmesh.io/hold\): its procs are going for good") as info:
+            attach("held", namespace, api_client=kube, timeout=300, progress=False)
+        assert info.value.reason == "Terminating"
+    finally:
+        custom.patch_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, contract.PLURAL, "held",
+                                              {"metadata": {"finalizers": None}})
+
+
+def test_calls_to_a_deleted_mesh_say_it_was_deleted_not_that_it_restarts(kube, custom, namespace, operator):
+    create_mesh(custom, namespace, "deleted", hosts=1, perHost=[{"name": "procs", "size": 1}])
+    mesh = attach("deleted", namespace, api_client=kube, timeout=120, progress=False, forward_output=False)
+    talker = mesh.spawn("talker", Talker)
+    talker.say.call("hello").get(timeout=60)
+    custom.delete_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, contract.PLURAL, "deleted")
+
+    def failure() -> str | None:
+        try:
+            talker.say.call("still there?").get(timeout=60)
+        except SupervisionError as exc:
+            return str(exc)
+        return None
+
+    message = testing.wait_for(failure, "a call failing once the mesh's pods go")
+    assert re.search(rf"ProcMesh {namespace}/deleted (was deleted|is being deleted \(since [^)]*\)): its procs are gone "
+                     r"for good; spawn or attach a new mesh", message), message
+    assert "the operator restarts it" not in message
+    mesh.stop().get(timeout=60)

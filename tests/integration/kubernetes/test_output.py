@@ -3,17 +3,23 @@ control plane and operator.
 
 Aspects: each line once, with its proc's rank, from the moment of attach (what the procs had
 printed before is not repeated; what they print right after is not lost); a restarted proc's new
-run shows from its start; forward_output=False forwards nothing.
+run shows from its start; forward_output=False forwards nothing; a program that exits without
+stopping its mesh still shows every line its procs printed (it showed none of a burst).
 """
 
 from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
 from mesh_client.kubernetes import attach
 from tests.cluster import testing
+from tests.integration.cli.support import env
 from tests.integration.cli.test_logs import Talker
-from tests.integration.operator.support import create_mesh, kill_proc, token, wait_ready
+from tests.integration.operator.support import ROOT, create_mesh, kill_proc, token, wait_ready
 
 pytestmark = pytest.mark.cluster
 
@@ -64,3 +70,34 @@ def test_forwarding_can_be_switched_off(kube, custom, namespace, operator, monke
         assert loud._group.owner.output is not None
     finally:
         loud.stop().get()
+
+
+EXITS_WITHOUT_STOP = textwrap.dedent(
+    """
+    import sys
+    from mesh_client import Actor, endpoint
+    from mesh_client.kubernetes import attach
+
+    class Burst(Actor):
+        @endpoint
+        def burst(self, count: int) -> None:
+            import os
+            for i in range(count):
+                print(f"line {i} of {os.environ['PROCMESH_RANK']}")
+            sys.stdout.flush()
+
+    mesh = attach(sys.argv[2], sys.argv[3], kubeconfig=sys.argv[1], timeout=120, progress=False, forward_output=True)
+    mesh.spawn("burst", Burst).burst.call(300).get()
+    """  # and the program ends, its mesh still attached
+)
+
+
+def test_a_program_that_exits_without_stopping_shows_every_line(cluster, custom, namespace, operator):
+    create_mesh(custom, namespace, "burst", hosts=1, perHost=[{"name": "procs", "size": 2}])
+    wait_ready(custom, namespace, "burst")
+    done = subprocess.run([sys.executable, "-c", EXITS_WITHOUT_STOP, str(cluster.kubeconfig), "burst", namespace],
+                          cwd=ROOT, env=env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if " line " in line]
+    expected = [f"[burst rank {r}] line {i} of {r}" for r in range(2) for i in range(300)]
+    assert sorted(lines) == sorted(expected), (len(lines), done.stderr[-2000:])

@@ -7,7 +7,8 @@ response port's exception (a reply marked as sent) is raised by the caller as it
 endpoint's own error stays an ActorError; a ranked receiver gives ``(rank, value)`` for what was
 sent with a rank, raises the exception sent with one, and refuses what came without one, with
 Monarch's first words; ``ranked()`` reads the same values as the receiver it came from; a ranked
-port keeps its rank when pickled; ``open_ranked(once=True)`` is not once, as Monarch 0.7's.
+port keeps its rank when pickled; ``open_ranked(once=True)`` is not once, as Monarch 0.7's; a second
+``recv()`` of a once channel raises, as Monarch's.
 """
 
 import pytest
@@ -105,3 +106,13 @@ def test_open_ranked_takes_once_and_keeps_taking_values_as_monarchs_does():
     port._ranked(0).send("a")
     port._ranked(1).send("b")
     assert [receiver.recv().get(), receiver.recv().get()] == [(0, "a"), (1, "b")]
+
+
+def test_a_once_channel_gives_one_value_and_refuses_a_second_recv():
+    """Monarch raises "OncePort is already used"; the second recv() waited for ever (and held a
+    thread)."""
+    port, receiver = Channel.open(once=True)
+    port.send("only")
+    assert receiver.recv().get(timeout=10) == "only"
+    with pytest.raises(ValueError, match="OncePort is already used"):
+        receiver.recv().get(timeout=10)

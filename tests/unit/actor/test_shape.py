@@ -69,7 +69,9 @@ def test_value_mesh_item_takes_the_indices_slice_takes():
 def test_value_mesh_iterates_points_and_values():
     vm = ValueMesh(Shape(["gpus"], [3]), [10, 11, 12])
     assert [(dict(p), v) for p, v in vm] == [({"gpus": 0}, 10), ({"gpus": 1}, 11), ({"gpus": 2}, 12)]
-    assert list(vm.values()) == [10, 11, 12]
+    assert vm.values() == [10, 11, 12] and vm.values()[0] == 10  # a list, as Monarch's
+    vm.values().append(13)
+    assert len(vm) == 3  # a copy each time
     assert len(vm) == 3
     assert vm.slice(gpus=slice(1, 3)).item(gpus=0) == 11
     assert vm.slice(gpus=2).item() == 12
