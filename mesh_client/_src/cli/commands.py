@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from mesh_client._src import contract
-from mesh_client._src.cli import logs, tables
+from mesh_client._src.cli import logs, manifests, tables
 from mesh_client._src.kubernetes import api as api_mod
 from mesh_client._src.kubernetes import attaching, forwarding, transport
 from mesh_client._src.kubernetes.errors import (
@@ -161,21 +161,27 @@ def _address(proc: dict[str, Any]) -> tuple[str, int]:
 # --- create / delete / wait --------------------------------------------------------------------
 
 def create(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
-    import yaml
-
-    text = sys.stdin.read() if args.filename == "-" else open(args.filename).read()
-    docs = [d for d in yaml.safe_load_all(text) if d]
-    for doc in docs:
-        if doc.get("kind") != contract.KIND or doc.get("apiVersion") != contract.API_VERSION:
-            raise KubernetesMeshError(
-                f"{args.filename}: a {doc.get('apiVersion')} {doc.get('kind')} is not a ProcMesh; "
-                f"procmesh create takes {contract.API_VERSION} ProcMesh documents (kubectl apply the rest)")
-    for doc in docs:
+    """Every ProcMesh of the file, all checked before the first is created; one that the API
+    server refuses is said (naming the file) and the others are still created, as kubectl does."""
+    where = manifests.source_name(args.filename)
+    try:
+        text = sys.stdin.read() if args.filename == "-" else open(args.filename).read()
+    except OSError as exc:
+        raise manifests.ManifestError(f"{where}: cannot read it: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise manifests.ManifestError(f"{where}: not a text file (a manifest is YAML or JSON)") from None
+    failed = 0
+    for doc in manifests.procmeshes(text, args.filename):
         namespace = (doc.get("metadata") or {}).get("namespace")
         target = api if namespace in (None, api.namespace) else api_mod.KubeApi(api.api_client, namespace)
-        created = target.create_mesh(doc)
+        try:
+            created = target.create_mesh(doc)
+        except KubernetesMeshError as exc:
+            print(f"error: {where}: {exc}", file=sys.stderr)
+            failed += 1
+            continue
         out.write(f"{KIND_PREFIX}/{created['metadata']['name']} created\n")
-    return 0
+    return 1 if failed else 0
 
 
 def delete(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:

@@ -232,20 +232,30 @@ class KubeApi:
             raise self._refused(exc, "get", "pods/log", pod) from None
 
     def create_mesh(self, body: dict[str, Any]) -> dict[str, Any]:
+        meta = body.get("metadata") or {}
+        name = str(meta.get("name") or f"{meta.get('generateName')}*")  # generateName: named by the server
         try:
-            created: dict[str, Any] = self._send("create", contract.PLURAL, body["metadata"]["name"],
+            created: dict[str, Any] = self._send("create", contract.PLURAL, name,
                                                  self.custom.create_namespaced_custom_object,
                                                  contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, body)
             return created
         except self._exc as exc:
             if exc.status == 422 or exc.status == 400:
-                raise KubernetesMeshError(f"the API server refused ProcMesh {body['metadata']['name']}: {_message(exc)}") from None
+                raise KubernetesMeshError(f"the API server refused ProcMesh {name}: {_message(exc)}") from None
             if exc.status == 409:
                 raise KubernetesMeshError(
-                    f"ProcMesh {self.namespace}/{body['metadata']['name']} already exists; attach() to it, "
+                    f"ProcMesh {self.namespace}/{name} already exists; attach() to it, "
                     f"or pick another name"
                 ) from None
-            raise self._refused(exc, "create", contract.PLURAL, body["metadata"]["name"]) from None
+            if exc.status == 404 and _not_found_kind(exc) == "namespaces":
+                raise KubernetesMeshError(
+                    f"namespace {self.namespace} does not exist, so ProcMesh {name} cannot be created there: "
+                    f"create the namespace first (kubectl create namespace {self.namespace}), or pick "
+                    f"another (-n, or the manifest's metadata.namespace)"
+                ) from None
+            if exc.status == 404:  # the collection itself is missing: no such resource type
+                raise self._refused(exc, "create", contract.PLURAL) from None
+            raise self._refused(exc, "create", contract.PLURAL, name) from None
 
     def renew_lease(self, name: str, when: str, timeout: float | None = None) -> None:
         """Write the lease renewal annotation of mesh ``name`` (see :mod:`.lifetimes`)."""
@@ -352,6 +362,16 @@ class KubeApi:
             if exc.status == 403:
                 return {}
             raise self._refused(exc, "get", "pods", name) from None
+
+
+def _not_found_kind(exc: Any) -> str | None:
+    """What a 404 says was not found (``details.kind``: "namespaces" for a missing namespace);
+    None when the body says nothing (no such path: a resource type that is not served)."""
+    try:
+        kind = (json.loads(exc.body).get("details") or {}).get("kind")
+    except Exception:
+        return None
+    return str(kind) if kind else None
 
 
 def _message(exc: Any) -> str:
