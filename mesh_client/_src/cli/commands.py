@@ -21,7 +21,7 @@ from typing import Any, TextIO
 from mesh_client._src import contract
 from mesh_client._src.cli import logs, manifests, tables
 from mesh_client._src.kubernetes import api as api_mod
-from mesh_client._src.kubernetes import attaching, forwarding, transport
+from mesh_client._src.kubernetes import assessing, attaching, forwarding, transport
 from mesh_client._src.kubernetes.errors import (
     ApiServerUnreachable,
     KubernetesMeshError,
@@ -207,20 +207,23 @@ def wait(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
 
 def _wait_deleted(api: api_mod.KubeApi, name: str, timeout: float) -> None:
     """Until the mesh is gone; an API server out of reach meanwhile is asked again (as
-    ``wait --for condition=Ready`` does) until the timeout, then said."""
+    ``wait --for condition=Ready`` does) until the timeout, then said. At the timeout, what
+    holds the mesh: its finalizers, or that nothing deleted it."""
     deadline = time.monotonic() + timeout
+    mesh: dict[str, Any] | None = None
     while True:
         try:
-            api.get_mesh(name, timeout=transport.time_left(deadline))
+            mesh = api.get_mesh(name, timeout=transport.time_left(deadline))
         except MeshNotFound:
             return
         except ApiServerUnreachable:
             if time.monotonic() >= deadline:
                 raise
         if time.monotonic() >= deadline:
+            why = (assessing.deletion(mesh) if mesh is not None else None) or \
+                f"it is not being deleted ('procmesh delete {name}' deletes it)"
             raise KubernetesMeshError(
-                f"ProcMesh {api.namespace}/{name} still exists after {timeout:.0f} s; "
-                f"'procmesh describe {name}' shows why")
+                f"ProcMesh {api.namespace}/{name} still exists after {timeout:.0f} s: {why}")
         time.sleep(0.2)
 
 

@@ -82,8 +82,11 @@ def pods_by_mesh(pods: Sequence[Mapping[str, Any]] | None) -> dict[tuple[str, st
 
 
 def phase(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None = None) -> str:
-    """The operator's phase, unless its status cannot be believed (:func:`assessing.stale_status`):
-    then what the client sees instead, so ``get`` never shows an old ``Ready`` as current."""
+    """The operator's phase, unless the mesh is being deleted (``Terminating``, as kubectl shows
+    such a pod) or its status cannot be believed (:func:`assessing.stale_status`): then what the
+    client sees instead, so ``get`` never shows an old ``Ready`` as current."""
+    if assessing.deletion(mesh) is not None:
+        return assessing.TERMINATING
     stale = assessing.stale_status(mesh, pods)
     if stale is not None:
         return stale[0]
@@ -261,9 +264,15 @@ def describe_text(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | N
         f"Ready:          {status.get('readyProcs', 0)}/{status.get('desiredProcs', '?')}",
         f"Generation:     {meta.get('generation')} (status observed {status.get('observedGeneration', NONE)})",
     ]
-    stale = assessing.stale_status(mesh, pods)
-    if stale is not None:
-        lines.append(f"Warning:        {stale[0]}: {stale[1]}")
+    deleting = meta.get("deletionTimestamp")
+    if deleting:  # its status is no longer kept current: what holds it matters, not the operator
+        lines.append(f"Terminating:    since {deleting} ({age(deleting, now)} ago); "
+                     f"finalizers left: {', '.join(meta.get('finalizers') or []) or NONE}")
+        lines.append(f"Warning:        {assessing.TERMINATING}: {assessing.deletion(mesh)}")
+    else:
+        stale = assessing.stale_status(mesh, pods)
+        if stale is not None:
+            lines.append(f"Warning:        {stale[0]}: {stale[1]}")
     lines.append("Conditions:")
     rows = condition_rows(mesh, now)
     lines.append(render(CONDITIONS_HEADER, rows, "  ") if rows else f"  {NONE}")

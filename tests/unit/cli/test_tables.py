@@ -46,6 +46,15 @@ def test_get_never_shows_an_old_status_as_current():
     assert tables.get_row(bare, NOW)[1:3] == ["0/?", "NotReconciled"]
 
 
+def test_a_mesh_being_deleted_is_terminating_not_stale():
+    deleting = mesh(generation=2, observed=1)
+    deleting["metadata"] |= {"deletionTimestamp": ago(30), "finalizers": ["foregroundDeletion"]}
+    assert tables.get_row(deleting, NOW)[2] == "Terminating"
+    text = tables.describe_text(deleting, None, [], NOW)
+    assert f"Terminating:    since {ago(30)} (30s ago); finalizers left: foregroundDeletion" in text
+    assert "once the mesh's pods are gone (foreground deletion)" in text and "StatusStale" not in text
+
+
 def test_describe_table_and_last_failure():
     procs = [{"rank": 0, "coords": {"hosts": 0, "gpus": 0}, "pod": "m-0", "node": "n1", "ready": True,
               "gpu": "GPU-0"},
