@@ -188,16 +188,22 @@ def memory_cap(mesh: Mapping[str, Any], pod: Mapping[str, Any] | None) -> str:
     return f"{float(fraction):.0%} of GPU"
 
 
-def proc_rows(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
+def proc_rows(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None,
               now: datetime.datetime) -> list[list[str]]:
-    """describe's proc → pod → node → GPU → memory cap table, with live pod state."""
-    by_name = {(p.get("metadata") or {}).get("name"): p for p in pods}
+    """describe's proc → pod → node → GPU → memory cap table, with live pod state. ``pods``
+    None (this client may not list them): READY is the status's, STATE and RESTARTS unknown
+    (``-``), never a healthy proc shown Missing."""
+    by_name = {(p.get("metadata") or {}).get("name"): p for p in pods or ()}
     rows = []
     for proc in sorted(contract.status_procs(mesh), key=lambda p: p.get("rank", 0)):
         pod = by_name.get(proc.get("pod"))
-        state, restarts = pod_state(pod)
+        if pods is None:
+            state, restarts = "-", "-"
+            ready = "true" if proc.get("ready") else "false"
+        else:
+            state, restarts = pod_state(pod)
+            ready = "true" if pod is not None and _pod_is_ready(pod) else "false"
         node = proc.get("node") or ((pod or {}).get("spec") or {}).get("nodeName") or NONE
-        ready = "true" if pod is not None and _pod_is_ready(pod) else "false"
         rows.append([str(proc.get("rank")), coords_text(proc.get("coords") or {}, dim_names(mesh)), str(proc.get("pod")),
                      str(node), str(proc.get("gpu") or "-"), memory_cap(mesh, pod), ready, state, restarts,
                      last_failure(pod, now)])
@@ -277,9 +283,9 @@ def describe_text(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | N
     rows = condition_rows(mesh, now)
     lines.append(render(CONDITIONS_HEADER, rows, "  ") if rows else f"  {NONE}")
     lines.append("Procs:")
-    procs = proc_rows(mesh, pods or [], now)
+    procs = proc_rows(mesh, pods, now)
     if pods is None:
-        lines.append("  (pods not readable by this client: the live state below is the status's)")
+        lines.append("  (pods not readable by this client: READY is the status's, STATE unknown)")
     lines.append(render(PROCS_HEADER, procs, "  ") if procs else f"  {NONE}")
     lines.append("Events:")
     rows = event_rows(events, now)

@@ -73,6 +73,8 @@ def test_describe_table_and_last_failure():
     assert rows[0] == ["0", "hosts=0,gpus=0", "m-0", "n1", "GPU-0", "25% of GPU", "true", "Running", "1",
                        "exit 137, signal 9, Error (60s ago)"]
     assert rows[1][6:] == ["false", "Pending (Unschedulable)", "0", "pod m-1 is Pending: 0/2 nodes are available"]
+    unreadable = tables.proc_rows(mesh(procs=procs), None, NOW)  # pods not readable: the status's READY
+    assert [r[6:9] for r in unreadable] == [["true", "-", "-"], ["false", "-", "-"]]
     text = tables.describe_text(mesh(procs=procs), pods, [], NOW)
     assert "Warning:        StatusBehindPods" not in text  # m-0 ready as its status says
     assert "Shape:          hosts=1 x gpus=2 (2 procs)" in text
