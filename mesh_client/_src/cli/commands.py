@@ -25,6 +25,7 @@ from mesh_client._src.kubernetes import assessing, attaching, forwarding, transp
 from mesh_client._src.kubernetes.errors import (
     ApiServerUnreachable,
     KubernetesMeshError,
+    MeshAccessDenied,
     MeshNotFound,
 )
 from mesh_client._src.runtime import identifying
@@ -46,11 +47,28 @@ def _dump(obj: Any, output: str, out: TextIO) -> None:
         out.write(yaml.safe_dump(obj, sort_keys=False, default_flow_style=False))
 
 
+def _each(names: list[str], act: Callable[[str], None]) -> int:
+    """``act`` on every name, as kubectl does: a mesh that is missing (or refused) is said on
+    stderr and the others are still acted on; 1 when any failed."""
+    failed = 0
+    for name in names:
+        try:
+            act(name)
+        except (MeshNotFound, MeshAccessDenied) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            failed += 1
+    return 1 if failed else 0
+
+
 # --- get ---------------------------------------------------------------------------------------
 
 def get(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
+    status = 0
     if args.names:
-        meshes = [api.get_mesh(n) for n in args.names]
+        meshes: list[dict[str, Any]] = []
+        status = _each(args.names, lambda n: meshes.append(api.get_mesh(n)))
+        if not meshes:
+            return status
     else:
         meshes = sorted(api.list_meshes(args.all_namespaces),
                         key=lambda m: (m["metadata"].get("namespace", ""), m["metadata"]["name"]))
@@ -60,11 +78,11 @@ def get(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
         else:
             _dump({"apiVersion": "v1", "kind": "List", "items": meshes,
                    "metadata": {"resourceVersion": ""}}, args.output, out)
-        return 0
+        return status
     if args.output == "name":
         for mesh in meshes:
             out.write(f"{KIND_PREFIX}/{mesh['metadata']['name']}\n")
-        return 0
+        return status
     if not meshes:
         where = "any namespace" if args.all_namespaces else f"{api.namespace} namespace"
         print(f"No resources found in {where}.", file=sys.stderr)
@@ -84,20 +102,25 @@ def get(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
 
     rows = [tables.get_row(m, now, wide=wide, namespace=args.all_namespaces, pods=pods_of(m)) for m in meshes]
     out.write(tables.render(header, rows) + "\n")
-    return 0
+    return status
 
 
 # --- describe ----------------------------------------------------------------------------------
 
 def describe(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
-    for i, name in enumerate(args.names):
+    shown = 0
+
+    def one(name: str) -> None:
+        nonlocal shown
         mesh = api.get_mesh(name)
         pods = api.visible_pods(name)
         events = api.events(contract.KIND, name)
-        if i:
+        if shown:
             out.write("\n\n")
         out.write(tables.describe_text(mesh, pods, events, _now()) + "\n")
-    return 0
+        shown += 1
+
+    return _each(args.names, one)
 
 
 # --- logs --------------------------------------------------------------------------------------
@@ -185,24 +208,30 @@ def create(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def delete(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
-    for name in args.names:
+    deleted: list[str] = []
+
+    def one(name: str) -> None:
         api.get_mesh(name)  # a missing mesh is an error, as in kubectl
         api.delete_mesh(name)
         out.write(f'{KIND_PREFIX} "{name}" deleted\n')
+        deleted.append(name)
+
+    status = _each(args.names, one)
     if args.wait:
-        for name in args.names:
+        for name in deleted:
             _wait_deleted(api, name, args.timeout)
-    return 0
+    return status
 
 
 def wait(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
-    for name in args.names:
+    def one(name: str) -> None:
         if args.wait_for == "delete":
             _wait_deleted(api, name, args.timeout)
         else:
             attaching.wait_ready(api, name, args.timeout, progress=False)
             out.write(f"{KIND_PREFIX}/{name} condition met\n")
-    return 0
+
+    return _each(args.names, one)
 
 
 def _wait_deleted(api: api_mod.KubeApi, name: str, timeout: float) -> None:

@@ -3,7 +3,8 @@
 Aspects: create -f from a manifest (stdin too), a file that holds no ProcMesh said in one line naming
 it, generateName, a missing namespace named as such; wait until Ready; get as a table (READY is
 ready/desired, as the README shows it), -o wide/json/yaml/name, a missing mesh is an error
-naming the namespace; describe's proc -> pod -> node table and conditions; delete --wait.
+naming the namespace, several names act on every mesh that exists; describe's proc -> pod -> node
+table and conditions; delete --wait.
 """
 
 from __future__ import annotations
@@ -127,6 +128,30 @@ def test_create_by_generate_name_and_into_a_missing_namespace(cluster, crd, name
     assert elsewhere.returncode == 1
     assert elsewhere.stderr.startswith("error: <stdin>: namespace no-such-ns does not exist, so ProcMesh x "
                                        "cannot be created there"), elsewhere.stderr
+
+
+def test_several_names_act_on_every_mesh_that_exists(cluster, crd, custom, namespace):
+    """As kubectl: a missing name is said and the others are still shown or deleted; exit 1."""
+    for name in ("d1", "d2"):
+        create_mesh(custom, namespace, name, hosts=1, perHost=[{"name": "procs", "size": 1}])
+    kc = cluster.kubeconfig
+    missing = f"error: ProcMesh {namespace}/nosuch does not exist"
+
+    got = procmesh(kc, "get", "d2", "nosuch", "d1", "-n", namespace)
+    assert got.returncode == 1 and got.stderr.startswith(missing), got.stderr
+    assert [line.split()[0] for line in got.stdout.splitlines()] == ["NAME", "d2", "d1"]
+    named = procmesh(kc, "get", "nosuch", "d1", "-n", namespace, "-o", "name")
+    assert (named.returncode, named.stdout) == (1, "procmesh.procmesh.io/d1\n")
+
+    described = procmesh(kc, "describe", "d2", "nosuch", "d1", "-n", namespace)
+    assert described.returncode == 1 and described.stderr.startswith(missing), described.stderr
+    assert [line.split()[1] for line in described.stdout.splitlines() if line.startswith("Name:")] == ["d2", "d1"]
+
+    deleted = procmesh(kc, "delete", "d1", "nosuch", "d2", "-n", namespace, "--wait")
+    assert deleted.returncode == 1 and deleted.stderr.startswith(missing), deleted.stderr
+    assert deleted.stdout == 'procmesh.procmesh.io "d1" deleted\nprocmesh.procmesh.io "d2" deleted\n'
+    assert custom.list_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace,
+                                                contract.PLURAL)["items"] == []
 
 
 def test_wait_fails_at_once_on_a_cause_no_waiting_fixes(cluster, namespace, operator, gpu_node,
