@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from mesh_client._src import contract
-from mesh_client._src.cli import logs, manifests, tables
+from mesh_client._src.cli import following, logs, manifests, tables
 from mesh_client._src.kubernetes import api as api_mod
 from mesh_client._src.kubernetes import assessing, attaching, forwarding, transport
 from mesh_client._src.kubernetes.errors import (
@@ -141,11 +141,21 @@ def logs_(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
     def opener(pod: str) -> Callable[[], Any]:
         return lambda: api.pod_log(pod, follow=args.follow, tail=args.tail, previous=args.previous)
 
-    streams = [(f"[rank {p['rank']}] " if args.prefix else "", opener(str(p["pod"]))) for p in chosen]
+    def restarted(pod: str) -> Any:  # the whole log of a proc's new pod
+        return api.pod_log(pod, follow=True)
+
+    streams: list[tuple[str, Callable[[], Any], logs.Reopen | None]] = []
+    for proc in chosen:
+        prefix, pod = f"[rank {proc['rank']}] " if args.prefix else "", str(proc["pod"])
+        if args.follow:
+            follower = following.ProcFollower(api, mesh, int(proc["rank"]), pod, restarted)
+            streams.append((prefix, follower.first(opener(pod)), follower))
+        else:
+            streams.append((prefix, opener(pod), None))
     errors = logs.follow_all(streams, out)
-    for error in errors:
+    for error in dict.fromkeys(errors):  # -p of procs that never restarted: one line, not one per proc
         print(f"error: {error}", file=sys.stderr)
-    return 1 if errors and len(errors) == len(streams) else 0
+    return 1 if errors and len(errors) >= len(streams) else 0
 
 
 # --- top ---------------------------------------------------------------------------------------

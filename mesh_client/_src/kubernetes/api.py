@@ -229,6 +229,12 @@ class KubeApi:
                     f"logs takes 'get' on pods/log in namespace {self.namespace} (the chart's client role "
                     f"grants it)"
                 ) from None
+            if previous and exc.status in (400, 404):
+                raise KubernetesMeshError(
+                    "no earlier run's log (--previous): a proc runs once in its pod (restartPolicy Never); "
+                    "a restarted proc is a new pod of the same name, and its earlier run's log went with the "
+                    "old pod. Without -p, the current run's log is shown (with -f, followed across restarts)"
+                ) from None
             raise self._refused(exc, "get", "pods/log", pod) from None
 
     def create_mesh(self, body: dict[str, Any]) -> dict[str, Any]:
