@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TextIO
 
 from mesh_client._src.cli import commands
@@ -112,6 +112,25 @@ def build_parser(prog: str = "procmesh") -> argparse.ArgumentParser:
     return parser
 
 
+def kubeconfig_paths(kubeconfig: str | None, environ: Mapping[str, str]) -> list[str]:
+    """The kubeconfig files the client reads, as kubectl finds them: ``--kubeconfig``, else each
+    of ``$KUBECONFIG``, else ``~/.kube/config``."""
+    if kubeconfig:
+        return [kubeconfig]
+    listed = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    return listed or [os.path.expanduser("~/.kube/config")]
+
+
+def credentials_problem(kubeconfig: str | None, exc: Exception) -> str:
+    """What failed to load, naming the files looked at and, when none exists, how to give one."""
+    paths = kubeconfig_paths(kubeconfig, os.environ)
+    absent = [p for p in paths if not os.path.exists(p)]
+    if len(absent) == len(paths):
+        return (f"no kubeconfig: looked at {', '.join(paths)} (not found); set KUBECONFIG, pass "
+                f"--kubeconfig, or create ~/.kube/config (in a pod, the service account is used)")
+    return f"cannot load Kubernetes credentials from {', '.join(p for p in paths if p not in absent)}: {exc}"
+
+
 def _prog(argv0: str) -> str:
     return "kubectl procmesh" if os.path.basename(argv0).startswith("kubectl-") else "procmesh"
 
@@ -139,7 +158,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:  # no kubeconfig, no such context: the client's own words
-        print(f"error: cannot load Kubernetes credentials: {exc}", file=sys.stderr)
+        print(f"error: {credentials_problem(args.kubeconfig, exc)}", file=sys.stderr)
         return 1
     try:
         return commands.COMMANDS[args.command](api, args, out)
