@@ -295,6 +295,9 @@ def describe_text(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | N
 
 # --- top ---------------------------------------------------------------------------------------
 
+#: NVIDIA_VISIBLE_DEVICES values that name no device (a proc without a GPU reports them).
+NO_GPU = frozenset({"void", "none", ""})
+
 TOP_HEADER = ["RANK", "POD", "GPU", "ALLOCATED", "RESERVED", "CAP", "RESERVED/CAP", "ACTORS"]
 
 
@@ -309,6 +312,8 @@ def top_row(proc: Mapping[str, Any], description: Mapping[str, Any] | None, erro
         return [rank, pod, str(proc.get("gpu") or "-"), "-", "-", "-", "-", f"unreachable: {error}"]
     memory = description.get("memory")
     gpu = str(description.get("gpu") or proc.get("gpu") or "-")
+    if gpu.lower() in NO_GPU:  # the runtime's "no device" (a mesh without GPUs), not a device
+        gpu = "-"
     actors = str(description.get("actors", "-"))
     if not memory:
         return [rank, pod, gpu, "-", "-", "-", "no CUDA in use", actors]

@@ -40,6 +40,10 @@ def token_secret_name(mesh: dict[str, Any]) -> str:
         raise KubernetesMeshError(str(e)) from None
 
 
+#: The ``name`` of a request that lists across namespaces, for its messages (not a mesh's name:
+#: those are DNS labels).
+ALL_NAMESPACES = "*"
+
 SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
@@ -113,6 +117,8 @@ class KubeApi:
         self.timeout = transport.api_timeout_from(os.environ)  # seconds a request waits (None: no limit)
 
     def _what(self, resource: str, name: str = "") -> str:
+        if name == ALL_NAMESPACES:
+            return f"{resource} in all namespaces"
         return f"{resource} {self.namespace}/{name}" if name else f"{resource} in namespace {self.namespace}"
 
     def _send(self, verb: str, resource: str, name: str, call: Callable[..., T], *args: Any,
@@ -181,7 +187,7 @@ class KubeApi:
         """The ProcMeshes of this namespace (or of all), as the API returns them."""
         try:
             if all_namespaces:
-                listed = self._send("list", contract.PLURAL, "", self.custom.list_cluster_custom_object,
+                listed = self._send("list", contract.PLURAL, ALL_NAMESPACES, self.custom.list_cluster_custom_object,
                                     contract.GROUP, contract.VERSION, contract.PLURAL)
             else:
                 listed = self._send("list", contract.PLURAL, "", self.custom.list_namespaced_custom_object,
@@ -347,7 +353,7 @@ class KubeApi:
         """Every mesh's pods in this namespace (or all, one list call), or None when not allowed."""
         try:
             if all_namespaces:
-                items = self._send("list", "pods", "", self.core.list_pod_for_all_namespaces,
+                items = self._send("list", "pods", ALL_NAMESPACES, self.core.list_pod_for_all_namespaces,
                                    label_selector=contract.MESH_LABEL).items
             else:
                 items = self._send("list", "pods", "", self.core.list_namespaced_pod, self.namespace,

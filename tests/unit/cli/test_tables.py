@@ -87,6 +87,7 @@ def test_top_rows():
         "allocated": gib, "reserved": 2 * gib, "total": 80 * gib, "cap": 20 * gib}}, None)
     assert row == ["0", "m-0", "GPU-a", "1024Mi", "2048Mi", "20480Mi", "10%", "2"]
     assert tables.top_row(proc, {"gpu": None, "memory": None, "actors": 0}, None)[6] == "no CUDA in use"
+    assert tables.top_row({"rank": 0, "pod": "m-0"}, {"gpu": "void", "memory": None, "actors": 0}, None)[2] == "-"
     assert tables.top_row(proc, None, "ConnectionRefusedError")[7] == "unreachable: ConnectionRefusedError"
 
 
