@@ -19,12 +19,13 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from mesh_client._src import contract
-from mesh_client._src.cli import logs, tables
+from mesh_client._src.cli import following, logs, manifests, tables
 from mesh_client._src.kubernetes import api as api_mod
-from mesh_client._src.kubernetes import attaching, forwarding, transport
+from mesh_client._src.kubernetes import assessing, attaching, forwarding, transport
 from mesh_client._src.kubernetes.errors import (
     ApiServerUnreachable,
     KubernetesMeshError,
+    MeshAccessDenied,
     MeshNotFound,
 )
 from mesh_client._src.runtime import identifying
@@ -46,11 +47,28 @@ def _dump(obj: Any, output: str, out: TextIO) -> None:
         out.write(yaml.safe_dump(obj, sort_keys=False, default_flow_style=False))
 
 
+def _each(names: list[str], act: Callable[[str], None]) -> int:
+    """``act`` on every name, as kubectl does: a mesh that is missing (or refused) is said on
+    stderr and the others are still acted on; 1 when any failed."""
+    failed = 0
+    for name in names:
+        try:
+            act(name)
+        except (MeshNotFound, MeshAccessDenied) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            failed += 1
+    return 1 if failed else 0
+
+
 # --- get ---------------------------------------------------------------------------------------
 
 def get(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
+    status = 0
     if args.names:
-        meshes = [api.get_mesh(n) for n in args.names]
+        meshes: list[dict[str, Any]] = []
+        status = _each(args.names, lambda n: meshes.append(api.get_mesh(n)))
+        if not meshes:
+            return status
     else:
         meshes = sorted(api.list_meshes(args.all_namespaces),
                         key=lambda m: (m["metadata"].get("namespace", ""), m["metadata"]["name"]))
@@ -60,11 +78,11 @@ def get(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
         else:
             _dump({"apiVersion": "v1", "kind": "List", "items": meshes,
                    "metadata": {"resourceVersion": ""}}, args.output, out)
-        return 0
+        return status
     if args.output == "name":
         for mesh in meshes:
             out.write(f"{KIND_PREFIX}/{mesh['metadata']['name']}\n")
-        return 0
+        return status
     if not meshes:
         where = "any namespace" if args.all_namespaces else f"{api.namespace} namespace"
         print(f"No resources found in {where}.", file=sys.stderr)
@@ -84,20 +102,25 @@ def get(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
 
     rows = [tables.get_row(m, now, wide=wide, namespace=args.all_namespaces, pods=pods_of(m)) for m in meshes]
     out.write(tables.render(header, rows) + "\n")
-    return 0
+    return status
 
 
 # --- describe ----------------------------------------------------------------------------------
 
 def describe(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
-    for i, name in enumerate(args.names):
+    shown = 0
+
+    def one(name: str) -> None:
+        nonlocal shown
         mesh = api.get_mesh(name)
         pods = api.visible_pods(name)
         events = api.events(contract.KIND, name)
-        if i:
+        if shown:
             out.write("\n\n")
         out.write(tables.describe_text(mesh, pods, events, _now()) + "\n")
-    return 0
+        shown += 1
+
+    return _each(args.names, one)
 
 
 # --- logs --------------------------------------------------------------------------------------
@@ -118,11 +141,21 @@ def logs_(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
     def opener(pod: str) -> Callable[[], Any]:
         return lambda: api.pod_log(pod, follow=args.follow, tail=args.tail, previous=args.previous)
 
-    streams = [(f"[rank {p['rank']}] " if args.prefix else "", opener(str(p["pod"]))) for p in chosen]
+    def restarted(pod: str) -> Any:  # the whole log of a proc's new pod
+        return api.pod_log(pod, follow=True)
+
+    streams: list[tuple[str, Callable[[], Any], logs.Reopen | None]] = []
+    for proc in chosen:
+        prefix, pod = f"[rank {proc['rank']}] " if args.prefix else "", str(proc["pod"])
+        if args.follow:
+            follower = following.ProcFollower(api, mesh, int(proc["rank"]), pod, restarted)
+            streams.append((prefix, follower.first(opener(pod)), follower))
+        else:
+            streams.append((prefix, opener(pod), None))
     errors = logs.follow_all(streams, out)
-    for error in errors:
+    for error in dict.fromkeys(errors):  # -p of procs that never restarted: one line, not one per proc
         print(f"error: {error}", file=sys.stderr)
-    return 1 if errors and len(errors) == len(streams) else 0
+    return 1 if errors and len(errors) >= len(streams) else 0
 
 
 # --- top ---------------------------------------------------------------------------------------
@@ -161,60 +194,75 @@ def _address(proc: dict[str, Any]) -> tuple[str, int]:
 # --- create / delete / wait --------------------------------------------------------------------
 
 def create(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
-    import yaml
-
-    text = sys.stdin.read() if args.filename == "-" else open(args.filename).read()
-    docs = [d for d in yaml.safe_load_all(text) if d]
-    for doc in docs:
-        if doc.get("kind") != contract.KIND or doc.get("apiVersion") != contract.API_VERSION:
-            raise KubernetesMeshError(
-                f"{args.filename}: a {doc.get('apiVersion')} {doc.get('kind')} is not a ProcMesh; "
-                f"procmesh create takes {contract.API_VERSION} ProcMesh documents (kubectl apply the rest)")
-    for doc in docs:
+    """Every ProcMesh of the file, all checked before the first is created; one that the API
+    server refuses is said (naming the file) and the others are still created, as kubectl does."""
+    where = manifests.source_name(args.filename)
+    try:
+        text = sys.stdin.read() if args.filename == "-" else open(args.filename).read()
+    except OSError as exc:
+        raise manifests.ManifestError(f"{where}: cannot read it: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise manifests.ManifestError(f"{where}: not a text file (a manifest is YAML or JSON)") from None
+    failed = 0
+    for doc in manifests.procmeshes(text, args.filename):
         namespace = (doc.get("metadata") or {}).get("namespace")
         target = api if namespace in (None, api.namespace) else api_mod.KubeApi(api.api_client, namespace)
-        created = target.create_mesh(doc)
+        try:
+            created = target.create_mesh(doc)
+        except KubernetesMeshError as exc:
+            print(f"error: {where}: {exc}", file=sys.stderr)
+            failed += 1
+            continue
         out.write(f"{KIND_PREFIX}/{created['metadata']['name']} created\n")
-    return 0
+    return 1 if failed else 0
 
 
 def delete(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
-    for name in args.names:
+    deleted: list[str] = []
+
+    def one(name: str) -> None:
         api.get_mesh(name)  # a missing mesh is an error, as in kubectl
         api.delete_mesh(name)
         out.write(f'{KIND_PREFIX} "{name}" deleted\n')
+        deleted.append(name)
+
+    status = _each(args.names, one)
     if args.wait:
-        for name in args.names:
+        for name in deleted:
             _wait_deleted(api, name, args.timeout)
-    return 0
+    return status
 
 
 def wait(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
-    for name in args.names:
+    def one(name: str) -> None:
         if args.wait_for == "delete":
             _wait_deleted(api, name, args.timeout)
         else:
             attaching.wait_ready(api, name, args.timeout, progress=False)
             out.write(f"{KIND_PREFIX}/{name} condition met\n")
-    return 0
+
+    return _each(args.names, one)
 
 
 def _wait_deleted(api: api_mod.KubeApi, name: str, timeout: float) -> None:
     """Until the mesh is gone; an API server out of reach meanwhile is asked again (as
-    ``wait --for condition=Ready`` does) until the timeout, then said."""
+    ``wait --for condition=Ready`` does) until the timeout, then said. At the timeout, what
+    holds the mesh: its finalizers, or that nothing deleted it."""
     deadline = time.monotonic() + timeout
+    mesh: dict[str, Any] | None = None
     while True:
         try:
-            api.get_mesh(name, timeout=transport.time_left(deadline))
+            mesh = api.get_mesh(name, timeout=transport.time_left(deadline))
         except MeshNotFound:
             return
         except ApiServerUnreachable:
             if time.monotonic() >= deadline:
                 raise
         if time.monotonic() >= deadline:
+            why = (assessing.deletion(mesh) if mesh is not None else None) or \
+                f"it is not being deleted ('procmesh delete {name}' deletes it)"
             raise KubernetesMeshError(
-                f"ProcMesh {api.namespace}/{name} still exists after {timeout:.0f} s; "
-                f"'procmesh describe {name}' shows why")
+                f"ProcMesh {api.namespace}/{name} still exists after {timeout:.0f} s: {why}")
         time.sleep(0.2)
 
 

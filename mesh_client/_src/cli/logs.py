@@ -3,7 +3,8 @@
 One log stream per pod, each read by its own thread, so a mesh of any size is followed at once
 (``kubectl logs -l ... -f`` stops at five: "maximum allowed concurrency is 5"). Lines are
 written whole, under one lock, so two procs never mix within a line
-(:mod:`mesh_client._src.kubernetes.logstreams`); :mod:`.commands` picks the pods.
+(:mod:`mesh_client._src.kubernetes.logstreams`); :mod:`.commands` picks the pods, and with
+``-f`` :mod:`.following` gives each proc's next stream once its proc restarts.
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ def parse_coords(text: str) -> dict[str, int]:
     return out
 
 
+#: After a followed stream ends: the opener of the proc's next stream (its new pod's), or None
+#: when there is none to follow (said on stderr by whoever returns it).
+Reopen = Callable[[Callable[[], bool]], "Callable[[], Any] | None"]
+
+
 class Pumps:
     """Copies streams into one :class:`logstreams.Interleaver`; errors end one stream only."""
 
@@ -52,27 +58,39 @@ class Pumps:
         self.errors: list[str] = []
         self.streams = logstreams.OpenStreams()
 
-    def pump(self, prefix: str, open_stream: Callable[[], Any]) -> None:
-        try:
-            response = open_stream()
-            self.streams.add(response)
+    def stopped(self) -> bool:
+        return self.streams.stopped
+
+    def pump(self, prefix: str, open_stream: Callable[[], Any], reopen: Reopen | None = None) -> None:
+        """Copy one proc's stream; with ``reopen`` (``-f``), then each next one it gives: a
+        restarted proc is a new pod of the same name, whose log is a new stream."""
+        opener: Callable[[], Any] | None = open_stream
+        while opener is not None:
             try:
-                for line in logstreams.response_lines(response):
-                    self.sink.write(prefix, line)
-            finally:
-                self.streams.discard(response)
-                response.release_conn()
-        except KubernetesMeshError as exc:
-            self.errors.append(str(exc))
-        except Exception as exc:  # a broken stream of one pod must not end the others
-            self.errors.append(f"{prefix.strip()} log stream ended: {exc}")
+                response = opener()
+                self.streams.add(response)
+                try:
+                    for line in logstreams.response_lines(response):
+                        self.sink.write(prefix, line)
+                finally:
+                    self.streams.discard(response)
+                    response.release_conn()
+            except KubernetesMeshError as exc:
+                self.errors.append(str(exc))
+            except Exception as exc:  # a broken stream of one pod must not end the others
+                self.errors.append(f"{prefix.strip()} log stream ended: {exc}")
+            if reopen is None or self.stopped():
+                return
+            opener = reopen(self.stopped)
 
 
-def follow_all(streams: Sequence[tuple[str, Callable[[], Any]]], out: TextIO = sys.stdout) -> list[str]:
-    """Run every stream on its own thread until all end (or Ctrl-C); returns their errors."""
+def follow_all(streams: Sequence[tuple[str, Callable[[], Any], Reopen | None]],
+               out: TextIO = sys.stdout) -> list[str]:
+    """Run every stream (and those its ``reopen`` gives) on its own thread until all end (or
+    Ctrl-C); returns their errors."""
     pumps = Pumps(out)
-    threads = [threading.Thread(target=pumps.pump, args=(prefix, opener), daemon=True,
-                                name=f"logs {prefix.strip()}") for prefix, opener in streams]
+    threads = [threading.Thread(target=pumps.pump, args=(prefix, opener, reopen), daemon=True,
+                                name=f"logs {prefix.strip()}") for prefix, opener, reopen in streams]
     for thread in threads:
         exiting.track(thread, pumps.streams.stop)  # a Ctrl-C exit: no pump is left inside TLS (runtime/exiting.py)
         thread.start()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TextIO
 
 from mesh_client._src.cli import commands
@@ -37,6 +37,25 @@ def duration(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration (like 30s, 5m or 1h)") from None
 
 
+def positive_duration(text: str) -> float:
+    """A ``--timeout`` that leaves time to wait: above 0 (0 made every request fail at once)."""
+    seconds = duration(text)
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a duration above 0 (like 5s)")
+    return seconds
+
+
+def lines_count(text: str) -> int:
+    """``--tail``: a number of lines, 0 or more (the API server refuses a negative one per pod)."""
+    try:
+        lines = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of lines") from None
+    if lines < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 0 or more lines")
+    return lines
+
+
 def _connection_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
     default = argparse.SUPPRESS if suppress else None
     parser.add_argument("-n", "--namespace", default=default,
@@ -58,7 +77,9 @@ def build_parser(prog: str = "procmesh") -> argparse.ArgumentParser:
     p = sub.add_parser("get", parents=[common], help="list meshes: ready/desired, phase, restarts, GPU mode",
                        description="List ProcMeshes (all of the namespace, or those named). PHASE is the "
                                    "operator's, unless its status is not current: then StatusStale or "
-                                   "NotReconciled (no operator has reconciled the mesh's generation).")
+                                   "NotReconciled (no operator has reconciled the mesh's generation), or "
+                                   "StatusBehindPods (its pods contradict it); Terminating while it is "
+                                   "being deleted.")
     p.add_argument("names", nargs="*", metavar="MESH")
     p.add_argument("-o", "--output", choices=["wide", "json", "yaml", "name"],
                    help="wide: shape, GPU budget, colocation, observed/current generation")
@@ -77,7 +98,7 @@ def build_parser(prog: str = "procmesh") -> argparse.ArgumentParser:
     p.add_argument("--rank", type=int, action="append", help="only this rank (repeatable)")
     p.add_argument("--coords", metavar="DIM=I,...", help="only procs at these coordinates, e.g. hosts=1")
     p.add_argument("-f", "--follow", action="store_true", help="keep streaming new output")
-    p.add_argument("--tail", type=int, help="lines of recent output per proc")
+    p.add_argument("--tail", type=lines_count, help="lines of recent output per proc")
     p.add_argument("-p", "--previous", action="store_true", help="the previous run of each proc")
     p.add_argument("--no-prefix", dest="prefix", action="store_false", help="no [rank N] prefix")
 
@@ -88,7 +109,7 @@ def build_parser(prog: str = "procmesh") -> argparse.ArgumentParser:
     p.add_argument("name", metavar="MESH")
     p.add_argument("--via-api-server", action="store_true",
                    help="reach the procs by port-forwards through the API server (outside the pod network)")
-    p.add_argument("--timeout", type=duration, default=5.0, help="per proc (default 5s)")
+    p.add_argument("--timeout", type=positive_duration, default=5.0, help="per proc (default 5s)")
 
     p = sub.add_parser("create", parents=[common], help="create meshes from a manifest",
                        description="Create the ProcMeshes of a YAML or JSON file ('-' reads stdin).")
@@ -110,6 +131,25 @@ def build_parser(prog: str = "procmesh") -> argparse.ArgumentParser:
                    choices=["condition=Ready", "delete"], help="condition=Ready (default) or delete")
     p.add_argument("--timeout", type=duration, default=600.0, help="default 10m")
     return parser
+
+
+def kubeconfig_paths(kubeconfig: str | None, environ: Mapping[str, str]) -> list[str]:
+    """The kubeconfig files the client reads, as kubectl finds them: ``--kubeconfig``, else each
+    of ``$KUBECONFIG``, else ``~/.kube/config``."""
+    if kubeconfig:
+        return [kubeconfig]
+    listed = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    return listed or [os.path.expanduser("~/.kube/config")]
+
+
+def credentials_problem(kubeconfig: str | None, exc: Exception) -> str:
+    """What failed to load, naming the files looked at and, when none exists, how to give one."""
+    paths = kubeconfig_paths(kubeconfig, os.environ)
+    absent = [p for p in paths if not os.path.exists(p)]
+    if len(absent) == len(paths):
+        return (f"no kubeconfig: looked at {', '.join(paths)} (not found); set KUBECONFIG, pass "
+                f"--kubeconfig, or create ~/.kube/config (in a pod, the service account is used)")
+    return f"cannot load Kubernetes credentials from {', '.join(p for p in paths if p not in absent)}: {exc}"
 
 
 def _prog(argv0: str) -> str:
@@ -139,7 +179,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:  # no kubeconfig, no such context: the client's own words
-        print(f"error: cannot load Kubernetes credentials: {exc}", file=sys.stderr)
+        print(f"error: {credentials_problem(args.kubeconfig, exc)}", file=sys.stderr)
         return 1
     try:
         return commands.COMMANDS[args.command](api, args, out)

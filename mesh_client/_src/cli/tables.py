@@ -82,8 +82,11 @@ def pods_by_mesh(pods: Sequence[Mapping[str, Any]] | None) -> dict[tuple[str, st
 
 
 def phase(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None = None) -> str:
-    """The operator's phase, unless its status cannot be believed (:func:`assessing.stale_status`):
-    then what the client sees instead, so ``get`` never shows an old ``Ready`` as current."""
+    """The operator's phase, unless the mesh is being deleted (``Terminating``, as kubectl shows
+    such a pod) or its status cannot be believed (:func:`assessing.stale_status`): then what the
+    client sees instead, so ``get`` never shows an old ``Ready`` as current."""
+    if assessing.deletion(mesh) is not None:
+        return assessing.TERMINATING
     stale = assessing.stale_status(mesh, pods)
     if stale is not None:
         return stale[0]
@@ -185,16 +188,22 @@ def memory_cap(mesh: Mapping[str, Any], pod: Mapping[str, Any] | None) -> str:
     return f"{float(fraction):.0%} of GPU"
 
 
-def proc_rows(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
+def proc_rows(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None,
               now: datetime.datetime) -> list[list[str]]:
-    """describe's proc → pod → node → GPU → memory cap table, with live pod state."""
-    by_name = {(p.get("metadata") or {}).get("name"): p for p in pods}
+    """describe's proc → pod → node → GPU → memory cap table, with live pod state. ``pods``
+    None (this client may not list them): READY is the status's, STATE and RESTARTS unknown
+    (``-``), never a healthy proc shown Missing."""
+    by_name = {(p.get("metadata") or {}).get("name"): p for p in pods or ()}
     rows = []
     for proc in sorted(contract.status_procs(mesh), key=lambda p: p.get("rank", 0)):
         pod = by_name.get(proc.get("pod"))
-        state, restarts = pod_state(pod)
+        if pods is None:
+            state, restarts = "-", "-"
+            ready = "true" if proc.get("ready") else "false"
+        else:
+            state, restarts = pod_state(pod)
+            ready = "true" if pod is not None and _pod_is_ready(pod) else "false"
         node = proc.get("node") or ((pod or {}).get("spec") or {}).get("nodeName") or NONE
-        ready = "true" if pod is not None and _pod_is_ready(pod) else "false"
         rows.append([str(proc.get("rank")), coords_text(proc.get("coords") or {}, dim_names(mesh)), str(proc.get("pod")),
                      str(node), str(proc.get("gpu") or "-"), memory_cap(mesh, pod), ready, state, restarts,
                      last_failure(pod, now)])
@@ -261,16 +270,22 @@ def describe_text(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | N
         f"Ready:          {status.get('readyProcs', 0)}/{status.get('desiredProcs', '?')}",
         f"Generation:     {meta.get('generation')} (status observed {status.get('observedGeneration', NONE)})",
     ]
-    stale = assessing.stale_status(mesh, pods)
-    if stale is not None:
-        lines.append(f"Warning:        {stale[0]}: {stale[1]}")
+    deleting = meta.get("deletionTimestamp")
+    if deleting:  # its status is no longer kept current: what holds it matters, not the operator
+        lines.append(f"Terminating:    since {deleting} ({age(deleting, now)} ago); "
+                     f"finalizers left: {', '.join(meta.get('finalizers') or []) or NONE}")
+        lines.append(f"Warning:        {assessing.TERMINATING}: {assessing.deletion(mesh)}")
+    else:
+        stale = assessing.stale_status(mesh, pods)
+        if stale is not None:
+            lines.append(f"Warning:        {stale[0]}: {stale[1]}")
     lines.append("Conditions:")
     rows = condition_rows(mesh, now)
     lines.append(render(CONDITIONS_HEADER, rows, "  ") if rows else f"  {NONE}")
     lines.append("Procs:")
-    procs = proc_rows(mesh, pods or [], now)
+    procs = proc_rows(mesh, pods, now)
     if pods is None:
-        lines.append("  (pods not readable by this client: the live state below is the status's)")
+        lines.append("  (pods not readable by this client: READY is the status's, STATE unknown)")
     lines.append(render(PROCS_HEADER, procs, "  ") if procs else f"  {NONE}")
     lines.append("Events:")
     rows = event_rows(events, now)
@@ -279,6 +294,9 @@ def describe_text(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | N
 
 
 # --- top ---------------------------------------------------------------------------------------
+
+#: NVIDIA_VISIBLE_DEVICES values that name no device (a proc without a GPU reports them).
+NO_GPU = frozenset({"void", "none", ""})
 
 TOP_HEADER = ["RANK", "POD", "GPU", "ALLOCATED", "RESERVED", "CAP", "RESERVED/CAP", "ACTORS"]
 
@@ -294,6 +312,8 @@ def top_row(proc: Mapping[str, Any], description: Mapping[str, Any] | None, erro
         return [rank, pod, str(proc.get("gpu") or "-"), "-", "-", "-", "-", f"unreachable: {error}"]
     memory = description.get("memory")
     gpu = str(description.get("gpu") or proc.get("gpu") or "-")
+    if gpu.lower() in NO_GPU:  # the runtime's "no device" (a mesh without GPUs), not a device
+        gpu = "-"
     actors = str(description.get("actors", "-"))
     if not memory:
         return [rank, pod, gpu, "-", "-", "-", "no CUDA in use", actors]

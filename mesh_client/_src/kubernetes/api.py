@@ -40,6 +40,10 @@ def token_secret_name(mesh: dict[str, Any]) -> str:
         raise KubernetesMeshError(str(e)) from None
 
 
+#: The ``name`` of a request that lists across namespaces, for its messages (not a mesh's name:
+#: those are DNS labels).
+ALL_NAMESPACES = "*"
+
 SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
@@ -113,6 +117,8 @@ class KubeApi:
         self.timeout = transport.api_timeout_from(os.environ)  # seconds a request waits (None: no limit)
 
     def _what(self, resource: str, name: str = "") -> str:
+        if name == ALL_NAMESPACES:
+            return f"{resource} in all namespaces"
         return f"{resource} {self.namespace}/{name}" if name else f"{resource} in namespace {self.namespace}"
 
     def _send(self, verb: str, resource: str, name: str, call: Callable[..., T], *args: Any,
@@ -181,7 +187,7 @@ class KubeApi:
         """The ProcMeshes of this namespace (or of all), as the API returns them."""
         try:
             if all_namespaces:
-                listed = self._send("list", contract.PLURAL, "", self.custom.list_cluster_custom_object,
+                listed = self._send("list", contract.PLURAL, ALL_NAMESPACES, self.custom.list_cluster_custom_object,
                                     contract.GROUP, contract.VERSION, contract.PLURAL)
             else:
                 listed = self._send("list", contract.PLURAL, "", self.custom.list_namespaced_custom_object,
@@ -229,23 +235,39 @@ class KubeApi:
                     f"logs takes 'get' on pods/log in namespace {self.namespace} (the chart's client role "
                     f"grants it)"
                 ) from None
+            if previous and exc.status in (400, 404):
+                raise KubernetesMeshError(
+                    "no earlier run's log (--previous): a proc runs once in its pod (restartPolicy Never); "
+                    "a restarted proc is a new pod of the same name, and its earlier run's log went with the "
+                    "old pod. Without -p, the current run's log is shown (with -f, followed across restarts)"
+                ) from None
             raise self._refused(exc, "get", "pods/log", pod) from None
 
     def create_mesh(self, body: dict[str, Any]) -> dict[str, Any]:
+        meta = body.get("metadata") or {}
+        name = str(meta.get("name") or f"{meta.get('generateName')}*")  # generateName: named by the server
         try:
-            created: dict[str, Any] = self._send("create", contract.PLURAL, body["metadata"]["name"],
+            created: dict[str, Any] = self._send("create", contract.PLURAL, name,
                                                  self.custom.create_namespaced_custom_object,
                                                  contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, body)
             return created
         except self._exc as exc:
             if exc.status == 422 or exc.status == 400:
-                raise KubernetesMeshError(f"the API server refused ProcMesh {body['metadata']['name']}: {_message(exc)}") from None
+                raise KubernetesMeshError(f"the API server refused ProcMesh {name}: {_message(exc)}") from None
             if exc.status == 409:
                 raise KubernetesMeshError(
-                    f"ProcMesh {self.namespace}/{body['metadata']['name']} already exists; attach() to it, "
+                    f"ProcMesh {self.namespace}/{name} already exists; attach() to it, "
                     f"or pick another name"
                 ) from None
-            raise self._refused(exc, "create", contract.PLURAL, body["metadata"]["name"]) from None
+            if exc.status == 404 and _not_found_kind(exc) == "namespaces":
+                raise KubernetesMeshError(
+                    f"namespace {self.namespace} does not exist, so ProcMesh {name} cannot be created there: "
+                    f"create the namespace first (kubectl create namespace {self.namespace}), or pick "
+                    f"another (-n, or the manifest's metadata.namespace)"
+                ) from None
+            if exc.status == 404:  # the collection itself is missing: no such resource type
+                raise self._refused(exc, "create", contract.PLURAL) from None
+            raise self._refused(exc, "create", contract.PLURAL, name) from None
 
     def renew_lease(self, name: str, when: str, timeout: float | None = None) -> None:
         """Write the lease renewal annotation of mesh ``name`` (see :mod:`.lifetimes`)."""
@@ -331,7 +353,7 @@ class KubeApi:
         """Every mesh's pods in this namespace (or all, one list call), or None when not allowed."""
         try:
             if all_namespaces:
-                items = self._send("list", "pods", "", self.core.list_pod_for_all_namespaces,
+                items = self._send("list", "pods", ALL_NAMESPACES, self.core.list_pod_for_all_namespaces,
                                    label_selector=contract.MESH_LABEL).items
             else:
                 items = self._send("list", "pods", "", self.core.list_namespaced_pod, self.namespace,
@@ -352,6 +374,16 @@ class KubeApi:
             if exc.status == 403:
                 return {}
             raise self._refused(exc, "get", "pods", name) from None
+
+
+def _not_found_kind(exc: Any) -> str | None:
+    """What a 404 says was not found (``details.kind``: "namespaces" for a missing namespace);
+    None when the body says nothing (no such path: a resource type that is not served)."""
+    try:
+        kind = (json.loads(exc.body).get("details") or {}).get("kind")
+    except Exception:
+        return None
+    return str(kind) if kind else None
 
 
 def _message(exc: Any) -> str:

@@ -1,7 +1,9 @@
 """Is a ProcMesh ready, still coming, or stuck? A pure reading of the resource and its pods.
 
 Used by :mod:`.attaching` while it waits; failures that no waiting can fix (a refused GPU
-budget, an exhausted restart limit, an image that cannot be pulled) end the wait at once. A mesh
+budget, an exhausted restart limit, an image that cannot be pulled, the mesh being deleted) end
+the wait at once. :func:`deletion` is shared with the CLI, which shows such a mesh as
+``Terminating`` rather than as a status no operator keeps current. A mesh
 that waits as one gang (condition Scheduled=False) is reported with the operator's reason.
 """
 
@@ -51,6 +53,36 @@ def pod_problem(pod: Mapping[str, Any]) -> tuple[str, str, bool]:
     if status.get("phase") == "Pending":
         return "Pending", f"pod {name} is Pending", False
     return "", "", False
+
+
+#: The reason of a mesh that is being deleted (``metadata.deletionTimestamp`` set), as kubectl
+#: shows such a pod; the client's word, not the operator's.
+TERMINATING = "Terminating"
+
+#: What removes each well-known finalizer, for :func:`deletion`'s message.
+_FINALIZER_OWNERS = {
+    "foregroundDeletion": "the garbage collector removes it once the mesh's pods are gone (foreground deletion)",
+    "orphan": "the garbage collector removes it once it has orphaned the mesh's pods",
+}
+
+
+def deletion(mesh: Mapping[str, Any]) -> str | None:
+    """Why a mesh that is being deleted is still there, or None when it is not being deleted.
+
+    Its status stops being kept current once deletion starts (the deletion counts as a new
+    generation), so without this the mesh would read as stale, sending users to look for a
+    missing operator; what holds it is its finalizers, each removed by the controller that set it.
+    """
+    meta = mesh.get("metadata") or {}
+    since = meta.get("deletionTimestamp")
+    if not since:
+        return None
+    finalizers = [str(f) for f in meta.get("finalizers") or []]
+    if not finalizers:
+        return f"it is being deleted (since {since}); no finalizer holds it, so it goes shortly"
+    held = "; ".join(f"{f}: {_FINALIZER_OWNERS.get(f, 'the controller that set it removes it')}"
+                     for f in finalizers)
+    return f"it is being deleted (since {since}) and waits for its finalizers ({held})"
 
 
 #: Reasons of :func:`stale_status` (the client's, not the operator's: no operator wrote them).
@@ -116,6 +148,9 @@ def assess(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None) ->
     ready_c = condition(mesh, contract.READY)
     desired = status.get("desiredProcs", "?")
     progress = f"{status.get('readyProcs', 0)}/{desired} procs ready"
+    gone = deletion(mesh)
+    if gone is not None:  # a mesh being deleted never becomes Ready
+        return Assessment(False, f"{progress}, {TERMINATING}", gone, TERMINATING, fatal=True)
     stale = stale_status(mesh, pods)
     procs = contract.status_procs(mesh)
     if (

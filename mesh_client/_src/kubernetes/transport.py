@@ -156,10 +156,12 @@ def send(call: Callable[..., T], *args: Any, host: str, what: str, limit: float 
                 f"cannot resolve the API server's host ({host}) to {what}: {cause}; check the "
                 f"kubeconfig's server address") from None
         if isinstance(cause, u.ReadTimeoutError) and timeout is not None:
+            scaled = f" (a list waits {read_factor:g} times it)" if read_factor not in (0, 1) and \
+                limit is not None and timeout[1] == limit * read_factor else ""
             raise ApiServerUnreachable(
                 f"the API server {host} did not answer a request to {what} within {timeout[1]:g} s: is it "
                 f"up and reachable from here? PROCMESH_API_TIMEOUT sets how long a request waits, in "
-                f"seconds") from None
+                f"seconds{scaled}") from None
         # (urllib3 makes a refused connection a NewConnectionError, a kind of ConnectTimeoutError)
         if isinstance(cause, u.ConnectTimeoutError) and not isinstance(cause, u.NewConnectionError) \
                 and timeout is not None:

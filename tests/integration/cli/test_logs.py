@@ -1,6 +1,7 @@
 """``procmesh logs`` against the real control plane: an 8-proc mesh (more than kubectl's five
 concurrent streams), every line prefixed with its proc's rank, selection by rank and coords,
-and -f following what actors print afterwards."""
+-f following what actors print afterwards and a proc's new pod after it restarts (said on
+stderr), and -p saying once why a restarted proc has no earlier run's log."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from mesh_client.actor import Actor, endpoint
 from mesh_client.kubernetes import attach
 from tests.cluster import testing
 from tests.integration.cli.support import procmesh, start
-from tests.integration.operator.support import create_mesh, wait_ready
+from tests.integration.operator.support import create_mesh, get_mesh, kill_proc, token, wait_ready
 
 pytestmark = pytest.mark.cluster
 
@@ -69,3 +70,39 @@ def test_logs_follow_shows_what_actors_print_later(cluster, kube, custom, namesp
         follower.terminate()
         follower.wait(timeout=30)
         mesh.stop().get()
+
+
+def test_logs_follow_a_restarted_proc_into_its_new_pod(cluster, core, custom, namespace, operator):
+    create_mesh(custom, namespace, "phoenix", hosts=1, perHost=[{"name": "procs", "size": 2}],
+                restartPolicy="RestartProc")
+    mesh = wait_ready(custom, namespace, "phoenix")
+    follower = start(cluster.kubeconfig, "logs", "phoenix", "-n", namespace, "-f")
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(x) for x in follower.stdout], daemon=True)
+    reader.start()
+    seen: list[str] = []
+
+    def started(rank: int) -> int:
+        while not lines.empty():
+            seen.append(lines.get().rstrip("\n"))
+        return sum(x.startswith(f"[rank {rank}] procmesh: proc server phoenix[{rank}] listening") for x in seen)
+
+    try:
+        testing.wait_for(lambda: started(0) and started(1), "both streams followed")
+        kill_proc(mesh["status"]["procs"][1]["address"], token(core, namespace, "phoenix"))
+        testing.wait_for(lambda: started(1) == 2, "rank 1's new pod followed: its proc server starts again")
+        assert started(0) == 1
+    finally:
+        follower.terminate()
+        _, err = follower.communicate(timeout=30)
+    assert "procmesh logs: rank 1: the log stream of pod phoenix-1 ended; following its proc's new pod" in err
+    assert "procmesh logs: rank 1: pod phoenix-1 is new (its proc restarted): following its log" in err
+    assert "rank 0" not in err
+
+    testing.wait_for(lambda: get_mesh(custom, namespace, "phoenix")["status"]["readyProcs"] == 2 or None,
+                     "rank 1 ready again")
+    previous = procmesh(cluster.kubeconfig, "logs", "phoenix", "-n", namespace, "-p")
+    assert (previous.returncode, previous.stdout) == (1, ""), previous.stderr
+    assert previous.stderr.startswith("error: no earlier run's log (--previous): a proc runs once in its pod "
+                                      "(restartPolicy Never); a restarted proc is a new pod of the same name")
+    assert previous.stderr.count("\n") == 1, previous.stderr  # one line for both procs

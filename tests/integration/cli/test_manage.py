@@ -1,8 +1,10 @@
 """``procmesh create/get/describe/wait/delete`` against the real control plane and operator.
 
-Aspects: create -f from a manifest (stdin too); wait until Ready; get as a table (READY is
+Aspects: create -f from a manifest (stdin too), a file that holds no ProcMesh said in one line naming
+it, generateName, a missing namespace named as such; wait until Ready; get as a table (READY is
 ready/desired, as the README shows it), -o wide/json/yaml/name, a missing mesh is an error
-naming the namespace; describe's proc -> pod -> node table and conditions; delete --wait.
+naming the namespace, several names act on every mesh that exists; describe's proc -> pod -> node
+table and conditions; delete --wait.
 """
 
 from __future__ import annotations
@@ -85,6 +87,71 @@ def test_create_refuses_what_is_not_a_procmesh(cluster, namespace, operator):
                       input="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
     assert result.returncode == 1
     assert "a v1 ConfigMap is not a ProcMesh" in result.stderr
+
+
+HEAD = "apiVersion: procmesh.io/v1alpha1\nkind: ProcMesh\n"
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("a: [\n", "not valid YAML or JSON: while parsing a flow node expected the node content"),
+    ("- a\n- b\n", "the document is a list, not an object"),
+    ("just words\n", "the document is a plain string, not an object"),
+    (HEAD + "spec: {hosts: 1}\n", "the document has no metadata.name"),
+    ("", "no objects passed to create"),
+])
+def test_create_says_what_is_wrong_with_the_file_in_one_line(cluster, crd, namespace, tmp_path, text, problem):
+    path = tmp_path / "mesh.yaml"
+    path.write_text(text)
+    result = procmesh(cluster.kubeconfig, "create", "-n", namespace, "-f", str(path))
+    assert (result.returncode, result.stdout) == (1, ""), result.stderr
+    assert result.stderr.startswith(f"error: {path}: {problem}"), result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr  # one line, no traceback
+    if not text:  # stdin too (kubectl: "error: no objects passed to create")
+        piped = procmesh(cluster.kubeconfig, "create", "-n", namespace, "-f", "-", input="")
+        assert (piped.returncode, piped.stderr) == (
+            1, "error: <stdin>: no objects passed to create (the file holds no YAML or JSON document)\n")
+
+
+def test_create_by_generate_name_and_into_a_missing_namespace(cluster, crd, namespace, custom):
+    kc = cluster.kubeconfig
+    generated = procmesh(kc, "create", "-n", namespace, "-f", "-",
+                         input=HEAD + "metadata: {generateName: gen-}\n"
+                               "spec: {hosts: 1, perHost: [{name: procs, size: 1}]}\n")
+    assert generated.returncode == 0, generated.stderr
+    name = generated.stdout.removeprefix("procmesh.procmesh.io/").removesuffix(" created\n")
+    assert name.startswith("gen-") and len(name) > 4, generated.stdout
+    custom.get_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, contract.PLURAL, name)
+
+    elsewhere = procmesh(kc, "create", "-f", "-",
+                         input=HEAD + "metadata: {name: x, namespace: no-such-ns}\n"
+                               "spec: {hosts: 1, perHost: [{name: procs, size: 1}]}\n")
+    assert elsewhere.returncode == 1
+    assert elsewhere.stderr.startswith("error: <stdin>: namespace no-such-ns does not exist, so ProcMesh x "
+                                       "cannot be created there"), elsewhere.stderr
+
+
+def test_several_names_act_on_every_mesh_that_exists(cluster, crd, custom, namespace):
+    """As kubectl: a missing name is said and the others are still shown or deleted; exit 1."""
+    for name in ("d1", "d2"):
+        create_mesh(custom, namespace, name, hosts=1, perHost=[{"name": "procs", "size": 1}])
+    kc = cluster.kubeconfig
+    missing = f"error: ProcMesh {namespace}/nosuch does not exist"
+
+    got = procmesh(kc, "get", "d2", "nosuch", "d1", "-n", namespace)
+    assert got.returncode == 1 and got.stderr.startswith(missing), got.stderr
+    assert [line.split()[0] for line in got.stdout.splitlines()] == ["NAME", "d2", "d1"]
+    named = procmesh(kc, "get", "nosuch", "d1", "-n", namespace, "-o", "name")
+    assert (named.returncode, named.stdout) == (1, "procmesh.procmesh.io/d1\n")
+
+    described = procmesh(kc, "describe", "d2", "nosuch", "d1", "-n", namespace)
+    assert described.returncode == 1 and described.stderr.startswith(missing), described.stderr
+    assert [line.split()[1] for line in described.stdout.splitlines() if line.startswith("Name:")] == ["d2", "d1"]
+
+    deleted = procmesh(kc, "delete", "d1", "nosuch", "d2", "-n", namespace, "--wait")
+    assert deleted.returncode == 1 and deleted.stderr.startswith(missing), deleted.stderr
+    assert deleted.stdout == 'procmesh.procmesh.io "d1" deleted\nprocmesh.procmesh.io "d2" deleted\n'
+    assert custom.list_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace,
+                                                contract.PLURAL)["items"] == []
 
 
 def test_wait_fails_at_once_on_a_cause_no_waiting_fixes(cluster, namespace, operator, gpu_node,

@@ -3,7 +3,8 @@
 one without it is told which Role to bind.
 
 Aspects: top's rows come from the procs themselves (the actor count an attached client made);
-describe works without pod rights and says so; every refusal names the mesh's Role.
+describe works without pod rights and says so (READY from the status, STATE unknown, never
+Missing); every refusal names the mesh's Role.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ def test_top_and_describe_with_the_mesh_role_only(cluster, kube, custom, namespa
             assert described.returncode == 0, described.stderr
             assert "pods not readable by this client" in described.stdout
             assert "Phase:          Ready" in described.stdout
+            procs = described.stdout.split("Procs:\n")[1].split("Events:")[0].splitlines()
+            # READY from the status, STATE and RESTARTS unknown: no healthy proc shown Missing
+            assert [line.split()[6:9] for line in procs[2:]] == [["true", "-", "-"]] * 3, described.stdout
 
             listed = procmesh(kc, "get")
             assert listed.returncode == 1 and "refused to list procmeshes" in listed.stderr

@@ -46,6 +46,15 @@ def test_get_never_shows_an_old_status_as_current():
     assert tables.get_row(bare, NOW)[1:3] == ["0/?", "NotReconciled"]
 
 
+def test_a_mesh_being_deleted_is_terminating_not_stale():
+    deleting = mesh(generation=2, observed=1)
+    deleting["metadata"] |= {"deletionTimestamp": ago(30), "finalizers": ["foregroundDeletion"]}
+    assert tables.get_row(deleting, NOW)[2] == "Terminating"
+    text = tables.describe_text(deleting, None, [], NOW)
+    assert f"Terminating:    since {ago(30)} (30s ago); finalizers left: foregroundDeletion" in text
+    assert "once the mesh's pods are gone (foreground deletion)" in text and "StatusStale" not in text
+
+
 def test_describe_table_and_last_failure():
     procs = [{"rank": 0, "coords": {"hosts": 0, "gpus": 0}, "pod": "m-0", "node": "n1", "ready": True,
               "gpu": "GPU-0"},
@@ -64,6 +73,8 @@ def test_describe_table_and_last_failure():
     assert rows[0] == ["0", "hosts=0,gpus=0", "m-0", "n1", "GPU-0", "25% of GPU", "true", "Running", "1",
                        "exit 137, signal 9, Error (60s ago)"]
     assert rows[1][6:] == ["false", "Pending (Unschedulable)", "0", "pod m-1 is Pending: 0/2 nodes are available"]
+    unreadable = tables.proc_rows(mesh(procs=procs), None, NOW)  # pods not readable: the status's READY
+    assert [r[6:9] for r in unreadable] == [["true", "-", "-"], ["false", "-", "-"]]
     text = tables.describe_text(mesh(procs=procs), pods, [], NOW)
     assert "Warning:        StatusBehindPods" not in text  # m-0 ready as its status says
     assert "Shape:          hosts=1 x gpus=2 (2 procs)" in text
@@ -76,6 +87,7 @@ def test_top_rows():
         "allocated": gib, "reserved": 2 * gib, "total": 80 * gib, "cap": 20 * gib}}, None)
     assert row == ["0", "m-0", "GPU-a", "1024Mi", "2048Mi", "20480Mi", "10%", "2"]
     assert tables.top_row(proc, {"gpu": None, "memory": None, "actors": 0}, None)[6] == "no CUDA in use"
+    assert tables.top_row({"rank": 0, "pod": "m-0"}, {"gpu": "void", "memory": None, "actors": 0}, None)[2] == "-"
     assert tables.top_row(proc, None, "ConnectionRefusedError")[7] == "unreachable: ConnectionRefusedError"
 
 

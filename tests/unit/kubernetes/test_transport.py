@@ -63,6 +63,11 @@ def test_a_server_that_never_answers_is_unreachable_after_one_try():
             kube.get_mesh("x", timeout=0.2)
         with pytest.raises(ApiServerUnreachable, match="within 0.5 s"):
             kube.get_mesh("x", timeout=30)
+        # A list waits five times the timeout, and says so; -A names no namespace.
+        kube.timeout = 0.1
+        with pytest.raises(ApiServerUnreachable, match=r"to list procmeshes in all namespaces within 0.5 s: .*"
+                                                       r"in seconds \(a list waits 5 times it\)$"):
+            kube.list_meshes(all_namespaces=True)
     finally:
         kube.api_client.close()
         silent.close()

@@ -1,0 +1,21 @@
+"""The CLI's arguments: values the API server would refuse once per pod are refused up front."""
+
+import pytest
+
+from mesh_client._src.cli import main
+
+
+@pytest.mark.parametrize("args", [["logs", "m", "--tail", "-5"], ["top", "m", "--timeout", "0"],
+                                  ["top", "m", "--timeout=-1s"]])
+def test_refused_by_the_parser(args, capsys):
+    with pytest.raises(SystemExit) as info:
+        main.build_parser().parse_args(args)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "give 0 or more lines" in err or "give a duration above 0" in err, err
+
+
+def test_accepted():
+    parser = main.build_parser()
+    assert parser.parse_args(["logs", "m", "--tail", "0"]).tail == 0
+    assert parser.parse_args(["top", "m", "--timeout", "2s"]).timeout == 2.0
