@@ -89,7 +89,6 @@ def deletion(mesh: Mapping[str, Any]) -> str | None:
 NOT_RECONCILED = "NotReconciled"  # the mesh has no status at all
 STATUS_STALE = "StatusStale"  # its status is for an older generation than its spec
 STATUS_BEHIND_PODS = "StatusBehindPods"  # its pods contradict its status (current generation)
-TERMINATING = "Terminating"  # it has a deletion timestamp (being_deleted), as kubectl shows a pod
 
 
 def stale_status(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None) -> tuple[str, str] | None:
@@ -221,14 +220,3 @@ def explain_death(pod: Mapping[str, Any] | None, pod_name: str) -> str | None:
         return f"pod {pod_name} {pod['status']['phase'].lower()}"
     return None
 
-
-def being_deleted(mesh: Mapping[str, Any]) -> str | None:
-    """"is being deleted (since ..., held by finalizers ...)" when the mesh has a deletion
-    timestamp, else None: its procs are going for good, whatever its status still says."""
-    meta = mesh.get("metadata") or {}
-    since = meta.get("deletionTimestamp")
-    if not since:
-        return None
-    finalizers = meta.get("finalizers") or []
-    held = f", held by finalizers {', '.join(finalizers)}" if finalizers else ""
-    return f"is being deleted (since {since}{held})"

@@ -98,9 +98,10 @@ class KubernetesProcs:
             mesh = None
         except Exception:
             mesh = {}
-        if mesh is None or (mesh and assessing.being_deleted(mesh)):  # no operator brings it back
-            what = "was deleted" if mesh is None else assessing.being_deleted(mesh)
-            return (f"proc {self._where(index)} is gone: {story or reason}; ProcMesh {self.api.namespace}/{self.name} "
+        deleting = assessing.deletion(mesh) if mesh else None
+        if mesh is None or deleting is not None:  # no operator brings it back
+            what = " was deleted" if mesh is None else f": {deleting}"
+            return (f"proc {self._where(index)} is gone: {story or reason}; ProcMesh {self.api.namespace}/{self.name}"
                     f"{what}: its procs are gone for good; spawn or attach a new mesh")
         queued = assessing.queue_story(mesh) if mesh else None
         why = f"; {queued}" if queued else ""
@@ -285,10 +286,6 @@ def wait_ready(api: api_mod.KubeApi, name: str, timeout: float, progress: bool |
                     offloading.sleep(delay)
                     delay = min(delay * 1.5, 0.5)
                     continue
-                deleting = assessing.being_deleted(mesh)
-                if deleting is not None:  # its status may still say Ready: its procs are going for good
-                    raise MeshNotReady(f"ProcMesh {api.namespace}/{name} {deleting}: its procs are going for good; "
-                                       f"create or spawn a new mesh", assessing.TERMINATING)
                 verdict = assessing.assess(mesh, pods)
                 if verdict.ready:
                     line.end(f"ProcMesh {api.namespace}/{name}: {verdict.progress}")
