@@ -126,6 +126,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         """Stop these actors (their ``__cleanup__`` runs); the procs stay."""
         group = self._group
         group.spawns.pop(self._actor_id, None)  # nothing to respawn after a restart
+        context.disown(self._actor_id, len(self._shape))
         # An actor on a proc this client stopped went with it: stopping it again is done already.
         live = [i for i, p in enumerate(self._shape.ranks) if p not in group.stopping]
         if trees.routed(self) and live:  # behind the calls sent through the tree before it
@@ -171,7 +172,8 @@ class ActorEndpoint(Generic[R]):
         except Exception as exc:
             messages.raise_unpicklable(f"the arguments of {self._what}", exc, (*args, *kwargs.values()))
 
-    def _send(self, indices: Sequence[int], args: tuple[Any, ...], kwargs: dict[str, Any], reply: bool = True) -> list[Future[Any]]:
+    def _send(self, indices: Sequence[int], args: tuple[Any, ...], kwargs: dict[str, Any], reply: bool = True,
+              guard: bool = True) -> list[Future[Any]]:
         """One future per index: the call's outcome at that point of the mesh."""
         mesh = self._mesh
         payload = self._dumps(args, kwargs) if args or kwargs else _NO_ARGUMENTS
@@ -190,7 +192,7 @@ class ActorEndpoint(Generic[R]):
                 for fut in futs:
                     fut.set_raw((peers.OK, None, None))
                 return futs
-        if _messages_run_here():  # in an actor: one that waits for its own call would wait for ever
+        if guard and _messages_run_here():  # in an actor: one that waits for its own call would wait for ever
             ranks = mesh._shape.ranks
             return own_calls.guard(futs, mesh._actor_id, [ranks[i] for i in indices], self._what)
         return futs
@@ -230,7 +232,7 @@ class ActorEndpoint(Generic[R]):
         # waiting for the failed one forever (a collective, an SPMD rendezvous with a dead or
         # failed peer), so their replies are not worth waiting for.
         if trees.routed(mesh):
-            futs = self._send(range(n), args, kwargs)
+            futs = self._send(range(n), args, kwargs, guard=False)  # the whole is guarded: members must fail fast
             whole_tree = gather(futs, lambda values: ValueMesh(shape, values), fail_fast=messages.failed)
             if _messages_run_here():  # in an actor: one that waits for its own call would wait for ever
                 return own_calls.guard_one(whole_tree, mesh._actor_id, shape.ranks, self._what)

@@ -54,8 +54,9 @@ class ActorInstance:
     proc_id: str = ""
     display: str = "<root>"  # the owner chain, as supervision reports print it
     creator: Creator | None = None  # None for the client
-    # The meshes this actor made (spawned actor meshes, procs), stopped when it ends, newest first.
-    children: list[Any] = dataclasses.field(default_factory=list, repr=False, compare=False)
+    # The meshes this actor made and has not stopped (spawned actor meshes, procs), by what
+    # names each (its actor id, its procs' run id), in the order made: stopped when it ends.
+    children: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
     lifecycle: Lifecycle | None = dataclasses.field(default=None, repr=False, compare=False)  # None for the client
 
     def __str__(self) -> str:
@@ -136,12 +137,26 @@ def messages_run_here() -> tuple[str, int] | None:
     return _message_threads.get(threading.get_ident()) if _message_threads else None
 
 
-def adopt(child: Any) -> None:
-    """Keep ``child``, a mesh made by the running actor, with that actor: it is stopped when the
-    actor ends (the client's meshes end with the client instead)."""
+def adopt(key: str, child: Any) -> None:
+    """Keep ``child``, a mesh made by the running actor, with that actor (as Monarch keeps an
+    actor's children alive): it is stopped when the actor ends, unless stopped before (the
+    client's meshes end with the client instead)."""
     ctx = _current.get()
     if ctx is not None and ctx.actor_instance.lifecycle is not None:
-        ctx.actor_instance.children.append(child)
+        ctx.actor_instance.children[key] = child
+
+
+def disown(key: str, size: int) -> None:
+    """A mesh named ``key`` was stopped, ``size`` of its points: if that is all of the one the
+    running actor made, it is no longer kept (an actor spawning and stopping meshes in a loop
+    would keep every one, and what each was spawned with)."""
+    ctx = _current.get()
+    if ctx is None or ctx.actor_instance.lifecycle is None:
+        return
+    children = ctx.actor_instance.children
+    child = children.get(key)
+    if child is not None and len(child) <= size:
+        del children[key]
 
 
 def enter(ctx: Context | None) -> None:

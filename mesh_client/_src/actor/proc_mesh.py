@@ -126,7 +126,7 @@ class ProcMesh(MeshTrait):
             group, shape, actor_id, name, Class.__qualname__, names, spawned, repr(Class), plain_method_names(Class),
             keeper,
         )
-        context_mod.adopt(mesh)  # made by an actor: stopped with it
+        context_mod.adopt(actor_id, mesh)  # made by an actor: stopped with it
         # Typed as the actor class, as Monarch types it: the checker sees each endpoint as an
         # Endpoint (endpoint.py) and the mesh operations that Actor declares for it (actor.py).
         return cast(T, mesh)
@@ -228,6 +228,7 @@ class ProcMesh(MeshTrait):
             return fut
         self._stopped = True
         shutting_down.forget(self)
+        context_mod.disown(self._group.run_id, len(self._shape))
         self._group.stopping.update(self._shape.ranks)
         try:
             if self._group.owner is not None:

@@ -46,7 +46,7 @@ def connected_mesh(group: ProcGroup, shape: Shape, bootstrap: Callable[[], Any] 
     except BaseException:
         mesh.stop()
         raise
-    ctx_mod.adopt(mesh)  # made by an actor: stopped with it
+    ctx_mod.adopt(group.run_id, mesh)  # made by an actor: stopped with it
     shutting_down.made(mesh)
     return mesh
 

@@ -4,13 +4,15 @@ One implementation serves both kinds of caller, as Monarch's does: sync code cal
 async code ``await``\\ s. Calling the function only makes the coroutine (with a copy of the
 caller's context variables); its body runs when the future is first observed, at most once:
 
-- ``await``: as a task on the awaiting loop (cancelling that ``await`` leaves the body running);
+- ``await`` or ``as_asyncio()``: as a task on the running loop (cancelling that ``await`` leaves
+  the body running);
 - ``.get()``: on a loop of its own in the calling thread, as ``asyncio.run`` does, or on a short
   helper thread when the caller is inside a running loop; a ``timeout`` that passes cancels the
   body and raises ``TimeoutError``.
 
-Later observers, and done callbacks, share the first one's outcome. A future never observed
-closes its body unstarted.
+Later observers, and done callbacks, share the first one's outcome; a done callback alone does
+not start the body (it fires once an observer has). A future never observed closes its body
+unstarted.
 """
 
 from __future__ import annotations
@@ -101,6 +103,16 @@ class BodyFuture(Future[R]):
             self.set_result(value)
 
     def __await__(self) -> Generator[Any, None, R]:
+        self._start_on_loop()
+        return (yield from super().__await__())
+
+    def as_asyncio(self) -> asyncio.Future[R]:
+        mirror = super().as_asyncio()  # raises off a loop, leaving the body unstarted
+        self._start_on_loop()
+        return mirror
+
+    def _start_on_loop(self) -> None:
+        """Run the body, unless an earlier observer did, as a task of the running loop."""
         import asyncio
 
         body = self._take()
@@ -108,7 +120,6 @@ class BodyFuture(Future[R]):
             task = self._context.run(asyncio.get_running_loop().create_task, body)
             _running.add(task)
             task.add_done_callback(self._settle)
-        return (yield from super().__await__())
 
     def _settle(self, task: asyncio.Task[R]) -> None:
         import asyncio

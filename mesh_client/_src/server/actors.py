@@ -114,8 +114,9 @@ class ActorRunner:
         self._this_proc = this_proc
         self._home: tuple[str, int] | None = None  # this actor's id and proc index, once constructed
         self._on_loop = False  # its endpoints all async def: __supervise__ runs on its loop (_deliver)
+        self._cleaning = threading.Event()  # cleanup() began (it runs once)
+        self._cleaned = threading.Event()  # and ended
         self._supervising: asyncio.Lock | None = None  # made on the loop: one __supervise__ at a time there
-        self._loop_thread: int | None = None
         self._thread = threading.Thread(target=self._run, name=f"actor:{name}", daemon=True)
         self._thread.start()
 
@@ -174,6 +175,12 @@ class ActorRunner:
         self.cleanup(exc)
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        finally:  # also when something escaped (a SystemExit from __cleanup__): nothing is left registered
+            self._exit()
+
+    def _serve(self) -> None:
         """Serve the queue. While more work is queued, a call's reply is held (coalescing) to
         go out with the next ones, in one write: they are all written when the queue runs dry,
         before an endpoint that is not known to be quick, and at the latest by the reactor's
@@ -244,11 +251,12 @@ class ActorRunner:
             if self.failed:  # its proc answers the calls that come after with its report (dispatch)
                 break
         _flush(held)
+
+    def _exit(self) -> None:
+        """The actor's thread ends: so does its loop's (its tasks were cancelled by cleanup)."""
         ctx_mod.ran_messages(threading.get_ident())
-        if self._loop is not None:  # its tasks were cancelled (cleanup): nothing runs there any more
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._loop_thread is not None:
-            ctx_mod.ran_messages(self._loop_thread)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)  # the loop's thread leaves the registry itself
         self._on_exit(self)
 
     def _failed_on(self, op: int, call_id: int, channel: Channel | None, header: tuple[Any, ...], exc: BaseException) -> None:
@@ -362,11 +370,10 @@ class ActorRunner:
                 try:
                     loop.run_forever()  # until the actor's thread ends
                 finally:
+                    ctx_mod.ran_messages(threading.get_ident())
                     loop.close()
 
-            thread = threading.Thread(target=serve, name=f"actor-loop:{self.name}", daemon=True)
-            thread.start()
-            self._loop_thread = thread.ident
+            threading.Thread(target=serve, name=f"actor-loop:{self.name}", daemon=True).start()
         return self._loop
 
     def _schedule(self, awaitable: Awaitable[Any], traced: str | None = None) -> concurrent.futures.Future[Any]:
@@ -477,6 +484,10 @@ class ActorRunner:
     def _task_done(self, channel: Channel | None, call_id: int, method: str, explicit: bool,
                    task: concurrent.futures.Future[Any]) -> None:
         """A concurrent endpoint finished (on the loop's thread)."""
+        if task.cancelled():  # the actor stopped or failed under it: its caller must hear, not wait
+            why = self.end_report or f"actor {self.display} ended while the call ran, which was cancelled"
+            reply(channel, call_id, messages.DEAD, [why.encode()])
+            return
         exc = task.exception()
         if exc is None:
             if not explicit:
@@ -505,7 +516,21 @@ class ActorRunner:
 
     def cleanup(self, exc: BaseException | None) -> None:
         """Cancel running concurrent endpoints, then run ``__cleanup__`` (as Monarch orders them),
-        then stop the meshes the actor made (its children), which ``__cleanup__`` may still use."""
+        then stop the meshes the actor made (its children), which ``__cleanup__`` may still use.
+        Once: the proc's shutdown and a stop sent by the actor's owner may both ask; the second
+        waits for the first (the proc must not end under a cleanup still running)."""
+        with self._watch_lock:
+            first = not self._cleaning.is_set()
+            self._cleaning.set()
+        if not first:
+            self._cleaned.wait(CHILD_STOP_SECONDS)
+            return
+        try:
+            self._clean_up(exc)
+        finally:
+            self._cleaned.set()
+
+    def _clean_up(self, exc: BaseException | None) -> None:
         self._cancel_tasks()
         hook = getattr(self._instance, "__cleanup__", None)
         if hook is not None:
@@ -525,7 +550,7 @@ class ActorRunner:
             return
         children = self._context.actor_instance.children
         while children:
-            child = children.pop()
+            child = children.pop(next(reversed(children)))
             try:
                 child.stop(f"its owner {self.display} ended").get(timeout=CHILD_STOP_SECONDS)
             except Exception as exc:

@@ -222,6 +222,9 @@ class ProcServer:
             if actor_id in self.actors:
                 self._fail(channel, call_id, ValueError(f"actor {actor_id!r} already runs in this proc: spawn it under a new id"))
                 return
+            if self.closing is not None:  # its actors are stopped: a new one would never be
+                reply(channel, call_id, messages.DEAD, [self.closing.encode()])
+                return
             runner = ActorRunner(actor_id, name, self._actor_exited, self.this_proc)
             self.actors[actor_id] = runner
             runner.submit((call_id, channel, header, payload))
@@ -288,6 +291,7 @@ class ProcServer:
         for runner in list(self.actors.values()):
             if runner.end_report is None:
                 runner.cleanup(None)
+            runner.submit(None)  # its thread (and loop's) ends: a worker loop that returns leaks none
         self.actors.clear()
 
 

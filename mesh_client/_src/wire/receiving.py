@@ -81,8 +81,9 @@ def copy_free() -> bool:
 class LargeFrame:
     """The buffers of one large frame being received, filled in order by :meth:`view`/:meth:`filled`.
 
-    Each buffer is allocated when its first byte arrives, not when the header declares it: a
-    header costs one buffer, however many and however large the segments it announces."""
+    Each buffer is allocated when the frame reaches it (the first one with the header), not all
+    when the header declares them: a header costs one buffer, however many segments it announces
+    (one segment as large as the limit is still allocated whole)."""
 
     __slots__ = ("kind", "_segments", "_plan", "_current", "_view", "_left")
 

@@ -544,3 +544,34 @@ def token_seen() -> tuple[str | None, str]:
 
     child = subprocess.run(["sh", "-c", 'printf %s "$PROCMESH_TOKEN"'], capture_output=True, text=True, check=True)
     return os.environ.get("PROCMESH_TOKEN"), child.stdout
+
+
+class CountsCleanups(Actor):
+    """Appends its pid to a file each time its __cleanup__ runs."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __cleanup__(self, exc) -> None:
+        time.sleep(0.2)  # long enough for a second cleanup to overlap the first, if one came
+        with open(self.path, "a") as f:
+            f.write(f"{os.getpid()}\n")
+
+
+class SpawnsOnAll(Actor):
+    """Spawns CountsCleanups on the procs it is given; also makes and stops meshes when asked."""
+
+    def __init__(self, procs, path: str) -> None:
+        self.procs = procs
+        self.counted = procs.spawn("counted", CountsCleanups, path)
+
+    @endpoint
+    def ready(self) -> None:
+        self.counted.initialized.get(timeout=60)
+
+    @endpoint
+    def make_and_stop(self, rounds: int) -> int:
+        for i in range(rounds):
+            self.procs.spawn(f"brief{i}", Tally).stop().get(timeout=60)
+            this_host().spawn_procs(per_host={"gpus": 1}, name=f"briefprocs{i}").stop().get(timeout=60)
+        return len(context().actor_instance.children)  # only what it made and has not stopped

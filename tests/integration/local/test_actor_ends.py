@@ -5,7 +5,9 @@ Aspects: stopping an actor stops the meshes it made, newest first, after its own
 process exits); an actor that fails takes its children too; ``context().actor_instance.stop()``
 stops an actor after the messages queued before it, as a normal end (no supervision event), and
 ``abort()``/``kill()`` fail it, its owner's ``__supervise__`` seeing why; an async owner
-handles a child's failure while its endpoint waits for it; the client is no actor to stop.
+handles a child's failure while its endpoint waits for it; the client is no actor to stop; a
+concurrent call in flight when its actor stops is answered; a mesh an actor stopped itself is
+not stopped again when the actor ends, nor kept.
 """
 
 import time
@@ -13,7 +15,14 @@ import time
 import pytest
 
 from mesh_client import SupervisionError, context, this_host
-from tests.integration.local.actors import AwaitsItsChildren, Ends, Parent, Tally
+from tests.integration.local.actors import (
+    AwaitsItsChildren,
+    Concurrent,
+    Ends,
+    Parent,
+    SpawnsOnAll,
+    Tally,
+)
 
 
 def _alive(pid: int) -> bool:
@@ -67,10 +76,10 @@ def test_an_actor_takes_the_meshes_it_made_with_it(procs, faults, ending):
 
 def test_an_actor_that_stops_itself_handles_what_was_queued_first(procs, faults):
     actor = procs.slice(gpus=0).spawn("selfstop", Ends)
-    asked = actor.end.call_one("stop", "work done")
-    before = [actor.echo.call_one(i) for i in range(3)]  # queued before its stop is
-    assert asked.get(timeout=60) == "asked"
+    before = [actor.echo.call_one(i) for i in range(3)]  # queued before the message that stops it
+    assert actor.end.call_one("stop", "work done").get(timeout=60) == "asked"
     assert [f.get(timeout=60) for f in before] == [0, 1, 2]
+    # Sent once its stop was queued (the reply to "end" came after): behind the stop.
     with pytest.raises(SupervisionError, match=r"has status: stopped \(work done\)"):
         actor.echo.call_one(3).get(timeout=60)
     assert faults.named("selfstop") == []
@@ -95,3 +104,30 @@ def test_an_async_owner_handles_a_failure_while_its_endpoint_waits_for_it(procs,
 def test_the_client_is_no_actor_to_stop():
     with pytest.raises(RuntimeError, match=r"actor_instance\.stop\(\) is for an actor: the client is not one"):
         context().actor_instance.stop()
+
+
+def test_a_concurrent_call_in_flight_when_its_actor_stops_is_answered(procs, faults):
+    """It is cancelled as the actor stops: its caller waited for ever (a review found it)."""
+    actor = procs.slice(gpus=0).spawn("inflight", Concurrent)
+    waiting = actor.wait_for_open.call_one()  # never opened
+    actor.stop().get(timeout=60)
+    with pytest.raises(SupervisionError, match=r"ended while the call ran, which was cancelled"):
+        waiting.get(timeout=60)
+    assert faults.named("inflight") == []
+
+
+def test_meshes_an_actor_stopped_are_not_kept_nor_stopped_again(procs):
+    maker = procs.slice(gpus=0).spawn("maker", SpawnsOnAll, procs, "/dev/null")
+    assert maker.make_and_stop.call_one(3).get(timeout=120) == 1  # its "counted" mesh alone
+
+
+def test_a_child_on_a_stopping_proc_mesh_cleans_up_once(tmp_path):
+    """The proc's shutdown and its owner's stop both asked it: __cleanup__ ran twice, at once,
+    on two threads (a review found it)."""
+    path = tmp_path / "cleanups"
+    mesh = this_host().spawn_procs(per_host={"gpus": 2}, name="onceonly")
+    parent = mesh.slice(gpus=0).spawn("owner", SpawnsOnAll, mesh, str(path))
+    parent.ready.call_one().get(timeout=60)  # its child is on both procs
+    mesh.stop().get(timeout=120)
+    pids = path.read_text().split()
+    assert len(pids) == 2 and len(set(pids)) == 2, pids

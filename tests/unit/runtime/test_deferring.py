@@ -1,7 +1,7 @@
 """Monarch's @returns_future: an async def that returns a Future, run where first observed.
 
 Aspects: calling runs none of the body; ``.get()`` runs it (also from inside a running loop, on a
-helper thread); ``await`` runs it as a task of the awaiting loop; the body runs once whoever
+helper thread); ``await`` and ``as_asyncio()`` run it as a task of the running loop; the body runs once whoever
 observes, and sees the caller's context variables as they were at the call; a timeout cancels
 the body and raises TimeoutError; the body's exception reaches every observer; a sync function
 is refused.
@@ -55,6 +55,15 @@ def test_await_runs_it_on_the_awaiting_loop():
 
     first, loop, again = asyncio.run(main())
     assert first is loop and again is loop
+
+
+def test_as_asyncio_runs_it_on_the_running_loop():
+    """It waited for a body nobody started (a review found it never completed)."""
+    async def main():
+        fut = body("d")
+        return await asyncio.wait_for(fut.as_asyncio(), 30), await asyncio.wait_for(fut.as_asyncio(), 30)
+
+    assert asyncio.run(main()) == ("d:unset", "d:unset") and runs == ["d"]
 
 
 def test_get_inside_a_running_loop_runs_on_a_helper_thread():
