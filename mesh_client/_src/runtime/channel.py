@@ -44,6 +44,13 @@ HANDSHAKE_READ_CHUNK = 1024
 # nothing must not cost a busy loop).
 RETRY_FIRST = 0.001
 RETRY_MAX = 0.05
+# A server's write that its peer takes nothing of for this long stops waiting: the rest, and
+# every later frame to that peer, wait in memory for the reactor to write them (a controller
+# paused in a debugger no longer holds up an actor that other callers share) ...
+STALL_SECONDS = 1.0
+# ... up to this many bytes, beyond which the connection is closed (its calls fail): a peer that
+# does not read cannot make the proc hold its replies without bound.
+BACKLOG_LIMIT = 64 << 20
 
 
 class ChannelState(enum.Enum):
@@ -118,6 +125,9 @@ class Channel:
         self._pump_due = False
         self._flush_due = False  # a _flush_timer is pending (any thread sets it)
         self._paused = False
+        # A peer stopped reading (a write stalled): frames queue in the outbox, behind what waits
+        # for it, and the reactor writes them as it reads again. Under the send lock.
+        self._backlog = False
         # Only a server stops reading a peer that does not read: a client always reads its
         # replies, so two sides waiting on each other never both stop.
         self._may_pause = conn.role is protocol.Role.SERVER
@@ -177,6 +187,11 @@ class Channel:
             with self._send_lock:
                 if self.state is _CLOSED:  # closed by another thread since the check: nothing may stay held
                     raise ChannelClosed(self.close_reason or f"channel {self.display} is closed")
+                if self._backlog:  # behind what its peer has not taken yet, without waiting for it
+                    over = self._queue_behind(pieces)
+                    if over is None:
+                        return
+                    raise ChannelClosed(over)
                 outbox = self._outbox
                 held = outbox.hold(pieces) if hold else _REFUSED
                 if held == _HELD:
@@ -192,7 +207,12 @@ class Channel:
                     pieces = [outbox.take(), *pieces]
                     coalescing.forget(self)
                 writing = True
-                self.stream.write(pieces)
+                try:
+                    self.stream.write(pieces)
+                except streams.Stalled as stalled:
+                    over = self._stall(stalled.rest)
+                    if over is not None:
+                        raise ChannelClosed(over) from None
         except OSError as exc:
             self.close(f"connection to {self.display} broke while sending: {exc}", CloseKind.IO_ERROR)
             raise ChannelClosed(self.close_reason or str(exc)) from exc
@@ -219,10 +239,15 @@ class Channel:
                 if not self._outbox.frames:
                     return
                 writing = True
-                if block or self._sock is None:
+                if self._backlog:  # the reactor writes it, as the peer reads
+                    retry = False
+                elif block or self._sock is None:
                     data = self._outbox.take()
                     coalescing.forget(self)
-                    self.stream.write([data])
+                    try:
+                        self.stream.write([data])
+                    except streams.Stalled as stalled:
+                        self._stall(stalled.rest)
                 elif self._write_held_now():
                     retry = True
                 else:
@@ -238,6 +263,34 @@ class Channel:
             raise
         if retry:
             self._flush_later()
+
+    def _stall(self, rest: list[memoryview]) -> str | None:
+        """With the send lock held: a write stalled, ``rest`` unsent. It waits in the outbox for
+        the reactor (which stops reading the peer meanwhile), and so do the frames after it
+        (:meth:`_queue_behind`); None, or why the connection is closing (over the limit)."""
+        self._backlog = True
+        unsent = bytearray()
+        for view in rest:
+            unsent += view
+        self._outbox.put_back(unsent)
+        coalescing.forget(self)
+        self._reactor.call_soon(self._pump)
+        return self._over_limit()
+
+    def _queue_behind(self, pieces: Sequence[bytes | bytearray | memoryview]) -> str | None:
+        """With the send lock held, a backlog waiting: ``pieces`` (copied) go behind it."""
+        self._outbox.extend(pieces)
+        return self._over_limit()
+
+    def _over_limit(self) -> str | None:
+        """Past BACKLOG_LIMIT: close (at once, from the reactor: this thread holds the send lock)."""
+        waiting = len(self._outbox)
+        if waiting <= BACKLOG_LIMIT:
+            return None
+        reason = (f"{self.display} stopped reading its replies: {waiting >> 20} MiB of them waited unsent, over "
+                  f"the {BACKLOG_LIMIT >> 20} MiB a peer may leave; the proc closed the connection")
+        self._reactor.call_soon(lambda: self.close(reason, CloseKind.IO_ERROR))
+        return reason
 
     def _flush_later(self) -> None:
         """One try at the held frames later, after a doubling delay: one pending at a time, so
@@ -309,6 +362,7 @@ class Channel:
                 self._outbox.append(self._unsent)
                 self._unsent = bytearray()
             left = self._write_held_now() if self._outbox.frames else False
+            self._backlog = self._backlog and left  # all written: writers write themselves again
         except OSError as exc:
             broke: OSError | None = exc
         else:
@@ -476,7 +530,7 @@ class Channel:
                 if kind is CloseKind.LOCAL:
                     try:
                         self._write_now(held) if on_reactor and self._sock is not None else self.stream.write([held])
-                    except OSError:
+                    except (OSError, streams.Stalled):
                         pass
         finally:
             self._send_lock.release()

@@ -97,8 +97,20 @@ class Outbox:
     def put_back(self, rest: bytearray) -> None:
         """Bytes of a taken batch that could not be written yet: they go before anything held since."""
         if rest:
-            self._data[:0] = rest
+            if self._data:
+                self._data[:0] = rest
+            else:  # taken as they are: a large rest is not copied again
+                self._data = rest
             self.frames = max(self.frames, 1)
+
+    def extend(self, pieces: Sequence[bytes | bytearray | memoryview]) -> None:
+        """One frame's pieces behind everything held (copied once, whatever its size)."""
+        data = self._data
+        before = len(data)
+        for p in pieces:
+            data += p
+        if len(data) > before:
+            self.frames += 1
 
 
 # Channels holding frames, for threads about to wait (flush_all). A dict, not a set: ordered,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import struct
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -28,6 +29,15 @@ _MAX_IOV = 512
 UNIX_SEND_BUFFER = 4 << 20
 
 
+class Stalled(Exception):
+    """A write to a peer that took nothing for the socket's send timeout (:meth:`SocketStream.
+    stall_after`): ``rest`` is what was not sent, the frame's bytes from where it stopped."""
+
+    def __init__(self, rest: list[memoryview]) -> None:
+        super().__init__("the peer took nothing within the send timeout")
+        self.rest = rest
+
+
 class SocketStream:
     """A connected stream socket, TCP or AF_UNIX (:mod:`.unixlinks`). ``read`` returns b"" at end
     of stream."""
@@ -46,9 +56,19 @@ class SocketStream:
     def read_into(self, view: memoryview) -> int:
         return self.sock.recv_into(view)
 
+    def stall_after(self, seconds: float) -> None:
+        """Let a blocking write that the peer takes nothing of for ``seconds`` raise
+        :class:`Stalled` (SO_SNDTIMEO: no poll added to each write, as a Python timeout would)."""
+        whole = int(seconds)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                             struct.pack("ll", whole, int((seconds - whole) * 1_000_000)))
+
     def write(self, pieces: Sequence[bytes | bytearray | memoryview]) -> None:
         if len(pieces) <= _MAX_IOV:  # the common case: one sendmsg takes the whole frame
-            sent = self.sock.sendmsg(pieces)
+            try:
+                sent = self.sock.sendmsg(pieces)
+            except BlockingIOError:  # the send timeout passed with nothing taken
+                raise Stalled([memoryview(p).cast("B") for p in pieces if len(p)]) from None
             total = 0
             for p in pieces:
                 total += p.nbytes if type(p) is memoryview else len(p)
@@ -64,7 +84,11 @@ class SocketStream:
         _drop_front(views, skip)
         while views:
             # Drop what went out; keep the unsent tail of a partially sent piece.
-            _drop_front(views, self.sock.sendmsg(views[:_MAX_IOV]))
+            try:
+                sent = self.sock.sendmsg(views[:_MAX_IOV])
+            except BlockingIOError:
+                raise Stalled(views) from None
+            _drop_front(views, sent)
 
     def close(self) -> None:
         try:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from mesh_client._src.actor import messages, ports, sources
 from mesh_client._src.runtime import identifying, ops, peers, reactor, streams
-from mesh_client._src.runtime.channel import Channel, ChannelState, CloseKind
+from mesh_client._src.runtime.channel import STALL_SECONDS, Channel, ChannelState, CloseKind
 from mesh_client._src.server import accepting, forwarding, gpu, throttling
 from mesh_client._src.server.actors import ENDED_KEPT, ActorRunner, reply
 from mesh_client._src.wire import envelopes, protocol, serialization
@@ -114,7 +114,9 @@ class ProcServer:
             oldest.close(f"evicted to admit a newer connection: {self.max_unauthenticated} connections"
                          " were already authenticating (PROCMESH_MAX_UNAUTHENTICATED)")
         sock.setblocking(True)
-        channel = self.open_channel(streams.SocketStream(sock), peer)
+        stream = streams.SocketStream(sock)
+        stream.stall_after(STALL_SECONDS)  # an actor's reply to a peer that stopped reading waits no longer
+        channel = self.open_channel(stream, peer)
         if channel.state is not ChannelState.CLOSED:
             channel.start()
 

@@ -575,3 +575,15 @@ class SpawnsOnAll(Actor):
             self.procs.spawn(f"brief{i}", Tally).stop().get(timeout=60)
             this_host().spawn_procs(per_host={"gpus": 1}, name=f"briefprocs{i}").stop().get(timeout=60)
         return len(context().actor_instance.children)  # only what it made and has not stopped
+
+
+class Blobs(Actor):
+    """Large replies to small requests."""
+
+    @endpoint
+    def blob(self, size: int) -> bytes:
+        return b"x" * size
+
+    @endpoint
+    def ping(self) -> str:
+        return "pong"

@@ -8,7 +8,9 @@ I/O thread, other actors, new clients) nor makes it buffer them without bound, a
 actor's reply to that peer is stuck and the peer sends more requests or garbage; the server
 keeps serving its real clients throughout; IDENTIFY answers an authenticated client without pickles;
 the token is not in the environment an actor, or a subprocess it starts, gets; actors that
-ended (failed, or stopped with an event loop) leave no thread behind.
+ended (failed, or stopped with an event loop) leave no thread behind; a peer that stops reading
+holds up no other caller of the actor it called (its replies wait in memory, up to a limit past
+which its connection is closed).
 """
 
 import os
@@ -22,7 +24,14 @@ import pytest
 from benchmarks import flooding
 from mesh_client._src.runtime import channel, handshaking, identifying, ops, streams
 from mesh_client._src.wire import envelopes, errors, frames, protocol, serialization
-from tests.integration.local.actors import AsyncExits, FailingInit, Lambda, Recorder, token_seen
+from tests.integration.local.actors import (
+    AsyncExits,
+    Blobs,
+    FailingInit,
+    Lambda,
+    Recorder,
+    token_seen,
+)
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +189,7 @@ def test_a_peer_that_never_reads_stalls_nothing_else(procs, then):
     rss_before = flooding.rss_bytes(pid)
     sock, conn = _non_reader(address, procs._group.token)
     try:
-        if then != "identify-flood":  # the victim's thread blocks writing 32 MiB to us
+        if then != "identify-flood":  # the victim's write of 32 MiB to us stalls (its rest waits in memory)
             fields = (ops.CALL, victim._actor_id, "echo", 0, victim._shape.labels, victim._shape.sizes)
             sock.sendall(_frame(conn, 5, fields, serialization.dumps(((b"x" * (32 * MIB),), {}))))
             assert select.select([sock], [], [], 30)[0]  # its reply has begun: from here it blocks
@@ -191,7 +200,9 @@ def test_a_peer_that_never_reads_stalls_nothing_else(procs, then):
             _send_until_not_read(sock, identify * 1000, 64 * MIB)
         assert rec.echo.call_one("served").get(timeout=30) == "served"
         assert identifying.identify_proc(address, procs._group.token, timeout=30)["pid"] == pid
-        assert flooding.rss_bytes(pid) - rss_before < 64 * MIB
+        # At most what a peer that stopped reading may leave unread (the stuck 32 MiB reply
+        # waits in memory now), and that reply's bytes while they were copied there.
+        assert flooding.rss_bytes(pid) - rss_before < channel.BACKLOG_LIMIT + 64 * MIB
     finally:
         sock.close()
     assert victim.echo.call_one("again").get(timeout=30) == "again"
@@ -224,3 +235,47 @@ def test_ended_actors_leave_no_thread_behind(procs, faults):
         time.sleep(0.05)
     assert _threads(pid) <= before
     assert len(faults.wait("threadfail", count=5)) == 5
+
+
+def _ask_for_blobs(sock, conn, actor, count, size):
+    fields = (ops.CALL, actor._actor_id, "blob", 0, actor._shape.labels, actor._shape.sizes)
+    request = serialization.dumps(((size,), {}))
+    sock.sendall(b"".join(_frame(conn, 100 + i, fields, request) for i in range(count)))  # small: all go at once
+
+
+def test_a_peer_that_stops_reading_holds_up_no_other_caller_of_its_actor(procs):
+    """The actor's write to it stops waiting after a second; the rest waits in memory (it
+    waited for ever, and so did every other caller of that actor)."""
+    shared = procs.spawn("shared", Blobs).slice(hosts=0, gpus=1)
+    sock, conn = _non_reader(procs._group.addresses[shared._shape.ranks[0]], procs._group.token)
+    try:
+        _ask_for_blobs(sock, conn, shared, 8, 4 * MIB)  # 32 MiB of replies: more than any socket holds
+        for _ in range(3):
+            assert shared.ping.call_one().get(timeout=60) == "pong"
+    finally:
+        sock.close()
+
+
+def test_a_peer_that_leaves_too_much_unread_is_cut_off(procs):
+    shared = procs.spawn("flooded", Blobs).slice(hosts=0, gpus=1)
+    address = procs._group.addresses[shared._shape.ranks[0]]
+    pid = identifying.identify_proc(address, procs._group.token)["pid"]
+    sock, conn = _non_reader(address, procs._group.token)
+    try:
+        _ask_for_blobs(sock, conn, shared, 24, 4 * MIB)  # 96 MiB, over the 64 MiB a peer may leave
+        assert shared.ping.call_one().get(timeout=60) == "pong"
+        received, deadline = 0, time.monotonic() + 60
+        sock.settimeout(5)
+        while time.monotonic() < deadline:  # the proc closed it: what was sent, then the end
+            try:
+                chunk = sock.recv(1 << 20)
+            except (ConnectionResetError, TimeoutError):
+                break
+            if not chunk:
+                break
+            received += len(chunk)
+        assert received < 24 * 4 * MIB, received
+        assert flooding.rss_bytes(pid) < 512 * MIB
+    finally:
+        sock.close()
+    assert shared.ping.call_one().get(timeout=60) == "pong"
