@@ -88,7 +88,7 @@ class Superseded(Exception):
 
 
 class ChildConflict(Exception):
-    """A Role or Service with a derived name exists and belongs to someone else."""
+    """A Role, Service or proc pod with a derived name exists and belongs to someone else."""
 
 
 class Controller:
@@ -915,8 +915,15 @@ class Controller:
                     except kubeclient.ApiError as e:
                         if not e.conflict:
                             raise
-                        # Created by an earlier run whose watch event has not arrived yet.
+                        # Created by an earlier run whose watch event has not arrived yet (or
+                        # by an earlier mesh of this name: the store waits for it to go), or
+                        # someone else's pod under the name, which nothing here would remove.
                         result = await self.client.get(kubeclient.pods_path(mesh.namespace, name))
+                        if stores.mesh_key_of(result) != (mesh.namespace, mesh.name):
+                            raise ChildConflict(
+                                f"pod {name} exists and is not owned by this ProcMesh (it is no "
+                                f"proc pod of a ProcMesh {mesh.name}): delete it or rename the "
+                                f"mesh") from e
                 self.store.upsert(result)
 
         workers = min(self.settings.create_concurrency, len(plan.creates))

@@ -805,3 +805,19 @@ def test_a_pod_deleted_under_a_running_mesh_counts_against_max_restarts():
     asyncio.run(ctl.reconcile(("ns", "m")))  # and it stays so
     assert not creates(client)
 
+
+def test_someone_elses_pod_under_a_ranks_name_is_a_conflict():
+    """``kubectl run m-0`` before the mesh: its create's 409 is no earlier run of ours, so it is
+    reported (Degraded, naming the pod and the fix) instead of waited on for ever."""
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),))})
+    client.objects[kubeclient.pods_path("ns", "m-0")] = {
+        "metadata": {"name": "m-0", "namespace": "ns", "uid": "theirs", "resourceVersion": "5",
+                     "labels": {"run": "m-0"}}, "spec": {}, "status": {"phase": "Running"}}
+    with pytest.raises(reconciling.ChildConflict):
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    degraded = [c for c in client.objects[MESH_PATH]["status"]["conditions"]
+                if c["type"] == "Degraded"][0]
+    assert degraded["status"] == "True" and degraded["message"].startswith(
+        "pod m-0 exists and is not owned by this ProcMesh")
+    assert "delete it or rename the mesh" in degraded["message"]
+    assert kubeclient.pods_path("ns", "m-1") in client.objects  # the other ranks are created
