@@ -269,7 +269,10 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
     prev_conditions = previous.get("conditions")
     entries: list[dict[str, Any]] = []
     if not mesh.suspend:
-        deleted = frozenset(plan.deleted) if plan is not None else frozenset()
+        # Without a plan (the reconcile failed before it), the kept failures stand as written.
+        deleted = frozenset(plan.deleted) if plan is not None else frozenset(
+            r for r, phase in proc_entries.last_phases(previous).items()
+            if phase == planning.DELETED)
         entries = memo.entries(mesh, pods, claimed_gpus, deleted) if memo is not None \
             else proc_entries.entries(mesh, pods, claimed_gpus, deleted)
     o = Observed(
