@@ -46,15 +46,20 @@ def transitions(old: Mapping[str, Any] | None, new: Mapping[str, Any], plan: pla
         events.append((NORMAL, "CreatedProcs", f"created {len(created)} pod(s): "
                        + ", ".join(created[:8]) + (" ..." if len(created) > 8 else "")))
     if plan is not None:
+        lost = set(plan.lost_procs)
         for pod_name in plan.restarted:
             if pod_name == mesh_name:
-                failed = [contract.pod_name(mesh_name, r) + _failure_detail(p)
-                          for r, p in sorted(pods_before.items()) if planning.is_failed(p)]
+                failed = [f"{contract.pod_name(mesh_name, r)} (rank {r}: its pod was deleted)"
+                          if r in lost else contract.pod_name(mesh_name, r)
+                          + _failure_detail(pods_before.get(r))
+                          for r in sorted(lost | {r for r, p in pods_before.items()
+                                                  if planning.is_failed(p)})]
                 events.append((WARNING, "ProcFailed", "proc failed: " + ", ".join(failed)
                                + f"; restarting the whole mesh (restart {plan.restarts})"))
             else:
                 rank = contract.rank_of_pod_name(mesh_name, pod_name)
-                detail = _failure_detail(pods_before.get(rank)) if rank is not None else ""
+                detail = f" (rank {rank}: its pod was deleted)" if rank in lost else \
+                    _failure_detail(pods_before.get(rank)) if rank is not None else ""
                 events.append((WARNING, "ProcFailed", f"proc {pod_name} failed{detail}; "
                                f"restarting it (restart {plan.restarts})"))
     for type_ in (contract.READY, contract.PROGRESSING, contract.DEGRADED, contract.GPU_BUDGET):

@@ -11,11 +11,18 @@ Restart policy (spec.restartPolicy, counted in status.restarts, bounded by spec.
 * ``RestartMesh``: every pod is deleted, and the mesh is recreated only once all are gone, so no
   proc of attempt N meets one of attempt N-1.
 
-A proc fails when its pod finishes (phase Failed or Succeeded: the proc server exited), or when
-its node is lost (:mod:`.losses`) for longer than the pod tolerates; pods on a lost node are
-deleted with grace period 0 (``Plan.force``), since no kubelet will confirm a graceful delete
-there. A pod that disappears (deleted by someone) is recreated like a ReplicaSet would, without
-counting.
+A proc fails when its pod finishes (phase Failed or Succeeded: the proc server exited), when
+its node is lost (:mod:`.losses`) for longer than the pod tolerates (pods on a lost node are
+deleted with grace period 0, ``Plan.force``, since no kubelet will confirm a graceful delete
+there), or when its pod is deleted by someone else (``kubectl delete pod``, a drain's eviction,
+preemption) after its proc ran: a *lost* proc. What ran is read from the status last written
+(``last_phases``: each rank's ``podPhase`` in ``status.procs``): a rank that status shows
+Running, Failed, Succeeded or :data:`DELETED`, whose pod is now gone or terminating, was lost,
+since every pod the operator deletes itself is first recorded as Terminating there
+(:func:`procmesh_operator.statuses.deleting_patch`). A pod deleted before its proc ran (Pending:
+still being created or scheduled) is recreated without counting. A lost proc kept failed (Never,
+or the restarts used up) shows :data:`DELETED` as its ``podPhase``, so that it stays failed once
+its pod is gone; a suspend clears that, as it clears every entry.
 
 Only the mesh's own pods (controlled by its uid) are its procs. A pod of a rank's name controlled
 by another uid (``foreign``: an earlier mesh of this name, deleted and created again at once, whose
@@ -54,6 +61,15 @@ class Plan:
     recheck: float | None = None  # seconds until a proc on a lost node runs out of toleration
     held: tuple[str, ...] = ()  # lost nodes of ``lost`` not tainted: their procs are not counted
     foreign: tuple[str, ...] = ()  # pods of an earlier incarnation this plan waits for
+    lost_procs: tuple[int, ...] = ()  # ranks whose pod was deleted under a proc that ran
+    deleted: tuple[int, ...] = ()  # ranks of ``failed`` whose pod is gone (podPhase DELETED)
+
+
+#: The ``podPhase`` of a proc whose pod was deleted under it and not replaced (a failed proc
+#: kept failed by its restart policy).
+DELETED = "Deleted"
+#: The ``podPhase`` values of a proc that ran: its pod gone or terminating then is a lost proc.
+RAN_PHASES = frozenset({"Running", "Failed", "Succeeded", DELETED})
 
 
 def pod_phase(pod: Mapping[str, Any]) -> str:
@@ -89,11 +105,13 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
          settings: settings_.Settings,
          losses: Mapping[str, losses_.NodeLoss] | None = None, now: float = 0.0,
          foreign: Mapping[int, Mapping[str, Any]] | None = None,
-         slot_memory: Mapping[tuple[str, str], int] | None = None) -> Plan:
+         slot_memory: Mapping[tuple[str, str], int] | None = None,
+         last_phases: Mapping[int, str] | None = None) -> Plan:
     """Decide one reconcile of ``mesh``. ``restarts`` is the current status.restarts; ``pods``
     are the mesh's own pods by rank (terminating ones included); ``foreign`` the pods by rank
     holding a rank's name for another incarnation; ``losses`` the lost nodes by name, judged at
-    ``now`` (epoch seconds); ``slot_memory`` the device memory of allocated dra slots."""
+    ``now`` (epoch seconds); ``slot_memory`` the device memory of allocated dra slots;
+    ``last_phases`` each rank's ``podPhase`` in the status last written (lost procs)."""
     foreign = foreign or {}
     waits_for = tuple(sorted(_ident(p)[0] for p in foreign.values()))
     lost, expired, recheck = _node_losses(pods, losses or {}, now)
@@ -116,7 +134,9 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
         return done(Plan(deletes=tuple(_ident(p) for p in pods.values() if not is_terminating(p)),
                          restarts=restarts))
 
-    failed = sorted(rank for rank, pod in pods.items() if is_failed(pod) or rank in counted)
+    gone = lost_ranks(mesh.size, pods, foreign, last_phases or {})
+    failed = sorted({rank for rank, pod in pods.items() if is_failed(pod) or rank in counted}
+                    | set(gone))
     deletes: list[tuple[str, str]] = []
     restarted: list[str] = []
     kept_failed: list[int] = []
@@ -130,7 +150,8 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
                 kept_failed.append(rank)
                 continue
             restarts += 1
-            deletes.append(_ident(pods[rank]))
+            if rank not in gone:  # (a lost proc's pod is gone or going already)
+                deletes.append(_ident(pods[rank]))
             restarted.append(contract.pod_name(mesh.name, rank))
     elif failed and mesh.restart_policy == specs.RESTART_MESH:
         if restarts >= mesh.max_restarts:
@@ -142,9 +163,11 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
             restarted.append(mesh.name)
             # Nothing is created until every pod of this attempt is gone.
             return done(Plan(deletes=tuple(deletes), restarts=restarts,
-                             restarted=tuple(restarted)))
+                             restarted=tuple(restarted), lost_procs=tuple(gone)))
 
-    missing = [rank for rank in range(mesh.size) if rank not in pods and rank not in foreign]
+    deleted = tuple(r for r in kept_failed if r in gone)
+    missing = [rank for rank in range(mesh.size)
+               if rank not in pods and rank not in foreign and rank not in deleted]
     if mesh.restart_policy == specs.RESTART_MESH and (
             foreign or any(is_terminating(p) for p in pods.values())):
         missing = []  # a previous attempt (or incarnation) is still shutting down
@@ -161,7 +184,18 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
     return done(Plan(creates=placement.procs, deletes=tuple(deletes), restarts=restarts,
                      restarted=tuple(restarted), failed=tuple(kept_failed),
                      restart_limit_reached=limit, refusal=placement.refusal,
-                     waiting=placement.waiting))
+                     waiting=placement.waiting, lost_procs=tuple(gone), deleted=deleted))
+
+
+def lost_ranks(size: int, pods: Mapping[int, Mapping[str, Any]],
+               foreign: Mapping[int, Mapping[str, Any]],
+               last_phases: Mapping[int, str]) -> list[int]:
+    """Ranks whose proc ran (:data:`RAN_PHASES` in the status last written) and whose pod is
+    now gone or terminating: deleted by someone else, since the operator records its own deletes
+    as Terminating before making them. A name held by another incarnation is not this mesh's."""
+    return [rank for rank, phase in sorted(last_phases.items())
+            if rank < size and phase in RAN_PHASES and rank not in foreign
+            and (rank not in pods or is_terminating(pods[rank]))]
 
 
 def _node_losses(pods: Mapping[int, Mapping[str, Any]],

@@ -18,16 +18,22 @@ from mesh_client._src import contract
 from procmesh_operator import assigned_gpus, planning, specs
 
 #: What an entry is computed from, besides the mesh and the rank: the pod's uid and
-#: resourceVersion (None: no pod) and the claimed device (dra mode).
-_Version = tuple[str, str, str | None] | tuple[None, None, str | None]
+#: resourceVersion (None: no pod), the claimed device (dra mode) and whether the proc is kept
+#: failed with its pod deleted (:data:`planning.DELETED`).
+_Version = tuple[str, str, str | None, bool] | tuple[None, None, str | None, bool]
 
 
 def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None,
-               claimed_gpu: str | None = None) -> dict[str, Any]:
+               claimed_gpu: str | None = None, deleted: bool = False) -> dict[str, Any]:
     """One ``status.procs[]`` entry: what a client needs to reach the proc. ``claimed_gpu``:
-    dra mode, the device the scheduler allocated to the proc's claim request."""
+    dra mode, the device the scheduler allocated to the proc's claim request. ``deleted``: the
+    proc's pod was deleted under it and its restart policy keeps it failed (a pod still
+    terminating included): ``podPhase`` :data:`planning.DELETED`, which the next plan reads."""
     entry: dict[str, Any] = {"rank": rank, "coords": mesh.shape.coords(rank),
                              "pod": contract.pod_name(mesh.name, rank), "ready": False}
+    if deleted:
+        entry["podPhase"] = planning.DELETED
+        return entry
     if pod is None:
         return entry
     spec = pod.get("spec") or {}
@@ -45,11 +51,12 @@ def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None,
     return entry
 
 
-def _version(pod: Mapping[str, Any] | None, claimed_gpu: str | None) -> _Version:
+def _version(pod: Mapping[str, Any] | None, claimed_gpu: str | None,
+             deleted: bool) -> _Version:
     if pod is None:
-        return None, None, claimed_gpu
+        return None, None, claimed_gpu, deleted
     meta = pod.get("metadata") or {}
-    return str(meta.get("uid", "")), str(meta.get("resourceVersion", "")), claimed_gpu
+    return str(meta.get("uid", "")), str(meta.get("resourceVersion", "")), claimed_gpu, deleted
 
 
 class EntryMemo:
@@ -61,7 +68,8 @@ class EntryMemo:
         self._by_rank: dict[int, tuple[_Version, dict[str, Any]]] = {}
 
     def entries(self, mesh: specs.MeshSpec, pods: Mapping[int, Mapping[str, Any]],
-                claimed_gpus: Mapping[int, str] | None = None) -> list[dict[str, Any]]:
+                claimed_gpus: Mapping[int, str] | None = None,
+                deleted: frozenset[int] = frozenset()) -> list[dict[str, Any]]:
         """The entry of every rank of ``mesh`` (0 .. size-1), as :func:`entries` computes them."""
         if mesh != self._mesh:  # another spec (port, shape, size...): nothing carries over
             self._mesh, self._by_rank = mesh, {}
@@ -71,18 +79,35 @@ class EntryMemo:
         size = mesh.size
         for rank in range(size):
             pod = pods.get(rank)
-            version = _version(pod, claimed.get(rank))
+            version = _version(pod, claimed.get(rank), rank in deleted)
             known = by_rank.get(rank)
             if known is not None and known[0] == version:
                 out.append(known[1])
                 continue
-            entry = proc_entry(mesh, rank, pod, claimed.get(rank))
+            entry = proc_entry(mesh, rank, pod, claimed.get(rank), rank in deleted)
             by_rank[rank] = (version, entry)
             out.append(entry)
         return out
 
 
 def entries(mesh: specs.MeshSpec, pods: Mapping[int, Mapping[str, Any]],
-            claimed_gpus: Mapping[int, str] | None = None) -> list[dict[str, Any]]:
+            claimed_gpus: Mapping[int, str] | None = None,
+            deleted: frozenset[int] = frozenset()) -> list[dict[str, Any]]:
     """The entry of every rank of ``mesh``, computed afresh."""
-    return [proc_entry(mesh, r, pods.get(r), (claimed_gpus or {}).get(r)) for r in range(mesh.size)]
+    return [proc_entry(mesh, r, pods.get(r), (claimed_gpus or {}).get(r), r in deleted)
+            for r in range(mesh.size)]
+
+
+def last_phases(status: Mapping[str, Any] | None) -> dict[int, str]:
+    """Each rank's ``podPhase`` in a written status (``procs``, or for a big mesh the phase
+    intervals of ``procTable``); ranks without one are left out."""
+    status = status or {}
+    table = status.get("procTable")
+    if isinstance(table, Mapping):
+        phases: dict[int, str] = {}
+        for group in table.get("phases") or []:
+            for rank in contract.parse_ranks(str(group.get("ranks") or "")):
+                phases[rank] = str(group.get("phase"))
+        return phases
+    return {int(p["rank"]): str(p["podPhase"]) for p in status.get("procs") or []
+            if isinstance(p, Mapping) and p.get("podPhase") and isinstance(p.get("rank"), int)}

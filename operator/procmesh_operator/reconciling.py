@@ -88,7 +88,7 @@ class Superseded(Exception):
 
 
 class ChildConflict(Exception):
-    """A Role or Service with a derived name exists and belongs to someone else."""
+    """A Role, Service or proc pod with a derived name exists and belongs to someone else."""
 
 
 class Controller:
@@ -786,6 +786,12 @@ class Controller:
         self._stalls[key] = (stalls, time.monotonic() + delay, message)
         self._gated.add(key)
         self._released.discard(key)
+        held = self.bodies.get(key) or {}
+        last = proc_entries.last_phases(held.get("status"))
+        # Recorded as Terminating first: these deletes are ours, not lost procs.
+        kept_failed = frozenset(r for r, phase in last.items() if phase == planning.DELETED)
+        await self._write_status(key, mesh.uid, statuses.deleting_patch(
+            mesh, pods, [_ident(p) for p in pods.values()], deleted=kept_failed))
         for pod in pods.values():
             name, uid = _ident(pod)
             result = await self.client.delete(kubeclient.pods_path(mesh.namespace, name), uid=uid)
@@ -857,7 +863,15 @@ class Controller:
                                  settings=self.settings, losses=self._judged_losses(),
                                  now=time.time(),
                                  foreign=self.store.foreign_by_rank(key, mesh.uid),
-                                 slot_memory=view.slot_memory() if view is not None else None)
+                                 slot_memory=view.slot_memory() if view is not None else None,
+                                 last_phases=proc_entries.last_phases(previous))
+            if plan.deletes:
+                # Recorded before the deletes (a restart counted, its pods Terminating): an
+                # operator that dies between the two neither loses the restart nor takes its
+                # own deletes for lost procs when it starts again.
+                await self._write_status(key, mesh.uid, statuses.before_deletes(
+                    mesh, previous, pods, plan,
+                    claimed_gpus=view.gpus_by_rank(mesh) if view is not None else None))
             await self._delete_pods(mesh, plan)
             created = await self._create_pods(mesh, plan)
         return plan, created, view
@@ -901,8 +915,15 @@ class Controller:
                     except kubeclient.ApiError as e:
                         if not e.conflict:
                             raise
-                        # Created by an earlier run whose watch event has not arrived yet.
+                        # Created by an earlier run whose watch event has not arrived yet (or
+                        # by an earlier mesh of this name: the store waits for it to go), or
+                        # someone else's pod under the name, which nothing here would remove.
                         result = await self.client.get(kubeclient.pods_path(mesh.namespace, name))
+                        if stores.mesh_key_of(result) != (mesh.namespace, mesh.name):
+                            raise ChildConflict(
+                                f"pod {name} exists and is not owned by this ProcMesh (it is no "
+                                f"proc pod of a ProcMesh {mesh.name}): delete it or rename the "
+                                f"mesh") from e
                 self.store.upsert(result)
 
         workers = min(self.settings.create_concurrency, len(plan.creates))

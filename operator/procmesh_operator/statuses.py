@@ -159,16 +159,29 @@ def degraded_verdict(o: Observed) -> Verdict | None:
     if o.plan is None:
         return None
     if o.plan.restart_limit_reached:
+        each = ("one restart restarts the whole mesh" if
+                o.mesh.restart_policy == specs.RESTART_MESH else
+                "one restart each; later failures use more")
         return ("True", contract.RESTART_LIMIT_REACHED,
-                f"procs {list(o.plan.failed)} failed and spec.maxRestarts "
-                f"({o.mesh.max_restarts}) restarts are used up; raise maxRestarts to restart them "
-                f"(one restart each; later failures use more), or suspend and resume the mesh to "
-                f"start every proc again "
+                f"{failed_procs(o.mesh, o.plan)} failed and spec.maxRestarts "
+                f"({o.mesh.max_restarts}) restarts are used up; raise maxRestarts to restart "
+                f"them ({each}), or suspend and resume the mesh to start every proc again "
                 f"(status.restarts stays: a later failure is not restarted either)")
     if o.plan.failed:
         return ("True", contract.PROC_FAILED,
-                f"procs {list(o.plan.failed)} failed and restartPolicy is Never")
+                f"{failed_procs(o.mesh, o.plan)} failed and restartPolicy is Never: set "
+                f"spec.restartPolicy to RestartProc or RestartMesh to restart them (counted "
+                f"against spec.maxRestarts), or suspend and resume the mesh to start every proc "
+                f"again")
     return "False", NO_FAILURES, "no proc has failed beyond its policy"
+
+
+def failed_procs(mesh: specs.MeshSpec, plan: planning.Plan) -> str:
+    """``procs 1 (its pod m-1 was deleted), 3``: the failed ranks, with the lost ones' cause."""
+    lost = set(plan.lost_procs)
+    ranks = [f"{r} (its pod {contract.pod_name(mesh.name, r)} was deleted)" if r in lost
+             else str(r) for r in plan.failed]
+    return ("proc " if len(ranks) == 1 else "procs ") + ", ".join(ranks)
 
 
 def progressing_verdict(o: Observed, degraded: Mapping[str, Any]) -> Verdict:
@@ -256,8 +269,12 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
     prev_conditions = previous.get("conditions")
     entries: list[dict[str, Any]] = []
     if not mesh.suspend:
-        entries = memo.entries(mesh, pods, claimed_gpus) if memo is not None \
-            else proc_entries.entries(mesh, pods, claimed_gpus)
+        # Without a plan (the reconcile failed before it), the kept failures stand as written.
+        deleted = frozenset(plan.deleted) if plan is not None else frozenset(
+            r for r, phase in proc_entries.last_phases(previous).items()
+            if phase == planning.DELETED)
+        entries = memo.entries(mesh, pods, claimed_gpus, deleted) if memo is not None \
+            else proc_entries.entries(mesh, pods, claimed_gpus, deleted)
     o = Observed(
         mesh=mesh, pods=pods, plan=plan, error=error,
         ready=sum(1 for entry in entries if entry["ready"]),
@@ -300,6 +317,47 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         **({contract.TOKEN_SECRET_STATUS_FIELD: mesh.recorded_token_secret_name}
            if mesh.recorded_token_secret_name else {}),
     }
+
+
+def _marked(pods: Mapping[int, Mapping[str, Any]], deleting: Sequence[tuple[str, str]]
+            ) -> dict[int, Mapping[str, Any]]:
+    """``pods`` with those of ``deleting`` (name, uid) as terminating."""
+    doomed = set(deleting)
+    marked: dict[int, Mapping[str, Any]] = {}
+    for rank, pod in pods.items():
+        meta = pod.get("metadata") or {}
+        if (str(meta.get("name")), str(meta.get("uid", ""))) in doomed:
+            pod = {**pod, "metadata": {**meta, "deletionTimestamp":
+                                       meta.get("deletionTimestamp") or now_rfc3339()}}
+        marked[rank] = pod
+    return marked
+
+
+def before_deletes(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
+                   pods: Mapping[int, Mapping[str, Any]], plan: planning.Plan, *,
+                   claimed_gpus: Mapping[int, str] | None = None) -> dict[str, Any]:
+    """The status to write *before* carrying out ``plan``'s deletes: as :func:`compute_status`
+    with those pods already terminating (the restart counted, Ready False, their entries
+    Terminating), keeping conditions of other types (Kueue's Admitted). Written first, so that
+    an operator that dies between the deletes and its status write neither loses the restart
+    nor, on its next start, takes its own deletes for lost procs (:func:`planning.lost_ranks`)."""
+    status = compute_status(mesh, previous, _marked(pods, plan.deletes), plan,
+                            claimed_gpus=claimed_gpus)
+    types = {c["type"] for c in status["conditions"]}
+    status["conditions"] += [dict(c) for c in (previous or {}).get("conditions") or []
+                             if c.get("type") not in types]
+    return status
+
+
+def deleting_patch(mesh: specs.MeshSpec, pods: Mapping[int, Mapping[str, Any]],
+                   deleting: Sequence[tuple[str, str]], *,
+                   deleted: frozenset[int] = frozenset()) -> dict[str, Any]:
+    """The procs' entries to write before the operator deletes the pods ``deleting`` (name,
+    uid) outside a plan (a stalled gang, never Ready): those pods as Terminating (``deleted``:
+    ranks kept failed with their pod gone), so that their deletes are not taken for lost
+    procs (:func:`planning.lost_ranks`)."""
+    entries = proc_entries.entries(mesh, _marked(pods, deleting), None, deleted)
+    return {"readyProcs": sum(1 for e in entries if e["ready"]), **procs_fields(mesh, entries)}
 
 
 def procs_fields(mesh: specs.MeshSpec, entries: list[dict[str, Any]]) -> dict[str, Any]:

@@ -85,3 +85,20 @@ def test_suspend_and_resume(operator, namespace, custom, core):
     assert support.token(core, namespace, "sus") == before  # never rotated
     reasons = {e.reason for e in support.events(core, namespace, "sus")}
     assert {"Suspended", "Resumed"} <= reasons
+
+
+def test_a_foreign_pod_under_a_ranks_name_is_reported(operator, namespace, custom, core):
+    """A pod made before the mesh under a rank's name (``kubectl run fx-0 ...``) blocked the
+    mesh silently for ever; now Degraded names it and the fix, and deleting it unblocks."""
+    core.create_namespaced_pod(namespace, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "fx-0", "labels": {"run": "fx-0"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"]}]}})
+    support.create_mesh(custom, namespace, "fx", perHost=[{"name": "procs", "size": 2}])
+    mesh = support.wait_condition(custom, namespace, "fx", "Degraded", "True", "ReconcileError")
+    message = support.condition(mesh, "Degraded")["message"]
+    assert message.startswith("pod fx-0 exists and is not owned by this ProcMesh")
+    assert "delete it or rename the mesh" in message
+    testing.wait_for(lambda: [e for e in support.events(core, namespace, "fx")
+                              if "pod fx-0 exists" in (e.message or "")], "a warning event")
+    core.delete_namespaced_pod("fx-0", namespace, grace_period_seconds=0)
+    support.wait_ready(custom, namespace, "fx")

@@ -75,3 +75,54 @@ def test_operator_restart_mid_creation_leaves_no_duplicates(operator, namespace,
     services = [s for s in core.list_namespaced_service(namespace).items
                 if s.metadata.name.startswith("big")]
     assert len(services) == 1
+
+
+@pytest.mark.parametrize("policy", ["RestartMesh", "Never"])
+def test_a_deleted_pod_is_a_failed_proc(operator, namespace, custom, core, policy):
+    """kubectl delete pod (a drain's eviction, preemption) under a running proc is a failure
+    like its process exiting: counted against maxRestarts, not a silent recreation of one rank
+    (RestartMesh: an SPMD group cannot take back one fresh rank; Never: it stays failed)."""
+    name = "lost" + policy[:2].lower()
+    support.create_mesh(custom, namespace, name, perHost=[{"name": "procs", "size": 3}],
+                        restartPolicy=policy, maxRestarts=0)
+    support.wait_ready(custom, namespace, name)
+    before = uids(core, namespace, name)
+    core.delete_namespaced_pod(f"{name}-1", namespace)
+    reason = "RestartLimitReached" if policy == "RestartMesh" else "ProcFailed"
+    mesh = support.wait_condition(custom, namespace, name, "Degraded", "True", reason)
+    degraded = support.condition(mesh, "Degraded")
+    assert f"proc 1 (its pod {name}-1 was deleted) failed" in degraded["message"]
+    assert mesh["status"]["restarts"] == 0 and mesh["status"]["readyProcs"] == 2
+    mesh = testing.wait_for(
+        lambda: (m := support.get_mesh(custom, namespace, name))["status"]["procs"][1].get(
+            "podPhase") == "Deleted" and m, "rank 1's entry says its pod was deleted")
+    assert support.condition(mesh, "Ready")["status"] == "False"
+    # Not recreated: the survivors are the same pods, and rank 1 has none.
+    testing.wait_for(lambda: f"{name}-1" not in uids(core, namespace, name), "rank 1's pod gone")
+    assert uids(core, namespace, name) == {n: u for n, u in before.items() if n != f"{name}-1"}
+    failed = testing.wait_for(
+        lambda: [e for e in support.events(core, namespace, name) if e.reason == reason],
+        f"a {reason} event")
+    assert f"its pod {name}-1 was deleted" in failed[0].message
+
+
+def test_a_deleted_pod_restarts_the_whole_mesh_under_restart_mesh(operator, namespace, custom,
+                                                                   core):
+    support.create_mesh(custom, namespace, "lostall", perHost=[{"name": "procs", "size": 3}],
+                        restartPolicy="RestartMesh", maxRestarts=1)
+    support.wait_ready(custom, namespace, "lostall")
+    before = uids(core, namespace, "lostall")
+    core.delete_namespaced_pod("lostall-1", namespace)
+
+    def restarted_and_ready():
+        m = support.get_mesh(custom, namespace, "lostall")
+        ready = support.condition(m, "Ready").get("status") == "True"
+        return m if ready and m["status"]["restarts"] == 1 else None
+
+    testing.wait_for(restarted_and_ready, "the whole mesh restarted, counted, Ready again")
+    after = uids(core, namespace, "lostall")
+    assert sorted(after) == sorted(before) and not set(after.values()) & set(before.values())
+    failed = testing.wait_for(
+        lambda: [e for e in support.events(core, namespace, "lostall")
+                 if e.reason == "ProcFailed"], "a ProcFailed event")
+    assert "lostall-1 (rank 1: its pod was deleted)" in failed[0].message

@@ -94,3 +94,64 @@ def test_restart_mesh_creates_nothing_while_an_earlier_incarnation_remains():
     p = plan(m, {}, foreign={1: earlier(m, 1, terminating=True)})
     assert not p.creates and not p.deletes and p.foreign == ("m-1",)
     assert sorted(plan(m, {}).creates) == [0, 1, 2]
+
+
+RAN = {0: "Running", 1: "Running", 2: "Running"}
+
+
+@pytest.mark.parametrize("terminating", [False, True])
+def test_a_pod_deleted_under_a_running_proc_is_a_failure_under_restart_mesh(terminating):
+    m = mesh(per_host=(("procs", 3),), restartPolicy="RestartMesh", maxRestarts=1)
+    pods = {0: pod(m, 0), 2: pod(m, 2)}
+    if terminating:
+        pods[1] = pod(m, 1, terminating=True)
+    p = plan(m, pods, last_phases=RAN)
+    assert p.restarts == 1 and p.restarted == ("m",) and p.lost_procs == (1,)
+    assert sorted(n for n, _ in p.deletes) == ["m-0", "m-2"] and not p.creates
+    limited = plan(m, pods, restarts=1, last_phases=RAN)
+    assert limited.restart_limit_reached and limited.failed == (1,) and limited.deleted == (1,)
+    assert not limited.creates and not limited.deletes and limited.restarts == 1
+
+
+def test_a_pod_deleted_under_a_running_proc_stays_failed_under_never():
+    m = mesh(per_host=(("procs", 3),), restartPolicy="Never")
+    p = plan(m, {0: pod(m, 0), 2: pod(m, 2)}, last_phases=RAN)
+    assert p.failed == (1,) and p.deleted == (1,) and not p.creates and p.restarts == 0
+    # Its entry then says Deleted, and it stays failed at every later reconcile.
+    again = plan(m, {0: pod(m, 0), 2: pod(m, 2)}, last_phases={**RAN, 1: planning.DELETED})
+    assert again.failed == (1,) and not again.creates
+    # A failed proc's pod deleted afterwards (a clean-up) is not brought back either.
+    cleaned = plan(m, {0: pod(m, 0), 2: pod(m, 2)}, last_phases={**RAN, 1: "Failed"})
+    assert cleaned.failed == (1,) and not cleaned.creates
+
+
+def test_a_pod_deleted_under_a_running_proc_is_counted_once_under_restart_proc():
+    m = mesh(per_host=(("procs", 2),), restartPolicy="RestartProc", maxRestarts=2)
+    going = plan(m, {0: pod(m, 0), 1: pod(m, 1, terminating=True)}, last_phases=RAN)
+    assert going.restarts == 1 and going.restarted == ("m-1",) and not going.deletes
+    assert not going.creates  # its name is free once it is gone
+    # The status then says Terminating: its disappearance is not counted again.
+    gone = plan(m, {0: pod(m, 0)}, restarts=1, last_phases={0: "Running", 1: "Terminating"})
+    assert gone.restarts == 1 and sorted(gone.creates) == [1] and not gone.failed
+    at_once = plan(m, {0: pod(m, 0)}, last_phases=RAN)  # gone before any reconcile saw it go
+    assert at_once.restarts == 1 and sorted(at_once.creates) == [1]
+
+
+def test_a_raised_limit_restarts_a_proc_whose_pod_was_deleted():
+    m = mesh(per_host=(("procs", 2),), restartPolicy="RestartProc", maxRestarts=1)
+    p = plan(m, {0: pod(m, 0)}, restarts=0, last_phases={0: "Running", 1: planning.DELETED})
+    assert p.restarts == 1 and sorted(p.creates) == [1] and not p.failed
+
+
+@pytest.mark.parametrize("phase", [None, "Pending", "Terminating"])
+def test_a_pod_deleted_before_its_proc_ran_is_recreated_without_counting(phase):
+    m = mesh(per_host=(("procs", 2),), restartPolicy="Never")
+    last = {0: "Running"} if phase is None else {0: "Running", 1: phase}
+    p = plan(m, {0: pod(m, 0)}, last_phases=last)
+    assert sorted(p.creates) == [1] and not p.failed and p.restarts == 0 and not p.lost_procs
+
+
+def test_a_pod_deleted_while_suspended_is_not_a_failure():
+    m = mesh(per_host=(("procs", 2),), restartPolicy="Never", suspend=True)
+    p = plan(m, {0: pod(m, 0, terminating=True)}, last_phases=RAN)
+    assert not p.failed and not p.lost_procs

@@ -726,3 +726,98 @@ def test_a_deleted_node_is_kept_while_a_mesh_the_queue_knows_is_not_listed_yet()
 
     asyncio.run(resync_with_a_waiting_mesh())
     assert set(ctl._losses) == {"gone"}
+
+
+def run_pods(ctl, client, names):
+    """The kubelet ran these pods: Running and Ready, as their watch events say."""
+    for name in names:
+        body = client.objects[kubeclient.pods_path("ns", name)]
+        body["status"] = {"phase": "Running", "podIP": "10.0.0.1",
+                          "conditions": [{"type": "Ready", "status": "True"}]}
+        client._stamp(body)
+        ctl.pod_event("MODIFIED", copy.deepcopy(body))
+
+
+class DiesAfterDeleteClient(FakeClient):
+    """The operator dies right after deleting pods: no status write goes out after a delete.
+    Each delete records the status as it stood then."""
+
+    def __init__(self, objects):
+        super().__init__(objects)
+        self.status_at_delete = []
+
+    async def delete(self, path, *, uid=None, grace_period_seconds=None):
+        self.status_at_delete.append(copy.deepcopy(self.objects[MESH_PATH].get("status")))
+        return await super().delete(path, uid=uid, grace_period_seconds=grace_period_seconds)
+
+    async def merge_patch(self, path, body):
+        if self.status_at_delete and path.endswith("/status"):
+            raise kubeclient.Unanswered("the operator died")
+        return await super().merge_patch(path, body)
+
+
+def test_a_restart_is_recorded_before_its_pods_are_deleted():
+    """An operator that dies between deleting a failed proc's pod and writing the status lost
+    the restart (maxRestarts could be exceeded); recorded first, with the pod as Terminating, it
+    is counted once: the next operator neither loses it nor counts the delete again."""
+    client = DiesAfterDeleteClient({MESH_PATH: mesh_body("m", per_host=(("procs", 2),),
+                                                         restartPolicy="RestartProc",
+                                                         maxRestarts=3)})
+    ctl = reconciling.Controller(client, NO_GANG)
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    run_pods(ctl, client, ["m-0", "m-1"])
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert client.objects[MESH_PATH]["status"]["readyProcs"] == 2
+    failed = client.objects[kubeclient.pods_path("ns", "m-1")]
+    failed["status"]["phase"] = "Failed"
+    client._stamp(failed)
+    ctl.pod_event("MODIFIED", copy.deepcopy(failed))
+    with pytest.raises(kubeclient.Unanswered):
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    [at_delete] = client.status_at_delete
+    assert at_delete["restarts"] == 1 and at_delete["procs"][1]["podPhase"] == "Terminating"
+    restarted = FakeClient({})
+    restarted.objects, restarted.rv = client.objects, client.rv  # the same cluster
+    fresh = reconciling.Controller(restarted, NO_GANG)
+    asyncio.run(fresh.reconcile(("ns", "m")))
+    status = restarted.objects[MESH_PATH]["status"]
+    assert status["restarts"] == 1 and kubeclient.pods_path("ns", "m-1") in restarted.objects
+
+
+def test_a_pod_deleted_under_a_running_mesh_counts_against_max_restarts():
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 3),),
+                                                   restartPolicy="RestartMesh", maxRestarts=0)})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    run_pods(ctl, client, ["m-0", "m-1", "m-2"])
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert client.objects[MESH_PATH]["status"]["phase"] == "Ready"
+    gone = client.objects.pop(kubeclient.pods_path("ns", "m-1"))
+    ctl.pod_event("DELETED", gone)
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert not creates(client)
+    status = client.objects[MESH_PATH]["status"]
+    degraded = [c for c in status["conditions"] if c["type"] == "Degraded"][0]
+    assert degraded["reason"] == "RestartLimitReached" and status["restarts"] == 0
+    assert "proc 1 (its pod m-1 was deleted)" in degraded["message"]
+    assert status["procs"][1]["podPhase"] == "Deleted"
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))  # and it stays so
+    assert not creates(client)
+
+
+def test_someone_elses_pod_under_a_ranks_name_is_a_conflict():
+    """``kubectl run m-0`` before the mesh: its create's 409 is no earlier run of ours, so it is
+    reported (Degraded, naming the pod and the fix) instead of waited on for ever."""
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),))})
+    client.objects[kubeclient.pods_path("ns", "m-0")] = {
+        "metadata": {"name": "m-0", "namespace": "ns", "uid": "theirs", "resourceVersion": "5",
+                     "labels": {"run": "m-0"}}, "spec": {}, "status": {"phase": "Running"}}
+    with pytest.raises(reconciling.ChildConflict):
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    degraded = [c for c in client.objects[MESH_PATH]["status"]["conditions"]
+                if c["type"] == "Degraded"][0]
+    assert degraded["status"] == "True" and degraded["message"].startswith(
+        "pod m-0 exists and is not owned by this ProcMesh")
+    assert "delete it or rename the mesh" in degraded["message"]
+    assert kubeclient.pods_path("ns", "m-1") in client.objects  # the other ranks are created

@@ -139,3 +139,15 @@ def test_the_schedulers_reason_for_pending_procs_is_readys():
     assert (ready["status"], ready["reason"]) == ("False", "Unschedulable")
     assert ready["message"] == ("1 of 2 procs ready; pod m-1 (rank=1) is Pending: 0/2 nodes are "
                                 "available: 2 node(s) didn't match Pod's node affinity/selector.")
+
+
+def test_a_proc_kept_failed_with_its_pod_deleted_stays_so_when_a_reconcile_fails_early():
+    """podPhase Deleted is what keeps a lost proc failed (planning.lost_ranks): a reconcile that
+    failed before planning must not write it away, or the next one recreates the proc."""
+    m = mesh(per_host=(("procs", 2),), restartPolicy="Never")
+    pods = {0: pod(m, 0)}
+    kept = planning.Plan(failed=(1,), deleted=(1,), lost_procs=(1,))
+    written = statuses.compute_status(m, None, pods, kept)
+    assert written["procs"][1]["podPhase"] == "Deleted"
+    failed_early = statuses.compute_status(m, written, pods, None, "500: boom")
+    assert failed_early["procs"][1]["podPhase"] == "Deleted"
