@@ -119,3 +119,15 @@ def test_immutable_fields(cluster, crd, namespace, custom, field, value, message
     # Mutable fields still change.
     support.kubectl(cluster, "patch", "pm", "fixed", "-n", namespace, "--type=merge",
                     "-p", json.dumps({"spec": {"maxRestarts": 7}}))
+
+
+def test_perhost_order_is_immutable(cluster, crd, namespace, custom):
+    """perHost is a list-type map, whose CEL equality ignores order: reordering the dimensions
+    passed `self == oldSelf`, and restarted pods then got coordinates clashing with their peers."""
+    dims = [{"name": "a", "size": 2}, {"name": "b", "size": 2}]
+    support.create_mesh(custom, namespace, "ordered", perHost=dims, suspend=True)
+    patch = json.dumps({"spec": {"perHost": dims[::-1]}})
+    result = support.kubectl(cluster, "patch", "pm", "ordered", "-n", namespace, "--type=merge",
+                             "-p", patch, check=False)
+    assert result.returncode != 0 and "perHost is immutable" in result.stderr, result.stderr
+    assert support.get_mesh(custom, namespace, "ordered")["spec"]["perHost"] == dims
