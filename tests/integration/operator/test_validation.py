@@ -124,6 +124,23 @@ BAD = [
      "template.serviceAccountName must be a DNS-1123 subdomain"),
     ("image-whitespace", {}, {"perHost": GPUS_2, "template": {"image": " proc:1"}},
      "template.image must not start or end with whitespace"),
+    # GPU settings that conflict with the mode:
+    ("pinned-gpu-limit", {}, {"perHost": GPUS_2, "gpus": {"mode": "pinned", "deviceIDs": [0, 1]},
+                              "template": {"resources": {"limits": {"nvidia.com/gpu": 1}}}},
+     "in pinned and dra mode the proc's GPU is not a device plugin resource"),
+    ("dra-gpu-request", {}, {"perHost": GPUS_2, "gpus": DRA_GPUS, "template": {"resources": {
+        "requests": {"nvidia.com/mig-1g.10gb": "1"}}}},
+     "in pinned and dra mode the proc's GPU is not a device plugin resource"),
+    ("plugin-shared-two", {}, {"perHost": GPUS_2, "gpus": {
+        "mode": "plugin", "resourceName": "nvidia.com/gpu.shared"},
+        "template": {"resources": {"requests": {"nvidia.com/gpu.shared": "2"}}}},
+     "in plugin mode each proc gets exactly one unit of gpus.resourceName"),
+    ("plugin-two-gpus", {}, {"perHost": GPUS_2, "gpus": {"mode": "plugin"},
+                             "template": {"resources": {"limits": {"nvidia.com/gpu": 2}}}},
+     "in plugin mode each proc gets exactly one unit of gpus.resourceName"),
+    ("plugin-resource-cpu", {}, {"perHost": GPUS_2, "gpus": {"mode": "plugin",
+                                                             "resourceName": "cpu"}},
+     "gpus.resourceName must be an extended resource name with a domain"),
 ]
 
 

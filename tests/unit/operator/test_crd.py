@@ -74,3 +74,11 @@ def test_examples_parse_and_use_known_fields():
             if doc["spec"].get("colocateWith"):
                 kinds.add("colocated")
     assert kinds >= {"none", "plugin", "pinned", "colocated"}
+
+
+def test_plugin_rule_defaults_to_the_operators_gpu_resource():
+    # The plugin-mode rule on template.resources spells out the default of gpus.resourceName.
+    from procmesh_operator import settings
+
+    rules = " ".join(r["rule"] for r in SCHEMA["properties"]["spec"]["x-kubernetes-validations"])
+    assert f"self.gpus.resourceName : '{settings.DEFAULT_GPU_RESOURCE}'" in rules
