@@ -83,6 +83,64 @@ BAD = [
     ("dra-colocated-own-claims", {}, {"perHost": GPUS_2, "colocateWith": "other", "gpus": {
         "mode": "dra", "deviceClassName": "gpu.nvidia.com"}},
      "uses its partner's ResourceClaims"),
+    # template contents the Pod API would refuse only when the operator creates the pods:
+    ("env-empty-name", {}, {"perHost": GPUS_2, "template": {"env": [{"name": "", "value": "x"}]}},
+     "spec.template.env[0].name in body should be at least 1 chars long"),
+    ("env-name-equals", {}, {"perHost": GPUS_2, "template": {"env": [{"name": "A=B"}]}},
+     "template.env[].name must be printable ASCII without '='"),
+    ("env-int-value", {}, {"perHost": GPUS_2, "template": {"env": [{"name": "A", "value": 3}]}},
+     "spec.template.env[0].value: Invalid value: \"integer\""),
+    ("env-value-and-from", {}, {"perHost": GPUS_2, "template": {"env": [
+        {"name": "A", "value": "x", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]}},
+     "template.env[] sets value or valueFrom, not both"),
+    ("bad-quantity", {}, {"perHost": GPUS_2, "template": {"resources": {
+        "requests": {"cpu": "lots"}}}}, "is not a Kubernetes quantity"),
+    ("negative-quantity", {}, {"perHost": GPUS_2, "template": {"resources": {
+        "limits": {"memory": "-1Gi"}}}}, "is not a Kubernetes quantity"),
+    ("request-above-limit", {}, {"perHost": GPUS_2, "template": {"resources": {
+        "requests": {"cpu": "2"}, "limits": {"cpu": "1500m"}}}},
+     "template.resources.requests must not exceed template.resources.limits"),
+    ("label-bad-key", {}, {"perHost": GPUS_2, "template": {"labels": {"bad key": "v"}}},
+     "template.labels keys must be label keys"),
+    ("label-bad-value", {}, {"perHost": GPUS_2, "template": {"labels": {"x": "bad value!"}}},
+     "must be a label value"),
+    ("annotation-bad-key", {}, {"perHost": GPUS_2, "template": {"annotations": {"bad key!": "v"}}},
+     "template.annotations keys must be"),
+    ("node-selector-bad-value", {}, {"perHost": GPUS_2, "template": {"nodeSelector": {
+        "k": "bad value!"}}}, "must be a label value"),
+    ("node-selector-bad-key", {}, {"perHost": GPUS_2, "template": {"nodeSelector": {
+        "a/b/c": "v"}}}, "template.nodeSelector keys must be label keys"),
+    ("toleration-operator", {}, {"perHost": GPUS_2, "template": {"tolerations": [
+        {"operator": "Sometimes"}]}},
+     "spec.template.tolerations[0].operator: Unsupported value: \"Sometimes\""),
+    ("toleration-exists-value", {}, {"perHost": GPUS_2, "template": {"tolerations": [
+        {"key": "k", "operator": "Exists", "value": "v"}]}},
+     "a toleration with operator Exists has no value"),
+    ("node-affinity-operator", {}, {"perHost": GPUS_2, "template": {"affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "k", "operator": "Bogus"}]}]}}}}},
+     "matchExpressions[0].operator: Unsupported value: \"Bogus\""),
+    ("bad-service-account", {}, {"perHost": GPUS_2, "template": {"serviceAccountName": "Bad_SA"}},
+     "template.serviceAccountName must be a DNS-1123 subdomain"),
+    ("image-whitespace", {}, {"perHost": GPUS_2, "template": {"image": " proc:1"}},
+     "template.image must not start or end with whitespace"),
+    # GPU settings that conflict with the mode:
+    ("pinned-gpu-limit", {}, {"perHost": GPUS_2, "gpus": {"mode": "pinned", "deviceIDs": [0, 1]},
+                              "template": {"resources": {"limits": {"nvidia.com/gpu": 1}}}},
+     "in pinned and dra mode the proc's GPU is not a device plugin resource"),
+    ("dra-gpu-request", {}, {"perHost": GPUS_2, "gpus": DRA_GPUS, "template": {"resources": {
+        "requests": {"nvidia.com/mig-1g.10gb": "1"}}}},
+     "in pinned and dra mode the proc's GPU is not a device plugin resource"),
+    ("plugin-shared-two", {}, {"perHost": GPUS_2, "gpus": {
+        "mode": "plugin", "resourceName": "nvidia.com/gpu.shared"},
+        "template": {"resources": {"requests": {"nvidia.com/gpu.shared": "2"}}}},
+     "in plugin mode each proc gets exactly one unit of gpus.resourceName"),
+    ("plugin-two-gpus", {}, {"perHost": GPUS_2, "gpus": {"mode": "plugin"},
+                             "template": {"resources": {"limits": {"nvidia.com/gpu": 2}}}},
+     "in plugin mode each proc gets exactly one unit of gpus.resourceName"),
+    ("plugin-resource-cpu", {}, {"perHost": GPUS_2, "gpus": {"mode": "plugin",
+                                                             "resourceName": "cpu"}},
+     "gpus.resourceName must be an extended resource name with a domain"),
 ]
 
 
@@ -119,3 +177,49 @@ def test_immutable_fields(cluster, crd, namespace, custom, field, value, message
     # Mutable fields still change.
     support.kubectl(cluster, "patch", "pm", "fixed", "-n", namespace, "--type=merge",
                     "-p", json.dumps({"spec": {"maxRestarts": 7}}))
+
+
+def test_perhost_order_is_immutable(cluster, crd, namespace, custom):
+    """perHost is a list-type map, whose CEL equality ignores order: reordering the dimensions
+    passed `self == oldSelf`, and restarted pods then got coordinates clashing with their peers."""
+    dims = [{"name": "a", "size": 2}, {"name": "b", "size": 2}]
+    support.create_mesh(custom, namespace, "ordered", perHost=dims, suspend=True)
+    patch = json.dumps({"spec": {"perHost": dims[::-1]}})
+    result = support.kubectl(cluster, "patch", "pm", "ordered", "-n", namespace, "--type=merge",
+                             "-p", patch, check=False)
+    assert result.returncode != 0 and "perHost is immutable" in result.stderr, result.stderr
+    assert support.get_mesh(custom, namespace, "ordered")["spec"]["perHost"] == dims
+
+
+def test_a_full_template_is_accepted(cluster, crd, namespace):
+    """What a user writes in a Pod passes the template's checks (server-side dry run)."""
+    manifest = {"apiVersion": "procmesh.io/v1alpha1", "kind": "ProcMesh",
+                "metadata": {"name": "full"},
+                "spec": {"perHost": GPUS_2, "gpus": {"mode": "plugin"}, "template": {
+                    "image": "registry.example.com:5000/procmesh/proc-server@sha256:" + "0" * 64,
+                    "resources": {"requests": {"cpu": "500m", "memory": 1073741824,
+                                               "nvidia.com/gpu": "1"},
+                                  "limits": {"cpu": 2, "memory": "2Gi", "nvidia.com/gpu": 1}},
+                    "env": [{"name": "A", "value": ""}, {"name": "my.env-name", "value": "x y"},
+                            {"name": "POD", "valueFrom": {"fieldRef": {
+                                "fieldPath": "metadata.name"}}}],
+                    "labels": {"app.kubernetes.io/name": "trainer", "empty": "", "v": "a_b-c.d"},
+                    "annotations": {"example.com/note": "any text, even this!"},
+                    "nodeSelector": {"kubernetes.io/arch": "amd64"},
+                    "tolerations": [{"operator": "Exists"},
+                                    {"key": "gpu", "operator": "Equal", "value": "yes",
+                                     "effect": "NoSchedule"},
+                                    {"key": "k", "effect": "NoExecute", "tolerationSeconds": 5}],
+                    "affinity": {"nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "zone", "operator": "In",
+                                                   "values": ["a"]}]}]},
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {"weight": 1, "preference": {"matchExpressions": [
+                                {"key": "k", "operator": "Exists"}]}}]},
+                        "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}},
+                    "serviceAccountName": "trainer.sa", "schedulerName": "volcano",
+                    "priorityClassName": "high"}}}
+    result = support.kubectl(cluster, "apply", "--dry-run=server", "-n", namespace, "-f", "-",
+                             input=json.dumps(manifest), check=False)
+    assert result.returncode == 0, result.stderr

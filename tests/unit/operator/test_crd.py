@@ -46,9 +46,13 @@ def test_status_subresource_and_columns():
 
 def test_immutable_fields_have_transition_rules():
     spec = SCHEMA["properties"]["spec"]
-    for field in ("hosts", "perHost", "gpus", "port"):
+    for field in ("hosts", "gpus", "port"):
         rules = [r["rule"] for r in spec["properties"][field].get("x-kubernetes-validations", [])]
         assert "self == oldSelf" in rules, field
+    # perHost is a list-type map, whose CEL equality ignores order: its names are compared as
+    # a plain list as well, so that reordered dimensions are refused.
+    rules = [r["rule"] for r in spec["properties"]["perHost"]["x-kubernetes-validations"]]
+    assert "self == oldSelf && self.map(d, d.name) == oldSelf.map(d, d.name)" in rules
     assert any("oldSelf.colocateWith" in r["rule"] for r in spec["x-kubernetes-validations"])
 
 
@@ -70,3 +74,11 @@ def test_examples_parse_and_use_known_fields():
             if doc["spec"].get("colocateWith"):
                 kinds.add("colocated")
     assert kinds >= {"none", "plugin", "pinned", "colocated"}
+
+
+def test_plugin_rule_defaults_to_the_operators_gpu_resource():
+    # The plugin-mode rule on template.resources spells out the default of gpus.resourceName.
+    from procmesh_operator import settings
+
+    rules = " ".join(r["rule"] for r in SCHEMA["properties"]["spec"]["x-kubernetes-validations"])
+    assert f"self.gpus.resourceName : '{settings.DEFAULT_GPU_RESOURCE}'" in rules
