@@ -62,6 +62,20 @@ def gpus_spec(gpus: GpuRequest, memory_fraction: float | None, *, device_class: 
     return spec
 
 
+def _whole_or_string_amounts(template: Mapping[str, Any]) -> dict[str, Any]:
+    """``template`` with each fractional resource amount as a string (0.5 -> "0.5"): the CRD
+    takes amounts as whole numbers or quantity strings, so that it can check them at apply."""
+    out = dict(template)
+    resources = template.get("resources")
+    if isinstance(resources, Mapping):
+        out["resources"] = {
+            kind: ({name: str(amount) if isinstance(amount, float) else amount for name, amount in amounts.items()}
+                   if isinstance(amounts, Mapping) else amounts)
+            for kind, amounts in resources.items()
+        }
+    return out
+
+
 def proc_mesh_manifest(
     name: str,
     *,
@@ -94,7 +108,7 @@ def proc_mesh_manifest(
     if colocate_with:
         spec["colocateWith"] = colocate_with
     if template:
-        spec["template"] = dict(template)
+        spec["template"] = _whole_or_string_amounts(template)
     if restart_policy:
         spec["restartPolicy"] = restart_policy
     if max_restarts is not None:
