@@ -119,13 +119,18 @@ class ProcMesh(MeshTrait):
         if group.owner is not None:  # the process that made the procs may respawn after a restart
             group.spawns[actor_id] = SpawnRecord(actor_id, name, encode, what, shape, Class, owner.actor_id, owner.display)
             keeper = respawning.keep_while_held(group, actor_id)
-        watching.watch(group, shape, actor_id, name, Class, owner.actor_id, owner.display)
-        if options.spawn_waits:
-            spawned.get()
         mesh: ActorMesh[T] = ActorMesh(
             group, shape, actor_id, name, Class.__qualname__, names, spawned, repr(Class), plain_method_names(Class),
             keeper,
         )
+        if options.spawn_waits:  # its error is raised here, and so is no supervision event too
+            try:
+                spawned.get()
+            except BaseException:
+                group.spawns.pop(actor_id, None)
+                mesh.stop("its spawn failed")  # the actors whose __init__ did run: nobody holds them
+                raise
+        watching.watch(group, shape, actor_id, name, Class, owner.actor_id, owner.display)
         context_mod.adopt(actor_id, mesh)  # made by an actor: stopped with it
         # Typed as the actor class, as Monarch types it: the checker sees each endpoint as an
         # Endpoint (endpoint.py) and the mesh operations that Actor declares for it (actor.py).

@@ -11,6 +11,7 @@ for a new one in its place (:mod:`mesh_client._src.actor.restarts`).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import functools
 import os
@@ -262,6 +263,12 @@ class LocalProcs:
                 self._stopped[i] = reason
             if i < len(self._peers) and self.processes[i].poll() is None and not self._peers[i].lost:
                 asked.append(self._peers[i].request((ops.STOP,), (), lambda raw: None))
+            elif self.processes[i].poll() is None:
+                # No link of ours to it (a worker host's launcher: its controller holds the links):
+                # SIGTERM stops a proc as STOP does (actors' __cleanup__, then its finalizers).
+                # A forked proc has no lifeline pipe whose end would tell it.
+                with contextlib.suppress(OSError):
+                    self.processes[i].send_signal(signal.SIGTERM)
         for fut in asked:
             try:
                 fut.get(timeout=STOP_TIMEOUT)

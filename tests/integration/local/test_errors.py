@@ -92,13 +92,19 @@ def test_sys_exit_in_an_async_endpoint_fails_the_actor_as_in_a_def_one(procs, fa
     assert len(faults.wait(f"exits_{method}")) == 1
 
 
-def test_failing_init_fails_spawn_with_its_traceback_when_spawn_waits(procs, monkeypatch):
+def test_failing_init_fails_spawn_with_its_traceback_when_spawn_waits(procs, monkeypatch, faults):
     monkeypatch.setattr(options, "spawn_waits", True)
     with pytest.raises(ActorError) as info:
         procs.spawn("broken", FailingInit)
     assert "__init__ of FailingInit" in str(info.value)
     assert "cannot build the model" in str(info.value)
     assert "in __init__" in str(info.value)
+    # Raised instead of a supervision event, not as well (the default hook ended the program
+    # even when the caller caught the error): a later failing spawn's event comes, that one's not.
+    monkeypatch.setattr(options, "spawn_waits", False)
+    procs.spawn("control", FailingInit)
+    assert faults.wait("control", count=len(procs))
+    assert faults.named("broken") == []
 
 
 # Procs are forked from the zygote by default; a start-up variable makes the launcher exec them.

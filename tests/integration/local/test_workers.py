@@ -7,7 +7,8 @@ token is refused; TLS arguments other than trust_all_connections say what to do 
 the host mesh's ``shutdown()``: ``run_worker_loop_forever`` ends the worker's process,
 ``run_worker_loop_until_shutdown`` returns to the program (its globals intact), and the future
 of ``start_worker_loop_forever`` (which returned at once) completes; ``logging_option`` can set
-the level of procs on workers but not stream their output here.
+the level of procs on workers but not stream their output here; procs on workers stop when
+asked, running their exit handlers (a forked one was killed 5 s later).
 """
 
 import asyncio
@@ -61,6 +62,26 @@ def test_attach_to_workers_spawns_procs_on_every_worker(workers, faults):
     mesh.stop().get()
     hosts.stop().get(timeout=60)  # let go of the workers before the fixture ends them
     assert faults.named("rec") == [] and faults.named("host_agent") == []
+
+
+def _write_at_exit(path: str):
+    def register() -> None:
+        import atexit
+
+        atexit.register(lambda: open(path, "w").close())
+    return register
+
+
+def test_procs_on_workers_stop_as_asked_and_run_their_exit_handlers(workers, tmp_path):
+    """A worker's launcher has no link to its procs (the controller has): a forked proc was not
+    told to stop and was killed 5 s later, its atexit handlers not run."""
+    hosts = attach_to_workers(name="ends", ca="trust_all_connections", workers=[a for a, _ in workers], token=TOKEN)
+    mesh = hosts.spawn_procs(per_host={"gpus": 1})
+    marker = tmp_path / "exited"
+    mesh.run(_write_at_exit(str(marker))).get(timeout=60)
+    mesh.stop().get(timeout=60)
+    assert marker.exists()
+    hosts.stop().get(timeout=60)
 
 
 def _worker_above(pid: int, worker_pids: list[int]) -> int | None:
