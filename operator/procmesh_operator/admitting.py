@@ -53,7 +53,8 @@ async def admission(client: kubeclient.KubeClient, mesh: specs.MeshSpec, queue: 
                 raise KueueNotServed(
                     f"the mesh is labelled {workloads.QUEUE_NAME_LABEL}={queue} but the cluster "
                     f"serves no {workloads.GROUP}/{workloads.VERSION} Workloads: install Kueue "
-                    f"(v0.17 or later), or remove the label") from e
+                    f"(v0.17 or later), or delete the mesh and create it again without the "
+                    f"label (the label cannot change once the mesh exists)") from e
             if not e.conflict:
                 raise
             workload = await client.get(path)

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import budgets, rendering, specs
+from procmesh_operator import budgets, dimensions, rendering, specs
 from procmesh_operator import settings as settings_
 
 GFD_COUNT_LABEL = "nvidia.com/gpu.count"
@@ -72,10 +72,15 @@ def _int(value: Any) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class Refusal:
-    """Placement is impossible as specified: a reason (CamelCase) and a message naming the fix."""
+    """Placement is impossible as specified: a reason (CamelCase) and a message naming the fix.
+
+    ``waits``: the refusal clears without a change to this mesh (room frees on a device, a node
+    joins, the colocated mesh is created), and the mesh is placed then; its phase says Waiting,
+    not Failed (:func:`procmesh_operator.statuses.derive_phase`)."""
 
     reason: str
     message: str
+    waits: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,36 +122,66 @@ def device_uses(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], list
     return out
 
 
+def shape_text(shape: dimensions.Dimensions) -> str:
+    """``hosts=2 x gpus=4``: a shape as the CLI writes it, for messages."""
+    return " x ".join(f"{name}={size}" for name, size in shape.dims)
+
+
+def ids_text(ids: Sequence[str] | None) -> str:
+    """``0, 1``: device IDs for messages (``none`` for an empty or missing list)."""
+    return ", ".join(str(i) for i in ids) if ids else "none"
+
+
+#: The end of a refusal whose fix is in a field that cannot change once the mesh exists.
+RECREATE = "spec.colocateWith and spec.gpus cannot change once a mesh exists"
+
+
 def check_colocation(mesh: specs.MeshSpec, partner: specs.MeshSpec | None) -> Refusal | None:
-    """What the API server cannot judge about colocateWith: existence, shape and GPU mode."""
+    """What the API server cannot judge about colocateWith: existence, cycles, shape and GPU
+    mode. Only a missing partner waits (it may be created); the others are fixed by deleting a
+    mesh and creating it again, as its colocateWith and gpus cannot change."""
     if mesh.colocate_with is None:
         return None
     if partner is None:
         return Refusal(contract.INVALID_COLOCATION,
-                       f"spec.colocateWith names ProcMesh {mesh.colocate_with!r}, which does not "
-                       f"exist in namespace {mesh.namespace!r}; create it first or fix the name")
+                       f"spec.colocateWith names ProcMesh {mesh.colocate_with}, which does not "
+                       f"exist in namespace {mesh.namespace}; this mesh is placed once it is "
+                       f"created (to colocate with another mesh, delete this one and create it "
+                       f"again: {RECREATE})", waits=True)
+    if partner.colocate_with == mesh.name:
+        cycle = " -> ".join(dict.fromkeys((mesh.name, partner.name))) + f" -> {mesh.name}"
+        return Refusal(contract.INVALID_COLOCATION,
+                       f"spec.colocateWith: ProcMesh {partner.name} is colocated with this mesh, "
+                       f"a cycle ({cycle}): each waits for the other's procs to be scheduled, so "
+                       f"neither can be placed; delete one of them and create it again without "
+                       f"colocateWith ({RECREATE})")
     if partner.shape.sizes != mesh.shape.sizes:
         return Refusal(contract.INVALID_COLOCATION,
-                       f"spec.colocateWith: ProcMesh {partner.name!r} has shape "
-                       f"{list(partner.shape.dims)}, this mesh has {list(mesh.shape.dims)}; "
-                       f"colocated meshes need the same hosts and perHost sizes")
+                       f"spec.colocateWith: ProcMesh {partner.name} has shape "
+                       f"{shape_text(partner.shape)}, this mesh has {shape_text(mesh.shape)}; "
+                       f"colocated meshes need the same hosts and perHost sizes: delete one of "
+                       f"them and create it again with the other's shape")
     for shared in (contract.GPU_MODE_PINNED, contract.GPU_MODE_DRA):
         if (mesh.gpus.mode == shared) != (partner.gpus.mode == shared):
             return Refusal(contract.INVALID_COLOCATION,
-                           f"spec.colocateWith: this mesh has gpus.mode {mesh.gpus.mode!r} and "
-                           f"{partner.name!r} has {partner.gpus.mode!r}; sharing a {shared} "
-                           f"device needs both meshes in {shared} mode")
+                           f"spec.colocateWith: this mesh has gpus.mode {mesh.gpus.mode} and "
+                           f"ProcMesh {partner.name} has {partner.gpus.mode}; sharing a {shared} "
+                           f"device needs both meshes in {shared} mode: delete one of them and "
+                           f"create it again in the other's mode ({RECREATE})")
     if mesh.gpus.mode == contract.GPU_MODE_DRA and partner.colocate_with is not None:
         return Refusal(contract.INVALID_COLOCATION,
-                       f"spec.colocateWith: {partner.name!r} is itself colocated with "
-                       f"{partner.colocate_with!r}; in dra mode colocate with the mesh that owns "
-                       f"the claims ({partner.colocate_with!r})")
+                       f"spec.colocateWith: ProcMesh {partner.name} is itself colocated with "
+                       f"{partner.colocate_with}; in dra mode colocate with the mesh that owns "
+                       f"the claims: delete this mesh and create it again with colocateWith "
+                       f"{partner.colocate_with} ({RECREATE})")
     if mesh.gpus.mode == contract.GPU_MODE_PINNED and mesh.gpus.device_ids is not None \
             and mesh.gpus.device_ids != partner.gpus.device_ids:
         return Refusal(contract.INVALID_COLOCATION,
-                       f"spec.gpus.deviceIDs {list(mesh.gpus.device_ids)} differ from those of "
-                       f"{partner.name!r} ({list(partner.gpus.device_ids or [])}); a colocated "
-                       f"pinned mesh shares its partner's devices: omit deviceIDs or copy them")
+                       f"spec.gpus.deviceIDs are {ids_text(mesh.gpus.device_ids)} and differ "
+                       f"from those of ProcMesh {partner.name}, {ids_text(partner.gpus.device_ids)}; "
+                       f"a colocated pinned mesh shares its partner's devices: delete this mesh "
+                       f"and create it again without deviceIDs (it then uses its partner's) or "
+                       f"with the same ones ({RECREATE})")
     return None
 
 
@@ -175,8 +210,10 @@ def _fits_on(node: NodeInfo, wanted: Mapping[str, list[budgets.DeviceUse]],
     for device, new in sorted(wanted.items()):
         together = list(uses.get((node.name, device), [])) + new
         if budgets.overflow_mib(together, memory, settings.cuda_context_mib) > 0:
+            # It waits for the others' procs to go, unless this mesh's alone overflow the device.
             return Refusal(contract.BUDGET_EXCEEDED, budgets.explain_overrun(
-                device, node.name, together, memory, settings.cuda_context_mib))
+                device, node.name, together, memory, settings.cuda_context_mib),
+                waits=budgets.overflow_mib(new, memory, settings.cuda_context_mib) <= 0)
     return None
 
 
@@ -233,7 +270,9 @@ def _check_node(nodes: Mapping[str, NodeInfo], node_name: str, whose: str,
     """Refuse if the node already chosen for ``whose`` is gone or its devices cannot take ``wanted``."""
     node = nodes.get(node_name)
     if node is None:
-        return Refusal(contract.DEVICE_NOT_FOUND, f"node {node_name} of {whose} is not found")
+        # Its procs are lost with it and placed again (:mod:`.losses`): this waits.
+        return Refusal(contract.DEVICE_NOT_FOUND, f"node {node_name} of {whose} is not found",
+                       waits=True)
     return _fits_on(node, wanted, uses, settings)
 
 
@@ -286,9 +325,11 @@ def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
                 break
             else:
                 detail = "; ".join(reasons) or "the cluster has no nodes"
+                # Nodes join and procs end: this waits for a node to fit.
                 return Placement(refusal=Refusal(
                     contract.NO_NODE_FITS, f"no node can take host {host} of this pinned mesh "
-                                           f"(devices {sorted(wanted)}): {detail}"))
+                                           f"(devices {ids_text(sorted(wanted))}): {detail}",
+                    waits=True))
         for device, new in wanted.items():
             uses.setdefault((host_nodes[host], device), []).extend(new)
     return Placement(procs={

@@ -377,7 +377,7 @@ class Controller:
             counts[phase] = counts.get(phase, 0) + 1
         metrics.set_phases(counts, (statuses.PHASE_PROGRESSING, statuses.PHASE_READY,
                                     statuses.PHASE_DEGRADED, statuses.PHASE_FAILED,
-                                    statuses.PHASE_SUSPENDED))
+                                    statuses.PHASE_WAITING, statuses.PHASE_SUSPENDED))
 
     # --- The reconcile -------------------------------------------------------------------------
 

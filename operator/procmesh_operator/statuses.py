@@ -46,7 +46,10 @@ BUDGET_REFUSALS = (contract.DEVICE_NOT_FOUND, contract.BUDGET_EXCEEDED, contract
 PHASE_READY = "Ready"
 PHASE_PROGRESSING = "Progressing"
 PHASE_DEGRADED = "Degraded"
-PHASE_FAILED = "Failed"
+PHASE_FAILED = "Failed"  # only what no wait fixes: a failure beyond policy, a refusal that stays
+#: A refusal that clears by itself (room frees, a node joins, the colocated mesh is created):
+#: Progressing is False with the refusal's reason, but the mesh is placed once it clears.
+PHASE_WAITING = "Waiting"
 PHASE_SUSPENDED = "Suspended"
 
 
@@ -199,7 +202,7 @@ def progressing_verdict(o: Observed, degraded: Mapping[str, Any]) -> Verdict:
         return "True", WAITING_FOR_COLOCATED, o.plan.waiting
     if o.plan is not None and o.plan.foreign:
         return ("True", WAITING_FOR_PREVIOUS_PODS,
-                f"pods {list(o.plan.foreign)} belong to an earlier ProcMesh of this name (another "
+                f"pods {', '.join(o.plan.foreign)} belong to an earlier ProcMesh of this name (another "
                 f"uid); their ranks are created once garbage collection has removed them")
     if o.plan is not None and (o.plan.restarted or any(planning.is_terminating(p)
                                                        for p in o.pods.values())):
@@ -306,7 +309,8 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
                   cond(contract.SCHEDULED, scheduled)]
     return {
         "observedGeneration": mesh.generation,
-        "phase": derive_phase(mesh.suspend, conditions),
+        "phase": derive_phase(mesh.suspend, conditions,
+                              waiting=o.refusal is not None and o.refusal.waits),
         "desiredProcs": o.desired,
         "readyProcs": o.ready,
         "restarts": o.restarts,
@@ -372,7 +376,8 @@ def node_lost_message(mesh: specs.MeshSpec, plan: planning.Plan) -> str:
     by_node: dict[str, list[int]] = {}
     for rank, node in sorted(plan.lost.items()):
         by_node.setdefault(node, []).append(rank)
-    where = "; ".join(f"ranks {ranks} on node {node}" for node, ranks in sorted(by_node.items()))
+    where = "; ".join(f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(map(str, ranks))} "
+                      f"on node {node}" for node, ranks in sorted(by_node.items()))
     message = (f"{where}: the node is NotReady, unreachable or gone; its procs are restarted per "
                f"restartPolicy ({mesh.restart_policy}) once their node-loss toleration is up")
     if plan.held:
@@ -383,8 +388,11 @@ def node_lost_message(mesh: specs.MeshSpec, plan: planning.Plan) -> str:
     return message
 
 
-def derive_phase(suspended: bool, conditions: Sequence[Mapping[str, Any]]) -> str:
-    """A one-word summary for ``kubectl get`` (display only; never read back)."""
+def derive_phase(suspended: bool, conditions: Sequence[Mapping[str, Any]], *,
+                 waiting: bool = False) -> str:
+    """A one-word summary for ``kubectl get`` (display only; never read back). ``waiting``:
+    Progressing is False for a refusal that clears by itself (:attr:`placing.Refusal.waits`),
+    so the phase is Waiting, not Failed."""
     if suspended:
         return PHASE_SUSPENDED
     ready = condition(conditions, contract.READY) or {}
@@ -393,7 +401,7 @@ def derive_phase(suspended: bool, conditions: Sequence[Mapping[str, Any]]) -> st
     if ready.get("status") == "True":
         return PHASE_READY
     if progressing.get("status") == "False":
-        return PHASE_FAILED
+        return PHASE_WAITING if waiting else PHASE_FAILED
     if degraded.get("status") == "True":
         return PHASE_DEGRADED
     return PHASE_PROGRESSING

@@ -147,3 +147,63 @@ def test_device_uses_reads_annotations():
     p = pod(m, 1, node=None, placement=rendering.ProcPlacement("n4", "1"))
     uses = placing.device_uses([p])
     assert uses == {("n4", "1"): [placing.budgets.DeviceUse(contract.pod_name("m", 1), 0.4)]}
+
+
+def test_a_colocation_cycle_is_refused_naming_it_not_waited_for():
+    """Each of two meshes colocated with the other waits for the other's procs to be
+    scheduled: they never are, so it is refused, with the fix the API server allows."""
+    a, b = mesh("a", colocateWith="b"), mesh("b", colocateWith="a")
+    refusal = place(a, [0, 1], partner=b).refusal
+    assert refusal is not None and refusal.reason == contract.INVALID_COLOCATION
+    assert "a -> b -> a" in refusal.message and not refusal.waits
+    assert "delete one of them and create it again without colocateWith" in refusal.message
+    assert "a -> a" in place(mesh("a", colocateWith="a"), [0], partner=mesh("a", colocateWith="a")
+                             ).refusal.message
+    chain = place(a, [0], partner=mesh("b", colocateWith="c"),
+                  partner_pods={0: pod(mesh("b"), 0, node=None)})
+    assert chain.refusal is None and chain.waiting is not None  # a chain is placed in turn
+
+
+def test_only_refusals_that_clear_by_themselves_wait():
+    trainer = mesh("trainer", colocateWith="policy")
+    assert place(trainer, [0]).refusal.waits  # the partner may yet be created
+    assert not place(trainer, [0], partner=mesh("policy", per_host=(("gpus", 4),))).refusal.waits
+    assert not place(trainer, [0], partner=mesh("policy", gpus=PINNED)).refusal.waits
+    # GPUBudgetExceeded waits for the partner's procs to leave room, unless this mesh's own
+    # procs alone overflow the device (a fraction of 1 plus the CUDA context).
+    policy = mesh("policy", gpus={"mode": "pinned", "deviceIDs": [0, 1], "memoryFraction": 0.6})
+    partner_pods = {r: pod(policy, r, node="n1",
+                           placement=rendering.ProcPlacement("n1", str(r))) for r in (0, 1)}
+    for fraction, waits in ((0.5, True), (1.0, False)):
+        colocated = mesh("trainer", gpus={"mode": "pinned", "memoryFraction": fraction},
+                         colocateWith="policy")
+        refusal = place(colocated, [0, 1], partner=policy, partner_pods=partner_pods,
+                        nodes={"n1": node("n1")}, other_pods=list(partner_pods.values())).refusal
+        assert refusal.reason == contract.BUDGET_EXCEEDED and refusal.waits is waits
+    # NoNodeFits waits for room or a node.
+    other = mesh("other", gpus={"mode": "pinned", "deviceIDs": [0, 1], "memoryFraction": 0.7})
+    others = [pod(other, r, node="n1", placement=rendering.ProcPlacement("n1", str(r)))
+              for r in (0, 1)]
+    refused = place(mesh(gpus=PINNED), [0, 1], nodes={"n1": node("n1")}, other_pods=others)
+    assert refused.refusal.reason == contract.NO_NODE_FITS and refused.refusal.waits
+
+
+def test_colocation_refusals_advise_what_the_api_server_allows_in_plain_text():
+    """colocateWith and gpus are immutable (CEL), so the advice is to delete and create again;
+    shapes and device lists read as text, not Python reprs."""
+    trainer = mesh("trainer", colocateWith="policy")
+    missing = place(trainer, [0]).refusal.message
+    assert "fix the name" not in missing and "delete this one and create it again" in missing
+    shape = place(trainer, [0], partner=mesh("policy", per_host=(("gpus", 4),))).refusal.message
+    assert "shape hosts=1 x gpus=4, this mesh has hosts=1 x gpus=2" in shape
+    devices = place(mesh("trainer", colocateWith="policy",
+                         gpus={"mode": "pinned", "deviceIDs": [1, 0]}), [0],
+                    partner=mesh("policy", gpus=PINNED)).refusal.message
+    assert "omit deviceIDs or copy them" not in devices
+    assert "deviceIDs are 1, 0 and differ from those of ProcMesh policy, 0, 1" in devices
+    assert "delete this mesh and create it again" in devices
+    for message in (missing, shape, devices):
+        assert "[" not in message and "('" not in message, message
+    m = mesh(gpus={"mode": "pinned", "deviceIDs": [0, 3]})
+    refusal = place(m, [0, 1], nodes={"n1": node("n1", gpus=2)}).refusal
+    assert "(devices 0, 3)" in refusal.message and "[" not in refusal.message

@@ -151,3 +151,34 @@ def test_a_proc_kept_failed_with_its_pod_deleted_stays_so_when_a_reconcile_fails
     assert written["procs"][1]["podPhase"] == "Deleted"
     failed_early = statuses.compute_status(m, written, pods, None, "500: boom")
     assert failed_early["procs"][1]["podPhase"] == "Deleted"
+
+
+def test_a_refusal_that_clears_by_itself_is_waiting_not_failed():
+    """GPUBudgetExceeded, NoNodeFits and a colocateWith mesh not yet created clear without a
+    change to the mesh: Progressing is False with the reason, but the phase is not Failed."""
+    m = mesh(gpus={"mode": "pinned", "deviceIDs": [0, 1]})
+    for reason in (contract.BUDGET_EXCEEDED, contract.NO_NODE_FITS):
+        s = statuses.compute_status(m, None, {}, planning.Plan(
+            refusal=placing.Refusal(reason, "no room now", waits=True)), now=T0)
+        assert s["phase"] == statuses.PHASE_WAITING
+        assert conds(s)["Progressing"]["status"] == "False"
+        assert conds(s)["Progressing"]["reason"] == conds(s)["Ready"]["reason"] == reason
+    trainer = mesh("trainer", colocateWith="policy")  # the partner does not exist yet
+    s = statuses.compute_status(trainer, None, {}, planning.plan(trainer, restarts=0, pods={},
+                                                                settings=SETTINGS), now=T0)
+    assert conds(s)["Ready"]["reason"] == contract.INVALID_COLOCATION and s["phase"] == "Waiting"
+    cycle = mesh("a", colocateWith="b")
+    s = statuses.compute_status(cycle, None, {}, planning.plan(
+        cycle, restarts=0, pods={}, partner=mesh("b", colocateWith="a"), settings=SETTINGS),
+        now=T0)
+    assert conds(s)["Ready"]["reason"] == contract.INVALID_COLOCATION and s["phase"] == "Failed"
+
+
+def test_rank_and_pod_lists_read_as_text():
+    m = mesh(hosts=2)
+    s = statuses.compute_status(m, None, {}, planning.Plan(foreign=("m-0", "m-1")), now=T0)
+    assert "pods m-0, m-1 belong to an earlier ProcMesh" in conds(s)["Progressing"]["message"]
+    lost = planning.Plan(lost={0: "n1", 1: "n1", 3: "n2"})
+    message = statuses.node_lost_message(m, lost)
+    assert message.startswith("ranks 0, 1 on node n1; rank 3 on node n2: the node is")
+    assert "[" not in message

@@ -6,9 +6,13 @@ after an eviction (as Kueue's jobframework writes it); the Admitted condition an
 of Ready, Scheduled and Progressing while the mesh is not admitted.
 """
 
+import asyncio
+
+import pytest
+
 from mesh_client._src import contract
 from mesh_client._src.kubernetes import assessing
-from procmesh_operator import rendering, statuses, workloads
+from procmesh_operator import admitting, kubeclient, rendering, statuses, workloads
 
 from .builders import SETTINGS, mesh, mesh_body
 
@@ -211,3 +215,19 @@ def test_an_admitted_meshs_pods_get_its_flavors_node_labels_and_tolerations():
     assert placed["tolerations"] == [taint] and placed["image"] == "x"
     assert template == {"nodeSelector": {"zone": "a"}, "image": "x"}
     assert workloads.with_flavors(placed, flavors)["tolerations"] == [taint]  # no repeats
+
+
+def test_without_kueue_the_advice_is_what_the_admission_policy_allows():
+    """procmesh-queue-name-fixed refuses removing the queue label from a mesh, so the message
+    says to install Kueue or to create the mesh again without it."""
+    class NoKueue:
+        async def get_or_none(self, path):
+            return None
+
+        async def create(self, path, body):
+            raise kubeclient.ApiError(404, "NotFound", "the server could not find the resource")
+
+    with pytest.raises(admitting.KueueNotServed) as e:
+        asyncio.run(admitting.admission(NoKueue(), mesh(), "team-a", {}, SETTINGS))
+    assert "install Kueue" in str(e.value) and "remove the label" not in str(e.value)
+    assert "delete the mesh and create it again without the label" in str(e.value)
