@@ -31,7 +31,17 @@ from mesh_client._src.local.bootstrap import BootstrapCommand, default_bootstrap
 from mesh_client._src.runtime import ops, peers, unixlinks
 from mesh_client._src.server import logging_mode, output
 
-START_TIMEOUT = float(os.environ.get("PROCMESH_START_TIMEOUT", "120"))
+DEFAULT_START_TIMEOUT = 120.0
+
+
+def start_timeout() -> float:
+    """``PROCMESH_START_TIMEOUT`` as it is when procs start (set after import, it counts too)."""
+    text = os.environ.get("PROCMESH_START_TIMEOUT", "")
+    try:
+        return float(text) if text else DEFAULT_START_TIMEOUT
+    except ValueError:
+        raise ValueError(f"PROCMESH_START_TIMEOUT={text!r}: give the seconds procs may take to start, "
+                         f"e.g. 120") from None
 STOP_TIMEOUT = 5.0
 #: How long ``revive`` waits for the exit status of a proc whose connection dropped.
 LOST_EXIT_SECONDS = 5.0
@@ -173,12 +183,13 @@ class LocalProcs:
         buffers = {fd: b"" for fd in readers}
         waiting = set(readers)
         forked = [i for i in indices if isinstance(self.processes[i], zygote_client.ForkedProc)]
-        deadline = time.monotonic() + START_TIMEOUT
+        timeout = start_timeout()
+        deadline = time.monotonic() + timeout
         while waiting or forked:
             left = deadline - time.monotonic()
             if left <= 0:
                 stuck = [self.displays[readers[fd]] for fd in waiting] + [self.displays[i] for i in forked]
-                raise ProcStartError(f"procs {stuck} did not report ready within {START_TIMEOUT:.0f} s (PROCMESH_START_TIMEOUT)")
+                raise ProcStartError(f"procs {stuck} did not report ready within {timeout:g} s (PROCMESH_START_TIMEOUT)")
             for i in list(forked):
                 proc = self.processes[i]
                 assert isinstance(proc, zygote_client.ForkedProc)
