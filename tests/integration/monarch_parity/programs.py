@@ -16,6 +16,7 @@ import os
 import re
 import sys
 import threading
+import time
 
 api = importlib.import_module(sys.argv[1])
 Actor, endpoint, this_host = api.Actor, api.endpoint, api.this_host
@@ -319,6 +320,18 @@ def scenario_logger() -> dict:
     return out
 
 
+def _levels_once_settled(levels, wanted: int) -> list:
+    """Every proc's root level, once all are ``wanted`` or 30 s have passed: Monarch 0.7's
+    awaited logging_option may return before its last proc applied the level (seen in CI: one of
+    two procs still at the old level), so one read compared a race, not the two APIs."""
+    deadline = time.monotonic() + 30
+    while True:
+        found = list(levels.level.call().get().values())
+        if all(level == wanted for level in found) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
 def scenario_logging_option() -> dict:
     procs = this_host().spawn_procs(per_host={"gpus": 2})
     levels = procs.spawn("levels", RootLevel)
@@ -326,9 +339,9 @@ def scenario_logging_option() -> dict:
     pending = procs.logging_option(stream_to_client=True, aggregate_window_sec=3, level=logging.WARNING)
     out["coroutine"] = asyncio.iscoroutine(pending)
     asyncio.run(pending)
-    out["set"] = list(levels.level.call().get().values())
+    out["set"] = _levels_once_settled(levels, logging.WARNING)
     asyncio.run(procs.logging_option(stream_to_client=False, level=logging.DEBUG))
-    out["again"] = list(levels.level.call().get().values())
+    out["again"] = _levels_once_settled(levels, logging.DEBUG)
     out["errors"] = []
     for kwargs in ({"stream_to_client": False, "aggregate_window_sec": 3}, {"level": 300}):
         try:
