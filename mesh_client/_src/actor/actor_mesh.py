@@ -192,9 +192,10 @@ class ActorEndpoint(Generic[R]):
                 for fut in futs:
                     fut.set_raw((peers.OK, None, None))
                 return futs
-        if guard and _messages_run_here():  # in an actor: one that waits for its own call would wait for ever
+        here = _messages_run_here() if guard else None
+        if here is not None:  # in an actor: one that waits for its own call would wait for ever
             ranks = mesh._shape.ranks
-            return own_calls.guard(futs, mesh._actor_id, [ranks[i] for i in indices], self._what)
+            return own_calls.guard(futs, here, mesh._actor_id, [ranks[i] for i in indices], self._what)
         return futs
 
     def _post(self, indices: Sequence[int], payload: Sequence[Any], waiters: Sequence[peers.Waiter] | None) -> None:
@@ -231,24 +232,26 @@ class ActorEndpoint(Generic[R]):
         # The first failure fails the whole call at once, as in Monarch: the others may be
         # waiting for the failed one forever (a collective, an SPMD rendezvous with a dead or
         # failed peer), so their replies are not worth waiting for.
+        result: Future[ValueMesh[R]]
         if trees.routed(mesh):
             futs = self._send(range(n), args, kwargs, guard=False)  # the whole is guarded: members must fail fast
-            whole_tree = gather(futs, lambda values: ValueMesh(shape, values), fail_fast=messages.failed)
-            if _messages_run_here():  # in an actor: one that waits for its own call would wait for ever
-                return own_calls.guard_one(whole_tree, mesh._actor_id, shape.ranks, self._what)
-            return whole_tree
-        payload = self._dumps(args, kwargs)
-        what, displays, ranks = self._what, group.displays, shape.ranks
+            result = gather(futs, lambda values: ValueMesh(shape, values), fail_fast=messages.failed)
+        else:
+            payload = self._dumps(args, kwargs)
+            what, displays, ranks = self._what, group.displays, shape.ranks
 
-        def decode(i: int, raw: Any) -> Any:
-            return _decode(what, displays[ranks[i]], raw)
+            def decode(i: int, raw: Any) -> Any:
+                return _decode(what, displays[ranks[i]], raw)
 
-        # One object counts the replies: no future, lock pair or done callback per member.
-        whole: gathering.Gather[ValueMesh[R]] = gathering.Gather(n, decode, lambda values: ValueMesh(shape, values), _failed)
-        self._post(range(n), payload, [whole.slot(i) for i in range(n)])
-        if _messages_run_here():  # as above
-            return own_calls.guard_one(whole.future, mesh._actor_id, shape.ranks, what)
-        return whole.future
+            # One object counts the replies: no future, lock pair or done callback per member.
+            whole: gathering.Gather[ValueMesh[R]] = gathering.Gather(n, decode, lambda values: ValueMesh(shape, values),
+                                                                     _failed)
+            self._post(range(n), payload, [whole.slot(i) for i in range(n)])
+            result = whole.future
+        here = _messages_run_here()
+        if here is not None:  # in an actor: one that waits for its own call would wait for ever
+            return own_calls.guard_one(result, here, mesh._actor_id, shape.ranks, self._what)
+        return result
 
     def call_one(self, *args: Any, **kwargs: Any) -> Future[R]:
         n = len(self._mesh._shape.ranks)  # len(shape), without its __len__ frame

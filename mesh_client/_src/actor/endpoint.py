@@ -188,11 +188,16 @@ def endpoint_names(cls: type) -> frozenset[str]:
     return frozenset(name for name in dir(cls) if not name.startswith("__") and is_endpoint(getattr(cls, name, None)))
 
 
-def check_endpoint_kinds(cls: type, names: frozenset[str]) -> None:
-    """Refuse an actor mixing ``def`` and ``async def`` endpoints, as Monarch does at spawn."""
+def endpoint_kinds(cls: type, names: frozenset[str]) -> dict[str, bool]:
+    """Each endpoint of ``names``: whether it is an ``async def``."""
     import inspect
 
-    kinds = {name: inspect.iscoroutinefunction(getattr(cls, name)) for name in names}
+    return {name: inspect.iscoroutinefunction(getattr(cls, name)) for name in names}
+
+
+def check_endpoint_kinds(cls: type, names: frozenset[str]) -> None:
+    """Refuse an actor mixing ``def`` and ``async def`` endpoints, as Monarch does at spawn."""
+    kinds = endpoint_kinds(cls, names)
     sync = sorted(n for n, is_async in kinds.items() if not is_async)
     async_ = sorted(n for n, is_async in kinds.items() if is_async)
     if sync and async_:

@@ -17,29 +17,26 @@ import threading
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from mesh_client._src.actor import context
 from mesh_client._src.runtime.futures import Future
 
 R = TypeVar("R")
 
 
-def guard(futs: list[Future[Any]], actor_id: str, procs: Sequence[int], what: str) -> list[Future[Any]]:
+def guard(futs: list[Future[Any]], here: tuple[str, int], actor_id: str, procs: Sequence[int],
+          what: str) -> list[Future[Any]]:
     """``futs`` (one per proc of ``procs``, calls to actor ``actor_id``), with the one to the
-    actor that runs on this thread, if any, replaced by a future whose wait here raises."""
-    here = context.messages_run_here()
-    if here is None or here[0] != actor_id or here[1] not in procs:
+    actor that runs on this thread (``here``: :func:`.context.messages_run_here`), if any,
+    replaced by a future whose wait here raises."""
+    if here[0] != actor_id or here[1] not in procs:
         return futs
     k = list(procs).index(here[1])
     return [*futs[:k], OwnCall(futs[k], what), *futs[k + 1:]]
 
 
-def guard_one(fut: Future[R], actor_id: str, procs: Sequence[int], what: str) -> Future[R]:
+def guard_one(fut: Future[R], here: tuple[str, int], actor_id: str, procs: Sequence[int], what: str) -> Future[R]:
     """``fut``, the outcome of a call to actor ``actor_id`` on all of ``procs``, guarded as
     :func:`guard` does when the actor running on this thread is among them."""
-    here = context.messages_run_here()
-    if here is None or here[0] != actor_id or here[1] not in procs:
-        return fut
-    return OwnCall(fut, what)
+    return OwnCall(fut, what) if here[0] == actor_id and here[1] in procs else fut
 
 
 class OwnCall(Future[R]):

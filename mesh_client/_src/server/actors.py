@@ -22,6 +22,7 @@ from mesh_client._src.actor.endpoint import (
     CONCURRENT,
     EXPLICIT_PORT,
     UNTRACED,
+    endpoint_kinds,
     endpoint_names,
     is_endpoint,
 )
@@ -114,7 +115,7 @@ class ActorRunner:
         self._this_proc = this_proc
         self._home: tuple[str, int] | None = None  # this actor's id and proc index, once constructed
         self._on_loop = False  # its endpoints all async def: __supervise__ runs on its loop (_deliver)
-        self._cleaning = threading.Event()  # cleanup() began (it runs once)
+        self._cleaning = False  # cleanup() began (it runs once), under _watch_lock
         self._cleaned = threading.Event()  # and ended
         self._supervising: asyncio.Lock | None = None  # made on the loop: one __supervise__ at a time there
         self._thread = threading.Thread(target=self._run, name=f"actor:{name}", daemon=True)
@@ -297,7 +298,7 @@ class ActorRunner:
         )
         self._context = ctx_mod.Context(instance, rank)
         ctx_mod.enter(self._context)
-        kinds = {inspect.iscoroutinefunction(getattr(cls, name)) for name in endpoint_names(cls)}
+        kinds = set(endpoint_kinds(cls, endpoint_names(cls)).values())
         self._on_loop = kinds == {True}  # every endpoint an async def: its failures are handled on its loop
         if proc_mesh is not None and len(kinds) < 2:
             # A wait on its thread for its own call can never end (context.py): the refusal
@@ -520,8 +521,7 @@ class ActorRunner:
         Once: the proc's shutdown and a stop sent by the actor's owner may both ask; the second
         waits for the first (the proc must not end under a cleanup still running)."""
         with self._watch_lock:
-            first = not self._cleaning.is_set()
-            self._cleaning.set()
+            first, self._cleaning = not self._cleaning, True
         if not first:
             self._cleaned.wait(CHILD_STOP_SECONDS)
             return
