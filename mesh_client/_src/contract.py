@@ -6,7 +6,7 @@ of ``mesh_client`` (``.importlinter`` forbids it anything else). What lives here
 - the ProcMesh API coordinates, the ``spec.gpus.mode`` values, and the names (pods, Service,
   token Secret, access Role), labels and annotation keys of a mesh's children;
 - the proc port and the token Secret's key;
-- condition types and the reasons a client acts on (:data:`FATAL_REASONS`);
+- condition types and the reasons a client acts on (:data:`FATAL_REASONS`, :data:`WAITING_REASONS`);
 - the ``PROCMESH_*`` environment of the proc server: names, rendering and parsing, both directions
   (the operator's pod builder renders it, :mod:`mesh_client._src.server.config` parses it);
 - the row-major rank/coordinate arithmetic of a mesh's shape;
@@ -224,6 +224,7 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 INVALID_COLOCATION = "InvalidColocation"
 DEVICE_NOT_FOUND = "DeviceNotFound"
 BUDGET_EXCEEDED = "GPUBudgetExceeded"
+#: No ready node can take a host of a pinned mesh, even with other meshes' procs gone.
 NO_NODE_FITS = "NoNodeFits"
 RESTART_LIMIT_REACHED = "RestartLimitReached"
 PROC_FAILED = "ProcFailed"
@@ -240,6 +241,17 @@ STUCK_WAITING_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImage
 FATAL_REASONS = frozenset({INVALID_COLOCATION, DEVICE_NOT_FOUND, BUDGET_EXCEEDED, NO_NODE_FITS,
                            RESTART_LIMIT_REACHED, PROC_FAILED, CLAIM_UNALLOCATABLE,
                            DRA_NOT_SERVED}) | STUCK_WAITING_REASONS
+
+#: Refusals that clear without a change to the mesh, so the mesh is placed once they do: the
+#: devices it needs hold other meshes' procs (room frees as they end), no ready node fits but a
+#: NotReady or cordoned one may (or its procs' node is gone and they are placed again), the
+#: ``colocateWith`` mesh does not exist yet or its procs are not scheduled yet. The operator says
+#: them with Progressing True (it keeps trying) and phase Waiting; the client keeps waiting on
+#: them and shows the message.
+WAITING_FOR_GPU_BUDGET = "WaitingForGPUBudget"
+WAITING_FOR_NODE = "WaitingForNode"
+WAITING_FOR_COLOCATED = "WaitingForColocatedMesh"
+WAITING_REASONS = frozenset({WAITING_FOR_GPU_BUDGET, WAITING_FOR_NODE, WAITING_FOR_COLOCATED})
 
 
 # --- Rank arithmetic ---------------------------------------------------------------------------

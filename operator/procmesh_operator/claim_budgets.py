@@ -50,9 +50,9 @@ def place(mesh: specs.MeshSpec, ranks: Sequence[int], *,
         together = list(uses.get(slot, [])) + new
         memory = slot_memory.get(slot) or settings.default_gpu_memory_mib
         if budgets.overflow_mib(together, memory, settings.cuda_context_mib) > 0:
-            # It waits for the others' procs to go, unless this mesh's alone overflow the device.
-            return placing.Placement(refusal=placing.Refusal(contract.BUDGET_EXCEEDED, budgets.explain_overrun(
-                f"{slot[0]}/{slot[1]}", "(chosen by the scheduler)", together, memory,
-                settings.cuda_context_mib),
-                waits=budgets.overflow_mib(new, memory, settings.cuda_context_mib) <= 0))
+            staying = placing.staying_meshes(mesh)
+            return placing.Placement(refusal=placing.Refusal(
+                budgets.overrun_reason(together, memory, settings.cuda_context_mib, staying),
+                budgets.explain_overrun(f"{slot[0]}/{slot[1]}", "(chosen by the scheduler)",
+                                        together, memory, settings.cuda_context_mib, staying)))
     return placing.Placement(procs={rank: rendering.ProcPlacement() for rank in ranks})

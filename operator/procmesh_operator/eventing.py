@@ -77,6 +77,9 @@ def transitions(old: Mapping[str, Any] | None, new: Mapping[str, Any], plan: pla
             events.append((NORMAL, "Resumed", "spec.suspend is false: recreating the procs"))
         elif type_ == contract.GPU_BUDGET and status == "False":
             events.append((WARNING, str(reason), message))
+        elif type_ == contract.PROGRESSING and status == "True" and reason in \
+                contract.WAITING_REASONS and reason not in statuses.BUDGET_REFUSALS:
+            events.append((NORMAL, str(reason), message))  # e.g. the colocated mesh is missing
         elif type_ == contract.PROGRESSING and status == "False" and reason not in (
                 statuses.ALL_PROCS_READY, statuses.SUSPENDED) and reason not in \
                 statuses.BUDGET_REFUSALS:

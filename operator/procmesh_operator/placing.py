@@ -72,15 +72,18 @@ def _int(value: Any) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class Refusal:
-    """Placement is impossible as specified: a reason (CamelCase) and a message naming the fix.
-
-    ``waits``: the refusal clears without a change to this mesh (room frees on a device, a node
-    joins, the colocated mesh is created), and the mesh is placed then; its phase says Waiting,
-    not Failed (:func:`procmesh_operator.statuses.derive_phase`)."""
+    """Placement is impossible as specified, or not yet: a reason (CamelCase) and a message
+    naming the fix, or what it waits for."""
 
     reason: str
     message: str
-    waits: bool = False
+
+    @property
+    def waits(self) -> bool:
+        """The refusal clears without a change to this mesh (room frees on a device, a node
+        joins, the colocated mesh is created), and the mesh is placed then: its reason is one of
+        :data:`contract.WAITING_REASONS`, which the status and the client read as a wait."""
+        return self.reason in contract.WAITING_REASONS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,25 +139,35 @@ def ids_text(ids: Sequence[str] | None) -> str:
 RECREATE = "spec.colocateWith and spec.gpus cannot change once a mesh exists"
 
 
-def check_colocation(mesh: specs.MeshSpec, partner: specs.MeshSpec | None) -> Refusal | None:
+def check_colocation(mesh: specs.MeshSpec, partner: specs.MeshSpec | None,
+                     chain: Sequence[str] = ()) -> Refusal | None:
     """What the API server cannot judge about colocateWith: existence, cycles, shape and GPU
     mode. Only a missing partner waits (it may be created); the others are fixed by deleting a
-    mesh and creating it again, as its colocateWith and gpus cannot change."""
+    mesh and creating it again, as its colocateWith and gpus cannot change. ``chain``: the
+    meshes named by following colocateWith on from the partner (its colocateWith first), as far
+    as they exist, for cycles through other meshes."""
     if mesh.colocate_with is None:
         return None
     if partner is None:
-        return Refusal(contract.INVALID_COLOCATION,
+        return Refusal(contract.WAITING_FOR_COLOCATED,
                        f"spec.colocateWith names ProcMesh {mesh.colocate_with}, which does not "
                        f"exist in namespace {mesh.namespace}; this mesh is placed once it is "
                        f"created (to colocate with another mesh, delete this one and create it "
-                       f"again: {RECREATE})", waits=True)
-    if partner.colocate_with == mesh.name:
-        cycle = " -> ".join(dict.fromkeys((mesh.name, partner.name))) + f" -> {mesh.name}"
+                       f"again: {RECREATE})")
+    cycle = colocation_cycle(mesh.name, partner.name,
+                             chain or ([partner.colocate_with] if partner.colocate_with else []))
+    if cycle is not None and cycle[0] == mesh.name:
         return Refusal(contract.INVALID_COLOCATION,
-                       f"spec.colocateWith: ProcMesh {partner.name} is colocated with this mesh, "
-                       f"a cycle ({cycle}): each waits for the other's procs to be scheduled, so "
-                       f"neither can be placed; delete one of them and create it again without "
-                       f"colocateWith ({RECREATE})")
+                       f"spec.colocateWith: ProcMesh {partner.name} is colocated with this mesh "
+                       f"through colocateWith, a cycle ({' -> '.join(cycle)}): each waits for "
+                       f"the next one's procs to be scheduled, so none can be placed; delete one "
+                       f"of them and create it again without colocateWith ({RECREATE})")
+    if cycle is not None:
+        return Refusal(contract.INVALID_COLOCATION,
+                       f"spec.colocateWith: ProcMesh {partner.name} is colocated, through "
+                       f"colocateWith, with a cycle of meshes ({' -> '.join(cycle)}) that none "
+                       f"can be placed in, so neither can this mesh; delete one of them and "
+                       f"create it again without colocateWith ({RECREATE})")
     if partner.shape.sizes != mesh.shape.sizes:
         return Refusal(contract.INVALID_COLOCATION,
                        f"spec.colocateWith: ProcMesh {partner.name} has shape "
@@ -185,6 +198,16 @@ def check_colocation(mesh: specs.MeshSpec, partner: specs.MeshSpec | None) -> Re
     return None
 
 
+def colocation_cycle(name: str, partner: str, chain: Sequence[str]) -> list[str] | None:
+    """The cycle in the colocateWith path ``name -> partner -> *chain``, from its first mesh
+    back to it (``["a", "b", "a"]``), or None when the path ends without coming back."""
+    path = [name, partner, *chain]
+    for i, step in enumerate(path):
+        if step in path[:i]:
+            return path[path.index(step):i + 1]
+    return None
+
+
 def device_for(mesh: specs.MeshSpec, rank: int, partner: specs.MeshSpec | None) -> str | None:
     """The physical device of ``rank`` in pinned mode (one per local index, every host)."""
     if mesh.gpus.mode != contract.GPU_MODE_PINNED:
@@ -197,10 +220,17 @@ def device_for(mesh: specs.MeshSpec, rank: int, partner: specs.MeshSpec | None) 
     return ids[mesh.shape.local_index(rank)]
 
 
+def staying_meshes(mesh: specs.MeshSpec) -> tuple[str, ...]:
+    """The meshes whose procs stay on a device as long as ``mesh`` does: itself and the mesh it
+    is colocated with (:func:`budgets.overrun_reason`: room they take is no wait)."""
+    return (mesh.name,) if mesh.colocate_with is None else (mesh.name, mesh.colocate_with)
+
+
 def _fits_on(node: NodeInfo, wanted: Mapping[str, list[budgets.DeviceUse]],
              uses: Mapping[tuple[str, str], list[budgets.DeviceUse]],
-             settings: settings_.Settings) -> Refusal | None:
-    """Can ``node`` take the procs in ``wanted`` (device -> new uses) on top of ``uses``?"""
+             settings: settings_.Settings, staying: Sequence[str]) -> Refusal | None:
+    """Can ``node`` take the procs in ``wanted`` (device -> new uses) on top of ``uses``?
+    ``staying``: :func:`staying_meshes` of the mesh placed."""
     memory = node.gpu_memory_mib or settings.default_gpu_memory_mib
     for device in sorted(wanted):
         if device.isdigit() and int(device) >= node.gpu_count:
@@ -210,10 +240,10 @@ def _fits_on(node: NodeInfo, wanted: Mapping[str, list[budgets.DeviceUse]],
     for device, new in sorted(wanted.items()):
         together = list(uses.get((node.name, device), [])) + new
         if budgets.overflow_mib(together, memory, settings.cuda_context_mib) > 0:
-            # It waits for the others' procs to go, unless this mesh's alone overflow the device.
-            return Refusal(contract.BUDGET_EXCEEDED, budgets.explain_overrun(
-                device, node.name, together, memory, settings.cuda_context_mib),
-                waits=budgets.overflow_mib(new, memory, settings.cuda_context_mib) <= 0)
+            return Refusal(
+                budgets.overrun_reason(together, memory, settings.cuda_context_mib, staying),
+                budgets.explain_overrun(device, node.name, together, memory,
+                                        settings.cuda_context_mib, staying))
     return None
 
 
@@ -223,13 +253,14 @@ def place(mesh: specs.MeshSpec, ranks: Sequence[int], *,
           partner_pods: Mapping[int, Mapping[str, Any]],
           nodes: Mapping[str, NodeInfo],
           other_pods: Iterable[Mapping[str, Any]],
-          settings: settings_.Settings) -> Placement:
+          settings: settings_.Settings,
+          colocation_chain: Sequence[str] = ()) -> Placement:
     """Place ``ranks`` of ``mesh`` (see the module docstring for the rules).
 
     ``own_pods`` and ``partner_pods`` are keyed by rank; ``other_pods`` are all other proc pods
     the operator knows (any mesh), read for the devices they pin; ``nodes`` by name (needed in
-    pinned mode only)."""
-    refusal = check_colocation(mesh, partner)
+    pinned mode only); ``colocation_chain`` as for :func:`check_colocation`."""
+    refusal = check_colocation(mesh, partner, colocation_chain)
     if refusal is not None:
         return Placement(refusal=refusal)
     if not ranks:
@@ -253,7 +284,8 @@ def place(mesh: specs.MeshSpec, ranks: Sequence[int], *,
                 by_node.setdefault(str(p.node), {}).setdefault(str(p.device), []).append(
                     budgets.DeviceUse(contract.pod_name(mesh.name, rank), fraction))
             for node_name, wanted in sorted(by_node.items()):
-                refusal = _check_node(nodes, node_name, "the colocated procs", wanted, uses, settings)
+                refusal = _check_node(nodes, node_name, "the colocated procs", wanted, uses,
+                                      settings, staying_meshes(mesh))
                 if refusal is not None:
                     return Placement(refusal=refusal)
         return Placement(procs=out)
@@ -266,14 +298,14 @@ def place(mesh: specs.MeshSpec, ranks: Sequence[int], *,
 def _check_node(nodes: Mapping[str, NodeInfo], node_name: str, whose: str,
                 wanted: Mapping[str, list[budgets.DeviceUse]],
                 uses: Mapping[tuple[str, str], list[budgets.DeviceUse]],
-                settings: settings_.Settings) -> Refusal | None:
+                settings: settings_.Settings, staying: Sequence[str]) -> Refusal | None:
     """Refuse if the node already chosen for ``whose`` is gone or its devices cannot take ``wanted``."""
     node = nodes.get(node_name)
     if node is None:
         # Its procs are lost with it and placed again (:mod:`.losses`): this waits.
-        return Refusal(contract.DEVICE_NOT_FOUND, f"node {node_name} of {whose} is not found",
-                       waits=True)
-    return _fits_on(node, wanted, uses, settings)
+        return Refusal(contract.WAITING_FOR_NODE, f"node {node_name} of {whose} is not found; "
+                                                  f"its procs are placed again once they are gone")
+    return _fits_on(node, wanted, uses, settings, staying)
 
 
 def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
@@ -298,18 +330,22 @@ def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
     selector = mesh.template.get("nodeSelector") or {}
     for host, wanted in sorted(wanted_by_host.items()):
         if host in host_nodes:
-            refusal = _check_node(nodes, host_nodes[host], f"host {host}", wanted, uses, settings)
+            refusal = _check_node(nodes, host_nodes[host], f"host {host}", wanted, uses, settings,
+                                  staying_meshes(mesh))
             if refusal is not None:
                 return Placement(refusal=refusal)
         else:
             # Hosts are machines unless spec.placement.hosts says Any (budgets still apply).
             taken = set(host_nodes.values()) if mesh.hosts_on_distinct_nodes else set()
             reasons: list[str] = []
+            node_may_come = not nodes  # a node may join an empty cluster, or come back
+            room_may_free = False
             for node in sorted(nodes.values(), key=lambda n: n.name):
                 if node.name in taken:
                     continue
                 if not node.schedulable:
                     reasons.append(f"{node.name}: not ready or unschedulable")
+                    node_may_come = True
                     continue
                 if any(node.labels.get(k) != v for k, v in selector.items()):
                     reasons.append(f"{node.name}: does not match template.nodeSelector")
@@ -317,19 +353,24 @@ def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
                 if node.gpu_count == 0:
                     reasons.append(f"{node.name}: has no GPUs")
                     continue
-                refusal = _fits_on(node, wanted, uses, settings)
+                refusal = _fits_on(node, wanted, uses, settings, staying_meshes(mesh))
                 if refusal is not None:
                     reasons.append(refusal.message)
+                    room_may_free = room_may_free or refusal.waits
                     continue
                 host_nodes[host] = node.name
                 break
             else:
                 detail = "; ".join(reasons) or "the cluster has no nodes"
-                # Nodes join and procs end: this waits for a node to fit.
+                # A pinned mesh that no node takes creates no pods, so no autoscaler adds a node
+                # for it: it waits only for what comes by itself (room, a node back or joining
+                # an empty cluster); what no ready node can ever take is refused.
+                reason = contract.WAITING_FOR_GPU_BUDGET if room_may_free else \
+                    contract.WAITING_FOR_NODE if node_may_come else contract.NO_NODE_FITS
                 return Placement(refusal=Refusal(
-                    contract.NO_NODE_FITS, f"no node can take host {host} of this pinned mesh "
-                                           f"(devices {ids_text(sorted(wanted))}): {detail}",
-                    waits=True))
+                    reason, f"no node can take host {host} of this pinned mesh (devices "
+                            f"{ids_text(sorted(wanted))})"
+                            f"{' now' if reason != contract.NO_NODE_FITS else ''}: {detail}"))
         for device, new in wanted.items():
             uses.setdefault((host_nodes[host], device), []).extend(new)
     return Placement(procs={

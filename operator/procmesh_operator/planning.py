@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from mesh_client._src import contract
@@ -106,12 +106,14 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
          losses: Mapping[str, losses_.NodeLoss] | None = None, now: float = 0.0,
          foreign: Mapping[int, Mapping[str, Any]] | None = None,
          slot_memory: Mapping[tuple[str, str], int] | None = None,
-         last_phases: Mapping[int, str] | None = None) -> Plan:
+         last_phases: Mapping[int, str] | None = None,
+         colocation_chain: Sequence[str] = ()) -> Plan:
     """Decide one reconcile of ``mesh``. ``restarts`` is the current status.restarts; ``pods``
     are the mesh's own pods by rank (terminating ones included); ``foreign`` the pods by rank
     holding a rank's name for another incarnation; ``losses`` the lost nodes by name, judged at
     ``now`` (epoch seconds); ``slot_memory`` the device memory of allocated dra slots;
-    ``last_phases`` each rank's ``podPhase`` in the status last written (lost procs)."""
+    ``last_phases`` each rank's ``podPhase`` in the status last written (lost procs);
+    ``colocation_chain`` the meshes followed from the partner on (:func:`placing.check_colocation`)."""
     foreign = foreign or {}
     waits_for = tuple(sorted(_ident(p)[0] for p in foreign.values()))
     lost, expired, recheck = _node_losses(pods, losses or {}, now)
@@ -173,14 +175,15 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
         missing = []  # a previous attempt (or incarnation) is still shutting down
 
     if mesh.gpus.mode == contract.GPU_MODE_DRA:  # the scheduler places; the budget is ours
-        refusal = placing.check_colocation(mesh, partner)
+        refusal = placing.check_colocation(mesh, partner, colocation_chain)
         placement = placing.Placement(refusal=refusal) if refusal is not None or not missing \
             else claim_budgets.place(mesh, missing, own_pods=pods, other_pods=other_pods,
                                      slot_memory=slot_memory or {}, settings=settings)
     else:
         placement = placing.place(
             mesh, missing, own_pods=pods, partner=partner, partner_pods=partner_pods or {},
-            nodes=nodes or {}, other_pods=other_pods, settings=settings)
+            nodes=nodes or {}, other_pods=other_pods, settings=settings,
+            colocation_chain=colocation_chain)
     return done(Plan(creates=placement.procs, deletes=tuple(deletes), restarts=restarts,
                      restarted=tuple(restarted), failed=tuple(kept_failed),
                      restart_limit_reached=limit, refusal=placement.refusal,

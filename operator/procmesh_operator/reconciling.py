@@ -12,7 +12,8 @@ the headless Service, plans with :func:`planning.plan`, deletes then creates pod
 alone at most once per window, :mod:`.coalescing`; the procs' entries of pods unchanged since the
 last reconcile come from :mod:`.proc_entries`). Pods come from :mod:`.podwatch`. It stops at the first API error, records it in the status, and lets the
 queue retry with backoff. Pinned placement runs under one lock, so two meshes cannot claim the
-same device budget at once. Node events keep a map of lost nodes and the set of Ready ones
+same device budget at once; a mesh whose placement waits for room is looked at again when a
+proc pod ends or a node becomes Ready. Node events keep a map of lost nodes and the set of Ready ones
 (:mod:`.losses`): a node's change requeues the meshes with pods on it, every node lost at once
 (an outage) holds them all, and a mesh with procs on a lost node is looked at again when their
 toleration runs out. Every ``resync_seconds`` a relist repairs the pod cache.
@@ -69,6 +70,11 @@ logger = logging.getLogger("procmesh_operator.reconcile")
 
 Key = tuple[str, str]
 WAITING_RECHECK_SECONDS = 5.0
+#: Waits (contract.WAITING_REASONS) that end when a proc pod ends or a node becomes Ready.
+ROOM_WAITS = frozenset({contract.WAITING_FOR_GPU_BUDGET, contract.WAITING_FOR_NODE})
+#: How far a colocateWith path is followed to find a cycle through other meshes (a cycle of more
+#: meshes than this is not found: no one colocates 64 meshes in a row).
+MAX_COLOCATION_CHAIN = 64
 #: A mesh that changed under a reconcile (:class:`Superseded`: another incarnation took its
 #: name, or its status changed) is reconciled again, from its newest body, after this long.
 CONFLICT_RETRY_SECONDS = 0.1
@@ -110,6 +116,9 @@ class Controller:
         self.bodies = watched.MeshBodies()  # the meshes as last watched or written (no GET)
         self._placement_lock = asyncio.Lock()
         self._colocated_by: dict[Key, set[Key]] = {}  # partner -> meshes colocated with it
+        # Meshes whose placement waits for room (ROOM_WAITS): looked at again when procs end or
+        # a node becomes Ready, not only at the next resync.
+        self._waiting_for_room: set[Key] = set()
         self._phases: dict[Key, str] = {}
         self._last_status_rv: dict[Key, str] = {}
         # Progress-only status changes: at most one write per mesh per window (coalescing.py).
@@ -282,8 +291,9 @@ class Controller:
             return
         self.enqueue(key)
         if event_type == "DELETED" or planning.is_failed(body):
-            for gated in self._gated - {key}:
-                self.enqueue(gated)  # room may have freed for a mesh held at the gang gate
+            # Room may have freed for a mesh held at the gang gate, or waiting to be placed.
+            for waiting in (self._gated | self._waiting_for_room) - {key}:
+                self.enqueue(waiting)
         for dependent in self._colocated_by.get(key, ()):
             self.enqueue(dependent)
 
@@ -309,6 +319,9 @@ class Controller:
         else:
             self._losses[name] = after
         if event_type != "DELETED" and losses.is_ready(body):
+            if name not in self._ready_nodes:
+                for waiting in self._waiting_for_room:
+                    self.enqueue(waiting)  # a node that may fit them joined or is back
             self._ready_nodes.add(name)
         else:
             self._ready_nodes.discard(name)
@@ -355,6 +368,7 @@ class Controller:
         self._throttle.forget(key)
         self._tokens.forget(key)
         self._gated.discard(key)
+        self._waiting_for_room.discard(key)
         self._stalls.pop(key, None)
         self._groups_read.pop(key, None)
         self._released.discard(key)
@@ -440,6 +454,10 @@ class Controller:
                 token_secrets.SecretConflict, claiming.ClaimConflict,
                 admitting.KueueNotServed) as e:
             error, failure = str(e), e
+        if plan is not None and plan.refusal is not None and plan.refusal.reason in ROOM_WAITS:
+            self._waiting_for_room.add(key)
+        elif plan is not None:
+            self._waiting_for_room.discard(key)
         pods = self.store.pods_by_rank(key, mesh.uid)
         status = statuses.compute_status(
             mesh, previous, pods, plan, error, hold=hold,
@@ -803,6 +821,23 @@ class Controller:
         logger.warning("gang of %s/%s stalled: %s", mesh.namespace, mesh.name, message)
         return ganging.Hold(ganging.GANG_STALLED, message)
 
+    async def _colocation_chain(self, mesh: specs.MeshSpec, partner: specs.MeshSpec) -> list[str]:
+        """The meshes named by following colocateWith on from ``partner``, while they exist, up
+        to the first name seen before (a cycle, :func:`placing.check_colocation`) or
+        MAX_COLOCATION_CHAIN names. Read from the watched bodies (:meth:`_mesh_body`): a cycle
+        of meshes each waiting for the next would otherwise wait for ever."""
+        chain: list[str] = []
+        seen = {mesh.name, partner.name}
+        name = partner.colocate_with
+        while name is not None and len(chain) < MAX_COLOCATION_CHAIN:
+            chain.append(name)
+            if name in seen:
+                break
+            seen.add(name)
+            body = await self._mesh_body((mesh.namespace, name))
+            name = ((body or {}).get("spec") or {}).get("colocateWith")
+        return chain
+
     async def _fit(self, gang: list[dict[str, Any]]) -> fitting.Fit:
         """:func:`fitting.fit` on a fresh list of the nodes and of every pod in the cluster."""
         listed_nodes = await self.client.list("/api/v1/nodes")
@@ -815,6 +850,7 @@ class Controller:
         restarts = int(previous.get("restarts") or 0)
         partner: specs.MeshSpec | None = None
         partner_pods: dict[int, dict[str, Any]] = {}
+        chain: list[str] = []
         if mesh.colocate_with:
             partner_key = (mesh.namespace, mesh.colocate_with)
             partner_body = await self._mesh_body(partner_key)
@@ -822,6 +858,7 @@ class Controller:
                 partner = specs.parse(partner_body)
                 await self.store.prime(partner_key, lambda: self._list_pods(*partner_key))
                 partner_pods = self.store.pods_by_rank(partner_key, partner.uid)
+                chain = await self._colocation_chain(mesh, partner)
         pods = self.store.pods_by_rank(key, mesh.uid)
         # A mesh from before spec.placement: as its pods are, or as recorded once they were.
         rendered = upgrading.as_rendered(mesh, pods, previous.get(upgrading.RENDERED_FIELD))
@@ -864,7 +901,8 @@ class Controller:
                                  now=time.time(),
                                  foreign=self.store.foreign_by_rank(key, mesh.uid),
                                  slot_memory=view.slot_memory() if view is not None else None,
-                                 last_phases=proc_entries.last_phases(previous))
+                                 last_phases=proc_entries.last_phases(previous),
+                                 colocation_chain=chain)
             if plan.deletes:
                 # Recorded before the deletes (a restart counted, its pods Terminating): an
                 # operator that dies between the two neither loses the restart nor takes its

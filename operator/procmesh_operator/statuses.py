@@ -27,7 +27,6 @@ PROCS_NOT_READY = "ProcsNotReady"  # Ready=False while procs start
 NODE_LOST = "NodeLost"  # Ready=False: procs are on a NotReady/unreachable/deleted node
 CREATING_PROCS = "CreatingProcs"  # Progressing=True
 RESTARTING = "Restarting"  # Progressing=True after a restart by policy
-WAITING_FOR_COLOCATED = "WaitingForColocatedMesh"  # Progressing=True, budget Unknown
 #: Progressing=True: pods of an earlier mesh of this name (another uid) still hold rank names.
 WAITING_FOR_PREVIOUS_PODS = "WaitingForPreviousPods"
 SUSPENDED = "Suspended"  # spec.suspend: pods removed, resource kept
@@ -36,10 +35,13 @@ NO_FAILURES = "NoFailures"  # Degraded=False
 NO_GPUS = "NoGPUs"  # budget True: gpus.mode none
 DEVICE_PLUGIN_ASSIGNS = "DevicePluginAssigns"  # budget True: plugin mode, per-proc fraction
 WITHIN_BUDGET = "WithinBudget"  # budget True: pinned devices (or dra claim slots) checked
-# Refusals (placing.py): InvalidColocation, DeviceNotFound, GPUBudgetExceeded, NoNodeFits;
-# dra mode (reconciling.py): DRANotServed. Ready=False, ResourceClaimUnallocatable (the
-# scheduler's message, read from a proc pod): contract.CLAIM_UNALLOCATABLE.
+# Refusals (placing.py): InvalidColocation, DeviceNotFound, GPUBudgetExceeded, NoNodeFits; dra
+# mode (reconciling.py): DRANotServed; and the waits (contract.WAITING_REASONS):
+# WaitingForGPUBudget, WaitingForNode, WaitingForColocatedMesh. Ready=False,
+# ResourceClaimUnallocatable (the scheduler's message, read from a proc pod):
+# contract.CLAIM_UNALLOCATABLE.
 BUDGET_REFUSALS = (contract.DEVICE_NOT_FOUND, contract.BUDGET_EXCEEDED, contract.NO_NODE_FITS,
+                   contract.WAITING_FOR_GPU_BUDGET, contract.WAITING_FOR_NODE,
                    contract.DRA_NOT_SERVED)
 
 # --- Phases (display only) ---------------------------------------------------------------------
@@ -47,8 +49,8 @@ PHASE_READY = "Ready"
 PHASE_PROGRESSING = "Progressing"
 PHASE_DEGRADED = "Degraded"
 PHASE_FAILED = "Failed"  # only what no wait fixes: a failure beyond policy, a refusal that stays
-#: A refusal that clears by itself (room frees, a node joins, the colocated mesh is created):
-#: Progressing is False with the refusal's reason, but the mesh is placed once it clears.
+#: A refusal that clears by itself (room frees, a node joins, the colocated mesh is created or
+#: scheduled): Progressing is True with one of contract.WAITING_REASONS.
 PHASE_WAITING = "Waiting"
 PHASE_SUSPENDED = "Suspended"
 
@@ -188,18 +190,19 @@ def failed_procs(mesh: specs.MeshSpec, plan: planning.Plan) -> str:
 
 
 def progressing_verdict(o: Observed, degraded: Mapping[str, Any]) -> Verdict:
-    """Progressing: the operator still works toward the spec; False once complete or stuck
-    (a refusal, or a failure that ``degraded`` reports and no reconcile can fix)."""
+    """Progressing: the operator still works toward the spec, also while it waits for what
+    clears by itself (:attr:`placing.Refusal.waits`); False once complete or stuck (a refusal
+    that stays, or a failure that ``degraded`` reports and no reconcile can fix)."""
     if o.mesh.suspend:
         return "False", SUSPENDED, "suspended"
     if o.refusal is not None:
-        return "False", o.refusal.reason, o.refusal.message
+        return "True" if o.refusal.waits else "False", o.refusal.reason, o.refusal.message
     if degraded["status"] == "True" and degraded["reason"] != RECONCILE_ERROR:
         return "False", degraded["reason"], degraded["message"]
     if o.ready == o.desired and o.error is None:
         return "False", ALL_PROCS_READY, "the mesh is complete"
     if o.plan is not None and o.plan.waiting is not None:
-        return "True", WAITING_FOR_COLOCATED, o.plan.waiting
+        return "True", contract.WAITING_FOR_COLOCATED, o.plan.waiting
     if o.plan is not None and o.plan.foreign:
         return ("True", WAITING_FOR_PREVIOUS_PODS,
                 f"pods {', '.join(o.plan.foreign)} belong to an earlier ProcMesh of this name (another "
@@ -218,7 +221,7 @@ def budget_verdict(o: Observed) -> Verdict:
     if o.refusal is not None:
         return "Unknown", o.refusal.reason, "not checked: " + o.refusal.reason
     if o.plan is not None and o.plan.waiting is not None:
-        return "Unknown", WAITING_FOR_COLOCATED, o.plan.waiting
+        return "Unknown", contract.WAITING_FOR_COLOCATED, o.plan.waiting
     if o.mesh.gpus.mode == contract.GPU_MODE_NONE:
         return "True", NO_GPUS, "gpus.mode is none"
     if o.mesh.gpus.mode == contract.GPU_MODE_PLUGIN:
@@ -309,8 +312,7 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
                   cond(contract.SCHEDULED, scheduled)]
     return {
         "observedGeneration": mesh.generation,
-        "phase": derive_phase(mesh.suspend, conditions,
-                              waiting=o.refusal is not None and o.refusal.waits),
+        "phase": derive_phase(mesh.suspend, conditions),
         "desiredProcs": o.desired,
         "readyProcs": o.ready,
         "restarts": o.restarts,
@@ -388,11 +390,9 @@ def node_lost_message(mesh: specs.MeshSpec, plan: planning.Plan) -> str:
     return message
 
 
-def derive_phase(suspended: bool, conditions: Sequence[Mapping[str, Any]], *,
-                 waiting: bool = False) -> str:
-    """A one-word summary for ``kubectl get`` (display only; never read back). ``waiting``:
-    Progressing is False for a refusal that clears by itself (:attr:`placing.Refusal.waits`),
-    so the phase is Waiting, not Failed."""
+def derive_phase(suspended: bool, conditions: Sequence[Mapping[str, Any]]) -> str:
+    """A one-word summary for ``kubectl get`` (display only; never read back): Waiting while
+    Progressing's reason is a wait (:data:`contract.WAITING_REASONS`)."""
     if suspended:
         return PHASE_SUSPENDED
     ready = condition(conditions, contract.READY) or {}
@@ -401,9 +401,11 @@ def derive_phase(suspended: bool, conditions: Sequence[Mapping[str, Any]], *,
     if ready.get("status") == "True":
         return PHASE_READY
     if progressing.get("status") == "False":
-        return PHASE_WAITING if waiting else PHASE_FAILED
+        return PHASE_FAILED
     if degraded.get("status") == "True":
         return PHASE_DEGRADED
+    if progressing.get("reason") in contract.WAITING_REASONS:
+        return PHASE_WAITING
     return PHASE_PROGRESSING
 
 

@@ -1,8 +1,10 @@
 """Is a ProcMesh ready, still coming, or stuck? A pure reading of the resource and its pods.
 
-Used by :mod:`.attaching` while it waits; failures that no waiting can fix (a refused GPU
-budget, an exhausted restart limit, an image that cannot be pulled, the mesh being deleted) end
-the wait at once. :func:`deletion` is shared with the CLI, which shows such a mesh as
+Used by :mod:`.attaching` while it waits; failures that no waiting can fix
+(:data:`contract.FATAL_REASONS`: a GPU its own procs overflow, an exhausted restart limit, an
+image that cannot be pulled; the mesh being deleted) end the wait at once, and what clears by
+itself (:data:`contract.WAITING_REASONS`: room on a GPU or a node, the colocated mesh) is waited
+for with its message. :func:`deletion` is shared with the CLI, which shows such a mesh as
 ``Terminating`` rather than as a status no operator keeps current. A mesh
 that waits as one gang (condition Scheduled=False) is reported with the operator's reason.
 """
@@ -168,6 +170,14 @@ def assess(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None) ->
         reason, message, fatal = pod_problem(pod)
         if fatal:
             return Assessment(False, progress, message, reason, True)
+    progressing = condition(mesh, contract.PROGRESSING)
+    if (stale is None or stale[0] == STATUS_BEHIND_PODS) and \
+            progressing.get("reason") in contract.WAITING_REASONS:
+        # Placed once it clears (room frees, a node joins, the colocated mesh comes): waited for,
+        # its message shown, as Pending pods are in kubectl.
+        reason = str(progressing["reason"])
+        return Assessment(False, f"{progress}, {reason}",
+                          f"{reason}: {progressing.get('message', '')}", reason)
     if stale is not None:
         if not status:
             return Assessment(False, "waiting for the operator", stale[1], stale[0])

@@ -102,9 +102,10 @@ def test_dra_budget_is_refused(operator, namespace, custom, core, dra_node):
     support.create_mesh(custom, namespace, "greedy", perHost=GPUS_2, colocateWith="big",
                         gpus={"mode": "dra", "memoryFraction": 0.5})
     mesh = support.wait_condition(custom, namespace, "greedy", "GPUBudgetSatisfied", "False",
-                                  "GPUBudgetExceeded")
+                                  "GPUBudgetExceeded")  # with its partner's: no wait clears it
     message = support.condition(mesh, "GPUBudgetSatisfied")["message"]
     assert "big-gpus-0/gpu-0" in message and "big-0=0.7" in message and "greedy-0=0.5" in message
+    assert mesh["status"]["phase"] == "Failed"
     assert support.condition(mesh, "Ready")["status"] == "False"
     assert support.mesh_pods(core, namespace, "greedy") == []
 

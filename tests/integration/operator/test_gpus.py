@@ -1,13 +1,20 @@
 """GPU modes on the process nodes (node-0: no GPUs; gpu-node: 2 emulated GPUs with GFD labels).
 
 Aspects: pinned mode gives each proc exactly its device (env, and what the proc reports);
-colocateWith puts matching procs on the same node and device; an over-committed device is
-refused with a condition and a Warning event and no pods; devices missing on every node are
-refused; plugin mode lands only on nodes with the resource.
+colocateWith puts matching procs on the same node and device; a device its mesh and partner
+over-commit is refused with a condition and a Warning event and no pods; a device other meshes'
+procs fill is waited for (phase Waiting, the client waits too) and the mesh placed as soon as
+they end, with no resync to help; devices missing on every node are refused; a cycle of three
+colocated meshes is refused; plugin mode lands only on nodes with the resource.
 """
+
+import threading
 
 import pytest
 
+from mesh_client._src import contract
+from mesh_client.kubernetes import MeshNotReady, attach
+from tests.cluster import testing
 from tests.integration.operator import support
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("devices_free")]
@@ -47,11 +54,77 @@ def test_overcommitted_device_is_refused(operator, namespace, custom, core, gpu_
                                   "GPUBudgetExceeded")
     message = support.condition(mesh, "GPUBudgetSatisfied")["message"]
     assert "big-0=0.7" in message and "greedy-0=0.5" in message
+    assert "create it again with a lower spec.gpus.memoryFraction" in message
     assert support.condition(mesh, "Ready")["status"] == "False"
-    assert mesh["status"]["phase"] == "Waiting"  # room may free: not Failed
+    # Its partner's procs stay as long as it does: no room frees, so this is no wait.
+    assert support.condition(mesh, "Progressing")["status"] == "False"
+    assert mesh["status"]["phase"] == "Failed"
     assert support.mesh_pods(core, namespace, "greedy") == []
     warnings = [e for e in support.events(core, namespace, "greedy") if e.type == "Warning"]
     assert [e.reason for e in warnings] == ["GPUBudgetExceeded"]
+
+
+@pytest.fixture
+def eventful_operator(operator):
+    """The session operator, restarted without resync and without gang placement (whose own
+    wake-ups would hide a missing one) for this test, restored afterwards: only the events of a
+    waiting mesh's kind can bring it on."""
+    operator.stop()
+    operator.start("--resync-seconds", "3600", "--gang", "off")
+    try:
+        yield operator
+    finally:
+        operator.stop()
+        operator.start()
+
+
+def test_a_device_other_meshes_fill_is_waited_for_and_taken_when_they_end(
+        eventful_operator, namespace, custom, core, kube, gpu_node):
+    support.create_mesh(custom, namespace, "first", perHost=GPUS_2,
+                        gpus={"mode": "pinned", "deviceIDs": [0, 1], "memoryFraction": 0.7})
+    support.wait_ready(custom, namespace, "first")
+    support.create_mesh(custom, namespace, "second", perHost=GPUS_2,
+                        gpus={"mode": "pinned", "deviceIDs": [0, 1], "memoryFraction": 0.5})
+    mesh = support.wait_condition(custom, namespace, "second", "Progressing", "True",
+                                  contract.WAITING_FOR_GPU_BUDGET)
+    assert mesh["status"]["phase"] == "Waiting"
+    assert "first-0=0.7" in support.condition(mesh, "Ready")["message"]
+    assert support.mesh_pods(core, namespace, "second") == []
+    # The client waits too: it stops at its timeout, with the operator's reason, not at once.
+    with pytest.raises(MeshNotReady) as info:
+        attach("second", namespace, api_client=kube, timeout=3, progress=False)
+    assert info.value.reason == contract.WAITING_FOR_GPU_BUDGET
+    assert "was not Ready after 3 s" in str(info.value) and "first-0=0.7" in str(info.value)
+    attached: list[object] = []
+    waiter = threading.Thread(target=lambda: attached.append(
+        attach("second", namespace, api_client=kube, timeout=testing.WAIT_SECONDS,
+               progress=False)))
+    waiter.start()
+    custom.delete_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace,
+                                           contract.PLURAL, "first")
+    # No resync runs: the end of first's procs is what places second.
+    waiter.join()
+    assert attached, "attach raised (see the thread's traceback above)"
+    mesh = support.get_mesh(custom, namespace, "second")
+    assert mesh["status"]["phase"] == "Ready"
+    assert [p["gpu"] for p in mesh["status"]["procs"]] == ["0", "1"]
+
+
+def test_a_cycle_of_three_colocated_meshes_is_refused(operator, namespace, custom, core):
+    for name, partner in (("a", "b"), ("b", "c"), ("c", "a")):
+        support.create_mesh(custom, namespace, name, colocateWith=partner)
+    for name, cycle in (("a", "a -> b -> c -> a"), ("b", "b -> c -> a -> b"),
+                        ("c", "c -> a -> b -> c")):
+        mesh = support.wait_condition(custom, namespace, name, "Ready", "False",
+                                      contract.INVALID_COLOCATION)
+        assert cycle in support.condition(mesh, "Ready")["message"]
+        assert mesh["status"]["phase"] == "Failed"
+    support.create_mesh(custom, namespace, "x", colocateWith="a")  # leads into the cycle
+    mesh = support.wait_condition(custom, namespace, "x", "Ready", "False",
+                                  contract.INVALID_COLOCATION)
+    assert "neither can this mesh" in support.condition(mesh, "Ready")["message"]
+    for name in "abcx":
+        assert support.mesh_pods(core, namespace, name) == []
 
 
 def test_missing_device_is_refused(operator, namespace, custom, core, gpu_node):
@@ -77,7 +150,7 @@ def test_colocated_cpu_meshes_share_nodes(operator, namespace, custom, core, gpu
 def test_colocation_with_missing_mesh_is_reported(operator, namespace, custom, core):
     support.create_mesh(custom, namespace, "orphan", colocateWith="nobody")
     mesh = support.wait_condition(custom, namespace, "orphan", "Ready", "False",
-                                  "InvalidColocation")
+                                  contract.WAITING_FOR_COLOCATED)
     assert "ProcMesh nobody, which does not exist" in support.condition(mesh, "Ready")["message"]
     assert mesh["status"]["phase"] == "Waiting"  # placed once nobody is created: not Failed
     assert support.mesh_pods(core, namespace, "orphan") == []

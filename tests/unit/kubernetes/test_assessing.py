@@ -2,6 +2,7 @@
 
 import pytest
 
+from mesh_client._src import contract
 from mesh_client._src.kubernetes import assessing, manifests
 
 
@@ -54,6 +55,20 @@ def test_a_ready_status_whose_pods_are_gone_is_not_believed():
 def test_a_refused_budget_is_fatal_with_the_operator_message():
     v = assessing.assess(mesh([cond("GPUBudgetSatisfied", "False", "GPUBudgetExceeded", "device 0 on n1: 1.4 > 1")]), [])
     assert v.fatal and v.reason == "GPUBudgetExceeded" and "device 0 on n1" in v.problem
+
+
+def test_a_wait_that_clears_by_itself_is_waited_for_with_the_operators_message():
+    """The phase says Waiting for these (contract.WAITING_REASONS): the client keeps waiting,
+    showing why, where it once stopped at once on the same reasons."""
+    for reason in sorted(contract.WAITING_REASONS):
+        v = assessing.assess(mesh([cond("Ready", "False", reason, "room on GPU 0 of n1"),
+                                   cond("Progressing", "True", reason, "room on GPU 0 of n1"),
+                                   cond("GPUBudgetSatisfied", "False", reason, "room"),
+                                   cond("Scheduled", "False", "Scheduling", "0 of 1 on nodes")],
+                                  desiredProcs=1), [])
+        assert not v.ready and not v.fatal and v.reason == reason
+        assert v.problem == f"{reason}: room on GPU 0 of n1" and reason in v.progress
+    assert not contract.WAITING_REASONS & contract.FATAL_REASONS
 
 
 def test_an_image_that_cannot_be_pulled_is_fatal():

@@ -3,7 +3,7 @@
 from mesh_client._src import contract
 from procmesh_operator import eventing, placing, planning, statuses
 
-from .builders import mesh, pod
+from .builders import SETTINGS, mesh, pod
 
 T = "2026-01-01T00:00:00Z"
 
@@ -24,6 +24,23 @@ def test_refusal_is_one_warning():
     after = statuses.compute_status(m, None, {}, p, now=T)
     events = eventing.transitions(None, after, p, [], {}, "m")
     assert events == [("Warning", "GPUBudgetExceeded", "too much")]
+
+
+def test_waits_are_one_event_each_a_warning_only_for_a_gpu_budget():
+    """A wait (Progressing True) is still news: the colocated mesh that does not exist yet is a
+    Normal event (it was a Warning while it read as a refusal); room on a GPU stays a Warning,
+    as the scheduler's FailedScheduling is."""
+    trainer = mesh("trainer", colocateWith="policy")
+    p = planning.plan(trainer, restarts=0, pods={}, settings=SETTINGS)
+    after = statuses.compute_status(trainer, None, {}, p, now=T)
+    events = eventing.transitions(None, after, p, [], {}, "trainer")
+    assert [(kind, reason) for kind, reason, _ in events] == \
+        [("Normal", contract.WAITING_FOR_COLOCATED)]
+    m = mesh(gpus={"mode": "pinned", "deviceIDs": [0, 1]})
+    p = planning.Plan(refusal=placing.Refusal(contract.WAITING_FOR_GPU_BUDGET, "others' procs"))
+    after = statuses.compute_status(m, None, {}, p, now=T)
+    assert eventing.transitions(None, after, p, [], {}, "m") == \
+        [("Warning", contract.WAITING_FOR_GPU_BUDGET, "others' procs")]
 
 
 def test_restart_event_carries_exit_code():

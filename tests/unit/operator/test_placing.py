@@ -54,7 +54,7 @@ def test_colocated_cpu_mesh_follows_partner_node():
 
 def test_colocation_refusals():
     trainer = mesh("trainer", colocateWith="policy")
-    assert place(trainer, [0]).refusal.reason == contract.INVALID_COLOCATION
+    assert place(trainer, [0]).refusal.reason == contract.WAITING_FOR_COLOCATED
     assert "does not exist" in place(trainer, [0]).refusal.message
     other_shape = mesh("policy", per_host=(("gpus", 4),))
     refusal = place(trainer, [0], partner=other_shape).refusal
@@ -104,8 +104,8 @@ def test_budget_counts_other_meshes_and_skips_full_nodes():
     result = place(m, [0, 1], nodes={"n1": node("n1"), "n2": node("n2")}, other_pods=others)
     assert {p.node for p in result.procs.values()} == {"n2"}
     refused = place(m, [0, 1], nodes={"n1": node("n1")}, other_pods=others)
-    assert refused.refusal.reason == contract.NO_NODE_FITS
-    assert "other-0=0.7" in refused.refusal.message
+    assert refused.refusal.reason == contract.WAITING_FOR_GPU_BUDGET  # other's procs may end
+    assert "other-0=0.7" in refused.refusal.message and refused.refusal.waits
 
 
 def test_failed_and_terminating_pods_hold_no_budget():
@@ -124,10 +124,15 @@ def test_missing_devices_and_node_filters():
              "n3": node("n3", ready=False, labels={"a": "b"}),
              "n4": node("n4", gpus=0, labels={"a": "b"})}
     refusal = place(m, [0, 1], nodes=nodes).refusal
-    assert refusal.reason == contract.NO_NODE_FITS
+    assert refusal.reason == contract.WAITING_FOR_NODE  # n3 may become Ready
     for fragment in ("GPU 3 does not exist on node n1", "n2: does not match",
                      "n3: not ready", "n4: has no GPUs"):
         assert fragment in refusal.message
+    # No ready node can ever take it, and none may come: refused, not waited for (a pinned
+    # mesh refused creates no pods, so no autoscaler adds a node for it).
+    refusal = place(m, [0, 1], nodes={k: v for k, v in nodes.items() if k != "n3"}).refusal
+    assert refusal.reason == contract.NO_NODE_FITS and not refusal.waits
+    assert place(m, [0, 1], nodes={}).refusal.reason == contract.WAITING_FOR_NODE  # no nodes yet
     nodes["n5"] = node("n5", gpus=4, labels={"a": "b"})
     assert {p.node for p in place(m, [0, 1], nodes=nodes).procs.values()} == {"n5"}
 
@@ -164,28 +169,54 @@ def test_a_colocation_cycle_is_refused_naming_it_not_waited_for():
     assert chain.refusal is None and chain.waiting is not None  # a chain is placed in turn
 
 
+def test_a_longer_colocation_cycle_is_refused_from_every_mesh_on_it_or_led_into_it():
+    """a -> b -> c -> a: each waits for the next one's procs, none is ever placed. The
+    reconciler follows colocateWith past the partner (``colocation_chain``); a mesh that leads
+    into a cycle (x -> a) is refused too, naming the cycle it can never be placed behind."""
+    a, b = mesh("a", colocateWith="b"), mesh("b", colocateWith="c")
+    refusal = place(a, [0], partner=b, colocation_chain=["c", "a"]).refusal
+    assert refusal is not None and refusal.reason == contract.INVALID_COLOCATION
+    assert "a -> b -> c -> a" in refusal.message and not refusal.waits
+    led = place(mesh("x", colocateWith="a"), [0], partner=a,
+                colocation_chain=["b", "c", "a"]).refusal
+    assert led is not None and led.reason == contract.INVALID_COLOCATION
+    assert "a -> b -> c -> a" in led.message and "neither can this mesh" in led.message
+    # A path that ends (c does not exist, or has no colocateWith) is a chain, placed in turn.
+    ends = place(a, [0], partner=b, colocation_chain=["c"],
+                 partner_pods={0: pod(mesh("b"), 0, node=None)})
+    assert ends.refusal is None and ends.waiting is not None
+    assert placing.colocation_cycle("a", "b", ["c", "d"]) is None
+    assert placing.colocation_cycle("a", "b", ["c", "b"]) == ["b", "c", "b"]
+
+
 def test_only_refusals_that_clear_by_themselves_wait():
     trainer = mesh("trainer", colocateWith="policy")
     assert place(trainer, [0]).refusal.waits  # the partner may yet be created
     assert not place(trainer, [0], partner=mesh("policy", per_host=(("gpus", 4),))).refusal.waits
     assert not place(trainer, [0], partner=mesh("policy", gpus=PINNED)).refusal.waits
-    # GPUBudgetExceeded waits for the partner's procs to leave room, unless this mesh's own
-    # procs alone overflow the device (a fraction of 1 plus the CUDA context).
-    policy = mesh("policy", gpus={"mode": "pinned", "deviceIDs": [0, 1], "memoryFraction": 0.6})
+    # Over budget, it waits for procs of other meshes to leave room (WaitingForGPUBudget); not
+    # for its partner's, which stay as long as it does (GPUBudgetExceeded, fixed by recreating).
+    policy = mesh("policy", gpus={"mode": "pinned", "deviceIDs": [0, 1], "memoryFraction": 0.4})
     partner_pods = {r: pod(policy, r, node="n1",
                            placement=rendering.ProcPlacement("n1", str(r))) for r in (0, 1)}
-    for fraction, waits in ((0.5, True), (1.0, False)):
+    third = mesh("third", gpus={"mode": "pinned", "deviceIDs": [0, 1], "memoryFraction": 0.3})
+    third_pods = [pod(third, r, node="n1", placement=rendering.ProcPlacement("n1", str(r)))
+                  for r in (0, 1)]
+    for fraction, waits in ((0.5, True), (0.7, False)):
         colocated = mesh("trainer", gpus={"mode": "pinned", "memoryFraction": fraction},
                          colocateWith="policy")
         refusal = place(colocated, [0, 1], partner=policy, partner_pods=partner_pods,
-                        nodes={"n1": node("n1")}, other_pods=list(partner_pods.values())).refusal
-        assert refusal.reason == contract.BUDGET_EXCEEDED and refusal.waits is waits
-    # NoNodeFits waits for room or a node.
+                        nodes={"n1": node("n1")},
+                        other_pods=[*partner_pods.values(), *third_pods]).refusal
+        assert refusal.reason == (contract.WAITING_FOR_GPU_BUDGET if waits
+                                  else contract.BUDGET_EXCEEDED)
+        assert refusal.waits is waits
+    # With no node to spare, it waits for room on one.
     other = mesh("other", gpus={"mode": "pinned", "deviceIDs": [0, 1], "memoryFraction": 0.7})
     others = [pod(other, r, node="n1", placement=rendering.ProcPlacement("n1", str(r)))
               for r in (0, 1)]
     refused = place(mesh(gpus=PINNED), [0, 1], nodes={"n1": node("n1")}, other_pods=others)
-    assert refused.refusal.reason == contract.NO_NODE_FITS and refused.refusal.waits
+    assert refused.refusal.reason == contract.WAITING_FOR_GPU_BUDGET and refused.refusal.waits
 
 
 def test_colocation_refusals_advise_what_the_api_server_allows_in_plain_text():

@@ -154,23 +154,38 @@ def test_a_proc_kept_failed_with_its_pod_deleted_stays_so_when_a_reconcile_fails
 
 
 def test_a_refusal_that_clears_by_itself_is_waiting_not_failed():
-    """GPUBudgetExceeded, NoNodeFits and a colocateWith mesh not yet created clear without a
-    change to the mesh: Progressing is False with the reason, but the phase is not Failed."""
+    """WaitingForGPUBudget, WaitingForNode and a colocateWith mesh not yet created clear without a
+    change to the mesh: Progressing stays True (the operator keeps trying) with the reason, and
+    the phase is Waiting; a refusal that stays is Progressing False and Failed."""
     m = mesh(gpus={"mode": "pinned", "deviceIDs": [0, 1]})
-    for reason in (contract.BUDGET_EXCEEDED, contract.NO_NODE_FITS):
+    for reason in (contract.WAITING_FOR_GPU_BUDGET, contract.WAITING_FOR_NODE):
         s = statuses.compute_status(m, None, {}, planning.Plan(
-            refusal=placing.Refusal(reason, "no room now", waits=True)), now=T0)
+            refusal=placing.Refusal(reason, "no room now")), now=T0)
         assert s["phase"] == statuses.PHASE_WAITING
-        assert conds(s)["Progressing"]["status"] == "False"
+        assert conds(s)["Progressing"]["status"] == "True"
         assert conds(s)["Progressing"]["reason"] == conds(s)["Ready"]["reason"] == reason
+        assert conds(s)["GPUBudgetSatisfied"]["status"] == "False"
+    s = statuses.compute_status(m, None, {}, planning.Plan(
+        refusal=placing.Refusal(contract.BUDGET_EXCEEDED, "its own procs overflow")), now=T0)
+    assert s["phase"] == statuses.PHASE_FAILED and conds(s)["Progressing"]["status"] == "False"
     trainer = mesh("trainer", colocateWith="policy")  # the partner does not exist yet
     s = statuses.compute_status(trainer, None, {}, planning.plan(trainer, restarts=0, pods={},
                                                                 settings=SETTINGS), now=T0)
-    assert conds(s)["Ready"]["reason"] == contract.INVALID_COLOCATION and s["phase"] == "Waiting"
+    assert conds(s)["Ready"]["reason"] == contract.WAITING_FOR_COLOCATED
+    assert s["phase"] == "Waiting"
+    # The partner exists and its procs are not scheduled yet: the same wait.
+    s = statuses.compute_status(trainer, None, {}, planning.plan(
+        trainer, restarts=0, pods={}, partner=mesh("policy"), settings=SETTINGS), now=T0)
+    assert conds(s)["Progressing"]["reason"] == contract.WAITING_FOR_COLOCATED
+    assert s["phase"] == "Waiting"
     cycle = mesh("a", colocateWith="b")
     s = statuses.compute_status(cycle, None, {}, planning.plan(
         cycle, restarts=0, pods={}, partner=mesh("b", colocateWith="a"), settings=SETTINGS),
         now=T0)
+    assert conds(s)["Ready"]["reason"] == contract.INVALID_COLOCATION and s["phase"] == "Failed"
+    longer = planning.plan(cycle, restarts=0, pods={}, partner=mesh("b", colocateWith="c"),
+                           settings=SETTINGS, colocation_chain=["c", "a"])
+    s = statuses.compute_status(cycle, None, {}, longer, now=T0)
     assert conds(s)["Ready"]["reason"] == contract.INVALID_COLOCATION and s["phase"] == "Failed"
 
 
