@@ -232,6 +232,11 @@ PROC_FAILED = "ProcFailed"
 CLAIM_UNALLOCATABLE = "ResourceClaimUnallocatable"
 #: dra mode on a cluster that does not serve resource.k8s.io/v1 (Kubernetes before 1.34).
 DRA_NOT_SERVED = "DRANotServed"
+#: Degraded (and Ready, while a proc waits for it): the token Secret that the mesh's pods mount
+#: is gone while procs run. Procs started from then on cannot start (their token volume is
+#: missing), and the operator gives running procs no new token: a suspend and resume (or a new
+#: mesh) is the way out, so the client fails at once on it.
+TOKEN_SECRET_MISSING = "TokenSecretMissing"
 #: The kubelet's container waiting reasons after which a proc's pod will not start without a
 #: change (an image that is not there or not allowed, a config the container cannot start with).
 #: The operator reports them as Ready's reason; the client fails at once on them.
@@ -240,7 +245,7 @@ STUCK_WAITING_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImage
                                    "CreateContainerError"})
 FATAL_REASONS = frozenset({INVALID_COLOCATION, DEVICE_NOT_FOUND, BUDGET_EXCEEDED, NO_NODE_FITS,
                            RESTART_LIMIT_REACHED, PROC_FAILED, CLAIM_UNALLOCATABLE,
-                           DRA_NOT_SERVED}) | STUCK_WAITING_REASONS
+                           DRA_NOT_SERVED, TOKEN_SECRET_MISSING}) | STUCK_WAITING_REASONS
 
 #: Refusals that clear without a change to the mesh, so the mesh is placed once they do: the
 #: devices it needs hold other meshes' procs (room frees as they end), no ready node fits but a

@@ -262,8 +262,12 @@ class KubeClient:
                                                 f"{MAX_LIST_PAGES} pages of {page_size}")
         return {"metadata": {"resourceVersion": resource_version}, "items": items}
 
-    async def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        return dict(await self.request("POST", path, body=body))
+    async def create(self, path: str, body: Mapping[str, Any], *,
+                     dry_run: bool = False) -> dict[str, Any]:
+        """POST; ``dry_run``: admitted and checked against storage (AlreadyExists included),
+        never persisted (``dryRun=All``)."""
+        params = {"dryRun": "All"} if dry_run else None
+        return dict(await self.request("POST", path, params=params, body=body))
 
     async def replace(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """PUT: the whole object, on the resourceVersion in its metadata (409 if it moved)."""

@@ -56,6 +56,7 @@ from procmesh_operator import (
     projections,
     queueing,
     rendering,
+    secret_probes,
     specs,
     statuses,
     stores,
@@ -86,6 +87,8 @@ CHILD_CHECK_RESYNCS = 10
 
 
 CHILD_KINDS = ("Role", "Service", "PodGroup")
+#: The Warning event of a child found deleted under its mesh and created again.
+CHILD_RECREATED = "ChildRecreated"
 
 
 class Superseded(Exception):
@@ -438,6 +441,8 @@ class Controller:
         hold: ganging.Hold | None = None
         queue = workloads.queue_name(body)
         admission: workloads.Admission | None = None
+        # As the last status said, unless asked again below (secret_probes.py).
+        missing_secret = secret_probes.reported(mesh, previous)
         try:
             mode = ganging.mode_for(await self._resolve_gang_mode(), mesh)
             mesh = await self._ensure_secret(mesh, str(
@@ -449,6 +454,15 @@ class Controller:
             if mode == ganging.POD_GROUP and not mesh.suspend:
                 await self._ensure_pod_group(mesh)
             plan, created, view = await self._reconcile_pods(mesh, previous)
+            # Pods created for a mesh that ran before (a restart, a replaced proc): its
+            # children may have been deleted since they were last checked, and what a new pod
+            # needs, the token Secret above all, is looked at now rather than at the periodic
+            # check (_ensure_child), a few requests per replacement, none per healthy mesh.
+            replaced = bool(created) and (bool(pods_before) or plan.restarts > 0)
+            if replaced:
+                await self._recheck_children(mesh, mode)
+            if not mesh.suspend and secret_probes.due(mesh, previous, replaced=replaced):
+                missing_secret = await self._probe_secret(mesh, missing_secret)
             hold = await self._gang_hold(mesh, mode)
         except (kubeclient.ApiError, kubeclient.Unanswered, ChildConflict,
                 token_secrets.SecretConflict, claiming.ClaimConflict,
@@ -462,7 +476,8 @@ class Controller:
         status = statuses.compute_status(
             mesh, previous, pods, plan, error, hold=hold,
             claimed_gpus=view.gpus_by_rank(mesh) if view is not None else None,
-            memo=self._entries.setdefault(key, proc_entries.EntryMemo()))
+            memo=self._entries.setdefault(key, proc_entries.EntryMemo()),
+            missing_secret=missing_secret)
         if queue is not None and admission is not None:
             status = workloads.overlay(status, previous, admission, queue, mesh.generation,
                                        statuses.now_rfc3339(),
@@ -612,7 +627,8 @@ class Controller:
         """Create the child if absent; accept it if this mesh owns it; never update it (the
         token must not rotate). A mesh with no pods yet is most likely new: its child is
         created first and read only on a conflict (one request instead of two); otherwise it
-        is read first, as at a resync, where it nearly always exists."""
+        is read first, as at a resync, where it nearly always exists, and a child found
+        missing then was deleted under the mesh: created again, with a Warning event."""
         if self._recently_ensured(mesh, kind):
             return
         fresh = not self.store.pods_by_rank((mesh.namespace, mesh.name), mesh.uid)
@@ -624,6 +640,12 @@ class Controller:
                 if not e.conflict:
                     raise
                 existing = await self.client.get(path)
+            else:
+                if not fresh:
+                    await self.events.post(
+                        _event_subject(mesh), eventing.WARNING, CHILD_RECREATED,
+                        f"{kind} {path.rsplit('/', 1)[1]} of this mesh was gone (deleted); "
+                        f"created it again")
         owners = (existing.get("metadata") or {}).get("ownerReferences") or []
         if not any(o.get("uid") == mesh.uid for o in owners):
             raise ChildConflict(
@@ -631,6 +653,27 @@ class Controller:
                 f"an earlier mesh of this name was just deleted, this clears when garbage "
                 f"collection removes it; otherwise delete it or rename the mesh")
         self._ensured[((mesh.namespace, mesh.name), kind)] = mesh.uid
+
+    async def _recheck_children(self, mesh: specs.MeshSpec, mode: str) -> None:
+        """Check the Role, Service and PodGroup again now, whenever they were last checked."""
+        key = (mesh.namespace, mesh.name)
+        for kind in CHILD_KINDS:
+            self._ensured.pop((key, kind), None)
+        await self._ensure_access_role(mesh)
+        await self._ensure_service(mesh)
+        if mode == ganging.POD_GROUP and not mesh.suspend:
+            await self._ensure_pod_group(mesh)
+
+    async def _probe_secret(self, mesh: specs.MeshSpec, reported: str | None) -> str | None:
+        """The token Secret's name if it is gone (:mod:`.secret_probes`), None if it is there;
+        ``reported`` (what the last status said) when the API server would not tell."""
+        found = await secret_probes.exists(self.client, mesh)
+        if found is None:
+            return reported
+        if not found and reported is None:
+            logger.warning("token Secret %s of %s/%s is gone while the mesh has procs",
+                           mesh.token_secret, mesh.namespace, mesh.name)
+        return None if found else mesh.token_secret
 
     async def _ensure_secret(self, mesh: specs.MeshSpec, resource_version: str | None
                              ) -> specs.MeshSpec:
@@ -981,6 +1024,11 @@ def _slim_in(namespace: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
         item.setdefault("metadata", {}).setdefault("namespace", namespace)
         return projections.slim_pod(item)
     return slim
+
+
+def _event_subject(mesh: specs.MeshSpec) -> dict[str, Any]:
+    """What :meth:`eventing.EventPoster.post` needs of a mesh: its identity."""
+    return {"metadata": {"name": mesh.name, "namespace": mesh.namespace, "uid": mesh.uid}}
 
 
 def _resource_version(body: Mapping[str, Any]) -> str:

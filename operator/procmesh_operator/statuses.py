@@ -88,6 +88,9 @@ class Observed:
     ready: int
     desired: int
     restarts: int
+    #: The token Secret the pods mount, found gone while the mesh has procs
+    #: (:mod:`.secret_probes`); None: there, or not asked.
+    missing_secret: str | None = None
 
     @property
     def refusal(self) -> placing.Refusal | None:
@@ -106,6 +109,9 @@ def ready_verdict(o: Observed) -> Verdict:
         return "True", ALL_PROCS_READY, f"{o.ready} of {o.desired} procs ready"
     if o.refusal is not None:
         return "False", o.refusal.reason, o.refusal.message
+    if o.missing_secret is not None:
+        return ("False", contract.TOKEN_SECRET_MISSING,
+                f"{o.ready} of {o.desired} procs ready; {missing_secret_message(o.mesh, o.missing_secret)}")
     if o.plan is not None and o.plan.lost:
         return "False", NODE_LOST, node_lost_message(o.mesh, o.plan)
     for rank in sorted(o.pods):
@@ -178,7 +184,27 @@ def degraded_verdict(o: Observed) -> Verdict | None:
                 f"spec.restartPolicy to RestartProc or RestartMesh to restart them (counted "
                 f"against spec.maxRestarts), or suspend and resume the mesh to start every proc "
                 f"again")
+    if o.missing_secret is not None:
+        return "True", contract.TOKEN_SECRET_MISSING, missing_secret_message(o.mesh,
+                                                                              o.missing_secret)
     return "False", NO_FAILURES, "no proc has failed beyond its policy"
+
+
+def missing_secret_message(mesh: specs.MeshSpec, secret: str) -> str:
+    """What a missing token Secret means and what to do: an operator-made Secret comes back,
+    with a new token, once the mesh has no pods (:mod:`.token_secrets`); the creator's own
+    (``spec.tokenSecretName``) only from its creator."""
+    gone = (f"the token Secret {secret} was deleted while the mesh has procs: a proc started "
+            f"from now on (a restart, a replaced pod) cannot start, its token volume missing")
+    if mesh.token_secret_name is not None:
+        return (f"{gone}. It is spec.tokenSecretName, which the operator never creates: create "
+                f"it again with the token the running procs hold, or delete and recreate the "
+                f"mesh")
+    return (f"{gone}, and the operator gives running procs no new token. Suspend the mesh and "
+            f"resume it (kubectl patch procmesh {mesh.name} --type merge -p "
+            f"'{{\"spec\":{{\"suspend\":true}}}}', then false): once its pods are gone the "
+            f"operator creates {secret} again with a new token and starts every proc on it "
+            f"(attached clients attach again); or delete and recreate the mesh")
 
 
 def failed_procs(mesh: specs.MeshSpec, plan: planning.Plan) -> str:
@@ -264,12 +290,14 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
                    error: str | None = None, *, now: str | None = None,
                    claimed_gpus: Mapping[int, str] | None = None,
                    hold: ganging.Hold | None = None,
-                   memo: proc_entries.EntryMemo | None = None) -> dict[str, Any]:
+                   memo: proc_entries.EntryMemo | None = None,
+                   missing_secret: str | None = None) -> dict[str, Any]:
     """The status of ``mesh`` given its pods (by rank, as observed after the plan ran), the plan
     (None when the reconcile failed before planning), the error of the reconcile, if any, and
     what holds its gang (:mod:`.ganging`), if anything.
     ``claimed_gpus``: dra mode, the allocated device of each rank (:mod:`.claims`).
-    ``memo``: the mesh's entries as last computed (:mod:`.proc_entries`; the same result)."""
+    ``memo``: the mesh's entries as last computed (:mod:`.proc_entries`; the same result).
+    ``missing_secret``: the token Secret, found gone under running procs (:mod:`.secret_probes`)."""
     now = now or now_rfc3339()
     previous = previous or {}
     prev_conditions = previous.get("conditions")
@@ -285,7 +313,8 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         mesh=mesh, pods=pods, plan=plan, error=error,
         ready=sum(1 for entry in entries if entry["ready"]),
         desired=0 if mesh.suspend else mesh.size,
-        restarts=plan.restarts if plan is not None else int(previous.get("restarts") or 0))
+        restarts=plan.restarts if plan is not None else int(previous.get("restarts") or 0),
+        missing_secret=None if mesh.suspend else missing_secret)
 
     def cond(type_: str, verdict: Verdict) -> dict[str, Any]:
         return _condition(prev_conditions, type_, *verdict, mesh.generation, now)

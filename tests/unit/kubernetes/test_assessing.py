@@ -78,6 +78,18 @@ def test_an_image_that_cannot_be_pulled_is_fatal():
     assert v.fatal and "pod m-0: ImagePullBackOff: pull access denied for x/y" == v.problem
 
 
+def test_a_missing_token_secret_is_fatal_with_the_operator_message():
+    """A proc pod of the mesh waits in ContainerCreating for a token volume that no wait
+    brings back (the operator's way out is a suspend and resume): the wait ends at once."""
+    stuck = {"metadata": {"name": "m-1"}, "status": {"phase": "Pending", "containerStatuses": [
+        {"state": {"waiting": {"reason": "ContainerCreating"}}}]}}
+    gone = "the token Secret m-token-x1y2z was deleted while the mesh has procs: ... resume it"
+    v = assessing.assess(mesh([cond("Ready", "False", "TokenSecretMissing", f"1 of 2 procs ready; {gone}"),
+                               cond("Degraded", "True", "TokenSecretMissing", gone)]), [stuck])
+    assert v.fatal and v.reason == "TokenSecretMissing"
+    assert v.problem == f"TokenSecretMissing: {gone}"
+
+
 def test_unschedulable_pods_keep_waiting_with_the_scheduler_message():
     pod = {"metadata": {"name": "m-0"}, "status": {"phase": "Pending", "conditions": [
         {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/2 nodes are available"}]}}

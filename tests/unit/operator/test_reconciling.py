@@ -73,8 +73,8 @@ class FakeClient:
         listed["items"] = [transform(i) if transform else i for i in listed["items"]]
         return listed
 
-    async def create(self, path, body):
-        self.calls.append(("create", path))
+    async def create(self, path, body, *, dry_run=False):
+        self.calls.append(("dry-run create" if dry_run else "create", path))
         if self.fail_on == "create":
             raise kubeclient.ApiError(500, "InternalError", "boom")
         # generateName: the API server appends 5 random characters of its alphabet (here:
@@ -83,6 +83,8 @@ class FakeClient:
         target = f"{path}/{name}"
         if target in self.objects:
             raise kubeclient.ApiError(409, "AlreadyExists", target)
+        if dry_run:
+            return copy.deepcopy(dict(body))
         stored = copy.deepcopy(dict(body))
         stored["metadata"]["name"] = name
         stored["metadata"].pop("generateName", None)

@@ -1,0 +1,167 @@
+"""Children deleted under a running mesh, in the controller against the fake API of
+test_reconciling.py (the real control plane: tests/integration/operator/test_deleted_children.py).
+
+Aspects:
+- a proc replaced after its mesh's Service and Role were deleted brings them back in that
+  reconcile, with a Warning event; a healthy mesh's reconciles ask nothing about its children;
+- a token Secret deleted under running procs: the replaced proc's reconcile finds it gone with a
+  dry-run create (never a read, never a new token under running procs) and the status says so
+  (Degraded and Ready, TokenSecretMissing, with what to do); the report stands while the Secret
+  is gone, also for a new operator process, and a suspend and resume clears it (the Secret made
+  again, with a new token, before any pod);
+- a creator's own Secret (spec.tokenSecretName) is reported with the creator's way out;
+- an API server that will not answer the dry run concludes nothing.
+"""
+
+import asyncio
+import copy
+
+from mesh_client._src import contract
+from procmesh_operator import kubeclient, reconciling
+
+from .builders import mesh_body
+from .test_reconciling import (
+    MESH_PATH,
+    ROLES,
+    FakeClient,
+    controller,
+    creates,
+    edit_mesh,
+    run_pods,
+    secret_path,
+    secret_reads,
+)
+
+SERVICE = kubeclient.core_path("ns", "services", "m-procs")
+ROLE = f"{ROLES}/m-procmesh-access"
+
+
+def condition(client, type_):
+    return next(c for c in client.objects[MESH_PATH]["status"]["conditions"]
+                if c["type"] == type_)
+
+
+def running_mesh(policy="RestartProc", **spec):
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),),
+                                                   restartPolicy=policy, **spec)})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    run_pods(ctl, client, ["m-0", "m-1"])
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert client.objects[MESH_PATH]["status"]["phase"] == "Ready"
+    return ctl, client
+
+
+def replace_proc(ctl, client, name="m-1"):
+    """The proc fails; one reconcile deletes its pod, the next creates it again."""
+    body = client.objects[kubeclient.pods_path("ns", name)]
+    body["status"] = {"phase": "Failed"}
+    client._stamp(body)
+    ctl.pod_event("MODIFIED", copy.deepcopy(body))
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    gone = client.objects.pop(kubeclient.pods_path("ns", name), None) or body
+    ctl.pod_event("DELETED", gone)
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert kubeclient.pods_path("ns", name) in client.objects
+
+
+def warnings(client):
+    return [p for verb, p in client.calls if verb == "create" and p.endswith("/events")]
+
+
+def test_a_replaced_proc_brings_back_the_deleted_service_and_role():
+    ctl, client = running_mesh()
+    del client.objects[SERVICE], client.objects[ROLE]
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))  # a healthy mesh: its children are not asked about
+    assert client.calls == []
+    replace_proc(ctl, client)
+    assert SERVICE in client.objects and ROLE in client.objects
+    assert creates(client) == [kubeclient.pods_path("ns"), ROLES,
+                               "/api/v1/namespaces/ns/services"]
+    assert len(warnings(client)) >= 2  # ChildRecreated, one per child (then the proc's events)
+
+
+def test_a_secret_deleted_under_running_procs_is_reported_when_a_proc_is_replaced():
+    ctl, client = running_mesh()
+    secret = client.objects[MESH_PATH]["status"]["tokenSecretName"]
+    token = client.objects.pop(secret_path(secret))["data"]["token"]
+    replace_proc(ctl, client)
+    assert ("dry-run create", "/api/v1/namespaces/ns/secrets") in client.calls
+    assert secret_path(secret) not in client.objects  # no new token under running procs
+    assert secret_reads(client) == []
+    degraded, ready = condition(client, "Degraded"), condition(client, "Ready")
+    assert (degraded["status"], degraded["reason"]) == ("True", contract.TOKEN_SECRET_MISSING)
+    assert (ready["status"], ready["reason"]) == ("False", contract.TOKEN_SECRET_MISSING)
+    assert degraded["message"].startswith(f"the token Secret {secret} was deleted while the "
+                                          f"mesh has procs")
+    assert "Suspend the mesh and resume it" in degraded["message"]
+    assert ready["message"].startswith("1 of 2 procs ready; the token Secret")
+    assert client.objects[MESH_PATH]["status"]["phase"] == "Failed"
+
+    # It stands while the Secret is gone, for this process and for a new one.
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert condition(client, "Degraded")["reason"] == contract.TOKEN_SECRET_MISSING
+    fresh, _ = controller({})
+    fresh.client = client
+    asyncio.run(fresh.reconcile(("ns", "m")))
+    assert condition(client, "Degraded")["reason"] == contract.TOKEN_SECRET_MISSING
+
+    # The way out the message gives: suspend (the pods go), resume.
+    edit_mesh(fresh, client, MESH_PATH, lambda m: m["spec"].update(suspend=True))
+    asyncio.run(fresh.reconcile(("ns", "m")))
+    for path in [p for p in client.objects if "/pods/" in p]:
+        fresh.pod_event("DELETED", client.objects.pop(path))
+    asyncio.run(fresh.reconcile(("ns", "m")))
+    edit_mesh(fresh, client, MESH_PATH, lambda m: m["spec"].update(suspend=False))
+    asyncio.run(fresh.reconcile(("ns", "m")))
+    assert client.objects[secret_path(secret)]["data"]["token"] != token
+    assert condition(client, "Degraded")["reason"] == "NoFailures"
+    run_pods(fresh, client, ["m-0", "m-1"])
+    asyncio.run(fresh.reconcile(("ns", "m")))
+    assert client.objects[MESH_PATH]["status"]["phase"] == "Ready"
+
+
+def test_a_secret_back_under_its_name_clears_the_report():
+    ctl, client = running_mesh()
+    secret = client.objects[MESH_PATH]["status"]["tokenSecretName"]
+    kept = client.objects.pop(secret_path(secret))
+    replace_proc(ctl, client)
+    assert condition(client, "Degraded")["reason"] == contract.TOKEN_SECRET_MISSING
+    client.objects[secret_path(secret)] = kept  # whoever deleted it put it back
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert condition(client, "Degraded")["reason"] == "NoFailures"
+    assert condition(client, "Ready")["reason"] != contract.TOKEN_SECRET_MISSING
+
+
+def test_a_creators_own_secret_is_reported_with_the_creators_way_out():
+    ctl, client = running_mesh(tokenSecretName="m-token-0123abcd")
+    replace_proc(ctl, client)  # the creator never made that Secret here: it is missing
+    message = condition(client, "Degraded")["message"]
+    assert message.startswith("the token Secret m-token-0123abcd was deleted")
+    assert "spec.tokenSecretName, which the operator never creates" in message
+    assert not [p for p in creates(client) if "/secrets" in p]
+
+
+class NoDryRunClient(FakeClient):
+    """An admission webhook that does not support dry runs refuses them (400)."""
+
+    async def create(self, path, body, *, dry_run=False):
+        if dry_run:
+            self.calls.append(("dry-run create", path))
+            raise kubeclient.ApiError(400, "BadRequest", "admission webhook does not support "
+                                                         "dry run")
+        return await super().create(path, body)
+
+
+def test_a_dry_run_the_api_server_refuses_concludes_nothing():
+    client = NoDryRunClient({MESH_PATH: mesh_body("m", per_host=(("procs", 2),),
+                                                  restartPolicy="RestartProc")})
+    ctl = reconciling.Controller(client, controller({})[0].settings)
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    run_pods(ctl, client, ["m-0", "m-1"])
+    secret = client.objects[MESH_PATH]["status"]["tokenSecretName"]
+    del client.objects[secret_path(secret)]
+    replace_proc(ctl, client)
+    assert ("dry-run create", "/api/v1/namespaces/ns/secrets") in client.calls
+    assert condition(client, "Degraded")["reason"] == "NoFailures"
