@@ -10,6 +10,7 @@ import contextvars
 import dataclasses
 import os
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mesh_client._src.actor.shape import Extent, Point
@@ -23,6 +24,7 @@ class Lifecycle(Protocol):
 
     def stop_self(self, reason: str) -> None: ...
     def abort_self(self, reason: str) -> None: ...
+    def run_next(self, fn: Callable[[], None]) -> None: ...
 
 _EMPTY = Point(0, Extent((), ()))
 

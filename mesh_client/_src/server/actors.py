@@ -68,6 +68,7 @@ SUPERVISE = -1  # a work item made in this process: a failure of a mesh this act
 FAILED_TASK = -2  # a work item made in this process: a concurrent endpoint with no caller raised
 ABORT = -3  # a work item made in this process: the actor aborts itself (context().actor_instance.abort)
 UNHANDLED = -4  # a work item made in this process: its loop's __supervise__ did not handle a failure
+RUN_NEXT = -5  # a work item made in this process: a function the actor asked to run once its reply is out
 _NO_REPLY_YET = object()  # _call's result when the reply is sent later (a port or a task)
 
 # (function, explicit port, untraced, concurrent, async def): what _call needs of an endpoint.
@@ -157,6 +158,13 @@ class ActorRunner:
         """The actor asked to fail: next, before the messages queued already."""
         self._queue.put_first((peers.NO_REPLY, None, (peers.NO_REPLY, ABORT, reason), []))
 
+    def run_next(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on this actor's thread once the message it handles now is done and its reply
+        written, before the messages queued already (what must not delay or overtake the reply,
+        e.g. ending an SPMD script's process group: spmd/process_groups.py). ``fn`` must not
+        raise: an exception fails the actor, as one of a call without a caller does."""
+        self._queue.put_first((peers.NO_REPLY, None, (peers.NO_REPLY, RUN_NEXT, fn), []))
+
     def answer_leftovers(self, why: str) -> None:
         """Answer what was queued after this actor's thread stopped reading (a call that came
         in as it stopped): ``why`` it is gone, as to a later call, so no caller waits for ever.
@@ -237,6 +245,8 @@ class ActorRunner:
                     raise header[2]
                 elif op == UNHANDLED:
                     raise _Unhandled()
+                elif op == RUN_NEXT:
+                    header[2]()
                 elif op == ABORT:
                     reason = header[2]
                     self._fail(supervision.failed_report(self.display, f"actor explicitly aborted due to: {reason}"),

@@ -7,12 +7,13 @@ import random
 import runpy
 import socket
 import sys
+from collections.abc import Callable
 
 from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.context import context, current_rank
 from mesh_client._src.actor.endpoint import endpoint
 from mesh_client._src.actor.proc_mesh import ProcMesh
-from mesh_client._src.spmd import addresses, rendezvous
+from mesh_client._src.spmd import addresses, process_groups, rendezvous
 from mesh_client._src.spmd.addresses import AddrType
 from mesh_client._src.spmd.elastic_env import torchelastic_env
 
@@ -109,11 +110,16 @@ class SPMDActor(Actor):
 
     @endpoint
     def main(self, master_addr: str, master_port: int, script_args: list[str]) -> bool:
-        """Run ``["-m", module, *args]`` or ``[script, *args]`` here, as torchrun would."""
+        """Run ``["-m", module, *args]`` or ``[script, *args]`` here, as torchrun would.
+
+        The default process group the script made ends with it, once its result is sent (as
+        its process would under torchrun: :mod:`.process_groups`); one made before ``main``
+        is left alone."""
         self.setup_env(master_addr, master_port)
         if not script_args:
             raise ValueError('script_args is empty: give ["-m", "module", ...] or ["script.py", ...]')
         saved = sys.argv
+        owns_group = not process_groups.initialized()
         try:
             self._run(script_args)
         except SystemExit as exc:  # a script ending with sys.exit(): success only for 0 / None
@@ -121,6 +127,8 @@ class SPMDActor(Actor):
                 raise RuntimeError(f"{' '.join(script_args)} exited with code {exc.code}") from exc
         finally:
             sys.argv = saved
+            if owns_group:
+                _after_reply(process_groups.end)
         return True
 
     @staticmethod
@@ -133,6 +141,15 @@ class SPMDActor(Actor):
         else:
             sys.argv = list(script_args)
             runpy.run_path(script_args[0], run_name="__main__")
+
+
+def _after_reply(fn: Callable[[], None]) -> None:
+    """Run ``fn`` on this actor's thread once the current call's result is sent."""
+    lifecycle = context().actor_instance.lifecycle
+    if lifecycle is None:  # not in an actor (SPMDActor used directly): nothing to wait for
+        fn()
+    else:
+        lifecycle.run_next(fn)
 
 
 def _spawn(proc_mesh: ProcMesh, store_timeout: float | None) -> SPMDActor:

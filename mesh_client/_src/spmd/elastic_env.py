@@ -2,7 +2,9 @@
 
 The last mesh dimension is the local one (LOCAL_RANK, LOCAL_WORLD_SIZE); the ``hosts`` dimension,
 where there is one, forms the groups (GROUP_RANK is the host, whatever other dimensions perHost
-has), as torchrun's nodes do. A mesh without ``hosts`` (the local backend) is one group.
+has), as torchrun's nodes do. A mesh without ``hosts`` (the local backend) is one group. A mesh
+of ``hosts`` alone (no perHost, or sliced to one proc per host) has one proc per machine: each
+is its own group of one (LOCAL_RANK 0, LOCAL_WORLD_SIZE 1), as torchrun's ``--nproc-per-node=1``.
 """
 
 from __future__ import annotations
@@ -29,13 +31,16 @@ def torchelastic_env(
         labels, sizes, coords = ["rank"], [1], {"rank": 0}
     rank = contract.ravel([coords[label] for label in labels], sizes)
     world = math.prod(sizes)
-    local = labels[-1]
-    hosts = dict(zip(labels, sizes)).get(contract.HOSTS_DIM, 1) if local != contract.HOSTS_DIM else 1
-    group_rank = coords.get(contract.HOSTS_DIM, 0) if local != contract.HOSTS_DIM else 0
+    hosts = dict(zip(labels, sizes)).get(contract.HOSTS_DIM, 1)
+    group_rank = coords.get(contract.HOSTS_DIM, 0)
+    if labels[-1] == contract.HOSTS_DIM:  # one proc per host: each is alone on its machine
+        local_rank, local_world = 0, 1
+    else:
+        local_rank, local_world = coords[labels[-1]], sizes[-1]
     return {
         "RANK": str(rank),
-        "LOCAL_RANK": str(coords[local]),
-        "LOCAL_WORLD_SIZE": str(sizes[-1]),
+        "LOCAL_RANK": str(local_rank),
+        "LOCAL_WORLD_SIZE": str(local_world),
         "WORLD_SIZE": str(world),
         "GROUP_RANK": str(group_rank),
         "GROUP_WORLD_SIZE": str(hosts),

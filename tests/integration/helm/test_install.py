@@ -2,13 +2,15 @@
 the process node (the chart's service account, projected token and RBAC; in-cluster config).
 
 The tests share one release (module fixture) and run in file order: install and reconcile,
-two replicas (the leader election's Lease, and kopf peering), a CRD upgrade, uninstall with and without the keep option.
+two replicas (the leader election's Lease, and kopf peering), a CRD upgrade, the README's upgrade
+command to a chart with a new value, uninstall with and without the keep option.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import urllib.request
 
@@ -150,6 +152,41 @@ def test_upgrade_changes_the_crd_and_keeps_meshes(cluster, release, core, custom
     history = support.helm(cluster, "history", support.RELEASE, "-n", support.RELEASE_NAMESPACE,
                            "-o", "json").stdout
     assert '"chart":"procmesh-operator-0.1.1"' in history.replace(" ", "")
+    support.install(cluster)  # back to the chart of this checkout
+
+
+def documented_upgrade() -> list[str]:
+    """The arguments of the chart README's upgrade command (after ``helm``)."""
+    readme = (support.CHART / "README.md").read_text()
+    section = readme.split("### Upgrade", 1)[1].split("\n### ", 1)[0]
+    [line] = [line for line in section.splitlines() if line.startswith("helm upgrade ")]
+    return shlex.split(line)[1:]
+
+
+def test_the_documented_upgrade_takes_new_chart_values_and_keeps_the_given_ones(cluster, release,
+                                                                                 core, tmp_path):
+    # The next chart version adds a value that a template reads. `--reuse-values` renders with
+    # the installed version's values, where the new one is missing ("nil pointer evaluating
+    # interface {}.enabled" for leaderElection, added after 0.1.0's first release).
+    chart = tmp_path / "procmesh-operator"
+    shutil.copytree(support.CHART, chart)
+    with (chart / "values.yaml").open("a") as values:
+        values.write("\nupgradeProbe:\n  name: added-in-the-next-version\n")
+    schema = json.loads((chart / "values.schema.json").read_text())
+    schema["properties"]["upgradeProbe"] = {"type": "object"}
+    (chart / "values.schema.json").write_text(json.dumps(schema))
+    (chart / "templates" / "upgrade-probe.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Values.upgradeProbe.name }}\n"
+        "  namespace: {{ .Release.Namespace }}\n")
+    args = [str(chart) if arg == "charts/procmesh-operator" else arg for arg in documented_upgrade()]
+    assert str(chart) in args, args
+
+    support.helm(cluster, *args, "--timeout", "180s")
+
+    assert core.read_namespaced_config_map("added-in-the-next-version", support.RELEASE_NAMESPACE)
+    # The values given at install (tests/integration/helm/values/process-node.yaml) are kept.
+    [pod] = support.wait_operator_running(core)
+    assert "--resync-seconds=5" in pod.spec.containers[0].args
     support.install(cluster)  # back to the chart of this checkout
 
 

@@ -104,3 +104,27 @@ def test_a_failing_rank_fails_main_at_once_and_its_peers_rendezvous_ends(tmp_pat
         ended = (tmp_path / "rank0.txt").read_text()
         assert "timeout" in ended.lower() or "timed out" in ended.lower(), ended
 
+
+
+def test_main_runs_again_on_the_same_mesh_when_the_script_left_its_group(tmp_path):
+    # Under torchrun the group ends with the script's process; here the proc lives on.
+    with this_host().spawn_procs(per_host={"gpus": 2}, name="again") as procs:
+        actors = procs.spawn("_SPMDActor", SPMDActor)
+        for run in range(2):
+            addr, port = actors.slice(gpus=0).get_host_port.call_one(None).get()
+            args = ["-m", "tests.integration.local.spmd_leaves_group", "--out", str(tmp_path), "--run", str(run)]
+            assert list(actors.main.call(addr, port, args).get(timeout=120).values()) == [True, True]
+    assert [(tmp_path / f"run{run}-rank{r}.txt").read_text() for run in range(2) for r in range(2)] == ["3.0"] * 4
+
+
+def test_a_rank_failing_in_a_collective_ends_its_peers_wait(tmp_path):
+    # Rank 1's group ends with its script: rank 0's all-reduce fails instead of waiting for
+    # torch's 30 minutes, and its actor answers again.
+    with this_host().spawn_procs(per_host={"gpus": 2}, name="midway") as procs:
+        actors = procs.spawn("_SPMDActor", SPMDActor)
+        addr, port = actors.slice(gpus=0).get_host_port.call_one(None).get()
+        args = ["-m", "tests.integration.local.spmd_fails_in_collective", "--out", str(tmp_path)]
+        with pytest.raises(ActorError):
+            actors.main.call(addr, port, args).get(timeout=120)
+        assert actors.slice(gpus=0).get_host_port.call_one(None).get(timeout=120)
+    assert (tmp_path / "rank0.txt").read_text()  # its all-reduce raised (gloo: the connection closed)

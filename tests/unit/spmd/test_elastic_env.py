@@ -47,3 +47,11 @@ def test_hosts_form_the_groups_when_per_host_has_two_dimensions():
 def test_a_local_mesh_is_one_group():
     e = env({"gpus": 1}, ["gpus"], [2])
     assert (e["GROUP_RANK"], e["GROUP_WORLD_SIZE"], e["LOCAL_RANK"]) == ("0", "1", "1")
+
+
+def test_a_mesh_of_hosts_alone_has_one_proc_per_group():
+    # hosts=2 without perHost (or a hosts x gpus mesh sliced to one gpu): two machines, as
+    # torchrun --nnodes=2 --nproc-per-node=1 (LOCAL_RANK 1 would name a GPU host 1 lacks).
+    seen = [env({"hosts": h}, ["hosts"], [2]) for h in range(2)]
+    assert [(e["RANK"], e["LOCAL_RANK"], e["LOCAL_WORLD_SIZE"], e["GROUP_RANK"], e["GROUP_WORLD_SIZE"], e["WORLD_SIZE"])
+            for e in seen] == [("0", "0", "1", "0", "2", "2"), ("1", "0", "1", "1", "2", "2")]
