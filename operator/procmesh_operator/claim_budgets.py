@@ -20,11 +20,12 @@ Slot = tuple[str, str]  # (claim name, request name)
 
 
 def slot_uses(pods: Iterable[Mapping[str, Any]]) -> dict[Slot, list[budgets.DeviceUse]]:
-    """The live proc pods by the slot their container references."""
+    """The proc pods that hold their device (:func:`placing.holds_device`) by the slot their
+    container references."""
     out: dict[Slot, list[budgets.DeviceUse]] = {}
     for pod in pods:
         slot = claims.pod_slot(pod)
-        if slot is None or not placing.is_live(pod):
+        if slot is None or not placing.holds_device(pod):
             continue
         meta = pod.get("metadata") or {}
         raw = (meta.get("annotations") or {}).get(contract.MEMORY_FRACTION_ANNOTATION)

@@ -103,21 +103,31 @@ def pod_node(pod: Mapping[str, Any]) -> str | None:
 
 
 def is_live(pod: Mapping[str, Any]) -> bool:
-    """A pod that holds (or will hold) its resources: not terminating and not finished."""
+    """A pod that is (or will be) its rank's proc: not terminating and not finished."""
     if (pod.get("metadata") or {}).get("deletionTimestamp"):
         return False
     return (pod.get("status") or {}).get("phase") not in ("Failed", "Succeeded")
 
 
+def holds_device(pod: Mapping[str, Any]) -> bool:
+    """A pod whose proc may still hold memory on its device: not finished. A terminating pod's
+    proc runs through its grace period and holds its memory until it exits, so its budget is
+    free only once the pod is gone (as the kube-scheduler counts a terminating pod's resources
+    on its node until it is deleted); the DELETED event wakes meshes waiting for the room."""
+    return (pod.get("status") or {}).get("phase") not in ("Failed", "Succeeded")
+
+
 def device_uses(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], list[budgets.DeviceUse]]:
-    """Group the live pinned proc pods by ``(node, device)`` from their annotations."""
+    """Group the pinned proc pods that hold their device (:func:`holds_device`) by ``(node,
+    device)`` from their annotations; callers pass the mesh's own pods filtered by
+    :func:`is_live` (a terminating one of its own is replaced only once it is gone)."""
     out: dict[tuple[str, str], list[budgets.DeviceUse]] = {}
     for pod in pods:
         meta = pod.get("metadata") or {}
         annotations = meta.get("annotations") or {}
         device = annotations.get(contract.GPU_DEVICE_ANNOTATION)
         node = pod_node(pod)
-        if device is None or node is None or not is_live(pod):
+        if device is None or node is None or not holds_device(pod):
             continue
         raw = annotations.get(contract.MEMORY_FRACTION_ANNOTATION)
         fraction = float(raw) if raw is not None else None

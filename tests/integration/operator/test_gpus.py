@@ -4,7 +4,7 @@ Aspects: pinned mode gives each proc exactly its device (env, and what the proc 
 colocateWith puts matching procs on the same node and device; a device its mesh and partner
 over-commit is refused with a condition and a Warning event and no pods; a device other meshes'
 procs fill is waited for (phase Waiting, the client waits too) and the mesh placed as soon as
-they end, with no resync to help; devices missing on every node are refused; a cycle of three
+their pods are gone (not while they terminate), with no resync to help; devices missing on every node are refused; a cycle of three
 colocated meshes is refused; plugin mode lands only on nodes with the resource.
 """
 
@@ -102,6 +102,19 @@ def test_a_device_other_meshes_fill_is_waited_for_and_taken_when_they_end(
     waiter.start()
     custom.delete_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace,
                                            contract.PLURAL, "first")
+    # While first's pods terminate, their procs still hold the GPUs' memory: second waits until
+    # they are gone (a check of order, at every poll, not of time).
+    beside: list[str] = []
+
+    def first_gone() -> bool:
+        second_pods = support.mesh_pods(core, namespace, "second")  # listed first: then both
+        first_pods = support.mesh_pods(core, namespace, "first")    # lists show them together
+        if first_pods and second_pods:
+            beside.extend(p.metadata.name for p in first_pods)
+        return not first_pods
+
+    testing.wait_for(first_gone, "first's pods gone")
+    assert not beside, f"second was placed while {beside} still terminated on its GPUs"
     # No resync runs: the end of first's procs is what places second.
     waiter.join()
     assert attached, "attach raised (see the thread's traceback above)"

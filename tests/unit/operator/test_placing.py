@@ -108,14 +108,23 @@ def test_budget_counts_other_meshes_and_skips_full_nodes():
     assert "other-0=0.7" in refused.refusal.message and refused.refusal.waits
 
 
-def test_failed_and_terminating_pods_hold_no_budget():
+def test_failed_pods_hold_no_budget_terminating_ones_until_they_are_gone():
+    """A terminating pod's proc runs through its grace period, its GPU memory held until it
+    exits: its room frees when the pod is deleted, not when it starts terminating."""
     other = mesh("other", gpus={"mode": "pinned", "deviceIDs": [0, 1], "memoryFraction": 0.7})
     others = [pod(other, 0, node="n1", phase="Failed",
                   placement=rendering.ProcPlacement("n1", "0")),
               pod(other, 1, node="n1", terminating=True,
                   placement=rendering.ProcPlacement("n1", "1"))]
     result = place(mesh(gpus=PINNED), [0, 1], nodes={"n1": node("n1")}, other_pods=others)
-    assert result.refusal is None
+    assert result.refusal is not None and result.refusal.reason == contract.WAITING_FOR_GPU_BUDGET
+    assert "other-1=0.7" in result.refusal.message and "other-0" not in result.refusal.message
+    assert place(mesh(gpus=PINNED), [0, 1], nodes={"n1": node("n1")},
+                 other_pods=others[:1]).refusal is None  # once it is gone
+    # The mesh's own terminating pod is not counted beside its replacement.
+    m = mesh(gpus=PINNED)
+    own = {1: pod(m, 1, node="n1", terminating=True, placement=rendering.ProcPlacement("n1", "1"))}
+    assert place(m, [0, 1], own_pods=own, nodes={"n1": node("n1")}).refusal is None
 
 
 def test_missing_devices_and_node_filters():
