@@ -270,10 +270,13 @@ class ActorEndpoint(Generic[R]):
         arrived: queue.SimpleQueue[Future[R]] = queue.SimpleQueue()
         for fut in futs:
             fut.add_done_callback(arrived.put)
+        own = any(isinstance(fut, own_calls.OwnCall) for fut in futs)  # this actor is among them
 
         def in_arrival_order() -> Iterator[Future[R]]:
             for _ in futs:
                 coalescing.waiting()  # about to wait: held requests go out now (runtime/coalescing.py)
+                if own and arrived.empty():
+                    own_calls.refuse_stream_wait(futs)  # only its own call is left, which never comes
                 yield arrived.get()
 
         return in_arrival_order()

@@ -11,7 +11,7 @@ import dataclasses
 import os
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from mesh_client._src.actor.shape import Extent, Point
 
@@ -118,25 +118,60 @@ def current_size() -> dict[str, int]:
     return dict(context().message_rank.extent)
 
 
-# Each thread that runs an actor's messages (its own thread, its asyncio loop's) -> the actor's
-# id and the index of its proc among its mesh's procs. A call from such a thread to that same
-# actor there, waited for on that thread, could never run: it is queued behind the message
-# that waits (:mod:`.own_calls`).
-_message_threads: dict[int, tuple[str, int]] = {}
+class MessageThread(NamedTuple):
+    """A thread that runs an actor's messages (its own thread, or its asyncio loop's)."""
+
+    actor_id: str
+    proc: int  # the index of the actor's proc among its mesh's procs
+    # Whether any wait on this thread holds up the actor's next message: always on its own
+    # thread, and on its loop's unless the actor mixes def and async def endpoints (then its
+    # own thread serves def ones while a concurrent endpoint waits on the loop).
+    holds_messages: bool
 
 
-def runs_messages(actor_id: str, proc: int) -> None:
+# A call from such a thread to that same actor there, waited for where the wait holds up the
+# actor's messages, could never run: it is queued behind the message that waits (:mod:`.own_calls`).
+_message_threads: dict[int, MessageThread] = {}
+# The tasks of actors' loops that their actor's own thread waits for (a non-concurrent async def
+# endpoint, an async __cleanup__ it runs): a call to that actor made in such a task is queued
+# behind it, so the task awaiting it would wait for ever.
+_held_by_tasks: set[Any] = set()
+
+
+def runs_messages(actor_id: str, proc: int, holds_messages: bool) -> None:
     """This thread runs the messages of ``actor_id`` on proc ``proc``, until :func:`ran_messages`."""
-    _message_threads[threading.get_ident()] = (actor_id, proc)
+    _message_threads[threading.get_ident()] = MessageThread(actor_id, proc, holds_messages)
 
 
 def ran_messages(ident: int) -> None:
     _message_threads.pop(ident, None)
 
 
-def messages_run_here() -> tuple[str, int] | None:
+def messages_run_here() -> MessageThread | None:
     """The actor (its id and proc) whose messages this thread runs, if any."""
     return _message_threads.get(threading.get_ident()) if _message_threads else None
+
+
+def thread_waits_for(task: Any) -> None:
+    """The actor's thread waits for ``task`` (the one running) until :func:`thread_waited_for`."""
+    _held_by_tasks.add(task)
+
+
+def thread_waited_for(task: Any) -> None:
+    _held_by_tasks.discard(task)
+
+
+def task_holding_messages() -> Any:
+    """The running asyncio task, if its actor's thread waits for it; None otherwise."""
+    if not _held_by_tasks:  # no actor of this process waits for a task of its loop
+        return None
+    import asyncio  # loaded already: such a task runs
+
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no loop runs on this thread
+        return None
+    return task if task in _held_by_tasks else None
 
 
 def adopt(key: str, child: Any) -> None:

@@ -279,10 +279,12 @@ class KubeApi:
         except self._exc as exc:
             raise self._refused(exc, "patch", contract.PLURAL, name) from None
 
-    def delete_mesh(self, name: str) -> None:
+    def delete_mesh(self, name: str, timeout: float | None = None) -> None:
+        """Delete mesh ``name`` (gone already is fine), its connect and read within ``timeout``."""
         try:
             self._send("delete", contract.PLURAL, name, self.custom.delete_namespaced_custom_object,
-                       contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name, propagation_policy="Background")
+                       contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name,
+                       propagation_policy="Background", timeout=timeout)
         except self._exc as exc:
             if exc.status != 404:
                 raise self._refused(exc, "delete", contract.PLURAL, name) from None

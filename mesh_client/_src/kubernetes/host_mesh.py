@@ -15,7 +15,7 @@ from mesh_client._src import contract
 from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.kubernetes import api as api_mod
-from mesh_client._src.kubernetes import attaching, lifetimes, manifests
+from mesh_client._src.kubernetes import attaching, lifetimes, manifests, terminating
 from mesh_client._src.kubernetes.errors import KubernetesMeshError
 from mesh_client._src.runtime import offloading
 
@@ -125,6 +125,8 @@ class KubernetesHostMesh(MeshTrait):
         # is created after the mesh so that it can be owned by it (deleted with it).
         token = secrets.token_hex(32).encode()
         body["spec"]["tokenSecretName"] = f"{name}-token-{secrets.token_hex(4)}"
+        if not outlive:
+            terminating.install()  # SIGTERM deletes it too, not only a normal exit
         created = self.api.create_mesh(body)
         lease = None if outlive else lifetimes.LeaseRenewer(self.api, name, self.lease_seconds)
         try:
@@ -176,5 +178,7 @@ class KubernetesHostMesh(MeshTrait):
                                     restart_policy=restart_policy, max_restarts=max_restarts, port=port,
                                     outlive=outlive)
 
+        if not outlive:
+            terminating.install()  # here, on the loop's thread: the spawn's own thread cannot set it
         return await offloading.run_blocking(blocking, name="procmesh-spawn-procs", discard=lambda mesh: mesh.stop(),
                                              at_exit=True)

@@ -8,7 +8,8 @@ Two ties, both set by :meth:`KubernetesHostMesh.spawn_procs` unless it is told `
 - **Everywhere**: ``spec.lease``. :class:`LeaseRenewer` writes the annotation
   ``procmesh.io/lease-renew-time`` every third of the lease from a daemon thread; the operator
   (``procmesh_operator.leases``) deletes the mesh once a lease passes without one. SIGKILL, a
-  crash or a lost laptop all stop the renewals; a normal exit deletes the mesh at once (atexit).
+  crash or a lost laptop all stop the renewals; a normal exit deletes the mesh at once (atexit),
+  and so does SIGTERM (:mod:`.terminating`, through :func:`delete_owned`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,20 @@ def now_rfc3339() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def delete_owned(seconds: float) -> None:
+    """Delete every mesh this process still owns, all at once, waiting ``seconds`` at most in
+    all (the process is about to die: best effort, a mesh not deleted goes when its lease lapses)."""
+    with _owned_lock:
+        renewers = list(_owned)
+    deadline = time.monotonic() + seconds
+    threads = [threading.Thread(target=r.delete_now, args=(seconds,), name=f"procmesh delete {r.name}", daemon=True)
+               for r in renewers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
 class LeaseRenewer:
     """Renews one mesh's lease until :meth:`stop`; deletes the mesh if the program exits first."""
 
@@ -71,12 +86,16 @@ class LeaseRenewer:
                 f"(the chart's client role grants 'patch' on procmeshes); or spawn it with "
                 f"outlive=True, and delete it yourself") from None
         atexit.register(self._at_exit)
+        with _owned_lock:
+            _owned[self] = None
         exiting.track(self._thread, self._stopped.set)  # never in a renewal when the interpreter ends
         self._thread.start()
 
     def stop(self) -> None:
         self._stopped.set()
         atexit.unregister(self._at_exit)
+        with _owned_lock:
+            _owned.pop(self, None)
 
     def _run(self) -> None:
         failing = False
@@ -106,3 +125,17 @@ class LeaseRenewer:
             self.api.delete_mesh(self.name)
         except Exception:
             pass  # the lease lapses and the operator deletes it
+
+    def delete_now(self, timeout: float) -> None:
+        """Stop renewing and delete the mesh, waiting ``timeout`` at most (:func:`delete_owned`)."""
+        self._stopped.set()
+        try:
+            self.api.delete_mesh(self.name, timeout=timeout)
+        except Exception as exc:
+            print(f"procmesh: could not delete ProcMesh {self.api.namespace}/{self.name} as this program ends "
+                  f"({exc}); the operator deletes it when its lease lapses", file=sys.stderr, flush=True)
+
+
+# The meshes this process owns (their renewers, until stopped), for SIGTERM's handler.
+_owned: dict[LeaseRenewer, None] = {}
+_owned_lock = threading.Lock()

@@ -107,8 +107,9 @@ def run_worker_loop_forever(*, ca: CA, address: str, private_key: PrivateKey = N
 def run_worker_loop_until_shutdown(*, ca: CA, address: str, private_key: PrivateKey = None,
                                    token: str | bytes | None = None) -> None:
     """Serve as a worker at ``address`` until it is stopped (``shutdown()`` of the host mesh
-    attached to it, or SIGTERM), then return to the program, as Monarch's: its actors were
-    stopped and its port closed, and the process goes on."""
+    attached to it, or SIGTERM), then return to the program, as Monarch's after its host
+    drained: its port and every connection to it are closed and its actors and the procs they
+    started are stopped, so the program can start another worker or exit cleanly."""
     _serve(ca, address, private_key, token)(False)
 
 
@@ -154,6 +155,13 @@ class HostAgent(Actor):
         procs = self.procs.pop(name, None)
         if procs is not None:
             procs.stop(range(len(procs.processes)), reason)
+
+    def __cleanup__(self, exc: BaseException | None) -> None:
+        """The agent ends (its controller let go of this worker, or the worker loop ended): the
+        procs it started end with it, so a worker loop that returned leaves none running."""
+        while self.procs:
+            name, procs = self.procs.popitem()
+            procs.stop(range(len(procs.processes)), "the worker's host agent stopped")
 
 
 def _is_ip(host: str) -> bool:
@@ -229,7 +237,8 @@ class WorkerHostMesh(MeshTrait):
         return connected_mesh(group, shape, bootstrap)
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
-        """Let go of the workers (they keep running, for the next controller to attach)."""
+        """Let go of the workers (they keep running, for the next controller to attach); the
+        procs they started for this host mesh stop, as its agents do."""
         return self._agents.stop(reason)
 
     def shutdown(self) -> Future[None]:

@@ -115,6 +115,7 @@ class ActorRunner:
         self._on_exit = on_exit
         self._this_proc = this_proc
         self._home: tuple[str, int] | None = None  # this actor's id and proc index, once constructed
+        self._mixed = False  # its endpoints mix def and async def: a wait on its loop may not hold up its messages
         self._on_loop = False  # its endpoints all async def: __supervise__ runs on its loop (_deliver)
         self._cleaning = False  # cleanup() began (it runs once), under _watch_lock
         self._cleaned = threading.Event()  # and ended
@@ -310,12 +311,13 @@ class ActorRunner:
         ctx_mod.enter(self._context)
         kinds = set(endpoint_kinds(cls, endpoint_names(cls)).values())
         self._on_loop = kinds == {True}  # every endpoint an async def: its failures are handled on its loop
-        if proc_mesh is not None and len(kinds) < 2:
-            # A wait on its thread for its own call can never end (context.py): the refusal
-            # needs this to be exact, and only an actor mixing def and async def endpoints
-            # (options.mixed_endpoints) may serve a message on one thread while another waits.
+        if proc_mesh is not None:
+            # A wait on its thread for its own call can never end (own_calls.py), nor one on
+            # its loop's unless it mixes def and async def endpoints (options.mixed_endpoints):
+            # then its thread may serve a def one while a concurrent endpoint waits on the loop.
             self._home = (actor_id, proc_mesh._shape.ranks[index])  # numbered as in all handles of its group
-            ctx_mod.runs_messages(*self._home)
+            self._mixed = len(kinds) > 1
+            ctx_mod.runs_messages(*self._home, holds_messages=True)
         supervision.register_owner(actor_id, self._deliver)
         self._instance = cls(*args, **kwargs)
 
@@ -373,11 +375,11 @@ class ActorRunner:
             import asyncio
 
             self._loop = loop = asyncio.new_event_loop()
-            home = self._home
+            home, holds_messages = self._home, not self._mixed
 
             def serve() -> None:
                 if home is not None:
-                    ctx_mod.runs_messages(*home)
+                    ctx_mod.runs_messages(*home, holds_messages=holds_messages)
                 try:
                     loop.run_forever()  # until the actor's thread ends
                 finally:
@@ -387,15 +389,20 @@ class ActorRunner:
             threading.Thread(target=serve, name=f"actor-loop:{self.name}", daemon=True).start()
         return self._loop
 
-    def _schedule(self, awaitable: Awaitable[Any], traced: str | None = None) -> concurrent.futures.Future[Any]:
+    def _schedule(self, awaitable: Awaitable[Any], traced: str | None = None,
+                  held: bool = False) -> concurrent.futures.Future[Any]:
         """Run ``awaitable`` as a task of the actor's loop, in this message's context, inside a
-        tracing span named ``traced`` if given (and the proc has a tracer)."""
+        tracing span named ``traced`` if given (and the proc has a tracer). ``held``: the
+        actor's thread waits for it (its messages are held up meanwhile: own_calls.py)."""
         ctx = ctx_mod.context()
         tracer = None if traced is None else tracing.tracer()
         import asyncio
 
         async def in_context() -> Any:
             ctx_mod.enter(ctx)
+            task = asyncio.current_task() if held else None
+            if task is not None:
+                ctx_mod.thread_waits_for(task)
             try:
                 if tracer is None or traced is None:
                     return await awaitable
@@ -406,11 +413,16 @@ class ActorRunner:
                 # actor thread waiting on it, and every later call) pending for ever: they fail
                 # the actor instead, as they do in a def endpoint.
                 raise _Fatal(exc) from exc
+            finally:
+                if task is not None:
+                    ctx_mod.thread_waited_for(task)
 
         return asyncio.run_coroutine_threadsafe(in_context(), self._ensure_loop())
 
     def _run_async(self, awaitable: Awaitable[Any]) -> Any:
-        return self._schedule(awaitable).result()
+        """Run ``awaitable`` on the actor's loop and wait for it (from the actor's thread, or
+        the proc's as it shuts down)."""
+        return self._schedule(awaitable, held=threading.get_ident() == self._thread.ident).result()
 
     def _call(self, call_id: int, channel: Channel | None, header: tuple[Any, ...], segments: envelopes.Received) -> Any:
         _, _, _, method, index, labels, sizes = header
@@ -443,7 +455,7 @@ class ActorRunner:
                     functools.partial(self._task_done, channel, call_id, method, explicit))
                 return _NO_REPLY_YET
             if result is not None and inspect.isawaitable(result):
-                result = self._schedule(result, traced).result()
+                result = self._schedule(result, traced, held=True).result()
         except BaseException as exc:
             if explicit:  # it had a port to answer through: raising instead kills the actor, as in Monarch
                 raise _Fatal(exc) from exc

@@ -97,11 +97,37 @@ class ProcServer:
             acceptor.start()
 
     def stop_listening(self) -> None:
-        """Accept no more connections and free the ports (a worker loop that returns to its
-        program; a proc's listeners end with its process)."""
-        for acceptor in self.acceptors:
-            self.reactor.unregister(acceptor)
-            self.reactor.call_soon(acceptor.listener.close)  # after the unregister, on the reactor's thread
+        """Accept no more connections and free the ports, and return once they are free (a
+        worker loop that returns to its program; a proc's listeners end with its process)."""
+        def close_listeners() -> None:
+            for acceptor in self.acceptors:
+                self.reactor.unregister(acceptor)  # at once on the reactor's thread, before the close
+                acceptor.listener.close()  # a paused acceptor's resume finds it closed and stays out
+        self._on_reactor(close_listeners)
+
+    def close_connections(self, why: str) -> None:
+        """Close every connection still open, and return once they are closed: a worker loop
+        that returned to its program serves nothing more (its listeners are closed already)."""
+        def close_all() -> None:
+            for channel in list(self.channels):
+                channel.close(why)
+        self._on_reactor(close_all)
+
+    def _on_reactor(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the reactor's thread, where sockets are registered and served, and wait
+        until it ran."""
+        if self.reactor.on_thread:
+            fn()
+            return
+        ran = threading.Event()
+
+        def run() -> None:
+            try:
+                fn()
+            finally:
+                ran.set()
+        self.reactor.call_soon(run)
+        ran.wait()
 
     # Connections -----------------------------------------------------------------------------
 

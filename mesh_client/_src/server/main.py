@@ -108,11 +108,14 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None,
         why.append("it received SIGINT")
     if unix is not None:  # no new local connections from here; the ones open finish below
         unixlinks.remove((host, port))
-    server.close_actors(why[0] if why else "it was asked to stop")
+    reason = why[0] if why else "it was asked to stop"
+    if not finalize:  # the program goes on: its ports are free from here
+        server.stop_listening()
+    server.close_actors(reason)
     if finalize:
         finalizing.finalize()  # module-level finalizers run, as when a Monarch proc ends
-    else:  # the program goes on: no more connections, and its own SIGTERM handling again
-        server.stop_listening()
+    else:  # and this worker serves nothing more, and the program has its own SIGTERM handling again
+        server.close_connections(f"the worker loop ended: {reason}")
         if on_main_thread:
             signal.signal(signal.SIGTERM, previous)
     return 0

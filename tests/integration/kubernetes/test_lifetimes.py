@@ -3,8 +3,10 @@ control plane and operator.
 
 Aspects: a controller killed with SIGKILL stops renewing its mesh's lease and the operator
 deletes the mesh (with a LeaseExpired event), pods and all; a controller that raises deletes its
-mesh on exit, long before its lease could lapse; a controller in a pod owns its mesh, so
-deleting the pod deletes the mesh; ``outlive=True`` meshes stay and are still reconciled.
+mesh on exit, long before its lease could lapse; so does one ended by SIGTERM, which still dies
+by that signal, while a SIGTERM handler of the program's own stays its own; a controller in a pod
+owns its mesh, so deleting the pod deletes the mesh; ``outlive=True`` meshes stay and are still
+reconciled.
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ from tests.integration.operator.support import (
 pytestmark = pytest.mark.cluster
 
 CONTROLLER = """
-import sys, time
+import signal, sys, time
 from mesh_client.kubernetes import KubernetesHostMesh
+{prelude}
 hosts = KubernetesHostMesh(hosts=1, namespace={namespace!r}, kubeconfig={kubeconfig!r}, timeout=120,
                            lease_seconds={lease})
 mesh = hosts.spawn_procs(per_host={{"procs": 2}}, name={name!r}, outlive={outlive})
@@ -51,9 +54,9 @@ time.sleep(600)
 
 
 def controller(cluster, namespace: str, name: str, *, lease: int = 600, outlive: bool = False,
-               raise_: bool = False) -> subprocess.Popen[str]:
+               raise_: bool = False, prelude: str = "") -> subprocess.Popen[str]:
     code = CONTROLLER.format(namespace=namespace, kubeconfig=str(cluster.kubeconfig), lease=lease,
-                             name=name, outlive=outlive, raise_=raise_)
+                             name=name, outlive=outlive, raise_=raise_, prelude=prelude)
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=env(), cwd=str(ROOT))
     first = proc.stdout.readline()
@@ -89,6 +92,24 @@ def test_a_controller_that_raises_deletes_its_mesh_on_exit(cluster, custom, name
     assert proc.wait(timeout=60) == 1
     assert "RuntimeError: the controller failed" in proc.stdout.read()
     testing.wait_for(lambda: gone(custom, namespace, "raised"), "the mesh deleted as its creator exited")
+
+
+def test_a_sigterminated_controller_deletes_its_mesh_then_dies_by_sigterm(cluster, custom, namespace, operator):
+    """Python runs no atexit handler on SIGTERM: the mesh stayed until its lease lapsed."""
+    proc = controller(cluster, namespace, "terminated")  # a 600 s lease: not what deletes it
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=60) == -signal.SIGTERM, proc.stdout.read()
+    assert gone(custom, namespace, "terminated") or \
+        get_mesh(custom, namespace, "terminated")["metadata"].get("deletionTimestamp")  # asked before it died
+    testing.wait_for(lambda: gone(custom, namespace, "terminated"), "the mesh deleted as its creator was terminated")
+
+
+def test_a_controllers_own_sigterm_handler_is_left_in_place(cluster, custom, namespace, operator):
+    mine = "signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))"
+    proc = controller(cluster, namespace, "handled", prelude=mine)
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=60) == 3, proc.stdout.read()
+    testing.wait_for(lambda: gone(custom, namespace, "handled"), "the mesh deleted as its creator exited")
 
 
 def test_an_outliving_mesh_stays_after_its_controller_is_killed(cluster, custom, namespace, operator):

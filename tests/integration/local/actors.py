@@ -416,6 +416,8 @@ class CallsItself(Actor):
         if how == "not waited":  # runs after this message: fine
             mesh.ask_back.call_one()
             return "sent"
+        if how == "stream":  # the other actors' replies come; its own never would
+            return sorted(fut.get() for fut in mesh.ask_back.stream())
         raise ValueError(how)
 
     @endpoint
@@ -435,13 +437,48 @@ class AsyncCallsItself(Actor):
         return current_rank().rank
 
 
+class AsyncAwaitsItself(Actor):
+    """Awaits calls to the actor mesh it is handed (its own, or a slice of it): in an endpoint,
+    which its thread waits for, or in a concurrent endpoint, which it does not."""
+
+    @endpoint
+    async def ask(self, mesh, how: str):
+        if how == "call_one":
+            return await mesh.ask_back.call_one()
+        if how == "call":
+            return list((await mesh.ask_back.call()).values())
+        if how == "stream":
+            return sorted([await fut for fut in mesh.ask_back.stream()])
+        if how == "in a task of its own":  # not refused: the task could end (here the caller's timeout ends it)
+            return await asyncio.wait_for(asyncio.ensure_future(mesh.ask_back.call_one()), 0.5)
+        raise ValueError(how)
+
+    @concurrent_endpoint
+    async def ask_concurrently(self, mesh):
+        return await mesh.ask_back.call_one()
+
+    @endpoint
+    async def ask_back(self) -> int:
+        return current_rank().rank
+
+
 class MixedCallsItself(Actor):
     """Mixes kinds (options.mixed_endpoints): its concurrent endpoint may wait for its own def
-    endpoint, which its thread serves meanwhile."""
+    endpoint, which its thread serves meanwhile; its other endpoints may not."""
 
     @concurrent_endpoint
     async def ask(self, mesh):
         return mesh.ask_back.call_one().get(timeout=60)
+
+    @endpoint
+    async def ask_held(self, mesh, how: str):
+        if how == "await":
+            return await mesh.ask_back.call_one()
+        return mesh.ask_back.call_one().get()
+
+    @endpoint
+    def ask_from_def(self, mesh):
+        return mesh.ask_back.call_one().get()
 
     @endpoint
     def ask_back(self) -> int:

@@ -6,7 +6,9 @@ with extent hosts x per_host; actors there answer and supervision works as on an
 token is refused; TLS arguments other than trust_all_connections say what to do instead. After
 the host mesh's ``shutdown()``: ``run_worker_loop_forever`` ends the worker's process,
 ``run_worker_loop_until_shutdown`` returns to the program (its globals intact), and the future
-of ``start_worker_loop_forever`` (which returned at once) completes; ``logging_option`` can set
+of ``start_worker_loop_forever`` (which returned at once) completes; once
+``run_worker_loop_until_shutdown`` returned, its port is closed, connections opened before are
+closed and the procs it started are gone; ``logging_option`` can set
 the level of procs on workers but not stream their output here; procs on workers stop when
 asked, running their exit handlers (a forked one was killed 5 s later).
 """
@@ -15,6 +17,7 @@ import asyncio
 import logging
 import os
 import re
+import socket
 import subprocess
 import sys
 import textwrap
@@ -22,6 +25,8 @@ import textwrap
 import pytest
 
 from mesh_client import attach_to_workers, run_worker_loop_forever
+from mesh_client._src.runtime import handshaking, streams
+from mesh_client._src.wire import protocol
 from tests.integration.local.actors import Recorder
 
 TOKEN = "a-test-token-for-workers"
@@ -144,3 +149,46 @@ def test_what_each_worker_loop_does_after_shutdown(loop):
         worker.wait()
     assert worker.returncode == 0
     assert ("after the loop intact" in out) == (loop != "forever")
+
+
+UNTIL_SHUTDOWN_THEN_WAIT = textwrap.dedent("""
+    import sys
+    from mesh_client import run_worker_loop_until_shutdown
+    run_worker_loop_until_shutdown(address="tcp://127.0.0.1:0", ca="trust_all_connections")
+    print("after the loop", flush=True)
+    sys.stdin.read()  # the program goes on until the test lets it end
+""")
+
+
+def test_a_worker_loop_that_returned_serves_nothing_more():
+    """It returned with its procs running and the connections open before still served (an
+    actor could be called on them), its listener closed only some time later."""
+    worker = subprocess.Popen([sys.executable, "-c", UNTIL_SHUTDOWN_THEN_WAIT], env=dict(os.environ, PROCMESH_TOKEN=TOKEN),
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        match = re.search(r"listening on (\S+):(\d+)", worker.stderr.readline())
+        assert match
+        address = (match.group(1), int(match.group(2)))
+        hosts = attach_to_workers(ca="trust_all_connections", workers=[f"tcp://{address[0]}:{address[1]}"], token=TOKEN)
+        mesh = hosts.spawn_procs(per_host={"gpus": 1})
+        [proc_pid] = mesh.run(os.getpid).get(timeout=60)
+        opened_before = _authenticated(address)
+        hosts.shutdown().get(timeout=60)  # the procs' mesh was not stopped: the worker's own procs
+        assert worker.stdout.readline() == "after the loop\n"
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(address, timeout=30)
+        assert opened_before.recv(1) == b""  # closed by the worker (a socket timeout: still open)
+        with pytest.raises(ProcessLookupError):
+            os.kill(proc_pid, 0)
+    finally:
+        worker.kill()
+        worker.wait()
+
+
+def _authenticated(address: tuple[str, int]) -> socket.socket:
+    """A connection that passed the worker's handshake (it is never closed for idling)."""
+    sock = socket.create_connection(address, timeout=30)
+    conn = protocol.Connection(protocol.Role.CLIENT, TOKEN.encode())
+    conn.start()
+    handshaking.authenticate(streams.SocketStream(sock), conn, "test")
+    return sock

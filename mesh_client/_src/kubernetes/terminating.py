@@ -1,0 +1,45 @@
+"""SIGTERM still ends a controller, but only once the meshes it owns are deleted.
+
+Python runs no atexit handlers when SIGTERM (the signal a deleted pod or a cancelled Job sends)
+ends it, so a controller ended that way left its meshes, and their GPUs, until their leases
+lapsed (:mod:`.lifetimes`). :func:`install`, called as this process first creates a mesh it
+owns, sets a handler that deletes those meshes (:func:`.lifetimes.delete_owned`, at most
+:data:`DELETE_SECONDS`), then restores the default disposition and raises SIGTERM again, so the
+process still dies by that signal and its supervisor sees the same exit status. Only where the
+handler can be set and nobody else set one: on the main thread, with SIGTERM at its default. A
+program's own handler is never replaced; it decides how the program ends (an exit through
+``sys.exit`` runs the atexit deletion).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+
+from mesh_client._src.kubernetes import lifetimes
+
+#: How long SIGTERM's handler waits, in all, for the meshes' deletions before the process dies
+#: (a pod gets 30 s by default between SIGTERM and SIGKILL; a deletion takes milliseconds).
+DELETE_SECONDS = 10.0
+
+_installed = False  # set once, on the main thread
+
+
+def install() -> None:
+    """Delete this process's meshes on SIGTERM, if SIGTERM is still at its default here."""
+    global _installed
+    if _installed or threading.current_thread() is not threading.main_thread():
+        return  # a signal handler can be set only on the main thread; a later spawn there may set it
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return  # the program's own handler (or SIG_IGN, or one set outside Python): left as it is
+    signal.signal(signal.SIGTERM, _delete_meshes_then_die)
+    _installed = True
+
+
+def _delete_meshes_then_die(signum: int, frame: FrameType | None) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM meanwhile ends the process at once
+    try:
+        lifetimes.delete_owned(DELETE_SECONDS)
+    finally:
+        signal.raise_signal(signal.SIGTERM)  # dies by SIGTERM, as it would have without this handler
