@@ -82,6 +82,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--cuda-context-mib", type=int, default=defaults.cuda_context_mib)
     p.add_argument("--default-gpu-memory-mib", type=int, default=defaults.default_gpu_memory_mib)
     p.add_argument("--resync-seconds", type=float, default=defaults.resync_seconds)
+    p.add_argument("--unseen-pod-seconds", type=float, default=defaults.unseen_pod_seconds,
+                   help="report (in Ready) a proc pod that no scheduler has looked at this long: "
+                        "a schedulerName no scheduler serves, or the kube-scheduler down")
     p.add_argument("--node-loss-toleration-seconds", type=int,
                    default=defaults.node_loss_toleration_seconds,
                    help="how long procs stay on a NotReady/unreachable node before they are "
@@ -215,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         node_loss_toleration_seconds=args.node_loss_toleration_seconds, gang=args.gang,
         gang_stall_seconds=args.gang_stall_seconds,
         status_progress_seconds=args.status_progress_seconds,
-        create_concurrency=args.create_concurrency, test_exit_after=args.test_exit_after)
+        create_concurrency=args.create_concurrency, test_exit_after=args.test_exit_after,
+        unseen_pod_seconds=args.unseen_pod_seconds)
     if args.metrics_port:
         prometheus_client.start_http_server(args.metrics_port, addr=args.metrics_address)
 

@@ -18,9 +18,10 @@ from typing import Any
 
 from procmesh_operator import assigned_gpus
 
-#: metadata: identity, the store's version order, the mesh label, owners, placement annotations.
+#: metadata: identity, the store's version order, the mesh label, owners, placement annotations,
+#: age (a pod no scheduler looks at, :func:`statuses.unseen_by_scheduler`).
 METADATA_FIELDS = ("name", "namespace", "uid", "resourceVersion", "labels", "annotations",
-                   "ownerReferences", "deletionTimestamp")
+                   "ownerReferences", "deletionTimestamp", "creationTimestamp")
 #: spec: binding, the gang (gates, group), and what fitting.fit needs to place the gang.
 SPEC_FIELDS = ("nodeName", "schedulingGates", "schedulingGroup", "nodeSelector", "tolerations",
                "affinity", "overhead", "priorityClassName", "priority", "schedulerName")

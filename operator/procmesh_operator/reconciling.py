@@ -477,7 +477,7 @@ class Controller:
             mesh, previous, pods, plan, error, hold=hold,
             claimed_gpus=view.gpus_by_rank(mesh) if view is not None else None,
             memo=self._entries.setdefault(key, proc_entries.EntryMemo()),
-            missing_secret=missing_secret)
+            missing_secret=missing_secret, unseen_after=self.settings.unseen_pod_seconds)
         if queue is not None and admission is not None:
             status = workloads.overlay(status, previous, admission, queue, mesh.generation,
                                        statuses.now_rfc3339(),
@@ -517,6 +517,9 @@ class Controller:
             again.append(max(plan.recheck, 0.1))  # when a lost node's toleration runs out
         if lease_left is not None:
             again.append(max(lease_left, 0.1))  # when the lease lapses unless renewed
+        unseen = statuses.unseen_recheck(pods, time.time(), self.settings.unseen_pod_seconds)
+        if unseen is not None:
+            again.append(max(unseen, 0.1))  # when a pod no scheduler looked at is reported
         return min(again) if again else None
 
     async def _mesh_body(self, key: Key) -> dict[str, Any] | None:

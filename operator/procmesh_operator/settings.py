@@ -48,6 +48,11 @@ class Settings:
     #: (ready counts, proc entries; procmesh_operator.coalescing): a starting mesh's status is
     #: at most this stale in those, never in its phase or conditions. 0 writes every change.
     status_progress_seconds: float = 5.0
+    #: How long a proc pod may wait with no node and no PodScheduled condition (no scheduler
+    #: has looked at it) before Ready says so and names its schedulerName
+    #: (procmesh_operator.statuses.unseen_by_scheduler). Long enough for a busy kube-scheduler's
+    #: queue: thousands of pods at once take it a minute.
+    unseen_pod_seconds: float = 120.0
     #: Pod creates in flight at once, across all meshes (earlier meshes first).
     create_concurrency: int = 32
     #: Tests only (``--test-exit-after``): end the process at once right after this step of

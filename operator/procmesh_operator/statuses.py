@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -91,6 +92,8 @@ class Observed:
     #: The token Secret the pods mount, found gone while the mesh has procs
     #: (:mod:`.secret_probes`); None: there, or not asked.
     missing_secret: str | None = None
+    #: Pods no scheduler looked at for long (:func:`unseen_by_scheduler`): Ready's verdict.
+    unseen: tuple[str, str] | None = None
 
     @property
     def refusal(self) -> placing.Refusal | None:
@@ -120,7 +123,7 @@ def ready_verdict(o: Observed) -> Verdict:
             return ("False", contract.CLAIM_UNALLOCATABLE,
                     f"pod {contract.pod_name(o.mesh.name, rank)}: the scheduler cannot allocate "
                     f"its ResourceClaim: {unallocatable}")
-    stuck = stuck_container(o.pods) or unschedulable(o.pods)
+    stuck = stuck_container(o.pods) or unschedulable(o.pods) or o.unseen
     if stuck is not None:
         return "False", stuck[0], f"{o.ready} of {o.desired} procs ready; {stuck[1]}"
     return "False", PROCS_NOT_READY, f"{o.ready} of {o.desired} procs ready"
@@ -146,6 +149,65 @@ def unschedulable(pods: Mapping[int, Mapping[str, Any]]) -> tuple[str, str] | No
     more = f" (and {len(pending) - 1} more pods)" if len(pending) > 1 else ""
     reason = str(c.get("reason") or "Unschedulable")
     return reason, f"pod {name} ({rank=}) is Pending: {c.get('message') or reason}{more}"
+
+
+#: Ready's reason for procs whose pods no scheduler has looked at for long
+#: (``Settings.unseen_pod_seconds``).
+NOT_SEEN_BY_SCHEDULER = "NotSeenByScheduler"
+
+
+@functools.lru_cache(maxsize=4096)  # pods of a mesh share creation seconds; parsed per reconcile
+def epoch(rfc3339: str) -> float:
+    """Seconds since the epoch of an API timestamp (``2026-01-01T00:00:00Z``)."""
+    return datetime.datetime.strptime(rfc3339, "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+
+
+def _unseen_age(pod: Mapping[str, Any], now: float) -> float | None:
+    """How long ``pod`` has waited with no node and no PodScheduled condition (no scheduler has
+    looked at it), or None when one has, or it is going."""
+    meta = pod.get("metadata") or {}
+    created = meta.get("creationTimestamp")
+    if not created or meta.get("deletionTimestamp") or (pod.get("spec") or {}).get("nodeName"):
+        return None
+    if any(c.get("type") == "PodScheduled"
+           for c in (pod.get("status") or {}).get("conditions") or []):
+        return None
+    try:
+        return now - epoch(str(created))
+    except ValueError:  # not the API server's format: no age to judge
+        return None
+
+
+def unseen_by_scheduler(pods: Mapping[int, Mapping[str, Any]], now: float, after: float
+                        ) -> tuple[str, str] | None:
+    """Ready's reason and message when procs' pods have waited ``after`` seconds with no
+    scheduler looking at them (the template names a scheduler that does not run, or the
+    cluster's is down): otherwise they are Pending with no reason anywhere. A scheduler marks
+    a pod it cannot place in its first cycle, and binds one it can, so only a pod no scheduler
+    has taken off its queue stays unmarked."""
+    unseen = [rank for rank in sorted(pods)
+              if (_unseen_age(pods[rank], now) or 0.0) >= after]
+    if not unseen:
+        return None
+    pod = pods[unseen[0]]
+    name = (pod.get("metadata") or {}).get("name", "?")
+    scheduler = (pod.get("spec") or {}).get("schedulerName") or "default-scheduler"
+    more = f" (and {len(unseen) - 1} more pods)" if len(unseen) > 1 else ""
+    return NOT_SEEN_BY_SCHEDULER, (
+        f"pod {name} (rank={unseen[0]}){more} has waited over {after:.0f} s and no "
+        f"scheduler has looked at it (it has no PodScheduled condition): is a scheduler named "
+        f"{scheduler!r} running? spec.template.schedulerName names it (left out: "
+        f"default-scheduler, the kube-scheduler)")
+
+
+def unseen_recheck(pods: Mapping[int, Mapping[str, Any]], now: float, after: float
+                   ) -> float | None:
+    """Seconds until the next pod has waited ``after`` unseen (the reconcile then looks
+    again: nothing else would change for it), or None."""
+    ages = [age for age in (_unseen_age(p, now) for p in pods.values())
+            if age is not None and age < after]
+    return after - max(ages) if ages else None
 
 
 def stuck_container(pods: Mapping[int, Mapping[str, Any]]) -> tuple[str, str] | None:
@@ -282,6 +344,8 @@ def scheduled_verdict(o: Observed, hold: ganging.Hold | None) -> Verdict:
                 return ("False", str(c.get("reason") or ganging.UNSCHEDULABLE),
                         f"{bound} of {o.mesh.size} procs on nodes; pod {name} is Pending: "
                         f"{c.get('message', '')}")
+    if o.unseen is not None:
+        return "False", o.unseen[0], f"{bound} of {o.mesh.size} procs on nodes; {o.unseen[1]}"
     return "False", ganging.SCHEDULING, f"{bound} of {o.mesh.size} procs on nodes"
 
 
@@ -291,7 +355,8 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
                    claimed_gpus: Mapping[int, str] | None = None,
                    hold: ganging.Hold | None = None,
                    memo: proc_entries.EntryMemo | None = None,
-                   missing_secret: str | None = None) -> dict[str, Any]:
+                   missing_secret: str | None = None,
+                   unseen_after: float | None = None) -> dict[str, Any]:
     """The status of ``mesh`` given its pods (by rank, as observed after the plan ran), the plan
     (None when the reconcile failed before planning), the error of the reconcile, if any, and
     what holds its gang (:mod:`.ganging`), if anything.
@@ -314,7 +379,9 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         ready=sum(1 for entry in entries if entry["ready"]),
         desired=0 if mesh.suspend else mesh.size,
         restarts=plan.restarts if plan is not None else int(previous.get("restarts") or 0),
-        missing_secret=None if mesh.suspend else missing_secret)
+        missing_secret=None if mesh.suspend else missing_secret,
+        unseen=None if unseen_after is None else unseen_by_scheduler(pods, epoch(now),
+                                                                      unseen_after))
 
     def cond(type_: str, verdict: Verdict) -> dict[str, Any]:
         return _condition(prev_conditions, type_, *verdict, mesh.generation, now)

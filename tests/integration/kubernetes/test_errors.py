@@ -65,6 +65,34 @@ def test_unschedulable_pods_report_the_scheduler_message(kube, custom, namespace
     assert "nowhere-0 is Pending" in text and "node(s) didn't match" in text
 
 
+@pytest.fixture
+def impatient_operator(operator):
+    """The session operator, restarted to report unseen pods after 3 s, restored afterwards."""
+    operator.stop()
+    operator.start("--unseen-pod-seconds", "3")
+    try:
+        yield operator
+    finally:
+        operator.stop()
+        operator.start()
+
+
+def test_pods_no_scheduler_looks_at_are_reported_with_the_scheduler_name(
+        kube, custom, namespace, impatient_operator):
+    # No scheduler of that name runs: the pods stay Pending with no condition and no event.
+    create_mesh(custom, namespace, "typo", hosts=1, perHost=[{"name": "gpus", "size": 1}],
+                template={"schedulerName": "volcano-typo"})
+    mesh = testing.wait_for(lambda: (m := custom.get_namespaced_custom_object(
+        contract.GROUP, contract.VERSION, namespace, contract.PLURAL, "typo")) and any(
+        c.get("type") == "Ready" and c.get("reason") == "NotSeenByScheduler"
+        for c in (m.get("status") or {}).get("conditions") or []) and m, "NotSeenByScheduler")
+    ready = next(c for c in mesh["status"]["conditions"] if c["type"] == "Ready")
+    assert "a scheduler named 'volcano-typo' running?" in ready["message"]
+    with pytest.raises(MeshNotReady) as info:
+        attach("typo", namespace, api_client=kube, timeout=3, progress=False)
+    assert "NotSeenByScheduler" in str(info.value) and "volcano-typo" in str(info.value)
+
+
 def test_unreadable_token_names_the_missing_permission(cluster, kube, custom, namespace, operator):
     create_mesh(custom, namespace, "private", hosts=1, perHost=[{"name": "gpus", "size": 1}])
     rules = [

@@ -197,3 +197,33 @@ def test_rank_and_pod_lists_read_as_text():
     message = statuses.node_lost_message(m, lost)
     assert message.startswith("ranks 0, 1 on node n1; rank 3 on node n2: the node is")
     assert "[" not in message
+
+
+def test_pods_no_scheduler_looks_at_are_reported_after_a_while_naming_the_scheduler():
+    """A template naming a scheduler that does not run (or the kube-scheduler down) leaves the
+    pods Pending with no PodScheduled condition and no event: after ``unseen_after`` seconds,
+    Ready says so; before, and once a scheduler marked or bound them, it does not."""
+    m = mesh(template={"schedulerName": "my-schedulr"})
+    pods = {r: pod(m, r, phase="Pending", ready=False, node=None, ip=None) for r in (0, 1)}
+    for p in pods.values():
+        p["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+        p["status"]["conditions"] = []
+    early = statuses.compute_status(m, None, pods, planning.Plan(), now="2026-01-01T00:01:59Z",
+                                    unseen_after=120)
+    assert conds(early)["Ready"]["reason"] == statuses.PROCS_NOT_READY
+    late = statuses.compute_status(m, None, pods, planning.Plan(), now="2026-01-01T00:02:00Z",
+                                   unseen_after=120)
+    ready = conds(late)["Ready"]
+    assert ready["reason"] == statuses.NOT_SEEN_BY_SCHEDULER
+    assert "pod m-0 (rank=0) (and 1 more pods) has waited over 120 s" in ready["message"]
+    assert "a scheduler named 'my-schedulr' running?" in ready["message"]
+    assert conds(late)["Scheduled"]["reason"] == statuses.NOT_SEEN_BY_SCHEDULER  # describe, attach
+    t = statuses.epoch("2026-01-01T00:00:00Z")
+    assert statuses.unseen_recheck(pods, t + 100, 120) == 20  # when to look again
+    assert statuses.unseen_recheck(pods, t + 130, 120) is None  # reported already
+    pods[0]["status"]["conditions"] = [{"type": "PodScheduled", "status": "False",
+                                        "reason": "Unschedulable", "message": "no fit"}]
+    pods[1]["spec"]["nodeName"] = "n1"
+    seen = statuses.compute_status(m, None, pods, planning.Plan(), now="2026-01-01T00:05:00Z",
+                                   unseen_after=120)
+    assert conds(seen)["Ready"]["reason"] == "Unschedulable"  # the scheduler's own word
