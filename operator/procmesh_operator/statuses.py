@@ -380,8 +380,10 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         desired=0 if mesh.suspend else mesh.size,
         restarts=plan.restarts if plan is not None else int(previous.get("restarts") or 0),
         missing_secret=None if mesh.suspend else missing_secret,
-        unseen=None if unseen_after is None else unseen_by_scheduler(pods, epoch(now),
-                                                                      unseen_after))
+        # Judged once every rank has its pod: a gang scheduler holds back an incomplete gang
+        # without marking its pods.
+        unseen=None if unseen_after is None or len(pods) < mesh.size
+        else unseen_by_scheduler(pods, epoch(now), unseen_after))
 
     def cond(type_: str, verdict: Verdict) -> dict[str, Any]:
         return _condition(prev_conditions, type_, *verdict, mesh.generation, now)

@@ -218,6 +218,9 @@ def test_pods_no_scheduler_looks_at_are_reported_after_a_while_naming_the_schedu
     assert "pod m-0 (rank=0) (and 1 more pods) has waited over 120 s" in ready["message"]
     assert "a scheduler named 'my-schedulr' running?" in ready["message"]
     assert conds(late)["Scheduled"]["reason"] == statuses.NOT_SEEN_BY_SCHEDULER  # describe, attach
+    partial = statuses.compute_status(m, None, {0: pods[0]}, planning.Plan(),
+                                      now="2026-01-01T00:02:00Z", unseen_after=120)
+    assert conds(partial)["Ready"]["reason"] != statuses.NOT_SEEN_BY_SCHEDULER  # a gang held back
     t = statuses.epoch("2026-01-01T00:00:00Z")
     assert statuses.unseen_recheck(pods, t + 100, 120) == 20  # when to look again
     assert statuses.unseen_recheck(pods, t + 130, 120) is None  # reported already
