@@ -5,7 +5,11 @@ ends it, so a controller ended that way left its meshes, and their GPUs, until t
 lapsed (:mod:`.lifetimes`). :func:`install`, called as this process first creates a mesh it
 owns, sets a handler that deletes those meshes (:func:`.lifetimes.delete_owned`, at most
 :data:`DELETE_SECONDS`), then restores the default disposition and raises SIGTERM again, so the
-process still dies by that signal and its supervisor sees the same exit status. Only where the
+process still dies by that signal and its supervisor sees the same exit status. A controller
+that is its container's first process (PID 1, ``python controller.py`` as the command) ignores
+a signal at its default disposition, so the raised SIGTERM leaves it running, its meshes gone:
+it exits then with status 143 (128 + SIGTERM, what a shell reports), atexit handlers run; before
+this handler it ignored SIGTERM and was killed at the end of the pod's grace period. Only where the
 handler can be set and nobody else set one: on the main thread, with SIGTERM at its default. A
 program's own handler is never replaced; it decides how the program ends (an exit through
 ``sys.exit`` runs the atexit deletion).
@@ -14,6 +18,7 @@ program's own handler is never replaced; it decides how the program ends (an exi
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from types import FrameType
 
@@ -43,3 +48,6 @@ def _delete_meshes_then_die(signum: int, frame: FrameType | None) -> None:
         lifetimes.delete_owned(DELETE_SECONDS)
     finally:
         signal.raise_signal(signal.SIGTERM)  # dies by SIGTERM, as it would have without this handler
+    # Still here: the first process of its PID namespace, to which the kernel delivers no
+    # signal at its default disposition (raise included).
+    sys.exit(128 + signum)
