@@ -517,7 +517,8 @@ class Controller:
             again.append(max(plan.recheck, 0.1))  # when a lost node's toleration runs out
         if lease_left is not None:
             again.append(max(lease_left, 0.1))  # when the lease lapses unless renewed
-        unseen = statuses.unseen_recheck(pods, time.time(), self.settings.unseen_pod_seconds)
+        unseen = statuses.unseen_recheck(pods, time.time(), self.settings.unseen_pod_seconds) \
+            if status["readyProcs"] < status["desiredProcs"] else None
         if unseen is not None:
             again.append(max(unseen, 0.1))  # when a pod no scheduler looked at is reported
         return min(again) if again else None

@@ -92,8 +92,18 @@ class Observed:
     #: The token Secret the pods mount, found gone while the mesh has procs
     #: (:mod:`.secret_probes`); None: there, or not asked.
     missing_secret: str | None = None
-    #: Pods no scheduler looked at for long (:func:`unseen_by_scheduler`): Ready's verdict.
-    unseen: tuple[str, str] | None = None
+    #: When (epoch seconds), and after how long a pod no scheduler looked at is reported
+    #: (None: not judged).
+    now: float = 0.0
+    unseen_after: float | None = None
+
+    @functools.cached_property
+    def unseen(self) -> tuple[str, str] | None:
+        """:func:`unseen_by_scheduler`, judged once every rank has its pod (a gang scheduler
+        holds back an incomplete gang without marking it); computed only if a verdict asks."""
+        if self.unseen_after is None or len(self.pods) < self.mesh.size:
+            return None
+        return unseen_by_scheduler(self.pods, self.now, self.unseen_after)
 
     @property
     def refusal(self) -> placing.Refusal | None:
@@ -166,12 +176,14 @@ def epoch(rfc3339: str) -> float:
 def _unseen_age(pod: Mapping[str, Any], now: float) -> float | None:
     """How long ``pod`` has waited with no node and no PodScheduled condition (no scheduler has
     looked at it), or None when one has, or it is going."""
-    meta = pod.get("metadata") or {}
-    created = meta.get("creationTimestamp")
-    if not created or meta.get("deletionTimestamp") or (pod.get("spec") or {}).get("nodeName"):
+    if (pod.get("spec") or {}).get("nodeName"):  # most pods: bound
         return None
     if any(c.get("type") == "PodScheduled"
            for c in (pod.get("status") or {}).get("conditions") or []):
+        return None
+    meta = pod.get("metadata") or {}
+    created = meta.get("creationTimestamp")
+    if not created or meta.get("deletionTimestamp"):
         return None
     try:
         return now - epoch(str(created))
@@ -380,10 +392,7 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         desired=0 if mesh.suspend else mesh.size,
         restarts=plan.restarts if plan is not None else int(previous.get("restarts") or 0),
         missing_secret=None if mesh.suspend else missing_secret,
-        # Judged once every rank has its pod: a gang scheduler holds back an incomplete gang
-        # without marking its pods.
-        unseen=None if unseen_after is None or len(pods) < mesh.size
-        else unseen_by_scheduler(pods, epoch(now), unseen_after))
+        now=epoch(now), unseen_after=unseen_after)
 
     def cond(type_: str, verdict: Verdict) -> dict[str, Any]:
         return _condition(prev_conditions, type_, *verdict, mesh.generation, now)
