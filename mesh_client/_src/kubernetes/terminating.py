@@ -8,7 +8,8 @@ owns, sets a handler that deletes those meshes (:func:`.lifetimes.delete_owned`,
 process still dies by that signal and its supervisor sees the same exit status. Only where the
 handler can be set and nobody else set one: on the main thread, with SIGTERM at its default. A
 program's own handler is never replaced; it decides how the program ends (an exit through
-``sys.exit`` runs the atexit deletion).
+``sys.exit`` runs the atexit deletion). A process forked from it (a multiprocessing worker)
+inherits the handler but owns none of the meshes: its SIGTERM deletes nothing.
 """
 
 from __future__ import annotations
