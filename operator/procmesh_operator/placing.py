@@ -346,12 +346,14 @@ def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
                 return Placement(refusal=refusal)
         else:
             # Hosts are machines unless spec.placement.hosts says Any (budgets still apply).
-            taken = set(host_nodes.values()) if mesh.hosts_on_distinct_nodes else set()
+            taken = {n: h for h, n in host_nodes.items()} if mesh.hosts_on_distinct_nodes else {}
             reasons: list[str] = []
             node_may_come = not nodes  # a node may join an empty cluster, or come back
             room_may_free = False
             for node in sorted(nodes.values(), key=lambda n: n.name):
                 if node.name in taken:
+                    reasons.append(f"{node.name}: runs host {taken[node.name]} of this mesh "
+                                   f"(spec.placement.hosts {contract.HOSTS_ON_DISTINCT_NODES})")
                     continue
                 if not node.schedulable:
                     reasons.append(f"{node.name}: not ready or unschedulable")

@@ -87,6 +87,12 @@ def test_pinned_hosts_get_distinct_nodes_first_fit():
     assert [result.procs[r] for r in range(4)] == [
         rendering.ProcPlacement("n1", "0"), rendering.ProcPlacement("n1", "1"),
         rendering.ProcPlacement("n2", "0"), rendering.ProcPlacement("n2", "1")]
+    # One node for two hosts: refused, naming the node another host takes (it said "the
+    # cluster has no nodes").
+    refusal = place(m, [0, 1, 2, 3], nodes={"n1": node("n1")}).refusal
+    assert refusal is not None and refusal.reason == contract.NO_NODE_FITS
+    assert refusal.message.endswith("host 1 of this pinned mesh (devices 0, 1): n1: runs host 0 "
+                                    "of this mesh (spec.placement.hosts DistinctNodes)")
 
 
 def test_existing_pod_fixes_its_hosts_node():
