@@ -224,7 +224,7 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 INVALID_COLOCATION = "InvalidColocation"
 DEVICE_NOT_FOUND = "DeviceNotFound"
 BUDGET_EXCEEDED = "GPUBudgetExceeded"
-#: No ready node can take a host of a pinned mesh, even with other meshes' procs gone.
+#: No node, ready or not, can take a host of a pinned mesh, even with other meshes' procs gone.
 NO_NODE_FITS = "NoNodeFits"
 RESTART_LIMIT_REACHED = "RestartLimitReached"
 PROC_FAILED = "ProcFailed"

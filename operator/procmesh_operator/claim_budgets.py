@@ -47,13 +47,18 @@ def place(mesh: specs.MeshSpec, ranks: Sequence[int], *,
     for rank in ranks:
         wanted.setdefault(claims.slot_of(mesh, rank), []).append(
             budgets.DeviceUse(contract.pod_name(mesh.name, rank), mesh.gpus.memory_fraction))
+    staying = placing.staying_meshes(mesh)
+    refusals: list[placing.Refusal] = []
     for slot, new in sorted(wanted.items()):
         together = list(uses.get(slot, [])) + new
         memory = slot_memory.get(slot) or settings.default_gpu_memory_mib
         if budgets.overflow_mib(together, memory, settings.cuda_context_mib) > 0:
-            staying = placing.staying_meshes(mesh)
-            return placing.Placement(refusal=placing.Refusal(
+            refusals.append(placing.Refusal(
                 budgets.overrun_reason(together, memory, settings.cuda_context_mib, staying),
                 budgets.explain_overrun(f"{slot[0]}/{slot[1]}", "(chosen by the scheduler)",
                                         together, memory, settings.cuda_context_mib, staying)))
+    if refusals:
+        # A slot that no wait clears first (devices differ in memory): room freeing on another
+        # would not place the mesh.
+        return placing.Placement(refusal=min(refusals, key=lambda r: r.waits))
     return placing.Placement(procs={rank: rendering.ProcPlacement() for rank in ranks})

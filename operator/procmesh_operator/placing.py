@@ -346,16 +346,14 @@ def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
                 return Placement(refusal=refusal)
         else:
             # Hosts are machines unless spec.placement.hosts says Any (budgets still apply).
-            taken = set(host_nodes.values()) if mesh.hosts_on_distinct_nodes else set()
+            taken = {n: h for h, n in host_nodes.items()} if mesh.hosts_on_distinct_nodes else {}
             reasons: list[str] = []
             node_may_come = not nodes  # a node may join an empty cluster, or come back
             room_may_free = False
             for node in sorted(nodes.values(), key=lambda n: n.name):
                 if node.name in taken:
-                    continue
-                if not node.schedulable:
-                    reasons.append(f"{node.name}: not ready or unschedulable")
-                    node_may_come = True
+                    reasons.append(f"{node.name}: runs host {taken[node.name]} of this mesh "
+                                   f"(spec.placement.hosts {contract.HOSTS_ON_DISTINCT_NODES})")
                     continue
                 if any(node.labels.get(k) != v for k, v in selector.items()):
                     reasons.append(f"{node.name}: does not match template.nodeSelector")
@@ -364,6 +362,13 @@ def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
                     reasons.append(f"{node.name}: has no GPUs")
                     continue
                 refusal = _fits_on(node, wanted, uses, settings, staying_meshes(mesh))
+                if not node.schedulable:  # worth waiting for if it could take the host once back
+                    if refusal is None or refusal.waits:
+                        reasons.append(f"{node.name}: not ready or unschedulable")
+                        node_may_come = True
+                    else:
+                        reasons.append(refusal.message)
+                    continue
                 if refusal is not None:
                     reasons.append(refusal.message)
                     room_may_free = room_may_free or refusal.waits
@@ -374,7 +379,7 @@ def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
                 detail = "; ".join(reasons) or "the cluster has no nodes"
                 # A pinned mesh that no node takes creates no pods, so no autoscaler adds a node
                 # for it: it waits only for what comes by itself (room, a node back or joining
-                # an empty cluster); what no ready node can ever take is refused.
+                # an empty cluster); what no node, ready or not, can ever take is refused.
                 reason = contract.WAITING_FOR_GPU_BUDGET if room_may_free else \
                     contract.WAITING_FOR_NODE if node_may_come else contract.NO_NODE_FITS
                 return Placement(refusal=Refusal(

@@ -273,10 +273,10 @@ class ActorEndpoint(Generic[R]):
         own = any(isinstance(fut, own_calls.OwnCall) for fut in futs)  # this actor is among them
 
         def in_arrival_order() -> Iterator[Future[R]]:
-            for _ in futs:
+            for yielded in range(len(futs)):
                 coalescing.waiting()  # about to wait: held requests go out now (runtime/coalescing.py)
-                if own and arrived.empty():
-                    own_calls.refuse_stream_wait(futs)  # only its own call is left, which never comes
+                if own and arrived.empty():  # raises if only its own call is left, which never comes
+                    own_calls.refuse_stream_wait(futs, len(futs) - yielded)
                 yield arrived.get()
 
         return in_arrival_order()

@@ -52,12 +52,14 @@ def _own_call(fut: Future[R], here: context.MessageThread, what: str) -> Future[
     return OwnCall(fut, what, here.holds_messages, task) if here.holds_messages or task is not None else fut
 
 
-def refuse_stream_wait(futs: Sequence[Future[Any]]) -> None:
-    """A ``stream()`` is about to wait for the next of ``futs`` to arrive: raise if all those
-    still pending are own calls that would never arrive while this thread waits."""
+def refuse_stream_wait(futs: Sequence[Future[Any]], left: int) -> None:
+    """A ``stream()`` is about to wait for the next of ``futs`` to arrive, ``left`` of them not
+    yielded yet and none queued: raise if all those are own calls pending that would never
+    arrive while this thread waits. A future done but not yet queued (its done callbacks run
+    after it is marked done, on the thread that completed it) still arrives: no refusal."""
     pending = [fut for fut in futs if not fut.done()]
     own = [fut for fut in pending if isinstance(fut, OwnCall)]
-    if own and len(own) == len(pending) and all(fut.waits_for_ever_here() for fut in own):
+    if own and len(own) == len(pending) == left and all(fut.waits_for_ever_here() for fut in own):
         raise own[0].refusal()
 
 

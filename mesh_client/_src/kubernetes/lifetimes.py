@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import datetime
+import os
 import sys
 import threading
 import time
@@ -53,9 +54,10 @@ def now_rfc3339() -> str:
 
 def delete_owned(seconds: float) -> None:
     """Delete every mesh this process still owns, all at once, waiting ``seconds`` at most in
-    all (the process is about to die: best effort, a mesh not deleted goes when its lease lapses)."""
+    all (the process is about to die: best effort, a mesh not deleted goes when its lease lapses).
+    A forked child (a multiprocessing worker ended with SIGTERM) owns none of its parent's."""
     with _owned_lock:
-        renewers = list(_owned)
+        renewers = [r for r, pid in _owned.items() if pid == os.getpid()]
     deadline = time.monotonic() + seconds
     threads = [threading.Thread(target=r.delete_now, args=(seconds,), name=f"procmesh delete {r.name}", daemon=True)
                for r in renewers]
@@ -87,7 +89,7 @@ class LeaseRenewer:
                 f"outlive=True, and delete it yourself") from None
         atexit.register(self._at_exit)
         with _owned_lock:
-            _owned[self] = None
+            _owned[self] = os.getpid()
         exiting.track(self._thread, self._stopped.set)  # never in a renewal when the interpreter ends
         self._thread.start()
 
@@ -136,6 +138,8 @@ class LeaseRenewer:
                   f"({exc}); the operator deletes it when its lease lapses", file=sys.stderr, flush=True)
 
 
-# The meshes this process owns (their renewers, until stopped), for SIGTERM's handler.
-_owned: dict[LeaseRenewer, None] = {}
-_owned_lock = threading.Lock()
+# The meshes this process owns (their renewers, until stopped, and the pid that started them:
+# a forked child inherits the dict, not the meshes), for SIGTERM's handler. Reentrant: that
+# handler runs on the main thread, which may hold the lock in start() or stop() as it comes.
+_owned: dict[LeaseRenewer, int] = {}
+_owned_lock = threading.RLock()

@@ -12,7 +12,8 @@ it exits then with status 143 (128 + SIGTERM, what a shell reports), atexit hand
 this handler it ignored SIGTERM and was killed at the end of the pod's grace period. Only where the
 handler can be set and nobody else set one: on the main thread, with SIGTERM at its default. A
 program's own handler is never replaced; it decides how the program ends (an exit through
-``sys.exit`` runs the atexit deletion).
+``sys.exit`` runs the atexit deletion). A process forked from it (a multiprocessing worker)
+inherits the handler but owns none of the meshes: its SIGTERM deletes nothing.
 """
 
 from __future__ import annotations

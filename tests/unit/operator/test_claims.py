@@ -160,6 +160,25 @@ def test_budget_per_claim_slot():
     assert tight.refusal is not None and "2048 MiB" in tight.refusal.message
 
 
+def test_a_slot_no_wait_clears_is_refused_though_another_waits_for_room():
+    """Slot 0 overflows only with a third mesh's proc (it may leave), slot 1, a smaller device,
+    with its partner's procs alone: the mesh can never be placed, so it is no wait."""
+    policy = mesh("policy", per_host=(("gpus", 2),), gpus={**DRA, "memoryFraction": 0.3})
+    third = mesh("third", per_host=(("gpus", 2),), colocateWith="policy",
+                 gpus={"mode": "dra", "memoryFraction": 0.4})
+    modest = mesh("modest", per_host=(("gpus", 2),), colocateWith="policy",
+                  gpus={"mode": "dra", "memoryFraction": 0.3})
+    running = [pod(policy, 0), pod(policy, 1), pod(third, 0)]
+    small = {("policy-gpus-0", "gpu-1"): 2048}
+    refused = claim_budgets.place(modest, [0, 1], own_pods={}, other_pods=running,
+                                  slot_memory=small, settings=SETTINGS)
+    assert refused.refusal is not None and refused.refusal.reason == contract.BUDGET_EXCEEDED
+    assert "policy-gpus-0/gpu-1" in refused.refusal.message
+    waits = claim_budgets.place(modest, [0, 1], own_pods={}, other_pods=running, slot_memory={},
+                                settings=SETTINGS)  # slot 1 a device as large as slot 0
+    assert waits.refusal is not None and waits.refusal.reason == contract.WAITING_FOR_GPU_BUDGET
+
+
 def test_plan_in_dra_mode_refuses_a_non_dra_partner():
     policy = mesh("policy", per_host=(("gpus", 1),), gpus={"mode": "pinned", "deviceIDs": [0]})
     trainer = mesh("trainer", per_host=(("gpus", 1),), colocateWith="policy", gpus={"mode": "dra"})

@@ -87,6 +87,12 @@ def test_pinned_hosts_get_distinct_nodes_first_fit():
     assert [result.procs[r] for r in range(4)] == [
         rendering.ProcPlacement("n1", "0"), rendering.ProcPlacement("n1", "1"),
         rendering.ProcPlacement("n2", "0"), rendering.ProcPlacement("n2", "1")]
+    # One node for two hosts: refused, naming the node another host takes (it said "the
+    # cluster has no nodes").
+    refusal = place(m, [0, 1, 2, 3], nodes={"n1": node("n1")}).refusal
+    assert refusal is not None and refusal.reason == contract.NO_NODE_FITS
+    assert refusal.message.endswith("host 1 of this pinned mesh (devices 0, 1): n1: runs host 0 "
+                                    "of this mesh (spec.placement.hosts DistinctNodes)")
 
 
 def test_existing_pod_fixes_its_hosts_node():
@@ -130,7 +136,7 @@ def test_failed_pods_hold_no_budget_terminating_ones_until_they_are_gone():
 def test_missing_devices_and_node_filters():
     m = mesh(gpus={"mode": "pinned", "deviceIDs": [0, 3]}, template={"nodeSelector": {"a": "b"}})
     nodes = {"n1": node("n1", gpus=2, labels={"a": "b"}), "n2": node("n2", gpus=8),
-             "n3": node("n3", ready=False, labels={"a": "b"}),
+             "n3": node("n3", gpus=4, ready=False, labels={"a": "b"}),
              "n4": node("n4", gpus=0, labels={"a": "b"})}
     refusal = place(m, [0, 1], nodes=nodes).refusal
     assert refusal.reason == contract.WAITING_FOR_NODE  # n3 may become Ready
@@ -142,6 +148,13 @@ def test_missing_devices_and_node_filters():
     refusal = place(m, [0, 1], nodes={k: v for k, v in nodes.items() if k != "n3"}).refusal
     assert refusal.reason == contract.NO_NODE_FITS and not refusal.waits
     assert place(m, [0, 1], nodes={}).refusal.reason == contract.WAITING_FOR_NODE  # no nodes yet
+    # Nor is a node that could not take it once back (it waited for it): no GPU 3, no GPUs,
+    # another nodeSelector.
+    for never in (node("n3", ready=False, labels={"a": "b"}), node("n3", gpus=0, ready=False),
+                  node("n3", gpus=4, ready=False)):
+        refusal = place(m, [0, 1], nodes={"n1": nodes["n1"], "n3": never}).refusal
+        assert refusal.reason == contract.NO_NODE_FITS, never
+        assert "n3: not ready" not in refusal.message  # what keeps it out for good instead
     nodes["n5"] = node("n5", gpus=4, labels={"a": "b"})
     assert {p.node for p in place(m, [0, 1], nodes=nodes).procs.values()} == {"n5"}
 
