@@ -13,11 +13,14 @@ this handler it ignored SIGTERM and was killed at the end of the pod's grace per
 handler can be set and nobody else set one: on the main thread, with SIGTERM at its default. A
 program's own handler is never replaced; it decides how the program ends (an exit through
 ``sys.exit`` runs the atexit deletion). A process forked from it (a multiprocessing worker)
-inherits the handler but owns none of the meshes: its SIGTERM deletes nothing.
+owns none of its meshes and gets SIGTERM back at its default (:func:`_fork_without_handler`): a
+Python handler in a forked child loses a SIGTERM that comes before the child's interpreter is
+ready for signals (``terminate()`` right after ``start()`` left the worker running).
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -40,7 +43,27 @@ def install() -> None:
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return  # the program's own handler (or SIG_IGN, or one set outside Python): left as it is
     signal.signal(signal.SIGTERM, _delete_meshes_then_die)
+    os.register_at_fork(before=_block_sigterm, after_in_parent=_unblock_sigterm,
+                        after_in_child=_fork_without_handler)
     _installed = True
+
+
+def _block_sigterm() -> None:
+    """Hold SIGTERM for the forking thread across the fork: the child inherits the mask, so a
+    SIGTERM sent to it before it is ready waits for :func:`_fork_without_handler`."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+
+def _unblock_sigterm() -> None:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
+def _fork_without_handler() -> None:
+    """In a forked child: SIGTERM at its default again (if still this module's handler), then
+    let a held one in, which now ends the child as it would have without this module."""
+    if signal.getsignal(signal.SIGTERM) is _delete_meshes_then_die:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _unblock_sigterm()
 
 
 def _delete_meshes_then_die(signum: int, frame: FrameType | None) -> None:

@@ -101,6 +101,30 @@ def test_a_forked_child_ended_by_sigterm_deletes_none_of_its_parents_meshes(serv
         proc.wait()
 
 
+def test_a_forked_child_has_sigterm_at_its_default(server):
+    """A Python handler inherited by a forked child loses a SIGTERM that comes before the
+    child's interpreter is ready for signals: the child must not catch SIGTERM at all."""
+    proc = controller(server, """
+        import multiprocessing, time
+        context = multiprocessing.get_context("fork")
+        running = context.Event()
+        worker = context.Process(target=lambda: (running.set(), time.sleep(600)))
+        worker.start()
+        assert running.wait(60)  # the child runs Python: its after-fork hooks have run
+        with open(f"/proc/{worker.pid}/status") as status:
+            caught = int(next(line for line in status if line.startswith("SigCgt:")).split()[1], 16)
+        print(bool(caught & (1 << (signal.SIGTERM - 1))), flush=True)
+        worker.kill()
+        worker.join()
+    """)
+    try:
+        assert proc.stdout.readline() == "False\n"
+        assert proc.wait(timeout=60) == 0, proc.stdout.read()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_sigterm_while_the_main_thread_holds_the_owned_meshes_lock_deletes_them_and_dies(server):
     """The handler runs on the main thread between two bytecodes, also inside the lock's block
     in LeaseRenewer.start or stop: a lock that is not reentrant hung the process there."""
