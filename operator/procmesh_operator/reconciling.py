@@ -731,7 +731,10 @@ class Controller:
                 mesh = dataclasses.replace(
                     mesh, template=workloads.with_flavors(mesh.template, admission.flavors))
             return mesh, admission
-        if admission.state == workloads.STATE_EVICTED and pods and previous and not mesh.suspend:
+        # Not admitted with procs running: an eviction, seen as such (Evicted, quota still held)
+        # or already as a queued workload (Kueue released the quota, or this operator restarted
+        # after releasing it): the status says why before any of them is stopped.
+        if admission.state != workloads.STATE_ADMITTED and pods and previous and not mesh.suspend:
             stopping = workloads.overlay(previous, previous, admission, queue, mesh.generation,
                                          statuses.now_rfc3339())
             if statuses.differs(previous, stopping):

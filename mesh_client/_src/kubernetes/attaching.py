@@ -78,10 +78,12 @@ class KubernetesProcs:
         restarted); a later one says it was restarted, once a new pod has replaced it."""
         name = self.pod_names[index]
         story = None
+        pod_deleted = False  # its pod being deleted (not a crash): an eviction, for a queued mesh
         pause = 0.01  # doubling to 0.2 s: a supervision report may wait a second for the status
         while True:
             try:
                 pod = self.api.pod(name)
+                pod_deleted = bool(((pod or {}).get("metadata") or {}).get("deletionTimestamp"))
                 uid = ((pod or {}).get("metadata") or {}).get("uid")
                 if uid and self.uids[index] and uid != self.uids[index]:
                     return self._restarted(index)
@@ -92,12 +94,20 @@ class KubernetesProcs:
                 break
             time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
             pause = min(pause * 2, 0.2)
-        try:  # a queued mesh whose procs Kueue stopped: its status said why before they went
-            mesh: Mapping[str, Any] | None = self.api.get_mesh(self.name)
-        except MeshNotFound:
-            mesh = None
-        except Exception:
-            mesh = {}
+        while True:  # a queued mesh whose procs Kueue stopped: its status said why before they went
+            try:
+                mesh: Mapping[str, Any] | None = self.api.get_mesh(self.name)
+            except MeshNotFound:
+                mesh = None
+            except Exception:
+                mesh = {}
+            # A queued mesh's pod deleted, and its status not saying why yet (the operator may
+            # write it a moment later): read again while the deadline allows.
+            if not mesh or not pod_deleted or assessing.queue_story(mesh) is not None \
+                    or contract.KUEUE_QUEUE_LABEL not in ((mesh.get("metadata") or {}).get("labels") or {}) \
+                    or time.monotonic() + 0.1 >= deadline:
+                break
+            time.sleep(0.1)
         deleting = assessing.deletion(mesh) if mesh else None
         if mesh is None or deleting is not None:  # no operator brings it back
             what = " was deleted" if mesh is None else f": {deleting}"
