@@ -221,3 +221,31 @@ def test_deleted_nodes_without_our_pods_are_dropped_and_nothing_else():
                   "down": losses.loss_of(node_body("down", "Unknown", TAINTS["Unknown"]), NOW)}
     kept = losses.without_empty_gone(lost_nodes, in_use={"gone-used", "elsewhere"})
     assert kept == {"gone-used": lost_nodes["gone-used"], "down": lost_nodes["down"]}
+
+
+def test_a_node_ready_and_uncordoned_wakes_the_meshes_waiting_for_room():
+    """A mesh waiting for a node (WaitingForNode, WaitingForGPUBudget) is looked at again when
+    a node joins, comes back Ready, or is uncordoned, not only at the next resync."""
+    from procmesh_operator import reconciling
+
+    class Recording(reconciling.Controller):
+        def __init__(self):
+            super().__init__(None, SETTINGS)
+            self.woken = []
+
+        def enqueue(self, key, delay=0.0):
+            self.woken.append(key)
+
+    ctl = Recording()
+    ctl._waiting_for_room.add(("ns", "waiting"))
+    cordoned = node_body("n1", "True")
+    cordoned["spec"]["unschedulable"] = True
+    ctl.node_event("ADDED", cordoned)
+    assert ctl.woken == []  # Ready but cordoned: nothing placeable came
+    ctl.node_event("MODIFIED", node_body("n1", "True"))  # uncordoned
+    assert ctl.woken == [("ns", "waiting")]
+    ctl.node_event("MODIFIED", node_body("n1", "True"))  # a heartbeat: no change
+    assert ctl.woken == [("ns", "waiting")]
+    ctl.node_event("MODIFIED", node_body("n1", "False", TAINTS["False"]))
+    ctl.node_event("MODIFIED", node_body("n1", "True"))  # back
+    assert ctl.woken.count(("ns", "waiting")) == 2
