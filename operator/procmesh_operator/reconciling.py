@@ -942,14 +942,14 @@ class Controller:
                 # A claim is namespaced, so only this namespace's procs can share its devices.
                 listed = await self.client.list(kubeclient.pods_path(mesh.namespace),
                                                 label_selector=contract.MESH_LABEL)
-                others = [p for p in listed.get("items") or [] if stores.mesh_key_of(p) != key]
+                others = stores.other_procs(listed.get("items") or [], key, mesh.uid)
             elif needs_devices:
                 # Placement is decided on a fresh read: the budget must see every pinned proc.
                 listed_nodes = await self.client.list("/api/v1/nodes")
                 nodes = {n.name: n for n in (placing.node_info(item) for item in
                                              listed_nodes.get("items") or [])}
                 listed = await self.client.list("/api/v1/pods", label_selector=contract.MESH_LABEL)
-                others = [p for p in listed.get("items") or [] if stores.mesh_key_of(p) != key]
+                others = stores.other_procs(listed.get("items") or [], key, mesh.uid)
             plan = planning.plan(mesh, restarts=restarts, pods=pods, partner=partner,
                                  partner_pods=partner_pods, nodes=nodes, other_pods=others,
                                  settings=self.settings, losses=self._judged_losses(),

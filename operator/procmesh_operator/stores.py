@@ -243,6 +243,14 @@ def _trimmed(body: Mapping[str, Any]) -> dict[str, Any]:
     return projections.slim_pod(body)
 
 
+def other_procs(pods: Iterable[dict[str, Any]], key: Key, owner_uid: str
+                ) -> list[dict[str, Any]]:
+    """The proc pods that are not the mesh incarnation ``owner_uid``'s own: other meshes', and
+    an earlier incarnation's of the same name, whose procs may still hold their devices while
+    they terminate (the GPU budget counts them, :func:`placing.holds_device`)."""
+    return [p for p in pods if mesh_key_of(p) != key or controller_uid(p) != owner_uid]
+
+
 def controller_uid(body: Mapping[str, Any]) -> str | None:
     """The uid of the object's controller (its ownerReference with ``controller: true``)."""
     for ref in (body.get("metadata") or {}).get("ownerReferences") or []:

@@ -189,3 +189,17 @@ def test_reads_are_by_mesh_incarnation():
     assert {r: p["metadata"]["uid"] for r, p in s.foreign_by_rank(KEY, "uid-m").items()} == \
         {1: "theirs", 2: "stray"}
     assert set(s.pods_by_rank(KEY, "uid-earlier")) == {1}
+
+
+def test_other_procs_include_an_earlier_incarnation_of_the_same_name():
+    """Pods of an earlier mesh of this name (another uid), terminating while garbage collection
+    removes them, still hold their GPUs: the budget counts them with other meshes' pods; only
+    this incarnation's own pods are left out."""
+    now, earlier, other = mesh("m"), mesh("m"), mesh("o")
+    own = pod(now, 0, uid="own")
+    own["metadata"]["ownerReferences"] = [{"uid": "uid-now", "controller": True}]
+    old = pod(earlier, 1, uid="old", terminating=True)
+    old["metadata"]["ownerReferences"] = [{"uid": "uid-earlier", "controller": True}]
+    theirs = pod(other, 0, uid="theirs")
+    got = stores.other_procs([own, old, theirs], ("ns", "m"), "uid-now")
+    assert [p["metadata"]["uid"] for p in got] == ["old", "theirs"]
