@@ -23,7 +23,13 @@ from mesh_client.kubernetes import (
 from tests.cluster import testing
 from tests.integration.cli.test_logs import Talker
 from tests.integration.kubernetes.relay import Relay, ended, through
-from tests.integration.operator.support import create_mesh, mesh_manifest, token_secret, wait_ready
+from tests.integration.operator.support import (
+    create_mesh,
+    mesh_manifest,
+    session_operator_with,
+    token_secret,
+    wait_ready,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -68,13 +74,8 @@ def test_unschedulable_pods_report_the_scheduler_message(kube, custom, namespace
 @pytest.fixture
 def impatient_operator(operator):
     """The session operator, restarted to report unseen pods after 3 s, restored afterwards."""
-    operator.stop()
-    operator.start("--unseen-pod-seconds", "3")
-    try:
-        yield operator
-    finally:
-        operator.stop()
-        operator.start()
+    with session_operator_with(operator, "--unseen-pod-seconds", "3") as restarted:
+        yield restarted
 
 
 def test_pods_no_scheduler_looks_at_are_reported_with_the_scheduler_name(

@@ -175,6 +175,14 @@ def session_operator_stopped(operator: OperatorProcess) -> Iterator[None]:
         operator.start()
 
 
+@contextlib.contextmanager
+def session_operator_with(operator: OperatorProcess, *extra: str) -> Iterator[OperatorProcess]:
+    """The session's operator restarted with extra arguments for the block, then as before."""
+    with session_operator_stopped(operator):
+        operator.start(*extra)
+        yield operator
+
+
 # --- Helpers ---------------------------------------------------------------------------------
 
 def mesh_manifest(name: str, **spec: Any) -> dict[str, Any]:

@@ -27,13 +27,8 @@ SIZE = 3
 @pytest.fixture
 def eventful_operator(operator):
     """The session operator, restarted without resync for this test, restored afterwards."""
-    operator.stop()
-    operator.start("--resync-seconds", "3600")
-    try:
-        yield operator
-    finally:
-        operator.stop()
-        operator.start()
+    with support.session_operator_with(operator, "--resync-seconds", "3600") as restarted:
+        yield restarted
 
 
 @pytest.mark.parametrize("policy", ["RestartProc", "RestartMesh"])

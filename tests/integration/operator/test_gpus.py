@@ -69,13 +69,9 @@ def eventful_operator(operator):
     """The session operator, restarted without resync and without gang placement (whose own
     wake-ups would hide a missing one) for this test, restored afterwards: only the events of a
     waiting mesh's kind can bring it on."""
-    operator.stop()
-    operator.start("--resync-seconds", "3600", "--gang", "off")
-    try:
-        yield operator
-    finally:
-        operator.stop()
-        operator.start()
+    with support.session_operator_with(operator, "--resync-seconds", "3600",
+                                       "--gang", "off") as restarted:
+        yield restarted
 
 
 def test_a_device_other_meshes_fill_is_waited_for_and_taken_when_they_end(
