@@ -38,6 +38,7 @@ from typing import Any
 from mesh_client._src import contract
 from procmesh_operator import (
     admitting,
+    childwatch,
     claiming,
     coalescing,
     eventing,
@@ -47,6 +48,7 @@ from procmesh_operator import (
     kubeclient,
     leading,
     leases,
+    listwatch,
     losses,
     metrics,
     placing,
@@ -152,6 +154,10 @@ class Controller:
         self._create_order: dict[Key, int] = {}
         self._orders = itertools.count()
         self._pod_watches: list[podwatch.PodWatch] = []  # ours, unless kopf watches pods
+        self._child_watches: list[listwatch.ListWatch] = []  # with ours (childwatch.py)
+        # Children whose deletion a watch saw: created again with a Warning event, even when
+        # the mesh has no pods at that moment (every proc being replaced, RestartMesh).
+        self._deleted_children: set[tuple[Key, str]] = set()
         # Each mesh's status.procs entries as last computed (only changed pods are read again).
         self._entries: dict[Key, proc_entries.EntryMemo] = {}
 
@@ -166,16 +172,19 @@ class Controller:
 
     def watch_pods(self, paths: Sequence[str]) -> None:
         """Watch proc pods under ``paths`` with :mod:`.podwatch` (instead of kopf's pod
-        handler), feeding :meth:`pod_event`."""
+        handler), feeding :meth:`pod_event`; and, over the same namespaces, each mesh's Service
+        and Role (:mod:`.childwatch`), feeding :meth:`child_event`."""
         for path in paths:
             watch = podwatch.PodWatch(self.client, path, self.pod_event, self.pods_listed)
             watch.start()
             self._pod_watches.append(watch)
+            self._child_watches += childwatch.start(self.client, listwatch.namespace_of(path),
+                                                    self.child_event, self.children_listed)
 
     async def stop(self) -> None:
         if self.elector is not None:  # a stopping replica takes no Lease up any more
             self.elector.retire()
-        for watch in self._pod_watches:
+        for watch in [*self._pod_watches, *self._child_watches]:
             await watch.stop()
         if self._resync_task is not None:
             self._resync_task.cancel()
@@ -301,6 +310,29 @@ class Controller:
         for dependent in self._colocated_by.get(key, ()):
             self.enqueue(dependent)
 
+    def child_event(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """A mesh's Service or Role (:mod:`.childwatch`): when one this incarnation was
+        ensured with is deleted, the mesh is reconciled, which creates it again."""
+        if event_type == "DELETED":
+            found = childwatch.owner(body)
+            if found is not None:
+                self._child_gone(found[0], kind, found[1])
+
+    def children_listed(self, kind: str, namespace: str | None,
+                        items: Sequence[Mapping[str, Any]], version: str) -> None:
+        """The child watch listed again: an ensured child missing from the list was deleted
+        while no watch ran. (One created after the list's snapshot is only read again.)"""
+        present = {found for found in map(childwatch.owner, items) if found is not None}
+        for (key, ensured_kind), uid in list(self._ensured.items()):
+            if ensured_kind == kind and namespace in (None, key[0]) and (key, uid) not in present:
+                self._child_gone(key, kind, uid)
+
+    def _child_gone(self, key: Key, kind: str, uid: str) -> None:
+        if self._ensured.get((key, kind)) == uid:
+            del self._ensured[(key, kind)]
+            self._deleted_children.add((key, kind))
+            self.enqueue(key)
+
     def workload_event(self, body: Mapping[str, Any]) -> None:
         """A mesh's Kueue Workload changed (admitted, evicted): look at the mesh again."""
         meta = body.get("metadata") or {}
@@ -368,6 +400,7 @@ class Controller:
         self.store.unprime(key)
         for kind in CHILD_KINDS:
             self._ensured.pop((key, kind), None)
+            self._deleted_children.discard((key, kind))
         if not self._colocated_by.get(key):
             self._colocated_by.pop(key, None)
         self._phases.pop(key, None)
@@ -640,7 +673,9 @@ class Controller:
         missing then was deleted under the mesh: created again, with a Warning event."""
         if self._recently_ensured(mesh, kind):
             return
-        fresh = not self.store.pods_by_rank((mesh.namespace, mesh.name), mesh.uid)
+        key = (mesh.namespace, mesh.name)
+        deleted = (key, kind) in self._deleted_children
+        fresh = not deleted and not self.store.pods_by_rank(key, mesh.uid)
         existing = None if fresh else await self.client.get_or_none(path)
         if existing is None:
             try:
@@ -661,7 +696,8 @@ class Controller:
                 f"{kind} {path.rsplit('/', 1)[1]} exists and is not owned by this ProcMesh: if "
                 f"an earlier mesh of this name was just deleted, this clears when garbage "
                 f"collection removes it; otherwise delete it or rename the mesh")
-        self._ensured[((mesh.namespace, mesh.name), kind)] = mesh.uid
+        self._ensured[key, kind] = mesh.uid
+        self._deleted_children.discard((key, kind))
 
     async def _recheck_children(self, mesh: specs.MeshSpec, mode: str) -> None:
         """Check the Role, Service and PodGroup again now, whenever they were last checked."""

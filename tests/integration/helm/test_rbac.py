@@ -159,3 +159,27 @@ def test_missing_status_rule_shows_in_the_operator_log(cluster, release, core, c
     finally:
         support.install(cluster, "namespaced.yaml")
     wait_ready(custom, WATCHED, "no-status")
+
+
+def test_missing_child_watch_rule_shows_in_the_operator_log(cluster, release, core, custom,
+                                                           tmp_path):
+    # The child watch (childwatch.py) only speeds up recreating a deleted Service: without it
+    # meshes still run, and the log says what is missing.
+    support.install(cluster, "namespaced.yaml",
+                    extra=support.post_renderer(tmp_path, "services", "list"))
+    try:
+        assert not can_i(cluster, "list", "services")
+        [pod] = support.wait_operator_running(core)
+
+        def refused() -> list[str]:
+            log = support.operator_log(cluster, pod.metadata.name)
+            records = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+            return [r.get("message", "") for r in records
+                    if f"watch of /api/v1/namespaces/{WATCHED}/services failed" in r.get("message", "")
+                    and "403" in r.get("message", "")]
+
+        testing.wait_for(refused, "the operator logging the refused Service watch")
+        create_mesh(custom, WATCHED, "no-service-watch")
+        wait_ready(custom, WATCHED, "no-service-watch")
+    finally:
+        support.install(cluster, "namespaced.yaml")

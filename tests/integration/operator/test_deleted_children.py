@@ -4,6 +4,9 @@ Aspects:
 - the API server honours ``dryRun=All`` on a Secret create as the operator relies on it
   (:mod:`procmesh_operator.secret_probes`): AlreadyExists for a Secret that is there, success
   and nothing stored for one that is not;
+- a running mesh's headless Service and access Role deleted while nothing else happens: the
+  operator's child watch brings both back (Warning events say so), with the resync an hour
+  away, so that neither the periodic child check nor a replaced proc can be what did it;
 - a RestartProc mesh whose token Secret, headless Service and access Role were deleted: the
   proc restarted next brings the Service and Role back (Warning events say so), the status says
   the Secret is gone and what to do (Degraded and Ready, TokenSecretMissing) while no new token
@@ -62,6 +65,34 @@ def exists(read: Any, *args: str) -> bool:
             return False
         raise
     return True
+
+
+def test_a_deleted_service_and_role_come_back_at_once(operator, namespace, kube, custom, core):
+    name = "watched-children"
+    rbac = client.RbacAuthorizationV1Api(kube)
+    role, service = contract.access_role_name(name), contract.service_name(name)
+    with support.session_operator_with(operator, "--resync-seconds", "3600"):
+        support.create_mesh(custom, namespace, name, perHost=[{"name": "procs", "size": 1}])
+        support.wait_ready(custom, namespace, name)
+        uids = {"service": core.read_namespaced_service(service, namespace).metadata.uid,
+                "role": rbac.read_namespaced_role(role, namespace).metadata.uid}
+        core.delete_namespaced_service(service, namespace)
+        rbac.delete_namespaced_role(role, namespace)
+        # New objects (new uids), owned by the mesh, carrying its labels.
+        testing.wait_for(lambda: exists(core.read_namespaced_service, service, namespace)
+                         and exists(rbac.read_namespaced_role, role, namespace),
+                         "the Service and the Role created again")
+        again = {"service": core.read_namespaced_service(service, namespace).metadata,
+                 "role": rbac.read_namespaced_role(role, namespace).metadata}
+        assert all(again[k].uid != uids[k] for k in uids)
+        mesh_uid = support.get_mesh(custom, namespace, name)["metadata"]["uid"]
+        assert all([o.uid for o in m.owner_references] == [mesh_uid] for m in again.values())
+        assert all(m.labels[contract.MESH_LABEL] == name for m in again.values())
+        testing.wait_for(
+            lambda: sorted(e.message.split()[1] for e in support.events(core, namespace, name)
+                           if e.reason == "ChildRecreated" and e.type == "Warning")
+            == sorted([role, service]) or None, "a ChildRecreated event for the Role and the Service")
+        assert support.get_mesh(custom, namespace, name)["status"]["phase"] == "Ready"
 
 
 def test_children_deleted_under_a_running_mesh(operator, namespace, kube, custom, core):

@@ -4,6 +4,10 @@ test_reconciling.py (the real control plane: tests/integration/operator/test_del
 Aspects:
 - a proc replaced after its mesh's Service and Role were deleted brings them back in that
   reconcile, with a Warning event; a healthy mesh's reconciles ask nothing about its children;
+- the child watch (childwatch.py): a deletion of this incarnation's Service or Role reconciles
+  the mesh, which creates it again with a Warning event, also while every pod is being replaced;
+  a child missing from the watch's list counts as deleted; another incarnation's child, a
+  user's look-alike and events other than a deletion change nothing;
 - a token Secret deleted under running procs: the replaced proc's reconcile finds it gone with a
   dry-run create (never a read, never a new token under running procs) and the status says so
   (Degraded and Ready, TokenSecretMissing, with what to do); the report stands while the Secret
@@ -17,7 +21,7 @@ import asyncio
 import copy
 
 from mesh_client._src import contract
-from procmesh_operator import kubeclient, reconciling
+from procmesh_operator import childwatch, kubeclient, reconciling
 
 from .builders import mesh_body
 from .test_reconciling import (
@@ -80,6 +84,95 @@ def test_a_replaced_proc_brings_back_the_deleted_service_and_role():
     assert creates(client) == [kubeclient.pods_path("ns"), ROLES,
                                "/api/v1/namespaces/ns/services"]
     assert len(warnings(client)) >= 2  # ChildRecreated, one per child (then the proc's events)
+
+
+def recreated(client):
+    """The children named by ChildRecreated events (kind and name)."""
+    return sorted(" ".join(e["message"].split()[:2]) for p, e in client.objects.items()
+                  if "/events/" in p and e.get("reason") == reconciling.CHILD_RECREATED)
+
+
+def deleted(ctl, client, path, kind):
+    """The object at ``path`` is deleted; the child watch delivers it (projected) to ``ctl``."""
+    ctl.child_event(kind, "DELETED", childwatch.slim_child(client.objects.pop(path)))
+
+
+def test_a_watched_deletion_of_a_child_brings_it_back_at_once():
+    ctl, client = running_mesh()
+    queued = []
+    ctl.enqueue = lambda key, delay=0.0: queued.append(key)
+    deleted(ctl, client, SERVICE, childwatch.SERVICE)
+    deleted(ctl, client, ROLE, childwatch.ROLE)
+    assert queued == [("ns", "m"), ("ns", "m")]
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert SERVICE in client.objects and ROLE in client.objects
+    assert creates(client) == [ROLES, "/api/v1/namespaces/ns/services"]
+    assert recreated(client) == ["Role m-procmesh-access", "Service m-procs"]
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert client.calls == []  # ensured again: nothing more is asked
+
+
+def test_a_child_deleted_while_every_pod_is_replaced_is_recreated_with_a_warning():
+    ctl, client = running_mesh()
+    for path in [p for p in client.objects if "/pods/" in p]:
+        ctl.pod_event("DELETED", client.objects.pop(path))
+    deleted(ctl, client, SERVICE, childwatch.SERVICE)
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert SERVICE in client.objects
+    assert recreated(client) == ["Service m-procs"]  # the mesh had run: not taken for a new one
+
+
+def test_a_child_missing_from_the_watch_list_counts_as_deleted():
+    ctl, client = running_mesh()
+    queued = []
+    ctl.enqueue = lambda key, delay=0.0: queued.append(key)
+    role = childwatch.slim_child(client.objects[ROLE])
+    client.objects.pop(SERVICE)
+    ctl.children_listed(childwatch.SERVICE, "ns", [], "99")
+    ctl.children_listed(childwatch.ROLE, "ns", [role], "99")
+    ctl.children_listed(childwatch.ROLE, "other", [], "99")  # another namespace's list
+    assert queued == [("ns", "m")]
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert creates(client) == ["/api/v1/namespaces/ns/services"]
+
+
+def test_only_a_deletion_of_this_incarnations_child_counts():
+    ctl, client = running_mesh()
+    queued = []
+    ctl.enqueue = lambda key, delay=0.0: queued.append(key)
+    service = childwatch.slim_child(client.objects[SERVICE])
+    ctl.child_event(childwatch.SERVICE, "MODIFIED", service)
+    ctl.child_event(childwatch.SERVICE, None, service)
+    earlier = copy.deepcopy(service)
+    earlier["metadata"]["ownerReferences"][0]["uid"] = "an-earlier-incarnation"
+    ctl.child_event(childwatch.SERVICE, "DELETED", earlier)
+    unowned = copy.deepcopy(service)
+    del unowned["metadata"]["ownerReferences"]
+    ctl.child_event(childwatch.SERVICE, "DELETED", unowned)
+    assert queued == []
+    ctl.child_event(childwatch.SERVICE, "DELETED", service)
+    assert queued == [("ns", "m")]
+
+
+def test_the_child_watch_paths_and_projection():
+    assert childwatch.paths(None) == {"Service": "/api/v1/services",
+                                      "Role": "/apis/rbac.authorization.k8s.io/v1/roles"}
+    assert childwatch.paths("ns") == {"Service": "/api/v1/namespaces/ns/services", "Role": ROLES}
+    assert childwatch.SELECTOR == "procmesh.io/mesh,app.kubernetes.io/managed-by=procmesh-operator"
+    slim = childwatch.slim_child({"metadata": {"name": "m-procs", "namespace": "ns",
+                                               "labels": {contract.MESH_LABEL: "m"},
+                                               "managedFields": [{}],
+                                               "ownerReferences": [{"kind": contract.KIND,
+                                                                    "name": "m", "uid": "u1"}]},
+                                  "spec": {"clusterIP": "None"}})
+    assert set(slim) == {"metadata"} and "managedFields" not in slim["metadata"]
+    assert childwatch.owner(slim) == (("ns", "m"), "u1")
+    slim["metadata"]["ownerReferences"][0]["name"] = "another-mesh"
+    assert childwatch.owner(slim) is None
 
 
 def test_a_secret_deleted_under_running_procs_is_reported_when_a_proc_is_replaced():

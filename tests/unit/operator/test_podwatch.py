@@ -13,7 +13,7 @@ import asyncio
 import pytest
 
 from procmesh_operator import __main__ as main_
-from procmesh_operator import kubeclient, podwatch
+from procmesh_operator import kubeclient, listwatch, podwatch
 
 PATH = kubeclient.pods_path("ns")
 
@@ -58,7 +58,7 @@ class FakeWatchClient:
 
 def run(client, monkeypatch):
     got = []
-    monkeypatch.setattr(podwatch, "RETRY_FIRST_SECONDS", 0.0)
+    monkeypatch.setattr(listwatch, "RETRY_FIRST_SECONDS", 0.0)
     watch = podwatch.PodWatch(client, PATH, lambda kind, body: got.append((kind, body)))
     with pytest.raises(Done):
         asyncio.run(watch.run())
@@ -100,5 +100,7 @@ def test_the_scope_gives_the_paths_and_globs_and_peering_fall_back_to_kopf():
         kubeclient.pods_path("a"), kubeclient.pods_path("b")]
     assert main_.pod_watch_paths(False, ["team-*"], standalone=True) is None
     assert main_.pod_watch_paths(True, (), standalone=False) is None  # kopf pauses its own
-    assert podwatch.namespace_of(kubeclient.pods_path("x")) == "x"
-    assert podwatch.namespace_of(podwatch.all_namespaces_path()) is None
+    assert listwatch.namespace_of(kubeclient.pods_path("x")) == "x"
+    assert listwatch.namespace_of(podwatch.all_namespaces_path()) is None
+    assert listwatch.namespace_of(kubeclient.roles_path("y")) == "y"
+    assert listwatch.namespace_of("/apis/rbac.authorization.k8s.io/v1/roles") is None
