@@ -2,8 +2,9 @@
 
 :meth:`RealNode.start` takes a machine-wide slot (:mod:`.slots`: containerd's root persists in it,
 so images are imported only when they changed), writes credentials and configs (:mod:`.configs`),
-makes the node's cgroup (:mod:`.cgroups`), starts containerd, clears containers a previous run
-left in the slot, imports our images (:mod:`.images`), then starts the kubelet and kube-proxy; :meth:`RealNode.stop` kills everything in the node's cgroup (daemons, shims,
+makes the node's cgroup (:mod:`.cgroups`), starts containerd, clears the containers, sandboxes
+and leases a previous run left in the slot, imports our images (:mod:`.images`) and drops the
+images they replaced, then starts the kubelet and kube-proxy; :meth:`RealNode.stop` kills everything in the node's cgroup (daemons, shims,
 containers), unmounts what they left (:mod:`.mounts`) and removes the cgroup. Driven by
 :mod:`tests.cluster.real_node.cluster`.
 """
@@ -28,6 +29,16 @@ IMPORTED = ("pause", "operator", "proc-server", "examples")
 
 class NodeError(RuntimeError):
     """A daemon of the real node failed to start; the message quotes its log."""
+
+
+def stale_references(rows: list[list[str]], current: set[str]) -> list[str]:
+    """The image references of ``ctr images ls`` rows (reference, type, digest, ...) that name
+    no current image: neither one of the ``current`` references nor another name of the same
+    manifest. The CRI plugin names every image it sees also by its ID (``sha256:<config>``);
+    when an import moves a tag to a rebuilt image, that ID name still holds the replaced image,
+    its layers and their unpacked snapshots (the slot grew by about 1 GB a run)."""
+    kept = {row[2] for row in rows if len(row) > 2 and row[0] in current}
+    return [row[0] for row in rows if len(row) > 2 and row[2] not in kept]
 
 
 def _tail(path: Path, lines: int = 30) -> str:
@@ -84,19 +95,31 @@ class RealNode:
                     pass_fds=(slot_lock,))
         self._wait("containerd", self._ctr_ok)
 
+    def _listed(self, *what: str) -> list[list[str]]:
+        """The rows of a ``ctr ... ls`` table, split into columns, without its header."""
+        return [line.split() for line in self._ctr(*what, "ls").stdout.splitlines()[1:] if line.strip()]
+
     def _clear_previous_run(self, slot_lock: int) -> None:
-        """Delete the containers (and their snapshots) a previous run left in the slot's root,
-        then restart containerd so that its CRI plugin starts from that clean state."""
-        left = self._ctr("containers", "ls", "-q").stdout.split()
-        if not left:
+        """Delete what a previous run left in the slot's root: its containers (with their
+        snapshots), the CRI's pod sandboxes and the leases each sandbox holds on its snapshots
+        and content; then restart containerd so that its CRI plugin starts from that state."""
+        containers = [row[0] for row in self._listed("containers")]
+        sandboxes = [row[0] for row in self._listed("sandboxes")]
+        leases = [row[0] for row in self._listed("leases")]
+        if not (containers or sandboxes or leases):
             return
-        for container in left:
+        for container in containers:
             self._ctr("containers", "rm", container)
+        for sandbox in sandboxes:
+            self._ctr("sandboxes", "rm", "--force", sandbox)
+        for lease in leases:
+            self._ctr("leases", "rm", lease)
         processes.stop_pidfiles([self._pidfile("containerd")], grace=10)
         self._start_containerd(slot_lock)
 
     def _import(self, slot: int, records: dict[str, dict[str, str]]) -> None:
-        """Import the images the slot's containerd does not hold in their current build."""
+        """Import the images the slot's containerd does not hold in their current build, then
+        drop every image reference to anything else (:func:`stale_references`)."""
         present = set(self._ctr("images", "ls", "-q").stdout.split())
         done = slots.imported(slot)
         stale = [n for n in IMPORTED
@@ -104,6 +127,12 @@ class RealNode:
         images.import_all(binaries.path("ctr"), self.spec.containerd_socket, records, stale)
         for name in stale:
             slots.record_import(slot, name, records[name]["hash"])
+        old = stale_references(self._listed("images"), {records[n]["ref"] for n in IMPORTED})
+        if old:  # --sync: garbage-collected (content and snapshots) before the kubelet starts
+            removed = self._ctr("images", "rm", "--sync", *old)
+            if removed.returncode != 0:
+                raise NodeError(f"removing replaced images {old} from the slot failed: "
+                                f"{removed.stderr.strip() or removed.stdout.strip()}")
 
     # Starting...
 
