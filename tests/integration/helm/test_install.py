@@ -9,7 +9,6 @@ command to a chart with a new value, uninstall with and without the keep option.
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import shutil
 import urllib.request
@@ -33,8 +32,6 @@ from tests.integration.operator.support import (
 pytestmark = pytest.mark.cluster
 
 CRD = "procmeshes.procmesh.io"
-#: What a refused request looks like in the operator's log (kopf's and ours).
-FORBIDDEN = re.compile(r"\b403\b|[Ff]orbidden|Not enough permissions")
 
 
 @pytest.fixture(scope="module")
@@ -64,12 +61,7 @@ def test_operator_pod_reconciles_a_mesh(cluster, release, core, custom, namespac
 
 def test_operator_log_has_no_forbidden_request(cluster, release, core):
     [pod] = support.wait_operator_running(core)
-    log = support.operator_log(cluster, pod.metadata.name)
-    assert log, "no operator output"
-    messages = [json.loads(line).get("message", "") for line in log.splitlines()
-                if line.startswith("{")]
-    assert messages, log[-2000:]
-    assert not [m for m in messages if FORBIDDEN.search(m)]
+    assert not support.forbidden_messages(cluster, pod.metadata.name)
 
 
 def test_metrics_service_serves_the_operator_metrics(release, core):

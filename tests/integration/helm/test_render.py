@@ -6,7 +6,9 @@ Aspects:
 - every manifest rendered from every values file passes a server-side dry run;
 - the rendered CRD is crds/procmesh.yaml, with the keep annotation only when asked;
 - namespaced mode grants nothing namespaced cluster-wide;
-- the client role reads no Secret; the admission policy is on unless turned off.
+- the client role reads no Secret; the admission policy is on unless turned off;
+- a second release (another release name, in another namespace or the same one) renders no
+  object of the same kind, namespace and name as the first, and leads on a Lease of its own.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ def test_lint(cluster, files):
     ({"leaderElection.enabled": False, "replicaCount": 2}, "needs leaderElection.enabled"),
     ({"peering.enabled": True}, "two ways to one active replica"),
     ({"leaderElection.leaseSeconds": 2}, "/leaderElection/leaseSeconds"),
+    ({"leaderElection.leaseName": "Lease_1"}, "/leaderElection/leaseName"),
 ])
 def test_wrong_values_fail_with_a_message(cluster, sets, message):
     result = support.helm(cluster, "template", "x", str(support.CHART), "--kube-version",
@@ -120,6 +123,51 @@ def test_leader_election_is_one_lease_in_the_release_namespace(cluster):
          "resourceNames": ["procmesh-operator"], "verbs": ["get", "update"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]}]
     assert not [d for d in docs if "Peering" in d["kind"]]
+    # "" names the Lease after the release, for a second release in the same namespace
+    docs = support.render(cluster, "ha.yaml", sets={"leaderElection.leaseName": ""})
+    assert _lease(docs) == support.FULLNAME
+    [role] = [d for d in docs if d["metadata"]["name"] == f"{support.FULLNAME}-leader-election"
+              and d["kind"] == "Role"]
+    assert role["rules"][0]["resourceNames"] == [support.FULLNAME]
+
+
+def _deployment(docs: list[dict]) -> dict:
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    return deployment
+
+
+def _container(docs: list[dict]) -> dict:
+    [container] = _deployment(docs)["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def _lease(docs: list[dict]) -> str:
+    [arg] = [a for a in _container(docs)["args"] if a.startswith("--leader-election=")]
+    return arg.split("=", 1)[1]
+
+
+def _objects(docs: list[dict]) -> set[tuple[str, str | None, str]]:
+    return {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in docs}
+
+
+#: Everything a release can render at once (the client role and its bindings, two replicas,
+#: both admission policies, the aggregated roles, the metrics Service), watching `team-a`.
+EVERYTHING = {"watch.allNamespaces": False, "watch.namespaces": ["team-a"]}
+
+
+@pytest.mark.parametrize("namespace", ["procmesh-b-system", support.RELEASE_NAMESPACE])
+def test_a_second_release_shares_no_object_with_the_first(cluster, namespace):
+    first = support.render(cluster, "ha.yaml", sets=EVERYTHING)
+    # The second: no CRD (cluster-scoped, one per cluster), namespaces of its own, and in the
+    # first one's namespace a Lease of its own.
+    second = support.render(cluster, "ha.yaml", release="procmesh-b", namespace=namespace,
+                            sets={**EVERYTHING, "watch.namespaces": ["team-b"],
+                                  "crds.install": False, "leaderElection.leaseName": ""})
+    kinds = {kind for kind, _, _ in _objects(second)}
+    assert {"ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding"} <= kinds
+    assert _objects(first) & _objects(second) == set()
+    assert _lease(first) != _lease(second)
 
 
 def _aggregated(doc: dict) -> bool:
@@ -170,7 +218,7 @@ def test_admission_policy_is_on_by_default(cluster):
     docs = support.render(cluster)
     kinds = [d["kind"] for d in docs]
     assert {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= set(kinds)
-    fixed = [d for d in docs if d["metadata"]["name"] == "procmesh-queue-name-fixed"]
+    fixed = [d for d in docs if d["metadata"]["name"] == f"{support.FULLNAME}-queue-name-fixed"]
     assert sorted(d["kind"] for d in fixed) == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
     assert all(d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "procmesh" for d in fixed)
     kinds = [d["kind"] for d in support.render(cluster, sets={"admissionPolicy.enabled": False})]
