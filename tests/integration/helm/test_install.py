@@ -2,8 +2,9 @@
 the process node (the chart's service account, projected token and RBAC; in-cluster config).
 
 The tests share one release (module fixture) and run in file order: install and reconcile,
-two replicas (the leader election's Lease, and kopf peering), a CRD upgrade, the README's upgrade
-command to a chart with a new value, uninstall with and without the keep option.
+two replicas (the leader election's Lease, and kopf peering), a drain that evicts one replica at
+a time (the disruption budget), a CRD upgrade, the README's upgrade command to a chart with a
+new value, uninstall with and without the keep option.
 """
 
 from __future__ import annotations
@@ -109,6 +110,35 @@ def test_second_replica_waits(cluster, release, core, custom, namespace, way):
     core.delete_namespaced_pod(active, support.RELEASE_NAMESPACE)
     create_mesh(custom, namespace, f"after-failover-{way}")
     wait_ready(custom, namespace, f"after-failover-{way}")
+    support.install(cluster)  # back to one replica, the chart's defaults
+    support.wait_operator_running(core)
+
+
+def test_a_drain_evicts_one_replica_at_a_time(cluster, release, core):
+    support.install(cluster, sets={"replicaCount": 2})
+    pods = support.wait_operator_running(core, count=2)
+    budgets = client.PolicyV1Api(core.api_client)
+    testing.wait_for(lambda: budgets.read_namespaced_pod_disruption_budget(
+        support.FULLNAME, support.RELEASE_NAMESPACE).status.disruptions_allowed == 1,
+        "the disruption budget allowing one eviction")
+    # What `kubectl drain node-0` does, one eviction after the other; cordoned, the node takes no
+    # replacement, so no third replica becomes Ready in between.
+    kubectl(cluster, "cordon", "node-0")
+    try:
+        refusals = []
+        for pod in pods:
+            eviction = client.V1Eviction(metadata=client.V1ObjectMeta(
+                name=pod.metadata.name, namespace=support.RELEASE_NAMESPACE))
+            try:
+                core.create_namespaced_pod_eviction(pod.metadata.name, support.RELEASE_NAMESPACE,
+                                                    eviction)
+            except client.ApiException as refused:
+                refusals.append((refused.status, refused.body))
+        [(status, body)] = refusals
+        assert status == 429 and "disruption budget" in body, body
+    finally:
+        kubectl(cluster, "uncordon", "node-0")
+    support.wait_operator_running(core, count=2)
     support.install(cluster)  # back to one replica, the chart's defaults
     support.wait_operator_running(core)
 

@@ -8,7 +8,8 @@ Aspects:
 - namespaced mode grants nothing namespaced cluster-wide;
 - the client role reads no Secret; the admission policy is on unless turned off;
 - a second release (another release name, in another namespace or the same one) renders no
-  object of the same kind, namespace and name as the first, and leads on a Lease of its own.
+  object of the same kind, namespace and name as the first, and leads on a Lease of its own;
+- more than one replica comes with a PodDisruptionBudget that lets a drain evict one at a time.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ def test_lint(cluster, files):
     ({"peering.enabled": True}, "two ways to one active replica"),
     ({"leaderElection.leaseSeconds": 2}, "/leaderElection/leaseSeconds"),
     ({"leaderElection.leaseName": "Lease_1"}, "/leaderElection/leaseName"),
+    ({"podDisruptionBudget.maxUnavailable": 0}, "/podDisruptionBudget/maxUnavailable"),
+    ({"podDisruptionBudget.maxUnavailable": "half"}, "/podDisruptionBudget/maxUnavailable"),
+    ({"podDisruptionBudget.enabled": "yes"}, "/podDisruptionBudget/enabled"),
 ])
 def test_wrong_values_fail_with_a_message(cluster, sets, message):
     result = support.helm(cluster, "template", "x", str(support.CHART), "--kube-version",
@@ -165,9 +169,30 @@ def test_a_second_release_shares_no_object_with_the_first(cluster, namespace):
                                   "crds.install": False, "leaderElection.leaseName": ""})
     kinds = {kind for kind, _, _ in _objects(second)}
     assert {"ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
-            "ValidatingAdmissionPolicyBinding"} <= kinds
+            "ValidatingAdmissionPolicyBinding", "PodDisruptionBudget"} <= kinds
     assert _objects(first) & _objects(second) == set()
     assert _lease(first) != _lease(second)
+
+
+def test_more_than_one_replica_has_a_disruption_budget(cluster):
+    docs = support.render(cluster, "ha.yaml")
+    [budget] = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    deployment = _deployment(docs)
+    assert budget["apiVersion"] == "policy/v1"
+    assert budget["metadata"]["namespace"] == support.RELEASE_NAMESPACE
+    # the Deployment's pods, and only them (the selector is the Deployment's own)
+    assert budget["spec"]["selector"] == deployment["spec"]["selector"]
+    # one replica at a time: the others keep the Lease warm; an unready one never holds a drain
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert "minAvailable" not in budget["spec"]
+    assert budget["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    docs = support.render(cluster, "ha.yaml", sets={"podDisruptionBudget.maxUnavailable": "50%"})
+    [budget] = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    assert budget["spec"]["maxUnavailable"] == "50%"
+    # one replica (the default): a budget could only block drains for good or allow everything
+    for sets in ({}, {"replicaCount": 2, "podDisruptionBudget.enabled": False}):
+        assert not [d for d in support.render(cluster, sets=sets)
+                    if d["kind"] == "PodDisruptionBudget"]
 
 
 def _aggregated(doc: dict) -> bool:
