@@ -34,14 +34,24 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- end -}}
 
+{{/* An image reference from {repository, tag, digest} and the default tag: repository@digest
+when a digest is given (it pins the image and wins over the tag), else repository:tag. */}}
+{{- define "procmesh-operator.imageReference" -}}
+{{- $image := index . 0 -}}
+{{- if $image.digest -}}
+{{- printf "%s@%s" $image.repository $image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $image.repository (default (index . 1) $image.tag) -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "procmesh-operator.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- include "procmesh-operator.imageReference" (list .Values.image .Chart.AppVersion) -}}
 {{- end -}}
 
 {{/* The proc server image rendered into meshes without spec.template.image. */}}
 {{- define "procmesh-operator.procServerImage" -}}
-{{- $image := .Values.operator.procServerImage -}}
-{{- printf "%s:%s" $image.repository (default .Chart.AppVersion $image.tag) -}}
+{{- include "procmesh-operator.imageReference" (list .Values.operator.procServerImage .Chart.AppVersion) -}}
 {{- end -}}
 
 {{/* The leader election's Lease (release namespace): leaderElection.leaseName, or the release's

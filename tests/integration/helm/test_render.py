@@ -9,7 +9,8 @@ Aspects:
 - the client role reads no Secret; the admission policy is on unless turned off;
 - a second release (another release name, in another namespace or the same one) renders no
   object of the same kind, namespace and name as the first, and leads on a Lease of its own;
-- more than one replica comes with a PodDisruptionBudget that lets a drain evict one at a time.
+- more than one replica comes with a PodDisruptionBudget that lets a drain evict one at a time;
+- a digest pins either image (repository@digest) and wins over the tag.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ def test_lint(cluster, files):
     ({"podDisruptionBudget.maxUnavailable": 0}, "/podDisruptionBudget/maxUnavailable"),
     ({"podDisruptionBudget.maxUnavailable": "half"}, "/podDisruptionBudget/maxUnavailable"),
     ({"podDisruptionBudget.enabled": "yes"}, "/podDisruptionBudget/enabled"),
+    ({"image.digest": "latest"}, "/image/digest"),
+    ({"image.digest": "sha256:0123abc"}, "/image/digest"),
+    ({"image.digest": "sha256:" + "AB" * 32}, "/image/digest"),
+    ({"operator.procServerImage.digest": "md5:" + "ab" * 16}, "/operator/procServerImage/digest"),
 ])
 def test_wrong_values_fail_with_a_message(cluster, sets, message):
     result = support.helm(cluster, "template", "x", str(support.CHART), "--kube-version",
@@ -193,6 +198,22 @@ def test_more_than_one_replica_has_a_disruption_budget(cluster):
     for sets in ({}, {"replicaCount": 2, "podDisruptionBudget.enabled": False}):
         assert not [d for d in support.render(cluster, sets=sets)
                     if d["kind"] == "PodDisruptionBudget"]
+
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+def test_a_digest_pins_the_image_and_wins_over_the_tag(cluster):
+    app_version = yaml.safe_load((support.CHART / "Chart.yaml").read_text())["appVersion"]
+    container = _container(support.render(cluster, sets={"image.tag": "0.1.0-rc1"}))
+    assert container["image"] == "procmesh/operator:0.1.0-rc1"
+    assert f"--default-image=procmesh/proc-server:{app_version}" in container["args"]
+    other = "sha512:" + "fedcba9876543210" * 8
+    container = _container(support.render(cluster, sets={
+        "image.tag": "0.1.0-rc1", "image.digest": DIGEST,
+        "operator.procServerImage.tag": "0.1.0-rc1", "operator.procServerImage.digest": other}))
+    assert container["image"] == f"procmesh/operator@{DIGEST}"
+    assert f"--default-image=procmesh/proc-server@{other}" in container["args"]
 
 
 def _aggregated(doc: dict) -> bool:
