@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 from typing import Any
@@ -24,6 +25,8 @@ RELEASE_NAMESPACE = "procmesh-system"
 FULLNAME = "procmesh-procmesh-operator"
 #: The Kubernetes version of tests/cluster (helm built from source defaults to v1.20).
 KUBE_VERSION = "1.36.5"
+#: What a refused request looks like in the operator's log (kopf's and ours).
+FORBIDDEN = re.compile(r"\b403\b|[Ff]orbidden|Not enough permissions")
 
 
 def helm(cluster: controlplane.Cluster, *args: str, check: bool = True,
@@ -49,8 +52,9 @@ def value_args(*files: str, sets: dict[str, Any] | None = None) -> list[str]:
 
 
 def render(cluster: controlplane.Cluster, *files: str, chart: pathlib.Path = CHART,
-           sets: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    out = helm(cluster, "template", RELEASE, str(chart), "-n", RELEASE_NAMESPACE,
+           sets: dict[str, Any] | None = None, release: str = RELEASE,
+           namespace: str = RELEASE_NAMESPACE) -> list[dict[str, Any]]:
+    out = helm(cluster, "template", release, str(chart), "-n", namespace,
                "--kube-version", KUBE_VERSION, *value_args(*files, sets=sets)).stdout
     return [d for d in yaml.safe_load_all(out) if d]
 
@@ -73,32 +77,47 @@ def post_renderer(folder: pathlib.Path, resource: str, verb: str) -> list[str]:
 
 def install(cluster: controlplane.Cluster, *files: str, command: str = "upgrade",
             chart: pathlib.Path = CHART, sets: dict[str, Any] | None = None,
-            extra: list[str] | None = None) -> None:
+            extra: list[str] | None = None, release: str = RELEASE,
+            namespace: str = RELEASE_NAMESPACE) -> None:
     """``helm upgrade --install`` (or ``install``) and wait until the operator pod is Ready."""
     verb = ["upgrade", "--install"] if command == "upgrade" else ["install"]
-    helm(cluster, *verb, RELEASE, str(chart), "-n", RELEASE_NAMESPACE, "--create-namespace",
+    helm(cluster, *verb, release, str(chart), "-n", namespace, "--create-namespace",
          "--wait", "--timeout", "180s", "-f", str(VALUES / "process-node.yaml"),
          *value_args(*files, sets={**process_node_sets(), **(sets or {})}), *(extra or []))
 
 
-def uninstall(cluster: controlplane.Cluster) -> None:
-    helm(cluster, "uninstall", RELEASE, "-n", RELEASE_NAMESPACE, "--wait", "--timeout", "120s",
+def uninstall(cluster: controlplane.Cluster, release: str = RELEASE,
+              namespace: str = RELEASE_NAMESPACE) -> None:
+    helm(cluster, "uninstall", release, "-n", namespace, "--wait", "--timeout", "120s",
          check=False)
 
 
-def operator_pods(core: Any) -> list[Any]:
-    return [p for p in core.list_namespaced_pod(
-        RELEASE_NAMESPACE, label_selector="app.kubernetes.io/name=procmesh-operator").items
-        if p.metadata.deletion_timestamp is None]
+def operator_pods(core: Any, release: str = RELEASE,
+                  namespace: str = RELEASE_NAMESPACE) -> list[Any]:
+    selector = f"app.kubernetes.io/name=procmesh-operator,app.kubernetes.io/instance={release}"
+    return [p for p in core.list_namespaced_pod(namespace, label_selector=selector).items
+            if p.metadata.deletion_timestamp is None]
 
 
-def operator_log(cluster: controlplane.Cluster, pod: str) -> str:
-    return kubectl(cluster, "logs", "-n", RELEASE_NAMESPACE, pod, check=False).stdout
+def operator_log(cluster: controlplane.Cluster, pod: str, namespace: str = RELEASE_NAMESPACE) -> str:
+    return kubectl(cluster, "logs", "-n", namespace, pod, check=False).stdout
 
 
-def wait_operator_running(core: Any, count: int = 1) -> list[Any]:
+def forbidden_messages(cluster: controlplane.Cluster, pod: str,
+                       namespace: str = RELEASE_NAMESPACE) -> list[str]:
+    """The messages of the operator's (JSON) log that tell of a refused request, kopf's or ours."""
+    log = operator_log(cluster, pod, namespace)
+    assert log, "no operator output"
+    messages = [json.loads(line).get("message", "") for line in log.splitlines()
+                if line.startswith("{")]
+    assert messages, log[-2000:]
+    return [m for m in messages if FORBIDDEN.search(m)]
+
+
+def wait_operator_running(core: Any, count: int = 1, release: str = RELEASE,
+                          namespace: str = RELEASE_NAMESPACE) -> list[Any]:
     def ready() -> list[Any] | None:
-        pods = operator_pods(core)
+        pods = operator_pods(core, release, namespace)
         ok = [p for p in pods if any(c.type == "Ready" and c.status == "True"
                                      for c in p.status.conditions or [])]
         return ok if len(ok) == count == len(pods) else None

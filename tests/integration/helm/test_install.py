@@ -2,14 +2,14 @@
 the process node (the chart's service account, projected token and RBAC; in-cluster config).
 
 The tests share one release (module fixture) and run in file order: install and reconcile,
-two replicas (the leader election's Lease, and kopf peering), a CRD upgrade, the README's upgrade
-command to a chart with a new value, uninstall with and without the keep option.
+two replicas (the leader election's Lease, and kopf peering), a drain that evicts one replica at
+a time (the disruption budget), a CRD upgrade, the README's upgrade command to a chart with a
+new value, uninstall with and without the keep option.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import shutil
 import urllib.request
@@ -33,8 +33,6 @@ from tests.integration.operator.support import (
 pytestmark = pytest.mark.cluster
 
 CRD = "procmeshes.procmesh.io"
-#: What a refused request looks like in the operator's log (kopf's and ours).
-FORBIDDEN = re.compile(r"\b403\b|[Ff]orbidden|Not enough permissions")
 
 
 @pytest.fixture(scope="module")
@@ -64,12 +62,7 @@ def test_operator_pod_reconciles_a_mesh(cluster, release, core, custom, namespac
 
 def test_operator_log_has_no_forbidden_request(cluster, release, core):
     [pod] = support.wait_operator_running(core)
-    log = support.operator_log(cluster, pod.metadata.name)
-    assert log, "no operator output"
-    messages = [json.loads(line).get("message", "") for line in log.splitlines()
-                if line.startswith("{")]
-    assert messages, log[-2000:]
-    assert not [m for m in messages if FORBIDDEN.search(m)]
+    assert not support.forbidden_messages(cluster, pod.metadata.name)
 
 
 def test_metrics_service_serves_the_operator_metrics(release, core):
@@ -117,6 +110,35 @@ def test_second_replica_waits(cluster, release, core, custom, namespace, way):
     core.delete_namespaced_pod(active, support.RELEASE_NAMESPACE)
     create_mesh(custom, namespace, f"after-failover-{way}")
     wait_ready(custom, namespace, f"after-failover-{way}")
+    support.install(cluster)  # back to one replica, the chart's defaults
+    support.wait_operator_running(core)
+
+
+def test_a_drain_evicts_one_replica_at_a_time(cluster, release, core):
+    support.install(cluster, sets={"replicaCount": 2})
+    pods = support.wait_operator_running(core, count=2)
+    budgets = client.PolicyV1Api(core.api_client)
+    testing.wait_for(lambda: budgets.read_namespaced_pod_disruption_budget(
+        support.FULLNAME, support.RELEASE_NAMESPACE).status.disruptions_allowed == 1,
+        "the disruption budget allowing one eviction")
+    # What `kubectl drain node-0` does, one eviction after the other; cordoned, the node takes no
+    # replacement, so no third replica becomes Ready in between.
+    kubectl(cluster, "cordon", "node-0")
+    try:
+        refusals = []
+        for pod in pods:
+            eviction = client.V1Eviction(metadata=client.V1ObjectMeta(
+                name=pod.metadata.name, namespace=support.RELEASE_NAMESPACE))
+            try:
+                core.create_namespaced_pod_eviction(pod.metadata.name, support.RELEASE_NAMESPACE,
+                                                    eviction)
+            except client.ApiException as refused:
+                refusals.append((refused.status, refused.body))
+        [(status, body)] = refusals
+        assert status == 429 and "disruption budget" in body, body
+    finally:
+        kubectl(cluster, "uncordon", "node-0")
+    support.wait_operator_running(core, count=2)
     support.install(cluster)  # back to one replica, the chart's defaults
     support.wait_operator_running(core)
 

@@ -6,7 +6,11 @@ Aspects:
 - every manifest rendered from every values file passes a server-side dry run;
 - the rendered CRD is crds/procmesh.yaml, with the keep annotation only when asked;
 - namespaced mode grants nothing namespaced cluster-wide;
-- the client role reads no Secret; the admission policy is on unless turned off.
+- the client role reads no Secret; the admission policy is on unless turned off;
+- a second release (another release name, in another namespace or the same one) renders no
+  object of the same kind, namespace and name as the first, and leads on a Lease of its own;
+- more than one replica comes with a PodDisruptionBudget that lets a drain evict one at a time;
+- a digest pins either image (repository@digest) and wins over the tag.
 """
 
 from __future__ import annotations
@@ -38,6 +42,14 @@ def test_lint(cluster, files):
     ({"leaderElection.enabled": False, "replicaCount": 2}, "needs leaderElection.enabled"),
     ({"peering.enabled": True}, "two ways to one active replica"),
     ({"leaderElection.leaseSeconds": 2}, "/leaderElection/leaseSeconds"),
+    ({"leaderElection.leaseName": "Lease_1"}, "/leaderElection/leaseName"),
+    ({"podDisruptionBudget.maxUnavailable": 0}, "/podDisruptionBudget/maxUnavailable"),
+    ({"podDisruptionBudget.maxUnavailable": "half"}, "/podDisruptionBudget/maxUnavailable"),
+    ({"podDisruptionBudget.enabled": "yes"}, "/podDisruptionBudget/enabled"),
+    ({"image.digest": "latest"}, "/image/digest"),
+    ({"image.digest": "sha256:0123abc"}, "/image/digest"),
+    ({"image.digest": "sha256:" + "AB" * 32}, "/image/digest"),
+    ({"operator.procServerImage.digest": "md5:" + "ab" * 16}, "/operator/procServerImage/digest"),
 ])
 def test_wrong_values_fail_with_a_message(cluster, sets, message):
     result = support.helm(cluster, "template", "x", str(support.CHART), "--kube-version",
@@ -120,6 +132,88 @@ def test_leader_election_is_one_lease_in_the_release_namespace(cluster):
          "resourceNames": ["procmesh-operator"], "verbs": ["get", "update"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]}]
     assert not [d for d in docs if "Peering" in d["kind"]]
+    # "" names the Lease after the release, for a second release in the same namespace
+    docs = support.render(cluster, "ha.yaml", sets={"leaderElection.leaseName": ""})
+    assert _lease(docs) == support.FULLNAME
+    [role] = [d for d in docs if d["metadata"]["name"] == f"{support.FULLNAME}-leader-election"
+              and d["kind"] == "Role"]
+    assert role["rules"][0]["resourceNames"] == [support.FULLNAME]
+
+
+def _deployment(docs: list[dict]) -> dict:
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    return deployment
+
+
+def _container(docs: list[dict]) -> dict:
+    [container] = _deployment(docs)["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def _lease(docs: list[dict]) -> str:
+    [arg] = [a for a in _container(docs)["args"] if a.startswith("--leader-election=")]
+    return arg.split("=", 1)[1]
+
+
+def _objects(docs: list[dict]) -> set[tuple[str, str | None, str]]:
+    return {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in docs}
+
+
+#: Everything a release can render at once (the client role and its bindings, two replicas,
+#: both admission policies, the aggregated roles, the metrics Service), watching `team-a`.
+EVERYTHING = {"watch.allNamespaces": False, "watch.namespaces": ["team-a"]}
+
+
+@pytest.mark.parametrize("namespace", ["procmesh-b-system", support.RELEASE_NAMESPACE])
+def test_a_second_release_shares_no_object_with_the_first(cluster, namespace):
+    first = support.render(cluster, "ha.yaml", sets=EVERYTHING)
+    # The second: no CRD (cluster-scoped, one per cluster), namespaces of its own, and in the
+    # first one's namespace a Lease of its own.
+    second = support.render(cluster, "ha.yaml", release="procmesh-b", namespace=namespace,
+                            sets={**EVERYTHING, "watch.namespaces": ["team-b"],
+                                  "crds.install": False, "leaderElection.leaseName": ""})
+    kinds = {kind for kind, _, _ in _objects(second)}
+    assert {"ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding", "PodDisruptionBudget"} <= kinds
+    assert _objects(first) & _objects(second) == set()
+    assert _lease(first) != _lease(second)
+
+
+def test_more_than_one_replica_has_a_disruption_budget(cluster):
+    docs = support.render(cluster, "ha.yaml")
+    [budget] = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    deployment = _deployment(docs)
+    assert budget["apiVersion"] == "policy/v1"
+    assert budget["metadata"]["namespace"] == support.RELEASE_NAMESPACE
+    # the Deployment's pods, and only them (the selector is the Deployment's own)
+    assert budget["spec"]["selector"] == deployment["spec"]["selector"]
+    # one replica at a time: the others keep the Lease warm; an unready one never holds a drain
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert "minAvailable" not in budget["spec"]
+    assert budget["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    docs = support.render(cluster, "ha.yaml", sets={"podDisruptionBudget.maxUnavailable": "50%"})
+    [budget] = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    assert budget["spec"]["maxUnavailable"] == "50%"
+    # one replica (the default): a budget could only block drains for good or allow everything
+    for sets in ({}, {"replicaCount": 2, "podDisruptionBudget.enabled": False}):
+        assert not [d for d in support.render(cluster, sets=sets)
+                    if d["kind"] == "PodDisruptionBudget"]
+
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+def test_a_digest_pins_the_image_and_wins_over_the_tag(cluster):
+    app_version = yaml.safe_load((support.CHART / "Chart.yaml").read_text())["appVersion"]
+    container = _container(support.render(cluster, sets={"image.tag": "0.1.0-rc1"}))
+    assert container["image"] == "procmesh/operator:0.1.0-rc1"
+    assert f"--default-image=procmesh/proc-server:{app_version}" in container["args"]
+    other = "sha512:" + "fedcba9876543210" * 8
+    container = _container(support.render(cluster, sets={
+        "image.tag": "0.1.0-rc1", "image.digest": DIGEST,
+        "operator.procServerImage.tag": "0.1.0-rc1", "operator.procServerImage.digest": other}))
+    assert container["image"] == f"procmesh/operator@{DIGEST}"
+    assert f"--default-image=procmesh/proc-server@{other}" in container["args"]
 
 
 def _aggregated(doc: dict) -> bool:
@@ -170,7 +264,7 @@ def test_admission_policy_is_on_by_default(cluster):
     docs = support.render(cluster)
     kinds = [d["kind"] for d in docs]
     assert {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= set(kinds)
-    fixed = [d for d in docs if d["metadata"]["name"] == "procmesh-queue-name-fixed"]
+    fixed = [d for d in docs if d["metadata"]["name"] == f"{support.FULLNAME}-queue-name-fixed"]
     assert sorted(d["kind"] for d in fixed) == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
     assert all(d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "procmesh" for d in fixed)
     kinds = [d["kind"] for d in support.render(cluster, sets={"admissionPolicy.enabled": False})]
