@@ -169,7 +169,13 @@ def test_missing_child_watch_rule_shows_in_the_operator_log(cluster, release, co
                     extra=support.post_renderer(tmp_path, "services", "list"))
     try:
         assert not can_i(cluster, "list", "services")
-        [pod] = support.wait_operator_running(core)
+        # The rules changed, not the Deployment: its running pod's watches, listed before,
+        # go on until the server ends them. A new pod lists at its start.
+        [old] = support.wait_operator_running(core)
+        kubectl(cluster, "delete", "pod", old.metadata.name, "-n", support.RELEASE_NAMESPACE)
+        [pod] = testing.wait_for(
+            lambda: [p for p in support.wait_operator_running(core)
+                     if p.metadata.name != old.metadata.name] or None, "a new operator pod")
 
         def refused() -> list[str]:
             log = support.operator_log(cluster, pod.metadata.name)
