@@ -13,6 +13,7 @@ import logging
 import os
 import pathlib
 import random
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -111,6 +112,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--test-exit-after", choices=token_secrets.EXIT_POINTS, help=argparse.SUPPRESS)
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     args = p.parse_args(argv)
+    if args.leader_election is not None and not LEASE_NAME.fullmatch(args.leader_election):
+        # An empty name read as "no leader election": every replica would act (or kopf's
+        # peering would be used), silently.
+        p.error(f"--leader-election needs the name of a Lease (lowercase letters, digits, '-' "
+                f"and '.', starting and ending with a letter or digit), not "
+                f"{args.leader_election!r}")
     if args.leader_election:
         if args.peering:
             p.error("--leader-election and --peering are two ways to one active replica: "
@@ -124,6 +131,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                 p.error("--leader-election needs --leader-election-namespace outside a pod")
     return args
 
+
+#: A Lease's name: a DNS subdomain (RFC 1123), at most 253 characters.
+LEASE_NAME = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 #: Where a pod's service account token names its namespace.
 SERVICE_ACCOUNT_NAMESPACE = pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")

@@ -47,3 +47,14 @@ def test_priority_is_an_integer_or_random() -> None:
     assert all(p > 0 for p in drawn) and len(drawn) > 1  # replicas must not tie
     with pytest.raises(SystemExit):
         main_module.parse_args(["-A", "--priority", "high"])
+
+
+def test_leader_election_needs_a_lease_name(capsys) -> None:
+    args = main_module.parse_args(["-A", "--leader-election", "procmesh-operator",
+                                   "--leader-election-namespace", "ops"])
+    assert args.leader_election == "procmesh-operator" and args.standalone
+    for bad in ("", "Procmesh", "-lease", "a_b"):
+        with pytest.raises(SystemExit):
+            main_module.parse_args(["-A", f"--leader-election={bad}",
+                                    "--leader-election-namespace", "ops"])
+        assert "--leader-election needs the name of a Lease" in capsys.readouterr().err
