@@ -26,10 +26,13 @@ MERGE_PATCH = "application/merge-patch+json"
 LIST_PAGE_SIZE = 500
 #: Bound on the pages of one list (a million items at the default size).
 MAX_LIST_PAGES = 2000
-#: Connections to the API server, and so requests in flight; more wait their turn untimed.
+#: Connections to the API server for requests, and so requests in flight; more wait their
+#: turn untimed. Each watch (:meth:`KubeClient.watch`) holds a connection of its own beside
+#: them: three per watched namespace (pods, Services, Roles), so the pool itself is unbounded.
+#: A fixed share for watches (8 once) let a few dozen namespaces' watches hold every
+#: connection, and requests then timed out waiting for one (aiohttp counts that wait against
+#: the connect timeout).
 CONNECTIONS = 64
-#: Connections for watches (:meth:`KubeClient.watch`), beside those of the requests.
-WATCH_CONNECTIONS = 8
 #: How long one request may take in all (seconds).
 REQUEST_TIMEOUT_SECONDS = 60.0
 #: A watch that sends nothing (not even a bookmark) for this long is taken as lost.
@@ -153,8 +156,7 @@ class KubeClient:
 
     async def _ensure(self) -> aiohttp.ClientSession:
         if self._session is None:
-            connector = aiohttp.TCPConnector(limit=CONNECTIONS + WATCH_CONNECTIONS,
-                                             ssl=self._ssl())
+            connector = aiohttp.TCPConnector(limit=0, ssl=self._ssl())  # see CONNECTIONS
             self._session = aiohttp.ClientSession(
                 base_url=None, connector=connector,
                 timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_SECONDS, connect=10))

@@ -155,9 +155,11 @@ class Controller:
         self._orders = itertools.count()
         self._pod_watches: list[podwatch.PodWatch] = []  # ours, unless kopf watches pods
         self._child_watches: list[listwatch.ListWatch] = []  # with ours (childwatch.py)
-        # Children whose deletion a watch saw: created again with a Warning event, even when
+        # Children whose deletion a watch saw, with the mesh uid they belonged to and the
+        # deletion's number (_child_deletions): created again with a Warning event, even when
         # the mesh has no pods at that moment (every proc being replaced, RestartMesh).
-        self._deleted_children: set[tuple[Key, str]] = set()
+        self._deleted_children: dict[tuple[Key, str], tuple[str, int]] = {}
+        self._child_deletions = itertools.count(1)
         # Each mesh's status.procs entries as last computed (only changed pods are read again).
         self._entries: dict[Key, proc_entries.EntryMemo] = {}
 
@@ -299,9 +301,15 @@ class Controller:
         self.enqueue(key)
 
     def pod_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        news = self.store.deletion_is_news(event_type, body)
         key = self.store.observe(event_type, body)
         if key is None:
             return
+        if news:
+            # Not a delete of ours: maybe garbage collection's, the mesh deleted before its own
+            # watch event arrived. Read fresh, lest its procs be created again from the body
+            # held (owned by a mesh that is gone, and collected again).
+            self.bodies.expire(key)
         self.enqueue(key)
         if event_type == "DELETED" or planning.is_failed(body):
             # Room may have freed for a mesh held at the gang gate, or waiting to be placed.
@@ -328,10 +336,18 @@ class Controller:
                 self._child_gone(key, kind, uid)
 
     def _child_gone(self, key: Key, kind: str, uid: str) -> None:
+        """A child of mesh incarnation ``uid`` was deleted. Also while a reconcile is checking
+        it (its _ensured entry popped): that check may have read it before the deletion. The
+        mesh is read fresh (a GET) before it is reconciled: garbage collection deletes the
+        children of a deleted mesh before its own watch event may arrive, and a reconcile from
+        the body held would create them again for a mesh that is gone."""
         if self._ensured.get((key, kind)) == uid:
             del self._ensured[(key, kind)]
-            self._deleted_children.add((key, kind))
-            self.enqueue(key)
+        elif key not in self._phases:
+            return  # no mesh this operator reconciles
+        self._deleted_children[key, kind] = (uid, next(self._child_deletions))
+        self.bodies.expire(key)
+        self.enqueue(key)
 
     def workload_event(self, body: Mapping[str, Any]) -> None:
         """A mesh's Kueue Workload changed (admitted, evicted): look at the mesh again."""
@@ -400,7 +416,7 @@ class Controller:
         self.store.unprime(key)
         for kind in CHILD_KINDS:
             self._ensured.pop((key, kind), None)
-            self._deleted_children.discard((key, kind))
+            self._deleted_children.pop((key, kind), None)
         if not self._colocated_by.get(key):
             self._colocated_by.pop(key, None)
         self._phases.pop(key, None)
@@ -674,7 +690,8 @@ class Controller:
         if self._recently_ensured(mesh, kind):
             return
         key = (mesh.namespace, mesh.name)
-        deleted = (key, kind) in self._deleted_children
+        deletion = self._deleted_children.get((key, kind))
+        deleted = deletion is not None and deletion[0] == mesh.uid
         fresh = not deleted and not self.store.pods_by_rank(key, mesh.uid)
         existing = None if fresh else await self.client.get_or_none(path)
         if existing is None:
@@ -696,8 +713,11 @@ class Controller:
                 f"{kind} {path.rsplit('/', 1)[1]} exists and is not owned by this ProcMesh: if "
                 f"an earlier mesh of this name was just deleted, this clears when garbage "
                 f"collection removes it; otherwise delete it or rename the mesh")
+        if self._deleted_children.get((key, kind)) != deletion:
+            self.enqueue(key)  # deleted while this looked (what it read may predate that)
+            return
         self._ensured[key, kind] = mesh.uid
-        self._deleted_children.discard((key, kind))
+        self._deleted_children.pop((key, kind), None)
 
     async def _recheck_children(self, mesh: specs.MeshSpec, mode: str) -> None:
         """Check the Role, Service and PodGroup again now, whenever they were last checked."""

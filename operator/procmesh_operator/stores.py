@@ -105,6 +105,19 @@ class PodStore:
             self.upsert(body)
         return key
 
+    def deletion_is_news(self, event_type: str | None, body: Mapping[str, Any]) -> bool:
+        """Whether this event is the first word of a kept pod's deletion: it is gone, or
+        terminating, and the kept copy of it was not. A deletion the operator made itself is
+        no news (its response is kept first); garbage collection's, after the mesh's own
+        deletion, is."""
+        meta = body.get("metadata") or {}
+        if event_type != "DELETED" and not meta.get("deletionTimestamp"):
+            return False
+        key = mesh_key_of(body)
+        current = self._pods.get(key, {}).get(str(meta.get("name"))) if key is not None else None
+        return (current is not None and _uid(current) == _uid(body)
+                and not (current.get("metadata") or {}).get("deletionTimestamp"))
+
     def upsert(self, body: Mapping[str, Any]) -> None:
         """Store ``body`` unless its uid was seen deleted or a newer version is already known."""
         key = mesh_key_of(body)

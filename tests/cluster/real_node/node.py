@@ -25,6 +25,8 @@ from tests.cluster.real_node import cgroups, configs, images, mounts, netns, slo
 START_TIMEOUT = 120.0
 #: The images every real node gets (the e2e tests need all of them).
 IMPORTED = ("pause", "operator", "proc-server", "examples")
+#: Seconds one ``ctr`` command may take (an image import takes minutes, and has no bound here).
+CTR_TIMEOUT = 120
 
 
 class NodeError(RuntimeError):
@@ -82,8 +84,12 @@ class RealNode:
             time.sleep(0.2)
 
     def _ctr(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(binaries.path("ctr")), "--address", str(self.spec.containerd_socket),
-                               "-n", "k8s.io", *args], capture_output=True, text=True, check=False)
+        cmd = [str(binaries.path("ctr")), "--address", str(self.spec.containerd_socket), "-n", "k8s.io", *args]
+        try:  # bounded: a sandbox's stop against a dead shim must not hang `up`
+            return subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=CTR_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise NodeError(f"`{' '.join(cmd)}` did not finish within {CTR_TIMEOUT} s; containerd's log: "
+                            f"{self.logs / 'containerd.log'}") from None
 
     def _ctr_ok(self) -> bool:
         return self._ctr("version").returncode == 0
@@ -114,6 +120,12 @@ class RealNode:
             self._ctr("sandboxes", "rm", "--force", sandbox)
         for lease in leases:
             self._ctr("leases", "rm", lease)
+        # `ctr sandboxes rm` says nothing of a sandbox it could not remove (and exits 0).
+        left = [row[0] for what in ("containers", "sandboxes", "leases") for row in self._listed(what)]
+        if left:
+            raise NodeError(f"containerd of slot root {self.spec.containerd_root} kept {left} of a previous "
+                            f"run (its log: {self.logs / 'containerd.log'}); delete that folder to start "
+                            f"the slot afresh (its images are imported again)")
         processes.stop_pidfiles([self._pidfile("containerd")], grace=10)
         self._start_containerd(slot_lock)
 
@@ -131,8 +143,9 @@ class RealNode:
         if old:  # --sync: garbage-collected (content and snapshots) before the kubelet starts
             removed = self._ctr("images", "rm", "--sync", *old)
             if removed.returncode != 0:
-                raise NodeError(f"removing replaced images {old} from the slot failed: "
-                                f"{removed.stderr.strip() or removed.stdout.strip()}")
+                raise NodeError(f"removing replaced images {old} from slot root {self.spec.containerd_root} "
+                                f"failed: {removed.stderr.strip() or removed.stdout.strip()}; delete that "
+                                f"folder to start the slot afresh (its images are imported again)")
 
     # Starting...
 

@@ -120,3 +120,14 @@ def test_a_release_that_would_fight_another_fails_naming_the_value(cluster, rele
         support.install(cluster, command="install", release="procmesh-d", namespace=namespace,
                         sets={"crds.install": False, **sets}, extra=["--dry-run=server"])
     assert message in str(failed.value)
+
+
+def test_the_check_of_other_releases_can_be_turned_off(cluster, releases):
+    # For an installer who may not list Deployments cluster-wide (lookup would be forbidden):
+    # what the check refuses (a namespace and a Lease in common) then passes the dry run.
+    sets = {"crds.install": False, **watching("team-b")}
+    with pytest.raises(AssertionError):
+        support.install(cluster, command="install", release="procmesh-d",
+                        sets=sets, extra=["--dry-run=server"])
+    support.install(cluster, command="install", release="procmesh-d",
+                    sets={**sets, "watch.checkOtherReleases": False}, extra=["--dry-run=server"])

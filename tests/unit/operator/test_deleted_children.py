@@ -7,7 +7,11 @@ Aspects:
 - the child watch (childwatch.py): a deletion of this incarnation's Service or Role reconciles
   the mesh, which creates it again with a Warning event, also while every pod is being replaced;
   a child missing from the watch's list counts as deleted; another incarnation's child, a
-  user's look-alike and events other than a deletion change nothing;
+  user's look-alike and events other than a deletion change nothing; a deletion that lands
+  while the child is being checked is not lost;
+- garbage collection after the mesh's deletion (background: gone; foreground: deletionTimestamp),
+  seen before the mesh's own watch event: neither its children nor its procs are created again
+  (the mesh is read fresh first); the operator's own pod deletes cost no such read;
 - a token Secret deleted under running procs: the replaced proc's reconcile finds it gone with a
   dry-run create (never a read, never a new token under running procs) and the status says so
   (Degraded and Ready, TokenSecretMissing, with what to do); the report stands while the Secret
@@ -19,6 +23,8 @@ Aspects:
 
 import asyncio
 import copy
+
+import pytest
 
 from mesh_client._src import contract
 from procmesh_operator import childwatch, kubeclient, reconciling
@@ -142,8 +148,6 @@ def test_a_child_missing_from_the_watch_list_counts_as_deleted():
 
 def test_only_a_deletion_of_this_incarnations_child_counts():
     ctl, client = running_mesh()
-    queued = []
-    ctl.enqueue = lambda key, delay=0.0: queued.append(key)
     service = childwatch.slim_child(client.objects[SERVICE])
     ctl.child_event(childwatch.SERVICE, "MODIFIED", service)
     ctl.child_event(childwatch.SERVICE, None, service)
@@ -153,9 +157,89 @@ def test_only_a_deletion_of_this_incarnations_child_counts():
     unowned = copy.deepcopy(service)
     del unowned["metadata"]["ownerReferences"]
     ctl.child_event(childwatch.SERVICE, "DELETED", unowned)
-    assert queued == []
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert creates(client) == [] and recreated(client) == []  # the Service is this mesh's, there
+    queued = []
+    ctl.enqueue = lambda key, delay=0.0: queued.append(key)
     ctl.child_event(childwatch.SERVICE, "DELETED", service)
     assert queued == [("ns", "m")]
+
+
+def gone_or_deleting(client, foreground):
+    """The mesh deleted in the API (background: gone; foreground: deletionTimestamp set), its
+    own watch event not delivered yet (kopf batches it): the controller holds the live body."""
+    if foreground:
+        client.objects[MESH_PATH]["metadata"]["deletionTimestamp"] = "2026-12-06T22:00:00Z"
+    else:
+        del client.objects[MESH_PATH]
+
+
+@pytest.mark.parametrize("foreground", [False, True])
+def test_children_collected_with_their_mesh_are_not_created_again(foreground):
+    ctl, client = running_mesh()
+    gone_or_deleting(client, foreground)
+    deleted(ctl, client, SERVICE, childwatch.SERVICE)  # garbage collection, at once
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert ("get", MESH_PATH) in client.calls  # read fresh, not from the body held
+    assert creates(client) == [] and recreated(client) == []
+
+
+@pytest.mark.parametrize("foreground", [False, True])
+def test_procs_collected_with_their_mesh_are_not_created_again(foreground):
+    ctl, client = running_mesh()  # RestartProc: a proc pod deleted under it is replaced
+    gone_or_deleting(client, foreground)
+    pod = client.objects[kubeclient.pods_path("ns", "m-1")]
+    pod["metadata"]["deletionTimestamp"] = "2026-12-06T22:00:00Z"  # garbage collection's
+    client._stamp(pod)
+    ctl.pod_event("MODIFIED", copy.deepcopy(pod))
+    ctl.pod_event("DELETED", client.objects.pop(kubeclient.pods_path("ns", "m-1")))
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert creates(client) == []
+
+
+def test_a_delete_of_the_operators_own_is_no_news():
+    ctl, client = running_mesh()
+    queued = []
+    ctl.enqueue = lambda key, delay=0.0: queued.append(key)
+    replace_proc(ctl, client)  # the operator deletes the failed proc's pod and creates it again
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert ("get", MESH_PATH) not in client.calls  # its own deletes cost no read of the mesh
+
+
+def test_a_deletion_while_the_child_is_checked_is_not_lost():
+    ctl, client = running_mesh()
+    # The periodic check reads the Service; it is deleted while that read is in flight.
+    ctl._ensured.pop((("ns", "m"), "Service"))
+    read = client.get_or_none
+
+    async def read_then_deleted(path):
+        found = await read(path)
+        if path == SERVICE:
+            deleted(ctl, client, SERVICE, childwatch.SERVICE)
+        return found
+
+    client.get_or_none = read_then_deleted
+    asyncio.run(ctl.reconcile(("ns", "m")))  # its read said "there": not taken for the truth
+    client.get_or_none = read
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert SERVICE in client.objects and recreated(client) == ["Service m-procs"]
+
+
+def test_a_deletion_of_an_earlier_incarnations_child_gives_no_warning():
+    ctl, client = running_mesh()
+    old = childwatch.slim_child(client.objects[SERVICE])
+    old["metadata"]["ownerReferences"][0]["uid"] = "an-earlier-incarnation"
+    ctl.child_event(childwatch.SERVICE, "DELETED", old)
+    del client.objects[SERVICE]  # this incarnation's, gone with no word yet
+    ctl._ensured.pop((("ns", "m"), "Service"))  # as at the periodic check
+    for path in [p for p in client.objects if "/pods/" in p]:  # no pods: taken for new
+        ctl.pod_event("DELETED", client.objects.pop(path))
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert SERVICE in client.objects and recreated(client) == []
 
 
 def test_the_child_watch_paths_and_projection():

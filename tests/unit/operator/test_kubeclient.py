@@ -138,3 +138,59 @@ def test_a_request_without_an_answer_is_unanswered_not_a_transport_error(monkeyp
     finally:
         silent.close()
         closed.close()
+
+
+def test_requests_are_answered_beside_more_watches_than_requests_may_hold():
+    """Every watch holds a connection for minutes (three per watched namespace: pods, Services,
+    Roles); a request must still find one. With a fixed pool (64 requests + 8 watches), 72
+    open watches left none, and the request failed at the connect timeout. Here 100 watches
+    stay open on a local server (a real socket) while a GET is answered."""
+    import asyncio
+
+    from aiohttp import web
+    from kubernetes import client as k8s
+
+    watches = 100
+
+    async def main():
+        started = asyncio.Event()
+        held = []
+
+        async def handler(request):
+            if request.query.get("watch"):
+                response = web.StreamResponse()
+                await response.prepare(request)
+                held.append(response)
+                if len(held) == watches:
+                    started.set()
+                await asyncio.sleep(3600)  # a quiet watch, ended by the cleanup
+                return response
+            return web.json_response({"metadata": {"name": "y"}})
+
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", handler)
+        runner = web.AppRunner(app, shutdown_timeout=0.1)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        config = k8s.Configuration()
+        config.host = f"http://127.0.0.1:{port}"
+        api = kubeclient.KubeClient(config)
+
+        async def watch(i):
+            async for _ in api.watch(f"/api/v1/namespaces/ns{i}/pods", {}):
+                pass
+
+        tasks = [asyncio.create_task(watch(i)) for i in range(watches)]
+        try:
+            await asyncio.wait_for(started.wait(), 60)
+            return await asyncio.wait_for(api.get("/api/v1/namespaces/x/services/y"), 60)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await api.close()
+            await runner.cleanup()
+
+    assert asyncio.run(main()) == {"metadata": {"name": "y"}}
