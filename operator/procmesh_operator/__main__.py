@@ -14,6 +14,7 @@ import os
 import pathlib
 import random
 import re
+import resource
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -210,9 +211,24 @@ def connection_info(config: Any) -> kopf.ConnectionInfo:
         private_key_path=config.key_file)
 
 
+def raise_open_files_limit() -> None:
+    """Raise the soft limit of open descriptors to the hard one. Each watch holds a connection
+    (three per watched namespace: pods, Services, Roles) beside up to 64 for requests and
+    kopf's own: a container's usual soft limit, 1024, would run out near 300 namespaces."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as e:  # the kernel's nr_open may be lower: keep going
+            logging.getLogger("procmesh_operator").warning(
+                "could not raise the open files limit from %d to %d: %s", soft, target, e)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the operator until SIGINT/SIGTERM."""
     args = parse_args(argv)
+    raise_open_files_limit()
     if args.memory_trace is not None:
         memtrace.start(args.memory_trace)
     kopf.configure(debug=args.debug, verbose=args.verbose, log_format=LOG_FORMATS[args.log_format])

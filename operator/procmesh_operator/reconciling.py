@@ -255,6 +255,7 @@ class Controller:
                                          int(list_rv) if list_rv.isdigit() else 0)
         for key in changed:
             logger.info("relist repaired the pod cache of %s/%s", *key)
+            self.bodies.expire(key)  # pods gone unseen: maybe collected with their mesh
         return changed
 
     def pods_listed(self, namespace: str | None, items: Sequence[Mapping[str, Any]],
@@ -274,6 +275,7 @@ class Controller:
             changed = self.store.repair(ns, by_namespace.get(ns, []), list_rv)
             for key in changed:
                 logger.info("the pod watch's list repaired the pod cache of %s/%s", *key)
+                self.bodies.expire(key)  # pods gone unseen: maybe collected with their mesh
                 self.enqueue(key)
 
     def known_meshes(self) -> int:
@@ -915,7 +917,7 @@ class Controller:
         self._stalls[key] = (stalls, time.monotonic() + delay, message)
         self._gated.add(key)
         self._released.discard(key)
-        held = self.bodies.get(key) or {}
+        held = await self._mesh_body(key) or {}  # read again if a deletion expired it meanwhile
         last = proc_entries.last_phases(held.get("status"))
         # Recorded as Terminating first: these deletes are ours, not lost procs.
         kept_failed = frozenset(r for r, phase in last.items() if phase == planning.DELETED)

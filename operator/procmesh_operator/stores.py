@@ -114,7 +114,11 @@ class PodStore:
         if event_type != "DELETED" and not meta.get("deletionTimestamp"):
             return False
         key = mesh_key_of(body)
-        current = self._pods.get(key, {}).get(str(meta.get("name"))) if key is not None else None
+        if key is None:
+            return False
+        if key not in self._primed and key not in self._priming:
+            return True  # nothing kept to tell: a mesh not reconciled yet by this process
+        current = self._pods.get(key, {}).get(str(meta.get("name")))
         return (current is not None and _uid(current) == _uid(body)
                 and not (current.get("metadata") or {}).get("deletionTimestamp"))
 

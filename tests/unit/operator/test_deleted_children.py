@@ -200,6 +200,19 @@ def test_procs_collected_with_their_mesh_are_not_created_again(foreground):
     assert creates(client) == []
 
 
+@pytest.mark.parametrize("foreground", [False, True])
+def test_procs_collected_unseen_are_not_created_again_after_a_relist(foreground):
+    # The pod watch was down while the mesh and its pods went; its next list repairs the cache.
+    ctl, client = running_mesh()
+    gone_or_deleting(client, foreground)
+    for path in [p for p in client.objects if "/pods/" in p]:
+        del client.objects[path]
+    ctl.pods_listed("ns", [], str(client.rv + 1))  # a list newer than every pod it lacks
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert creates(client) == []
+
+
 def test_a_delete_of_the_operators_own_is_no_news():
     ctl, client = running_mesh()
     queued = []

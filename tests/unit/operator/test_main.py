@@ -58,3 +58,17 @@ def test_leader_election_needs_a_lease_name(capsys) -> None:
             main_module.parse_args(["-A", f"--leader-election={bad}",
                                     "--leader-election-namespace", "ops"])
         assert "--leader-election needs the name of a Lease" in capsys.readouterr().err
+
+
+def test_the_open_files_limit_is_raised_to_the_hard_one() -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    lowered = min(soft, 256) if hard == resource.RLIM_INFINITY else min(soft, hard, 256)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lowered, hard))
+    try:
+        main_module.raise_open_files_limit()
+        raised, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        assert raised > lowered and (hard == resource.RLIM_INFINITY or raised == hard)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

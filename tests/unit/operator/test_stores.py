@@ -203,3 +203,23 @@ def test_other_procs_include_an_earlier_incarnation_of_the_same_name():
     theirs = pod(other, 0, uid="theirs")
     got = stores.other_procs([own, old, theirs], ("ns", "m"), "uid-now")
     assert [p["metadata"]["uid"] for p in got] == ["old", "theirs"]
+
+
+def test_a_deletion_is_news_unless_the_kept_copy_already_said_so():
+    """The first word of a pod's deletion makes the reconcile read its mesh fresh (it may be
+    garbage collection after the mesh's own deletion); a delete of the operator's own, whose
+    response was kept first, is no news."""
+    m = mesh()
+    s = primed_store()
+    s.observe(None, pod(m, 0, uid="u0"))
+    s.observe(None, pod(m, 1, uid="u1"))
+    assert not s.deletion_is_news("MODIFIED", pod(m, 0, uid="u0", rv=11))  # not a deletion
+    assert s.deletion_is_news("MODIFIED", pod(m, 0, uid="u0", rv=11, terminating=True))
+    assert s.deletion_is_news("DELETED", pod(m, 0, uid="u0", rv=11))  # grace 0: no MODIFIED first
+    s.upsert(pod(m, 1, uid="u1", rv=12, terminating=True))  # the operator's delete, answered
+    assert not s.deletion_is_news("MODIFIED", pod(m, 1, uid="u1", rv=13, terminating=True))
+    assert not s.deletion_is_news("DELETED", pod(m, 1, uid="u1", rv=14))
+    assert not s.deletion_is_news("DELETED", pod(m, 0, uid="an-earlier-pod", rv=15))
+    # A mesh this process has not listed: nothing kept can tell, so it is news.
+    other = mesh(name="n")
+    assert s.deletion_is_news("DELETED", pod(other, 0, rv=16))
