@@ -219,7 +219,7 @@ class Controller:
                 self._checked_at[key] = self._resyncs
                 for kind in CHILD_KINDS:
                     self._ensured.pop((key, kind), None)
-                self.bodies.expire(key)
+                self.bodies.read_fresh_next(key)
         # Fed by our own watch (podwatch.py: gapless from its list, listed again after any
         # failure), the pod cache is relisted at every CHILD_CHECK_RESYNCS-th pass only: at
         # 6,400 pods each relist decoded every pod whole, a fifth of the operator's CPU.
@@ -255,7 +255,7 @@ class Controller:
                                          int(list_rv) if list_rv.isdigit() else 0)
         for key in changed:
             logger.info("relist repaired the pod cache of %s/%s", *key)
-            self.bodies.expire(key)  # pods gone unseen: maybe collected with their mesh
+            self.bodies.read_fresh_next(key)  # pods gone unseen: collected with their mesh?
         return changed
 
     def pods_listed(self, namespace: str | None, items: Sequence[Mapping[str, Any]],
@@ -275,7 +275,7 @@ class Controller:
             changed = self.store.repair(ns, by_namespace.get(ns, []), list_rv)
             for key in changed:
                 logger.info("the pod watch's list repaired the pod cache of %s/%s", *key)
-                self.bodies.expire(key)  # pods gone unseen: maybe collected with their mesh
+                self.bodies.read_fresh_next(key)  # pods gone unseen: collected with their mesh?
                 self.enqueue(key)
 
     def known_meshes(self) -> int:
@@ -311,7 +311,7 @@ class Controller:
             # Not a delete of ours: maybe garbage collection's, the mesh deleted before its own
             # watch event arrived. Read fresh, lest its procs be created again from the body
             # held (owned by a mesh that is gone, and collected again).
-            self.bodies.expire(key)
+            self.bodies.read_fresh_next(key)
         self.enqueue(key)
         if event_type == "DELETED" or planning.is_failed(body):
             # Room may have freed for a mesh held at the gang gate, or waiting to be placed.
@@ -348,7 +348,7 @@ class Controller:
         elif key not in self._phases:
             return  # no mesh this operator reconciles
         self._deleted_children[key, kind] = (uid, next(self._child_deletions))
-        self.bodies.expire(key)
+        self.bodies.read_fresh_next(key)
         self.enqueue(key)
 
     def workload_event(self, body: Mapping[str, Any]) -> None:
@@ -474,7 +474,7 @@ class Controller:
 
     async def _reconcile(self, key: Key) -> float | None:
         namespace, name = key
-        body = await self._mesh_body(key)
+        body = await self._mesh_body(key, reconciling=True)
         if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
             # Garbage collection removes the children.
             self._forget(key, None if body is None else str(body["metadata"].get("uid") or ""))
@@ -579,10 +579,12 @@ class Controller:
             again.append(max(unseen, 0.1))  # when a pod no scheduler looked at is reported
         return min(again) if again else None
 
-    async def _mesh_body(self, key: Key) -> dict[str, Any] | None:
+    async def _mesh_body(self, key: Key, *, reconciling: bool = False) -> dict[str, Any] | None:
         """The mesh as last watched or written (:mod:`.watched`), else read with a GET (None:
-        it does not exist)."""
-        body = self.bodies.get(key)
+        it does not exist); read with a GET too when its own reconcile (``reconciling``) was
+        asked to read it fresh (:meth:`watched.MeshBodies.read_fresh_next`)."""
+        fresh = reconciling and self.bodies.take_fresh_next(key)
+        body = None if fresh else self.bodies.get(key)
         if body is None:
             body = await self.client.get_or_none(kubeclient.mesh_path(*key))
             if body is not None:
@@ -917,7 +919,7 @@ class Controller:
         self._stalls[key] = (stalls, time.monotonic() + delay, message)
         self._gated.add(key)
         self._released.discard(key)
-        held = await self._mesh_body(key) or {}  # read again if a deletion expired it meanwhile
+        held = self.bodies.get(key) or {}
         last = proc_entries.last_phases(held.get("status"))
         # Recorded as Terminating first: these deletes are ours, not lost procs.
         kept_failed = frozenset(r for r, phase in last.items() if phase == planning.DELETED)

@@ -37,6 +37,8 @@ class MeshBodies:
         # after the DELETED event must not bring a deleted mesh back (its pods would be
         # recreated from it, and garbage-collected, forever).
         self._gone: dict[str, None] = {}
+        # Meshes whose next reconcile reads them with a GET (:meth:`read_fresh_next`).
+        self._fresh_next: set[Key] = set()
 
     def remember(self, key: Key, body: Mapping[str, Any]) -> None:
         """Keep ``body`` unless a newer version is known (of this incarnation, or of a mesh
@@ -69,6 +71,7 @@ class MeshBodies:
         later body of the live mesh ignored, and its reconciles end as if it were deleted (no
         phase kept, so no resync, and no requeue: a lease never expired, a deferred status
         never written)."""
+        self._fresh_next.discard(key)
         held = self._bodies.get(key)
         if held is not None and uid_of(held) != uid:
             # Of another incarnation (or, with no uid known, a GET found none): a body held now
@@ -90,6 +93,22 @@ class MeshBodies:
     def clear(self) -> None:
         """Forget every body: the next reconcile of each mesh reads it fresh."""
         self._bodies.clear()
+
+    def read_fresh_next(self, key: Key) -> None:
+        """The mesh may have changed unseen (deleted, when garbage collection's work arrives
+        before its own watch event): its next reconcile reads it with a GET. Unlike
+        :meth:`expire`, the body stays for a reconcile in flight, whose status writes must
+        build on its own earlier writes (a body dropped between two of them made the second
+        fall back to the body read before the first, and be refused as superseded, its
+        events lost)."""
+        self._fresh_next.add(key)
+
+    def take_fresh_next(self, key: Key) -> bool:
+        """Whether the mesh is to be read fresh now (and clear that)."""
+        if key in self._fresh_next:
+            self._fresh_next.discard(key)
+            return True
+        return False
 
     def expire(self, key: Key) -> None:
         """Forget the body of one mesh (not as deleted): its next reconcile reads it fresh (the

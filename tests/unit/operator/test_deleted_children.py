@@ -213,6 +213,37 @@ def test_procs_collected_unseen_are_not_created_again_after_a_relist(foreground)
     assert creates(client) == []
 
 
+def test_a_watch_event_ahead_of_its_delete_response_loses_no_event():
+    # The operator's own delete of a failed proc's pod: the watch tells of it (terminating)
+    # before the delete's response arrives, so it is news and the mesh is to be read fresh; the
+    # reconcile in flight still writes its status on its own earlier write and posts its events
+    # (with the body dropped, its last write fell back to the body read before the first one,
+    # was refused as superseded, and the ProcFailed event was lost).
+    ctl, client = running_mesh()
+    path = kubeclient.pods_path("ns", "m-1")
+    body = client.objects[path]
+    body["status"] = {"phase": "Failed"}
+    client._stamp(body)
+    ctl.pod_event("MODIFIED", copy.deepcopy(body))
+    delete = client.delete
+
+    async def watch_first(pod_path, **kwargs):
+        if pod_path == path:
+            seen = copy.deepcopy(client.objects[path])
+            seen["metadata"]["deletionTimestamp"] = "2026-12-06T22:00:00Z"
+            ctl.pod_event("MODIFIED", seen)
+        return await delete(pod_path, **kwargs)
+
+    client.delete = watch_first
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    reasons = [e.get("reason") for p, e in client.objects.items() if "/events/" in p]
+    assert "ProcFailed" in reasons
+    assert client.objects[MESH_PATH]["status"]["restarts"] == 1
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert ("get", MESH_PATH) in client.calls  # and the next reconcile reads the mesh fresh
+
+
 def test_a_delete_of_the_operators_own_is_no_news():
     ctl, client = running_mesh()
     queued = []
