@@ -584,11 +584,16 @@ class Controller:
         it does not exist); read with a GET too when its own reconcile (``reconciling``) was
         asked to read it fresh (:meth:`watched.MeshBodies.read_fresh_next`)."""
         fresh = reconciling and self.bodies.take_fresh_next(key)
-        body = None if fresh else self.bodies.get(key)
-        if body is None:
-            body = await self.client.get_or_none(kubeclient.mesh_path(*key))
-            if body is not None:
-                self.bodies.remember(key, body)
+        held = self.bodies.get(key)
+        if held is not None and not fresh:
+            return held
+        body = await self.client.get_or_none(kubeclient.mesh_path(*key))
+        if body is not None:
+            self.bodies.remember(key, body)
+        elif held is not None and self.bodies.get(key) == held:
+            # Gone (garbage collection told first): the body held is of the deleted mesh, not
+            # of one created again meanwhile (that one's event would have replaced it).
+            self.bodies.forget(key, watched.uid_of(held))
         return body
 
     async def _write_status(self, key: Key, uid: str, status: Mapping[str, Any],

@@ -198,6 +198,13 @@ def test_procs_collected_with_their_mesh_are_not_created_again(foreground):
     client.calls.clear()
     asyncio.run(ctl.reconcile(("ns", "m")))
     assert creates(client) == []
+    # A later event of a pod still there (no deletion: no news) must not bring the body held
+    # back into use before the mesh's own watch event arrives.
+    other = client.objects[kubeclient.pods_path("ns", "m-0")]
+    client._stamp(other)
+    ctl.pod_event("MODIFIED", copy.deepcopy(other))
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert creates(client) == []
 
 
 @pytest.mark.parametrize("foreground", [False, True])
