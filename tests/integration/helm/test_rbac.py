@@ -40,6 +40,13 @@ def release(cluster, namespaces, core):
     support.uninstall(cluster)
 
 
+def logged(cluster, pod: str) -> list[str]:
+    """The operator pod's JSON log records, each as its message and traceback."""
+    log = support.operator_log(cluster, pod)
+    records = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    return [f"{r.get('message', '')}\n{r.get('exc_info', '')}" for r in records]
+
+
 def can_i(cluster, verb: str, resource: str) -> bool:
     result = kubectl(cluster, "auth", "can-i", verb, resource, "-n", WATCHED,
                      "--as", OPERATOR_USER, check=False)
@@ -147,11 +154,8 @@ def test_missing_status_rule_shows_in_the_operator_log(cluster, release, core, c
         create_mesh(custom, WATCHED, "no-status")
 
         def refused() -> list[str]:
-            log = support.operator_log(cluster, pod.metadata.name)
-            records = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
-            texts = [f"{r.get('message', '')}\n{r.get('exc_info', '')}" for r in records]
-            return [t for t in texts if "no-status" in t and "403 Forbidden" in t
-                    and 'cannot patch resource "procmeshes/status"' in t]
+            return [t for t in logged(cluster, pod.metadata.name) if "no-status" in t
+                    and "403 Forbidden" in t and 'cannot patch resource "procmeshes/status"' in t]
 
         lines = testing.wait_for(refused, "the operator logging the refused status write")
         assert "failed" in lines[0]
@@ -178,11 +182,8 @@ def test_missing_child_watch_rule_shows_in_the_operator_log(cluster, release, co
                      if p.metadata.name != old.metadata.name] or None, "a new operator pod")
 
         def refused() -> list[str]:
-            log = support.operator_log(cluster, pod.metadata.name)
-            records = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
-            return [r.get("message", "") for r in records
-                    if f"watch of /api/v1/namespaces/{WATCHED}/services failed" in r.get("message", "")
-                    and "403" in r.get("message", "")]
+            return [t for t in logged(cluster, pod.metadata.name)
+                    if f"watch of /api/v1/namespaces/{WATCHED}/services failed" in t and "403" in t]
 
         testing.wait_for(refused, "the operator logging the refused Service watch")
         create_mesh(custom, WATCHED, "no-service-watch")

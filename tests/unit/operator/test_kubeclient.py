@@ -3,6 +3,8 @@ text a real API server sends for a group version it does not serve (found on a 1
 control plane: the operator retried a JSON decoding error forever instead of reporting
 DRANotServed)."""
 
+import contextlib
+
 import pytest
 
 from procmesh_operator import kubeclient
@@ -62,6 +64,29 @@ def test_list_paged_follows_continue_and_transforms_each_item():
     assert all(r["labelSelector"] == "a" and r["limit"] == "2" for r in client.requests)
 
 
+@contextlib.asynccontextmanager
+async def local_api(handler, route="/{tail:.*}"):
+    """Our API client against a local HTTP server (a real socket, no API server) that answers
+    every GET under ``route`` with ``handler``."""
+    from aiohttp import web
+    from kubernetes import client as k8s
+
+    app = web.Application()
+    app.router.add_get(route, handler)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    config = k8s.Configuration()
+    config.host = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+    api = kubeclient.KubeClient(config)
+    try:
+        yield api
+    finally:
+        await api.close()
+        await runner.cleanup()
+
+
 def test_watch_decodes_lines_split_across_chunks_from_a_real_socket():
     """A watch's JSON lines arrive in chunks that cut them anywhere; each event is decoded
     whole, in order, from a local HTTP server (a real socket, no API server)."""
@@ -69,7 +94,6 @@ def test_watch_decodes_lines_split_across_chunks_from_a_real_socket():
     import json
 
     from aiohttp import web
-    from kubernetes import client as k8s
 
     events = [{"type": "ADDED", "object": {"metadata": {"name": f"p{i}", "pad": "x" * 3000}}}
               for i in range(5)]
@@ -86,21 +110,8 @@ def test_watch_decodes_lines_split_across_chunks_from_a_real_socket():
         return response
 
     async def main():
-        app = web.Application()
-        app.router.add_get("/api/v1/pods", handler)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]
-        config = k8s.Configuration()
-        config.host = f"http://127.0.0.1:{port}"
-        api = kubeclient.KubeClient(config)
-        try:
+        async with local_api(handler, "/api/v1/pods") as api:
             return [e async for e in api.watch("/api/v1/pods", {"resourceVersion": "7"})]
-        finally:
-            await api.close()
-            await runner.cleanup()
 
     assert asyncio.run(main()) == events
     assert seen_params == [{"resourceVersion": "7", "watch": "1"}]
@@ -148,7 +159,6 @@ def test_requests_are_answered_beside_more_watches_than_requests_may_hold():
     import asyncio
 
     from aiohttp import web
-    from kubernetes import client as k8s
 
     watches = 100
 
@@ -167,30 +177,19 @@ def test_requests_are_answered_beside_more_watches_than_requests_may_hold():
                 return response
             return web.json_response({"metadata": {"name": "y"}})
 
-        app = web.Application()
-        app.router.add_get("/{tail:.*}", handler)
-        runner = web.AppRunner(app, shutdown_timeout=0.1)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]
-        config = k8s.Configuration()
-        config.host = f"http://127.0.0.1:{port}"
-        api = kubeclient.KubeClient(config)
+        async with local_api(handler) as api:
 
-        async def watch(i):
-            async for _ in api.watch(f"/api/v1/namespaces/ns{i}/pods", {}):
-                pass
+            async def watch(i):
+                async for _ in api.watch(f"/api/v1/namespaces/ns{i}/pods", {}):
+                    pass
 
-        tasks = [asyncio.create_task(watch(i)) for i in range(watches)]
-        try:
-            await asyncio.wait_for(started.wait(), 60)
-            return await asyncio.wait_for(api.get("/api/v1/namespaces/x/services/y"), 60)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await api.close()
-            await runner.cleanup()
+            tasks = [asyncio.create_task(watch(i)) for i in range(watches)]
+            try:
+                await asyncio.wait_for(started.wait(), 60)
+                return await asyncio.wait_for(api.get("/api/v1/namespaces/x/services/y"), 60)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
 
     assert asyncio.run(main()) == {"metadata": {"name": "y"}}
