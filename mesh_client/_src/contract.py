@@ -243,20 +243,28 @@ TOKEN_SECRET_MISSING = "TokenSecretMissing"
 STUCK_WAITING_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull",
                                    "InvalidImageName", "CreateContainerConfigError",
                                    "CreateContainerError"})
+#: The API server refused a proc pod at create (Pod Security, a LimitRange, a quota that counts
+#: requests the template does not set, another admission check): a change to the mesh, or to
+#: the namespace's policies, is needed. The operator keeps retrying, with backoff.
+POD_REFUSED = "PodRefused"
 FATAL_REASONS = frozenset({INVALID_COLOCATION, DEVICE_NOT_FOUND, BUDGET_EXCEEDED, NO_NODE_FITS,
                            RESTART_LIMIT_REACHED, PROC_FAILED, CLAIM_UNALLOCATABLE,
-                           DRA_NOT_SERVED, TOKEN_SECRET_MISSING}) | STUCK_WAITING_REASONS
+                           DRA_NOT_SERVED, TOKEN_SECRET_MISSING, POD_REFUSED}) | STUCK_WAITING_REASONS
 
 #: Refusals that clear without a change to the mesh, so the mesh is placed once they do: the
 #: devices it needs hold other meshes' procs (room frees as they end), no ready node fits but a
 #: NotReady or cordoned one may (or its procs' node is gone and they are placed again), the
-#: ``colocateWith`` mesh does not exist yet or its procs are not scheduled yet. The operator says
+#: ``colocateWith`` mesh does not exist yet or its procs are not scheduled yet, the namespace's
+#: ResourceQuota has no room for a proc pod yet. The operator says
 #: them with Progressing True (it keeps trying) and phase Waiting; the client keeps waiting on
 #: them and shows the message.
 WAITING_FOR_GPU_BUDGET = "WaitingForGPUBudget"
 WAITING_FOR_NODE = "WaitingForNode"
 WAITING_FOR_COLOCATED = "WaitingForColocatedMesh"
-WAITING_REASONS = frozenset({WAITING_FOR_GPU_BUDGET, WAITING_FOR_NODE, WAITING_FOR_COLOCATED})
+#: A proc pod's create was refused for the namespace's ResourceQuota: created once it has room.
+WAITING_FOR_QUOTA = "WaitingForQuota"
+WAITING_REASONS = frozenset({WAITING_FOR_GPU_BUDGET, WAITING_FOR_NODE, WAITING_FOR_COLOCATED,
+                             WAITING_FOR_QUOTA})
 
 
 # --- Rank arithmetic ---------------------------------------------------------------------------

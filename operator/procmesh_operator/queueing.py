@@ -57,9 +57,13 @@ class WorkQueue:
     wait, dirty, until it leads)."""
 
     def __init__(self, worker: Callable[[Hashable], Awaitable[float | None]],
-                 gate: Callable[[], Awaitable[None]] | None = None) -> None:
+                 gate: Callable[[], Awaitable[None]] | None = None,
+                 expected: tuple[type[Exception], ...] = ()) -> None:
         self._worker = worker
         self._gate = gate
+        # Failures the worker reports itself (in the mesh's status): one log line each, not a
+        # traceback every retry of a refusal that stands for hours.
+        self._expected = expected
         self._slots: dict[Hashable, _Slot] = {}
         self._closed = False
 
@@ -121,10 +125,13 @@ class WorkQueue:
                     slot.failures = 0
                 except asyncio.CancelledError:
                     raise
-                except Exception:
+                except Exception as e:
                     slot.failures += 1
                     delay = min(BACKOFF_BASE * 2 ** (slot.failures - 1), BACKOFF_MAX)
-                    logger.exception("reconcile of %s failed; retrying in %.1fs", key, delay)
+                    if isinstance(e, self._expected):
+                        logger.warning("reconcile of %s failed; retrying in %.1fs: %s", key, delay, e)
+                    else:
+                        logger.exception("reconcile of %s failed; retrying in %.1fs", key, delay)
                 slot.running = False
                 ended = loop.time()
                 slot.not_before = ended + batch_wait(ended - started)

@@ -41,6 +41,7 @@ from procmesh_operator import (
     childwatch,
     claiming,
     coalescing,
+    create_refusals,
     eventing,
     fitting,
     ganging,
@@ -167,7 +168,8 @@ class Controller:
 
     def start(self) -> None:
         self.queue = queueing.WorkQueue(
-            self._work, gate=self.elector.wait_leading if self.elector is not None else None)
+            self._work, gate=self.elector.wait_leading if self.elector is not None else None,
+            expected=REPORTED_FAILURES)
         self._resync_task = asyncio.get_running_loop().create_task(self._resync())
         if self.elector is not None:
             self.elector.start()
@@ -493,6 +495,7 @@ class Controller:
         created: list[str] = []
         error: str | None = None
         failure: BaseException | None = None
+        create_refusal: create_refusals.CreateRefusal | None = None
         view: claiming.ClaimView | None = None
         hold: ganging.Hold | None = None
         queue = workloads.queue_name(body)
@@ -520,9 +523,12 @@ class Controller:
             if not mesh.suspend and secret_probes.due(mesh, previous, replaced=replaced):
                 missing_secret = await self._probe_secret(mesh, missing_secret)
             hold = await self._gang_hold(mesh, mode)
-        except (kubeclient.ApiError, kubeclient.Unanswered, ChildConflict,
-                token_secrets.SecretConflict, claiming.ClaimConflict,
-                admitting.KueueNotServed) as e:
+        except create_refusals.CreatesFailed as e:
+            plan, created, view, failure = e.plan, e.created, e.view, e
+            create_refusal = create_refusals.classify(e.pod, e.error)
+            if create_refusal is None:
+                error = str(e.error)
+        except REPORTED_FAILURES as e:
             error, failure = str(e), e
         if plan is not None and plan.refusal is not None and plan.refusal.reason in ROOM_WAITS:
             self._waiting_for_room.add(key)
@@ -533,7 +539,8 @@ class Controller:
             mesh, previous, pods, plan, error, hold=hold,
             claimed_gpus=view.gpus_by_rank(mesh) if view is not None else None,
             memo=self._entries.setdefault(key, proc_entries.EntryMemo()),
-            missing_secret=missing_secret, unseen_after=self.settings.unseen_pod_seconds)
+            missing_secret=missing_secret, unseen_after=self.settings.unseen_pod_seconds,
+            create_refusal=create_refusal)
         if queue is not None and admission is not None:
             status = workloads.overlay(status, previous, admission, queue, mesh.generation,
                                        statuses.now_rfc3339(),
@@ -1031,7 +1038,11 @@ class Controller:
                     mesh, previous, pods, plan,
                     claimed_gpus=view.gpus_by_rank(mesh) if view is not None else None))
             await self._delete_pods(mesh, plan)
-            created = await self._create_pods(mesh, plan)
+            try:
+                created = await self._create_pods(mesh, plan)
+            except create_refusals.CreatesFailed as e:
+                e.plan, e.view = plan, view
+                raise
         return plan, created, view
 
     async def _delete_pods(self, mesh: specs.MeshSpec, plan: planning.Plan) -> None:
@@ -1061,8 +1072,12 @@ class Controller:
         mode = ganging.mode_for(self._gang_mode or ganging.OFF, mesh)
         order = self._create_order.setdefault((mesh.namespace, mesh.name), next(self._orders))
 
+        refused: list[create_refusals.CreatesFailed] = []
+
         async def worker() -> None:
             for rank, placement in todo:
+                if refused:  # the first refusal stops the others (create_refusals.py)
+                    return
                 async with self._creates.place(order):
                     pod = ganging.join(rendering.render_pod(mesh, rank, placement,
                                                             self.settings), mesh, mode)
@@ -1072,7 +1087,8 @@ class Controller:
                         created.append(name)
                     except kubeclient.ApiError as e:
                         if not e.conflict:
-                            raise
+                            refused.append(create_refusals.CreatesFailed(name, e, created))
+                            return
                         # Created by an earlier run whose watch event has not arrived yet (or
                         # by an earlier mesh of this name: the store waits for it to go), or
                         # someone else's pod under the name, which nothing here would remove.
@@ -1087,11 +1103,20 @@ class Controller:
         workers = min(self.settings.create_concurrency, len(plan.creates))
         results = await asyncio.gather(*(worker() for _ in range(workers)),
                                        return_exceptions=True)
+        created.sort(key=lambda n: int(n.rsplit("-", 1)[1]))
         for result in results:
             if isinstance(result, BaseException):
                 raise result
-        created.sort(key=lambda n: int(n.rsplit("-", 1)[1]))
+        if refused:
+            raise refused[0]
         return created
+
+
+#: Failures a reconcile writes into the mesh's status (Degraded, or the refusal's reason) before
+#: it raises them for the queue's backoff: the operator's log gives each one line, no traceback.
+REPORTED_FAILURES: tuple[type[Exception], ...] = (
+    kubeclient.ApiError, kubeclient.Unanswered, ChildConflict, token_secrets.SecretConflict,
+    claiming.ClaimConflict, admitting.KueueNotServed, create_refusals.CreatesFailed)
 
 
 def _slim_in(namespace: str) -> Callable[[dict[str, Any]], dict[str, Any]]:

@@ -16,6 +16,7 @@ import base64
 import copy
 import dataclasses
 import secrets
+from collections.abc import Mapping
 from typing import Any
 
 from mesh_client._src import contract
@@ -221,6 +222,24 @@ def node_loss_tolerations(own: list[dict[str, Any]], seconds: int
     return out, ",".join(added) or None
 
 
+def security_contexts(template: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The pod's and the container's securityContext: Pod Security "restricted" unless the
+    template says otherwise. The proc server needs no capability, no privilege escalation and
+    no syscall outside the runtime's default profile; runAsNonRoot is the operator's word only
+    for its default image (ours runs as user 10001: an image of the user's may run as root).
+    Each field the template sets replaces the operator's."""
+    pod: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    if not template.get("image"):
+        pod["runAsNonRoot"] = True
+    pod.update(copy.deepcopy(template.get("securityContext") or {}))
+    own = copy.deepcopy(template.get("containerSecurityContext") or {})
+    container: dict[str, Any] = {"capabilities": {"drop": ["ALL"]}}
+    if not own.get("privileged"):  # the Pod API refuses privileged without escalation
+        container["allowPrivilegeEscalation"] = False
+    container.update(own)
+    return pod, container
+
+
 def render_pod(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement,
                settings: settings_.Settings) -> dict[str, Any]:
     """The pod of the proc at ``rank``: the proc server container, env, probe, token volume."""
@@ -250,6 +269,7 @@ def render_pod(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement,
     }
     if template.get("imagePullPolicy"):
         container["imagePullPolicy"] = template["imagePullPolicy"]
+    pod_security, container["securityContext"] = security_contexts(template)
     resources = _resources(mesh, rank)
     if resources:
         container["resources"] = resources
@@ -260,6 +280,7 @@ def render_pod(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement,
         # the failure and silently drop the proc's actors.
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": settings.termination_grace_period_seconds,
+        "securityContext": pod_security,
         "containers": [container],
         # The proc server never calls the API: no token unless the template asks (issue 12).
         "automountServiceAccountToken": bool(template.get("automountServiceAccountToken", False)),

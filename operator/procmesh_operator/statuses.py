@@ -16,7 +16,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import claims, ganging, placing, planning, proc_entries, specs
+from procmesh_operator import (
+    claims,
+    create_refusals,
+    ganging,
+    placing,
+    planning,
+    proc_entries,
+    specs,
+)
 
 # Condition types, and the reasons a client acts on (the refusals, ProcFailed and
 # RestartLimitReached), are the contract's (mesh_client._src.contract); one function below
@@ -96,6 +104,8 @@ class Observed:
     #: (None: not judged).
     now: float = 0.0
     unseen_after: float | None = None
+    #: The API server's refusal of a proc pod at create (:mod:`.create_refusals`).
+    create_refusal: create_refusals.CreateRefusal | None = None
 
     @functools.cached_property
     def unseen(self) -> tuple[str, str] | None:
@@ -109,6 +119,11 @@ class Observed:
     def refusal(self) -> placing.Refusal | None:
         return self.plan.refusal if self.plan is not None else None
 
+    @property
+    def blocked(self) -> placing.Refusal | create_refusals.CreateRefusal | None:
+        """Why procs have no pod: the placement's refusal, else the API server's."""
+        return self.refusal or self.create_refusal
+
 
 #: A condition's (status, reason, message); the type and timestamps are added by compute_status.
 Verdict = tuple[str, str, str]
@@ -120,8 +135,8 @@ def ready_verdict(o: Observed) -> Verdict:
         return "False", SUSPENDED, "spec.suspend is true: the mesh has no pods"
     if o.ready == o.desired:
         return "True", ALL_PROCS_READY, f"{o.ready} of {o.desired} procs ready"
-    if o.refusal is not None:
-        return "False", o.refusal.reason, o.refusal.message
+    if o.blocked is not None:
+        return "False", o.blocked.reason, o.blocked.message
     if o.missing_secret is not None:
         return ("False", contract.TOKEN_SECRET_MISSING,
                 f"{o.ready} of {o.desired} procs ready; {missing_secret_message(o.mesh, o.missing_secret)}")
@@ -241,6 +256,8 @@ def degraded_verdict(o: Observed) -> Verdict | None:
     time (no plan), so the previous condition stands."""
     if o.error is not None:
         return "True", RECONCILE_ERROR, o.error
+    if o.create_refusal is not None and not o.create_refusal.waits:
+        return "True", o.create_refusal.reason, o.create_refusal.message
     if o.plan is None:
         return None
     if o.plan.restart_limit_reached:
@@ -295,8 +312,8 @@ def progressing_verdict(o: Observed, degraded: Mapping[str, Any]) -> Verdict:
     that stays, or a failure that ``degraded`` reports and no reconcile can fix)."""
     if o.mesh.suspend:
         return "False", SUSPENDED, "suspended"
-    if o.refusal is not None:
-        return "True" if o.refusal.waits else "False", o.refusal.reason, o.refusal.message
+    if o.blocked is not None:
+        return "True" if o.blocked.waits else "False", o.blocked.reason, o.blocked.message
     if degraded["status"] == "True" and degraded["reason"] != RECONCILE_ERROR:
         return "False", degraded["reason"], degraded["message"]
     if o.ready == o.desired and o.error is None:
@@ -358,6 +375,15 @@ def scheduled_verdict(o: Observed, hold: ganging.Hold | None) -> Verdict:
                         f"{c.get('message', '')}")
     if o.unseen is not None:
         return "False", o.unseen[0], f"{bound} of {o.mesh.size} procs on nodes; {o.unseen[1]}"
+    # The operator placed no pod for the rest: the refusal (or the wait) is why, not the
+    # scheduler, which has nothing to schedule ("Scheduling" there read as a wait it was not).
+    if o.blocked is not None:
+        return ("False", o.blocked.reason,
+                f"{bound} of {o.mesh.size} procs on nodes; no pod is created for the others: "
+                f"{o.blocked.message}")
+    if o.plan is not None and o.plan.waiting is not None:
+        return ("False", contract.WAITING_FOR_COLOCATED,
+                f"{bound} of {o.mesh.size} procs on nodes; {o.plan.waiting}")
     return "False", ganging.SCHEDULING, f"{bound} of {o.mesh.size} procs on nodes"
 
 
@@ -368,13 +394,15 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
                    hold: ganging.Hold | None = None,
                    memo: proc_entries.EntryMemo | None = None,
                    missing_secret: str | None = None,
-                   unseen_after: float | None = None) -> dict[str, Any]:
+                   unseen_after: float | None = None,
+                   create_refusal: create_refusals.CreateRefusal | None = None) -> dict[str, Any]:
     """The status of ``mesh`` given its pods (by rank, as observed after the plan ran), the plan
     (None when the reconcile failed before planning), the error of the reconcile, if any, and
     what holds its gang (:mod:`.ganging`), if anything.
     ``claimed_gpus``: dra mode, the allocated device of each rank (:mod:`.claims`).
     ``memo``: the mesh's entries as last computed (:mod:`.proc_entries`; the same result).
-    ``missing_secret``: the token Secret, found gone under running procs (:mod:`.secret_probes`)."""
+    ``missing_secret``: the token Secret, found gone under running procs (:mod:`.secret_probes`);
+    ``create_refusal``: the API server refused a proc pod (:mod:`.create_refusals`)."""
     now = now or now_rfc3339()
     previous = previous or {}
     prev_conditions = previous.get("conditions")
@@ -392,7 +420,7 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         desired=0 if mesh.suspend else mesh.size,
         restarts=plan.restarts if plan is not None else int(previous.get("restarts") or 0),
         missing_secret=None if mesh.suspend else missing_secret,
-        now=epoch(now), unseen_after=unseen_after)
+        now=epoch(now), unseen_after=unseen_after, create_refusal=create_refusal)
 
     def cond(type_: str, verdict: Verdict) -> dict[str, Any]:
         return _condition(prev_conditions, type_, *verdict, mesh.generation, now)

@@ -95,6 +95,9 @@ def test_the_operator_pod_is_non_root_read_only_and_answers_probes_and_metrics(
 
 def test_the_cpu_example_mesh_is_ready_in_our_proc_server_image(cluster: Any, namespace: str,
                                                                 release: str) -> None:
+    """In a namespace that enforces Pod Security "restricted": the procs run in containers
+    under the runtime's default seccomp profile, without capabilities, as a non-root user."""
+    kubectl(cluster, "label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
     kubectl(cluster, "-n", namespace, "apply", "-f", str(ROOT / "examples" / "meshes" / "cpu-mesh.yaml"))
     kubectl(cluster, "-n", namespace, "wait", "--for=condition=Ready", "--timeout=300s", "procmesh/cpu-mesh")
     pods = _pods(cluster, namespace, "procmesh.io/mesh=cpu-mesh")
@@ -104,6 +107,14 @@ def test_the_cpu_example_mesh_is_ready_in_our_proc_server_image(cluster: Any, na
         (status,) = pod["status"]["containerStatuses"]
         assert status["ready"] and _digest(status["imageID"]) == ours, status
         assert status["containerID"].startswith("containerd://")
+    # What the kernel says of one proc server: user 10001, no capability, no new privileges,
+    # a seccomp filter (mode 2).
+    pid = support.container_pid(cluster, pods[0]["status"]["containerStatuses"][0]["containerID"])
+    with open(f"/proc/{pid}/status") as f:
+        fields = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+    assert fields["Uid"].split()[0] == "10001"
+    assert int(fields["CapEff"], 16) == 0 and int(fields["CapPrm"], 16) == 0
+    assert fields["NoNewPrivs"].strip() == "1" and fields["Seccomp"].strip() == "2"
 
 
 def _example(cluster: Any, *args: str) -> str:

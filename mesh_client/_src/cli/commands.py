@@ -47,14 +47,19 @@ def _dump(obj: Any, output: str, out: TextIO) -> None:
         out.write(yaml.safe_dump(obj, sort_keys=False, default_flow_style=False))
 
 
-def _each(names: list[str], act: Callable[[str], None]) -> int:
-    """``act`` on every name, as kubectl does: a mesh that is missing (or refused) is said on
-    stderr and the others are still acted on; 1 when any failed."""
+_MISSING: tuple[type[KubernetesMeshError], ...] = (MeshNotFound, MeshAccessDenied)
+
+
+def _each(names: list[str], act: Callable[[str], None],
+          errors: tuple[type[KubernetesMeshError], ...] = _MISSING) -> int:
+    """``act`` on every name, as kubectl does: a mesh that is missing (or refused), or whatever
+    else ``errors`` names, is said on stderr and the others are still acted on; 1 when any
+    failed."""
     failed = 0
     for name in names:
         try:
             act(name)
-        except (MeshNotFound, MeshAccessDenied) as exc:
+        except errors as exc:
             print(f"error: {exc}", file=sys.stderr)
             failed += 1
     return 1 if failed else 0
@@ -136,7 +141,7 @@ def logs_(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
     if not chosen:
         raise KubernetesMeshError(
             f"no proc of ProcMesh {api.namespace}/{args.name} matches --rank {args.rank or '*'} "
-            f"--coords {args.coords or '*'}; 'procmesh describe {args.name}' lists its procs")
+            f"--coords {args.coords or '*'}; 'procmesh describe {args.name} -n {api.namespace}' lists its procs")
 
     def opener(pod: str) -> Callable[[], Any]:
         return lambda: api.pod_log(pod, follow=args.follow, tail=args.tail, previous=args.previous)
@@ -183,6 +188,10 @@ def top(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
         answers = list(pool.map(ask, procs))
     rows = [tables.top_row(p, d, e) for p, (d, e) in zip(procs, answers)]
     out.write(tables.render(tables.TOP_HEADER, rows) + "\n" if rows else "No procs.\n")
+    if rows and all(error is not None for _, error in answers):  # a table of failures is no answer
+        print(f"error: no proc of ProcMesh {api.namespace}/{args.name} answered (each row says why)",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -221,15 +230,22 @@ def delete(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
     deleted: list[str] = []
 
     def one(name: str) -> None:
-        api.get_mesh(name)  # a missing mesh is an error, as in kubectl
+        try:
+            api.get_mesh(name)  # a missing mesh is an error, as in kubectl
+        except MeshAccessDenied as exc:  # its Role alone would not do: say so now, not next time
+            raise MeshAccessDenied(
+                f"{exc}. Deleting it takes 'delete' on procmeshes in namespace {api.namespace} as "
+                f"well, which that Role does not grant (the Helm chart's client role does: "
+                f"rbac.clientRole.create=true, bound to this service account)") from None
         api.delete_mesh(name)
         out.write(f'{KIND_PREFIX} "{name}" deleted\n')
         deleted.append(name)
 
     status = _each(args.names, one)
-    if args.wait:
-        for name in deleted:
-            _wait_deleted(api, name, args.timeout)
+    if args.wait:  # each gets the whole timeout, and one still there does not hide the others
+        waited = _each(deleted, lambda name: _wait_deleted(api, name, args.timeout),
+                       (KubernetesMeshError,))
+        status = status or waited
     return status
 
 
@@ -241,7 +257,9 @@ def wait(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
             attaching.wait_ready(api, name, args.timeout, progress=False)
             out.write(f"{KIND_PREFIX}/{name} condition met\n")
 
-    return _each(args.names, one)
+    # As kubectl wait: each mesh gets the whole timeout, and one that fails (or times out) is
+    # said without hiding the verdict on the others.
+    return _each(args.names, one, (KubernetesMeshError,))
 
 
 def _wait_deleted(api: api_mod.KubeApi, name: str, timeout: float) -> None:
@@ -260,7 +278,7 @@ def _wait_deleted(api: api_mod.KubeApi, name: str, timeout: float) -> None:
                 raise
         if time.monotonic() >= deadline:
             why = (assessing.deletion(mesh) if mesh is not None else None) or \
-                f"it is not being deleted ('procmesh delete {name}' deletes it)"
+                f"it is not being deleted ('procmesh delete {name} -n {api.namespace}' deletes it)"
             raise KubernetesMeshError(
                 f"ProcMesh {api.namespace}/{name} still exists after {timeout:.0f} s: {why}")
         time.sleep(0.2)

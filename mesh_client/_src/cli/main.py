@@ -120,7 +120,7 @@ def build_parser(prog: str = "procmesh") -> argparse.ArgumentParser:
                                    "token Secret and access Role.")
     p.add_argument("names", nargs="+", metavar="MESH")
     p.add_argument("--wait", action="store_true", help="until each mesh is gone")
-    p.add_argument("--timeout", type=duration, default=120.0, help="for --wait (default 2m)")
+    p.add_argument("--timeout", type=duration, default=120.0, help="for --wait, each mesh (default 2m)")
 
     p = sub.add_parser("wait", parents=[common], help="until meshes are Ready (or deleted)",
                        description="Wait until each mesh is Ready for its current generation (fails at once "
@@ -129,7 +129,7 @@ def build_parser(prog: str = "procmesh") -> argparse.ArgumentParser:
     p.add_argument("names", nargs="+", metavar="MESH")
     p.add_argument("--for", dest="wait_for", default="condition=Ready",
                    choices=["condition=Ready", "delete"], help="condition=Ready (default) or delete")
-    p.add_argument("--timeout", type=duration, default=600.0, help="default 10m")
+    p.add_argument("--timeout", type=duration, default=600.0, help="each mesh (default 10m)")
     return parser
 
 

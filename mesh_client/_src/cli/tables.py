@@ -68,6 +68,18 @@ def shape_text(mesh: Mapping[str, Any]) -> str:
     return " x ".join(f"{n}={s}" for n, s in dims)
 
 
+def spec_size(spec: Mapping[str, Any]) -> int | str:
+    """How many procs the spec asks for (hosts times each perHost size), for a mesh no operator
+    has counted yet; ``?`` for a spec that does not say (the CRD refuses such a spec)."""
+    try:
+        size = int(spec.get(contract.HOSTS_DIM, 1))
+        for dim in spec.get("perHost") or []:
+            size *= int(dim["size"])
+    except (TypeError, ValueError, KeyError):
+        return "?"
+    return size
+
+
 def pods_by_mesh(pods: Sequence[Mapping[str, Any]] | None) -> dict[tuple[str, str], list[Mapping[str, Any]]] | None:
     """Pods grouped by (namespace, mesh label); None stays None (pods not readable)."""
     if pods is None:
@@ -103,7 +115,7 @@ def get_row(mesh: Mapping[str, Any], now: datetime.datetime, *, wide: bool = Fal
     ``pods``: the mesh's pods, to check its status against (None: not readable)."""
     meta, spec = mesh.get("metadata") or {}, mesh.get("spec") or {}
     status = mesh.get("status") or {}
-    ready = f"{status.get('readyProcs', 0)}/{status.get('desiredProcs', '?')}" if status else "0/?"
+    ready = f"{status.get('readyProcs', 0)}/{status.get('desiredProcs', spec_size(spec))}"
     row = [str(meta.get("name")), ready, phase(mesh, pods), str(status.get("restarts", 0)),
            str((spec.get("gpus") or {}).get("mode", contract.GPU_MODE_NONE)),
            age(meta.get("creationTimestamp"), now)]

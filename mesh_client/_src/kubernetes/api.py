@@ -146,9 +146,9 @@ class KubeApi:
             return MeshAccessDenied(
                 f"the API server refused to {verb} {what}: this client needs the '{verb}' permission on "
                 f"{resource} in namespace {self.namespace} (the Helm chart's client role grants it: "
-                f"clientRole.create=true, bound to this service account)"
+                f"rbac.clientRole.create=true, bound to this service account)"
             )
-        if exc.status == 404 and resource == contract.PLURAL and not name:
+        if exc.status == 404 and resource == contract.PLURAL and (not name or not _names_object(exc, name)):
             return KubernetesMeshError(
                 f"this cluster has no ProcMesh resource type (the CRD {contract.PLURAL}.{contract.GROUP} is not "
                 f"installed): install procmesh (its Helm chart installs the CRD), or check the kubeconfig's cluster"
@@ -164,12 +164,15 @@ class KubeApi:
 
     def _mesh_denied(self, mesh: str, verb: str, resource: str, name: str) -> MeshAccessDenied:
         role = contract.access_role_name(mesh)
+        secret = f"its token Secret {name}" if resource == "secrets" else "its token Secret"
         return MeshAccessDenied(
             f"the API server refused to {verb} {resource} {self.namespace}/{name}: this client may not use "
             f"ProcMesh {self.namespace}/{mesh}. Access is granted per mesh by binding its Role: "
             f"kubectl create rolebinding <name> -n {self.namespace} --role={role} "
-            f"--user=<user> (or --serviceaccount=<namespace>:<name>); that Role grants '{verb}' on "
-            f"{resource} {name} and nothing else"
+            f"--user=<user> (or --serviceaccount=<namespace>:<name>). That Role grants 'get' and "
+            f"'watch' on procmeshes {mesh} and 'get' on {secret}: whoever it is bound to can "
+            f"run code in the mesh's procs, and nothing on other meshes. The operator creates it with "
+            f"the mesh, so it exists only if ProcMesh {self.namespace}/{mesh} does"
         )
 
     def get_mesh(self, name: str, timeout: float | None = None) -> dict[str, Any]:
@@ -386,6 +389,18 @@ def _not_found_kind(exc: Any) -> str | None:
     except Exception:
         return None
     return str(kind) if kind else None
+
+
+def _names_object(exc: Any, name: str) -> bool:
+    """Whether a 404 says that object ``name`` is missing (a Status naming it), rather than the
+    resource type itself (a path the API server does not serve answers a bare 404 page)."""
+    import json
+
+    try:
+        details = json.loads(exc.body).get("details") or {}
+    except Exception:
+        return False
+    return bool(details.get("name") == name)
 
 
 def _message(exc: Any) -> str:

@@ -210,7 +210,7 @@ class KubernetesProcs:
                 raise MeshNotReady(
                     f"procs {[self._where(i) for i in waiting]} lost their connection and their pods were not "
                     f"replaced within {self.timeout:.0f} s (restartPolicy {self.restart_policy}){unlisted}; "
-                    f"'kubectl describe procmesh {self.name} -n {self.api.namespace}' shows why", "NotRestarted")
+                    f"'procmesh describe {self.name} -n {self.api.namespace}' shows why", "NotRestarted")
             offloading.sleep(0.2)
         self.restarts = restarts
         for i, proc in found.items():
@@ -305,7 +305,8 @@ def wait_ready(api: api_mod.KubeApi, name: str, timeout: float, progress: bool |
                 if time.monotonic() >= deadline:
                     raise MeshNotReady(
                         f"ProcMesh {api.namespace}/{name} was not Ready after {timeout:.0f} s: {verdict.problem} "
-                        f"('kubectl describe procmesh {name} -n {api.namespace}' shows its conditions and events)",
+                        f"('procmesh describe {name} -n {api.namespace}' shows its conditions, events and what this "
+                        f"client makes of them)",
                         verdict.reason,
                     )
                 line.update(f"ProcMesh {api.namespace}/{name}: {verdict.progress}")

@@ -109,7 +109,7 @@ class OutputForwarder:
                 left = len(self.pods) - rank
                 print(f"procmesh: the last lines of {left} of ProcMesh {self.api.namespace}/{self.mesh}'s procs (from "
                       f"rank {rank}) may not have been shown: reading their logs took over {CATCH_UP_SECONDS:g} s "
-                      f"('procmesh logs {self.mesh}' shows them)", file=sys.stderr)
+                      f"('procmesh logs {self.mesh} -n {self.api.namespace}' shows them)", file=sys.stderr)
                 return
             run, shown = self._progress.get(rank, (None, 0))
             try:

@@ -161,9 +161,32 @@ def test_wait_fails_at_once_on_a_cause_no_waiting_fixes(cluster, namespace, oper
               "spec: {hosts: 1, perHost: [{name: gpus, size: 1}],\n"
               "       gpus: {mode: pinned, deviceIDs: [0], memoryFraction: 1.0}}\n")
     assert procmesh(cluster.kubeconfig, "create", "-n", namespace, "-f", "-", input=greedy).returncode == 0
-    result = procmesh(cluster.kubeconfig, "wait", "greedy", "-n", namespace, "--timeout", "10m")
+    fine = MANIFEST.replace("cli-mesh", "fine").replace("hosts: 2", "hosts: 1")
+    assert procmesh(cluster.kubeconfig, "create", "-n", namespace, "-f", "-", input=fine).returncode == 0
+    # As kubectl wait: the failure is said, and the mesh after it still gets its verdict.
+    result = procmesh(cluster.kubeconfig, "wait", "greedy", "fine", "-n", namespace, "--timeout", "10m")
     assert result.returncode == 1
     assert f"ProcMesh {namespace}/greedy cannot become Ready" in result.stderr
+    assert result.stdout == "procmesh.procmesh.io/fine condition met\n", (result.stdout, result.stderr)
+
+
+def test_delete_wait_says_every_mesh_still_there(cluster, crd, custom, namespace):
+    """``delete --wait`` past its timeout names each mesh a finalizer holds, not only the first."""
+    for name in ("held1", "held2"):
+        create_mesh(custom, namespace, name, hosts=1, perHost=[{"name": "procs", "size": 1}])
+        custom.patch_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, contract.PLURAL,
+                                              name, {"metadata": {"finalizers": ["example.com/hold"]}})
+    try:
+        result = procmesh(cluster.kubeconfig, "delete", "held1", "held2", "-n", namespace,
+                          "--wait", "--timeout", "1s")
+        assert result.returncode == 1
+        for name in ("held1", "held2"):
+            assert f"ProcMesh {namespace}/{name} still exists after 1 s" in result.stderr, result.stderr
+            assert f'procmesh.procmesh.io "{name}" deleted' in result.stdout
+    finally:
+        for name in ("held1", "held2"):
+            custom.patch_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, contract.PLURAL,
+                                                  name, {"metadata": {"finalizers": None}})
 
 
 def test_describe_shows_the_schedulers_reason_in_a_condition(cluster, namespace, operator):

@@ -2,7 +2,8 @@
 "Access"): a user bound to the mesh's Role alone asks every proc over the authenticated wire;
 one without it is told which Role to bind.
 
-Aspects: top's rows come from the procs themselves (the actor count an attached client made);
+Aspects: top's rows come from the procs themselves (the actor count an attached client made),
+and a top where no proc answered fails;
 describe works without pod rights and says so (READY from the status, STATE unknown, never
 Missing); every refusal names the mesh's Role.
 """
@@ -41,6 +42,12 @@ def test_top_and_describe_with_the_mesh_role_only(cluster, kube, custom, namespa
             assert [r.split()[:2] for r in rows] == [[str(i), f"watched-{i}"] for i in range(3)]
             # CPU procs: no allocator to report; the actor count is the procs' own answer
             assert all(r.split()[-5:] == ["no", "CUDA", "in", "use", "1"] for r in rows), top.stdout
+            # Without pods/portforward no proc answers through the API server: each row says
+            # why, and the command fails (a table of failures is no answer).
+            forwarded = procmesh(kc, "top", "watched", "--via-api-server")
+            assert forwarded.returncode == 1, forwarded.stdout
+            assert f"no proc of ProcMesh {namespace}/watched answered" in forwarded.stderr
+            assert forwarded.stdout.count("MeshAccessDenied") == 3, forwarded.stdout
 
             described = procmesh(kc, "describe", "watched")
             assert described.returncode == 0, described.stderr

@@ -81,7 +81,8 @@ def test_mesh_role_grants_that_mesh_and_nothing_else(cluster, kube, custom, core
         with pytest.raises(MeshAccessDenied) as info:
             attach("team-b", namespace, api_client=alice, timeout=120, progress=False)
         text = str(info.value)
-        assert "--role=team-b-procmesh-access" in text and "'get' on procmeshes team-b" in text
+        assert "--role=team-b-procmesh-access" in text and "'watch' on procmeshes team-b" in text
+        assert "run code in the mesh's procs" in text  # what binding it hands over
         alices = client.CoreV1Api(alice)
         for secret in (support.token_secret(core, namespace, "team-b"), "db-password"):
             with pytest.raises(client.ApiException) as refused:

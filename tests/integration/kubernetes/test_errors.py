@@ -105,7 +105,7 @@ def test_unreadable_token_names_the_missing_permission(cluster, kube, custom, na
             attach("private", namespace, api_client=as_viewer, timeout=120)
     assert "--role=private-procmesh-access" in str(info.value)
     secret = token_secret(client.CoreV1Api(kube), namespace, "private")
-    assert f"'get' on secrets {secret}" in str(info.value)
+    assert f"'get' on its token Secret {secret}" in str(info.value)
 
 
 def test_an_api_server_that_stops_answering_fails_the_call_with_a_clear_error(cluster, namespace, tmp_path,

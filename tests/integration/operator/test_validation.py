@@ -123,7 +123,7 @@ BAD = [
     ("bad-service-account", {}, {"perHost": GPUS_2, "template": {"serviceAccountName": "Bad_SA"}},
      "template.serviceAccountName must be a DNS-1123 subdomain"),
     ("image-whitespace", {}, {"perHost": GPUS_2, "template": {"image": " proc:1"}},
-     "template.image must not start or end with whitespace"),
+     "template.image must not contain whitespace"),
     # GPU settings that conflict with the mode:
     ("pinned-gpu-limit", {}, {"perHost": GPUS_2, "gpus": {"mode": "pinned", "deviceIDs": [0, 1]},
                               "template": {"resources": {"limits": {"nvidia.com/gpu": 1}}}},

@@ -43,7 +43,11 @@ def test_get_row_and_wide():
 def test_get_never_shows_an_old_status_as_current():
     assert tables.get_row(mesh(generation=3, observed=2), NOW)[2] == "StatusStale"
     bare = {"metadata": {"name": "m", "generation": 1}, "spec": {}}
-    assert tables.get_row(bare, NOW)[1:3] == ["0/?", "NotReconciled"]
+    assert tables.get_row(bare, NOW)[1:3] == ["0/1", "NotReconciled"]  # hosts defaults to 1
+    unseen = {"metadata": {"name": "m", "generation": 1},
+              "spec": {"hosts": 2, "perHost": [{"name": "gpus", "size": 4}]}}
+    assert tables.get_row(unseen, NOW)[1:3] == ["0/8", "NotReconciled"]  # from the spec
+    assert tables.get_row({"metadata": {"name": "m"}, "spec": {"hosts": "x"}}, NOW)[1] == "0/?"
 
 
 def test_a_mesh_being_deleted_is_terminating_not_stale():

@@ -18,7 +18,7 @@ import dataclasses
 import pytest
 
 from mesh_client._src import contract
-from procmesh_operator import kubeclient, queueing, reconciling
+from procmesh_operator import create_refusals, kubeclient, queueing, reconciling
 
 from .builders import SETTINGS, mesh, mesh_body, pod
 
@@ -823,3 +823,72 @@ def test_someone_elses_pod_under_a_ranks_name_is_a_conflict():
         "pod m-0 exists and is not owned by this ProcMesh")
     assert "delete it or rename the mesh" in degraded["message"]
     assert kubeclient.pods_path("ns", "m-1") in client.objects  # the other ranks are created
+
+
+def refusing_pods(client, allowed, message, status=403):
+    """The client admits ``allowed`` proc pods, then refuses the rest with ``message``."""
+    real = client.create
+    refused = []
+
+    async def create(path, body, *, dry_run=False):
+        if path.endswith("/pods") and len([p for p in client.objects if "/pods/" in p]) >= allowed:
+            refused.append(body["metadata"]["name"])
+            raise kubeclient.ApiError(status, "Forbidden", message)
+        return await real(path, body, dry_run=dry_run)
+
+    client.create = create
+    return refused
+
+
+def mesh_events(client):
+    return [(o["reason"], o["message"]) for p, o in client.objects.items() if "/events/" in p]
+
+
+QUOTA = ('pods "m-1" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=1, '
+         'limited: pods=1')
+
+
+def test_a_full_quota_is_a_wait_and_stops_the_other_creates():
+    """A quota with room for one pod: the mesh waits for it (Waiting, the API's words and what
+    to do), the first refusal stops the creates still to go (one refused request, not one per
+    worker), and the pod made before it is still named in CreatedProcs."""
+    ctl, client = controller({MESH_PATH: mesh_body("m", hosts=8, per_host=(("procs", 1),))})
+    refused = refusing_pods(client, 1, QUOTA)
+    with pytest.raises(create_refusals.CreatesFailed):
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    assert refused == ["m-1"]
+    status = client.objects[MESH_PATH]["status"]
+    conds = {c["type"]: c for c in status["conditions"]}
+    assert status["phase"] == "Waiting"
+    assert (conds["Ready"]["status"], conds["Ready"]["reason"]) == ("False", "WaitingForQuota")
+    assert (conds["Progressing"]["status"], conds["Progressing"]["reason"]) == ("True", "WaitingForQuota")
+    assert (conds["Scheduled"]["status"], conds["Scheduled"]["reason"]) == ("False", "WaitingForQuota")
+    assert conds["Degraded"]["status"] == "False"
+    assert "exceeded quota: pods" in conds["Ready"]["message"]
+    assert "once the namespace's ResourceQuota has room" in conds["Ready"]["message"]
+    assert ("CreatedProcs", "created 1 pod(s): m-0") in mesh_events(client)
+
+
+def test_pod_security_refusing_every_pod_is_a_failure_that_says_what_to_set():
+    ctl, client = controller({MESH_PATH: mesh_body("m")})
+    refusing_pods(client, 0, 'pods "m-0" is forbidden: violates PodSecurity "restricted:latest": '
+                             'runAsNonRoot != true')
+    with pytest.raises(create_refusals.CreatesFailed):
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    status = client.objects[MESH_PATH]["status"]
+    conds = {c["type"]: c for c in status["conditions"]}
+    assert status["phase"] == "Failed"  # no wait fixes it; the operator still retries
+    for type_ in ("Ready", "Degraded", "Progressing", "Scheduled"):
+        assert conds[type_]["reason"] == "PodRefused", type_
+    assert "spec.template.securityContext" in conds["Degraded"]["message"]
+    assert "violates PodSecurity" in conds["Degraded"]["message"]
+
+
+def test_a_server_error_on_a_pod_create_stays_a_reconcile_error():
+    ctl, client = controller({MESH_PATH: mesh_body("m")})
+    refusing_pods(client, 0, "etcdserver: request timed out", status=500)
+    with pytest.raises(create_refusals.CreatesFailed):
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    degraded = next(c for c in client.objects[MESH_PATH]["status"]["conditions"]
+                    if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "ReconcileError")

@@ -188,6 +188,41 @@ def test_no_service_account_token_unless_the_template_asks():
     assert pod["spec"]["automountServiceAccountToken"] is True
 
 
+def contexts(template=None):
+    pod = rendering.render_pod(mesh("m", template=template or {}), 0, rendering.ProcPlacement(),
+                               SETTINGS)
+    return pod["spec"]["securityContext"], pod["spec"]["containers"][0]["securityContext"]
+
+
+def test_a_default_proc_pod_passes_pod_security_restricted():
+    """What the "restricted" profile checks: non-root, RuntimeDefault seccomp, no privilege
+    escalation, every capability dropped (and no host namespace, port or path: none rendered)."""
+    pod_sc, container_sc = contexts()
+    assert pod_sc == {"seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True}
+    assert container_sc == {"capabilities": {"drop": ["ALL"]}, "allowPrivilegeEscalation": False}
+
+
+def test_an_image_of_the_users_is_not_assumed_to_run_as_non_root():
+    pod_sc, _ = contexts({"image": "example.com/trainer:1"})
+    assert pod_sc == {"seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def test_the_templates_security_fields_replace_the_operators():
+    pod_sc, container_sc = contexts({
+        "image": "example.com/trainer:1",
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "fsGroup": 1000,
+                            "seccompProfile": {"type": "Unconfined"}},
+        "containerSecurityContext": {"capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}})
+    assert pod_sc == {"seccompProfile": {"type": "Unconfined"}, "runAsNonRoot": True,
+                      "runAsUser": 1000, "fsGroup": 1000}
+    assert container_sc == {"capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
+                            "allowPrivilegeEscalation": False}
+    _, privileged = contexts({"containerSecurityContext": {"privileged": True}})
+    assert privileged == {"capabilities": {"drop": ["ALL"]}, "privileged": True}  # a valid pair
+    _, opened = contexts({"containerSecurityContext": {"allowPrivilegeEscalation": True}})
+    assert opened["allowPrivilegeEscalation"] is True
+
+
 def test_node_loss_tolerations_are_counted_by_the_operator_unless_the_template_has_its_own():
     short = dataclasses.replace(SETTINGS, node_loss_toleration_seconds=7)
     pod = rendering.render_pod(mesh(), 0, rendering.ProcPlacement(), short)

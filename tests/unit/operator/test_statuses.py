@@ -61,6 +61,10 @@ def test_budget_refusal():
     assert c["GPUBudgetSatisfied"]["status"] == "False"
     assert c["GPUBudgetSatisfied"]["reason"] == "GPUBudgetExceeded"
     assert c["Ready"]["reason"] == "GPUBudgetExceeded" and c["Progressing"]["status"] == "False"
+    # kubectl get's SCHEDULED column: why no pod is there, not a scheduler wait that is not
+    assert (c["Scheduled"]["status"], c["Scheduled"]["reason"]) == ("False", "GPUBudgetExceeded")
+    assert c["Scheduled"]["message"] == \
+        "0 of 2 procs on nodes; no pod is created for the others: too much on GPU 0"
     assert s["phase"] == "Failed"
 
 

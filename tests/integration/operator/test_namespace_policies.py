@@ -1,0 +1,63 @@
+"""A namespace's policies against proc pods, on the real API server (its PodSecurity and
+ResourceQuota admission): what the mesh says, and that it goes on once the cause is gone.
+
+Aspects: a default mesh passes Pod Security "restricted"; an image of the user's is refused
+there with what to set (PodRefused, phase Failed, ``procmesh wait`` fails at once with it) and
+runs once the template sets it; a ResourceQuota with no room is a wait (WaitingForQuota, phase
+Waiting) that ends when the quota is raised.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cluster import testing
+from tests.integration.cli.support import procmesh
+from tests.integration.operator import support
+
+pytestmark = pytest.mark.cluster
+
+RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted",
+              "pod-security.kubernetes.io/enforce-version": "latest"}
+
+
+def test_pod_security_restricted(cluster, operator, core, custom, namespace):
+    core.patch_namespace(namespace, {"metadata": {"labels": RESTRICTED}})
+    support.create_mesh(custom, namespace, "plain", perHost=[{"name": "procs", "size": 2}])
+    support.wait_ready(custom, namespace, "plain")  # the operator's defaults pass "restricted"
+
+    support.create_mesh(custom, namespace, "own", perHost=[{"name": "procs", "size": 1}],
+                        template={"image": "example.com/trainer:1"})
+    mesh = support.wait_condition(custom, namespace, "own", "Ready", "False", "PodRefused")
+    assert mesh["status"]["phase"] == "Failed"
+    message = support.condition(mesh, "Degraded")["message"]
+    assert "violates PodSecurity" in message and "runAsNonRoot" in message
+    assert "spec.template.securityContext" in message
+    waited = procmesh(cluster.kubeconfig, "wait", "own", "-n", namespace, "--timeout", "5m")
+    assert waited.returncode == 1 and "cannot become Ready: PodRefused" in waited.stderr, waited.stderr
+
+    support.patch_mesh(custom, namespace, "own", {"template": {
+        "image": "example.com/trainer:1", "securityContext": {"runAsNonRoot": True}}})
+    support.wait_ready(custom, namespace, "own")
+    (pod,) = support.mesh_pods(core, namespace, "own")
+    assert pod.spec.security_context.run_as_non_root is True
+    assert pod.spec.security_context.seccomp_profile.type == "RuntimeDefault"
+    container = pod.spec.containers[0].security_context
+    assert container.capabilities.drop == ["ALL"] and container.allow_privilege_escalation is False
+
+
+def test_a_full_quota_is_waited_for(cluster, operator, core, custom, namespace):
+    core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "pods"},
+                                                      "spec": {"hard": {"pods": "1"}}})
+    # The quota controller must have counted the namespace before it admits anything.
+    testing.wait_for(lambda: (core.read_namespaced_resource_quota("pods", namespace).status.hard
+                              or {}).get("pods") == "1", "quota counted")
+    support.create_mesh(custom, namespace, "q", hosts=2, perHost=[{"name": "procs", "size": 1}],
+                        placement={"hosts": "Any"})
+    mesh = support.wait_condition(custom, namespace, "q", "Ready", "False", "WaitingForQuota")
+    assert mesh["status"]["phase"] == "Waiting"
+    message = support.condition(mesh, "Progressing")["message"]
+    assert "exceeded quota" in message and "once the namespace's ResourceQuota has room" in message
+
+    core.patch_namespaced_resource_quota("pods", namespace, {"spec": {"hard": {"pods": "5"}}})
+    support.wait_ready(custom, namespace, "q")  # the operator's retries find the room

@@ -1,0 +1,43 @@
+"""A pod create the API server refused, said as what the user can act on.
+
+Aspects: a full quota is a wait; Pod Security, a quota that counts unset requests, a LimitRange
+and any other admission refusal need a change; a server error is no refusal.
+"""
+
+from mesh_client._src import contract
+from procmesh_operator import create_refusals, kubeclient
+
+
+def classify(message, status=403):
+    return create_refusals.classify("m-3", kubeclient.ApiError(status, "Forbidden", message))
+
+
+def test_a_full_quota_waits_for_room():
+    refusal = classify('pods "m-3" is forbidden: exceeded quota: gpus, requested: nvidia.com/gpu=1, '
+                       'used: nvidia.com/gpu=8, limited: nvidia.com/gpu=8')
+    assert refusal.reason == contract.WAITING_FOR_QUOTA and refusal.waits
+    assert refusal.message.startswith("the API server refused proc pod m-3: pods \"m-3\" is forbidden")
+
+
+def test_what_needs_a_change_names_the_field_to_change():
+    cases = {
+        'pods "m-3" is forbidden: violates PodSecurity "restricted:latest": runAsNonRoot != true':
+            "spec.template.securityContext",
+        'pods "m-3" is forbidden: failed quota: q: must specify requests.cpu for: proc-server':
+            "spec.template.resources (requests, and limits where named)",
+        'pods "m-3" is forbidden: maximum cpu usage per Container is 500m, but limit is 1':
+            "A LimitRange of the namespace",
+        'admission webhook "policy.example.com" denied the request: no latest tags':
+            "An admission check of the namespace",
+    }
+    for message, advice in cases.items():
+        refusal = classify(message)
+        assert refusal.reason == contract.POD_REFUSED and not refusal.waits
+        assert message in refusal.message and advice in refusal.message, refusal.message
+    assert classify("Pod \"m-3\" is invalid: spec.containers[0].securityContext", 422).reason == \
+        contract.POD_REFUSED
+
+
+def test_a_server_error_is_no_refusal():
+    assert classify("etcdserver: request timed out", 500) is None
+    assert classify("the server is currently unable to handle the request", 503) is None
