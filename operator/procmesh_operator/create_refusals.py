@@ -14,7 +14,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from mesh_client._src import contract
-from procmesh_operator import kubeclient
+from procmesh_operator import fitting, kubeclient
 
 if TYPE_CHECKING:
     from procmesh_operator import claiming, planning
@@ -34,11 +34,12 @@ class CreateRefusal:
 
 
 class CreatesFailed(Exception):
-    """A pod create failed (``error``) after ``created`` were made: the first refusal stops
-    the others, so a refused mesh costs one refused request per worker in flight, not one
-    per pod; and the pods made before it are still told in the ``CreatedProcs`` event."""
+    """A pod create failed (``error``: the API server's answer, no answer, or a pod of that
+    name that is not the mesh's) after ``created`` were made, which the ``CreatedProcs``
+    event still names. A failed request stops the reconcile's other creates (the first pod
+    is created alone, so a namespace that refuses every pod costs one request per retry)."""
 
-    def __init__(self, pod: str, error: kubeclient.ApiError, created: list[str]) -> None:
+    def __init__(self, pod: str, error: Exception, created: list[str]) -> None:
         super().__init__(str(error))
         self.pod = pod
         self.error = error
@@ -48,14 +49,26 @@ class CreatesFailed(Exception):
         self.view: claiming.ClaimView | None = None
 
 
-def classify(pod: str, error: kubeclient.ApiError) -> CreateRefusal | None:
+def classify(pod: str, error: Exception) -> CreateRefusal | None:
     """The refusal in ``error`` (a 403 or 422 of an admission check or of the Pod API's
-    validation), or None for what is no refusal (a 5xx, a timeout): that is a reconcile error."""
-    if error.status not in (403, 422):
+    validation), or None for what is no refusal (a 5xx, a timeout, a conflict, a namespace
+    being deleted): that is a reconcile error."""
+    if not isinstance(error, kubeclient.ApiError) or error.status not in (403, 422):
         return None
     text = error.message
     said = f"the API server refused proc pod {pod}: {text}"
+    if "is being terminated" in text:  # the namespace goes, and the mesh with it
+        return None
+    if "status unknown for quota" in text:  # a new quota, not counted yet: seconds
+        return CreateRefusal(contract.WAITING_FOR_QUOTA, (
+            f"{said}; it is created once the quota controller has counted the namespace's usage"))
     if "exceeded quota" in text:
+        over = beyond_limit(text)
+        if over:
+            return CreateRefusal(contract.POD_REFUSED, (
+                f"{said}. One proc pod asks for more {', '.join(over)} than the namespace's "
+                f"whole ResourceQuota allows, so no room that frees will fit it: lower "
+                f"spec.template.resources, or raise the quota"))
         return CreateRefusal(contract.WAITING_FOR_QUOTA, (
             f"{said}; it is created once the namespace's ResourceQuota has room (pods of it end, "
             f"or the quota is raised), or lower spec.template.resources or the mesh's size"))
@@ -78,3 +91,41 @@ def classify(pod: str, error: kubeclient.ApiError) -> CreateRefusal | None:
         f"{said}. An admission check of the namespace (a policy, a webhook, the operator's "
         f"RBAC) or the Pod API refuses the pod as the mesh renders it: change the mesh, or "
         f"the policy"))
+
+
+def beyond_limit(text: str) -> list[str]:
+    """The resources of an "exceeded quota" refusal for which the pod alone asks more than the
+    quota's limit (``requested: pods=1,requests.cpu=8, used: ..., limited: requests.cpu=4``)."""
+    requested = _amounts(text, "requested: ")
+    limited = _amounts(text, "limited: ")
+    over = []
+    for name, amount in requested.items():
+        limit = limited.get(name)
+        if amount is not None and limit is not None and amount > limit:
+            over.append(name)
+    return over
+
+
+def _amounts(text: str, label: str) -> dict[str, int | None]:
+    """``name=quantity`` pairs after ``label``, up to the next ``, word:`` (None: unparsed)."""
+    start = text.find(label)
+    if start < 0:
+        return {}
+    rest = text[start + len(label):]
+    end = rest.find(": ")
+    if end >= 0:  # the next label ("used: ") ends this list; drop its word
+        rest = rest[:end].rsplit(",", 1)[0]
+    out: dict[str, int | None] = {}
+    for pair in rest.split(","):
+        name, _, quantity = pair.strip().partition("=")
+        if name and quantity:
+            out[name] = _quantity(quantity.strip())
+    return out
+
+
+def _quantity(text: str) -> int | None:
+    """A quantity of the API server's text (:func:`fitting.quantity`); None if it is none."""
+    try:
+        return fitting.quantity(text)
+    except (ValueError, ArithmeticError):
+        return None

@@ -1072,48 +1072,67 @@ class Controller:
         mode = ganging.mode_for(self._gang_mode or ganging.OFF, mesh)
         order = self._create_order.setdefault((mesh.namespace, mesh.name), next(self._orders))
 
-        refused: list[create_refusals.CreatesFailed] = []
+        failed: list[create_refusals.CreatesFailed] = []
+        conflicts: list[create_refusals.CreatesFailed] = []
+
+        async def create(rank: int, placement: rendering.ProcPlacement) -> None:
+            pod = ganging.join(rendering.render_pod(mesh, rank, placement, self.settings),
+                               mesh, mode)
+            name = pod["metadata"]["name"]
+            try:
+                try:
+                    result = await self.client.create(path, pod)
+                    created.append(name)
+                except kubeclient.ApiError as e:
+                    if e.reason != "AlreadyExists":  # a 409 of quota admission is no such pod
+                        raise
+                    # Created by an earlier run whose watch event has not arrived yet (or
+                    # by an earlier mesh of this name: the store waits for it to go), or
+                    # someone else's pod under the name, which nothing here would remove.
+                    result = await self.client.get(kubeclient.pods_path(mesh.namespace, name))
+                    if stores.mesh_key_of(result) != (mesh.namespace, mesh.name):
+                        # Only this rank waits for it to go: the others are still created.
+                        conflicts.append(create_refusals.CreatesFailed(name, ChildConflict(
+                            f"pod {name} exists and is not owned by this ProcMesh (it is no "
+                            f"proc pod of a ProcMesh {mesh.name}): delete it or rename the "
+                            f"mesh"), created))
+                        return
+            except (kubeclient.ApiError, kubeclient.Unanswered) as e:
+                failed.append(create_refusals.CreatesFailed(name, e, created))
+                return
+            self.store.upsert(result)
 
         async def worker() -> None:
             for rank, placement in todo:
-                if refused:  # the first refusal stops the others (create_refusals.py)
-                    return
                 async with self._creates.place(order):
-                    pod = ganging.join(rendering.render_pod(mesh, rank, placement,
-                                                            self.settings), mesh, mode)
-                    name = pod["metadata"]["name"]
-                    try:
-                        result = await self.client.create(path, pod)
-                        created.append(name)
-                    except kubeclient.ApiError as e:
-                        if not e.conflict:
-                            refused.append(create_refusals.CreatesFailed(name, e, created))
-                            return
-                        # Created by an earlier run whose watch event has not arrived yet (or
-                        # by an earlier mesh of this name: the store waits for it to go), or
-                        # someone else's pod under the name, which nothing here would remove.
-                        result = await self.client.get(kubeclient.pods_path(mesh.namespace, name))
-                        if stores.mesh_key_of(result) != (mesh.namespace, mesh.name):
-                            raise ChildConflict(
-                                f"pod {name} exists and is not owned by this ProcMesh (it is no "
-                                f"proc pod of a ProcMesh {mesh.name}): delete it or rename the "
-                                f"mesh") from e
-                self.store.upsert(result)
+                    if failed:  # the first failure stops the others (create_refusals.py)
+                        return
+                    await create(rank, placement)
 
-        workers = min(self.settings.create_concurrency, len(plan.creates))
-        results = await asyncio.gather(*(worker() for _ in range(workers)),
-                                       return_exceptions=True)
+        # Slow start, as a ReplicaSet's: the first pod alone, so that a namespace refusing
+        # every pod (Pod Security, a full quota) costs one refused request per retry, not one
+        # per worker; then the workers, each stopping at the first failure.
+        first = next(todo, None)
+        if first is not None:
+            async with self._creates.place(order):
+                await create(*first)
+        if not failed:
+            workers = min(self.settings.create_concurrency, len(plan.creates) - 1)
+            results = await asyncio.gather(*(worker() for _ in range(workers)),
+                                           return_exceptions=True)
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
         created.sort(key=lambda n: int(n.rsplit("-", 1)[1]))
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-        if refused:
-            raise refused[0]
+        if failed or conflicts:
+            raise (failed or conflicts)[0]
         return created
 
 
-#: Failures a reconcile writes into the mesh's status (Degraded, or the refusal's reason) before
-#: it raises them for the queue's backoff: the operator's log gives each one line, no traceback.
+#: Failures of an API request, or a child in the way, that a reconcile says in the mesh's status
+#: (Degraded, or the refusal's reason) where it can, then raises for the queue's backoff: the
+#: message names the request and the API server's answer, so the operator's log gives each one
+#: line, not a traceback at every retry.
 REPORTED_FAILURES: tuple[type[Exception], ...] = (
     kubeclient.ApiError, kubeclient.Unanswered, ChildConflict, token_secrets.SecretConflict,
     claiming.ClaimConflict, admitting.KueueNotServed, create_refusals.CreatesFailed)

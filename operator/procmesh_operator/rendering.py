@@ -227,14 +227,19 @@ def security_contexts(template: Mapping[str, Any]) -> tuple[dict[str, Any], dict
     template says otherwise. The proc server needs no capability, no privilege escalation and
     no syscall outside the runtime's default profile; runAsNonRoot is the operator's word only
     for its default image (ours runs as user 10001: an image of the user's may run as root).
-    Each field the template sets replaces the operator's."""
+    Each field the template sets replaces the operator's; ``capabilities.add`` alone keeps
+    ``drop: [ALL]``."""
     pod: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
     if not template.get("image"):
         pod["runAsNonRoot"] = True
     pod.update(copy.deepcopy(template.get("securityContext") or {}))
     own = copy.deepcopy(template.get("containerSecurityContext") or {})
-    container: dict[str, Any] = {"capabilities": {"drop": ["ALL"]}}
-    if not own.get("privileged"):  # the Pod API refuses privileged without escalation
+    # capabilities.add alone keeps drop ALL (restricted's way to add NET_BIND_SERVICE).
+    capabilities = {"drop": ["ALL"], **(own.pop("capabilities", None) or {})}
+    container: dict[str, Any] = {"capabilities": capabilities}
+    # The Pod API refuses no escalation with privileged or with CAP_SYS_ADMIN.
+    if not own.get("privileged") and not {"SYS_ADMIN", "CAP_SYS_ADMIN"} & set(
+            capabilities.get("add") or []):
         container["allowPrivilegeEscalation"] = False
     container.update(own)
     return pod, container

@@ -124,6 +124,14 @@ BAD = [
      "template.serviceAccountName must be a DNS-1123 subdomain"),
     ("image-whitespace", {}, {"perHost": GPUS_2, "template": {"image": " proc:1"}},
      "template.image must not contain whitespace"),
+    ("seccomp-no-file", {}, {"perHost": GPUS_2, "template": {
+        "securityContext": {"seccompProfile": {"type": "Localhost"}}}},
+     "localhostProfile is required with type Localhost, and only with it"),
+    ("privileged-no-escalation", {}, {"perHost": GPUS_2, "template": {
+        "containerSecurityContext": {"privileged": True, "allowPrivilegeEscalation": False}}},
+     "privileged true with allowPrivilegeEscalation"),
+    ("root-uid-typo", {}, {"perHost": GPUS_2, "template": {"securityContext": {"runAsUser": -1}}},
+     "runAsUser: Invalid value: -1"),
     # GPU settings that conflict with the mode:
     ("pinned-gpu-limit", {}, {"perHost": GPUS_2, "gpus": {"mode": "pinned", "deviceIDs": [0, 1]},
                               "template": {"resources": {"limits": {"nvidia.com/gpu": 1}}}},
@@ -219,7 +227,17 @@ def test_a_full_template_is_accepted(cluster, crd, namespace):
                                 {"key": "k", "operator": "Exists"}]}}]},
                         "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}},
                     "serviceAccountName": "trainer.sa", "schedulerName": "volcano",
-                    "priorityClassName": "high"}}}
+                    "priorityClassName": "high",
+                    "securityContext": {
+                        "runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": True, "fsGroup": 1000,
+                        "fsGroupChangePolicy": "OnRootMismatch", "supplementalGroups": [44],
+                        "seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/proc.json"},
+                        "appArmorProfile": {"type": "RuntimeDefault"},
+                        "seLinuxOptions": {"level": "s0:c123,c456"}},
+                    "containerSecurityContext": {
+                        "allowPrivilegeEscalation": False, "runAsNonRoot": True,
+                        "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
+                        "seccompProfile": {"type": "RuntimeDefault"}}}}}
     result = support.kubectl(cluster, "apply", "--dry-run=server", "-n", namespace, "-f", "-",
                              input=json.dumps(manifest), check=False)
     assert result.returncode == 0, result.stderr

@@ -41,3 +41,25 @@ def test_what_needs_a_change_names_the_field_to_change():
 def test_a_server_error_is_no_refusal():
     assert classify("etcdserver: request timed out", 500) is None
     assert classify("the server is currently unable to handle the request", 503) is None
+
+
+def test_a_quota_not_counted_yet_is_a_short_wait():
+    refusal = classify('pods "m-3" is forbidden: status unknown for quota: q, resources: pods')
+    assert refusal.reason == contract.WAITING_FOR_QUOTA
+    assert "once the quota controller has counted" in refusal.message
+
+
+def test_a_pod_bigger_than_the_whole_quota_is_no_wait():
+    refusal = classify('pods "m-3" is forbidden: exceeded quota: q, requested: pods=1,requests.cpu=8, '
+                       'used: pods=0,requests.cpu=0, limited: pods=5,requests.cpu=4')
+    assert refusal.reason == contract.POD_REFUSED
+    assert "asks for more requests.cpu than the namespace's whole ResourceQuota" in refusal.message
+    room = classify('pods "m-3" is forbidden: exceeded quota: q, requested: requests.memory=1Gi, '
+                    'used: requests.memory=3584Mi, limited: requests.memory=4Gi')
+    assert room.reason == contract.WAITING_FOR_QUOTA  # fits once 512Mi more is free
+
+
+def test_a_namespace_being_deleted_and_what_is_no_answer_are_no_refusals():
+    assert classify('pods "m-3" is forbidden: unable to create new content in namespace t because '
+                    'it is being terminated') is None
+    assert create_refusals.classify("m-3", kubeclient.Unanswered("no answer in 60 s")) is None

@@ -55,6 +55,38 @@ def test_failure_is_retried(monkeypatch):
     assert asyncio.run(main()) == ["k", "k", "k"]
 
 
+def test_an_expected_failure_is_one_log_line_and_others_keep_their_traceback(monkeypatch, caplog):
+    """A refusal retried for hours logs one line each time; an unexpected error its traceback."""
+    monkeypatch.setattr(queueing, "BACKOFF_BASE", 0.001)
+
+    class Refused(Exception):
+        pass
+
+    async def main():
+        attempts = []
+
+        async def worker(key):
+            attempts.append(key)
+            if len(attempts) == 1:
+                raise Refused("403 Forbidden: exceeded quota")
+            if len(attempts) == 2:
+                raise RuntimeError("a bug")
+            return None
+
+        q = queueing.WorkQueue(worker, expected=(Refused,))
+        q.enqueue("k")
+        while len(attempts) < 3:
+            await asyncio.sleep(0.005)
+        await q.close()
+
+    with caplog.at_level("WARNING", logger=queueing.logger.name):
+        asyncio.run(main())
+    expected, unexpected = [r for r in caplog.records if "reconcile of" in r.getMessage()]
+    assert expected.levelname == "WARNING" and expected.exc_info is None
+    assert expected.getMessage().endswith("403 Forbidden: exceeded quota")
+    assert unexpected.levelname == "ERROR" and unexpected.exc_info is not None
+
+
 def test_close_lets_a_reconcile_in_flight_finish_and_cancels_one_past_the_drain():
     """A stopping replica (failover, upgrade) lets a reconcile finish rather than cut it
     between two creates (a token Secret made, its name not yet recorded, is left an orphan)."""

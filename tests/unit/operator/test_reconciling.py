@@ -815,25 +815,30 @@ def test_someone_elses_pod_under_a_ranks_name_is_a_conflict():
     client.objects[kubeclient.pods_path("ns", "m-0")] = {
         "metadata": {"name": "m-0", "namespace": "ns", "uid": "theirs", "resourceVersion": "5",
                      "labels": {"run": "m-0"}}, "spec": {}, "status": {"phase": "Running"}}
-    with pytest.raises(reconciling.ChildConflict):
+    with pytest.raises(create_refusals.CreatesFailed) as failed:
         asyncio.run(ctl.reconcile(("ns", "m")))
+    assert isinstance(failed.value.error, reconciling.ChildConflict)
     degraded = [c for c in client.objects[MESH_PATH]["status"]["conditions"]
                 if c["type"] == "Degraded"][0]
     assert degraded["status"] == "True" and degraded["message"].startswith(
         "pod m-0 exists and is not owned by this ProcMesh")
     assert "delete it or rename the mesh" in degraded["message"]
     assert kubeclient.pods_path("ns", "m-1") in client.objects  # the other ranks are created
+    assert ("CreatedProcs", "created 1 pod(s): m-1") in mesh_events(client)  # and said
 
 
 def refusing_pods(client, allowed, message, status=403):
-    """The client admits ``allowed`` proc pods, then refuses the rest with ``message``."""
+    """The client admits ``allowed`` proc pods, then refuses the rest with ``message``; each
+    pod create yields to the event loop first, as a request in flight does."""
     real = client.create
     refused = []
 
     async def create(path, body, *, dry_run=False):
-        if path.endswith("/pods") and len([p for p in client.objects if "/pods/" in p]) >= allowed:
-            refused.append(body["metadata"]["name"])
-            raise kubeclient.ApiError(status, "Forbidden", message)
+        if path.endswith("/pods"):
+            await asyncio.sleep(0.001)
+            if len([p for p in client.objects if "/pods/" in p]) >= allowed:
+                refused.append(body["metadata"]["name"])
+                raise kubeclient.ApiError(status, "Forbidden", message)
         return await real(path, body, dry_run=dry_run)
 
     client.create = create
@@ -856,7 +861,7 @@ def test_a_full_quota_is_a_wait_and_stops_the_other_creates():
     refused = refusing_pods(client, 1, QUOTA)
     with pytest.raises(create_refusals.CreatesFailed):
         asyncio.run(ctl.reconcile(("ns", "m")))
-    assert refused == ["m-1"]
+    assert "m-1" in refused and len(refused) <= 7  # the creates in flight, then no more
     status = client.objects[MESH_PATH]["status"]
     conds = {c["type"]: c for c in status["conditions"]}
     assert status["phase"] == "Waiting"
@@ -869,10 +874,36 @@ def test_a_full_quota_is_a_wait_and_stops_the_other_creates():
     assert ("CreatedProcs", "created 1 pod(s): m-0") in mesh_events(client)
 
 
+PSA = 'pods "m-0" is forbidden: violates PodSecurity "restricted:latest": runAsNonRoot != true'
+
+
+def test_a_namespace_refusing_every_pod_costs_one_request_per_retry():
+    """Slow start: the first pod alone; its refusal stops the 39 others before they are sent."""
+    ctl, client = controller({MESH_PATH: mesh_body("m", hosts=40, per_host=(("procs", 1),))})
+    refused = refusing_pods(client, 0, PSA)
+    for _ in range(2):
+        with pytest.raises(create_refusals.CreatesFailed):
+            asyncio.run(ctl.reconcile(("ns", "m")))
+    assert refused == ["m-0", "m-0"]
+
+
+def test_a_refusal_clears_once_the_pods_are_admitted():
+    ctl, client = controller({MESH_PATH: mesh_body("m")})
+    real = client.create
+    refusing_pods(client, 0, QUOTA)
+    with pytest.raises(create_refusals.CreatesFailed):
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    client.create = real  # the quota is raised
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    status = client.objects[MESH_PATH]["status"]
+    reasons = {c["type"]: c["reason"] for c in status["conditions"]}
+    assert "WaitingForQuota" not in reasons.values() and status["phase"] != "Waiting", status
+    assert sorted(p.rsplit("/", 1)[1] for p in client.objects if "/pods/" in p) == ["m-0", "m-1"]
+
+
 def test_pod_security_refusing_every_pod_is_a_failure_that_says_what_to_set():
     ctl, client = controller({MESH_PATH: mesh_body("m")})
-    refusing_pods(client, 0, 'pods "m-0" is forbidden: violates PodSecurity "restricted:latest": '
-                             'runAsNonRoot != true')
+    refusing_pods(client, 0, PSA)
     with pytest.raises(create_refusals.CreatesFailed):
         asyncio.run(ctl.reconcile(("ns", "m")))
     status = client.objects[MESH_PATH]["status"]

@@ -221,6 +221,10 @@ def test_the_templates_security_fields_replace_the_operators():
     assert privileged == {"capabilities": {"drop": ["ALL"]}, "privileged": True}  # a valid pair
     _, opened = contexts({"containerSecurityContext": {"allowPrivilegeEscalation": True}})
     assert opened["allowPrivilegeEscalation"] is True
+    _, added = contexts({"containerSecurityContext": {"capabilities": {"add": ["NET_BIND_SERVICE"]}}})
+    assert added["capabilities"] == {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}  # restricted's way
+    _, admin = contexts({"containerSecurityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}})
+    assert "allowPrivilegeEscalation" not in admin  # the Pod API refuses the pair
 
 
 def test_node_loss_tolerations_are_counted_by_the_operator_unless_the_template_has_its_own():
