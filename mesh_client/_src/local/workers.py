@@ -21,6 +21,7 @@ import pathlib
 import secrets
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -201,6 +202,7 @@ class WorkerHostMesh(MeshTrait):
         displays = [f"{name}[hosts={i}] ({h}:{p})" for i, (h, p) in enumerate(workers)]
         self._workers = ProcMesh(ProcGroup(name, workers, token, displays), self._shape)
         self._agents = self._workers.spawn("host_agent", HostAgent)
+        self._spawned: list[weakref.ref[ProcMesh]] = []  # stopped first by stop() and shutdown()
 
     def _with_shape(self, shape: Shape) -> WorkerHostMesh:
         raise NotImplementedError("slicing a worker host mesh is not supported; attach to fewer workers")
@@ -234,16 +236,32 @@ class WorkerHostMesh(MeshTrait):
         shape = Shape(["hosts", *per_host], [len(advertised), *per_host.values()])
         group = ProcGroup(name, addresses, token.encode(), proc_displays(name, shape),
                           owner=_WorkerProcs(self._agents, name))
-        return connected_mesh(group, shape, bootstrap)
+        mesh = connected_mesh(group, shape, bootstrap)
+        self._spawned = [ref for ref in self._spawned if ref() is not None] + [weakref.ref(mesh)]
+        return mesh
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Let go of the workers (they keep running, for the next controller to attach); the
-        procs they started for this host mesh stop, as its agents do."""
+        procs they started for this host mesh stop first, as asked (so their actors' ends are
+        no supervision events), then the agents."""
+        self._stop_spawned(reason)
         return self._agents.stop(reason)
 
     def shutdown(self) -> Future[None]:
-        """Stop the worker processes themselves (they cannot be attached to again)."""
+        """Stop the worker processes themselves (they cannot be attached to again), after the
+        procs they started for this host mesh."""
+        self._stop_spawned("host mesh shut down")
         return self._workers.stop("host mesh shut down")
+
+    def _stop_spawned(self, reason: str) -> None:
+        """Stop the proc meshes spawned here that are still up, as ``ProcMesh.stop`` does: the
+        connections that then close are expected. Without it the agents' ends took the procs
+        down under live actors, an unhandled supervision event that ended the controller."""
+        spawned, self._spawned = self._spawned, []
+        for ref in spawned:
+            mesh = ref()
+            if mesh is not None:
+                mesh.stop(reason).get()
 
 
 def attach_to_workers(

@@ -29,7 +29,7 @@ from mesh_client._src.actor.endpoint import (
 from mesh_client._src.actor.shape import Extent, Point
 from mesh_client._src.runtime import ops, peers, waits
 from mesh_client._src.runtime.channel import Channel, ChannelClosed
-from mesh_client._src.server import logs, tracing
+from mesh_client._src.server import finalizing, logs, tracing
 from mesh_client._src.wire import envelopes, packing, serialization
 
 if TYPE_CHECKING:  # asyncio is imported where used: it costs ~35 ms at a proc's start
@@ -292,6 +292,7 @@ class ActorRunner:
         if len(header) > 7:  # the controller's files of the code pickled by value
             sources.register(header[7])
         cls, args, kwargs, proc_mesh, creator = serialization.loads(segments)
+        finalizing.shipped(cls)  # its script's globals are finalized when the proc ends
         rank = Point(index, Extent(labels, sizes))
         self.display = supervision.actor_display(creator.display, cls, name, dict(rank), dict(zip(labels, sizes)))
         logs.prefix_with_actor()

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from mesh_client._src.actor import messages, ports, sources
 from mesh_client._src.runtime import identifying, ops, peers, reactor, streams
 from mesh_client._src.runtime.channel import STALL_SECONDS, Channel, ChannelState, CloseKind
-from mesh_client._src.server import accepting, forwarding, gpu, throttling
+from mesh_client._src.server import accepting, finalizing, forwarding, gpu, throttling
 from mesh_client._src.server.actors import ENDED_KEPT, ActorRunner, reply
 from mesh_client._src.wire import envelopes, protocol, serialization
 
@@ -285,6 +285,7 @@ class ProcServer:
         try:
             sources.register(texts)
             fn = serialization.loads(segments)
+            finalizing.shipped(fn)
             result = fn()
             if hasattr(result, "__await__"):
                 import asyncio

@@ -4,7 +4,8 @@ A proc server leaves with ``os._exit`` (a forked proc must not unwind into the z
 which would skip finalizers. Monarch's procs run ``Py_FinalizeEx``, so a ``__del__`` on a module
 global fires when ``ProcMesh.stop()`` ends the proc; :func:`finalize` gives the same: it runs the
 atexit handlers and then drops the globals of user modules (not the standard library, not
-installed packages, not procmesh itself), so their objects are finalized. Called by
+installed packages, not procmesh itself) and of code shipped by value (:func:`shipped`), so
+their objects are finalized. Called by
 :mod:`.main` after the actors' ``__cleanup__``.
 """
 
@@ -15,6 +16,8 @@ import gc
 import os
 import sys
 import sysconfig
+import types
+from typing import Any
 
 _INSTALLED = tuple(
     os.path.realpath(p) + os.sep for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
@@ -36,15 +39,39 @@ def user_module(name: str, module: object) -> bool:
     return not path.startswith(_INSTALLED) and not path.startswith(_OUR_DIR)
 
 
+#: The globals of code shipped by value (an actor class or a function of the controller's
+#: script, unpickled here): no module of ``sys.modules`` holds them, so :func:`finalize` clears
+#: them from this list. By id, each kept once.
+_SHIPPED: dict[int, dict[str, Any]] = {}
+
+
+def shipped(obj: object) -> None:
+    """Note the globals of ``obj`` (a class: its methods'; a function: its own) where they are
+    no module's, as cloudpickle gives code of the controller's script a dict of its own."""
+    functions: list[Any] = [obj] if isinstance(obj, types.FunctionType) else []
+    if isinstance(obj, type):
+        for klass in obj.__mro__:
+            for member in vars(klass).values():
+                member = getattr(member, "__func__", member)  # classmethod, staticmethod
+                if isinstance(member, types.FunctionType):
+                    functions.append(member)
+    for function in functions:
+        namespace = function.__globals__
+        module = sys.modules.get(str(namespace.get("__name__")))
+        if namespace is not getattr(module, "__dict__", None):
+            _SHIPPED.setdefault(id(namespace), namespace)
+
+
 def finalize() -> None:
     try:
         atexit._run_exitfuncs()
     except Exception:
         pass
-    for name, module in list(sys.modules.items()):
-        if module is not None and user_module(name, module):
-            namespace = getattr(module, "__dict__", None)
-            if isinstance(namespace, dict):
-                for key in [k for k in namespace if not k.startswith("__")]:
-                    namespace[key] = None
+    namespaces = [getattr(module, "__dict__", None) for name, module in list(sys.modules.items())
+                  if module is not None and user_module(name, module)]
+    for namespace in [*namespaces, *_SHIPPED.values()]:
+        if isinstance(namespace, dict):
+            for key in [k for k in namespace if not k.startswith("__")]:
+                namespace[key] = None
+    _SHIPPED.clear()
     gc.collect()

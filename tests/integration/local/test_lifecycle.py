@@ -254,6 +254,44 @@ def test_module_finalizers_run_when_stop_ends_a_proc(tmp_path):
     assert marker.read_text() == "finalized"
 
 
+def test_finalizers_of_an_actor_shipped_by_value_run_too(tmp_path):
+    """An actor class of the controller's own script reaches the proc by value, its globals in
+    a dict no module holds: a ``__del__`` on one of them ran only when the class came from an
+    importable file."""
+    marker = tmp_path / "marker.txt"
+    script = tmp_path / "controller.py"
+    script.write_text(textwrap.dedent(
+        """
+        import sys
+        from mesh_client import Actor, endpoint, this_host
+
+        class Held:
+            def __init__(self, path):
+                self.file = open(path, "w")
+
+            def __del__(self):
+                self.file.write("finalized")
+                self.file.close()
+
+        class Holder(Actor):
+            def __init__(self, path):
+                global held
+                held = Held(path)
+
+            @endpoint
+            def ping(self):
+                return "pong"
+
+        mesh = this_host().spawn_procs(per_host={"gpus": 1})
+        assert mesh.spawn("holder", Holder, sys.argv[1]).ping.call_one().get(timeout=60) == "pong"
+        mesh.stop().get(timeout=60)
+        """))
+    done = subprocess.run([sys.executable, str(script), str(marker)], capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert done.returncode == 0, done.stderr
+    assert marker.read_text() == "finalized"
+
+
 def test_procs_that_end_with_their_zygote_say_so_and_the_zygote_is_reaped(tmp_path):
     """The zygote (the fork server of the procs) killed: each forked proc's failure names it
     and how it ended, not "killed by SIGKILL" as if the proc had been, and the zygote is reaped

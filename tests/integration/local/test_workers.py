@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -67,6 +68,23 @@ def test_attach_to_workers_spawns_procs_on_every_worker(workers, faults):
     mesh.stop().get()
     hosts.stop().get(timeout=60)  # let go of the workers before the fixture ends them
     assert faults.named("rec") == [] and faults.named("host_agent") == []
+
+
+@pytest.mark.parametrize("end", ["stop", "shutdown"])
+def test_letting_go_of_the_workers_stops_their_procs_without_a_supervision_event(workers, faults, end):
+    """The README's worker pattern ends with the host mesh's stop() (or shutdown()) while actors
+    still run on its procs: those procs stop as asked, and no unhandled supervision event ends
+    the controller (it did: the agents took the procs down under the live actors)."""
+    hosts = attach_to_workers(name=f"lets-go-{end}", ca="trust_all_connections",
+                              workers=[a for a, _ in workers], token=TOKEN)
+    mesh = hosts.spawn_procs(per_host={"gpus": 1})
+    actors = mesh.spawn("live", Recorder)
+    actors.where.call().get(timeout=60)
+    getattr(hosts, end)().get(timeout=60)
+    time.sleep(1)  # a supervision event would arrive within this
+    assert faults.named("live") == []
+    with pytest.raises(RuntimeError, match="closed the connection"):  # gone, as asked
+        actors.where.call().get(timeout=30)
 
 
 def _write_at_exit(path: str):
