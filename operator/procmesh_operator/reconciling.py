@@ -1104,8 +1104,10 @@ class Controller:
 
         async def worker() -> None:
             for rank, placement in todo:
+                if failed:  # the first failure stops the others (create_refusals.py), also
+                    return  # before they queue at the gate that other meshes share
                 async with self._creates.place(order):
-                    if failed:  # the first failure stops the others (create_refusals.py)
+                    if failed:
                         return
                     await create(rank, placement)
 

@@ -203,6 +203,7 @@ class WorkerHostMesh(MeshTrait):
         self._workers = ProcMesh(ProcGroup(name, workers, token, displays), self._shape)
         self._agents = self._workers.spawn("host_agent", HostAgent)
         self._spawned: list[weakref.ref[ProcMesh]] = []  # stopped first by stop() and shutdown()
+        self._spawned_lock = threading.Lock()
 
     def _with_shape(self, shape: Shape) -> WorkerHostMesh:
         raise NotImplementedError("slicing a worker host mesh is not supported; attach to fewer workers")
@@ -237,31 +238,48 @@ class WorkerHostMesh(MeshTrait):
         group = ProcGroup(name, addresses, token.encode(), proc_displays(name, shape),
                           owner=_WorkerProcs(self._agents, name))
         mesh = connected_mesh(group, shape, bootstrap)
-        self._spawned = [ref for ref in self._spawned if ref() is not None] + [weakref.ref(mesh)]
+        with self._spawned_lock:
+            self._spawned = [ref for ref in self._spawned if ref() is not None] + [weakref.ref(mesh)]
         return mesh
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Let go of the workers (they keep running, for the next controller to attach); the
         procs they started for this host mesh stop first, as asked (so their actors' ends are
         no supervision events), then the agents."""
-        self._stop_spawned(reason)
-        return self._agents.stop(reason)
+        return self._after_spawned(reason, lambda: self._agents.stop(reason))
 
     def shutdown(self) -> Future[None]:
         """Stop the worker processes themselves (they cannot be attached to again), after the
         procs they started for this host mesh."""
-        self._stop_spawned("host mesh shut down")
-        return self._workers.stop("host mesh shut down")
+        reason = "host mesh shut down"
+        return self._after_spawned(reason, lambda: self._workers.stop(reason))
 
-    def _stop_spawned(self, reason: str) -> None:
-        """Stop the proc meshes spawned here that are still up, as ``ProcMesh.stop`` does: the
-        connections that then close are expected. Without it the agents' ends took the procs
-        down under live actors, an unhandled supervision event that ended the controller."""
-        spawned, self._spawned = self._spawned, []
+    def _after_spawned(self, reason: str, then: Callable[[], Future[None]]) -> Future[None]:
+        """Stop the proc meshes spawned here that are still up, as ``ProcMesh.stop`` does (the
+        connections that then close are expected: without it the agents' ends took the procs
+        down under live actors, an unhandled supervision event that ended the controller),
+        then ``then()``, whatever became of them; the future raises the first failure."""
+        with self._spawned_lock:
+            spawned, self._spawned = self._spawned, []
+        failure: BaseException | None = None
         for ref in spawned:
             mesh = ref()
-            if mesh is not None:
+            if mesh is None:
+                continue
+            try:
                 mesh.stop(reason).get()
+            except Exception as exc:  # a worker out of reach: the others are still let go
+                failure = failure or exc
+        done = then()
+        if failure is None:
+            return done
+        out: Future[None] = Future()
+
+        def settle(_: Future[None]) -> None:
+            out.set_exception(failure)
+
+        done.add_done_callback(settle)
+        return out
 
 
 def attach_to_workers(

@@ -17,6 +17,7 @@ import os
 import sys
 import sysconfig
 import types
+import weakref
 from typing import Any
 
 _INSTALLED = tuple(
@@ -39,27 +40,51 @@ def user_module(name: str, module: object) -> bool:
     return not path.startswith(_INSTALLED) and not path.startswith(_OUR_DIR)
 
 
-#: The globals of code shipped by value (an actor class or a function of the controller's
-#: script, unpickled here): no module of ``sys.modules`` holds them, so :func:`finalize` clears
-#: them from this list. By id, each kept once.
-_SHIPPED: dict[int, dict[str, Any]] = {}
+#: Code shipped by value from the controller's script (an actor class, a function), unpickled
+#: here with a globals dict that no module of ``sys.modules`` holds, by id; weakly, so what a
+#: stopped actor held is freed as before, and only what is still alive at the end is finalized.
+_SHIPPED: dict[int, weakref.ref[Any]] = {}
 
 
 def shipped(obj: object) -> None:
-    """Note the globals of ``obj`` (a class: its methods'; a function: its own) where they are
-    no module's, as cloudpickle gives code of the controller's script a dict of its own."""
-    functions: list[Any] = [obj] if isinstance(obj, types.FunctionType) else []
-    if isinstance(obj, type):
-        for klass in obj.__mro__:
-            for member in vars(klass).values():
-                member = getattr(member, "__func__", member)  # classmethod, staticmethod
-                if isinstance(member, types.FunctionType):
-                    functions.append(member)
-    for function in functions:
+    """Note ``obj`` (a class or a function) if its code came by value from the controller's
+    script (cloudpickle gives such code a ``__main__`` globals dict of its own). Best effort:
+    nothing here may fail a spawn."""
+    try:
+        if _own_globals(obj):
+            for key in [k for k, ref in _SHIPPED.items() if ref() is None]:
+                del _SHIPPED[key]  # code already gone: no globals left to clear
+            _SHIPPED[id(obj)] = weakref.ref(obj)
+    except Exception:
+        pass
+
+
+def _functions(obj: object) -> list[types.FunctionType]:
+    if isinstance(obj, types.FunctionType):
+        return [obj]
+    if not isinstance(obj, type):
+        return []
+    out = []
+    for klass in obj.__mro__:  # a base of the script's too; library bases have their modules
+        for member in vars(klass).values():
+            if isinstance(member, (classmethod, staticmethod)):
+                member = member.__func__
+            if isinstance(member, types.FunctionType):
+                out.append(member)
+    return out
+
+
+def _own_globals(obj: object) -> list[dict[str, Any]]:
+    """The shipped globals of ``obj``'s functions: a ``__main__`` dict that is not this
+    process's ``__main__`` (generated code such as a namedtuple's has globals of its own, and
+    is not the user's)."""
+    main = getattr(sys.modules.get("__main__"), "__dict__", None)
+    found: dict[int, dict[str, Any]] = {}
+    for function in _functions(obj):
         namespace = function.__globals__
-        module = sys.modules.get(str(namespace.get("__name__")))
-        if namespace is not getattr(module, "__dict__", None):
-            _SHIPPED.setdefault(id(namespace), namespace)
+        if namespace.get("__name__") == "__main__" and namespace is not main:
+            found[id(namespace)] = namespace
+    return list(found.values())
 
 
 def finalize() -> None:
@@ -69,9 +94,17 @@ def finalize() -> None:
         pass
     namespaces = [getattr(module, "__dict__", None) for name, module in list(sys.modules.items())
                   if module is not None and user_module(name, module)]
-    for namespace in [*namespaces, *_SHIPPED.values()]:
-        if isinstance(namespace, dict):
-            for key in [k for k in namespace if not k.startswith("__")]:
-                namespace[key] = None
+    for ref in list(_SHIPPED.values()):
+        obj = ref()
+        if obj is not None:
+            namespaces.extend(_own_globals(obj))
     _SHIPPED.clear()
+    for namespace in namespaces:
+        if not isinstance(namespace, dict):
+            continue
+        try:  # a thread still running may change it meanwhile
+            for key in [k for k in list(namespace) if not k.startswith("__")]:
+                namespace[key] = None
+        except RuntimeError:
+            pass
     gc.collect()
