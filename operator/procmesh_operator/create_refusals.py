@@ -56,7 +56,7 @@ def classify(pod: str, error: Exception) -> CreateRefusal | None:
     if not isinstance(error, kubeclient.ApiError) or error.status not in (403, 422):
         return None
     text = error.message
-    said = f"the API server refused proc pod {pod}: {text}"
+    said = f"the API server refused proc pod {pod} ({error.status} {error.reason}): {text}"
     if "is being terminated" in text:  # the namespace goes, and the mesh with it
         return None
     if "status unknown for quota" in text:  # a new quota, not counted yet: seconds
@@ -83,14 +83,18 @@ def classify(pod: str, error: Exception) -> CreateRefusal | None:
         return CreateRefusal(contract.POD_REFUSED, (
             f"{said}. The namespace's ResourceQuota counts these resources, so every pod must "
             f"state them: set them in spec.template.resources (requests, and limits where named)"))
+    if "cannot create resource" in text:  # RBAC: the operator's own rights
+        return CreateRefusal(contract.POD_REFUSED, (
+            f"{said}. The operator's service account may not create pods in this namespace: "
+            f"grant it (the chart's RBAC covers the namespaces it watches), or run the mesh "
+            f"where the operator may"))
     if "per Container" in text or "per Pod" in text:
         return CreateRefusal(contract.POD_REFUSED, (
             f"{said}. A LimitRange of the namespace bounds each container: set "
             f"spec.template.resources within it"))
     return CreateRefusal(contract.POD_REFUSED, (
-        f"{said}. An admission check of the namespace (a policy, a webhook, the operator's "
-        f"RBAC) or the Pod API refuses the pod as the mesh renders it: change the mesh, or "
-        f"the policy"))
+        f"{said}. An admission check of the namespace (a policy, a webhook) or the Pod API "
+        f"refuses the pod as the mesh renders it: change the mesh, or the policy"))
 
 
 def beyond_limit(text: str) -> list[str]:

@@ -16,7 +16,8 @@ def test_a_full_quota_waits_for_room():
     refusal = classify('pods "m-3" is forbidden: exceeded quota: gpus, requested: nvidia.com/gpu=1, '
                        'used: nvidia.com/gpu=8, limited: nvidia.com/gpu=8')
     assert refusal.reason == contract.WAITING_FOR_QUOTA and refusal.waits
-    assert refusal.message.startswith("the API server refused proc pod m-3: pods \"m-3\" is forbidden")
+    assert refusal.message.startswith(
+        "the API server refused proc pod m-3 (403 Forbidden): pods \"m-3\" is forbidden")
 
 
 def test_what_needs_a_change_names_the_field_to_change():
@@ -29,6 +30,9 @@ def test_what_needs_a_change_names_the_field_to_change():
             "A LimitRange of the namespace",
         'admission webhook "policy.example.com" denied the request: no latest tags':
             "An admission check of the namespace",
+        'pods is forbidden: User "system:serviceaccount:ops:procmesh" cannot create resource '
+        '"pods" in API group "" in the namespace "team-a"':
+            "The operator's service account may not create pods in this namespace",
     }
     for message, advice in cases.items():
         refusal = classify(message)
