@@ -42,6 +42,13 @@ LOG_FORMATS = {"json": kopf.LogFormat.JSON, "full": kopf.LogFormat.FULL,
                "plain": kopf.LogFormat.PLAIN}
 
 
+def bind_host(address: str) -> str:
+    """A listen address as a socket takes it: an IPv6 one written for URLs, ``[fd00::1]`` (the
+    chart's ``operator.listenAddress`` on IPv6 clusters), loses its brackets (getaddrinfo
+    refused it, and the operator exited at start)."""
+    return address[1:-1] if address.startswith("[") and address.endswith("]") else address
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="procmesh-operator", description=(
         "Reconcile ProcMesh resources (procmesh.io/v1alpha1) into proc server pods."))
@@ -247,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         create_concurrency=args.create_concurrency, test_exit_after=args.test_exit_after,
         unseen_pod_seconds=args.unseen_pod_seconds)
     if args.metrics_port:
-        prometheus_client.start_http_server(args.metrics_port, addr=args.metrics_address)
+        prometheus_client.start_http_server(args.metrics_port, addr=bind_host(args.metrics_address))
 
     def make_controller() -> reconciling.Controller:
         client = kubeclient.KubeClient(config, on_request=metrics.count_request)

@@ -50,6 +50,13 @@ def test_lint(cluster, files):
     ({"image.digest": "sha256:0123abc"}, "/image/digest"),
     ({"image.digest": "sha256:" + "AB" * 32}, "/image/digest"),
     ({"operator.procServerImage.digest": "md5:" + "ab" * 16}, "/operator/procServerImage/digest"),
+    # a follower must stay to take the Lease over
+    ({"replicaCount": 2, "podDisruptionBudget.maxUnavailable": "100%"}, "/podDisruptionBudget/maxUnavailable"),
+    # a namespace list that would be ignored, every namespace watched and granted instead
+    ({"watch.namespaces": ["team-a"]}, "set watch.allNamespaces=false to watch only those listed"),
+    # bindings that would grant nothing
+    ({"rbac.clientRole.bindings": [{"namespace": "a", "user": "x"}]}, "set rbac.clientRole.create=true"),
+    ({"rbac.clientRole.createMeshes": True}, "set rbac.clientRole.create=true"),
 ])
 def test_wrong_values_fail_with_a_message(cluster, sets, message):
     result = support.helm(cluster, "template", "x", str(support.CHART), "--kube-version",

@@ -72,3 +72,13 @@ def test_the_open_files_limit_is_raised_to_the_hard_one() -> None:
         assert raised > lowered and (hard == resource.RLIM_INFINITY or raised == hard)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_an_ipv6_listen_address_written_for_urls_binds():
+    """The chart's listenAddress on IPv6 clusters, [$(POD_IP)], reaches the metrics server as
+    [fd00::1]: a socket takes it without brackets (getaddrinfo refused it; the operator exited)."""
+    import socket
+
+    assert main_module.bind_host("[::1]") == "::1"
+    assert main_module.bind_host("127.0.0.1") == "127.0.0.1"
+    assert socket.getaddrinfo(main_module.bind_host("[::1]"), 9090, type=socket.SOCK_STREAM)
