@@ -52,6 +52,8 @@ def test_lint(cluster, files):
     ({"operator.procServerImage.digest": "md5:" + "ab" * 16}, "/operator/procServerImage/digest"),
     # a follower must stay to take the Lease over
     ({"replicaCount": 2, "podDisruptionBudget.maxUnavailable": "100%"}, "/podDisruptionBudget/maxUnavailable"),
+    ({"replicaCount": 2, "podDisruptionBudget.maxUnavailable": "51%"}, "evict all 2 replicas at once"),
+    ({"replicaCount": 3, "podDisruptionBudget.maxUnavailable": 3}, "evict all 3 replicas at once"),
     # a namespace list that would be ignored, every namespace watched and granted instead
     ({"watch.namespaces": ["team-a"]}, "set watch.allNamespaces=false to watch only those listed"),
     # bindings that would grant nothing
@@ -246,6 +248,21 @@ def _aggregated(doc: dict) -> bool:
     """A ClusterRole for Kubernetes' default roles (aggregate-roles.yaml), not the operator's."""
     labels = doc["metadata"].get("labels") or {}
     return any(k.startswith("rbac.authorization.k8s.io/aggregate-to-") for k in labels)
+
+
+def test_large_whole_numbers_render_as_whole_numbers(cluster, tmp_path):
+    """From a values file, YAML's 2000000 reaches the template as a float: rendered as 2e+06,
+    the operator's int flags refused it and it exited at start."""
+    big = tmp_path / "big.yaml"
+    big.write_text("operator: {defaultGPUMemoryMiB: 1048576, cudaContextMiB: 1000000,\n"
+                   "           nodeLossTolerationSeconds: 2000000}\n")
+    result = support.helm(cluster, "template", "x", str(support.CHART), "--kube-version",
+                          support.KUBE_VERSION, "-f", str(big))
+    [deployment] = [d for d in yaml.safe_load_all(result.stdout) if d and d["kind"] == "Deployment"]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    for flag in ("--default-gpu-memory-mib=1048576", "--cuda-context-mib=1000000",
+                 "--node-loss-toleration-seconds=2000000"):
+        assert flag in args, args
 
 
 def test_client_role_binds_users_groups_and_service_accounts(cluster):
