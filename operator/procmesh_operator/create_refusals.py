@@ -1,7 +1,8 @@
 """Pod creates the API server refused, said as the reason a user can act on.
 
 A namespace's policies refuse proc pods at create: a ResourceQuota with no room left (a wait:
-room frees as other pods end, or the quota is raised), one that counts requests the template
+room frees as other pods end, or the quota is raised; unless its limit is below one pod's
+request or the whole mesh's, which no freed room fixes), one that counts requests the template
 does not set, a LimitRange, Pod Security admission, another admission policy or webhook (each
 needs a change to the mesh or to the namespace). The raw API text alone said none of that, and
 "Scheduling" was read as the scheduler's wait. The operator goes on retrying with its backoff,
@@ -49,10 +50,11 @@ class CreatesFailed(Exception):
         self.view: claiming.ClaimView | None = None
 
 
-def classify(pod: str, error: Exception) -> CreateRefusal | None:
+def classify(pod: str, error: Exception, procs: int = 1) -> CreateRefusal | None:
     """The refusal in ``error`` (a 403 or 422 of an admission check or of the Pod API's
     validation), or None for what is no refusal (a 5xx, a timeout, a conflict, a namespace
-    being deleted): that is a reconcile error."""
+    being deleted): that is a reconcile error. ``procs``: the mesh's size, whose pods a quota
+    must hold all at once for the mesh to be Ready."""
     if not isinstance(error, kubeclient.ApiError) or error.status not in (403, 422):
         return None
     text = error.message
@@ -69,6 +71,13 @@ def classify(pod: str, error: Exception) -> CreateRefusal | None:
                 f"{said}. One proc pod asks for more {', '.join(over)} than the namespace's "
                 f"whole ResourceQuota allows, so no room that frees will fit it: lower "
                 f"spec.template.resources, or raise the quota"))
+        whole = beyond_limit(text, procs)
+        if whole:  # each pod fits, the mesh never will: a wait would be for ever
+            return CreateRefusal(contract.POD_REFUSED, (
+                f"{said}. The mesh's {procs} proc pods together ask for more "
+                f"{', '.join(whole)} than the namespace's whole ResourceQuota allows, so it "
+                f"can never be Ready as it stands: lower spec.template.resources or the mesh's "
+                f"size, or raise the quota"))
         return CreateRefusal(contract.WAITING_FOR_QUOTA, (
             f"{said}; it is created once the namespace's ResourceQuota has room (pods of it end, "
             f"or the quota is raised), or lower spec.template.resources or the mesh's size"))
@@ -97,15 +106,16 @@ def classify(pod: str, error: Exception) -> CreateRefusal | None:
         f"refuses the pod as the mesh renders it: change the mesh, or the policy"))
 
 
-def beyond_limit(text: str) -> list[str]:
-    """The resources of an "exceeded quota" refusal for which the pod alone asks more than the
-    quota's limit (``requested: pods=1,requests.cpu=8, used: ..., limited: requests.cpu=4``)."""
+def beyond_limit(text: str, pods: int = 1) -> list[str]:
+    """The resources of an "exceeded quota" refusal for which ``pods`` pods like the refused
+    one ask more than the quota's limit (``requested: pods=1,requests.cpu=8, used: ...,
+    limited: requests.cpu=4``)."""
     requested = _amounts(text, "requested: ")
     limited = _amounts(text, "limited: ")
     over = []
     for name, amount in requested.items():
         limit = limited.get(name)
-        if amount is not None and limit is not None and amount > limit:
+        if amount is not None and limit is not None and amount * pods > limit:
             over.append(name)
     return over
 

@@ -525,7 +525,7 @@ class Controller:
             hold = await self._gang_hold(mesh, mode)
         except create_refusals.CreatesFailed as e:
             plan, created, view, failure = e.plan, e.created, e.view, e
-            create_refusal = create_refusals.classify(e.pod, e.error)
+            create_refusal = create_refusals.classify(e.pod, e.error, mesh.size)
             if create_refusal is None:
                 error = str(e.error)
         except REPORTED_FAILURES as e:

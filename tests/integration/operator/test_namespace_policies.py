@@ -4,7 +4,8 @@ ResourceQuota admission): what the mesh says, and that it goes on once the cause
 Aspects: a default mesh passes Pod Security "restricted"; an image of the user's is refused
 there with what to set (PodRefused, phase Failed, ``procmesh wait`` fails at once with it) and
 runs once the template sets it; a ResourceQuota with no room is a wait (WaitingForQuota, phase
-Waiting) that ends when the quota is raised.
+Waiting) that ends when the quota is raised; one whose limit is below the whole mesh's pods is
+a refusal (PodRefused: no room that frees makes the mesh Ready) that clears once it is raised.
 """
 
 from __future__ import annotations
@@ -48,10 +49,15 @@ def test_pod_security_restricted(cluster, operator, core, custom, namespace):
 
 def test_a_full_quota_is_waited_for(cluster, operator, core, custom, namespace):
     core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "pods"},
-                                                      "spec": {"hard": {"pods": "1"}}})
+                                                      "spec": {"hard": {"pods": "2"}}})
     # The quota controller must have counted the namespace before it admits anything.
     testing.wait_for(lambda: (core.read_namespaced_resource_quota("pods", namespace).status.hard
-                              or {}).get("pods") == "1", "quota counted")
+                              or {}).get("pods") == "2", "quota counted")
+    # Another pod holds one of the two: room for the mesh frees once it goes, or the quota grows.
+    core.create_namespaced_pod(namespace, {
+        "metadata": {"name": "other"},
+        "spec": {"nodeSelector": {"example.com/no-such-node": "x"},
+                 "containers": [{"name": "c", "image": "example.com/other:1"}]}})
     support.create_mesh(custom, namespace, "q", hosts=2, perHost=[{"name": "procs", "size": 1}],
                         placement={"hosts": "Any"})
     mesh = support.wait_condition(custom, namespace, "q", "Ready", "False", "WaitingForQuota")
@@ -61,3 +67,21 @@ def test_a_full_quota_is_waited_for(cluster, operator, core, custom, namespace):
 
     core.patch_namespaced_resource_quota("pods", namespace, {"spec": {"hard": {"pods": "5"}}})
     support.wait_ready(custom, namespace, "q")  # the operator's retries find the room
+
+
+def test_a_quota_that_can_never_hold_the_mesh_is_a_refusal(cluster, operator, core, custom, namespace):
+    core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "pods"},
+                                                      "spec": {"hard": {"pods": "1"}}})
+    testing.wait_for(lambda: (core.read_namespaced_resource_quota("pods", namespace).status.hard
+                              or {}).get("pods") == "1", "quota counted")
+    support.create_mesh(custom, namespace, "big", hosts=2, perHost=[{"name": "procs", "size": 1}],
+                        placement={"hosts": "Any"})
+    mesh = support.wait_condition(custom, namespace, "big", "Ready", "False", "PodRefused")
+    assert mesh["status"]["phase"] == "Failed"
+    message = support.condition(mesh, "Degraded")["message"]
+    assert "exceeded quota" in message and "The mesh's 2 proc pods together ask for more pods" in message
+    waited = procmesh(cluster.kubeconfig, "wait", "big", "-n", namespace, "--timeout", "5m")
+    assert waited.returncode == 1 and "cannot become Ready: PodRefused" in waited.stderr, waited.stderr
+
+    core.patch_namespaced_resource_quota("pods", namespace, {"spec": {"hard": {"pods": "2"}}})
+    support.wait_ready(custom, namespace, "big")  # a refusal is retried too: fixed, it runs

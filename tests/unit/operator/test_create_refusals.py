@@ -8,8 +8,8 @@ from mesh_client._src import contract
 from procmesh_operator import create_refusals, kubeclient
 
 
-def classify(message, status=403):
-    return create_refusals.classify("m-3", kubeclient.ApiError(status, "Forbidden", message))
+def classify(message, status=403, procs=1):
+    return create_refusals.classify("m-3", kubeclient.ApiError(status, "Forbidden", message), procs)
 
 
 def test_a_full_quota_waits_for_room():
@@ -67,3 +67,12 @@ def test_a_namespace_being_deleted_and_what_is_no_answer_are_no_refusals():
     assert classify('pods "m-3" is forbidden: unable to create new content in namespace t because '
                     'it is being terminated') is None
     assert create_refusals.classify("m-3", kubeclient.Unanswered("no answer in 60 s")) is None
+
+
+def test_a_quota_below_the_whole_mesh_is_no_wait():
+    full = ('pods "m-3" is forbidden: exceeded quota: q, requested: pods=1,requests.cpu=2, '
+            'used: pods=3,requests.cpu=6, limited: pods=4,requests.cpu=8')
+    assert classify(full, procs=4).reason == contract.WAITING_FOR_QUOTA  # 4 x 2 cpu fit in 8
+    refusal = classify(full, procs=5)  # 5 pods, 10 cpu: never, whatever frees
+    assert refusal.reason == contract.POD_REFUSED and not refusal.waits
+    assert "The mesh's 5 proc pods together ask for more pods, requests.cpu than" in refusal.message

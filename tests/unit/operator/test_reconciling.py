@@ -849,12 +849,12 @@ def mesh_events(client):
     return [(o["reason"], o["message"]) for p, o in client.objects.items() if "/events/" in p]
 
 
-QUOTA = ('pods "m-1" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=1, '
-         'limited: pods=1')
+QUOTA = ('pods "m-1" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=8, '
+         'limited: pods=8')  # other pods hold the room an 8-proc mesh fits in
 
 
 def test_a_full_quota_is_a_wait_and_stops_the_other_creates():
-    """A quota with room for one pod: the mesh waits for it (Waiting, the API's words and what
+    """A quota full of other pods: the mesh waits for room (Waiting, the API's words and what
     to do), the first refusal stops the creates still to go (one refused request, not one per
     worker), and the pod made before it is still named in CreatedProcs."""
     ctl, client = controller({MESH_PATH: mesh_body("m", hosts=8, per_host=(("procs", 1),))})
