@@ -58,6 +58,7 @@ from procmesh_operator import (
     proc_entries,
     projections,
     queueing,
+    quotawatch,
     rendering,
     secret_probes,
     specs,
@@ -125,6 +126,9 @@ class Controller:
         # Meshes whose placement waits for room (ROOM_WAITS): looked at again when procs end or
         # a node becomes Ready, not only at the next resync.
         self._waiting_for_room: set[Key] = set()
+        # Meshes whose pod create a full ResourceQuota refused: looked at again when a quota of
+        # their namespace changes (quotawatch.py), as well as at their retry.
+        self._waiting_for_quota: set[Key] = set()
         self._phases: dict[Key, str] = {}
         self._last_status_rv: dict[Key, str] = {}
         # Progress-only status changes: at most one write per mesh per window (coalescing.py).
@@ -156,6 +160,7 @@ class Controller:
         self._orders = itertools.count()
         self._pod_watches: list[podwatch.PodWatch] = []  # ours, unless kopf watches pods
         self._child_watches: list[listwatch.ListWatch] = []  # with ours (childwatch.py)
+        self._quota_watches: list[listwatch.ListWatch] = []  # with ours (quotawatch.py)
         # Children whose deletion a watch saw, with the mesh uid they belonged to and the
         # deletion's number (_child_deletions): created again with a Warning event, even when
         # the mesh has no pods at that moment (every proc being replaced, RestartMesh).
@@ -177,18 +182,21 @@ class Controller:
     def watch_pods(self, paths: Sequence[str]) -> None:
         """Watch proc pods under ``paths`` with :mod:`.podwatch` (instead of kopf's pod
         handler), feeding :meth:`pod_event`; and, over the same namespaces, each mesh's Service
-        and Role (:mod:`.childwatch`), feeding :meth:`child_event`."""
+        and Role (:mod:`.childwatch`), feeding :meth:`child_event`, and the ResourceQuotas
+        (:mod:`.quotawatch`), feeding :meth:`quota_event`."""
         for path in paths:
             watch = podwatch.PodWatch(self.client, path, self.pod_event, self.pods_listed)
             watch.start()
             self._pod_watches.append(watch)
             self._child_watches += childwatch.start(self.client, listwatch.namespace_of(path),
                                                     self.child_event, self.children_listed)
+            self._quota_watches.append(quotawatch.start(self.client, listwatch.namespace_of(path),
+                                                        self.quota_event))
 
     async def stop(self) -> None:
         if self.elector is not None:  # a stopping replica takes no Lease up any more
             self.elector.retire()
-        for watch in [*self._pod_watches, *self._child_watches]:
+        for watch in [*self._pod_watches, *self._child_watches, *self._quota_watches]:
             await watch.stop()
         if self._resync_task is not None:
             self._resync_task.cancel()
@@ -353,6 +361,13 @@ class Controller:
         self.bodies.read_fresh_next(key)
         self.enqueue(key)
 
+    def quota_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """A ResourceQuota was listed, changed or deleted (:mod:`.quotawatch`): room may have
+        come for the meshes of its namespace that wait for quota."""
+        namespace = (body.get("metadata") or {}).get("namespace")
+        for key in [k for k in self._waiting_for_quota if k[0] == namespace]:
+            self.enqueue(key)
+
     def workload_event(self, body: Mapping[str, Any]) -> None:
         """A mesh's Kueue Workload changed (admitted, evicted): look at the mesh again."""
         meta = body.get("metadata") or {}
@@ -430,6 +445,7 @@ class Controller:
         self._tokens.forget(key)
         self._gated.discard(key)
         self._waiting_for_room.discard(key)
+        self._waiting_for_quota.discard(key)
         self._stalls.pop(key, None)
         self._groups_read.pop(key, None)
         self._released.discard(key)
@@ -534,6 +550,10 @@ class Controller:
             self._waiting_for_room.add(key)
         elif plan is not None:
             self._waiting_for_room.discard(key)
+        if create_refusal is not None and create_refusal.reason == contract.WAITING_FOR_QUOTA:
+            self._waiting_for_quota.add(key)
+        else:
+            self._waiting_for_quota.discard(key)
         pods = self.store.pods_by_rank(key, mesh.uid)
         status = statuses.compute_status(
             mesh, previous, pods, plan, error, hold=hold,

@@ -165,14 +165,16 @@ def test_missing_status_rule_shows_in_the_operator_log(cluster, release, core, c
     wait_ready(custom, WATCHED, "no-status")
 
 
-def test_missing_child_watch_rule_shows_in_the_operator_log(cluster, release, core, custom,
-                                                           tmp_path):
-    # The child watch (childwatch.py) only speeds up recreating a deleted Service: without it
+@pytest.mark.parametrize("resource", ["services", "resourcequotas"])
+def test_missing_watch_rule_shows_in_the_operator_log(cluster, release, core, custom, tmp_path,
+                                                      resource):
+    # The child watch (childwatch.py) only speeds up recreating a deleted Service, and the
+    # quota watch (quotawatch.py) placing a mesh that waits for quota room: without either,
     # meshes still run, and the log says what is missing.
     support.install(cluster, "namespaced.yaml",
-                    extra=support.post_renderer(tmp_path, "services", "list"))
+                    extra=support.post_renderer(tmp_path, resource, "list"))
     try:
-        assert not can_i(cluster, "list", "services")
+        assert not can_i(cluster, "list", resource)
         # The rules changed, not the Deployment: its running pod's watches, listed before,
         # go on until the server ends them. A new pod lists at its start.
         [old] = support.wait_operator_running(core)
@@ -183,10 +185,10 @@ def test_missing_child_watch_rule_shows_in_the_operator_log(cluster, release, co
 
         def refused() -> list[str]:
             return [t for t in logged(cluster, pod.metadata.name)
-                    if f"watch of /api/v1/namespaces/{WATCHED}/services failed" in t and "403" in t]
+                    if f"watch of /api/v1/namespaces/{WATCHED}/{resource} failed" in t and "403" in t]
 
-        testing.wait_for(refused, "the operator logging the refused Service watch")
-        create_mesh(custom, WATCHED, "no-service-watch")
-        wait_ready(custom, WATCHED, "no-service-watch")
+        testing.wait_for(refused, f"the operator logging the refused {resource} watch")
+        create_mesh(custom, WATCHED, f"no-watch-{resource}")
+        wait_ready(custom, WATCHED, f"no-watch-{resource}")
     finally:
         support.install(cluster, "namespaced.yaml")

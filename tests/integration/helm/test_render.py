@@ -125,22 +125,26 @@ def test_namespaced_mode_is_namespaced(cluster):
 
 
 def _child_verbs(docs, namespace="team-a"):
-    """The operator's verbs on Services and on Roles in ``namespace`` (its Role there)."""
+    """The operator's verbs on Services, Roles and ResourceQuotas in ``namespace`` (its Role
+    there)."""
     [role] = [d for d in docs if d["kind"] == "Role" and d["metadata"]["namespace"] == namespace
               and d["metadata"]["name"] == support.FULLNAME]
     return {res: {v for r in role["rules"] if res in r["resources"] for v in r["verbs"]}
-            for res in ("services", "roles")}
+            for res in ("services", "roles", "resourcequotas")}
 
 
-def test_services_and_roles_are_listed_only_where_the_operator_watches_them(cluster):
-    # Its own watch (childwatch.py) recreates a mesh's deleted Service or Role at once; with
-    # kopf's peering it does not run, and nothing is granted for it.
+def test_services_roles_and_quotas_are_listed_only_where_the_operator_watches_them(cluster):
+    # Its own watches recreate a mesh's deleted Service or Role at once (childwatch.py) and
+    # place a mesh waiting for quota when a quota changes (quotawatch.py); with kopf's peering
+    # they do not run, and nothing is granted for them.
     watched = _child_verbs(support.render(cluster, "namespaced.yaml"))
     assert watched == {"services": {"get", "create", "list", "watch"},
-                       "roles": {"get", "create", "escalate", "list", "watch"}}
+                       "roles": {"get", "create", "escalate", "list", "watch"},
+                       "resourcequotas": {"list", "watch"}}
     peering = _child_verbs(support.render(
         cluster, "namespaced.yaml", sets={"leaderElection.enabled": False, "peering.enabled": True}))
-    assert peering == {"services": {"get", "create"}, "roles": {"get", "create", "escalate"}}
+    assert peering == {"services": {"get", "create"}, "roles": {"get", "create", "escalate"},
+                       "resourcequotas": set()}
 
 
 def test_leader_election_is_one_lease_in_the_release_namespace(cluster):

@@ -874,6 +874,25 @@ def test_a_full_quota_is_a_wait_and_stops_the_other_creates():
     assert ("CreatedProcs", "created 1 pod(s): m-0") in mesh_events(client)
 
 
+def test_a_quota_change_in_its_namespace_looks_again_at_a_mesh_waiting_for_quota():
+    """quotawatch.py: room comes as a quota changes (raised, or its usage counted down)."""
+    ctl, client = controller({MESH_PATH: mesh_body("m", hosts=8, per_host=(("procs", 1),))})
+    real = client.create
+    refusing_pods(client, 1, QUOTA)
+    with pytest.raises(create_refusals.CreatesFailed):
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    woken = []
+    ctl.enqueue = lambda key, delay=0.0: woken.append(key)
+    ctl.quota_event("MODIFIED", {"metadata": {"name": "pods", "namespace": "other"}})
+    assert woken == []  # another namespace's quota
+    ctl.quota_event("MODIFIED", {"metadata": {"name": "pods", "namespace": "ns"}})
+    assert woken == [("ns", "m")]
+    client.create = real  # the room came: the mesh no longer waits, and no quota wakes it
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    ctl.quota_event("MODIFIED", {"metadata": {"name": "pods", "namespace": "ns"}})
+    assert woken == [("ns", "m")]
+
+
 PSA = 'pods "m-0" is forbidden: violates PodSecurity "restricted:latest": runAsNonRoot != true'
 
 
