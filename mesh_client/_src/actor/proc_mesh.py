@@ -238,15 +238,20 @@ class ProcMesh(MeshTrait):
         try:
             if self._group.owner is not None:
                 self._group.owner.stop(list(self._shape.ranks), reason)
+                for p in self._shape.ranks:  # gone: nothing of them kept in this process's table
+                    peers.forget_peer(self._group.peers[p])
             else:
                 gather(
-                    [self._group.peers[p].request((ops.STOP,), (), lambda raw: None) for p in self._shape.ranks],
+                    [self._group.peers[p].request((ops.STOP, reason), (), lambda raw: None) for p in self._shape.ranks],
                     lambda values: None,
                 ).get()
         except BaseException as exc:
             fut.set_exception(exc)
         else:
             fut.set_result(None)
+        if len(self._group.stopping) == len(self._group.addresses):  # every proc: its actor meshes went too
+            for actor_id in list(self._group.born):
+                trees.forget_route(actor_id)
         return fut
 
     def __enter__(self) -> ProcMesh:

@@ -200,6 +200,6 @@ def _serve_in_process() -> ProcMesh:
     except OSError:  # the directory went away: procs use TCP, which always works
         unix = None
     server = ProcServer(listener, token, identity={"mesh": "client", "rank": 0, "coords": {}, "address": f"{host}:{port}"},
-                        on_stop=lambda: None, this_proc=mesh, also_listening=[unix] if unix is not None else [])
+                        on_stop=lambda reason: None, this_proc=mesh, also_listening=[unix] if unix is not None else [])
     server.start()
     return mesh

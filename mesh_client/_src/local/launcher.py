@@ -273,7 +273,7 @@ class LocalProcs:
             if self.processes[i].poll() is None:
                 self._stopped[i] = reason
             if i < len(self._peers) and self.processes[i].poll() is None and not self._peers[i].lost:
-                asked.append(self._peers[i].request((ops.STOP,), (), lambda raw: None))
+                asked.append(self._peers[i].request((ops.STOP, reason), (), lambda raw: None))
             elif self.processes[i].poll() is None:
                 # No link of ours to it (a worker host's launcher: its controller holds the links):
                 # SIGTERM stops a proc as STOP does (actors' __cleanup__, then its finalizers).

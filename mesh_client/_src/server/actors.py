@@ -69,6 +69,7 @@ FAILED_TASK = -2  # a work item made in this process: a concurrent endpoint with
 ABORT = -3  # a work item made in this process: the actor aborts itself (context().actor_instance.abort)
 UNHANDLED = -4  # a work item made in this process: its loop's __supervise__ did not handle a failure
 RUN_NEXT = -5  # a work item made in this process: a function the actor asked to run once its reply is out
+CLOSE = -6  # a work item made in this process: the proc shuts down; clean up after the message handled now
 _NO_REPLY_YET = object()  # _call's result when the reply is sent later (a port or a task)
 
 # (function, explicit port, untraced, concurrent, async def): what _call needs of an endpoint.
@@ -118,6 +119,8 @@ class ActorRunner:
         self._mixed = False  # its endpoints mix def and async def: a wait on its loop may not hold up its messages
         self._on_loop = False  # its endpoints all async def: __supervise__ runs on its loop (_deliver)
         self._cleaning = False  # cleanup() began (it runs once), under _watch_lock
+        # Why its proc ends under a call it is still running (dispatch.close_actors).
+        self.abandoned: str | None = None
         self._cleaned = threading.Event()  # and ended
         self._supervising: asyncio.Lock | None = None  # made on the loop: one __supervise__ at a time there
         self._thread = threading.Thread(target=self._run, name=f"actor:{name}", daemon=True)
@@ -158,6 +161,18 @@ class ActorRunner:
     def abort_self(self, reason: str) -> None:
         """The actor asked to fail: next, before the messages queued already."""
         self._queue.put_first((peers.NO_REPLY, None, (peers.NO_REPLY, ABORT, reason), []))
+
+    def close(self) -> None:
+        """The proc shuts down: once the message it handles now is done (it is not cut short),
+        the actor's ``__cleanup__`` runs on its own thread and the thread ends; what was queued
+        behind is answered as gone (dispatch's ``answer_leftovers``), never run after
+        ``__cleanup__``, nor beside it (an actor handles one message at a time)."""
+        self._queue.put_first((peers.NO_REPLY, None, (peers.NO_REPLY, CLOSE), []))
+
+    def join(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the actor's thread to end; whether it has."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def run_next(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` on this actor's thread once the message it handles now is done and its reply
@@ -218,6 +233,10 @@ class ActorRunner:
                 self._end(f"Supervision event: actor {self.display} has status: stopped ({reason})", failed=False)
                 reply(channel, call_id, peers.OK, [])
                 break
+            if op == CLOSE:  # not _end: the proc's end is no normal stop to the actor's watchers
+                if not self.failed:
+                    self.cleanup(None)
+                break
             try:
                 if op == _CALL:
                     started = clock()
@@ -272,6 +291,17 @@ class ActorRunner:
         self._on_exit(self)
 
     def _failed_on(self, op: int, call_id: int, channel: Channel | None, header: tuple[Any, ...], exc: BaseException) -> None:
+        if self.abandoned is not None:
+            # Its proc ends under this call (its modules finalized, what it raised says nothing):
+            # no reply; its caller hears of the proc's end, with the reason the stop gave.
+            return
+        futures_mod = sys.modules.get("concurrent.futures")  # loaded where a loop ran the endpoint
+        if op == ops.CALL and self._cleaning and futures_mod is not None and isinstance(exc, futures_mod.CancelledError):
+            # Its async endpoint was cancelled by the actor's cleanup: the actor ended under the
+            # call, which its caller hears as such, not as an error the endpoint raised.
+            why = self.end_report or f"actor {self.display} ended while the call ran, which was cancelled"
+            reply(channel, call_id, messages.DEAD, [why.encode()])
+            return
         if isinstance(exc, _Fatal):
             exc = exc.exception
         elif op == ops.CALL and call_id != peers.NO_REPLY and isinstance(exc, Exception):

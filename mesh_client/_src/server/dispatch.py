@@ -17,7 +17,9 @@ import functools
 import json
 import os
 import socket
+import sys
 import threading
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -34,6 +36,10 @@ if TYPE_CHECKING:
 
 HANDSHAKE_TIMEOUT = 10.0
 MAX_UNAUTHENTICATED = 256
+# How long a shutting-down proc waits for its actors' calls in progress to end before their
+# __cleanup__ runs anyway: within the 5 s after which a stopping proc is killed (the local
+# launcher's, a pod's default grace period), leaving time for the cleanups and finalizers.
+CLOSE_SECONDS = 3.0
 
 # Looked up once: _on_message runs for every request.
 _CALL = ops.CALL
@@ -49,7 +55,7 @@ class ProcServer:
         token: bytes,
         *,
         identity: identifying.ProcIdentity,
-        on_stop: Callable[[], None],
+        on_stop: Callable[[str | None], None],
         this_proc: ProcMesh | None = None,
         max_message_bytes: int = protocol.DEFAULT_MAX_MESSAGE_BYTES,
         max_unauthenticated: int = MAX_UNAUTHENTICATED,
@@ -274,7 +280,8 @@ class ProcServer:
             reply(channel, call_id, peers.OK, [json.dumps(answer).encode()])
         elif op == ops.STOP:
             reply(channel, call_id, peers.OK, [])
-            self.on_stop()
+            reason = header[2] if len(header) > 2 else None  # ProcMesh.stop(reason); older clients send none
+            self.on_stop(reason if isinstance(reason, str) else None)
         else:
             self._fail(channel, call_id, ValueError(f"unknown operation {op!r}; is the client a newer procmesh?"))
 
@@ -310,6 +317,11 @@ class ProcServer:
         runner.answer_leftovers(runner.end_report or self.closing or
                                 f"actor {runner.display} ended as its proc shut down")
 
+    def _abandon(self, runner: ActorRunner, answered: threading.Event) -> None:
+        """On the reactor thread: forget an actor whose proc ends under its call in progress."""
+        self._forget_actor(runner)
+        answered.set()
+
     def close_actors(self, why: str) -> None:
         """The proc shuts down (``why``: what ended it): every actor's ``__cleanup__`` runs, and
         from here a call or watch of an actor not ended before is answered DEAD with ``why``
@@ -317,10 +329,26 @@ class ProcServer:
         if the caller had named a wrong actor), while the proc's finalizers still run."""
         self.closing = (f"the process this actor was running on is shutting down: {why}; its "
                         f"actors were stopped")
-        for runner in list(self.actors.values()):
+        runners = list(self.actors.values())
+        for runner in runners:
             if runner.end_report is None:
+                runner.close()  # after the message it handles now; the queued ones are answered
+            else:
+                runner.submit(None)  # its thread (and loop's) ends: a worker loop that returns leaks none
+        deadline = time.monotonic() + CLOSE_SECONDS
+        for runner in runners:
+            if runner.end_report is None and not runner.join(max(0.0, deadline - time.monotonic())):
+                # An endpoint still runs: clean up from here, beside it, so the proc can end
+                # before it is killed (the endpoint ends with the process).
+                print(f"procmesh: actor {runner.display} was still in a call {CLOSE_SECONDS:g} s after its "
+                      f"proc began to shut down ({why}); its __cleanup__ runs now, beside it",
+                      file=sys.stderr, flush=True)
+                runner.abandoned = self.closing
                 runner.cleanup(None)
-            runner.submit(None)  # its thread (and loop's) ends: a worker loop that returns leaks none
+                answered = threading.Event()  # the calls queued behind it hear why, before the proc ends
+                self.reactor.call_soon(functools.partial(self._abandon, runner, answered))
+                answered.wait(1.0)
+                runner.submit(None)
         self.actors.clear()
 
 

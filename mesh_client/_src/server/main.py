@@ -74,7 +74,9 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None,
         listener,
         cfg.token,
         identity={"mesh": cfg.mesh, "rank": cfg.rank, "coords": cfg.coords, "address": f"{host}:{port}"},
-        on_stop=stop_because("it was asked to stop (ProcMesh.stop(), or its controller's exit)"),
+        on_stop=lambda reason: stop_because(
+            f"it was asked to stop ({reason})" if reason else
+            "it was asked to stop (ProcMesh.stop(), or its controller's exit)")(),
         this_proc=this_proc,
         max_message_bytes=cfg.max_message_bytes,
         max_unauthenticated=cfg.max_unauthenticated,

@@ -96,6 +96,30 @@ class Lingering(Actor):
         return os.getpid()
 
 
+class Orderly(Actor):
+    """Logs, to a file, when each call and its ``__cleanup__`` start and end, and whether the
+    cleanup had run when a call ran (an actor handles one message at a time)."""
+
+    def __init__(self, log: str) -> None:
+        self.log = log
+        self.cleaned = False
+
+    def _note(self, what: str) -> None:
+        with open(self.log, "a") as f:
+            f.write(f"{what} cleaned={self.cleaned}\n")
+
+    @endpoint
+    def work(self, i: int, gate: str) -> int:
+        self._note(f"start {i}")
+        wait_for_file(gate)
+        self._note(f"end {i}")
+        return i
+
+    def __cleanup__(self, exc: BaseException | None) -> None:
+        self._note("cleanup")
+        self.cleaned = True
+
+
 class Caller(Actor):
     """Calls another actor mesh that it was handed, from its own proc."""
 

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -30,7 +31,7 @@ from mesh_client import (
     this_host,
 )
 from mesh_client._src.runtime import ops, peers
-from tests.integration.local.actors import Lingering, Recorder, wait_for_file
+from tests.integration.local.actors import Lingering, Orderly, Recorder, wait_for_file
 
 
 def _alive(pid: int) -> bool:
@@ -204,7 +205,11 @@ def test_calls_on_a_stopped_proc_mesh_say_it_was_stopped(faults, tmp_path):
     rec = mesh.spawn("rec", Recorder)
     in_flight = rec.wait_for.call(str(tmp_path / "never"))
     mesh.stop("done training").get()
-    for fut in (in_flight, rec.echo.call(1), rec.slice(gpus=1).echo.call_one(1)):
+    # Queued when the stop came: not run after the actor's cleanup, the proc says why; begun
+    # already: the proc ends under it. Either way with the stop's reason.
+    with pytest.raises(SupervisionError, match=r"(is shutting down: it was asked to stop|was stopped) \(done training\)"):
+        in_flight.get(timeout=60)
+    for fut in (rec.echo.call(1), rec.slice(gpus=1).echo.call_one(1)):
         with pytest.raises(SupervisionError, match=r"proc ended\[gpus=\d\] \(pid \d+\) was stopped \(done training\): "
                                                    r"the actor mesh is stopped due to proc mesh shutdown") as info:
             fut.get(timeout=60)
@@ -375,6 +380,68 @@ def test_a_call_during_a_procs_shutdown_fails_with_why_not_as_a_wrong_actor(tmp_
     finally:
         release.touch()
         mesh.stop()
+
+
+def test_a_stopping_proc_cleans_up_after_the_call_in_progress_and_runs_none_after(tmp_path):
+    """As in Monarch: ``__cleanup__`` runs once the call in progress has ended (not beside it:
+    an actor handles one message at a time), and the calls queued behind are not run after it:
+    each is a supervision failure saying the proc is shutting down."""
+    log, gate, idle_log = tmp_path / "log", tmp_path / "gate", tmp_path / "idle"
+    mesh = this_host().spawn_procs(per_host={"gpus": 1}, name="orderly")
+    actor = mesh.spawn("o", Orderly, str(log))
+    idle = mesh.spawn("idle", Orderly, str(idle_log))
+    idle.work.call_one(0, str(tmp_path)).get(timeout=60)
+    running = actor.work.call_one(0, str(gate))
+    assert wait_for_file(str(log))  # call 0 runs
+    queued = [actor.work.call_one(i, str(gate)) for i in (1, 2, 3)]
+    stopping = threading.Thread(target=mesh.stop, args=("finished",))  # stop() returns once they end
+    stopping.start()
+    # The idle actor's cleanup runs at once: the proc is shutting down, call 0 still running.
+    deadline = time.monotonic() + 60
+    while "cleanup" not in idle_log.read_text():
+        assert time.monotonic() < deadline, "the proc never began to shut down"
+        time.sleep(0.01)
+    gate.touch()
+    stopping.join(60)
+    assert running.get(timeout=60) == 0
+    for fut in queued:
+        with pytest.raises(SupervisionError, match=r"is shutting down: it was asked to stop \(finished\)"):
+            fut.get(timeout=60)
+    assert log.read_text().splitlines() == ["start 0 cleaned=False", "end 0 cleaned=False", "cleanup cleaned=False"]
+
+
+def test_a_call_still_running_when_its_proc_must_end_gets_the_cleanup_beside_it(tmp_path, capfd):
+    """A call that outlasts dispatch.CLOSE_SECONDS: ``__cleanup__`` runs anyway (the proc says
+    so on its stderr), so the proc ends before it is killed; the call in progress fails as the
+    proc's end (with the stop's reason), those queued behind as its shutdown; none run after."""
+    log, gate = tmp_path / "log", tmp_path / "never"
+    mesh = this_host().spawn_procs(per_host={"gpus": 1}, name="stuck")
+    actor = mesh.spawn("o", Orderly, str(log))
+    running = actor.work.call_one(0, str(gate))
+    assert wait_for_file(str(log))
+    queued = actor.work.call_one(1, str(gate))
+    mesh.stop("finished").get(timeout=60)
+    with pytest.raises(SupervisionError, match=r"is shutting down: it was asked to stop \(finished\)"):
+        queued.get(timeout=60)
+    with pytest.raises(SupervisionError, match=r"was stopped \(finished\)"):
+        running.get(timeout=60)  # its modules were finalized under it: no stray AttributeError
+    assert log.read_text().splitlines() == ["start 0 cleaned=False", "cleanup cleaned=False"]
+    err = capfd.readouterr().err
+    assert "had not ended" not in err, err  # it ended before it was killed
+
+
+def test_a_stopped_proc_mesh_leaves_no_route_of_its_actor_meshes():
+    """What the client keeps per actor mesh (its route, trees.py) goes with its procs, also for
+    actor meshes never stopped themselves: none is kept per mesh in a long-running controller."""
+    from mesh_client._src.actor import trees
+
+    mesh = this_host().spawn_procs(per_host={"gpus": 2}, name="routes")
+    ids = [mesh.spawn(f"r{i}", Recorder)._actor_id for i in range(3)]
+    assert all(i in trees._routes for i in ids)
+    mesh.slice(gpus=0).stop().get(timeout=60)
+    assert all(i in trees._routes for i in ids)  # gpus=1's actors still run
+    mesh.stop().get(timeout=60)
+    assert not [i for i in ids if i in trees._routes]
 
 
 def test_a_sigterm_delivered_to_another_thread_of_a_proc_still_ends_it():

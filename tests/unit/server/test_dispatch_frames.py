@@ -31,7 +31,7 @@ def server():
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
-    yield ProcServer(listener, TOKEN, identity={"mesh": "m", "rank": 3}, on_stop=lambda: None)
+    yield ProcServer(listener, TOKEN, identity={"mesh": "m", "rank": 3}, on_stop=lambda reason: None)
     listener.close()
 
 
@@ -110,7 +110,7 @@ def test_requests_of_one_read_are_answered_in_order_and_a_stop_ends_the_read():
     listener.listen()
     channels = []
     server = ProcServer(listener, TOKEN, identity={"mesh": "m", "rank": 3},
-                        on_stop=lambda: [ch.close("stopped") for ch in channels])
+                        on_stop=lambda reason: [ch.close("stopped") for ch in channels])
     try:
         ch, stream, client = authenticated(server)
         channels.append(ch)
