@@ -88,6 +88,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--debug", action="store_true")
     defaults = settings_.Settings()
     p.add_argument("--default-image", default=defaults.default_image)
+    p.add_argument("--default-image-runs-as-root", action="store_true",
+                   help="the default image runs as root: pods using it do not say runAsNonRoot "
+                        "(which would make the kubelet refuse them)")
     p.add_argument("--cuda-context-mib", type=int, default=defaults.cuda_context_mib)
     p.add_argument("--default-gpu-memory-mib", type=int, default=defaults.default_gpu_memory_mib)
     p.add_argument("--resync-seconds", type=float, default=defaults.resync_seconds)
@@ -246,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     config = load_configuration(args.kubeconfig, args.context)
     settings = settings_.Settings(
-        default_image=args.default_image, cuda_context_mib=args.cuda_context_mib,
+        default_image=args.default_image, default_image_non_root=not args.default_image_runs_as_root,
+        cuda_context_mib=args.cuda_context_mib,
         default_gpu_memory_mib=args.default_gpu_memory_mib, resync_seconds=args.resync_seconds,
         node_loss_toleration_seconds=args.node_loss_toleration_seconds, gang=args.gang,
         gang_stall_seconds=args.gang_stall_seconds,

@@ -222,15 +222,17 @@ def node_loss_tolerations(own: list[dict[str, Any]], seconds: int
     return out, ",".join(added) or None
 
 
-def security_contexts(template: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def security_contexts(template: Mapping[str, Any], default_image_non_root: bool = True,
+                      ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The pod's and the container's securityContext: Pod Security "restricted" unless the
     template says otherwise. The proc server needs no capability, no privilege escalation and
     no syscall outside the runtime's default profile; runAsNonRoot is the operator's word only
-    for its default image (ours runs as user 10001: an image of the user's may run as root).
-    Each field the template sets replaces the operator's; ``capabilities.add`` alone keeps
-    ``drop: [ALL]``."""
+    for its default image, and only while the operator is told it runs as another user than
+    root (ours runs as user 10001; an image of the user's, or a platform's default image, may
+    run as root). Each field the template sets replaces the operator's; ``capabilities.add``
+    alone keeps ``drop: [ALL]``."""
     pod: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
-    if not template.get("image"):
+    if not template.get("image") and default_image_non_root:
         pod["runAsNonRoot"] = True
     pod.update(copy.deepcopy(template.get("securityContext") or {}))
     own = copy.deepcopy(template.get("containerSecurityContext") or {})
@@ -274,7 +276,7 @@ def render_pod(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement,
     }
     if template.get("imagePullPolicy"):
         container["imagePullPolicy"] = template["imagePullPolicy"]
-    pod_security, container["securityContext"] = security_contexts(template)
+    pod_security, container["securityContext"] = security_contexts(template, settings.default_image_non_root)
     resources = _resources(mesh, rank)
     if resources:
         container["resources"] = resources

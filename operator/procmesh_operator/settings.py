@@ -22,6 +22,10 @@ class Settings:
 
     #: Image of the proc server when spec.template.image is empty.
     default_image: str = DEFAULT_IMAGE
+    #: Whether the default image runs as a user other than root (ours: 10001), so that pods
+    #: using it may say runAsNonRoot. False for a default image of the platform's that runs as
+    #: root: the kubelet would refuse to start every proc of it.
+    default_image_non_root: bool = True
     #: CUDA context (plus cuBLAS workspace) memory per process, counted in every device budget.
     cuda_context_mib: int = 768
     #: Device memory when a node has no GPU Feature Discovery label ``nvidia.com/gpu.memory``.

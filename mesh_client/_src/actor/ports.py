@@ -9,10 +9,11 @@ in-process one), and ``send`` there travels as a one-way PORT_SEND message that
 
 from __future__ import annotations
 
+import collections
 import itertools
 import os
-import queue
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -73,48 +74,66 @@ class Port(Generic[R]):
         return f"<Port {self._port_id}>"
 
 
+Message = tuple[bool, Any, "int | None"]  # ok, the value (or exception) sent, the sender's rank
+
+
+class _Inbox:
+    """What a channel's receivers share: values not asked for yet, and ``recv()`` futures not
+    answered yet, oldest first. No thread waits on it: a value is handed to the oldest waiting
+    future (decoded by whoever reads it, never on the I/O thread). Registered weakly
+    (:meth:`Channel.open`): once no receiver holds it, its port is closed."""
+
+    __slots__ = ("lock", "values", "waiting", "once", "__weakref__")
+
+    def __init__(self, once: bool) -> None:
+        self.lock = threading.Lock()
+        self.values: collections.deque[Message] = collections.deque()
+        self.waiting: collections.deque[futures.Future[Any]] = collections.deque()
+        self.once = once
+
+    def put(self, message: Message) -> None:
+        with self.lock:
+            if not self.waiting:
+                self.values.append(message)
+                return
+            fut = self.waiting.popleft()
+        fut.set_raw(message)
+
+
 class PortReceiver(Generic[R]):
     """The receiving end of a channel: ``recv()`` gives a Future of the next value."""
 
-    def __init__(self, port_id: str, once: bool, values: queue.SimpleQueue[tuple[bool, Any, int | None]] | None = None) -> None:
+    def __init__(self, port_id: str, once: bool, inbox: _Inbox | None = None) -> None:
         self._port_id = port_id
         self._once = once
         self._claimed = False  # once: a recv() has asked for its one value
-        self._values: queue.SimpleQueue[tuple[bool, Any, int | None]] = queue.SimpleQueue() if values is None else values
-
-    def _deliver(self, ok: bool, value: Any, rank: int | None) -> None:
-        self._values.put((ok, value, rank))
-        if self._once:
-            close(self._port_id)
+        self._inbox = _Inbox(once) if inbox is None else inbox
 
     def recv(self) -> futures.Future[R]:
-        fut: futures.Future[R] = futures.Future()
+        """The next value. A recv() given up on (its get timed out, its await was cancelled)
+        still takes the value after those asked for before it, as in Monarch."""
+        fut: futures.Future[R] = futures.Future(self._decode)
         if self._once:
             if self._claimed:  # its one value went to an earlier recv(): this one would wait for ever
                 fut.set_exception(ValueError("OncePort is already used: a channel opened with once=True carries "
                                              "one value; open another channel for more"))
                 return fut
             self._claimed = True
-
-        def settle(message: tuple[bool, Any, int | None]) -> None:
-            try:
-                value = self._process(*message)
-            except BaseException as exc:  # noqa: BLE001 - it is the receiver's to raise
-                fut.set_exception(exc)
-            else:
-                fut.set_result(value)
-
-        try:
-            message = self._values.get_nowait()
-        except queue.Empty:
-            threading.Thread(target=lambda: settle(self._values.get()), daemon=True, name=f"recv:{self._port_id}").start()
-            return fut
-        settle(message)
+        inbox = self._inbox
+        with inbox.lock:
+            if not inbox.values:
+                inbox.waiting.append(fut)
+                return fut
+            message = inbox.values.popleft()
+        fut.set_raw(message)
         return fut
 
     def ranked(self) -> RankedPortReceiver[R]:
         """A receiver of the same values that gives each as ``(rank, value)`` (Monarch's)."""
-        return RankedPortReceiver(self._port_id, self._once, self._values)
+        return RankedPortReceiver(self._port_id, self._once, self._inbox)
+
+    def _decode(self, message: Message) -> R:
+        return self._process(*message)
 
     def _process(self, ok: bool, value: Any, rank: int | None) -> R:
         result: R = _value(ok, value)
@@ -153,8 +172,18 @@ class Channel(Generic[R]):
     def open(once: bool = False) -> tuple[Port[R], PortReceiver[R]]:
         port_id = f"{os.getpid()}-{next(_ids)}"
         receiver: PortReceiver[R] = PortReceiver(port_id, once)
+        inbox = weakref.ref(receiver._inbox)
+
+        def deliver(ok: bool, value: Any, rank: int | None) -> None:
+            found = inbox()
+            if found is not None:  # else its receivers are gone, and the value with them
+                found.put((ok, value, rank))
+                if found.once:
+                    close(port_id)
+
         with _local_lock:
-            _local[port_id] = receiver._deliver
+            _local[port_id] = deliver
+        weakref.finalize(receiver._inbox, close, port_id)  # a dropped channel leaves nothing here
         return Port(port_id), receiver
 
     @staticmethod

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 import uuid
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -103,10 +102,9 @@ class ProcGroup:
 
     def _follow(self, peer: peers.Peer) -> None:
         """Swap in the successor of ``peer`` when its link breaks under a live proc (:mod:`~mesh_client._src.runtime.relinking`)."""
-        if not any(ref() == self._relinked for ref in peer.on_relinked):
-            peer.on_relinked.append(weakref.WeakMethod(self._relinked))
+        peer.follow(self)
 
-    def _relinked(self, old: peers.Peer, new: peers.Peer) -> None:
+    def peer_relinked(self, old: peers.Peer, new: peers.Peer) -> None:
         for index, peer in enumerate(self.peers):
             if peer is old:
                 self.peers[index] = new

@@ -8,12 +8,16 @@ then waits on its own bell (:mod:`.waits`: a short spin, then sleep), which the 
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
+import types
+import warnings
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from mesh_client._src.runtime import coalescing, waits
+from mesh_client._src.runtime import reactor as reactor_mod
 
 if TYPE_CHECKING:
     import asyncio
@@ -100,6 +104,15 @@ class Future(Generic[R]):
     def _wait(self, timeout: float | None) -> None:
         if self._done:
             return
+        if timeout is not None and timeout < 0:
+            raise ValueError(f"timeout must be non-negative, not {timeout}")  # as Monarch's get()
+        if reactor_mod.on_reactor_thread():
+            # A done callback runs here: waiting would hold every reply of the process, its own too.
+            raise RuntimeError(
+                "a call's result cannot be waited for on procmesh's I/O thread (in a done "
+                "callback): it delivers every reply of this process, this one too. Chain it with "
+                "add_done_callback, or wait on another thread")
+        _warn_in_loop()
         coalescing.waiting()
         bell = waits.enter_own_wait()
         try:
@@ -146,8 +159,10 @@ class Future(Generic[R]):
                 if self._value is _UNSET and self._error is None:
                     try:
                         self._value = self._decode(self._raw) if self._decode else self._raw
-                    except BaseException as exc:
+                    except Exception as exc:
                         self._error = exc
+                    # A Ctrl-C while decoding is not the call's outcome: it propagates, the raw
+                    # result stays, and the next look decodes it again.
                     self._raw = None
         if self._error is not None:
             raise self._error
@@ -238,11 +253,25 @@ class Future(Generic[R]):
 _ring = waits.ring
 
 
+def _warn_in_loop() -> None:
+    """Warn, as Monarch does, when a blocking wait starts inside a running asyncio loop: it
+    stalls every task of that loop until the result comes."""
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is not None and asyncio.events._get_running_loop() is not None:
+        frame: types.FrameType | None = sys._getframe(2)
+        while frame is not None and frame.f_globals.get("__name__") == __name__:
+            frame = frame.f_back  # get() called by result(): the caller is further out
+        if frame is not None and str(frame.f_globals.get("__name__")).startswith("mesh_client."):
+            return  # our own wait inside a sync API (a stop): the API is what the user called
+        warnings.warn(
+            "Future.get() was called from within a running asyncio event loop: it blocks the loop "
+            "until the result comes; use `await future` there instead", stacklevel=4)  # the caller of get()
+
+
 def _report_callback(fut: Future[Any], cb: Callable[..., object]) -> None:
     """A done callback raised. It is not raised to the producer: that is often the I/O thread
     completing many futures in a row (a batch of replies, every call pending on a lost proc),
     and the futures after this one would never complete."""
-    import sys
     import traceback
 
     print(f"procmesh: a done callback of {fut!r} failed: {cb!r}", file=sys.stderr)

@@ -67,6 +67,12 @@ Address = tuple[str, int]
 Segments = Sequence[bytes | bytearray | memoryview]
 
 
+class RelinkListener(Protocol):
+    """Told when a peer's successor reaches the same proc again (a ProcGroup swaps it in)."""
+
+    def peer_relinked(self, old: Peer, new: Peer) -> None: ...
+
+
 class Waiter(Protocol):
     """What a peer completes when a reply comes: a :class:`~.futures.Future`, or one slot of a
     :class:`~.gathering.Gather`."""
@@ -98,7 +104,9 @@ class Peer:
         self._identified = threading.Event()  # IDENTIFY answered (or failed) on this connection
         self.verdict: relinking.Verdict | None = None  # set when the link broke (not closed by us)
         # Who to tell when a successor reaches the same proc (a ProcGroup swaps it in).
-        self.on_relinked: list[weakref.WeakMethod[Callable[[Peer, Peer], None]]] = []
+        # Held weakly, so a listener is gone with its owner: every actor-mesh reference a
+        # process unpickles makes a group that follows its peers, and a list kept them all.
+        self.on_relinked: weakref.WeakSet[RelinkListener] = weakref.WeakSet()
 
     def __repr__(self) -> str:
         state = "lost" if self.lost else ("connected" if self._channel else "new")
@@ -297,6 +305,11 @@ class Peer:
 
     # Broken links (relinking) ----------------------------------------------------------------
 
+    def follow(self, listener: RelinkListener) -> None:
+        """Tell ``listener`` (held weakly) when this peer's link is replaced."""
+        with _listeners_lock:
+            self.on_relinked.add(listener)
+
     def relinked(self) -> Peer | None:
         """The peer that reaches this one's proc again after its link broke (the proc is alive),
         waiting for the verdict (bounded); None when the proc is gone or the link was not broken."""
@@ -355,7 +368,14 @@ class Peer:
         if alive:
             successor = Peer(self.address, self._token, self.display, self._opener)
             successor.explain_loss = self.explain_loss
-            successor.on_relinked = list(self.on_relinked)
+            with _listeners_lock:
+                successor.on_relinked = weakref.WeakSet(self.on_relinked)
+            # The same process answered: who it is is known already. Asked again over the new
+            # link, a second break before the answer came would find the proc "not learnt" and
+            # report a live proc dead.
+            successor.identity = self.identity
+            successor.max_message = self.max_message
+            successor._identified.set()
             try:
                 successor.connect()
             except Exception as exc:
@@ -364,10 +384,10 @@ class Peer:
             with _peers_lock:
                 if _peers.get((self.address, self._token)) is self:
                     _peers[(self.address, self._token)] = successor
-            for ref in list(self.on_relinked):
-                listener = ref()
-                if listener is not None:
-                    listener(self, successor)
+            with _listeners_lock:
+                listeners = list(self.on_relinked)
+            for listener in listeners:
+                listener.peer_relinked(self, successor)
         verdict.settle(successor, why)
 
 
@@ -377,6 +397,7 @@ def _no_halt() -> None:
 
 _peers: dict[tuple[Address, bytes], Peer] = {}
 _peers_lock = threading.Lock()
+_listeners_lock = threading.Lock()  # the peers' on_relinked sets: added to from any thread
 
 
 def get_peer(address: Address, token: bytes, display: str | None = None) -> Peer:

@@ -265,6 +265,12 @@ _reactor: Reactor | None = None
 _reactor_lock = threading.Lock()
 
 
+def on_reactor_thread() -> bool:
+    """Whether this is the process's I/O thread (without starting one)."""
+    reactor = _reactor
+    return reactor is not None and reactor._pid == os.getpid() and reactor.on_thread
+
+
 def get_reactor() -> Reactor:
     """The process's reactor, started on first use (and again in a forked child)."""
     global _reactor

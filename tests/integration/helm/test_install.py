@@ -229,6 +229,10 @@ def test_uninstall_without_keep_removes_the_crd(cluster, release, core, custom, 
     support.wait_operator_running(core)
     create_mesh(custom, namespace, "doomed")
     wait_ready(custom, namespace, "doomed")
+    # Turning the CRD off would delete it (no keep policy), and every mesh: refused.
+    with pytest.raises(AssertionError, match="crds.install=false would make Helm delete the ProcMesh CRD"):
+        support.install(cluster, sets={"crds.keep": False, "crds.install": False})
+    assert crd_exists(cluster) and get_mesh(custom, namespace, "doomed")
     support.uninstall(cluster)
     testing.wait_for(lambda: not crd_exists(cluster), "the CRD deleted")
     assert kubectl(cluster, "get", "procmeshes", "-n", namespace, check=False).returncode != 0

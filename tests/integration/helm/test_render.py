@@ -246,6 +246,9 @@ def test_a_digest_pins_the_image_and_wins_over_the_tag(cluster):
         "operator.procServerImage.tag": "0.1.0-rc1", "operator.procServerImage.digest": other}))
     assert container["image"] == f"procmesh/operator@{DIGEST}"
     assert f"--default-image=procmesh/proc-server@{other}" in container["args"]
+    assert "--default-image-runs-as-root" not in container["args"]
+    container = _container(support.render(cluster, sets={"operator.procServerImage.runsAsRoot": True}))
+    assert "--default-image-runs-as-root" in container["args"]
 
 
 def _aggregated(doc: dict) -> bool:

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 
@@ -33,6 +34,15 @@ def cut(mesh, index):
     """Break the client's connection (TCP or unix) to proc ``index`` underneath it (the proc lives on)."""
     peer = mesh._group.peers[index]
     peer._channel.stream.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
+    return peer
+
+
+def noticed(peer):
+    """``peer`` once its I/O thread has seen the cut (the relink has begun)."""
+    deadline = time.monotonic() + 60
+    while peer.verdict is None:
+        assert time.monotonic() < deadline, "the cut was never noticed"
+        time.sleep(0.001)
     return peer
 
 
@@ -111,6 +121,22 @@ def test_no_fault_for_a_cut_and_the_old_peer_forwards(faults, tmp_path):
         settle_supervision()
         assert faults.named("rec") == []
         assert mesh.reconnect() == []  # nothing to bring back
+
+
+def test_a_second_cut_right_after_a_relink_is_a_broken_link_too(faults):
+    """The successor knows who its proc is from the start: a second break before it could have
+    asked (a Ctrl-C storm cutting writes short) is not taken for a proc never identified."""
+    with this_host().spawn_procs(per_host={"gpus": 1}, name="twice") as mesh:
+        rec = mesh.spawn("rec", Recorder)
+        assert rec.record.call_one("a").get(timeout=60) == 1
+        old = noticed(cut(mesh, 0))
+        successor = old.relinked()
+        assert successor is not None and successor.identity is old.identity  # not asked again
+        noticed(cut(mesh, 0))  # at once: no IDENTIFY was sent on the new link
+        assert successor.relinked() is mesh._group.peers[0] not in (None, old, successor)
+        assert rec.record.call_one("b").get(timeout=60) == 2  # the same actor
+        settle_supervision()
+        assert faults.named("rec") == []
 
 
 def test_a_proc_that_died_is_still_a_fault(faults):

@@ -26,7 +26,7 @@ import time
 import pytest
 
 from mesh_client import attach_to_workers, run_worker_loop_forever
-from mesh_client._src.runtime import handshaking, streams
+from mesh_client._src.runtime import handshaking, peers, streams
 from mesh_client._src.wire import protocol
 from tests.integration.local.actors import Recorder
 
@@ -65,7 +65,9 @@ def test_attach_to_workers_spawns_procs_on_every_worker(workers, faults):
     worker_pids = [pid for _, pid in workers]
     started_by = {(p["hosts"], p["gpus"]): _worker_above(info["pid"], worker_pids) for p, info in where.items()}
     assert [started_by[(h, g)] for h in (0, 1) for g in (0, 1)] == [worker_pids[0]] * 2 + [worker_pids[1]] * 2
+    procs = list(mesh._group.peers)
     mesh.stop().get()
+    assert not [p for p in procs if peers._peers.get((p.address, p._token)) is p]  # none kept (a leak per mesh)
     hosts.stop().get(timeout=60)  # let go of the workers before the fixture ends them
     assert faults.named("rec") == [] and faults.named("host_agent") == []
 

@@ -8,7 +8,8 @@ endpoint's own error stays an ActorError; a ranked receiver gives ``(rank, value
 sent with a rank, raises the exception sent with one, and refuses what came without one, with
 Monarch's first words; ``ranked()`` reads the same values as the receiver it came from; a ranked
 port keeps its rank when pickled; ``open_ranked(once=True)`` is not once, as Monarch 0.7's; a second
-``recv()`` of a once channel raises, as Monarch's.
+``recv()`` of a once channel raises, as Monarch's; no thread waits for a value (a recv given up
+on takes the next one, as Monarch's); a channel dropped by its holder leaves no registration.
 """
 
 import pytest
@@ -116,3 +117,40 @@ def test_a_once_channel_gives_one_value_and_refuses_a_second_recv():
     assert receiver.recv().get(timeout=10) == "only"
     with pytest.raises(ValueError, match="OncePort is already used"):
         receiver.recv().get(timeout=10)
+
+
+def test_a_recv_given_up_on_holds_no_thread_and_takes_the_next_value():
+    """No thread waits for a value; a recv whose wait timed out still takes the next value
+    (Monarch's order), and the recv after it the one after."""
+    import threading
+
+    port, receiver = Channel.open()
+    before = threading.active_count()
+    abandoned = []
+    for _ in range(50):
+        fut = receiver.recv()
+        with pytest.raises(TimeoutError):
+            fut.get(timeout=0.001)
+        abandoned.append(fut)
+    assert threading.active_count() == before
+    for i in range(51):
+        port.send(i)
+    assert [f.get(timeout=5) for f in abandoned] == list(range(50))
+    assert receiver.recv().get(timeout=5) == 50
+
+
+def test_a_dropped_channel_leaves_no_registration():
+    import gc
+
+    gc.collect()  # channels of earlier tests, dropped already
+    before = len(ports._local)
+    kept_port, kept = Channel.open()
+    for _ in range(200):
+        port, receiver = Channel.open()
+        port.send(1)  # undelivered values go with it
+        ranked_port, ranked = Channel.open_ranked()
+    del port, receiver, ranked_port, ranked
+    gc.collect()
+    assert len(ports._local) == before + 1  # only the channel still held
+    kept_port.send("x")
+    assert kept.recv().get(timeout=5) == "x"

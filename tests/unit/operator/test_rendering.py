@@ -207,6 +207,15 @@ def test_an_image_of_the_users_is_not_assumed_to_run_as_non_root():
     assert pod_sc == {"seccompProfile": {"type": "RuntimeDefault"}}
 
 
+def test_a_default_image_said_to_run_as_root_gets_no_run_as_non_root():
+    """A platform's default image that runs as root (--default-image-runs-as-root): the kubelet
+    would refuse every pod of it that said runAsNonRoot."""
+    root = dataclasses.replace(SETTINGS, default_image="example.com/proc:1", default_image_non_root=False)
+    pod = rendering.render_pod(mesh("m"), 0, rendering.ProcPlacement(), root)
+    assert pod["spec"]["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    assert pod["spec"]["containers"][0]["image"] == "example.com/proc:1"
+
+
 def test_the_templates_security_fields_replace_the_operators():
     pod_sc, container_sc = contexts({
         "image": "example.com/trainer:1",

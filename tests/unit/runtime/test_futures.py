@@ -1,0 +1,73 @@
+"""The client's Future against misuse from async code and callbacks (runtime/futures.py).
+
+Aspects: a Ctrl-C while a result decodes is not the call's outcome (the next look decodes it);
+a wait on the I/O thread (a done callback) raises at once instead of holding every reply; a
+negative timeout is refused, and a blocking wait inside a running asyncio loop warns, as
+Monarch's ``get()`` does.
+"""
+
+import asyncio
+import threading
+
+import pytest
+
+from mesh_client._src.runtime import futures, reactor
+
+
+def test_a_ctrl_c_while_decoding_is_not_kept_as_the_outcome():
+    tries = []
+
+    def decode(raw):
+        tries.append(raw)
+        if len(tries) == 1:
+            raise KeyboardInterrupt
+        return raw * 2
+
+    fut = futures.Future(decode)
+    fut.set_raw(21)
+    with pytest.raises(KeyboardInterrupt):
+        fut.get()
+    assert fut.get() == 42 and fut.get() == 42 and tries == [21, 21]
+
+
+def test_an_error_while_decoding_is_kept():
+    fut = futures.Future(lambda raw: 1 / 0)
+    fut.set_raw(1)
+    for _ in range(2):
+        with pytest.raises(ZeroDivisionError):
+            fut.get()
+
+
+def test_a_wait_on_the_io_thread_raises_instead_of_holding_every_reply():
+    pending: futures.Future[int] = futures.Future()
+    seen = []
+    ran = threading.Event()
+
+    def on_io_thread():
+        try:
+            pending.get(timeout=30)
+        except BaseException as exc:  # noqa: BLE001 - recorded for the assertion
+            seen.append(exc)
+        ran.set()
+
+    reactor.get_reactor().call_soon(on_io_thread)
+    assert ran.wait(10)
+    assert isinstance(seen[0], RuntimeError) and "add_done_callback" in str(seen[0])
+    done, ran = futures.completed(7), threading.Event()
+    reactor.get_reactor().call_soon(lambda: (seen.append(done.get()), ran.set()))  # a done one is fine
+    assert ran.wait(10) and seen[-1] == 7
+
+
+def test_a_negative_timeout_is_refused():
+    with pytest.raises(ValueError, match="non-negative"):
+        futures.Future().get(timeout=-1)
+
+
+def test_a_blocking_wait_inside_a_running_loop_warns():
+    async def main():
+        fut: futures.Future[int] = futures.Future()
+        threading.Timer(0.05, fut.set_result, (5,)).start()
+        with pytest.warns(UserWarning, match="within a running asyncio event loop"):
+            return fut.get(timeout=30)
+
+    assert asyncio.run(main()) == 5
