@@ -209,10 +209,19 @@ class Channel:
                 writing = True
                 try:
                     self.stream.write(pieces)
+                    writing = False
                 except streams.Stalled as stalled:
+                    writing = False
                     over = self._stall(stalled.rest)
                     if over is not None:
                         raise ChannelClosed(over) from None
+                except KeyboardInterrupt:  # a Ctrl-C as the write ended (or in it): how far did it get?
+                    rest = streams.unsent(self.stream, pieces)
+                    if rest is not None:  # known: the frame went out whole, or the reactor ends it
+                        writing = False
+                        if rest:
+                            self._stall(rest)
+                    raise
         except OSError as exc:
             self.close(f"connection to {self.display} broke while sending: {exc}", CloseKind.IO_ERROR)
             raise ChannelClosed(self.close_reason or str(exc)) from exc

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 
@@ -18,6 +18,24 @@ class Stream(Protocol):
     def write(self, pieces: Sequence[bytes | bytearray | memoryview]) -> None: ...
     def close(self) -> None: ...
     def get_extra_info(self, name: str) -> Any: ...
+
+
+_send: Callable[..., Any] | None  # (fd, pieces, box) -> count, or NotImplemented
+try:  # the write whose count survives a Ctrl-C (_sends.c); optional, as _waits is
+    from mesh_client._src.runtime._sends import send as _send
+except ImportError:  # no C compiler at install: a write a Ctrl-C cuts short breaks its link
+    _send = None
+
+
+def unsent(stream: Stream, pieces: Sequence[bytes | bytearray | memoryview]) -> list[memoryview] | None:
+    """After a write of ``pieces`` that an exception (a Ctrl-C) cut short: what of them did not
+    go out (empty: the frame went out whole), or None where that is not known."""
+    done = getattr(stream, "written", -1)
+    if done < 0:
+        return None
+    views = [memoryview(p).cast("B") for p in pieces if len(p)]
+    _drop_front(views, done)
+    return views
 
 
 # sendmsg accepts at most this many pieces at once (IOV_MAX is 1024 on Linux).
@@ -44,6 +62,10 @@ class SocketStream:
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
+        # How much of the frame being written went out, for :func:`unsent` (-1: not known).
+        # A one-item list, so _sends.c stores the count before Python can raise a Ctrl-C.
+        self._box = [-1]
+        self._send = _send if isinstance(sock, socket.socket) else None  # not for a test's stand-in
         if sock.family in (socket.AF_INET, socket.AF_INET6):  # Nagle is TCP's: AF_UNIX has no such option
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         elif sock.family == socket.AF_UNIX:
@@ -63,19 +85,35 @@ class SocketStream:
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
                              struct.pack("ll", whole, int((seconds - whole) * 1_000_000)))
 
+    @property
+    def written(self) -> int:
+        """Bytes of the frame being (or last) written that went out; -1 where not known."""
+        return self._box[0]
+
     def write(self, pieces: Sequence[bytes | bytearray | memoryview]) -> None:
+        box = self._box
         if len(pieces) <= _MAX_IOV:  # the common case: one sendmsg takes the whole frame
+            box[0] = 0  # a Ctrl-C before the send: nothing went out
             try:
-                sent = self.sock.sendmsg(pieces)
+                send = self._send
+                sent = send(self.sock.fileno(), pieces, box) if send is not None and type(pieces) is list \
+                    else NotImplemented
+                if sent is NotImplemented:  # not all bytes: Python's, whose count a Ctrl-C loses
+                    box[0] = -1
+                    sent = self.sock.sendmsg(pieces)
             except BlockingIOError:  # the send timeout passed with nothing taken
+                box[0] = 0
                 raise Stalled([memoryview(p).cast("B") for p in pieces if len(p)]) from None
             total = 0
             for p in pieces:
                 total += p.nbytes if type(p) is memoryview else len(p)
             if sent == total:
+                box[0] = total
                 return
+            box[0] = -1
             self._write_rest(pieces, sent)
             return
+        box[0] = -1
         self._write_rest(pieces, 0)
 
     def _write_rest(self, pieces: Sequence[bytes | bytearray | memoryview], skip: int) -> None:

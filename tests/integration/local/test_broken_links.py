@@ -9,7 +9,9 @@ watched again over the new connection). In process: no fault reaches the hook fo
 call made on the old peer goes to its successor, and a proc whose link broke because it died
 is reported as before; a Ctrl-C that cuts a large send short breaks the link (the proc would read
 the next call as the rest of the half-written one, and every later call would hang), and the
-same proc is reached again.
+same proc is reached again; Ctrl-Cs caught by a main thread that calls break no link (a frame
+known to have gone out whole is no cut); a second break right after a relink is a broken link
+too (the successor knows its proc).
 """
 
 import functools
@@ -252,3 +254,61 @@ def test_an_interrupted_large_send_breaks_the_link_and_later_calls_do_not_hang(f
         assert old.relinked() is mesh._group.peers[0] is not old  # the same process, reached again
         settle_supervision()
         assert faults.named("rec") == []
+
+
+CTRL_C_STORM = textwrap.dedent(
+    """
+    import collections, os, signal, threading, time
+    from mesh_client import this_host
+    from tests.integration.local.actors import Recorder
+
+    mesh = this_host().spawn_procs(per_host={"gpus": 1}, name="storm")
+    rec = mesh.spawn("rec", Recorder)
+    rec.echo.call_one(0).get(timeout=60)
+    seen, done = collections.Counter(), threading.Event()
+
+    def other():  # never interrupted: only the main thread gets SIGINT
+        while not done.is_set():
+            try:
+                assert rec.echo.call_one("bg").get(timeout=60) == "bg"
+                seen["other ok"] += 1
+            except Exception as exc:
+                seen[f"other {type(exc).__name__}: {exc}"] += 1
+
+    def interrupts():
+        for _ in range(40):
+            time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGINT)
+        done.set()
+
+    threads = [threading.Thread(target=other), threading.Thread(target=interrupts)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 120
+    while not done.is_set() and time.monotonic() < deadline:
+        try:
+            for i in range(50):
+                assert rec.echo.call_one(i).get(timeout=60) == i
+                seen["main ok"] += 1
+        except KeyboardInterrupt:
+            seen["main KeyboardInterrupt"] += 1
+        except Exception as exc:
+            seen[f"main {type(exc).__name__}: {exc}"] += 1
+    for t in threads:
+        t.join(60)
+    print(dict(seen), flush=True)
+    mesh.stop().get(timeout=60)
+    """
+)
+
+
+def test_ctrl_cs_caught_by_a_calling_main_thread_break_no_link():
+    """A notebook's interrupts: each Ctrl-C lands in the main thread's loop of calls, often right
+    as a call was written (runtime/_sends.c keeps how much went out). A frame that went out whole
+    is no reason to break the link: no call of another thread fails, none is reported lost."""
+    done = subprocess.run([sys.executable, "-c", CTRL_C_STORM], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    seen = eval(done.stdout.strip().splitlines()[-1])  # the counter's dict, printed by the script
+    assert seen.get("main KeyboardInterrupt", 0) >= 1 and seen.get("other ok", 0) >= 1, seen
+    assert set(seen) <= {"main ok", "main KeyboardInterrupt", "other ok"}, seen  # no ConnectionBroken
+    assert "unhandled supervision event" not in done.stderr, done.stderr

@@ -109,3 +109,35 @@ def test_a_unix_stream_gets_the_larger_send_buffer_and_tcp_keeps_nagle_off():
         client.close()
     finally:
         listener.close()
+
+
+def test_how_much_of_a_frame_went_out_is_known_after_a_write():
+    """What a Ctrl-C right after a write asks (streams.unsent): with the native send (_sends.c),
+    a whole frame of bytes is known to have gone out; a frame with other pieces, or a stand-in
+    socket, is not known (the channel then breaks the link, as it must)."""
+    from mesh_client._src.runtime import _sends
+
+    assert streams._send is _sends.send  # built with the package (the C compiler is there)
+    a, b = socket.socketpair()
+    try:
+        stream = SocketStream(a)
+        pieces = [b"head", b"-", b"payload"]
+        stream.write(pieces)
+        assert stream.written == 12 and streams.unsent(stream, pieces) == []
+        assert b.recv(64) == b"head-payload"
+        stream.write([b"x", memoryview(b"yz")])  # not all bytes: socket.sendmsg's count is lost to a Ctrl-C
+        assert stream.written == 3  # known once it returned
+        box = [-1]
+        assert _sends.send(a.fileno(), [b"x", bytearray(b"y")], box) is NotImplemented and box == [-1]
+        assert _sends.send(a.fileno(), [b"abc"], box) == 3 and box == [3]
+        assert streams.unsent(StingySocket(1), pieces) is None  # nothing known of a stand-in
+    finally:
+        a.close()
+        b.close()
+
+
+def test_the_part_of_a_frame_not_sent_is_what_follows_the_count():
+    class Known:
+        written = 6
+
+    assert [bytes(v) for v in streams.unsent(Known(), [b"head", b"-", b"payload"])] == [b"ayload"]
