@@ -45,7 +45,7 @@ class Collector:  # stands in for an ActorRunner: the reactor's side ends at the
     submit = put
 
 listener = socket.socket(); listener.bind(("127.0.0.1", 0)); listener.listen()
-server = ProcServer(listener, TOKEN, identity={"mesh": "m", "rank": 0}, on_stop=lambda: None)
+server = ProcServer(listener, TOKEN, identity={"mesh": "m", "rank": 0}, on_stop=lambda reason: None)
 stream = MockStream([])
 channel = server.open_channel(stream, "memory")
 client = protocol.Connection(protocol.Role.CLIENT, TOKEN); client.start()

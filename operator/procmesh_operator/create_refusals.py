@@ -27,6 +27,8 @@ class CreateRefusal:
 
     reason: str
     message: str
+    #: A ResourceQuota refused it: a change of the namespace's quotas may clear it (quotawatch.py).
+    quota: bool = False
 
     @property
     def waits(self) -> bool:
@@ -63,35 +65,36 @@ def classify(pod: str, error: Exception, procs: int = 1) -> CreateRefusal | None
         return None
     if "status unknown for quota" in text:  # a new quota, not counted yet: seconds
         return CreateRefusal(contract.WAITING_FOR_QUOTA, (
-            f"{said}; it is created once the quota controller has counted the namespace's usage"))
+            f"{said}; it is created once the quota controller has counted the namespace's usage"), quota=True)
     if "exceeded quota" in text:
         over = beyond_limit(text)
         if over:
             return CreateRefusal(contract.POD_REFUSED, (
                 f"{said}. One proc pod asks for more {', '.join(over)} than the namespace's "
                 f"whole ResourceQuota allows, so no room that frees will fit it: lower "
-                f"spec.template.resources, or raise the quota"))
+                f"spec.template.resources, or raise the quota"), quota=True)
         whole = beyond_limit(text, procs)
         if whole:  # each pod fits, the mesh never will: a wait would be for ever
             return CreateRefusal(contract.POD_REFUSED, (
                 f"{said}. The mesh's {procs} proc pods together ask for more "
                 f"{', '.join(whole)} than the namespace's whole ResourceQuota allows, so it "
                 f"can never be Ready as it stands: lower spec.template.resources or the mesh's "
-                f"size, or raise the quota"))
+                f"size, or raise the quota"), quota=True)
         return CreateRefusal(contract.WAITING_FOR_QUOTA, (
             f"{said}; it is created once the namespace's ResourceQuota has room (pods of it end, "
-            f"or the quota is raised), or lower spec.template.resources or the mesh's size"))
+            f"or the quota is raised), or lower spec.template.resources or the mesh's size"), quota=True)
     if "violates PodSecurity" in text:
         return CreateRefusal(contract.POD_REFUSED, (
             f"{said}. Set what it names in spec.template.securityContext or "
             f"containerSecurityContext: the operator's defaults pass \"restricted\" with the "
-            f"default image, and an image of your own needs securityContext.runAsNonRoot: true "
+            f"default image (unless it runs as root: operator.procServerImage.runsAsRoot), and an "
+            f"image of your own needs securityContext.runAsNonRoot: true "
             f"and a user other than root; or run the mesh in a namespace whose "
             f"pod-security.kubernetes.io/enforce level allows it"))
     if "failed quota" in text and "must specify" in text:
         return CreateRefusal(contract.POD_REFUSED, (
             f"{said}. The namespace's ResourceQuota counts these resources, so every pod must "
-            f"state them: set them in spec.template.resources (requests, and limits where named)"))
+            f"state them: set them in spec.template.resources (requests, and limits where named)"), quota=True)
     if "cannot create resource" in text:  # RBAC: the operator's own rights
         return CreateRefusal(contract.POD_REFUSED, (
             f"{said}. The operator's service account may not create pods in this namespace: "

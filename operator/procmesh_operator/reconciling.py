@@ -550,7 +550,7 @@ class Controller:
             self._waiting_for_room.add(key)
         elif plan is not None:
             self._waiting_for_room.discard(key)
-        if create_refusal is not None and create_refusal.reason == contract.WAITING_FOR_QUOTA:
+        if create_refusal is not None and create_refusal.quota:  # a wait, or a quota to raise
             self._waiting_for_quota.add(key)
         else:
             self._waiting_for_quota.discard(key)

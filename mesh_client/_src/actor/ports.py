@@ -173,18 +173,24 @@ class Channel(Generic[R]):
         port_id = f"{os.getpid()}-{next(_ids)}"
         receiver: PortReceiver[R] = PortReceiver(port_id, once)
         inbox = weakref.ref(receiver._inbox)
+        used = [False]
 
         def deliver(ok: bool, value: Any, rank: int | None) -> None:
+            if once:
+                if used[0]:
+                    raise RuntimeError(f"port {port_id} is closed: a once port carries one value")
+                used[0] = True
+                close(port_id)
             found = inbox()
             if found is not None:  # else its receivers are gone, and the value with them
                 found.put((ok, value, rank))
-                if found.once:
-                    close(port_id)
 
         with _local_lock:
             _local[port_id] = deliver
-        weakref.finalize(receiver._inbox, close, port_id)  # a dropped channel leaves nothing here
-        return Port(port_id), receiver
+        # A dropped channel leaves nothing here. dict.pop, not close(): the collector may run
+        # this while close() holds the lock.
+        weakref.finalize(receiver._inbox, _local.pop, port_id, None)
+        return Port(port_id, deliver), receiver
 
     @staticmethod
     def open_ranked(once: bool = False) -> tuple[Port[R], RankedPortReceiver[R]]:

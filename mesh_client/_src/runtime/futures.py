@@ -90,6 +90,13 @@ class Future(Generic[R]):
                 return
         fn(self)
 
+    def _remove_done_callback(self, fn: Callable[[Future[R]], None]) -> None:
+        """Drop ``fn`` if it has not run: an await given up on (a timeout, a cancel) leaves
+        nothing behind on a future that may never complete."""
+        with self._lock:
+            if self._callbacks is not None and fn in self._callbacks:
+                self._callbacks.remove(fn)
+
     # Consumer side -------------------------------------------------------------------------
 
     def done(self) -> bool:
@@ -183,7 +190,9 @@ class Future(Generic[R]):
         try:
             self._outcome()
         except BaseException as exc:
-            return exc
+            if exc is self._error:  # the call's outcome; a Ctrl-C while decoding is not
+                return exc
+            raise
         return None
 
     def as_asyncio(self) -> asyncio.Future[R]:
@@ -224,6 +233,7 @@ class Future(Generic[R]):
                 pass
 
         self.add_done_callback(wake)
+        mirror.add_done_callback(lambda m: self._remove_done_callback(wake) if m.cancelled() else None)
         return mirror
 
     def __await__(self) -> Generator[Any, None, R]:
@@ -246,7 +256,10 @@ class Future(Generic[R]):
                     pass
 
             self.add_done_callback(wake)
-            yield from waiter.__await__()
+            try:
+                yield from waiter.__await__()
+            finally:
+                self._remove_done_callback(wake)  # cancelled: no callback left per attempt
         return self._outcome()
 
 
@@ -258,14 +271,19 @@ def _warn_in_loop() -> None:
     stalls every task of that loop until the result comes."""
     asyncio = sys.modules.get("asyncio")
     if asyncio is not None and asyncio.events._get_running_loop() is not None:
-        frame: types.FrameType | None = sys._getframe(2)
-        while frame is not None and frame.f_globals.get("__name__") == __name__:
-            frame = frame.f_back  # get() called by result(): the caller is further out
+        frame: types.FrameType | None = sys._getframe(1)
+        level = 2  # warnings' count: 1 is this function, 2 its caller
+        while frame is not None and frame.f_globals.get("__name__") in _FUTURE_MODULES:
+            frame, level = frame.f_back, level + 1  # get() through result(), a BodyFuture's get()
         if frame is not None and str(frame.f_globals.get("__name__")).startswith("mesh_client."):
             return  # our own wait inside a sync API (a stop): the API is what the user called
         warnings.warn(
             "Future.get() was called from within a running asyncio event loop: it blocks the loop "
-            "until the result comes; use `await future` there instead", stacklevel=4)  # the caller of get()
+            "until the result comes; use `await future` there instead", stacklevel=level)
+
+
+# The futures a user waits on: their own frames are not the caller of get().
+_FUTURE_MODULES = frozenset({__name__, "mesh_client._src.runtime.deferring", "mesh_client._src.actor.own_calls"})
 
 
 def _report_callback(fut: Future[Any], cb: Callable[..., object]) -> None:

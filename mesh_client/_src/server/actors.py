@@ -121,6 +121,8 @@ class ActorRunner:
         self._cleaning = False  # cleanup() began (it runs once), under _watch_lock
         # Why its proc ends under a call it is still running (dispatch.close_actors).
         self.abandoned: str | None = None
+        self._closing: str | None = None  # why its proc shuts down, once it does (close)
+        self._held: concurrent.futures.Future[Any] | None = None  # the async endpoint awaited now
         self._cleaned = threading.Event()  # and ended
         self._supervising: asyncio.Lock | None = None  # made on the loop: one __supervise__ at a time there
         self._thread = threading.Thread(target=self._run, name=f"actor:{name}", daemon=True)
@@ -162,12 +164,32 @@ class ActorRunner:
         """The actor asked to fail: next, before the messages queued already."""
         self._queue.put_first((peers.NO_REPLY, None, (peers.NO_REPLY, ABORT, reason), []))
 
-    def close(self) -> None:
-        """The proc shuts down: once the message it handles now is done (it is not cut short),
-        the actor's ``__cleanup__`` runs on its own thread and the thread ends; what was queued
+    def close(self, why: str) -> None:
+        """The proc shuts down (``why``): once the message it handles now is done (a def
+        endpoint is not cut short; an async one awaiting is cancelled, as Monarch's), the
+        actor's ``__cleanup__`` runs on its own thread and the thread ends; what was queued
         behind is answered as gone (dispatch's ``answer_leftovers``), never run after
         ``__cleanup__``, nor beside it (an actor handles one message at a time)."""
+        self._closing = why
         self._queue.put_first((peers.NO_REPLY, None, (peers.NO_REPLY, CLOSE), []))
+        held = self._held
+        if held is not None:
+            held.cancel()
+
+    def _run_queued_next(self) -> None:
+        """At CLOSE: what the actor asked to run once its last reply was out (run_next, an SPMD
+        script's process-group teardown) still runs; the rest stays for the leftovers."""
+        rest = []
+        for work in self._queue.drain():
+            if work is not None and work[2][1] == RUN_NEXT:
+                try:
+                    work[2][2]()
+                except Exception:  # noqa: BLE001 - reported; the cleanup must still run
+                    traceback.print_exc()
+            else:
+                rest.append(work)
+        for work in rest:
+            self._queue.put(work)
 
     def join(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s for the actor's thread to end; whether it has."""
@@ -234,6 +256,7 @@ class ActorRunner:
                 reply(channel, call_id, peers.OK, [])
                 break
             if op == CLOSE:  # not _end: the proc's end is no normal stop to the actor's watchers
+                self._run_queued_next()
                 if not self.failed:
                     self.cleanup(None)
                 break
@@ -296,10 +319,11 @@ class ActorRunner:
             # no reply; its caller hears of the proc's end, with the reason the stop gave.
             return
         futures_mod = sys.modules.get("concurrent.futures")  # loaded where a loop ran the endpoint
-        if op == ops.CALL and self._cleaning and futures_mod is not None and isinstance(exc, futures_mod.CancelledError):
-            # Its async endpoint was cancelled by the actor's cleanup: the actor ended under the
-            # call, which its caller hears as such, not as an error the endpoint raised.
-            why = self.end_report or f"actor {self.display} ended while the call ran, which was cancelled"
+        if op == ops.CALL and (self._cleaning or self._closing is not None) and futures_mod is not None \
+                and isinstance(exc, futures_mod.CancelledError):
+            # Its async endpoint was cancelled as the proc shut down or the actor cleaned up: the
+            # actor ended under the call, which its caller hears as such, not as its error.
+            why = self._closing or self.end_report or f"actor {self.display} ended while the call ran, which was cancelled"
             reply(channel, call_id, messages.DEAD, [why.encode()])
             return
         if isinstance(exc, _Fatal):
@@ -486,7 +510,11 @@ class ActorRunner:
                     functools.partial(self._task_done, channel, call_id, method, explicit))
                 return _NO_REPLY_YET
             if result is not None and inspect.isawaitable(result):
-                result = self._schedule(result, traced, held=True).result()
+                held = self._held = self._schedule(result, traced, held=True)
+                try:
+                    result = held.result()
+                finally:
+                    self._held = None
         except BaseException as exc:
             if explicit:  # it had a port to answer through: raising instead kills the actor, as in Monarch
                 raise _Fatal(exc) from exc
@@ -539,7 +567,7 @@ class ActorRunner:
                    task: concurrent.futures.Future[Any]) -> None:
         """A concurrent endpoint finished (on the loop's thread)."""
         if task.cancelled():  # the actor stopped or failed under it: its caller must hear, not wait
-            why = self.end_report or f"actor {self.display} ended while the call ran, which was cancelled"
+            why = self.end_report or self._closing or f"actor {self.display} ended while the call ran, which was cancelled"
             reply(channel, call_id, messages.DEAD, [why.encode()])
             return
         exc = task.exception()

@@ -318,8 +318,10 @@ class ProcServer:
                                 f"actor {runner.display} ended as its proc shut down")
 
     def _abandon(self, runner: ActorRunner, answered: threading.Event) -> None:
-        """On the reactor thread: forget an actor whose proc ends under its call in progress."""
+        """On the reactor thread: forget an actor whose proc ends under its call in progress (its
+        queue answered), then let its thread end once that call returns."""
         self._forget_actor(runner)
+        runner.submit(None)
         answered.set()
 
     def close_actors(self, why: str) -> None:
@@ -327,12 +329,12 @@ class ProcServer:
         from here a call or watch of an actor not ended before is answered DEAD with ``why``
         (a supervision failure in the caller), not "no actor in this proc" (a LookupError, as
         if the caller had named a wrong actor), while the proc's finalizers still run."""
-        self.closing = (f"the process this actor was running on is shutting down: {why}; its "
-                        f"actors were stopped")
+        closing = self.closing = (f"the process this actor was running on is shutting down: {why}; its "
+                                  f"actors were stopped")
         runners = list(self.actors.values())
         for runner in runners:
             if runner.end_report is None:
-                runner.close()  # after the message it handles now; the queued ones are answered
+                runner.close(closing)  # after the message it handles now; the queued ones are answered
             else:
                 runner.submit(None)  # its thread (and loop's) ends: a worker loop that returns leaks none
         deadline = time.monotonic() + CLOSE_SECONDS
@@ -343,12 +345,11 @@ class ProcServer:
                 print(f"procmesh: actor {runner.display} was still in a call {CLOSE_SECONDS:g} s after its "
                       f"proc began to shut down ({why}); its __cleanup__ runs now, beside it",
                       file=sys.stderr, flush=True)
-                runner.abandoned = self.closing
+                runner.abandoned = closing
                 runner.cleanup(None)
                 answered = threading.Event()  # the calls queued behind it hear why, before the proc ends
                 self.reactor.call_soon(functools.partial(self._abandon, runner, answered))
                 answered.wait(1.0)
-                runner.submit(None)
         self.actors.clear()
 
 

@@ -120,6 +120,30 @@ class Orderly(Actor):
         self.cleaned = True
 
 
+class AsyncOrderly(Actor):
+    """An async actor whose call awaits until a gate opens; logs as Orderly does."""
+
+    def __init__(self, log: str) -> None:
+        self.log = log
+
+    @endpoint
+    async def work(self, gate: str) -> str:
+        with open(self.log, "a") as f:
+            f.write("start\n")
+        try:
+            while not os.path.exists(gate):
+                await asyncio.sleep(0.005)
+        except asyncio.CancelledError:
+            with open(self.log, "a") as f:
+                f.write("cancelled\n")
+            raise
+        return "opened"
+
+    async def __cleanup__(self, exc: BaseException | None) -> None:
+        with open(self.log, "a") as f:
+            f.write("cleanup\n")
+
+
 class Caller(Actor):
     """Calls another actor mesh that it was handed, from its own proc."""
 

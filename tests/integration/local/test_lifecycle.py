@@ -31,7 +31,7 @@ from mesh_client import (
     this_host,
 )
 from mesh_client._src.runtime import ops, peers
-from tests.integration.local.actors import Lingering, Orderly, Recorder, wait_for_file
+from tests.integration.local.actors import AsyncOrderly, Lingering, Orderly, Recorder, wait_for_file
 
 
 def _alive(pid: int) -> bool:
@@ -428,6 +428,20 @@ def test_a_call_still_running_when_its_proc_must_end_gets_the_cleanup_beside_it(
     assert log.read_text().splitlines() == ["start 0 cleaned=False", "cleanup cleaned=False"]
     err = capfd.readouterr().err
     assert "had not ended" not in err, err  # it ended before it was killed
+
+
+def test_an_awaiting_async_call_is_cancelled_when_its_proc_stops(tmp_path):
+    """As Monarch's: an async endpoint awaiting is cancelled at the stop (an await is a clean
+    point to stop at), its caller hears the proc is shutting down, then ``__cleanup__`` runs."""
+    log = tmp_path / "log"
+    mesh = this_host().spawn_procs(per_host={"gpus": 1}, name="awaiting")
+    actor = mesh.spawn("a", AsyncOrderly, str(log))
+    running = actor.work.call_one(str(tmp_path / "never"))
+    assert wait_for_file(str(log))
+    mesh.stop("finished").get(timeout=60)
+    with pytest.raises(SupervisionError, match=r"is shutting down: it was asked to stop \(finished\)"):
+        running.get(timeout=60)
+    assert log.read_text().splitlines() == ["start", "cancelled", "cleanup"]
 
 
 def test_a_stopped_proc_mesh_leaves_no_route_of_its_actor_meshes():

@@ -149,8 +149,9 @@ def test_a_dropped_channel_leaves_no_registration():
         port, receiver = Channel.open()
         port.send(1)  # undelivered values go with it
         ranked_port, ranked = Channel.open_ranked()
-    del port, receiver, ranked_port, ranked
+    del receiver, ranked_port, ranked
     gc.collect()
     assert len(ports._local) == before + 1  # only the channel still held
+    port.send(2)  # its receiver is gone: dropped, as a value sent from another proc would be
     kept_port.send("x")
     assert kept.recv().get(timeout=5) == "x"

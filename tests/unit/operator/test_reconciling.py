@@ -893,6 +893,20 @@ def test_a_quota_change_in_its_namespace_looks_again_at_a_mesh_waiting_for_quota
     assert woken == [("ns", "m")]
 
 
+def test_a_quota_too_small_for_the_mesh_is_looked_at_again_when_a_quota_changes():
+    """A refusal whose fix is to raise the quota (PodRefused): the raise is acted on at once."""
+    ctl, client = controller({MESH_PATH: mesh_body("m", hosts=8, per_host=(("procs", 1),))})
+    refusing_pods(client, 0, 'pods "m-0" is forbidden: exceeded quota: pods, requested: pods=1, '
+                             'used: pods=0, limited: pods=4')
+    with pytest.raises(create_refusals.CreatesFailed):
+        asyncio.run(ctl.reconcile(("ns", "m")))
+    assert {c["type"]: c["reason"] for c in client.objects[MESH_PATH]["status"]["conditions"]}["Ready"] == "PodRefused"
+    woken = []
+    ctl.enqueue = lambda key, delay=0.0: woken.append(key)
+    ctl.quota_event("MODIFIED", {"metadata": {"name": "pods", "namespace": "ns"}})
+    assert woken == [("ns", "m")]
+
+
 PSA = 'pods "m-0" is forbidden: violates PodSecurity "restricted:latest": runAsNonRoot != true'
 
 

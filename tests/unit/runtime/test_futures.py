@@ -3,7 +3,7 @@
 Aspects: a Ctrl-C while a result decodes is not the call's outcome (the next look decodes it);
 a wait on the I/O thread (a done callback) raises at once instead of holding every reply; a
 negative timeout is refused, and a blocking wait inside a running asyncio loop warns, as
-Monarch's ``get()`` does.
+Monarch's ``get()`` does; an await given up on leaves no callback on the future.
 """
 
 import asyncio
@@ -28,6 +28,12 @@ def test_a_ctrl_c_while_decoding_is_not_kept_as_the_outcome():
     with pytest.raises(KeyboardInterrupt):
         fut.get()
     assert fut.get() == 42 and fut.get() == 42 and tries == [21, 21]
+    tries.clear()
+    again = futures.Future(decode)
+    again.set_raw(1)
+    with pytest.raises(KeyboardInterrupt):  # not returned as the call's exception
+        again.exception()
+    assert again.exception() is None and again.get() == 2
 
 
 def test_an_error_while_decoding_is_kept():
@@ -67,7 +73,33 @@ def test_a_blocking_wait_inside_a_running_loop_warns():
     async def main():
         fut: futures.Future[int] = futures.Future()
         threading.Timer(0.05, fut.set_result, (5,)).start()
-        with pytest.warns(UserWarning, match="within a running asyncio event loop"):
-            return fut.get(timeout=30)
+        with pytest.warns(UserWarning, match="within a running asyncio event loop") as warned:
+            value = fut.result(timeout=30)  # through result(): still said at this line
+        assert warned[0].filename == __file__
+        return value
 
     assert asyncio.run(main()) == 5
+
+
+def test_an_await_given_up_on_leaves_no_callback():
+    fut: futures.Future[int] = futures.Future()
+
+    async def main():
+        for _ in range(100):
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(fut, 0.001)
+
+    asyncio.run(main())
+    assert not fut._callbacks  # a future that never completes, polled: nothing kept per poll
+
+
+def test_a_cancelled_mirror_leaves_no_callback():
+    fut: futures.Future[int] = futures.Future()
+
+    async def main():
+        for _ in range(100):
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(fut.as_asyncio(), 0.001)
+
+    asyncio.run(main())
+    assert not fut._callbacks
