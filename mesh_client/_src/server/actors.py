@@ -511,6 +511,8 @@ class ActorRunner:
                 return _NO_REPLY_YET
             if result is not None and inspect.isawaitable(result):
                 held = self._held = self._schedule(result, traced, held=True)
+                if self._closing is not None:  # close() came before _held was set: it did not see it
+                    held.cancel()
                 try:
                     result = held.result()
                 finally:
