@@ -96,7 +96,10 @@ class SocketStream:
             box[0] = 0  # a Ctrl-C before the send: nothing went out
             try:
                 send = self._send
-                sent = send(self.sock.fileno(), pieces, box) if send is not None and type(pieces) is list \
+                # Not while the socket has a timeout (a handshake's): its descriptor is then
+                # non-blocking, and a full buffer would read as a stall instead of a wait.
+                sent = send(self.sock.fileno(), pieces, box) \
+                    if send is not None and type(pieces) is list and self.sock.gettimeout() is None \
                     else NotImplemented
                 if sent is NotImplemented:  # not all bytes: Python's, whose count a Ctrl-C loses
                     box[0] = -1

@@ -141,3 +141,37 @@ def test_the_part_of_a_frame_not_sent_is_what_follows_the_count():
         written = 6
 
     assert [bytes(v) for v in streams.unsent(Known(), [b"head", b"-", b"payload"])] == [b"ayload"]
+
+
+def test_a_socket_with_a_timeout_is_written_by_python_which_waits_for_room():
+    """A handshake's socket has a timeout (a non-blocking descriptor): the native write would
+    take a full buffer for a stall; socket.sendmsg waits for room instead."""
+    import threading
+    import time
+
+    a, b = socket.socketpair()
+    try:
+        stream = SocketStream(a)
+        a.setblocking(False)
+        filled = 0
+        try:
+            while True:  # the buffer full before the write begins
+                filled += a.send(b"f" * 4096)
+        except BlockingIOError:
+            pass
+        a.settimeout(30)
+        got = bytearray()
+
+        def drain():
+            time.sleep(0.2)  # the write has begun, on a full buffer
+            while len(got) < filled + 5:
+                got.extend(b.recv(1 << 16))
+
+        reader = threading.Thread(target=drain)
+        reader.start()
+        stream.write([b"hello"])  # the native write would take the full buffer for a stall
+        reader.join(30)
+        assert bytes(got[-5:]) == b"hello"
+    finally:
+        a.close()
+        b.close()
