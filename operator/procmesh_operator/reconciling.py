@@ -126,8 +126,8 @@ class Controller:
         # Meshes whose placement waits for room (ROOM_WAITS): looked at again when procs end or
         # a node becomes Ready, not only at the next resync.
         self._waiting_for_room: set[Key] = set()
-        # Meshes whose pod create a full ResourceQuota refused: looked at again when a quota of
-        # their namespace changes (quotawatch.py), as well as at their retry.
+        # Meshes whose pod create a ResourceQuota refused (full, or too small): looked at again
+        # when a quota of their namespace changes (quotawatch.py), as well as at their retry.
         self._waiting_for_quota: set[Key] = set()
         self._phases: dict[Key, str] = {}
         self._last_status_rv: dict[Key, str] = {}

@@ -83,13 +83,12 @@ class _Inbox:
     future (decoded by whoever reads it, never on the I/O thread). Registered weakly
     (:meth:`Channel.open`): once no receiver holds it, its port is closed."""
 
-    __slots__ = ("lock", "values", "waiting", "once", "__weakref__")
+    __slots__ = ("lock", "values", "waiting", "__weakref__")
 
-    def __init__(self, once: bool) -> None:
+    def __init__(self) -> None:
         self.lock = threading.Lock()
         self.values: collections.deque[Message] = collections.deque()
         self.waiting: collections.deque[futures.Future[Any]] = collections.deque()
-        self.once = once
 
     def put(self, message: Message) -> None:
         with self.lock:
@@ -107,7 +106,7 @@ class PortReceiver(Generic[R]):
         self._port_id = port_id
         self._once = once
         self._claimed = False  # once: a recv() has asked for its one value
-        self._inbox = _Inbox(once) if inbox is None else inbox
+        self._inbox = _Inbox() if inbox is None else inbox
 
     def recv(self) -> futures.Future[R]:
         """The next value. A recv() given up on (its get timed out, its await was cancelled)

@@ -47,12 +47,17 @@ def test_pod_security_restricted(cluster, operator, core, custom, namespace):
     assert container.capabilities.drop == ["ALL"] and container.allow_privilege_escalation is False
 
 
-def test_a_full_quota_is_waited_for(cluster, operator, core, custom, namespace):
+def pods_quota(core, namespace, pods):
+    """A ResourceQuota of ``pods`` pods, once the quota controller has counted the namespace
+    (before that it admits nothing)."""
     core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "pods"},
-                                                      "spec": {"hard": {"pods": "2"}}})
-    # The quota controller must have counted the namespace before it admits anything.
+                                                      "spec": {"hard": {"pods": str(pods)}}})
     testing.wait_for(lambda: (core.read_namespaced_resource_quota("pods", namespace).status.hard
-                              or {}).get("pods") == "2", "quota counted")
+                              or {}).get("pods") == str(pods), "quota counted")
+
+
+def test_a_full_quota_is_waited_for(cluster, operator, core, custom, namespace):
+    pods_quota(core, namespace, 2)
     # Another pod holds one of the two: room for the mesh frees once it goes, or the quota grows.
     core.create_namespaced_pod(namespace, {
         "metadata": {"name": "other"},
@@ -70,10 +75,7 @@ def test_a_full_quota_is_waited_for(cluster, operator, core, custom, namespace):
 
 
 def test_a_quota_that_can_never_hold_the_mesh_is_a_refusal(cluster, operator, core, custom, namespace):
-    core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "pods"},
-                                                      "spec": {"hard": {"pods": "1"}}})
-    testing.wait_for(lambda: (core.read_namespaced_resource_quota("pods", namespace).status.hard
-                              or {}).get("pods") == "1", "quota counted")
+    pods_quota(core, namespace, 1)
     support.create_mesh(custom, namespace, "big", hosts=2, perHost=[{"name": "procs", "size": 1}],
                         placement={"hosts": "Any"})
     mesh = support.wait_condition(custom, namespace, "big", "Ready", "False", "PodRefused")
