@@ -134,17 +134,24 @@ def test_reconciles_that_change_nothing_write_no_status(kwok_api, kwok_operator,
     support.create_mesh(custom, kwok_namespace, "still",
                         **on_kwok(hosts=2, perHost=[{"name": "procs", "size": 2}]))
     support.wait_ready(custom, kwok_namespace, "still")
-    writes = _status_writes(kwok_operator)
+    # Settled: the last progress write of its start (coalescing.py) is out before we count. The
+    # counters are the operator's, over every mesh; this mesh's own writes show in its
+    # resourceVersion, which is what is compared (a mesh of an earlier test, its namespace
+    # going, may still be written meanwhile).
+    testing.wait_for(lambda: (support.get_mesh(custom, kwok_namespace, "still")["status"].get("readyProcs")
+                              == 4), "every proc Ready in status")
     for i in range(3):
         before = _reconciles(kwok_operator)
-        custom.patch_namespaced_custom_object(
+        patched = custom.patch_namespaced_custom_object(
             contract.GROUP, contract.VERSION, kwok_namespace, contract.PLURAL, "still",
             {"metadata": {"annotations": {"example.com/touch": str(i)}}})
         testing.wait_for(lambda before=before: _reconciles(kwok_operator) > before,
                          "a reconcile after the annotation")
-    assert _status_writes(kwok_operator) == writes
+        now = support.get_mesh(custom, kwok_namespace, "still")
+        assert now["metadata"]["resourceVersion"] == patched["metadata"]["resourceVersion"], now["status"]
+    writes = _status_writes(kwok_operator)
     support.patch_mesh(custom, kwok_namespace, "still", {"maxRestarts": 7})
     mesh = support.wait_condition(custom, kwok_namespace, "still", contract.READY, "True")
     assert mesh["metadata"]["generation"] == mesh["status"]["observedGeneration"] == 2
     assert all(c["observedGeneration"] == 2 for c in mesh["status"]["conditions"])
-    assert _status_writes(kwok_operator) == writes + 1
+    assert _status_writes(kwok_operator) >= writes + 1
