@@ -21,7 +21,7 @@ from typing import Any, TextIO
 from mesh_client._src import contract
 from mesh_client._src.cli import following, logs, manifests, tables
 from mesh_client._src.kubernetes import api as api_mod
-from mesh_client._src.kubernetes import assessing, attaching, forwarding, transport
+from mesh_client._src.kubernetes import assessing, attaching, forwarding, stale_tokens, transport
 from mesh_client._src.kubernetes.errors import (
     ApiServerUnreachable,
     KubernetesMeshError,
@@ -29,6 +29,7 @@ from mesh_client._src.kubernetes.errors import (
     MeshNotFound,
 )
 from mesh_client._src.runtime import identifying
+from mesh_client._src.wire import errors as wire_errors
 
 RESOURCE = f"{contract.PLURAL}.{contract.GROUP}"  # what kubectl prints: procmesh.procmesh.io
 KIND_PREFIX = f"procmesh.{contract.GROUP}"
@@ -181,13 +182,21 @@ def top(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
             return None, "no address (not running)"
         try:
             return identifying.identify_proc(_address(proc), token, timeout=args.timeout, opener=opener), None
+        except wire_errors.AuthenticationError as exc:  # a row, and once below what it means
+            refusals.append((int(proc["rank"]), stale_tokens.refused(
+                api.namespace, args.name, f"rank {proc['rank']} (pod {proc.get('pod')})", api_mod.token_secret_name(mesh), exc)))
+            return None, f"{type(exc).__name__}: {exc}"
         except Exception as exc:  # one proc's failure is a row, not the end of the table
             return None, f"{type(exc).__name__}: {exc}"
+
+    refusals: list[tuple[int, str]] = []  # (rank, what its refusal means)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, max(1, len(procs)))) as pool:
         answers = list(pool.map(ask, procs))
     rows = [tables.top_row(p, d, e) for p, (d, e) in zip(procs, answers)]
     out.write(tables.render(tables.TOP_HEADER, rows) + "\n" if rows else "No procs.\n")
+    if refusals:
+        print(f"error: {min(refusals)[1]}", file=sys.stderr)
     if rows and all(error is not None for _, error in answers):  # a table of failures is no answer
         print(f"error: no proc of ProcMesh {api.namespace}/{args.name} answered (each row says why)",
               file=sys.stderr)

@@ -32,11 +32,13 @@ from mesh_client._src.kubernetes import (
     lifetimes,
     output,
     reviving,
+    stale_tokens,
     transport,
 )
 from mesh_client._src.kubernetes.errors import ApiServerUnreachable, MeshNotFound, MeshNotReady
 from mesh_client._src.runtime import channel, identifying, interrupts, offloading, peers, relinking
 from mesh_client._src.server import logging_mode
+from mesh_client._src.wire import errors as wire_errors
 
 DEFAULT_TIMEOUT = 600.0
 #: How long ``revive`` waits for a lost proc whose pod is unchanged to answer (a live one: ms).
@@ -374,8 +376,15 @@ def connect_mesh(
     for index, peer in enumerate(group.peers):
         peer.explain_loss = lambda reason, deadline, i=index: owner.explain(i, reason, deadline)
     proc_mesh = ProcMesh(group, shape)
-    for peer in group.peers:
-        peer.connect()
+    for index, peer in enumerate(group.peers):
+        try:
+            peer.connect()
+        except wire_errors.AuthenticationError as exc:
+            if created:  # its own token, which it just wrote: nothing about the Secret to say
+                raise
+            raise wire_errors.AuthenticationError(
+                stale_tokens.refused(api.namespace, name, displays[index], api_mod.token_secret_name(mesh), exc)
+            ) from None
     if output.enabled(forward_output):
         owner.output = output.OutputForwarder(api, name, [p["pod"] for p in procs])
         owner.output.start()

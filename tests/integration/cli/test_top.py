@@ -3,7 +3,8 @@
 one without it is told which Role to bind.
 
 Aspects: top's rows come from the procs themselves (the actor count an attached client made),
-and a top where no proc answered fails;
+and a top where no proc answered fails; one whose procs refuse the token of their Secret (changed
+under them) says which Secret and what to do;
 describe works without pod rights and says so (READY from the status, STATE unknown, never
 Missing); every refusal names the mesh's Role.
 """
@@ -17,7 +18,7 @@ from tests.cluster import testing
 from tests.integration.cli.support import procmesh, token_kubeconfig
 from tests.integration.kubernetes.test_access import bind_mesh_role
 from tests.integration.local.actors import Recorder
-from tests.integration.operator.support import create_mesh, wait_ready
+from tests.integration.operator.support import create_mesh, token_secret, wait_ready
 
 pytestmark = pytest.mark.cluster
 
@@ -75,3 +76,14 @@ def test_without_the_mesh_role_every_command_names_it(cluster, kube, custom, nam
                 else procmesh(kc, command, "guarded")
             assert result.returncode == 1, (command, result.stdout)
             assert "--role=guarded-procmesh-access" in result.stderr, (command, result.stderr)
+
+
+def test_top_names_a_token_secret_changed_under_the_procs(cluster, core, custom, namespace, operator):
+    create_mesh(custom, namespace, "rewritten", hosts=1, perHost=[{"name": "procs", "size": 2}])
+    wait_ready(custom, namespace, "rewritten")
+    secret = token_secret(core, namespace, "rewritten")
+    core.patch_namespaced_secret(secret, namespace, {"stringData": {"token": "2" * 64}})
+    result = procmesh(cluster.kubeconfig, "top", "rewritten", "-n", namespace)
+    assert result.returncode == 1
+    assert f"proc rank 0 (pod rewritten-0) refused the token in Secret {namespace}/{secret}" in result.stderr
+    assert "suspend the mesh and resume it" in result.stderr

@@ -13,7 +13,9 @@ Aspects:
   generated name) are never its token, and a mesh deleted and created again at once does not
   adopt the old mesh's Secret;
 - the token rotates by deleting the Secret of a suspended mesh; deleting it under running procs
-  changes nothing.
+  changes nothing;
+- a Secret whose token was changed under running procs fails ``attach`` with a message naming
+  that Secret and the way out (suspend and resume), and that way out works.
 """
 
 from __future__ import annotations
@@ -242,3 +244,25 @@ def test_planted_secrets_are_never_the_meshs_token(custom, core, namespace, oper
     assert support.identify(address, token)["mesh"] == "planted"
     with pytest.raises((OSError, wire_errors.WireError)):  # the planted token opens nothing
         support.identify(address, b"0" * 64)
+
+
+def test_a_token_changed_under_running_procs_names_the_secret_and_the_way_out(kube, custom, core, namespace,
+                                                                             operator):
+    support.create_mesh(custom, namespace, "edited", perHost=[{"name": "procs", "size": 1}])
+    support.wait_ready(custom, namespace, "edited")
+    secret = support.token_secret(core, namespace, "edited")
+    core.patch_namespaced_secret(secret, namespace, {"stringData": {"token": "1" * 64}})
+    with pytest.raises(wire_errors.AuthenticationError) as info:
+        attach("edited", namespace, api_client=kube, timeout=120, progress=False)
+    text = str(info.value)
+    assert f"Secret {namespace}/{secret}" in text and "changed or recreated while the mesh ran" in text
+    assert "suspend the mesh and resume it" in text
+    support.patch_mesh(custom, namespace, "edited", {"suspend": True})  # the way out it names
+    testing.wait_for(lambda: not support.mesh_pods(core, namespace, "edited"), "pods removed")
+    support.patch_mesh(custom, namespace, "edited", {"suspend": False})
+    support.wait_ready(custom, namespace, "edited")
+    mesh = attach("edited", namespace, api_client=kube, timeout=120, progress=False)
+    try:
+        assert mesh.spawn("rec", Recorder).echo.call_one(7).get() == 7
+    finally:
+        mesh.stop().get()
