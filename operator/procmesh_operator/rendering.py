@@ -86,8 +86,8 @@ def render_secret(mesh: specs.MeshSpec, token: str, name: str | None = None) -> 
 
 def render_access_role(mesh: specs.MeshSpec) -> dict[str, Any]:
     """The Role that grants use of this mesh and nothing else: get (and watch) this ProcMesh,
-    get its token Secret. Inert until an admin binds it (``kubectl create rolebinding
-    --role=<mesh>-procmesh-access``); the operator never binds anything."""
+    get its token Secret. Inert until an admin binds it (``procmesh grant <mesh> --user=...``, a
+    RoleBinding owned by the mesh, so it goes with it); the operator never binds anything."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",

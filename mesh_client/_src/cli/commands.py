@@ -21,7 +21,14 @@ from typing import Any, TextIO
 from mesh_client._src import contract
 from mesh_client._src.cli import following, logs, manifests, tables
 from mesh_client._src.kubernetes import api as api_mod
-from mesh_client._src.kubernetes import assessing, attaching, forwarding, stale_tokens, transport
+from mesh_client._src.kubernetes import (
+    assessing,
+    attaching,
+    forwarding,
+    grants,
+    stale_tokens,
+    transport,
+)
 from mesh_client._src.kubernetes.errors import (
     ApiServerUnreachable,
     KubernetesMeshError,
@@ -209,6 +216,21 @@ def _address(proc: dict[str, Any]) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+# --- grant -------------------------------------------------------------------------------------
+
+def grant(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
+    """Bind the mesh's access Role to one subject, the binding owned by the mesh so that it goes
+    with it (:mod:`mesh_client._src.kubernetes.grants` says why)."""
+    kind, name = next((k, getattr(args, k)) for k in grants.KINDS if getattr(args, k))
+    mesh = api.get_mesh(args.name)
+    binding = grants.render(mesh, kind, name)
+    created = api.create_grant(mesh, binding)
+    out.write(f"rolebinding.rbac.authorization.k8s.io/{binding['metadata']['name']} "
+              f"{'created' if created else 'unchanged'}: {kind} {name} may get ProcMesh {api.namespace}/{args.name} "
+              f"and its token (run code in its procs) until that mesh is deleted\n")
+    return 0
+
+
 # --- create / delete / wait --------------------------------------------------------------------
 
 def create(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
@@ -295,5 +317,5 @@ def _wait_deleted(api: api_mod.KubeApi, name: str, timeout: float) -> None:
 
 COMMANDS: dict[str, Callable[[api_mod.KubeApi, argparse.Namespace, TextIO], int]] = {
     "get": get, "describe": describe, "logs": logs_, "top": top, "create": create,
-    "delete": delete, "wait": wait,
+    "delete": delete, "wait": wait, "grant": grant,
 }

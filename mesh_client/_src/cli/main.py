@@ -23,6 +23,7 @@ EPILOG = """examples:
   procmesh logs trainer -f             every proc's output, prefixed with its rank
   procmesh top trainer                 GPU memory of each proc against its cap
   procmesh wait trainer --timeout 5m   until Ready (or a cause that waiting cannot fix)
+  procmesh grant trainer --user alice  let alice use trainer, for as long as that mesh exists
 """
 
 
@@ -121,6 +122,17 @@ def build_parser(prog: str = "procmesh") -> argparse.ArgumentParser:
     p.add_argument("names", nargs="+", metavar="MESH")
     p.add_argument("--wait", action="store_true", help="until each mesh is gone")
     p.add_argument("--timeout", type=duration, default=120.0, help="for --wait, each mesh (default 2m)")
+
+    p = sub.add_parser("grant", parents=[common], help="let a user, group or service account use a mesh",
+                       description="Bind the mesh's access Role (<mesh>-procmesh-access: get the mesh and its "
+                                   "token Secret, so run code in its procs) to one subject, with a RoleBinding "
+                                   "owned by the mesh: it is deleted with the mesh, so it never grants a later "
+                                   "mesh of the same name, as a plain 'kubectl create rolebinding' would.")
+    p.add_argument("name", metavar="MESH")
+    whom = p.add_mutually_exclusive_group(required=True)
+    whom.add_argument("--user", help="a user name, as the API server authenticates it")
+    whom.add_argument("--group", help="a group name")
+    whom.add_argument("--serviceaccount", metavar="NAMESPACE:NAME", help="a service account")
 
     p = sub.add_parser("wait", parents=[common], help="until meshes are Ready (or deleted)",
                        description="Wait until each mesh is Ready for its current generation (fails at once "

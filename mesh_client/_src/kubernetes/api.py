@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from mesh_client._src import contract
-from mesh_client._src.kubernetes import transport
+from mesh_client._src.kubernetes import grants, transport
 from mesh_client._src.kubernetes.errors import (
     ApiServerUnreachable,
     KubernetesMeshError,
@@ -167,9 +167,11 @@ class KubeApi:
         secret = f"its token Secret {name}" if resource == "secrets" else "its token Secret"
         return MeshAccessDenied(
             f"the API server refused to {verb} {resource} {self.namespace}/{name}: this client may not use "
-            f"ProcMesh {self.namespace}/{mesh}. Access is granted per mesh by binding its Role: "
-            f"kubectl create rolebinding <name> -n {self.namespace} --role={role} "
-            f"--user=<user> (or --serviceaccount=<namespace>:<name>). That Role grants 'get' and "
+            f"ProcMesh {self.namespace}/{mesh}. Access is granted per mesh by binding its Role {role}: "
+            f"procmesh grant {mesh} -n {self.namespace} --user=<user> (or --group=<group>, "
+            f"--serviceaccount=<namespace>:<name>) binds it for as long as this mesh exists (a plain "
+            f"'kubectl create rolebinding --role={role}' outlives the mesh and grants the next mesh of "
+            f"that name too). That Role grants 'get' and "
             f"'watch' on procmeshes {mesh} and 'get' on {secret}: whoever it is bound to can "
             f"run code in the mesh's procs, and nothing on other meshes. The operator creates it with "
             f"the mesh, so it exists only if ProcMesh {self.namespace}/{mesh} does"
@@ -331,6 +333,35 @@ class KubeApi:
                     f"first (its token is theirs); spawn the mesh again, it picks a new Secret name"
                 ) from None
             raise self._refused(exc, "create", "secrets", name) from None
+
+    def create_grant(self, mesh: dict[str, Any], binding: dict[str, Any]) -> bool:
+        """Create ``binding`` (:func:`.grants.render`); False if this mesh's binding of that
+        name is there already. One left by an earlier mesh of the same name is refused: garbage
+        collection is about to delete it."""
+        name = binding["metadata"]["name"]
+        rbac = _client_module().client.RbacAuthorizationV1Api(self.api_client)
+        try:
+            self._send("create", "rolebindings", name, rbac.create_namespaced_role_binding, self.namespace, binding)
+            return True
+        except self._exc as exc:
+            if exc.status == 403:
+                raise MeshAccessDenied(
+                    f"the API server refused to create rolebindings {self.namespace}/{name}: {_message(exc)}. "
+                    f"Granting a mesh takes 'create' on rolebindings in namespace {self.namespace}, and either "
+                    f"the rights of Role {binding['roleRef']['name']} (to get the mesh and its token Secret) "
+                    f"or 'bind' on it: a namespace admin has both") from None
+            if exc.status != 409:
+                raise self._refused(exc, "create", "rolebindings", name) from None
+        try:
+            found = self._send("get", "rolebindings", name, rbac.read_namespaced_role_binding, name, self.namespace)
+        except self._exc as exc:
+            raise self._refused(exc, "get", "rolebindings", name) from None
+        if grants.owned_by(self._sanitize(found), mesh):
+            return False
+        raise KubernetesMeshError(
+            f"RoleBinding {self.namespace}/{name} exists but is not owned by this ProcMesh (uid "
+            f"{mesh['metadata']['uid']}): an earlier mesh of that name left it and garbage collection has "
+            f"not deleted it yet; run this again in a moment")
 
     def pods(self, mesh: str) -> list[dict[str, Any]]:
         return self.visible_pods(mesh) or []

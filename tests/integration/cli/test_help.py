@@ -7,7 +7,7 @@ import pytest
 
 from tests.integration.cli.support import env
 
-COMMANDS = ["get", "describe", "logs", "top", "create", "delete", "wait"]
+COMMANDS = ["get", "describe", "logs", "top", "create", "delete", "wait", "grant"]
 
 
 @pytest.mark.parametrize("command", [None, *COMMANDS])

@@ -15,7 +15,9 @@ Aspects:
 - the token rotates by deleting the Secret of a suspended mesh; deleting it under running procs
   changes nothing;
 - a Secret whose token was changed under running procs fails ``attach`` with a message naming
-  that Secret and the way out (suspend and resume), and that way out works.
+  that Secret and the way out (suspend and resume), and that way out works;
+- ``procmesh grant`` lets a subject use a mesh for as long as that mesh exists: its RoleBinding
+  goes with the mesh, so a later mesh of the same name (made by someone else) is not theirs.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from kubernetes import client
 from mesh_client._src.wire import errors as wire_errors
 from mesh_client.kubernetes import KubernetesHostMesh, MeshAccessDenied, attach
 from tests.cluster import testing
+from tests.integration.cli.support import procmesh
 from tests.integration.local.actors import Recorder
 from tests.integration.operator import support
 
@@ -266,3 +269,33 @@ def test_a_token_changed_under_running_procs_names_the_secret_and_the_way_out(ku
         assert mesh.spawn("rec", Recorder).echo.call_one(7).get() == 7
     finally:
         mesh.stop().get()
+
+
+def test_a_grant_ends_with_its_mesh_and_never_covers_a_later_one_of_its_name(cluster, kube, custom, core,
+                                                                            namespace, operator):
+    support.create_mesh(custom, namespace, "reused", perHost=[{"name": "procs", "size": 1}])
+    support.wait_ready(custom, namespace, "reused")
+    with testing.service_account_client(cluster, kube, namespace, "grantee", POD_READER) as grantee:
+        result = procmesh(cluster.kubeconfig, "grant", "reused", "-n", namespace,
+                          "--serviceaccount", f"{namespace}:grantee")
+        assert result.returncode == 0, result.stderr
+        testing.wait_for(lambda: allowed(grantee, namespace, "get", "procmeshes", "reused", "procmesh.io"),
+                         "the grant took effect")
+        mesh = attach("reused", namespace, api_client=grantee, timeout=120, progress=False)
+        try:
+            assert mesh.spawn("rec", Recorder).echo.call_one("mine").get() == "mine"
+        finally:
+            mesh.stop().get()
+        custom.delete_namespaced_custom_object("procmesh.io", "v1alpha1", namespace, "procmeshes", "reused")
+        rbac = client.RbacAuthorizationV1Api(kube)
+        testing.wait_for(lambda: not [b for b in rbac.list_namespaced_role_binding(namespace).items
+                                      if b.role_ref.name == "reused-procmesh-access"],
+                         "the grant collected with its mesh")
+        testing.wait_for(lambda: not [r for r in rbac.list_namespaced_role(namespace).items
+                                      if r.metadata.name == "reused-procmesh-access"],
+                         "the old mesh's Role collected")
+        support.create_mesh(custom, namespace, "reused", perHost=[{"name": "procs", "size": 1}])  # someone else's
+        support.wait_ready(custom, namespace, "reused")
+        with pytest.raises(MeshAccessDenied) as info:
+            attach("reused", namespace, api_client=grantee, timeout=120, progress=False)
+        assert f"procmesh grant reused -n {namespace}" in str(info.value)
