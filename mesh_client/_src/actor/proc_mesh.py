@@ -237,7 +237,7 @@ class ProcMesh(MeshTrait):
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Stop every proc of this mesh; the future completes once they are gone."""
-        fut: Future[None] = Future()
+        fut: Future[None] = Future(None)
         if self._stopped:
             fut.set_result(None)
             return fut

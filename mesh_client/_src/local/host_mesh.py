@@ -180,7 +180,7 @@ def get_or_spawn_controller(name: str, Class: type[T], *args: Any, **kwargs: Any
     with _controllers_lock:
         fut = _controllers.get(name)
         if fut is None:
-            fut = _controllers[name] = Future()
+            fut = _controllers[name] = Future(None)
             try:
                 fut.set_result(this_proc().spawn(name, Class, *args, **kwargs))
             except BaseException as exc:

@@ -121,7 +121,7 @@ def start_worker_loop_forever(*, ca: CA, address: str, private_key: PrivateKey =
     future completes when the worker is stopped (``shutdown()`` of the host mesh attached to
     it), as Monarch's. SIGTERM keeps its usual effect on the process (it ends it)."""
     serve_until_stopped = _serve(ca, address, private_key, token)
-    done: Future[None] = Future()
+    done: Future[None] = Future(None)
 
     def serve() -> None:
         try:
@@ -274,7 +274,7 @@ class WorkerHostMesh(MeshTrait):
         done = then()
         if failure is None:
             return done
-        out: Future[None] = Future()
+        out: Future[None] = Future(None)
 
         def settle(_: Future[None]) -> None:
             out.set_exception(failure)
