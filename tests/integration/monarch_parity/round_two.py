@@ -4,7 +4,7 @@
 :mod:`.programs` does; :mod:`.test_side_by_side` compares the lines of both implementations.
 Errors are compared by type, and by words only where ours keep Monarch's (ours often add the
 fix, or name the proc); where Monarch 0.7 fails by accident (a negative ``item`` coordinate,
-``per_host={"g": 0}``, ``Future()``) the scenario leaves the case out rather than copy it.
+``per_host={"g": 0}``) the scenario leaves the case out rather than copy it.
 """
 
 from __future__ import annotations
@@ -531,6 +531,7 @@ def scenario_future_twice() -> dict:
         return attempt(lambda: ok.flat.call_one().get(timeout=30))
 
     out["get_in_loop"] = asyncio.run(get_in_loop())
+    out["construct"] = attempt(lambda: api.Future())
     return out
 
 
@@ -584,6 +585,33 @@ def scenario_broadcast_kwargs() -> dict:
     r = actors.put.broadcast(1, tag="x")
     actors.slice(g=1).put.broadcast(2)
     return {"returned": r, "seen": list(actors.seen.call().get().values())}
+
+
+class Partial(Actor):
+    @endpoint
+    def maybe(self, fail_on: int) -> int:
+        r = api.current_rank().rank
+        if r == fail_on:
+            raise ValueError(f"rank {r} fails")
+        return r
+
+    def helper(self, x, y=1) -> int:
+        return x + y
+
+
+def scenario_failures_in_adverbs() -> dict:
+    actors = this_host().spawn_procs(per_host={"g": 3}).spawn("part", Partial)
+    out = {"call": attempt(lambda: actors.maybe.call(1).get(timeout=30))}
+    streamed = []
+    for f in actors.maybe.stream(1):
+        streamed.append(attempt(lambda f=f: f.get(timeout=30)))
+    out["stream"] = sorted(map(json.dumps, streamed))
+    out["accumulate"] = attempt(lambda: api.Accumulator(actors.maybe, 0, lambda a, b: a + b).accumulate(2).get(timeout=30))
+    out["as_endpoint"] = attempt(lambda: api.as_endpoint(actors.helper).call(2).get(timeout=30).values())
+    out["as_endpoint_kw"] = list(api.as_endpoint(actors.slice(g=0).helper).call(2, y=5).get(timeout=30).values())
+    out["as_endpoint_wrong"] = attempt(lambda: api.as_endpoint(actors.helper).call().get(timeout=30))  # not checked, as in Monarch
+    out["alive"] = list(actors.maybe.call(-1).get(timeout=30).values())
+    return out
 
 
 if __name__ == "__main__":

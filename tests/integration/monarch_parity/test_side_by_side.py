@@ -25,7 +25,8 @@ and actor meshes and slices passed as arguments; Accumulator; Channel, Port and 
 endpoint returning a generator; async endpoints awaiting other actors and taking a ValueMesh;
 methods that are not endpoints; current_rank outside an actor; spawn's arguments checked
 against __init__; repr of value meshes and points; stream order; a future read twice; an
-actor stopping itself; broadcast with keyword arguments.
+actor stopping itself; broadcast with keyword arguments; Future() made by hand; an actor that
+raises under call, stream and Accumulator, and as_endpoint on a plain method.
 
 torchmonarch comes with the ``bench`` extra (``pip install 'procmesh[bench]'``); without it
 these tests fail and say so. Monarch runs its own processes on this machine, over loopback.
@@ -51,7 +52,7 @@ ROUND_TWO_SCENARIOS = [
     "valuemesh", "mesh_slicing", "choose_stream", "call_one_many", "kwargs", "exceptions", "stop_then_call",
     "future_timeout", "initialized", "shapes", "actors_spawn_actors", "accumulate", "channels", "send_selection",
     "generators", "async_calls", "not_endpoint", "current_outside", "spawn_args", "reprs", "stream_order",
-    "future_twice", "self_stop", "broadcast_kwargs",
+    "future_twice", "self_stop", "broadcast_kwargs", "failures_in_adverbs",
 ]
 
 
