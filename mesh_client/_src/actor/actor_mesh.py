@@ -10,10 +10,10 @@ import functools
 import queue
 import random
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, cast
 
-from mesh_client._src.actor import context, messages, own_calls, restarts, trees
+from mesh_client._src.actor import context, messages, own_calls, restarts, signatures, trees
 from mesh_client._src.actor.endpoint import Propagator, check_propagate
 from mesh_client._src.actor.errors import NotAnEndpoint, SupervisionError
 from mesh_client._src.actor.procs import ProcGroup
@@ -44,6 +44,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         class_repr: str = "",
         plain: frozenset[str] = frozenset(),
         keeper: object | None = None,
+        checks: Mapping[str, signatures.ArgumentCheck] | None = None,
     ) -> None:
         self._group = group
         self._shape = shape
@@ -58,6 +59,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         # Shared by the spawning program's handles of this spawn and their slices (never
         # pickled): while one is alive, respawn() spawns the actors again (procs.SpawnRecord).
         self._keeper = keeper
+        self._checks = checks or {}  # by endpoint: its arguments are checked before a call is sent
 
     def _with_shape(self, shape: Shape) -> ActorMesh[T]:
         return ActorMesh(
@@ -71,6 +73,7 @@ class ActorMesh(MeshTrait, Generic[T]):
             self._class_repr,
             self._plain,
             self._keeper,
+            self._checks,
         )
 
     def __getattr__(self, attr: str) -> ActorEndpoint[Any] | NotAnEndpointRef:
@@ -108,6 +111,8 @@ class ActorMesh(MeshTrait, Generic[T]):
                 None,
                 self._class_repr,
                 self._plain,
+                None,
+                self._checks,
             ),
         )
 
@@ -160,6 +165,7 @@ class ActorEndpoint(Generic[R]):
         self._what = f"Actor call {mesh._name}.{method}"  # Monarch's words: "Actor call m.f failed"
         self._fields: dict[int, bytes] = {}  # index in the slice -> the envelope fields of a call there
         self._decoders: dict[int, Callable[[Any], Any]] = {}  # index in the slice -> how its replies decode
+        self._check = mesh._checks.get(method)  # None: the arguments are the actor's to judge
 
     def _decoder(self, i: int) -> Callable[[Any], Any]:
         mesh = self._mesh
@@ -176,6 +182,8 @@ class ActorEndpoint(Generic[R]):
               guard: bool = True) -> list[Future[Any]]:
         """One future per index: the call's outcome at that point of the mesh."""
         mesh = self._mesh
+        if self._check is not None:  # a wrong call raises TypeError here, as in Monarch
+            self._check(args, kwargs)
         payload = self._dumps(args, kwargs) if args or kwargs else _NO_ARGUMENTS
         if trees.routed(mesh):  # a big mesh: through a tree of its procs (trees.py says why)
             futs = trees.send(mesh, self._method, self._what, indices, payload, reply)
@@ -237,6 +245,8 @@ class ActorEndpoint(Generic[R]):
             futs = self._send(range(n), args, kwargs, guard=False)  # the whole is guarded: members must fail fast
             result = gather(futs, lambda values: ValueMesh(shape, values), fail_fast=messages.failed)
         else:
+            if self._check is not None:  # a wrong call raises TypeError here, as in Monarch
+                self._check(args, kwargs)
             payload = self._dumps(args, kwargs)
             what, displays, ranks = self._what, group.displays, shape.ranks
 

@@ -10,7 +10,7 @@ import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, cast, overload
+from typing import Any, Literal, TypeVar, cast, overload
 
 from mesh_client._src.actor import context as context_mod
 from mesh_client._src.actor import (
@@ -18,13 +18,19 @@ from mesh_client._src.actor import (
     respawning,
     restarts,
     shutting_down,
+    signatures,
     sources,
     trees,
     watching,
 )
 from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.actor_mesh import ActorMesh, gather
-from mesh_client._src.actor.endpoint import check_endpoint_kinds, endpoint_names, plain_method_names
+from mesh_client._src.actor.endpoint import (
+    EXPLICIT_PORT,
+    check_endpoint_kinds,
+    endpoint_names,
+    plain_method_names,
+)
 from mesh_client._src.actor.options import options
 from mesh_client._src.actor.procs import ProcGroup, SpawnRecord
 from mesh_client._src.actor.shape import MeshTrait, Shape
@@ -61,9 +67,10 @@ class ProcMesh(MeshTrait):
         return self._group.name
 
     @property
-    def initialized(self) -> Future[None]:
-        """Done at once: a ProcMesh is made only when its procs listen (spawn_procs and attach wait)."""
-        return futures.completed(None)
+    def initialized(self) -> Future[Literal[True]]:
+        """Done at once, with True, as Monarch's: a ProcMesh is made only when its procs listen
+        (spawn_procs and attach wait)."""
+        return futures.completed(True)
 
     def spawn(self, name: str, Class: type[T], *args: Any, **kwargs: Any) -> T:
         """Start ``Class(*args, **kwargs)`` in every proc; returns at once, as in Monarch.
@@ -87,6 +94,9 @@ class ProcMesh(MeshTrait):
                              f"the actor mesh (mesh.{taken[0]} would be the mesh's, not the endpoint): rename them")
         if not options.mixed_endpoints:
             check_endpoint_kinds(Class, names)
+        init = signatures.of(Class.__init__, 1, f"{Class.__qualname__}.__init__() (spawn of {name!r})")
+        if init is not None:  # wrong arguments raise TypeError here, as in Monarch, not in every proc
+            init(args, kwargs)
         owner = context_mod.context().actor_instance
         actor_id = f"{name}-{uuid.uuid4().hex[:12]}"
         creator = context_mod.Creator(owner.name, owner.display)
@@ -121,7 +131,7 @@ class ProcMesh(MeshTrait):
             keeper = respawning.keep_while_held(group, actor_id)
         mesh: ActorMesh[T] = ActorMesh(
             group, shape, actor_id, name, Class.__qualname__, names, spawned, repr(Class), plain_method_names(Class),
-            keeper,
+            keeper, signatures.of_endpoints(Class, names, name, EXPLICIT_PORT),
         )
         if options.spawn_waits:  # its error is raised here, and so is no supervision event too
             try:
@@ -227,7 +237,7 @@ class ProcMesh(MeshTrait):
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Stop every proc of this mesh; the future completes once they are gone."""
-        fut: Future[None] = Future()
+        fut: Future[None] = Future(None)
         if self._stopped:
             fut.set_result(None)
             return fut

@@ -45,6 +45,10 @@ class Extent(Mapping[str, int]):
     def __repr__(self) -> str:
         return "Extent(" + ", ".join(f"{k}={v}" for k, v in zip(self.labels, self.sizes)) + ")"
 
+    def __str__(self) -> str:
+        """As Monarch prints it: ``{hosts: 2, gpus: 4}``."""
+        return "{" + ", ".join(f"{k}: {v}" for k, v in zip(self.labels, self.sizes)) + "}"
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Extent) and (self.labels, self.sizes) == (other.labels, other.sizes)
 
@@ -252,8 +256,16 @@ class MeshTrait:
     def _labels(self) -> tuple[str, ...]:
         return self._shape.labels
 
-    def size(self, dim: str | None = None) -> int:
-        return len(self._shape) if dim is None else self.extent[dim]
+    def size(self, dim: str | Sequence[str] | None = None) -> int:
+        """The number of points: of the whole mesh (None), along one dimension, or of several
+        dimensions together (``mesh.size(("hosts", "gpus"))``, their sizes multiplied), as Monarch's."""
+        if dim is None:
+            return len(self._shape)
+        if isinstance(dim, str):
+            if dim not in self._shape.labels:
+                raise KeyError(f"{type(self).__name__}({self.extent}) does not have dimension {dim!r} (its dimensions: {list(self._shape.labels)})")
+            return self.extent[dim]
+        return math.prod(self.size(d) for d in dim)
 
     def __len__(self) -> int:
         return len(self._shape)

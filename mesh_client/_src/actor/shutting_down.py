@@ -48,7 +48,7 @@ def shutdown_context(host_timeout: float | None = None) -> Future[None]:
             return futures.completed(None)
         _claimed = True
         meshes = list(_meshes.values())
-    done: Future[None] = Future()
+    done: Future[None] = Future(None)
 
     def stop_all() -> None:
         first: BaseException | None = None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pprint
+import textwrap
 from collections.abc import Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -52,8 +54,21 @@ class ValueMesh(MeshTrait, Generic[R]):
         return self._values[rank]
 
     def __repr__(self) -> str:
-        inner = ", ".join(f"{dict(p)}: {v!r}" for p, v in self.items())
-        return f"ValueMesh({inner})"
+        """As Monarch prints it: the extent, then one ``({'gpus': 0/2}, value)`` pair a line."""
+        body = pprint.pformat(tuple((_Shown(str(p)), v) for p, v in self.items()))
+        return f"ValueMesh({self.extent}):\n{textwrap.indent(body, '  ')}"
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (ValueMesh, (self._shape, self._values))
+
+
+class _Shown:
+    """Prints as its text (a point the way Monarch's reprs show it, inside ``pformat``)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text

@@ -9,7 +9,7 @@ import os
 import secrets
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from mesh_client._src import contract
 from mesh_client._src.actor.proc_mesh import ProcMesh
@@ -17,7 +17,8 @@ from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.kubernetes import api as api_mod
 from mesh_client._src.kubernetes import attaching, lifetimes, manifests, terminating
 from mesh_client._src.kubernetes.errors import KubernetesMeshError
-from mesh_client._src.runtime import offloading
+from mesh_client._src.runtime import futures, offloading
+from mesh_client._src.runtime.futures import Future
 
 _names = itertools.count()
 
@@ -70,6 +71,11 @@ class KubernetesHostMesh(MeshTrait):
 
     def _with_shape(self, shape: Shape) -> KubernetesHostMesh:
         raise NotImplementedError("slicing a Kubernetes host mesh is not supported; spawn with fewer hosts")
+
+    @property
+    def initialized(self) -> Future[Literal[True]]:
+        """Done at once, with True, as Monarch's: each ``spawn_procs`` waits for its own procs."""
+        return futures.completed(True)
 
     def __repr__(self) -> str:
         return f"<KubernetesHostMesh {self.api.namespace} hosts={self.hosts}>"

@@ -13,7 +13,7 @@ import secrets
 import socket
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from mesh_client._src.actor import context as ctx_mod
 from mesh_client._src.actor import ports, shutting_down
@@ -24,7 +24,7 @@ from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.local import rundirs
 from mesh_client._src.local.bootstrap import default_bootstrap_cmd
 from mesh_client._src.local.launcher import CommandSpec, LocalProcs
-from mesh_client._src.runtime import offloading, unixlinks
+from mesh_client._src.runtime import futures, offloading, unixlinks
 from mesh_client._src.runtime.futures import Future
 from mesh_client._src.server import output
 
@@ -81,6 +81,11 @@ class HostMesh(MeshTrait):
 
     def __repr__(self) -> str:
         return f"<HostMesh local {socket.gethostname()}>"
+
+    @property
+    def initialized(self) -> Future[Literal[True]]:
+        """Done at once, with True, as Monarch's: this machine is here."""
+        return futures.completed(True)
 
     def spawn_procs(
         self,
@@ -175,7 +180,7 @@ def get_or_spawn_controller(name: str, Class: type[T], *args: Any, **kwargs: Any
     with _controllers_lock:
         fut = _controllers.get(name)
         if fut is None:
-            fut = _controllers[name] = Future()
+            fut = _controllers[name] = Future(None)
             try:
                 fut.set_result(this_proc().spawn(name, Class, *args, **kwargs))
             except BaseException as exc:

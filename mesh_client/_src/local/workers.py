@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from mesh_client._src.actor.actor import Actor
+from mesh_client._src.actor.actor_mesh import gather
 from mesh_client._src.actor.endpoint import endpoint
 from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.procs import ProcGroup
@@ -120,7 +121,7 @@ def start_worker_loop_forever(*, ca: CA, address: str, private_key: PrivateKey =
     future completes when the worker is stopped (``shutdown()`` of the host mesh attached to
     it), as Monarch's. SIGTERM keeps its usual effect on the process (it ends it)."""
     serve_until_stopped = _serve(ca, address, private_key, token)
-    done: Future[None] = Future()
+    done: Future[None] = Future(None)
 
     def serve() -> None:
         try:
@@ -212,9 +213,9 @@ class WorkerHostMesh(MeshTrait):
         return f"<WorkerHostMesh {self.name!r} hosts={len(self._shape)}>"
 
     @property
-    def initialized(self) -> Future[None]:
-        """Done once every worker answered (raises if one cannot be reached)."""
-        return self._agents.initialized
+    def initialized(self) -> Future[Literal[True]]:
+        """Done, with True as Monarch's, once every worker answered (raises if one cannot be reached)."""
+        return gather([self._agents.initialized], lambda values: True)
 
     def spawn_procs(
         self,
@@ -273,7 +274,7 @@ class WorkerHostMesh(MeshTrait):
         done = then()
         if failure is None:
             return done
-        out: Future[None] = Future()
+        out: Future[None] = Future(None)
 
         def settle(_: Future[None]) -> None:
             out.set_exception(failure)

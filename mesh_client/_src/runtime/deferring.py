@@ -41,7 +41,7 @@ class BodyFuture(Future[R]):
     __slots__ = ("_body", "_context", "_take_lock")
 
     def __init__(self, body: Coroutine[Any, Any, R], context: contextvars.Context) -> None:
-        super().__init__()
+        super().__init__(None)
         self._body: Coroutine[Any, Any, R] | None = body
         self._context = context
         self._take_lock = threading.Lock()

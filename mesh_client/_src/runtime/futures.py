@@ -33,7 +33,10 @@ class Future(Generic[R]):
 
     __slots__ = ("_waiters", "_lock", "_done", "_raw", "_decode", "_value", "_error", "_callbacks")
 
-    def __init__(self, decode: Callable[[Any], R] | None = None) -> None:
+    def __init__(self, decode: Callable[[Any], R] | None = _UNSET) -> None:
+        if decode is _UNSET:  # as Monarch's: nothing would ever complete a Future made by hand
+            raise TypeError("Future objects are returned by mesh_client operations and cannot be constructed directly; "
+                            "for a future of your own, use @returns_future or asyncio.Future")
         # The bells of the threads waiting (most futures of pipelined calls are done before
         # anyone asks: they never have one); rung when done.
         self._waiters: list[waits.Bell] | None = None
@@ -298,6 +301,6 @@ def _report_callback(fut: Future[Any], cb: Callable[..., object]) -> None:
 
 def completed(value: R) -> Future[R]:
     """A future that is already done with ``value``."""
-    fut: Future[R] = Future()
+    fut: Future[R] = Future(None)
     fut.set_result(value)
     return fut

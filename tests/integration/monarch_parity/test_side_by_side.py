@@ -13,6 +13,21 @@ proc's root level, checking its arguments); a program between enable_transport("
 shutdown_context(); returns_future, Uid, ProcId, ChannelTransport, config, span, traced and
 get_meter.
 
+Round two (:mod:`.round_two`, one scenario each): ValueMesh operations (items, values, iteration
+order, slice, flatten, rename, size, item and their errors); slicing actor meshes by dimension
+names, and what current_rank, current_size and context().message_rank say in a slice; choose,
+stream and broadcast; call_one on several actors; arguments checked against the endpoint's
+parameters at the call (defaults, *args, keyword-only, **kwargs; TypeError on every adverb and
+send); custom exceptions and chained causes; calls after stop(); Future.get(timeout=); a proc
+mesh's and a host's ``initialized``; spawn_procs shapes and str(extent); actors spawning actors,
+and actor meshes and slices passed as arguments; Accumulator; Channel, Port and PortReceiver
+(ordering per sender, once ports, timeouts); send with a selection and keyword arguments; an
+endpoint returning a generator; async endpoints awaiting other actors and taking a ValueMesh;
+methods that are not endpoints; current_rank outside an actor; spawn's arguments checked
+against __init__; repr of value meshes and points; stream order; a future read twice; an
+actor stopping itself; broadcast with keyword arguments; Future() made by hand; an actor that
+raises under call, stream and Accumulator, and as_endpoint on a plain method.
+
 torchmonarch comes with the ``bench`` extra (``pip install 'procmesh[bench]'``); without it
 these tests fail and say so. Monarch runs its own processes on this machine, over loopback.
 """
@@ -28,13 +43,20 @@ from pathlib import Path
 import pytest
 
 PROGRAMS = Path(__file__).with_name("programs.py")
+ROUND_TWO = Path(__file__).with_name("round_two.py")
 SCENARIOS = [
     "broadcast_error", "failing_init", "proc_death", "supervise", "unhandled_climbs", "mixed_endpoints", "names", "output", "ported",
     "logger", "logging_option", "transport_shutdown", "more_names",
 ]
+ROUND_TWO_SCENARIOS = [
+    "valuemesh", "mesh_slicing", "choose_stream", "call_one_many", "kwargs", "exceptions", "stop_then_call",
+    "future_timeout", "initialized", "shapes", "actors_spawn_actors", "accumulate", "channels", "send_selection",
+    "generators", "async_calls", "not_endpoint", "current_outside", "spawn_args", "reprs", "stream_order",
+    "future_twice", "self_stop", "broadcast_kwargs", "failures_in_adverbs",
+]
 
 
-def outcome(api: str, scenario: str) -> tuple[dict, list[str], list[str]]:
+def outcome(api: str, scenario: str, programs: Path = PROGRAMS) -> tuple[dict, list[str], list[str]]:
     """The outcome line, and the other lines of stdout and stderr (Monarch's own notice left out)."""
     env = dict(os.environ)
     # Unbuffered, Monarch's procs write a print's text and its newline apart, and two procs
@@ -42,7 +64,7 @@ def outcome(api: str, scenario: str) -> tuple[dict, list[str], list[str]]:
     # (tests/integration/local/test_whole_lines.py). Compare the lines, not that race.
     env.pop("PYTHONUNBUFFERED", None)
     done = subprocess.run(
-        [sys.executable, str(PROGRAMS), api, scenario], capture_output=True, text=True, timeout=300, env=env, cwd=PROGRAMS.parent
+        [sys.executable, str(programs), api, scenario], capture_output=True, text=True, timeout=300, env=env, cwd=programs.parent
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("OUTCOME ")]
     assert lines, f"{api} {scenario} printed no outcome (exit {done.returncode}):\n{done.stdout}\n{done.stderr[-3000:]}"
@@ -65,3 +87,10 @@ def test_same_outcome_as_monarch(scenario):
         assert all(prefix.match(line) for line in our_out + our_err), (our_out, our_err)
         bare = [prefix.sub("", line) for line in our_out], [prefix.sub("", line) for line in our_err]
         assert (sorted(bare[0]), sorted(bare[1])) == (sorted(their_out), sorted(their_err))
+
+
+@pytest.mark.parametrize("scenario", ROUND_TWO_SCENARIOS)
+def test_round_two_same_outcome_as_monarch(scenario):
+    assert importlib.util.find_spec("monarch") is not None, "torchmonarch 0.7 is needed: pip install 'procmesh[bench]'"
+    theirs = outcome("monarch.actor", scenario, ROUND_TWO)[0]
+    assert outcome("mesh_client.actor", scenario, ROUND_TWO)[0] == theirs

@@ -13,8 +13,8 @@ from mesh_client._src.runtime.futures import Future
 
 
 def test_a_reply_done_but_not_yet_queued_is_waited_for_before_the_refusal():
-    other: Future[int] = Future()
-    own = own_calls.OwnCall(Future(), "Actor call m.f", holds_messages=True, task=None)
+    other: Future[int] = Future(None)
+    own = own_calls.OwnCall(Future(None), "Actor call m.f", holds_messages=True, task=None)
     other.set_result(1)  # done; its delivery to the stream's queue may still be under way
     own_calls.refuse_stream_wait([other, own], left=2)  # both still to be yielded: other comes
     with pytest.raises(RuntimeError, match=r"Actor call m\.f would wait for ever"):

@@ -110,3 +110,16 @@ def test_sizes_and_indices_of_any_integer_type_are_taken():
 def test_a_slice_index_must_be_an_integer(index):
     with pytest.raises(TypeError, match=r"gpus=.*: give an int index or a slice"):
         Shape.from_sizes({"gpus": 2}).slice(gpus=index)
+
+
+def test_size_of_several_dimensions_is_their_product_as_in_monarch():
+    vm = ValueMesh(Shape(["hosts", "gpus"], [2, 3]), list(range(6)))
+    assert [vm.size(), vm.size("gpus"), vm.size(("hosts", "gpus")), vm.size(["gpus"]), vm.size(())] == [6, 3, 6, 3, 1]
+    with pytest.raises(KeyError, match="does not have dimension 'tp'"):
+        vm.size(("hosts", "tp"))
+
+
+def test_extents_and_value_meshes_print_as_monarch_prints_them():
+    vm = ValueMesh(Shape(["hosts", "gpus"], [1, 2]), ["a", "b"])
+    assert str(vm.extent) == f"{vm.extent}" == "{hosts: 1, gpus: 2}"
+    assert repr(vm) == "ValueMesh({hosts: 1, gpus: 2}):\n  (({'hosts': 0/1, 'gpus': 0/2}, 'a'), ({'hosts': 0/1, 'gpus': 1/2}, 'b'))"

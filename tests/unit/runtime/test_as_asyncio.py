@@ -29,7 +29,7 @@ def complete_later(fut, value=None, error=None):
 
 def test_it_completes_with_the_value_a_thread_sets():
     async def main():
-        fut = Future()
+        fut = Future(None)
         mirror = fut.as_asyncio()
         assert isinstance(mirror, asyncio.Future) and not mirror.done()
         complete_later(fut, "value")
@@ -40,7 +40,7 @@ def test_it_completes_with_the_value_a_thread_sets():
 
 def test_it_raises_the_exception_a_thread_sets():
     async def main():
-        fut = Future()
+        fut = Future(None)
         mirror = fut.as_asyncio()
         complete_later(fut, error=KeyError("k"))
         await mirror
@@ -51,7 +51,7 @@ def test_it_raises_the_exception_a_thread_sets():
 
 def test_a_done_future_gives_a_done_one_each_time_and_get_still_works():
     async def main():
-        fut = Future()
+        fut = Future(None)
         fut.set_result(3)
         first, second = fut.as_asyncio(), fut.as_asyncio()
         assert first is not second and first.done() and second.done()
@@ -62,7 +62,7 @@ def test_a_done_future_gives_a_done_one_each_time_and_get_still_works():
 
 def test_a_stop_iteration_becomes_a_runtime_error():
     async def main():
-        fut = Future()
+        fut = Future(None)
         fut.set_exception(StopIteration())
         await fut.as_asyncio()
 
@@ -71,7 +71,7 @@ def test_a_stop_iteration_becomes_a_runtime_error():
 
 
 def test_off_a_running_loop_it_raises_and_leaves_the_future_as_it_was():
-    fut = Future()
+    fut = Future(None)
     with pytest.raises(RuntimeError, match=r"^as_asyncio\(\) requires a running asyncio event loop\.$") as raised:
         fut.as_asyncio()
     assert raised.value.__context__ is None

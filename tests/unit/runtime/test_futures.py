@@ -45,7 +45,7 @@ def test_an_error_while_decoding_is_kept():
 
 
 def test_a_wait_on_the_io_thread_raises_instead_of_holding_every_reply():
-    pending: futures.Future[int] = futures.Future()
+    pending: futures.Future[int] = futures.Future(None)
     seen = []
     ran = threading.Event()
 
@@ -66,12 +66,12 @@ def test_a_wait_on_the_io_thread_raises_instead_of_holding_every_reply():
 
 def test_a_negative_timeout_is_refused():
     with pytest.raises(ValueError, match="non-negative"):
-        futures.Future().get(timeout=-1)
+        futures.Future(None).get(timeout=-1)
 
 
 def test_a_blocking_wait_inside_a_running_loop_warns():
     async def main():
-        fut: futures.Future[int] = futures.Future()
+        fut: futures.Future[int] = futures.Future(None)
         threading.Timer(0.05, fut.set_result, (5,)).start()
         with pytest.warns(UserWarning, match="within a running asyncio event loop") as warned:
             value = fut.result(timeout=30)  # through result(): still said at this line
@@ -82,7 +82,7 @@ def test_a_blocking_wait_inside_a_running_loop_warns():
 
 
 def test_an_await_given_up_on_leaves_no_callback():
-    fut: futures.Future[int] = futures.Future()
+    fut: futures.Future[int] = futures.Future(None)
 
     async def main():
         for _ in range(100):
@@ -94,7 +94,7 @@ def test_an_await_given_up_on_leaves_no_callback():
 
 
 def test_a_cancelled_mirror_leaves_no_callback():
-    fut: futures.Future[int] = futures.Future()
+    fut: futures.Future[int] = futures.Future(None)
 
     async def main():
         for _ in range(100):
@@ -103,3 +103,9 @@ def test_a_cancelled_mirror_leaves_no_callback():
 
     asyncio.run(main())
     assert not fut._callbacks
+
+
+def test_a_future_is_not_made_by_hand_as_in_monarch():
+    """Nothing would complete it: a get() without a timeout would wait for ever."""
+    with pytest.raises(TypeError, match="cannot be constructed directly; for a future of your own, use @returns_future"):
+        futures.Future()

@@ -50,7 +50,7 @@ def test_a_wait_takes_a_timeout_too_long_for_the_clock(make, timeout, monkeypatc
     assert bell.wait(timeout) is True
     monkeypatch.setattr(waits, "make_bell", make)
     monkeypatch.setattr(waits._own, "bell", None, raising=False)
-    fut: Future[str] = Future()
+    fut: Future[str] = Future(None)
     threading.Timer(0.01, fut.set_result, ("done",)).start()
     assert fut.get(timeout=timeout) == "done"
 
@@ -148,7 +148,7 @@ def test_a_signal_handler_that_waits_on_a_future_leaves_the_outer_wait_its_resul
     monkeypatch.setattr(waits, "make_bell", make)
     monkeypatch.setattr(waits._own, "bell", None, raising=False)  # a fresh bell of that kind, with no history
     monkeypatch.setattr(waits, "SPIN_NS", spin)
-    outer, inner = Future(), Future()
+    outer, inner = Future(None), Future(None)
     bell = waits.own_bell()
     rescued = []
 
@@ -177,7 +177,7 @@ def test_a_blocking_done_callback_on_the_reactor_does_not_hold_back_the_rings_be
     # The reactor defers its rings to its next poll; a done-callback (or a callback or timer)
     # that blocks on a thread it was about to wake would wait for good: they ring first.
     lock = threading.Lock()
-    first, second = Future(), Future()
+    first, second = Future(None), Future(None)
     second.add_done_callback(lambda fut: (lock.acquire(), lock.release()))
 
     def complete():
@@ -415,7 +415,7 @@ def test_waits_given_up_leave_no_bell_on_the_future(make, monkeypatch):
     # Threads that poll a pending future with timeouts, then end, must not pile their bells
     # on it; a thread still waiting keeps its own and is woken when it completes.
     monkeypatch.setattr(waits, "make_bell", make)
-    fut: Future[str] = Future()
+    fut: Future[str] = Future(None)
 
     def poll_once():
         with pytest.raises(TimeoutError):
