@@ -69,9 +69,10 @@ def queue(kueue, custom, namespace, node_key):
     custom.delete_cluster_custom_object(configs.GROUP, configs.VERSION, "resourceflavors", flavor)
 
 
-def create_queued(custom, namespace, name, procs, place, queue, **template):
+def create_queued(custom, namespace, name, procs, place, queue, spec=None, **template):
     body = support.mesh_manifest(name, perHost=[{"name": "gpus", "size": procs}],
-                                 gpus={"mode": "plugin"}, template={**place.template, **template})
+                                 gpus={"mode": "plugin"}, template={**place.template, **template},
+                                 **(spec or {}))
     body["metadata"]["labels"] = {workloads.QUEUE_NAME_LABEL: queue}
     return custom.create_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
                                                   namespace, support.contract.PLURAL, body)
@@ -191,6 +192,36 @@ def test_a_high_priority_mesh_preempts_a_low_one_which_comes_back(
     assert support.condition(back, "Admitted")["status"] == "True"
     assert back["status"]["restarts"] == 0  # an eviction is no restart of the mesh's procs
     assert len(support.mesh_pods(core, namespace, "low")) == 4
+
+
+def test_a_preempted_never_restarted_mesh_comes_back_and_its_client_is_told_so(
+        operator, kueue, kube, custom, core, namespace, place, queue, faults):
+    """An eviction is no proc failure: restartPolicy Never (or restarts used up) does not keep
+    the mesh down, so the failed call must not say "spawn a new mesh"; respawn() brings the
+    actors back once Kueue re-admits it."""
+    gang_checks.priority_class(kube, "procmesh-kueue-low", 100)
+    gang_checks.priority_class(kube, "procmesh-kueue-high", 1000)
+    create_queued(custom, namespace, "low", 4, place, queue, spec={"restartPolicy": "Never"},
+                  priorityClassName="procmesh-kueue-low")
+    support.wait_ready(custom, namespace, "low")
+    mesh = attach("low", namespace, api_client=kube, timeout=120, progress=False)
+    actors = mesh.spawn("lam", Lambda)
+    assert actors.slice(gpus=0).run.call_one(lambda: 1).get() == 1
+
+    create_queued(custom, namespace, "high", 4, place, queue, priorityClassName="procmesh-kueue-high")
+    failures = faults.wait("lam")
+    assert failures, "no call of the preempted mesh failed"
+    report = failures[0].report()
+    assert "Preempted to accommodate a workload" in report, report
+    assert "does not restart it" not in report, report
+    assert "once Kueue admits the mesh again" in report, report
+    support.wait_ready(custom, namespace, "high")
+    custom.delete_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
+                                           namespace, support.contract.PLURAL, "high")
+    assert mesh.respawn() == [0, 1, 2, 3]  # waits until Kueue re-admits it and it is Ready
+    assert list(actors.run.call(lambda: 2).get().values()) == [2, 2, 2, 2]
+    assert support.get_mesh(custom, namespace, "low")["status"]["restarts"] == 0
+    mesh.stop()
 
 
 def test_a_suspended_mesh_gives_its_quota_back_and_queues_again_on_resume(
