@@ -8,7 +8,9 @@ and tolerations go into the pods, :func:`workloads.with_flavors`); when an evict
 proc pod, it releases the Workload's quota so that Kueue
 queues it again. ``spec.suspend`` deactivates the Workload (``spec.active: false``), so a
 suspended mesh gives its quota back (Kueue evicts it as ``Deactivated``), and resuming
-reactivates it: it queues again. The reconcile creates pods only for an admitted mesh.
+reactivates it: it queues again. A template edited while the mesh holds no quota is carried
+into the Workload (:func:`_keep_demand`), so Kueue admits the mesh for what its pods will
+request. The reconcile creates pods only for an admitted mesh.
 """
 
 from __future__ import annotations
@@ -36,6 +38,25 @@ async def _priority(client: kubeclient.KubeClient, mesh: specs.MeshSpec) -> int 
     return int(found["value"]) if found is not None and "value" in found else None
 
 
+async def _keep_demand(client: kubeclient.KubeClient, mesh: specs.MeshSpec, queue: str, path: str,
+                       workload: dict[str, Any], settings: settings_.Settings) -> dict[str, Any]:
+    """The Workload of a mesh that holds no quota, updated if the mesh's template changed what
+    its procs request since it was rendered: else Kueue would admit it for the old requests
+    and the pods would take more than the quota counts. Once quota is reserved the pod sets
+    are Kueue's to keep (its webhook refuses a change)."""
+    pod = rendering.render_pod(mesh, 0, rendering.ProcPlacement(), settings)
+    if not workloads.demand_changed(workload, workloads.demand_digest(mesh, pod)):
+        return workload
+    rendered = workloads.render_workload(mesh, queue, pod, await _priority(client, mesh))
+    try:
+        return await client.merge_patch(path, workloads.demand_patch(workload, rendered))
+    except kubeclient.ApiError as e:
+        if not e.conflict:
+            raise
+        # Kueue wrote it meanwhile (perhaps reserving quota): its event brings the mesh back.
+        return await client.get(path)
+
+
 async def admission(client: kubeclient.KubeClient, mesh: specs.MeshSpec, queue: str,
                     pods: Mapping[int, Mapping[str, Any]],
                     settings: settings_.Settings) -> workloads.Admission:
@@ -58,6 +79,8 @@ async def admission(client: kubeclient.KubeClient, mesh: specs.MeshSpec, queue: 
             if not e.conflict:
                 raise
             workload = await client.get(path)
+    if not workloads.read(workload).reserved:
+        workload = await _keep_demand(client, mesh, queue, path, workload, settings)
     active = not mesh.suspend
     if bool((workload.get("spec") or {}).get("active", True)) != active:
         workload = await client.merge_patch(path, {"spec": {"active": active}})

@@ -21,6 +21,8 @@ mesh label.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,6 +36,10 @@ PLURAL = "workloads"
 QUEUE_NAME_LABEL = contract.KUEUE_QUEUE_LABEL
 #: The one pod set of a mesh's Workload: every proc.
 POD_SET = "procs"
+#: On a mesh's Workload: a digest of the mesh's demand it was rendered from (:func:`demand_digest`),
+#: so that a template changed while the mesh is queued is seen without comparing bodies that
+#: the API server may have reformatted.
+DEMAND_DIGEST_ANNOTATION = "procmesh.io/demand-digest"
 
 # --- Kueue's condition types and reasons we read or write (apis/kueue/v1beta2/workload_types.go)
 QUOTA_RESERVED = "QuotaReserved"
@@ -100,6 +106,35 @@ def pod_set_template(pod: Mapping[str, Any]) -> dict[str, Any]:
     return {"metadata": {"labels": labels}, "spec": kept}
 
 
+def demand_digest(mesh: specs.MeshSpec, pod: Mapping[str, Any]) -> str:
+    """What Kueue admits the mesh for (its pod set and its PriorityClass's name), as a digest:
+    it changes when an edit of the mesh's template changes what its procs request or where
+    they may run."""
+    demand = {"count": mesh.size, "template": pod_set_template(pod),
+              "priorityClassName": mesh.template.get("priorityClassName")}
+    return hashlib.sha256(json.dumps(demand, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def demand_changed(workload: Mapping[str, Any], digest: str) -> bool:
+    """Whether the Workload was rendered from another demand than ``digest`` (or by an
+    operator that wrote no digest)."""
+    annotations = (workload.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(DEMAND_DIGEST_ANNOTATION) != digest
+
+
+def demand_patch(workload: Mapping[str, Any], rendered: Mapping[str, Any]) -> dict[str, Any]:
+    """The merge patch that gives a Workload holding no quota the pod sets and priority of
+    ``rendered`` (:func:`render_workload`), as Kueue lets them change until it reserves quota;
+    Kueue then queues it with the new requests. Carries the resourceVersion it was computed
+    from: if Kueue reserved quota meanwhile, the patch fails instead of changing an admitted
+    workload."""
+    spec = rendered["spec"]
+    return {"metadata": {"resourceVersion": (workload.get("metadata") or {}).get("resourceVersion"),
+                         "annotations": dict(rendered["metadata"]["annotations"])},
+            "spec": {"podSets": spec["podSets"], "priority": spec.get("priority"),
+                     "priorityClassRef": spec.get("priorityClassRef")}}
+
+
 def render_workload(mesh: specs.MeshSpec, queue: str, pod: Mapping[str, Any],
                     priority: int | None) -> dict[str, Any]:
     """The mesh's Workload: one pod set of ``mesh.size`` copies of ``pod`` (a rendered proc),
@@ -123,6 +158,7 @@ def render_workload(mesh: specs.MeshSpec, queue: str, pod: Mapping[str, Any],
             "namespace": mesh.namespace,
             "labels": {contract.MESH_LABEL: mesh.name,
                        contract.MANAGED_BY_LABEL: contract.MANAGED_BY},
+            "annotations": {DEMAND_DIGEST_ANNOTATION: demand_digest(mesh, pod)},
             "ownerReferences": [rendering.owner_reference(mesh)],
         },
         "spec": spec,

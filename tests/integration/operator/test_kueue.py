@@ -247,6 +247,39 @@ def test_a_suspended_mesh_gives_its_quota_back_and_queues_again_on_resume(
     support.wait_ready(custom, namespace, "first")
 
 
+def test_a_queued_meshs_template_edit_is_what_kueue_admits_it_for(
+        operator, kueue, custom, core, namespace, place, queue):
+    """Its Workload follows the template while it holds no quota: 2 procs raised to 6 cpu each
+    do not fit the queue's 10 cpu, so Kueue must not admit them on the 10m they asked before."""
+    create_queued(custom, namespace, "first", UNITS, place, queue)
+    first = support.wait_ready(custom, namespace, "first")
+    created_in_an_earlier_second(custom, namespace, first)
+    second = create_queued(custom, namespace, "second", 2, place, queue)
+    wait_reason(custom, namespace, "second", "Ready", "Queued")
+    support.patch_mesh(custom, namespace, "second", {"template": {
+        **place.template, "resources": {"requests": {"cpu": "6", "memory": "32Mi"}}}})
+    def updated():
+        pod_set = workload_of(custom, namespace, second)["spec"]["podSets"][0]
+        requests = pod_set["template"]["spec"]["containers"][0]["resources"]["requests"]
+        return requests if requests["cpu"] == "6" else None
+    testing.wait_for(updated, "second's Workload asking 6 cpu a proc")
+    custom.delete_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
+                                           namespace, support.contract.PLURAL, "first")
+    def told():  # the GPU units are free now: cpu is what keeps it out
+        mesh = support.get_mesh(custom, namespace, "second")
+        admitted = support.condition(mesh, "Admitted")
+        return mesh if admitted.get("status") == "True" or \
+            "for cpu" in admitted.get("message", "") else None
+    mesh = testing.wait_for(told, "Kueue's verdict on second")
+    assert support.condition(mesh, "Admitted")["status"] == "False", mesh["status"]
+    assert support.mesh_pods(core, namespace, "second") == []
+    support.patch_mesh(custom, namespace, "second", {"template": {
+        **place.template, "resources": {"requests": {"cpu": "1", "memory": "32Mi"}}}})
+    support.wait_ready(custom, namespace, "second")  # fits now
+    assert all(p.spec.containers[0].resources.requests["cpu"] == "1"
+               for p in support.mesh_pods(core, namespace, "second"))
+
+
 def test_the_python_client_spawns_through_a_queue(operator, kueue, kube, custom, namespace,
                                                   place, queue):
     hosts = KubernetesHostMesh(namespace=namespace, api_client=kube, queue=queue,

@@ -1,7 +1,7 @@
 """A queued mesh's Kueue Workload (workloads.py) and the status it gives the mesh.
 
 Aspects: the queue label; the Workload (one pod set of every proc, requests and placement of a
-proc pod, priority, owned by the mesh); reading admitted / queued / evicted; the release patch
+proc pod, priority, owned by the mesh); its update after a template edit; reading admitted / queued / evicted; the release patch
 after an eviction (as Kueue's jobframework writes it); the Admitted condition and the overlay
 of Ready, Scheduled and Progressing while the mesh is not admitted.
 """
@@ -74,6 +74,31 @@ def test_a_mesh_without_priority_class_has_no_priority():
     pod = rendering.render_pod(m, 0, rendering.ProcPlacement(), SETTINGS)
     spec = workloads.render_workload(m, "q", pod, None)["spec"]
     assert "priority" not in spec and "priorityClassRef" not in spec
+
+
+def test_a_template_edit_that_changes_the_demand_gives_a_patch_of_the_new_pod_sets():
+    def rendered(**template):
+        m = mesh("m", per_host=(("gpus", 2),), gpus={"mode": "plugin"}, template=template)
+        pod = rendering.render_pod(m, 0, rendering.ProcPlacement(), SETTINGS)
+        return m, pod, workloads.render_workload(m, "q", pod, 7 if "priorityClassName" in template else None)
+
+    m, pod, before = rendered(resources={"requests": {"cpu": "10m"}})
+    digest = workloads.demand_digest(m, pod)
+    assert not workloads.demand_changed(before, digest)
+    assert workloads.demand_changed({"metadata": {}}, digest)  # written by an older operator
+    same = rendered(resources={"requests": {"cpu": "10m"}}, env=[{"name": "X", "value": "1"}])
+    assert workloads.demand_digest(same[0], same[1]) == digest  # env is no demand
+    m2, pod2, after = rendered(resources={"requests": {"cpu": "6"}}, priorityClassName="high")
+    assert workloads.demand_changed(before, workloads.demand_digest(m2, pod2))
+    stored = dict(before, metadata=dict(before["metadata"], resourceVersion="9"))
+    patch = workloads.demand_patch(stored, after)
+    assert patch["metadata"]["resourceVersion"] == "9"  # Kueue reserving meanwhile wins
+    assert patch["metadata"]["annotations"] == after["metadata"]["annotations"]
+    (pod_set,) = patch["spec"]["podSets"]
+    assert pod_set["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "6"
+    assert patch["spec"]["priority"] == 7 and patch["spec"]["priorityClassRef"]["name"] == "high"
+    back = workloads.demand_patch(after, before)["spec"]  # the class removed: merge-patch nulls
+    assert back["priority"] is None and back["priorityClassRef"] is None
 
 
 def test_reading_admitted_queued_and_evicted():
