@@ -6,7 +6,8 @@ Service and before the pods. :func:`admission` creates the mesh's Workload once 
 it says (with the assigned ResourceFlavors while procs are to be created: their node labels
 and tolerations go into the pods, :func:`workloads.with_flavors`); when an eviction has left no
 proc pod, it releases the Workload's quota so that Kueue
-queues it again. ``spec.suspend`` deactivates the Workload (``spec.active: false``), so a
+queues it again. A Workload deleted while procs run stops them (:func:`workloads.deleted`)
+before a new one is created. ``spec.suspend`` deactivates the Workload (``spec.active: false``), so a
 suspended mesh gives its quota back (Kueue evicts it as ``Deactivated``), and resuming
 reactivates it: it queues again. A template edited while the mesh holds no quota is carried
 into the Workload (:func:`_keep_demand`), so Kueue admits the mesh for what its pods will
@@ -38,6 +39,17 @@ async def _priority(client: kubeclient.KubeClient, mesh: specs.MeshSpec) -> int 
     return int(found["value"]) if found is not None and "value" in found else None
 
 
+async def _served(client: kubeclient.KubeClient, namespace: str) -> bool:
+    """Whether the cluster serves Kueue's Workloads (a list of at most one item says so)."""
+    try:
+        await client.request("GET", workloads.workloads_path(namespace), params={"limit": "1"})
+    except kubeclient.ApiError as e:
+        if e.not_found:
+            return False
+        raise
+    return True
+
+
 async def _keep_demand(client: kubeclient.KubeClient, mesh: specs.MeshSpec, queue: str, path: str,
                        workload: dict[str, Any], settings: settings_.Settings) -> dict[str, Any]:
     """The Workload of a mesh that holds no quota, updated if the mesh's template changed what
@@ -64,6 +76,12 @@ async def admission(client: kubeclient.KubeClient, mesh: specs.MeshSpec, queue: 
     eviction releases the quota only once there are none)."""
     path = workloads.workloads_path(mesh.namespace, workloads.workload_name(mesh))
     workload = await client.get_or_none(path)
+    if workload is None and pods and not mesh.suspend and await _served(client, mesh.namespace):
+        # Deleted under running procs (by hand, or while this operator was down): they hold no
+        # quota now. As Kueue does for its jobs, they stop first, and the mesh queues again with
+        # a new Workload once none is left, behind those that waited, not ahead of them. (Not
+        # when Kueue's API is gone, uninstalled: that is reported below, the procs left alone.)
+        return workloads.deleted(workloads.workload_name(mesh))
     if workload is None:
         pod = rendering.render_pod(mesh, 0, rendering.ProcPlacement(), settings)
         body = workloads.render_workload(mesh, queue, pod, await _priority(client, mesh))

@@ -55,6 +55,9 @@ STATE_QUEUED = "Queued"  # no pods: waiting for quota (or for Kueue to look)
 STATE_EVICTED = "Evicted"  # stop every proc, then release the quota (release_patch)
 
 PHASE_QUEUED = "Queued"  # status.phase of a mesh that is not admitted (display only)
+#: Why a mesh's procs stop when its Workload is deleted under them (our reason, not Kueue's):
+#: as Kueue's job controllers stop a job that lost its Workload, so that it queues again.
+WORKLOAD_DELETED = "WorkloadDeleted"
 
 
 def queue_name(body: Mapping[str, Any]) -> str | None:
@@ -222,6 +225,14 @@ def read(workload: Mapping[str, Any] | None) -> Admission:
     return Admission(STATE_QUEUED, str(reserved_c.get("reason") or "Pending"), message)
 
 
+def deleted(name: str) -> Admission:
+    """What a mesh whose Workload ``name`` is gone while its procs run is told: stop them all
+    (quota is no longer held for them), then queue again with a new Workload."""
+    return Admission(STATE_EVICTED, WORKLOAD_DELETED,
+                     f"the mesh's Kueue Workload {name} was deleted while its procs ran (a new "
+                     f"one queues the mesh once they are gone)")
+
+
 def assigned_flavors(workload: Mapping[str, Any]) -> list[str]:
     """The ResourceFlavors Kueue assigned to the mesh's pod set (sorted, no repeats)."""
     assignments = ((workload.get("status") or {}).get("admission") or {}).get("podSetAssignments")
@@ -296,7 +307,8 @@ def verdicts(admission: Admission, queue: str) -> tuple[tuple[str, str, str], tu
         return ("True", ADMITTED, f"QuotaReserved=True: admitted by Kueue{where}"), \
             ("True", ADMITTED, "")
     if admission.state == STATE_EVICTED:
-        message = (f"Evicted=True ({admission.reason}): {admission.message}; its procs are "
+        said = "" if admission.reason == WORKLOAD_DELETED else f"Evicted=True ({admission.reason}): "
+        message = (f"{said}{admission.message}; its procs are "
                    f"stopped, and it runs again once Kueue re-admits it from LocalQueue {queue}")
         return ("False", admission.reason, message), ("False", admission.reason, message)
     message = (f"QuotaReserved=False ({admission.reason}): {admission.message}; no proc runs "

@@ -247,6 +247,43 @@ def test_a_suspended_mesh_gives_its_quota_back_and_queues_again_on_resume(
     support.wait_ready(custom, namespace, "first")
 
 
+def test_a_workload_deleted_under_a_running_mesh_stops_it_and_it_queues_behind_the_waiting(
+        cluster, operator, kueue, custom, core, namespace, place, queue):
+    """Deleting the Workload takes the mesh's quota away: its procs stop (as Kueue stops a Job
+    whose Workload is deleted) and it queues again behind the mesh that was waiting, instead
+    of running on, re-admitted ahead of it."""
+    create_queued(custom, namespace, "first", 4, place, queue)
+    first = support.wait_ready(custom, namespace, "first")
+    created_in_an_earlier_second(custom, namespace, first)
+    waiting = create_queued(custom, namespace, "waiting", 4, place, queue)
+    wait_reason(custom, namespace, "waiting", "Ready", "Queued")
+    created_in_an_earlier_second(custom, namespace, waiting)
+    old = workload_of(custom, namespace, first)["metadata"]["uid"]
+    custom.delete_namespaced_custom_object(workloads.GROUP, workloads.VERSION, namespace,
+                                           workloads.PLURAL, f"procmesh-first-{first['metadata']['uid'][:8]}")
+    def settled():  # the waiting mesh runs, or first got a new Workload admitted (and ran on)
+        if support.condition(support.get_mesh(custom, namespace, "waiting"),
+                             "Ready").get("status") == "True":
+            return "waiting"
+        try:
+            new = workload_of(custom, namespace, first)
+        except Exception:
+            return None
+        admitted = workloads.read(new).state == workloads.STATE_ADMITTED
+        return "first" if new["metadata"]["uid"] != old and admitted else None
+    assert testing.wait_for(settled, "waiting Ready, or first re-admitted") == "waiting"
+    mesh = support.get_mesh(custom, namespace, "first")
+    assert support.condition(mesh, "Admitted")["status"] == "False", mesh["status"]
+    assert [p for p in support.mesh_pods(core, namespace, "first")
+            if p.metadata.deletion_timestamp is None] == []
+    described = support.kubectl(cluster, "describe", "pm", "first", "-n", namespace).stdout
+    assert "WorkloadDeleted" in described and "was deleted while its procs ran" in described, described
+    custom.delete_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
+                                           namespace, support.contract.PLURAL, "waiting")
+    back = support.wait_ready(custom, namespace, "first")
+    assert back["status"]["restarts"] == 0
+
+
 def test_a_queued_meshs_template_edit_is_what_kueue_admits_it_for(
         operator, kueue, custom, core, namespace, place, queue):
     """Its Workload follows the template while it holds no quota: 2 procs raised to 6 cpu each

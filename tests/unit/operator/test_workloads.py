@@ -195,6 +195,16 @@ def test_an_evicted_mesh_says_kueues_reason_and_that_it_comes_back():
         assert "runs again once Kueue re-admits it" in by_type[type_]["message"]
 
 
+def test_a_mesh_whose_workload_was_deleted_under_its_procs_says_so_not_evicted():
+    status = _queued_status(workloads.deleted("procmesh-m-uid"))
+    by_type = {c["type"]: c for c in status["conditions"]}
+    for type_ in (contract.READY, contract.SCHEDULED, contract.ADMITTED):
+        assert by_type[type_]["reason"] == workloads.WORKLOAD_DELETED
+        message = by_type[type_]["message"]
+        assert message.startswith("the mesh's Kueue Workload procmesh-m-uid was deleted"), message
+        assert "Evicted=True" not in message  # Kueue said nothing: the Workload is gone
+
+
 def test_an_admitted_mesh_keeps_its_own_conditions_and_the_status_settles():
     admission = workloads.Admission(workloads.STATE_ADMITTED, "Admitted", "", True, "cq")
     m = mesh("m")
