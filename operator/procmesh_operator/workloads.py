@@ -332,8 +332,16 @@ def overlay(status: Mapping[str, Any], previous: Mapping[str, Any] | None, admis
     result = dict(status, conditions=conditions)
     if admission.state != STATE_ADMITTED and not suspended:
         _, reason, message = wait
-        _set(conditions, contract.READY, "False", reason, message, generation, now)
-        _set(conditions, contract.SCHEDULED, "False", reason, message, generation, now)
-        _set(conditions, contract.PROGRESSING, "True", reason, message, generation, now)
+        for type_, value in ((contract.READY, "False"), (contract.SCHEDULED, "False"),
+                             (contract.PROGRESSING, "True")):
+            _set(conditions, type_, value, reason, message, generation, now)
+            # ``status`` was computed for a suspended mesh (Progressing False): the time of the
+            # last real transition is the previous status's, or every reconcile of a queued mesh
+            # would move it and write the status again.
+            kept = _find((previous or {}).get("conditions"), type_)
+            if kept.get("status") == value and kept.get("lastTransitionTime"):
+                for c in conditions:
+                    if c.get("type") == type_:
+                        c["lastTransitionTime"] = kept["lastTransitionTime"]
         result["phase"] = PHASE_QUEUED
     return result

@@ -19,7 +19,7 @@ import uuid
 import pytest
 
 from mesh_client.kubernetes import KubernetesHostMesh, MeshNotReady, attach
-from procmesh_operator import workloads
+from procmesh_operator import settings, workloads
 from tests.cluster import testing
 from tests.cluster.kueue import configs
 from tests.cluster.process_node.config import NodeConfig
@@ -282,6 +282,45 @@ def test_a_workload_deleted_under_a_running_mesh_stops_it_and_it_queues_behind_t
                                            namespace, support.contract.PLURAL, "waiting")
     back = support.wait_ready(custom, namespace, "first")
     assert back["status"]["restarts"] == 0
+
+
+def reconciles(operator):
+    """How many reconciles the operator has finished (its histogram's count)."""
+    for line in operator.metrics().splitlines():
+        if line.startswith("procmesh_reconcile_duration_seconds_count"):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_a_queued_mesh_is_not_rewritten_by_each_reconcile(operator, kueue, custom, namespace,
+                                                          place, queue):
+    """A mesh waiting for quota writes its status once, not on every look (its Progressing
+    transition time moved each time, so each reconcile of each queued mesh wrote)."""
+    first = create_queued(custom, namespace, "first", UNITS, place, queue)
+    support.wait_ready(custom, namespace, "first")
+    created_in_an_earlier_second(custom, namespace, first)
+    second = create_queued(custom, namespace, "second", 2, place, queue)
+    def told():
+        mesh = support.get_mesh(custom, namespace, "second")
+        return mesh if "insufficient" in support.condition(mesh, "Admitted").get("message", "") \
+            else None
+    before = testing.wait_for(told, "second told why by Kueue")
+    # Past the operator's status throttle since its last write: a rewrite is not deferred.
+    last = max(time.mktime(time.strptime(f["time"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+               for f in before["metadata"]["managedFields"] if f.get("subresource") == "status")
+    testing.wait_for(lambda: time.time() > last + settings.Settings().status_progress_seconds + 1
+                     or None, "the status throttle's window over")
+    name = f"procmesh-second-{second['metadata']['uid'][:8]}"
+    for touch in range(3):  # each change of its Workload makes the operator look at it again
+        count = reconciles(operator)
+        custom.patch_namespaced_custom_object(workloads.GROUP, workloads.VERSION, namespace,
+                                              workloads.PLURAL, name,
+                                              {"metadata": {"labels": {"probe-touch": str(touch)}}})
+        testing.wait_for(lambda count=count: reconciles(operator) > count or None,
+                         "a reconcile after the touch")
+    after = support.get_mesh(custom, namespace, "second")
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"], \
+        (before["status"]["conditions"], after["status"]["conditions"])
 
 
 def test_a_queued_meshs_template_edit_is_what_kueue_admits_it_for(

@@ -183,6 +183,16 @@ def test_a_queued_mesh_says_quota_reserved_false_with_kueues_message():
     assert "Pending" in (assessing.queue_story(body) or "")
 
 
+def test_a_queued_meshs_status_settles_its_transition_times_kept():
+    admission = workloads.Admission(workloads.STATE_QUEUED, "Pending", "no quota")
+    m = mesh("m", suspend=True)
+    first = _queued_status(admission)
+    again = workloads.overlay(statuses.compute_status(m, first, {}, None, now=LATER), first,
+                              admission, "team-a", m.generation, LATER)
+    assert not statuses.differs(first, again)  # no status write per reconcile of a queued mesh
+    assert all(c["lastTransitionTime"] == NOW for c in again["conditions"])
+
+
 def test_an_evicted_mesh_says_kueues_reason_and_that_it_comes_back():
     admission = workloads.Admission(workloads.STATE_EVICTED, "Preempted",
                                     "Preempted to accommodate a workload (UID: u) due to "
