@@ -6,9 +6,12 @@ Service and before the pods. :func:`admission` creates the mesh's Workload once 
 it says (with the assigned ResourceFlavors while procs are to be created: their node labels
 and tolerations go into the pods, :func:`workloads.with_flavors`); when an eviction has left no
 proc pod, it releases the Workload's quota so that Kueue
-queues it again. ``spec.suspend`` deactivates the Workload (``spec.active: false``), so a
+queues it again. A Workload deleted while procs run stops them (:func:`workloads.deleted`)
+before a new one is created. ``spec.suspend`` deactivates the Workload (``spec.active: false``), so a
 suspended mesh gives its quota back (Kueue evicts it as ``Deactivated``), and resuming
-reactivates it: it queues again. The reconcile creates pods only for an admitted mesh.
+reactivates it: it queues again. A template edited while the mesh holds no quota is carried
+into the Workload (:func:`_keep_demand`), so Kueue admits the mesh for what its pods will
+request. The reconcile creates pods only for an admitted mesh.
 """
 
 from __future__ import annotations
@@ -36,6 +39,36 @@ async def _priority(client: kubeclient.KubeClient, mesh: specs.MeshSpec) -> int 
     return int(found["value"]) if found is not None and "value" in found else None
 
 
+async def _served(client: kubeclient.KubeClient, namespace: str) -> bool:
+    """Whether the cluster serves Kueue's Workloads (a list of at most one item says so)."""
+    try:
+        await client.request("GET", workloads.workloads_path(namespace), params={"limit": "1"})
+    except kubeclient.ApiError as e:
+        if e.not_found:
+            return False
+        raise
+    return True
+
+
+async def _keep_demand(client: kubeclient.KubeClient, mesh: specs.MeshSpec, queue: str, path: str,
+                       workload: dict[str, Any], settings: settings_.Settings) -> dict[str, Any]:
+    """The Workload of a mesh that holds no quota, updated if the mesh's template changed what
+    its procs request since it was rendered: else Kueue would admit it for the old requests
+    and the pods would take more than the quota counts. Once quota is reserved the pod sets
+    are Kueue's to keep (its webhook refuses a change)."""
+    pod = rendering.render_pod(mesh, 0, rendering.ProcPlacement(), settings)
+    if not workloads.demand_changed(workload, workloads.demand_digest(mesh, pod)):
+        return workload
+    rendered = workloads.render_workload(mesh, queue, pod, await _priority(client, mesh))
+    try:
+        return await client.merge_patch(path, workloads.demand_patch(workload, rendered))
+    except kubeclient.ApiError as e:
+        if not e.conflict:
+            raise
+        # Kueue wrote it meanwhile (perhaps reserving quota): its event brings the mesh back.
+        return await client.get(path)
+
+
 async def admission(client: kubeclient.KubeClient, mesh: specs.MeshSpec, queue: str,
                     pods: Mapping[int, Mapping[str, Any]],
                     settings: settings_.Settings) -> workloads.Admission:
@@ -43,6 +76,12 @@ async def admission(client: kubeclient.KubeClient, mesh: specs.MeshSpec, queue: 
     eviction releases the quota only once there are none)."""
     path = workloads.workloads_path(mesh.namespace, workloads.workload_name(mesh))
     workload = await client.get_or_none(path)
+    if workload is None and pods and not mesh.suspend and await _served(client, mesh.namespace):
+        # Deleted under running procs (by hand, or while this operator was down): they hold no
+        # quota now. As Kueue does for its jobs, they stop first, and the mesh queues again with
+        # a new Workload once none is left, behind those that waited, not ahead of them. (Not
+        # when Kueue's API is gone, uninstalled: that is reported below, the procs left alone.)
+        return workloads.deleted(workloads.workload_name(mesh))
     if workload is None:
         pod = rendering.render_pod(mesh, 0, rendering.ProcPlacement(), settings)
         body = workloads.render_workload(mesh, queue, pod, await _priority(client, mesh))
@@ -58,6 +97,8 @@ async def admission(client: kubeclient.KubeClient, mesh: specs.MeshSpec, queue: 
             if not e.conflict:
                 raise
             workload = await client.get(path)
+    if not workloads.read(workload).reserved:
+        workload = await _keep_demand(client, mesh, queue, path, workload, settings)
     active = not mesh.suspend
     if bool((workload.get("spec") or {}).get("active", True)) != active:
         workload = await client.merge_patch(path, {"spec": {"active": active}})

@@ -21,6 +21,8 @@ mesh label.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,6 +36,10 @@ PLURAL = "workloads"
 QUEUE_NAME_LABEL = contract.KUEUE_QUEUE_LABEL
 #: The one pod set of a mesh's Workload: every proc.
 POD_SET = "procs"
+#: On a mesh's Workload: a digest of the mesh's demand it was rendered from (:func:`demand_digest`),
+#: so that a template changed while the mesh is queued is seen without comparing bodies that
+#: the API server may have reformatted.
+DEMAND_DIGEST_ANNOTATION = "procmesh.io/demand-digest"
 
 # --- Kueue's condition types and reasons we read or write (apis/kueue/v1beta2/workload_types.go)
 QUOTA_RESERVED = "QuotaReserved"
@@ -49,6 +55,9 @@ STATE_QUEUED = "Queued"  # no pods: waiting for quota (or for Kueue to look)
 STATE_EVICTED = "Evicted"  # stop every proc, then release the quota (release_patch)
 
 PHASE_QUEUED = "Queued"  # status.phase of a mesh that is not admitted (display only)
+#: Why a mesh's procs stop when its Workload is deleted under them (our reason, not Kueue's):
+#: as Kueue's job controllers stop a job that lost its Workload, so that it queues again.
+WORKLOAD_DELETED = "WorkloadDeleted"
 
 
 def queue_name(body: Mapping[str, Any]) -> str | None:
@@ -100,6 +109,35 @@ def pod_set_template(pod: Mapping[str, Any]) -> dict[str, Any]:
     return {"metadata": {"labels": labels}, "spec": kept}
 
 
+def demand_digest(mesh: specs.MeshSpec, pod: Mapping[str, Any]) -> str:
+    """What Kueue admits the mesh for (its pod set and its PriorityClass's name), as a digest:
+    it changes when an edit of the mesh's template changes what its procs request or where
+    they may run."""
+    demand = {"count": mesh.size, "template": pod_set_template(pod),
+              "priorityClassName": mesh.template.get("priorityClassName")}
+    return hashlib.sha256(json.dumps(demand, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def demand_changed(workload: Mapping[str, Any], digest: str) -> bool:
+    """Whether the Workload was rendered from another demand than ``digest`` (or by an
+    operator that wrote no digest)."""
+    annotations = (workload.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(DEMAND_DIGEST_ANNOTATION) != digest
+
+
+def demand_patch(workload: Mapping[str, Any], rendered: Mapping[str, Any]) -> dict[str, Any]:
+    """The merge patch that gives a Workload holding no quota the pod sets and priority of
+    ``rendered`` (:func:`render_workload`), as Kueue lets them change until it reserves quota;
+    Kueue then queues it with the new requests. Carries the resourceVersion it was computed
+    from: if Kueue reserved quota meanwhile, the patch fails instead of changing an admitted
+    workload."""
+    spec = rendered["spec"]
+    return {"metadata": {"resourceVersion": (workload.get("metadata") or {}).get("resourceVersion"),
+                         "annotations": dict(rendered["metadata"]["annotations"])},
+            "spec": {"podSets": spec["podSets"], "priority": spec.get("priority"),
+                     "priorityClassRef": spec.get("priorityClassRef")}}
+
+
 def render_workload(mesh: specs.MeshSpec, queue: str, pod: Mapping[str, Any],
                     priority: int | None) -> dict[str, Any]:
     """The mesh's Workload: one pod set of ``mesh.size`` copies of ``pod`` (a rendered proc),
@@ -123,6 +161,7 @@ def render_workload(mesh: specs.MeshSpec, queue: str, pod: Mapping[str, Any],
             "namespace": mesh.namespace,
             "labels": {contract.MESH_LABEL: mesh.name,
                        contract.MANAGED_BY_LABEL: contract.MANAGED_BY},
+            "annotations": {DEMAND_DIGEST_ANNOTATION: demand_digest(mesh, pod)},
             "ownerReferences": [rendering.owner_reference(mesh)],
         },
         "spec": spec,
@@ -184,6 +223,14 @@ def read(workload: Mapping[str, Any] | None) -> Admission:
     if evicted.get("status") == "True" and before and before not in message:
         message = f"{message} (evicted before: {evicted.get('reason')}: {before})"
     return Admission(STATE_QUEUED, str(reserved_c.get("reason") or "Pending"), message)
+
+
+def deleted(name: str) -> Admission:
+    """What a mesh whose Workload ``name`` is gone while its procs run is told: stop them all
+    (quota is no longer held for them), then queue again with a new Workload."""
+    return Admission(STATE_EVICTED, WORKLOAD_DELETED,
+                     f"the mesh's Kueue Workload {name} was deleted while its procs ran (a new "
+                     f"one queues the mesh once they are gone)")
 
 
 def assigned_flavors(workload: Mapping[str, Any]) -> list[str]:
@@ -260,7 +307,8 @@ def verdicts(admission: Admission, queue: str) -> tuple[tuple[str, str, str], tu
         return ("True", ADMITTED, f"QuotaReserved=True: admitted by Kueue{where}"), \
             ("True", ADMITTED, "")
     if admission.state == STATE_EVICTED:
-        message = (f"Evicted=True ({admission.reason}): {admission.message}; its procs are "
+        said = "" if admission.reason == WORKLOAD_DELETED else f"Evicted=True ({admission.reason}): "
+        message = (f"{said}{admission.message}; its procs are "
                    f"stopped, and it runs again once Kueue re-admits it from LocalQueue {queue}")
         return ("False", admission.reason, message), ("False", admission.reason, message)
     message = (f"QuotaReserved=False ({admission.reason}): {admission.message}; no proc runs "
@@ -284,8 +332,16 @@ def overlay(status: Mapping[str, Any], previous: Mapping[str, Any] | None, admis
     result = dict(status, conditions=conditions)
     if admission.state != STATE_ADMITTED and not suspended:
         _, reason, message = wait
-        _set(conditions, contract.READY, "False", reason, message, generation, now)
-        _set(conditions, contract.SCHEDULED, "False", reason, message, generation, now)
-        _set(conditions, contract.PROGRESSING, "True", reason, message, generation, now)
+        for type_, value in ((contract.READY, "False"), (contract.SCHEDULED, "False"),
+                             (contract.PROGRESSING, "True")):
+            _set(conditions, type_, value, reason, message, generation, now)
+            # ``status`` was computed for a suspended mesh (Progressing False): the time of the
+            # last real transition is the previous status's, or every reconcile of a queued mesh
+            # would move it and write the status again.
+            kept = _find((previous or {}).get("conditions"), type_)
+            if kept.get("status") == value and kept.get("lastTransitionTime"):
+                for c in conditions:
+                    if c.get("type") == type_:
+                        c["lastTransitionTime"] = kept["lastTransitionTime"]
         result["phase"] = PHASE_QUEUED
     return result

@@ -127,7 +127,7 @@ def describe(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int
         nonlocal shown
         mesh = api.get_mesh(name)
         pods = api.visible_pods(name)
-        events = api.events(contract.KIND, name)
+        events = api.events(contract.KIND, name, (mesh.get("metadata") or {}).get("uid"))
         if shown:
             out.write("\n\n")
         out.write(tables.describe_text(mesh, pods, events, _now()) + "\n")

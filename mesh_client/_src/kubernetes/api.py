@@ -209,12 +209,16 @@ class KubeApi:
             raise self._refused(exc, "list", contract.PLURAL) from None
         return list(listed.get("items") or [])
 
-    def events(self, kind: str, name: str) -> list[dict[str, Any]]:
+    def events(self, kind: str, name: str, uid: str | None = None) -> list[dict[str, Any]]:
         """Events about the object ``kind``/``name``, oldest first; [] when not allowed to read
-        them (they only add detail)."""
+        them (they only add detail). ``uid``: only this incarnation's, not those of an object
+        of the same name deleted before (events outlive it by the API server's event TTL)."""
+        selector = f"involvedObject.kind={kind},involvedObject.name={name}"
+        if uid:
+            selector += f",involvedObject.uid={uid}"
         try:
             items = self._send("list", "events", "", self.core.list_namespaced_event, self.namespace,
-                               field_selector=f"involvedObject.kind={kind},involvedObject.name={name}").items
+                               field_selector=selector).items
         except self._exc as exc:
             if exc.status == 403:
                 return []

@@ -117,7 +117,9 @@ class KubernetesProcs:
                     f"{what}: its procs are gone for good; spawn or attach a new mesh")
         queued = assessing.queue_story(mesh) if mesh else None
         why = f"; {queued}" if queued else ""
-        hint = reviving.gone_hint(self.restart_policy, self.restarts, self.max_restarts)
+        # Stopped by Kueue, not failed: restartPolicy and the restart count play no part.
+        hint = reviving.unadmitted_hint() if queued else \
+            reviving.gone_hint(self.restart_policy, self.restarts, self.max_restarts)
         return f"proc {self._where(index)} is gone: {story or reason}{why}; {hint}"
 
     def _restarted(self, index: int) -> str:

@@ -65,3 +65,12 @@ def gone_hint(policy: str, restarts_used: int, max_restarts: int) -> str:
                 f"does not restart it (raise spec.maxRestarts, or spawn a new mesh)")
     return (f"the operator restarts it (restartPolicy {policy}, {restarts_used} of at most {max_restarts} "
             f"restarts used so far); then {actor_restarts.WAY_ON}")
+
+
+def unadmitted_hint() -> str:
+    """What follows a proc stopped because its mesh's Kueue workload is not admitted (evicted,
+    deactivated): the whole mesh comes back when Kueue admits it again, whatever its
+    ``restartPolicy``, and that is no restart (``status.restarts`` does not move)."""
+    return ("the operator starts every proc again once Kueue admits the mesh again (whatever its "
+            "restartPolicy: this is no restart, status.restarts does not count it); once it is "
+            f"Ready, {actor_restarts.WAY_ON}")

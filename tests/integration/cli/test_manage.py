@@ -4,7 +4,7 @@ Aspects: create -f from a manifest (stdin too), a file that holds no ProcMesh sa
 it, generateName, a missing namespace named as such; wait until Ready; get as a table (READY is
 ready/desired, as the README shows it), -o wide/json/yaml/name, a missing mesh is an error
 naming the namespace, several names act on every mesh that exists; describe's proc -> pod -> node
-table and conditions; delete --wait.
+table and conditions, and only its own events (not those of a deleted mesh of the same name); delete --wait.
 """
 
 from __future__ import annotations
@@ -72,6 +72,16 @@ def test_create_wait_get_describe_delete(cluster, core, namespace, operator):
         for rank in range(4)]
     assert all(r[6:9] == ["true", "Running", "0"] for r in rows)
     assert "Ready                True     AllProcsReady" in text
+    assert "cli-mesh-3" in text.split("Events:")[1]  # CreatedProcs names the pods
+
+    # The same name again, another shape: its events only, not the deleted mesh's.
+    assert procmesh(kc, "delete", "cli-mesh", "-n", namespace, "--wait").returncode == 0
+    again = procmesh(kc, "create", "-n", namespace, "-f", "-",
+                     input=MANIFEST.replace("size: 2", "size: 1"))
+    assert again.returncode == 0, again.stderr
+    assert procmesh(kc, "wait", "cli-mesh", "-n", namespace, "--timeout", "120s").returncode == 0
+    events = procmesh(kc, "describe", "cli-mesh", "-n", namespace).stdout.split("Events:")[1]
+    assert "2 of 2 procs ready" in events and "cli-mesh-3" not in events, events
 
     deleted = procmesh(kc, "delete", "cli-mesh", "-n", namespace, "--wait")
     assert (deleted.returncode, deleted.stdout) == (0, 'procmesh.procmesh.io "cli-mesh" deleted\n'), deleted.stderr

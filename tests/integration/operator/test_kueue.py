@@ -19,7 +19,7 @@ import uuid
 import pytest
 
 from mesh_client.kubernetes import KubernetesHostMesh, MeshNotReady, attach
-from procmesh_operator import workloads
+from procmesh_operator import settings, workloads
 from tests.cluster import testing
 from tests.cluster.kueue import configs
 from tests.cluster.process_node.config import NodeConfig
@@ -69,9 +69,10 @@ def queue(kueue, custom, namespace, node_key):
     custom.delete_cluster_custom_object(configs.GROUP, configs.VERSION, "resourceflavors", flavor)
 
 
-def create_queued(custom, namespace, name, procs, place, queue, **template):
+def create_queued(custom, namespace, name, procs, place, queue, spec=None, **template):
     body = support.mesh_manifest(name, perHost=[{"name": "gpus", "size": procs}],
-                                 gpus={"mode": "plugin"}, template={**place.template, **template})
+                                 gpus={"mode": "plugin"}, template={**place.template, **template},
+                                 **(spec or {}))
     body["metadata"]["labels"] = {workloads.QUEUE_NAME_LABEL: queue}
     return custom.create_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
                                                   namespace, support.contract.PLURAL, body)
@@ -193,6 +194,36 @@ def test_a_high_priority_mesh_preempts_a_low_one_which_comes_back(
     assert len(support.mesh_pods(core, namespace, "low")) == 4
 
 
+def test_a_preempted_never_restarted_mesh_comes_back_and_its_client_is_told_so(
+        operator, kueue, kube, custom, core, namespace, place, queue, faults):
+    """An eviction is no proc failure: restartPolicy Never (or restarts used up) does not keep
+    the mesh down, so the failed call must not say "spawn a new mesh"; respawn() brings the
+    actors back once Kueue re-admits it."""
+    gang_checks.priority_class(kube, "procmesh-kueue-low", 100)
+    gang_checks.priority_class(kube, "procmesh-kueue-high", 1000)
+    create_queued(custom, namespace, "low", 4, place, queue, spec={"restartPolicy": "Never"},
+                  priorityClassName="procmesh-kueue-low")
+    support.wait_ready(custom, namespace, "low")
+    mesh = attach("low", namespace, api_client=kube, timeout=120, progress=False)
+    actors = mesh.spawn("lam", Lambda)
+    assert actors.slice(gpus=0).run.call_one(lambda: 1).get() == 1
+
+    create_queued(custom, namespace, "high", 4, place, queue, priorityClassName="procmesh-kueue-high")
+    failures = faults.wait("lam")
+    assert failures, "no call of the preempted mesh failed"
+    report = failures[0].report()
+    assert "Preempted to accommodate a workload" in report, report
+    assert "does not restart it" not in report, report
+    assert "once Kueue admits the mesh again" in report, report
+    support.wait_ready(custom, namespace, "high")
+    custom.delete_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
+                                           namespace, support.contract.PLURAL, "high")
+    assert mesh.respawn() == [0, 1, 2, 3]  # waits until Kueue re-admits it and it is Ready
+    assert list(actors.run.call(lambda: 2).get().values()) == [2, 2, 2, 2]
+    assert support.get_mesh(custom, namespace, "low")["status"]["restarts"] == 0
+    mesh.stop()
+
+
 def test_a_suspended_mesh_gives_its_quota_back_and_queues_again_on_resume(
         operator, kueue, custom, core, namespace, place, queue):
     create_queued(custom, namespace, "first", UNITS, place, queue)
@@ -214,6 +245,115 @@ def test_a_suspended_mesh_gives_its_quota_back_and_queues_again_on_resume(
     custom.delete_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
                                            namespace, support.contract.PLURAL, "second")
     support.wait_ready(custom, namespace, "first")
+
+
+def test_a_workload_deleted_under_a_running_mesh_stops_it_and_it_queues_behind_the_waiting(
+        cluster, operator, kueue, custom, core, namespace, place, queue):
+    """Deleting the Workload takes the mesh's quota away: its procs stop (as Kueue stops a Job
+    whose Workload is deleted) and it queues again behind the mesh that was waiting, instead
+    of running on, re-admitted ahead of it."""
+    create_queued(custom, namespace, "first", 4, place, queue)
+    first = support.wait_ready(custom, namespace, "first")
+    created_in_an_earlier_second(custom, namespace, first)
+    waiting = create_queued(custom, namespace, "waiting", 4, place, queue)
+    wait_reason(custom, namespace, "waiting", "Ready", "Queued")
+    created_in_an_earlier_second(custom, namespace, waiting)
+    old = workload_of(custom, namespace, first)["metadata"]["uid"]
+    custom.delete_namespaced_custom_object(workloads.GROUP, workloads.VERSION, namespace,
+                                           workloads.PLURAL, f"procmesh-first-{first['metadata']['uid'][:8]}")
+    def settled():  # the waiting mesh runs, or first got a new Workload admitted (and ran on)
+        if support.condition(support.get_mesh(custom, namespace, "waiting"),
+                             "Ready").get("status") == "True":
+            return "waiting"
+        try:
+            new = workload_of(custom, namespace, first)
+        except Exception:
+            return None
+        admitted = workloads.read(new).state == workloads.STATE_ADMITTED
+        return "first" if new["metadata"]["uid"] != old and admitted else None
+    assert testing.wait_for(settled, "waiting Ready, or first re-admitted") == "waiting"
+    mesh = support.get_mesh(custom, namespace, "first")
+    assert support.condition(mesh, "Admitted")["status"] == "False", mesh["status"]
+    assert [p for p in support.mesh_pods(core, namespace, "first")
+            if p.metadata.deletion_timestamp is None] == []
+    described = support.kubectl(cluster, "describe", "pm", "first", "-n", namespace).stdout
+    assert "WorkloadDeleted" in described and "was deleted while its procs ran" in described, described
+    custom.delete_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
+                                           namespace, support.contract.PLURAL, "waiting")
+    back = support.wait_ready(custom, namespace, "first")
+    assert back["status"]["restarts"] == 0
+
+
+def reconciles(operator):
+    """How many reconciles the operator has finished (its histogram's count)."""
+    for line in operator.metrics().splitlines():
+        if line.startswith("procmesh_reconcile_duration_seconds_count"):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_a_queued_mesh_is_not_rewritten_by_each_reconcile(operator, kueue, custom, namespace,
+                                                          place, queue):
+    """A mesh waiting for quota writes its status once, not on every look (its Progressing
+    transition time moved each time, so each reconcile of each queued mesh wrote)."""
+    first = create_queued(custom, namespace, "first", UNITS, place, queue)
+    support.wait_ready(custom, namespace, "first")
+    created_in_an_earlier_second(custom, namespace, first)
+    second = create_queued(custom, namespace, "second", 2, place, queue)
+    def told():
+        mesh = support.get_mesh(custom, namespace, "second")
+        return mesh if "insufficient" in support.condition(mesh, "Admitted").get("message", "") \
+            else None
+    before = testing.wait_for(told, "second told why by Kueue")
+    # Past the operator's status throttle since its last write: a rewrite is not deferred.
+    last = max(time.mktime(time.strptime(f["time"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+               for f in before["metadata"]["managedFields"] if f.get("subresource") == "status")
+    testing.wait_for(lambda: time.time() > last + settings.Settings().status_progress_seconds + 1
+                     or None, "the status throttle's window over")
+    name = f"procmesh-second-{second['metadata']['uid'][:8]}"
+    for touch in range(3):  # each change of its Workload makes the operator look at it again
+        count = reconciles(operator)
+        custom.patch_namespaced_custom_object(workloads.GROUP, workloads.VERSION, namespace,
+                                              workloads.PLURAL, name,
+                                              {"metadata": {"labels": {"probe-touch": str(touch)}}})
+        testing.wait_for(lambda count=count: reconciles(operator) > count or None,
+                         "a reconcile after the touch")
+    after = support.get_mesh(custom, namespace, "second")
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"], \
+        (before["status"]["conditions"], after["status"]["conditions"])
+
+
+def test_a_queued_meshs_template_edit_is_what_kueue_admits_it_for(
+        operator, kueue, custom, core, namespace, place, queue):
+    """Its Workload follows the template while it holds no quota: 2 procs raised to 6 cpu each
+    do not fit the queue's 10 cpu, so Kueue must not admit them on the 10m they asked before."""
+    create_queued(custom, namespace, "first", UNITS, place, queue)
+    first = support.wait_ready(custom, namespace, "first")
+    created_in_an_earlier_second(custom, namespace, first)
+    second = create_queued(custom, namespace, "second", 2, place, queue)
+    wait_reason(custom, namespace, "second", "Ready", "Queued")
+    support.patch_mesh(custom, namespace, "second", {"template": {
+        **place.template, "resources": {"requests": {"cpu": "6", "memory": "32Mi"}}}})
+    def updated():
+        pod_set = workload_of(custom, namespace, second)["spec"]["podSets"][0]
+        requests = pod_set["template"]["spec"]["containers"][0]["resources"]["requests"]
+        return requests if requests["cpu"] == "6" else None
+    testing.wait_for(updated, "second's Workload asking 6 cpu a proc")
+    custom.delete_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
+                                           namespace, support.contract.PLURAL, "first")
+    def told():  # the GPU units are free now: cpu is what keeps it out
+        mesh = support.get_mesh(custom, namespace, "second")
+        admitted = support.condition(mesh, "Admitted")
+        return mesh if admitted.get("status") == "True" or \
+            "for cpu" in admitted.get("message", "") else None
+    mesh = testing.wait_for(told, "Kueue's verdict on second")
+    assert support.condition(mesh, "Admitted")["status"] == "False", mesh["status"]
+    assert support.mesh_pods(core, namespace, "second") == []
+    support.patch_mesh(custom, namespace, "second", {"template": {
+        **place.template, "resources": {"requests": {"cpu": "1", "memory": "32Mi"}}}})
+    support.wait_ready(custom, namespace, "second")  # fits now
+    assert all(p.spec.containers[0].resources.requests["cpu"] == "1"
+               for p in support.mesh_pods(core, namespace, "second"))
 
 
 def test_the_python_client_spawns_through_a_queue(operator, kueue, kube, custom, namespace,

@@ -1,7 +1,7 @@
 """A queued mesh's Kueue Workload (workloads.py) and the status it gives the mesh.
 
 Aspects: the queue label; the Workload (one pod set of every proc, requests and placement of a
-proc pod, priority, owned by the mesh); reading admitted / queued / evicted; the release patch
+proc pod, priority, owned by the mesh); its update after a template edit; reading admitted / queued / evicted; the release patch
 after an eviction (as Kueue's jobframework writes it); the Admitted condition and the overlay
 of Ready, Scheduled and Progressing while the mesh is not admitted.
 """
@@ -74,6 +74,31 @@ def test_a_mesh_without_priority_class_has_no_priority():
     pod = rendering.render_pod(m, 0, rendering.ProcPlacement(), SETTINGS)
     spec = workloads.render_workload(m, "q", pod, None)["spec"]
     assert "priority" not in spec and "priorityClassRef" not in spec
+
+
+def test_a_template_edit_that_changes_the_demand_gives_a_patch_of_the_new_pod_sets():
+    def rendered(**template):
+        m = mesh("m", per_host=(("gpus", 2),), gpus={"mode": "plugin"}, template=template)
+        pod = rendering.render_pod(m, 0, rendering.ProcPlacement(), SETTINGS)
+        return m, pod, workloads.render_workload(m, "q", pod, 7 if "priorityClassName" in template else None)
+
+    m, pod, before = rendered(resources={"requests": {"cpu": "10m"}})
+    digest = workloads.demand_digest(m, pod)
+    assert not workloads.demand_changed(before, digest)
+    assert workloads.demand_changed({"metadata": {}}, digest)  # written by an older operator
+    same = rendered(resources={"requests": {"cpu": "10m"}}, env=[{"name": "X", "value": "1"}])
+    assert workloads.demand_digest(same[0], same[1]) == digest  # env is no demand
+    m2, pod2, after = rendered(resources={"requests": {"cpu": "6"}}, priorityClassName="high")
+    assert workloads.demand_changed(before, workloads.demand_digest(m2, pod2))
+    stored = dict(before, metadata=dict(before["metadata"], resourceVersion="9"))
+    patch = workloads.demand_patch(stored, after)
+    assert patch["metadata"]["resourceVersion"] == "9"  # Kueue reserving meanwhile wins
+    assert patch["metadata"]["annotations"] == after["metadata"]["annotations"]
+    (pod_set,) = patch["spec"]["podSets"]
+    assert pod_set["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "6"
+    assert patch["spec"]["priority"] == 7 and patch["spec"]["priorityClassRef"]["name"] == "high"
+    back = workloads.demand_patch(after, before)["spec"]  # the class removed: merge-patch nulls
+    assert back["priority"] is None and back["priorityClassRef"] is None
 
 
 def test_reading_admitted_queued_and_evicted():
@@ -158,6 +183,16 @@ def test_a_queued_mesh_says_quota_reserved_false_with_kueues_message():
     assert "Pending" in (assessing.queue_story(body) or "")
 
 
+def test_a_queued_meshs_status_settles_its_transition_times_kept():
+    admission = workloads.Admission(workloads.STATE_QUEUED, "Pending", "no quota")
+    m = mesh("m", suspend=True)
+    first = _queued_status(admission)
+    again = workloads.overlay(statuses.compute_status(m, first, {}, None, now=LATER), first,
+                              admission, "team-a", m.generation, LATER)
+    assert not statuses.differs(first, again)  # no status write per reconcile of a queued mesh
+    assert all(c["lastTransitionTime"] == NOW for c in again["conditions"])
+
+
 def test_an_evicted_mesh_says_kueues_reason_and_that_it_comes_back():
     admission = workloads.Admission(workloads.STATE_EVICTED, "Preempted",
                                     "Preempted to accommodate a workload (UID: u) due to "
@@ -168,6 +203,16 @@ def test_an_evicted_mesh_says_kueues_reason_and_that_it_comes_back():
         assert by_type[type_]["reason"] == "Preempted"
         assert "Evicted=True (Preempted): Preempted to accommodate" in by_type[type_]["message"]
         assert "runs again once Kueue re-admits it" in by_type[type_]["message"]
+
+
+def test_a_mesh_whose_workload_was_deleted_under_its_procs_says_so_not_evicted():
+    status = _queued_status(workloads.deleted("procmesh-m-uid"))
+    by_type = {c["type"]: c for c in status["conditions"]}
+    for type_ in (contract.READY, contract.SCHEDULED, contract.ADMITTED):
+        assert by_type[type_]["reason"] == workloads.WORKLOAD_DELETED
+        message = by_type[type_]["message"]
+        assert message.startswith("the mesh's Kueue Workload procmesh-m-uid was deleted"), message
+        assert "Evicted=True" not in message  # Kueue said nothing: the Workload is gone
 
 
 def test_an_admitted_mesh_keeps_its_own_conditions_and_the_status_settles():
