@@ -7,7 +7,9 @@ is Ready with every proc in a container of our proc-server image; the sharing-GP
 from outside through the real kubelet's port-forward, and as an in-cluster Job on pod IPs; DDP
 (spmd_train) runs in containers; a proc server killed in its container is a SupervisionError
 for the caller and is restarted; a mesh with an image that is not there reports the kubelet's
-reason and attach fails at once; helm uninstall leaves no operator pod and keeps the CRD.
+reason and attach fails at once; a proc the kubelet evicts is reported with the kubelet's
+reason (Evicted, and why), not only its container's exit code 137; helm uninstall leaves no
+operator pod and keeps the CRD.
 """
 
 from __future__ import annotations
@@ -215,6 +217,58 @@ def test_a_missing_image_is_reported_with_the_kubelets_reason_and_attach_fails_a
     with pytest.raises(MeshNotReady) as info:
         attach("noimage", namespace, api_client=kube, timeout=120)
     assert "cannot become Ready" in str(info.value) and "ErrImageNeverPull" in str(info.value)
+
+
+def _fill_ephemeral_storage(cluster: Any, namespace: str, pod: str) -> None:
+    """Write 50 MiB into the container's writable layer, ten times its ephemeral-storage limit:
+    the kubelet's eviction manager evicts the pod at its next pass (every 10 s)."""
+    kubectl(cluster, "-n", namespace, "exec", pod, "--", "python", "-c",
+            "open('/tmp/fill', 'wb').write(b'x' * (50 << 20))", check=False)
+
+
+@pytest.mark.harness_node
+def test_a_proc_evicted_by_the_kubelet_is_reported_with_the_kubelets_reason(
+        cluster: Any, kube: Any, namespace: str, release: str) -> None:
+    """A pod the kubelet evicts (here: over its ephemeral-storage limit) while its proc is in a
+    call is killed (exit code 137, reason Error, as after any SIGKILL): only the pod's reason and
+    message (Evicted, and why) tell the user what to change. The Degraded message once the
+    restarts are used up, attach's error and a lost proc's story say it."""
+    from kubernetes import client
+
+    from mesh_client._src.kubernetes import assessing
+
+    custom = client.CustomObjectsApi(kube)
+    create_mesh(custom, namespace, "evicted", hosts=1, perHost=[{"name": "gpus", "size": 2}],
+                restartPolicy="RestartProc", maxRestarts=0,
+                template={"resources": {"limits": {"ephemeral-storage": "5Mi"}}})
+    # A call in flight on proc 1: its proc server outlives the kubelet's short grace, as a busy
+    # one does. (One that stops at once exits 0, and the kubelet then calls the pod Succeeded
+    # with no reason: only its Evicted Event tells.)
+    caller = support.in_netns_process(cluster, ["-m", "tests.e2e.node_client", "evicted", namespace, "600", "300"])
+    try:
+        assert caller.stdout is not None
+        assert caller.stdout.readline().strip() == "READY"
+        _fill_ephemeral_storage(cluster, namespace, "evicted-1")
+        ended = caller.stdout.readline().strip()
+    finally:
+        caller.kill()
+        caller.wait()
+    assert ended.startswith("SUPERVISION") and "evicted-1" in ended, ended
+    why = "; pod Evicted: Pod ephemeral local storage usage exceeds the total limit of containers 5Mi."
+
+    def told() -> dict[str, Any] | None:
+        degraded = condition(get_mesh(custom, namespace, "evicted"), "Degraded")
+        return degraded if degraded.get("reason") == "RestartLimitReached" else None
+
+    degraded = testing.wait_for(told, "RestartLimitReached", timeout=180)
+    assert degraded["message"].startswith(f"proc 1 (exit code 137, Error{why}) failed"), degraded
+    with pytest.raises(MeshNotReady) as info:
+        attach("evicted", namespace, api_client=kube, timeout=60)
+    assert "cannot become Ready" in str(info.value) and why in str(info.value)
+    (pod,) = [p for p in _pods(cluster, namespace, "procmesh.io/mesh=evicted")
+              if p["metadata"]["name"] == "evicted-1"]
+    story = assessing.explain_death(pod, "evicted-1")
+    assert story is not None and f"terminated (exit code 137, Error){why}; restarts: 0" in story, story
 
 
 def test_helm_uninstall_leaves_no_operator_pod_and_keeps_the_crd(cluster: Any, release: str) -> None:
