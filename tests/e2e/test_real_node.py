@@ -6,10 +6,11 @@ the `kubernetes` Service (kube-proxy) and answers its probes and metrics; the CP
 is Ready with every proc in a container of our proc-server image; the sharing-GPUs example runs
 from outside through the real kubelet's port-forward, and as an in-cluster Job on pod IPs; DDP
 (spmd_train) runs in containers; a proc server killed in its container is a SupervisionError
-for the caller and is restarted; a mesh with an image that is not there reports the kubelet's
-reason and attach fails at once; a proc the kubelet evicts is reported with the kubelet's
-reason (Evicted, and why), not only its container's exit code 137; helm uninstall leaves no
-operator pod and keeps the CRD.
+for the caller and is restarted; a call to a proc cut off the network (its packets dropped, no
+FIN or RST) fails once TCP keepalive gives up on the link, instead of waiting for ever; a mesh
+with an image that is not there reports the kubelet's reason and attach fails at once; a proc
+the kubelet evicts is reported with the kubelet's reason (Evicted, and why), not only its
+container's exit code 137; helm uninstall leaves no operator pod and keeps the CRD.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pytest
 
 from mesh_client.kubernetes import MeshNotReady, attach
 from tests.cluster import testing
-from tests.cluster.real_node import images
+from tests.cluster.real_node import images, netns
 from tests.e2e import support
 from tests.e2e.support import kubectl
 from tests.integration.operator.support import ROOT, condition, create_mesh, get_mesh
@@ -197,6 +198,38 @@ def test_a_proc_server_killed_in_its_container_is_a_supervision_error_and_restar
     (status,) = again["status"]["containerStatuses"]
     assert again["metadata"]["uid"] != pod["metadata"]["uid"] or status["restartCount"] >= 1
     assert status["ready"] and status["containerID"] != pod["status"]["containerStatuses"][0]["containerID"]
+
+
+@pytest.mark.harness_node
+def test_a_call_to_a_proc_cut_off_the_network_fails_instead_of_waiting_for_ever(
+        cluster: Any, kube: Any, namespace: str, release: str) -> None:
+    """The proc's packets dropped both ways (as when its node powers off, or a partition): no
+    FIN or RST ever comes, so only TCP keepalive can end the link, and a call in flight there
+    fails as a lost proc's instead of waiting for a reply that cannot come."""
+    from kubernetes import client
+
+    create_mesh(client.CustomObjectsApi(kube), namespace, "cutoff", hosts=1,
+                perHost=[{"name": "gpus", "size": 2}], restartPolicy="RestartProc", maxRestarts=3)
+    # A call of 10 minutes, waited for 5: keepalive ends the link in about a minute and a half.
+    caller = support.in_netns_process(cluster, ["-m", "tests.e2e.node_client", "cutoff", namespace, "600", "300"])
+    rules = []
+    try:
+        assert caller.stdout is not None
+        assert caller.stdout.readline().strip() == "READY"
+        (pod,) = [p for p in _pods(cluster, namespace, "procmesh.io/mesh=cutoff")
+                  if p["metadata"]["name"] == "cutoff-1"]
+        ip = pod["status"]["podIP"]
+        for rule in (["OUTPUT", "-d", ip, "-j", "DROP"], ["INPUT", "-s", ip, "-j", "DROP"]):
+            subprocess.run([*netns.enter(cluster.netns), "iptables", "-I", *rule], check=True)
+            rules.append(rule)
+        ended = caller.stdout.readline().strip()
+    finally:
+        for rule in rules:
+            subprocess.run([*netns.enter(cluster.netns), "iptables", "-D", *rule], check=False)
+        caller.kill()
+        caller.wait()
+    assert ended.startswith("SUPERVISION") and "cutoff-1" in ended, ended
+    assert "Connection timed out" in ended, ended
 
 
 def test_a_missing_image_is_reported_with_the_kubelets_reason_and_attach_fails_at_once(
