@@ -289,11 +289,14 @@ def test_a_proc_evicted_by_the_kubelet_is_reported_with_the_kubelets_reason(
     assert ended.startswith("SUPERVISION") and "evicted-1" in ended, ended
     why = "; pod Evicted: Pod ephemeral local storage usage exceeds the total limit of containers 5Mi."
 
+    # The kubelet writes the container's end and the eviction in either order: the status
+    # follows the pod (level-based), so the message says both once the pod does.
     def told() -> dict[str, Any] | None:
         degraded = condition(get_mesh(custom, namespace, "evicted"), "Degraded")
-        return degraded if degraded.get("reason") == "RestartLimitReached" else None
+        said = degraded.get("reason") == "RestartLimitReached" and why in degraded["message"]
+        return degraded if said and "exit code 137" in degraded["message"] else None
 
-    degraded = testing.wait_for(told, "RestartLimitReached", timeout=180)
+    degraded = testing.wait_for(told, "RestartLimitReached, saying the kubelet evicted proc 1", timeout=180)
     assert degraded["message"].startswith(f"proc 1 (exit code 137, Error{why}) failed"), degraded
     with pytest.raises(MeshNotReady) as info:
         attach("evicted", namespace, api_client=kube, timeout=60)
