@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import kubeclient, names, planning, statuses
+from procmesh_operator import endings, kubeclient, names, planning, statuses
 
 logger = logging.getLogger("procmesh_operator.events")
 
@@ -29,11 +29,7 @@ def _reason_of(status: Mapping[str, Any] | None, type_: str) -> tuple[str | None
 def _failure_detail(pod: Mapping[str, Any] | None) -> str:
     if pod is None:
         return ""
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-        term = (cs.get("state") or {}).get("terminated")
-        if term:
-            return f" (exit code {term.get('exitCode')}, {term.get('reason') or 'terminated'})"
-    return f" (pod phase {planning.pod_phase(pod)})"
+    return f" ({endings.detail(pod) or f'pod phase {planning.pod_phase(pod)}'})"
 
 
 def transitions(old: Mapping[str, Any] | None, new: Mapping[str, Any], plan: planning.Plan | None,

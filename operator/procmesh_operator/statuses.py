@@ -19,6 +19,7 @@ from mesh_client._src import contract
 from procmesh_operator import (
     claims,
     create_refusals,
+    endings,
     ganging,
     placing,
     planning,
@@ -265,13 +266,13 @@ def degraded_verdict(o: Observed) -> Verdict | None:
                 o.mesh.restart_policy == specs.RESTART_MESH else
                 "one restart each; later failures use more")
         return ("True", contract.RESTART_LIMIT_REACHED,
-                f"{failed_procs(o.mesh, o.plan)} failed and spec.maxRestarts "
+                f"{failed_procs(o.mesh, o.plan, o.pods)} failed and spec.maxRestarts "
                 f"({o.mesh.max_restarts}) restarts are used up; raise maxRestarts to restart "
                 f"them ({each}), or suspend and resume the mesh to start every proc again "
                 f"(status.restarts stays: a later failure is not restarted either)")
     if o.plan.failed:
         return ("True", contract.PROC_FAILED,
-                f"{failed_procs(o.mesh, o.plan)} failed and restartPolicy is Never: set "
+                f"{failed_procs(o.mesh, o.plan, o.pods)} failed and restartPolicy is Never: set "
                 f"spec.restartPolicy to RestartProc or RestartMesh to restart them (counted "
                 f"against spec.maxRestarts), or suspend and resume the mesh to start every proc "
                 f"again")
@@ -298,11 +299,22 @@ def missing_secret_message(mesh: specs.MeshSpec, secret: str) -> str:
             f"(attached clients attach again); or delete and recreate the mesh")
 
 
-def failed_procs(mesh: specs.MeshSpec, plan: planning.Plan) -> str:
-    """``procs 1 (its pod m-1 was deleted), 3``: the failed ranks, with the lost ones' cause."""
+#: How many failed procs' ends :func:`failed_procs` tells (a mesh-wide crash would repeat one).
+TOLD_ENDINGS = 3
+
+
+def failed_procs(mesh: specs.MeshSpec, plan: planning.Plan,
+                 pods: Mapping[int, Mapping[str, Any]]) -> str:
+    """``procs 1 (its pod m-1 was deleted), 3 (exit code 137, OOMKilled)``: the failed ranks,
+    with the cause of the first few, so the condition (and ``attach``, which quotes it) says
+    why without a look at the pods or the Events."""
     lost = set(plan.lost_procs)
-    ranks = [f"{r} (its pod {contract.pod_name(mesh.name, r)} was deleted)" if r in lost
-             else str(r) for r in plan.failed]
+    ranks, told = [], 0
+    for r in plan.failed:
+        why = (f"its pod {contract.pod_name(mesh.name, r)} was deleted" if r in lost
+               else endings.detail(pods.get(r)) if told < TOLD_ENDINGS else None)
+        told += r not in lost and why is not None
+        ranks.append(f"{r} ({why})" if why else str(r))
     return ("proc " if len(ranks) == 1 else "procs ") + ", ".join(ranks)
 
 

@@ -1,10 +1,11 @@
-"""``python -m tests.e2e.node_client MESH NAMESPACE``: a client on the node, reaching pod IPs.
+"""``python -m tests.e2e.node_client MESH NAMESPACE [HOLD [WAIT]]``: a client on the node, reaching pod IPs.
 
 Run by the e2e tests inside the cluster's network namespace (where pod IPs route), as an
 in-cluster controller would connect. It attaches to the mesh, checks a call on proc 1 (and that
 the proc's image has the native waits), prints
-``READY`` with a call in flight, and then prints how that call ended (``SUPERVISION <message>``
-or ``RESULT ...``), so the test can kill the proc's container in between.
+``READY`` with a call in flight (one that sleeps HOLD seconds there, 120 by default), and then
+prints how that call ended (``SUPERVISION <message>`` or ``RESULT ...``, waiting WAIT seconds for
+it, 90 by default), so the test can kill the proc's container, or cut its network, in between.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class Sleeper(Actor):
         time.sleep(seconds)
 
 
-def main(name: str, namespace: str) -> int:
+def main(name: str, namespace: str, hold: str = "120", wait: str = "90") -> int:
     # As in Monarch, a proc lost under this controller's actors is also a supervision event,
     # whose default hook ends the controller; this one reports the failed call instead.
     import mesh_client.actor
@@ -44,10 +45,10 @@ def main(name: str, namespace: str) -> int:
     assert proc.echo.call_one(7).get(timeout=60) == 7
     # Our proc-server image carries the native waits (built in its wheel stage, no compiler kept).
     assert proc.native_waits.call_one().get(timeout=60), "the proc-server image lacks mesh_client's _waits module"
-    pending = proc.sleep.call_one(120)
+    pending = proc.sleep.call_one(float(hold))
     print("READY", flush=True)
     try:
-        print(f"RESULT {pending.get(timeout=90)!r}", flush=True)
+        print(f"RESULT {pending.get(timeout=float(wait))!r}", flush=True)
     except SupervisionError as error:
         print(f"SUPERVISION {error}".replace("\n", " "), flush=True)
     return 0

@@ -6,8 +6,11 @@ the `kubernetes` Service (kube-proxy) and answers its probes and metrics; the CP
 is Ready with every proc in a container of our proc-server image; the sharing-GPUs example runs
 from outside through the real kubelet's port-forward, and as an in-cluster Job on pod IPs; DDP
 (spmd_train) runs in containers; a proc server killed in its container is a SupervisionError
-for the caller and is restarted; a mesh with an image that is not there reports the kubelet's
-reason and attach fails at once; helm uninstall leaves no operator pod and keeps the CRD.
+for the caller and is restarted; a call to a proc cut off the network (its packets dropped, no
+FIN or RST) fails once TCP keepalive gives up on the link, instead of waiting for ever; a mesh
+with an image that is not there reports the kubelet's reason and attach fails at once; a proc
+the kubelet evicts is reported with the kubelet's reason (Evicted, and why), not only its
+container's exit code 137; helm uninstall leaves no operator pod and keeps the CRD.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import pytest
 
 from mesh_client.kubernetes import MeshNotReady, attach
 from tests.cluster import testing
-from tests.cluster.real_node import images
+from tests.cluster.real_node import images, netns
 from tests.e2e import support
 from tests.e2e.support import kubectl
 from tests.integration.operator.support import ROOT, condition, create_mesh, get_mesh
@@ -197,6 +200,38 @@ def test_a_proc_server_killed_in_its_container_is_a_supervision_error_and_restar
     assert status["ready"] and status["containerID"] != pod["status"]["containerStatuses"][0]["containerID"]
 
 
+@pytest.mark.harness_node
+def test_a_call_to_a_proc_cut_off_the_network_fails_instead_of_waiting_for_ever(
+        cluster: Any, kube: Any, namespace: str, release: str) -> None:
+    """The proc's packets dropped both ways (as when its node powers off, or a partition): no
+    FIN or RST ever comes, so only TCP keepalive can end the link, and a call in flight there
+    fails as a lost proc's instead of waiting for a reply that cannot come."""
+    from kubernetes import client
+
+    create_mesh(client.CustomObjectsApi(kube), namespace, "cutoff", hosts=1,
+                perHost=[{"name": "gpus", "size": 2}], restartPolicy="RestartProc", maxRestarts=3)
+    # A call of 10 minutes, waited for 5: keepalive ends the link in about a minute and a half.
+    caller = support.in_netns_process(cluster, ["-m", "tests.e2e.node_client", "cutoff", namespace, "600", "300"])
+    rules = []
+    try:
+        assert caller.stdout is not None
+        assert caller.stdout.readline().strip() == "READY"
+        (pod,) = [p for p in _pods(cluster, namespace, "procmesh.io/mesh=cutoff")
+                  if p["metadata"]["name"] == "cutoff-1"]
+        ip = pod["status"]["podIP"]
+        for rule in (["OUTPUT", "-d", ip, "-j", "DROP"], ["INPUT", "-s", ip, "-j", "DROP"]):
+            subprocess.run([*netns.enter(cluster.netns), "iptables", "-I", *rule], check=True)
+            rules.append(rule)
+        ended = caller.stdout.readline().strip()
+    finally:
+        for rule in rules:
+            subprocess.run([*netns.enter(cluster.netns), "iptables", "-D", *rule], check=False)
+        caller.kill()
+        caller.wait()
+    assert ended.startswith("SUPERVISION") and "cutoff-1" in ended, ended
+    assert "Connection timed out" in ended, ended
+
+
 def test_a_missing_image_is_reported_with_the_kubelets_reason_and_attach_fails_at_once(
         cluster: Any, kube: Any, namespace: str, release: str) -> None:
     from kubernetes import client
@@ -215,6 +250,61 @@ def test_a_missing_image_is_reported_with_the_kubelets_reason_and_attach_fails_a
     with pytest.raises(MeshNotReady) as info:
         attach("noimage", namespace, api_client=kube, timeout=120)
     assert "cannot become Ready" in str(info.value) and "ErrImageNeverPull" in str(info.value)
+
+
+def _fill_ephemeral_storage(cluster: Any, namespace: str, pod: str) -> None:
+    """Write 50 MiB into the container's writable layer, ten times its ephemeral-storage limit:
+    the kubelet's eviction manager evicts the pod at its next pass (every 10 s)."""
+    kubectl(cluster, "-n", namespace, "exec", pod, "--", "python", "-c",
+            "open('/tmp/fill', 'wb').write(b'x' * (50 << 20))", check=False)
+
+
+@pytest.mark.harness_node
+def test_a_proc_evicted_by_the_kubelet_is_reported_with_the_kubelets_reason(
+        cluster: Any, kube: Any, namespace: str, release: str) -> None:
+    """A pod the kubelet evicts (here: over its ephemeral-storage limit) while its proc is in a
+    call is killed (exit code 137, reason Error, as after any SIGKILL): only the pod's reason and
+    message (Evicted, and why) tell the user what to change. The Degraded message once the
+    restarts are used up, attach's error and a lost proc's story say it."""
+    from kubernetes import client
+
+    from mesh_client._src.kubernetes import assessing
+
+    custom = client.CustomObjectsApi(kube)
+    create_mesh(custom, namespace, "evicted", hosts=1, perHost=[{"name": "gpus", "size": 2}],
+                restartPolicy="RestartProc", maxRestarts=0,
+                template={"resources": {"limits": {"ephemeral-storage": "5Mi"}}})
+    # A call in flight on proc 1: its proc server outlives the kubelet's short grace, as a busy
+    # one does. (One that stops at once exits 0, and the kubelet then calls the pod Succeeded
+    # with no reason: only its Evicted Event tells.)
+    caller = support.in_netns_process(cluster, ["-m", "tests.e2e.node_client", "evicted", namespace, "600", "300"])
+    try:
+        assert caller.stdout is not None
+        assert caller.stdout.readline().strip() == "READY"
+        _fill_ephemeral_storage(cluster, namespace, "evicted-1")
+        ended = caller.stdout.readline().strip()
+    finally:
+        caller.kill()
+        caller.wait()
+    assert ended.startswith("SUPERVISION") and "evicted-1" in ended, ended
+    why = "; pod Evicted: Pod ephemeral local storage usage exceeds the total limit of containers 5Mi."
+
+    # The kubelet writes the container's end and the eviction in either order: the status
+    # follows the pod (level-based), so the message says both once the pod does.
+    def told() -> dict[str, Any] | None:
+        degraded = condition(get_mesh(custom, namespace, "evicted"), "Degraded")
+        said = degraded.get("reason") == "RestartLimitReached" and why in degraded["message"]
+        return degraded if said and "exit code 137" in degraded["message"] else None
+
+    degraded = testing.wait_for(told, "RestartLimitReached, saying the kubelet evicted proc 1", timeout=180)
+    assert degraded["message"].startswith(f"proc 1 (exit code 137, Error{why}) failed"), degraded
+    with pytest.raises(MeshNotReady) as info:
+        attach("evicted", namespace, api_client=kube, timeout=60)
+    assert "cannot become Ready" in str(info.value) and why in str(info.value)
+    (pod,) = [p for p in _pods(cluster, namespace, "procmesh.io/mesh=evicted")
+              if p["metadata"]["name"] == "evicted-1"]
+    story = assessing.explain_death(pod, "evicted-1")
+    assert story is not None and f"terminated (exit code 137, Error){why}; restarts: 0" in story, story
 
 
 def test_helm_uninstall_leaves_no_operator_pod_and_keeps_the_crd(cluster: Any, release: str) -> None:

@@ -181,7 +181,7 @@ def last_failure(pod: Mapping[str, Any] | None, now: datetime.datetime) -> str:
                 bits.append(f"signal {term['signal']}")
             if term.get("reason"):
                 bits.append(str(term["reason"]))
-            return f"{', '.join(bits)} ({age(term.get('finishedAt'), now)} ago)"
+            return f"{', '.join(bits)} ({age(term.get('finishedAt'), now)} ago){assessing.pod_verdict(pod)}"
     reason, message, _ = assessing.pod_problem(pod)
     if reason and reason != "Pending":
         return message

@@ -209,6 +209,17 @@ def queue_story(mesh: Mapping[str, Any]) -> str | None:
     return f"the mesh's Kueue workload is not admitted: {admitted.get('reason')}: {admitted.get('message', '')}"
 
 
+def pod_verdict(pod: Mapping[str, Any]) -> str:
+    """``; pod Evicted: <the kubelet's message>``, or "": the pod's own reason and message,
+    which alone say why the kubelet ended a pod it evicted (over its ephemeral-storage limit,
+    node pressure), while its container reads ``exit code 137, Error`` as after any SIGKILL."""
+    status = pod.get("status") or {}
+    if not status.get("reason"):
+        return ""
+    message = " ".join(str(status.get("message") or "").split())
+    return f"; pod {status['reason']}" + (f": {message}" if message else "")
+
+
 def explain_death(pod: Mapping[str, Any] | None, pod_name: str) -> str | None:
     """How the proc server in ``pod`` ended, if its status says so yet."""
     if pod is None:
@@ -225,8 +236,9 @@ def explain_death(pod: Mapping[str, Any] | None, pod_name: str) -> str | None:
                 if term.get("reason"):
                     bits.append(str(term["reason"]))
                 node = (pod.get("spec") or {}).get("nodeName", "?")
-                return f"its container in pod {pod_name} on node {node} terminated ({', '.join(bits)}); restarts: {cs.get('restartCount', 0)}"
+                return (f"its container in pod {pod_name} on node {node} terminated ({', '.join(bits)})"
+                        f"{pod_verdict(pod)}; restarts: {cs.get('restartCount', 0)}")
     if (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded"):
-        return f"pod {pod_name} {pod['status']['phase'].lower()}"
+        return f"pod {pod_name} {pod['status']['phase'].lower()}{pod_verdict(pod)}"
     return None
 

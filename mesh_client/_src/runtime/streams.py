@@ -45,6 +45,27 @@ _MAX_IOV = 512
 # for the receiver; loopback TCP grows its own to 4 MiB. 1 MiB echo on the 16-core host, a
 # reactor-like receiver: 463-471 us with the default, 418-420 us with this.
 UNIX_SEND_BUFFER = 4 << 20
+#: TCP keepalive of a link: probed after this long without traffic, then every
+#: KEEPALIVE_INTERVAL_SECONDS, dropped after KEEPALIVE_PROBES unanswered probes. A peer's kernel
+#: answers the probes while the peer lives (however long an actor computes), so only a peer gone
+#: from the network without a FIN or RST (its node powered off, a partition, a pod network
+#: that drops its packets) ends the link: within about a minute and a half, and its calls then
+#: fail as a lost proc's, instead of waiting for a reply that cannot come, for ever.
+KEEPALIVE_IDLE_SECONDS = 30
+KEEPALIVE_INTERVAL_SECONDS = 15
+KEEPALIVE_PROBES = 4
+
+
+def keep_alive(sock: socket.socket) -> None:
+    """TCP keepalive on ``sock`` as the ``KEEPALIVE_*`` constants say (where the system lacks
+    an option, its default stands)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    idle = getattr(socket, "TCP_KEEPIDLE", None) or getattr(socket, "TCP_KEEPALIVE", None)  # macOS's name
+    if idle is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, idle, KEEPALIVE_IDLE_SECONDS)
+    for name, value in (("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_SECONDS), ("TCP_KEEPCNT", KEEPALIVE_PROBES)):
+        if hasattr(socket, name):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
 
 
 class Stalled(Exception):
@@ -68,6 +89,7 @@ class SocketStream:
         self._send = _send if isinstance(sock, socket.socket) else None  # not for a test's stand-in
         if sock.family in (socket.AF_INET, socket.AF_INET6):  # Nagle is TCP's: AF_UNIX has no such option
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            keep_alive(sock)
         elif sock.family == socket.AF_UNIX:
             with contextlib.suppress(OSError):  # the kernel caps it at net.core.wmem_max
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, UNIX_SEND_BUFFER)

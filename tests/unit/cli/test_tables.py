@@ -111,3 +111,12 @@ def test_log_selection_by_rank_and_coords():
     assert [p["rank"] for p in logs.select(procs, None, {"hosts": 1, "gpus": 0})] == [2]
     with pytest.raises(ValueError, match="DIM=INDEX"):
         logs.parse_coords("hosts")
+
+
+def test_last_failure_of_an_evicted_pod_gives_the_kubelets_reason():
+    pod = {"metadata": {"name": "m-1"}, "status": {
+        "phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory. ",
+        "containerStatuses": [{"state": {"terminated": {"exitCode": 137, "reason": "Error",
+                                                        "finishedAt": ago(60)}}}]}}
+    assert tables.last_failure(pod, NOW) == \
+        "exit 137, Error (60s ago); pod Evicted: The node was low on resource: memory."

@@ -162,3 +162,14 @@ def test_the_progress_line_ends_before_whatever_follows(capsys):
     quiet.update("x")
     quiet.end()
     assert capsys.readouterr().err == ""
+
+
+def test_death_story_of_an_evicted_pod_gives_the_kubelets_reason():
+    # A real evicted proc pod's status: the container says only 137/Error, the pod says why.
+    pod = {"spec": {"nodeName": "n1"}, "status": {
+        "phase": "Failed", "reason": "Evicted",
+        "message": "Pod ephemeral local storage usage exceeds the total limit of containers 5Mi. ",
+        "containerStatuses": [{"restartCount": 0, "state": {"terminated": {"exitCode": 137, "reason": "Error"}}}]}}
+    assert assessing.explain_death(pod, "m-1") == (
+        "its container in pod m-1 on node n1 terminated (exit code 137, Error); pod Evicted: Pod ephemeral "
+        "local storage usage exceeds the total limit of containers 5Mi.; restarts: 0")

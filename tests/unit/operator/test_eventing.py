@@ -54,6 +54,11 @@ def test_restart_event_carries_exit_code():
     assert ("Normal", "CreatedProcs", "created 1 pod(s): m-2") in events
     assert any(e[1] == "ProcFailed" and "exit code 137" in e[2] and "restart 1" in e[2]
                for e in events)
+    # Evicted by the kubelet: the pod's reason and message say why, the container's 137 does not.
+    failed["status"] |= {"reason": "Evicted", "message": "The node was low on resource: memory. "}
+    events = eventing.transitions(status, status, p, [], {1: failed}, "m")
+    assert ("Warning", "ProcFailed", "proc m-1 failed (exit code 137, Error; pod Evicted: The node was low "
+            "on resource: memory.); restarting it (restart 1)") in events
 
 
 def test_a_queued_mesh_gets_an_event_when_queued_admitted_and_preempted():

@@ -234,3 +234,40 @@ def test_pods_no_scheduler_looks_at_are_reported_after_a_while_naming_the_schedu
     seen = statuses.compute_status(m, None, pods, planning.Plan(), now="2026-01-01T00:05:00Z",
                                    unseen_after=120)
     assert conds(seen)["Ready"]["reason"] == "Unschedulable"  # the scheduler's own word
+
+
+def _ended(m, rank, exit_code, reason, pod_reason=None, pod_message=None):
+    """A failed pod as the kubelet leaves it (the shape of a real evicted proc pod's status)."""
+    body = pod(m, rank, phase="Failed", ready=False)
+    body["status"]["containerStatuses"] = [{"name": contract.CONTAINER_NAME, "state": {
+        "terminated": {"exitCode": exit_code, "reason": reason}}}]
+    if pod_reason:
+        body["status"] |= {"reason": pod_reason, "message": pod_message}
+    return body
+
+
+def test_a_failed_procs_message_says_how_its_pod_ended():
+    """The Degraded message (which attach quotes) says why: OOMKilled, or the kubelet's
+    eviction, which the container's own termination (137, Error) does not tell."""
+    m = mesh(maxRestarts=0)
+    evicted = "Pod ephemeral local storage usage exceeds the total limit of containers 5Mi. "
+    pods = {0: _ended(m, 0, 137, "OOMKilled"),
+            1: _ended(m, 1, 137, "Error", "Evicted", evicted)}
+    p = planning.Plan(failed=(0, 1), restart_limit_reached=True)
+    message = conds(statuses.compute_status(m, None, pods, p, now=T0))["Degraded"]["message"]
+    assert message.startswith(
+        "procs 0 (exit code 137, OOMKilled), 1 (exit code 137, Error; pod Evicted: Pod ephemeral "
+        "local storage usage exceeds the total limit of containers 5Mi.) failed and spec.maxRestarts")
+    never = mesh(restartPolicy="Never")
+    done = {0: pod(never, 0), 1: _ended(never, 1, 0, "Completed")}
+    c = conds(statuses.compute_status(never, None, done, planning.Plan(failed=(1,)), now=T0))
+    assert c["Degraded"]["message"].startswith("proc 1 (exit code 0, Completed) failed and restartPolicy is Never")
+
+
+def test_a_failed_procs_message_tells_a_few_ends():
+    m = mesh(hosts=1, perHost=[{"name": "gpus", "size": 5}], maxRestarts=0)
+    pods = {r: _ended(m, r, 137, "OOMKilled") for r in range(5)}
+    p = planning.Plan(failed=tuple(range(5)), restart_limit_reached=True)
+    message = conds(statuses.compute_status(m, None, pods, p, now=T0))["Degraded"]["message"]
+    assert message.startswith("procs 0 (exit code 137, OOMKilled), 1 (exit code 137, OOMKilled), "
+                              "2 (exit code 137, OOMKilled), 3, 4 failed")

@@ -3,7 +3,7 @@
 Aspects: a frame of several pieces (bytes, bytearray, a multi-byte-format view) sent by one
 call; a socket that accepts only a few bytes per call (partial sends at every offset, inside
 and between pieces); more pieces than one sendmsg may carry; over a real socket pair; a unix
-stream's larger send buffer, TCP's Nagle off.
+stream's larger send buffer, TCP's Nagle off, TCP keepalive on.
 """
 
 import array
@@ -107,6 +107,24 @@ def test_a_unix_stream_gets_the_larger_send_buffer_and_tcp_keeps_nagle_off():
         streams.SocketStream(client)
         assert client.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
         client.close()
+    finally:
+        listener.close()
+
+
+def test_a_tcp_link_is_kept_alive_on_both_ends():
+    """TCP keepalive on the client's and the proc's end of a link (a peer gone from the network
+    without a FIN ends the link; tests/e2e: test_a_call_to_a_proc_cut_off_the_network_...)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    try:
+        client = socket.create_connection(listener.getsockname())
+        served, _ = listener.accept()
+        for sock in (client, served):
+            streams.SocketStream(sock)
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == streams.KEEPALIVE_IDLE_SECONDS
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL) == streams.KEEPALIVE_INTERVAL_SECONDS
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT) == streams.KEEPALIVE_PROBES
+            sock.close()
     finally:
         listener.close()
 
