@@ -32,6 +32,14 @@ def _failure_detail(pod: Mapping[str, Any] | None) -> str:
     return f" ({endings.detail(pod) or f'pod phase {planning.pod_phase(pod)}'})"
 
 
+def _counted(plan: planning.Plan, uncounted: Mapping[int, str]) -> str:
+    """``restart 2``, or why this one is not counted (:func:`planning.disruption`)."""
+    if not uncounted:
+        return f"restart {plan.restarts}"
+    why = ", ".join(sorted(set(uncounted.values())))
+    return f"DisruptionTarget {why}: not counted in status.restarts, still {plan.restarts}"
+
+
 def transitions(old: Mapping[str, Any] | None, new: Mapping[str, Any], plan: planning.Plan | None,
                 created: list[str], pods_before: Mapping[int, Mapping[str, Any]],
                 mesh_name: str) -> list[tuple[str, str, str]]:
@@ -51,13 +59,14 @@ def transitions(old: Mapping[str, Any] | None, new: Mapping[str, Any], plan: pla
                           for r in sorted(lost | {r for r, p in pods_before.items()
                                                   if planning.is_failed(p)})]
                 events.append((WARNING, "ProcFailed", "proc failed: " + ", ".join(failed)
-                               + f"; restarting the whole mesh (restart {plan.restarts})"))
+                               + f"; restarting the whole mesh ({_counted(plan, plan.uncounted)})"))
             else:
                 rank = contract.rank_of_pod_name(mesh_name, pod_name)
                 detail = f" (rank {rank}: its pod was deleted)" if rank in lost else \
                     _failure_detail(pods_before.get(rank)) if rank is not None else ""
+                free = {rank: plan.uncounted[rank]} if rank is not None and rank in plan.uncounted else {}
                 events.append((WARNING, "ProcFailed", f"proc {pod_name} failed{detail}; "
-                               f"restarting it (restart {plan.restarts})"))
+                               f"restarting it ({_counted(plan, free)})"))
     for type_ in (contract.READY, contract.PROGRESSING, contract.DEGRADED, contract.GPU_BUDGET):
         before, after = _reason_of(old, type_), _reason_of(new, type_)
         if before == after:

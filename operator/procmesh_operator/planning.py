@@ -20,7 +20,10 @@ preemption) after its proc ran: a *lost* proc. What ran is read from the status 
 Running, Failed, Succeeded or :data:`DELETED`, whose pod is now gone or terminating, was lost,
 since every pod the operator deletes itself is first recorded as Terminating there
 (:func:`procmesh_operator.statuses.deleting_patch`). A pod deleted before its proc ran (Pending:
-still being created or scheduled) is recreated without counting. A lost proc kept failed (Never,
+still being created or scheduled) is recreated without counting, and so is a proc whose pod the
+cluster took for its own reasons (:func:`disruption`: a drain's eviction, the scheduler's
+preemption): routine maintenance must not use up ``maxRestarts``, which bounds a proc's own
+failures (a Job's ``podFailurePolicy`` may ignore them likewise). A lost proc kept failed (Never,
 or the restarts used up) shows :data:`DELETED` as its ``podPhase``, so that it stays failed once
 its pod is gone; a suspend clears that, as it clears every entry.
 
@@ -58,6 +61,7 @@ class Plan:
     waiting: str | None = None
     force: frozenset[str] = frozenset()  # pods of ``deletes`` to delete with grace period 0
     lost: Mapping[int, str] = dataclasses.field(default_factory=dict)  # rank -> its lost node
+    uncounted: Mapping[int, str] = dataclasses.field(default_factory=dict)  # rank -> why not counted
     recheck: float | None = None  # seconds until a proc on a lost node runs out of toleration
     held: tuple[str, ...] = ()  # lost nodes of ``lost`` not tainted: their procs are not counted
     foreign: tuple[str, ...] = ()  # pods of an earlier incarnation this plan waits for
@@ -78,6 +82,24 @@ def pod_phase(pod: Mapping[str, Any]) -> str:
 
 def is_terminating(pod: Mapping[str, Any]) -> bool:
     return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+#: The ``DisruptionTarget`` reasons of a pod the cluster took for its own reasons, not its proc's:
+#: an eviction through the API (``kubectl drain``, within PodDisruptionBudgets; v1.36
+#: pkg/registry/core/pod/storage/eviction.go) and the scheduler's preemption. Not the kubelet's
+#: ``TerminationByKubelet``: its evictions include a pod over its own ephemeral-storage limit,
+#: a proc's fault that ``maxRestarts`` must bound.
+UNCOUNTED_DISRUPTIONS = frozenset({"EvictionByEvictionAPI", "PreemptionByScheduler"})
+
+
+def disruption(pod: Mapping[str, Any]) -> str | None:
+    """The reason of the pod's ``DisruptionTarget=True`` condition if it is one of
+    :data:`UNCOUNTED_DISRUPTIONS` (its proc's restart is not counted), else None."""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "DisruptionTarget" and c.get("status") == "True" \
+                and c.get("reason") in UNCOUNTED_DISRUPTIONS:
+            return str(c["reason"])
+    return None
 
 
 def is_failed(pod: Mapping[str, Any]) -> bool:
@@ -139,6 +161,8 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
     gone = lost_ranks(mesh.size, pods, foreign, last_phases or {})
     failed = sorted({rank for rank, pod in pods.items() if is_failed(pod) or rank in counted}
                     | set(gone))
+    # Taken by the cluster (a drain, a preemption), not failed by their procs: restarted, not counted.
+    free = {rank: why for rank in failed if rank in pods and (why := disruption(pods[rank])) is not None}
     deletes: list[tuple[str, str]] = []
     restarted: list[str] = []
     kept_failed: list[int] = []
@@ -147,25 +171,29 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
         kept_failed = failed
     elif failed and mesh.restart_policy == specs.RESTART_PROC:
         for rank in failed:
-            if restarts >= mesh.max_restarts:
+            if rank not in free and restarts >= mesh.max_restarts:
                 limit = True
                 kept_failed.append(rank)
                 continue
-            restarts += 1
+            if rank not in free:
+                restarts += 1
             if rank not in gone:  # (a lost proc's pod is gone or going already)
                 deletes.append(_ident(pods[rank]))
             restarted.append(contract.pod_name(mesh.name, rank))
     elif failed and mesh.restart_policy == specs.RESTART_MESH:
-        if restarts >= mesh.max_restarts:
+        counts = not set(failed) <= free.keys()  # one proc failed by itself: the restart counts
+        if counts and restarts >= mesh.max_restarts:
             limit = True
             kept_failed = failed
         else:
-            restarts += 1
+            if counts:
+                restarts += 1
             deletes = [_ident(p) for p in pods.values() if not is_terminating(p)]
             restarted.append(mesh.name)
             # Nothing is created until every pod of this attempt is gone.
             return done(Plan(deletes=tuple(deletes), restarts=restarts,
-                             restarted=tuple(restarted), lost_procs=tuple(gone)))
+                             restarted=tuple(restarted), lost_procs=tuple(gone),
+                             uncounted={} if counts else free))
 
     deleted = tuple(r for r in kept_failed if r in gone)
     missing = [rank for rank in range(mesh.size)
@@ -186,6 +214,7 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
             colocation_chain=colocation_chain)
     return done(Plan(creates=placement.procs, deletes=tuple(deletes), restarts=restarts,
                      restarted=tuple(restarted), failed=tuple(kept_failed),
+                     uncounted={r: why for r, why in free.items() if r not in kept_failed},
                      restart_limit_reached=limit, refusal=placement.refusal,
                      waiting=placement.waiting, lost_procs=tuple(gone), deleted=deleted))
 

@@ -338,7 +338,7 @@ def progressing_verdict(o: Observed, degraded: Mapping[str, Any]) -> Verdict:
                 f"uid); their ranks are created once garbage collection has removed them")
     if o.plan is not None and (o.plan.restarted or any(planning.is_terminating(p)
                                                        for p in o.pods.values())):
-        return "True", RESTARTING, f"restart {o.restarts} of at most {o.mesh.max_restarts}"
+        return "True", RESTARTING, f"{o.restarts} of at most {o.mesh.max_restarts} restarts used"
     return ("True", CREATING_PROCS,
             f"{len(o.pods)} of {o.desired} pods exist, {o.ready} ready")
 

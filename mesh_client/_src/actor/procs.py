@@ -33,7 +33,7 @@ class RevivingOwner(ProcOwner, Protocol):
         ...
 
     def restart_note(self, index: int) -> str | None:
-        """Why proc ``index``'s old actors are gone ("restart 1 of at most 2"), if known."""
+        """Why proc ``index``'s old actors are gone ("1 of at most 2 restarts used"), if known."""
         ...
 
 

@@ -44,7 +44,7 @@ def _owner(group: ProcGroup) -> RevivingOwner:
 
 
 def note(group: ProcGroup, index: int) -> str:
-    """"restart 1 of at most 2" or what the owner knows of proc ``index``'s restarts."""
+    """"1 of at most 2 restarts used" or what the owner knows of proc ``index``'s restarts."""
     owner = group.owner
     told = owner.restart_note(index) if owner is not None and hasattr(owner, "restart_note") else None
     return told or f"restart {group.incarnations[index]} seen by this client"

@@ -4,9 +4,9 @@ has a way on.
 Aspects: the call that fails at once says the operator restarts the proc (policy and restarts
 used) and names ``respawn``/``reconnect``; ``reconnect()`` called at once waits for the new pod
 and returns its rank, and its bootstrap runs there again; an old handle on it then fails naming
-the restart ("restart 1 of at most 2"), survivors keep their state; ``respawn()`` spawns the
+the restart ("1 of at most 2 restarts used"), survivors keep their state; ``respawn()`` spawns the
 actors again with the first spawn's arguments so the old handle answers; a second kill, seen only
-after the operator restarted the proc, is said to be a restart ("restart 2 of at most 2") by the
+after the operator restarted the proc, is said to be a restart ("2 of at most 2 restarts used") by the
 call itself, and ``respawn()`` brings the handle back once more; a connection that breaks under
 a live proc (same pod, Ready) is reached again at once by itself (runtime/relinking.py: no
 fault, the call in flight fails with ``ConnectionBroken``), with its actors and their state, and
@@ -61,7 +61,7 @@ def test_after_a_restart_reconnect_and_respawn(kube, custom, namespace, operator
     assert "mesh.respawn()" in message and "mesh.reconnect()" in message
 
     assert mesh.reconnect() == [1]  # waits for the new pod
-    with pytest.raises(SupervisionError, match=r"proc .*phoenix-1.* was restarted \(restart 1 of at most 2, "
+    with pytest.raises(SupervisionError, match=r"proc .*phoenix-1.* was restarted \(1 of at most 2 restarts used, "
                                                r"restartPolicy RestartProc\) after actor mesh 'rec' was spawned"):
         second.echo.call_one(2).get(timeout=60)
     assert first.record.call_one("still").get() == 2  # the survivor kept its actor and state
@@ -80,7 +80,7 @@ def test_after_a_restart_reconnect_and_respawn(kube, custom, namespace, operator
 
     testing.wait_for(restarted_twice, "phoenix restarted its proc a second time and is Ready again")
     testing.wait_for(lambda: mesh._group.peers[1].lost, "the client saw the connection drop")
-    with pytest.raises(SupervisionError, match=r"proc .*phoenix-1.* was restarted \(restart 2 of at most 2"):
+    with pytest.raises(SupervisionError, match=r"proc .*phoenix-1.* was restarted \(2 of at most 2 restarts used"):
         second.echo.call_one(3).get(timeout=60)
     assert mesh.respawn() == [1]
     assert second.echo.call_one(4).get(timeout=60) == 4

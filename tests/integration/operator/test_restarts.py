@@ -79,7 +79,7 @@ def test_operator_restart_mid_creation_leaves_no_duplicates(operator, namespace,
 
 @pytest.mark.parametrize("policy", ["RestartMesh", "Never"])
 def test_a_deleted_pod_is_a_failed_proc(operator, namespace, custom, core, policy):
-    """kubectl delete pod (a drain's eviction, preemption) under a running proc is a failure
+    """kubectl delete pod under a running proc is a failure
     like its process exiting: counted against maxRestarts, not a silent recreation of one rank
     (RestartMesh: an SPMD group cannot take back one fresh rank; Never: it stays failed)."""
     name = "lost" + policy[:2].lower()
@@ -126,3 +126,38 @@ def test_a_deleted_pod_restarts_the_whole_mesh_under_restart_mesh(operator, name
         lambda: [e for e in support.events(core, namespace, "lostall")
                  if e.reason == "ProcFailed"], "a ProcFailed event")
     assert "lostall-1 (rank 1: its pod was deleted)" in failed[0].message
+
+
+def test_a_proc_evicted_through_the_api_is_restarted_without_counting(operator, namespace, custom, core):
+    """A drain evicts through the API (DisruptionTarget EvictionByEvictionAPI): the proc is
+    restarted, and maxRestarts, which bounds a proc's own failures, is not used up by routine
+    maintenance. A finalizer holds the evicted pod while terminating, so that the operator's
+    decision is made on it (not on its absence: a pod gone unseen is counted, to be safe)."""
+    name = "evicted"
+    support.create_mesh(custom, namespace, name, perHost=[{"name": "procs", "size": 2}],
+                        restartPolicy="RestartProc", maxRestarts=0)
+    support.wait_ready(custom, namespace, name)
+    before = uids(core, namespace, name)
+    hold = "procmesh.io/test-hold"
+    core.patch_namespaced_pod(f"{name}-1", namespace, {"metadata": {"finalizers": [hold]}})
+    try:
+        core.create_namespaced_pod_eviction(f"{name}-1", namespace, {
+            "apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": f"{name}-1", "namespace": namespace}})
+        failed = testing.wait_for(
+            lambda: [e for e in support.events(core, namespace, name) if e.reason == "ProcFailed"],
+            "a ProcFailed event")
+        assert "EvictionByEvictionAPI: not counted in status.restarts" in failed[0].message, failed[0].message
+    finally:
+        core.patch_namespaced_pod(f"{name}-1", namespace, {"metadata": {"finalizers": None}})
+
+    def replaced_and_ready():
+        m = support.get_mesh(custom, namespace, name)
+        now = uids(core, namespace, name)
+        fresh = len(now) == 2 and now[f"{name}-1"] != before[f"{name}-1"]
+        return m if fresh and support.condition(m, "Ready").get("status") == "True" else None
+
+    mesh = testing.wait_for(replaced_and_ready, "rank 1 replaced and the mesh Ready again")
+    assert mesh["status"]["restarts"] == 0
+    assert support.condition(mesh, "Degraded").get("reason") != "RestartLimitReached"
+    assert uids(core, namespace, name)[f"{name}-0"] == before[f"{name}-0"]

@@ -137,6 +137,38 @@ def test_a_pod_deleted_under_a_running_proc_is_counted_once_under_restart_proc()
     assert at_once.restarts == 1 and sorted(at_once.creates) == [1]
 
 
+def _disrupted(m, rank, reason):
+    p = pod(m, rank, terminating=True)
+    p["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True", "reason": reason})
+    return p
+
+
+@pytest.mark.parametrize("reason", ["EvictionByEvictionAPI", "PreemptionByScheduler"])
+def test_a_proc_taken_by_a_drain_or_a_preemption_is_restarted_without_counting(reason):
+    m = mesh(per_host=(("procs", 2),), restartPolicy="RestartProc", maxRestarts=1)
+    # At the limit already: a proc's own failure would stay failed, a drain's eviction does not.
+    p = plan(m, {0: pod(m, 0), 1: _disrupted(m, 1, reason)}, restarts=1, last_phases=RAN)
+    assert p.restarted == ("m-1",) and p.restarts == 1 and not p.restart_limit_reached
+    assert p.uncounted == {1: reason} and not p.failed
+    whole = mesh(per_host=(("procs", 2),), restartPolicy="RestartMesh", maxRestarts=1)
+    q = plan(whole, {0: pod(whole, 0), 1: _disrupted(whole, 1, reason)}, restarts=1, last_phases=RAN)
+    assert q.restarted == ("m",) and q.restarts == 1 and q.uncounted == {1: reason}
+
+
+def test_a_kubelets_eviction_counts_and_so_does_a_drain_beside_a_failure():
+    m = mesh(per_host=(("procs", 2),), restartPolicy="RestartMesh", maxRestarts=2)
+    # The kubelet evicts a pod over its own ephemeral-storage limit: its proc's fault.
+    kubelet = plan(m, {0: pod(m, 0), 1: _disrupted(m, 1, "TerminationByKubelet")}, last_phases=RAN)
+    assert kubelet.restarts == 1 and not kubelet.uncounted
+    # One proc evicted, another failed by itself: the mesh's restart counts.
+    both = plan(m, {0: pod(m, 0, phase="Failed"), 1: _disrupted(m, 1, "EvictionByEvictionAPI")},
+                last_phases=RAN)
+    assert both.restarts == 1 and not both.uncounted
+    never = mesh(per_host=(("procs", 2),), restartPolicy="Never")
+    kept = plan(never, {0: pod(never, 0), 1: _disrupted(never, 1, "EvictionByEvictionAPI")}, last_phases=RAN)
+    assert kept.failed == (1,) and not kept.uncounted and not kept.restarted
+
+
 def test_a_raised_limit_restarts_a_proc_whose_pod_was_deleted():
     m = mesh(per_host=(("procs", 2),), restartPolicy="RestartProc", maxRestarts=1)
     p = plan(m, {0: pod(m, 0)}, restarts=0, last_phases={0: "Running", 1: planning.DELETED})
