@@ -611,3 +611,33 @@ def _json(env: Mapping[str, str], name: str, default: object) -> object:
         return json.loads(text)
     except json.JSONDecodeError:
         raise ContractError(f"{name}={text!r} is not valid JSON") from None
+
+
+# --- how a proc's pod ended, in the kubelet's words: the operator's Degraded/ProcFailed messages
+# and events, the client's lost-proc stories and describe's LAST FAILURE say it alike. The
+# container's termination says how the proc server ended; the pod's own reason and message say
+# why when the kubelet ended it (Evicted), where the container says only "exit code 137, Error".
+
+#: The kubelet's message is short; a longer one (a webhook's, say) is cut to this many characters.
+MAX_POD_MESSAGE = 300
+
+
+def pod_termination(term: Mapping[str, Any], exit_word: str = "exit code") -> str:
+    """``exit code 137, signal 9, OOMKilled`` from a container's ``terminated`` state."""
+    bits = [f"{exit_word} {term.get('exitCode')}"]
+    if term.get("signal"):
+        bits.append(f"signal {term['signal']}")
+    if term.get("reason"):
+        bits.append(str(term["reason"]))
+    return ", ".join(bits)
+
+
+def pod_verdict(pod: Mapping[str, Any]) -> str:
+    """``pod Evicted: <the kubelet's message>``, or "" when the pod's status gives no reason."""
+    status = pod.get("status") or {}
+    if not status.get("reason"):
+        return ""
+    message = " ".join(str(status.get("message") or "").split())
+    if len(message) > MAX_POD_MESSAGE:
+        message = message[:MAX_POD_MESSAGE] + " ..."
+    return f"pod {status['reason']}" + (f": {message}" if message else "")

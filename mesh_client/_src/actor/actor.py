@@ -13,6 +13,8 @@ import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from typing_extensions import Self  # typing.Self is 3.11+; this import never runs
 
     from mesh_client._src.actor.shape import Extent
@@ -53,7 +55,7 @@ class Actor:
         @property
         def sizes(self) -> dict[str, int]: ...
 
-        def size(self, dim: str | None = None) -> int: ...
+        def size(self, dim: str | Sequence[str] | None = None) -> int: ...
 
         def slice(self, **dims: int | slice) -> Self: ...
 

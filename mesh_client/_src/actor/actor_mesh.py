@@ -166,6 +166,8 @@ class ActorEndpoint(Generic[R]):
         self._fields: dict[int, bytes] = {}  # index in the slice -> the envelope fields of a call there
         self._decoders: dict[int, Callable[[Any], Any]] = {}  # index in the slice -> how its replies decode
         self._check = mesh._checks.get(method)  # None: the arguments are the actor's to judge
+        # Positional-only calls with these counts need no check (tested inline in each adverb).
+        self._least, self._most = (0, signatures.NEVER) if self._check is None else (self._check.least, self._check.most)
 
     def _decoder(self, i: int) -> Callable[[Any], Any]:
         mesh = self._mesh
@@ -182,8 +184,8 @@ class ActorEndpoint(Generic[R]):
               guard: bool = True) -> list[Future[Any]]:
         """One future per index: the call's outcome at that point of the mesh."""
         mesh = self._mesh
-        if self._check is not None:  # a wrong call raises TypeError here, as in Monarch
-            self._check(args, kwargs)
+        if (kwargs or not self._least <= len(args) <= self._most) and self._check is not None:
+            self._check.bind(args, kwargs)  # a wrong call raises TypeError here, as in Monarch
         payload = self._dumps(args, kwargs) if args or kwargs else _NO_ARGUMENTS
         if trees.routed(mesh):  # a big mesh: through a tree of its procs (trees.py says why)
             futs = trees.send(mesh, self._method, self._what, indices, payload, reply)
@@ -245,8 +247,8 @@ class ActorEndpoint(Generic[R]):
             futs = self._send(range(n), args, kwargs, guard=False)  # the whole is guarded: members must fail fast
             result = gather(futs, lambda values: ValueMesh(shape, values), fail_fast=messages.failed)
         else:
-            if self._check is not None:  # a wrong call raises TypeError here, as in Monarch
-                self._check(args, kwargs)
+            if (kwargs or not self._least <= len(args) <= self._most) and self._check is not None:
+                self._check.bind(args, kwargs)  # a wrong call raises TypeError here, as in Monarch
             payload = self._dumps(args, kwargs)
             what, displays, ranks = self._what, group.displays, shape.ranks
 

@@ -6,45 +6,75 @@ wrong call raises ``TypeError`` at the caller's line instead of failing in the a
 :mod:`.proc_mesh` makes one :class:`ArgumentCheck` per endpoint at spawn and one for the
 ``__init__``; :mod:`.actor_mesh` runs it in every adverb. Checks travel with a pickled actor
 mesh, so an actor calling a mesh it was sent checks too: they keep only each parameter's
-name, kind and whether it has a default (no annotations, no default values), so they always
-pickle and stay small.
+name, kind and whether it has a default, as builtins (no annotations, no default values), so
+they always pickle, stay small and load fast (the ``Signature`` is built at the first bind).
 """
 
 from __future__ import annotations
 
 import inspect
-import math
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+#: More positional arguments than any call passes (a bound that no count of them reaches).
+NEVER = sys.maxsize
+
+
+#: One parameter as a check keeps it: its name, its kind (``inspect.Parameter``'s, as an int)
+#: and whether it has a default. Builtins only, so a pickled check is small and quick to load.
+Param = tuple[str, int, bool]
+
+#: Accepted call shapes remembered per check (a bind depends only on the shape, not the values).
+MAX_SHAPES = 64
 
 
 class ArgumentCheck:
-    """``check(args, kwargs)`` raises ``TypeError`` when the method could not take them."""
+    """``check(args, kwargs)`` raises ``TypeError`` when the method could not take them.
 
-    __slots__ = ("_signature", "_what", "_least", "_most")
+    ``least``/``most``: the counts of positional arguments alone that need no bind (a call
+    site tests them inline, a frame cheaper than calling the check). Other calls bind once per
+    shape (the count of positional arguments and the keywords' names): a shape that bound is
+    remembered, so a call with keywords pays a bind only the first time."""
 
-    def __init__(self, signature: inspect.Signature, what: str) -> None:
-        self._signature = signature
+    __slots__ = ("_params", "_what", "least", "most", "_signature", "_shapes")
+
+    def __init__(self, params: tuple[Param, ...], what: str) -> None:
+        self._params = params
         self._what = what  # "r.echo()", for the error
-        params = list(signature.parameters.values())
-        positional = [p for p in params if p.kind in _POSITIONAL]
-        required_keywords = any(p.kind is p.KEYWORD_ONLY and p.default is p.empty for p in params)
-        # Calls with positional arguments only, in range, need no bind (most calls: no cost).
-        self._least = math.inf if required_keywords else sum(1 for p in positional if p.default is p.empty)
-        self._most = math.inf if any(p.kind is p.VAR_POSITIONAL for p in params) else len(positional)
+        positional = [p for p in params if p[1] in _POSITIONAL]
+        required_keywords = any(kind == inspect.Parameter.KEYWORD_ONLY and not has_default
+                                for _, kind, has_default in params)
+        self.least = NEVER if required_keywords else sum(1 for p in positional if not p[2])
+        self.most = NEVER if any(p[1] == inspect.Parameter.VAR_POSITIONAL for p in params) else len(positional)
+        self._signature: inspect.Signature | None = None  # built at the first bind
+        self._shapes: set[tuple[int, tuple[str, ...]]] = set()
 
     def __call__(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-        if not kwargs and self._least <= len(args) <= self._most:
+        if not kwargs and self.least <= len(args) <= self.most:
             return
+        self.bind(args, kwargs)
+
+    def bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+        """The whole check (``__call__`` without its quick pass)."""
+        shape = (len(args), tuple(kwargs))
+        if shape in self._shapes:
+            return
+        if self._signature is None:
+            self._signature = inspect.Signature([
+                inspect.Parameter(name, inspect._ParameterKind(kind),
+                                  default=None if has_default else inspect.Parameter.empty)
+                for name, kind, has_default in self._params])
         try:
             self._signature.bind(*args, **kwargs)
         except TypeError as exc:
             raise TypeError(f"{self._what}: {exc}") from None
+        if len(self._shapes) < MAX_SHAPES:
+            self._shapes.add(shape)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (ArgumentCheck, (self._signature, self._what))
+        return (ArgumentCheck, (self._params, self._what))
 
 
 def of(fn: Callable[..., Any], skip: int, what: str) -> ArgumentCheck | None:
@@ -57,8 +87,7 @@ def of(fn: Callable[..., Any], skip: int, what: str) -> ArgumentCheck | None:
     params = list(signature.parameters.values())
     if len(params) < skip or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params[:skip]):
         return None  # (self, *args): what it takes is not ours to judge
-    kept = [p.replace(default=None if p.default is not p.empty else p.empty, annotation=p.empty) for p in params[skip:]]
-    return ArgumentCheck(signature.replace(parameters=kept, return_annotation=inspect.Signature.empty), what)
+    return ArgumentCheck(tuple((p.name, int(p.kind), p.default is not p.empty) for p in params[skip:]), what)
 
 
 def of_endpoints(cls: type, names: Iterable[str], mesh_name: str, explicit_port: str) -> dict[str, ArgumentCheck]:

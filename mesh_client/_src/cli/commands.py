@@ -189,7 +189,7 @@ def top(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
             return None, "no address (not running)"
         try:
             return identifying.identify_proc(_address(proc), token, timeout=args.timeout, opener=opener), None
-        except wire_errors.AuthenticationError as exc:  # a row, and once below what it means
+        except wire_errors.TokenRefused as exc:  # a row, and once below what it means
             refusals.append((int(proc["rank"]), stale_tokens.refused(
                 api.namespace, args.name, f"rank {proc['rank']} (pod {proc.get('pod')})", api_mod.token_secret_name(mesh), exc)))
             return None, f"{type(exc).__name__}: {exc}"
@@ -221,7 +221,10 @@ def _address(proc: dict[str, Any]) -> tuple[str, int]:
 def grant(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
     """Bind the mesh's access Role to one subject, the binding owned by the mesh so that it goes
     with it (:mod:`mesh_client._src.kubernetes.grants` says why)."""
-    kind, name = next((k, getattr(args, k)) for k in grants.KINDS if getattr(args, k))
+    found = next(((k, getattr(args, k)) for k in grants.KINDS if getattr(args, k)), None)
+    if found is None:  # --user "" and the like
+        raise ValueError("give a non-empty --user, --group or --serviceaccount to grant the mesh to")
+    kind, name = found
     mesh = api.get_mesh(args.name)
     binding = grants.render(mesh, kind, name)
     created = api.create_grant(mesh, binding)

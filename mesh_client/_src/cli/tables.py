@@ -176,12 +176,7 @@ def last_failure(pod: Mapping[str, Any] | None, now: datetime.datetime) -> str:
         term = ((cs.get("lastState") or {}).get("terminated")
                 or (cs.get("state") or {}).get("terminated"))
         if term:
-            bits = [f"exit {term.get('exitCode')}"]
-            if term.get("signal"):
-                bits.append(f"signal {term['signal']}")
-            if term.get("reason"):
-                bits.append(str(term["reason"]))
-            return f"{', '.join(bits)} ({age(term.get('finishedAt'), now)} ago){assessing.pod_verdict(pod)}"
+            return f"{contract.pod_termination(term, 'exit')} ({age(term.get('finishedAt'), now)} ago){assessing.pod_verdict(pod)}"
     reason, message, _ = assessing.pod_problem(pod)
     if reason and reason != "Pending":
         return message

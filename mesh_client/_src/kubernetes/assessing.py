@@ -213,11 +213,8 @@ def pod_verdict(pod: Mapping[str, Any]) -> str:
     """``; pod Evicted: <the kubelet's message>``, or "": the pod's own reason and message,
     which alone say why the kubelet ended a pod it evicted (over its ephemeral-storage limit,
     node pressure), while its container reads ``exit code 137, Error`` as after any SIGKILL."""
-    status = pod.get("status") or {}
-    if not status.get("reason"):
-        return ""
-    message = " ".join(str(status.get("message") or "").split())
-    return f"; pod {status['reason']}" + (f": {message}" if message else "")
+    said = contract.pod_verdict(pod)
+    return f"; {said}" if said else ""
 
 
 def explain_death(pod: Mapping[str, Any] | None, pod_name: str) -> str | None:
@@ -230,13 +227,8 @@ def explain_death(pod: Mapping[str, Any] | None, pod_name: str) -> str | None:
         for key in ("state", "lastState"):
             term = (cs.get(key) or {}).get("terminated")
             if term:
-                bits = [f"exit code {term.get('exitCode')}"]
-                if term.get("signal"):
-                    bits.append(f"signal {term['signal']}")
-                if term.get("reason"):
-                    bits.append(str(term["reason"]))
                 node = (pod.get("spec") or {}).get("nodeName", "?")
-                return (f"its container in pod {pod_name} on node {node} terminated ({', '.join(bits)})"
+                return (f"its container in pod {pod_name} on node {node} terminated ({contract.pod_termination(term)})"
                         f"{pod_verdict(pod)}; restarts: {cs.get('restartCount', 0)}")
     if (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded"):
         return f"pod {pod_name} {pod['status']['phase'].lower()}{pod_verdict(pod)}"

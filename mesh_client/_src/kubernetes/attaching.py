@@ -117,9 +117,7 @@ class KubernetesProcs:
                     f"{what}: its procs are gone for good; spawn or attach a new mesh")
         queued = assessing.queue_story(mesh) if mesh else None
         why = f"; {queued}" if queued else ""
-        # Stopped by Kueue, not failed: restartPolicy and the restart count play no part.
-        hint = reviving.unadmitted_hint() if queued else \
-            reviving.gone_hint(self.restart_policy, self.restarts, self.max_restarts)
+        hint = reviving.lost_hint(mesh, queued is not None, self.restart_policy, self.restarts, self.max_restarts)
         return f"proc {self._where(index)} is gone: {story or reason}{why}; {hint}"
 
     def _restarted(self, index: int) -> str:
@@ -381,7 +379,7 @@ def connect_mesh(
     for index, peer in enumerate(group.peers):
         try:
             peer.connect()
-        except wire_errors.AuthenticationError as exc:
+        except wire_errors.TokenRefused as exc:
             if created:  # its own token, which it just wrote: nothing about the Secret to say
                 raise
             raise wire_errors.AuthenticationError(

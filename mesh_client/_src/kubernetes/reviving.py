@@ -46,8 +46,9 @@ def address_of(entry: Mapping[str, Any]) -> tuple[str, int] | None:
 
 
 def restart_count(policy: str, restarts: int, max_restarts: int) -> str:
-    """"restart 1 of at most 2" (the mesh's count, ``status.restarts``)."""
-    return f"restart {restarts} of at most {max_restarts}, restartPolicy {policy}"
+    """"1 of at most 2 restarts used" (the mesh's count, ``status.restarts``: a restart after a
+    drain's eviction or a preemption is not counted, so this is no ordinal of the last one)."""
+    return f"{restarts} of at most {max_restarts} restarts used, restartPolicy {policy}"
 
 
 def restarted_message(where: str, policy: str, restarts: int, max_restarts: int) -> str:
@@ -65,6 +66,17 @@ def gone_hint(policy: str, restarts_used: int, max_restarts: int) -> str:
                 f"does not restart it (raise spec.maxRestarts, or spawn a new mesh)")
     return (f"the operator restarts it (restartPolicy {policy}, {restarts_used} of at most {max_restarts} "
             f"restarts used so far); then {actor_restarts.WAY_ON}")
+
+
+def lost_hint(mesh: Mapping[str, Any] | None, queued: bool, policy: str, restarts_used: int,
+              max_restarts: int) -> str:
+    """What comes after a lost proc: resuming a suspended mesh (``spec.suspend``, queued or
+    not: nothing comes back until then), Kueue's admission for a queued one (stopped by Kueue,
+    not failed: restartPolicy and the restart count play no part), else the restart policy."""
+    if bool(((mesh or {}).get("spec") or {}).get("suspend")):
+        return ("the mesh is suspended (spec.suspend: true): its procs start again only once it is resumed "
+                f"(spec.suspend: false); once it is Ready, {actor_restarts.WAY_ON}")
+    return unadmitted_hint() if queued else gone_hint(policy, restarts_used, max_restarts)
 
 
 def unadmitted_hint() -> str:

@@ -19,6 +19,11 @@ class AuthenticationError(WireError):
     """The peer did not prove it holds the mesh token, or refused ours."""
 
 
+class TokenRefused(AuthenticationError):
+    """The proc server said our token is not its mesh's (not a handshake cut short, nor a
+    server that failed to prove itself): the one refusal a changed Secret explains."""
+
+
 class VersionMismatch(ProtocolError):
     """The peer speaks another wire protocol version (:mod:`.versions`); the message names both."""
 

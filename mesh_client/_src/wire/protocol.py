@@ -22,6 +22,9 @@ from mesh_client._src.wire import auth, errors, frames, receiving, versions
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024**3
 
 
+#: The REJECT a server sends for a wrong token (a client raises :class:`~.errors.TokenRefused` on it).
+WRONG_TOKEN = b"authentication failed: wrong mesh token"
+
 class Role(enum.Enum):
     CLIENT = "client"
     SERVER = "server"
@@ -148,7 +151,7 @@ class Connection:
     def _handshake(self, kind: frames.Kind, body: bytes) -> Event | None:
         if kind is frames.Kind.REJECT:
             self.state = State.CLOSED
-            raise errors.AuthenticationError(
+            raise (errors.TokenRefused if body == WRONG_TOKEN else errors.AuthenticationError)(
                 f"the proc server refused the connection: {body.decode('utf-8', 'replace')}"
             )
         if kind is frames.Kind.HELLO:
@@ -169,7 +172,7 @@ class Connection:
             self._client_nonce, mac = body[: auth.NONCE_BYTES], body[auth.NONCE_BYTES :]
             expected = auth.client_mac(self._token, self._server_nonce, self._client_nonce)
             if not auth.verify(expected, mac):
-                self._queue(frames.Kind.REJECT, b"authentication failed: wrong mesh token")
+                self._queue(frames.Kind.REJECT, WRONG_TOKEN)
                 self.state = State.CLOSED
                 raise errors.AuthenticationError("a peer presented a wrong mesh token")
             if self._peer_version != self.protocol_version:

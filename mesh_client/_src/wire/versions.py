@@ -23,7 +23,8 @@ import importlib.metadata
 # flag in segment lengths (wire/frames.py); out-of-band bytearrays (wire/serialization.py).
 # 3: a failure's exception travels as a pickle of its own inside it (actor/messages.py).
 # 4: a failure says whether Port.exception sent it (actor/messages.py); PORT_SEND carries a rank.
-PROTOCOL_VERSION = 4
+# 5: a pickled actor mesh carries its endpoints' argument checks (actor/signatures.py); STOP a reason.
+PROTOCOL_VERSION = 5
 
 
 @functools.cache

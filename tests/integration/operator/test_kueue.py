@@ -13,6 +13,7 @@ free up.
 
 from __future__ import annotations
 
+import calendar
 import time
 import uuid
 
@@ -92,7 +93,7 @@ def created_in_an_earlier_second(custom, namespace, mesh):
             stamp = workload_of(custom, namespace, mesh)["metadata"]["creationTimestamp"]
         except Exception:
             return None
-        created = time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+        created = calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
         return stamp if time.time() >= created + 1 else None
     testing.wait_for(done, f"the Workload of {mesh['metadata']['name']}, a second old")
 
@@ -306,7 +307,7 @@ def test_a_queued_mesh_is_not_rewritten_by_each_reconcile(operator, kueue, custo
             else None
     before = testing.wait_for(told, "second told why by Kueue")
     # Past the operator's status throttle since its last write: a rewrite is not deferred.
-    last = max(time.mktime(time.strptime(f["time"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+    last = max(calendar.timegm(time.strptime(f["time"], "%Y-%m-%dT%H:%M:%SZ"))
                for f in before["metadata"]["managedFields"] if f.get("subresource") == "status")
     testing.wait_for(lambda: time.time() > last + settings.Settings().status_progress_seconds + 1
                      or None, "the status throttle's window over")

@@ -70,3 +70,24 @@ def test_a_check_pickles_small_and_still_checks():
 def test_what_cannot_be_read_is_not_checked():
     assert "static" not in checks()
     assert signatures.of(print, 1, "print") is None
+
+
+def test_a_shape_that_bound_is_remembered_and_another_is_still_checked():
+    check = signatures.of_endpoints(Echo, ["keyword"], "r", EXPLICIT_PORT)["keyword"]
+    check((), {"k": 1})
+    check((), {"k": 2})  # the same shape: no bind
+    with pytest.raises(TypeError, match=r"r\.keyword\(\): missing a required argument: 'k'"):
+        check((), {"j": 1})
+    with pytest.raises(TypeError, match=r"r\.keyword\(\): "):
+        check((1,), {"k": 1})
+    assert check._shapes == {(0, ("k",))}
+
+
+def test_a_pickled_check_holds_builtins_only_and_checks_alike():
+    check = signatures.of_endpoints(Echo, ["echo"], "r", EXPLICIT_PORT)["echo"]
+    data = pickle.dumps(check)
+    assert b"inspect" not in data  # no Signature in the pickle: small, quick to load
+    again = pickle.loads(data)
+    again((1,), {"c": 2, "z": 3})
+    with pytest.raises(TypeError, match=r"r\.echo\(\): missing a required argument: 'a'"):
+        again((), {"c": 2})

@@ -45,5 +45,12 @@ def test_what_a_lost_proc_adds():
 
 def test_a_restart_is_named_with_its_count_and_the_way_on():
     text = reviving.restarted_message("ns/m rank 1 (m-1)", "RestartProc", 1, 2)
-    assert text.startswith("proc ns/m rank 1 (m-1) is gone: it was restarted (restart 1 of at most 2, restartPolicy RestartProc)")
+    assert text.startswith("proc ns/m rank 1 (m-1) is gone: it was restarted (1 of at most 2 restarts used, restartPolicy RestartProc)")
     assert "re-spawn your actors" in text
+
+
+def test_a_lost_procs_hint_follows_suspend_then_the_queue_then_the_policy():
+    suspended = reviving.lost_hint({"spec": {"suspend": True}}, True, "RestartProc", 0, 3)
+    assert suspended.startswith("the mesh is suspended (spec.suspend: true)") and "Kueue" not in suspended
+    assert "once Kueue admits the mesh again" in reviving.lost_hint({"spec": {}}, True, "Never", 0, 3)
+    assert reviving.lost_hint({"spec": {}}, False, "Never", 0, 3) == reviving.gone_hint("Never", 0, 3)
