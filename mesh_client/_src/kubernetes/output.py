@@ -59,6 +59,7 @@ class OutputForwarder:
         self._stopped = threading.Event()
         self._streams = logstreams.OpenStreams()
         self._denied = threading.Event()
+        self._denied_once = threading.Lock()  # one note, though every pod's thread is refused at once
         self._counted = threading.Semaphore(0)
         self._threads: list[threading.Thread] = []
         self._progress: dict[int, tuple[tuple[str, int] | None, int]] = {}  # rank -> (run, lines shown)
@@ -197,7 +198,7 @@ class OutputForwarder:
                 self._progress[rank] = (run, shown)
 
     def _note_denied(self, exc: MeshAccessDenied) -> None:
-        if not self._denied.is_set():
+        if self._denied_once.acquire(blocking=False):  # never released: the first thread alone says it
             self._denied.set()
             print(f"procmesh: not showing the output of ProcMesh {self.api.namespace}/{self.mesh}'s procs: "
                   f"{exc} (forward_output=False, or {ENV}=0, turns this off)", file=sys.stderr)
