@@ -285,15 +285,23 @@ CTRL_C_STORM = textwrap.dedent(
     for t in threads:
         t.start()
     deadline = time.monotonic() + 120
-    while not done.is_set() and time.monotonic() < deadline:
+    # Every line of this loop is inside a try: a Ctrl-C handled in the loop's own bookkeeping
+    # (its condition, an except body: the main thread descheduled there on a loaded machine)
+    # is counted too, not the script's end. What the calls do is what is tested.
+    while True:
         try:
-            for i in range(50):
-                assert rec.echo.call_one(i).get(timeout=60) == i
-                seen["main ok"] += 1
-        except KeyboardInterrupt:
+            try:
+                if done.is_set() or time.monotonic() > deadline:
+                    break
+                for i in range(50):
+                    assert rec.echo.call_one(i).get(timeout=60) == i
+                    seen["main ok"] += 1
+            except KeyboardInterrupt:
+                seen["main KeyboardInterrupt"] += 1
+            except Exception as exc:
+                seen[f"main {type(exc).__name__}: {exc}"] += 1
+        except KeyboardInterrupt:  # another, in the except body above
             seen["main KeyboardInterrupt"] += 1
-        except Exception as exc:
-            seen[f"main {type(exc).__name__}: {exc}"] += 1
     for t in threads:
         t.join(60)
     print(dict(seen), flush=True)
