@@ -86,6 +86,13 @@ DEFAULT_DEVICE_CLASS = "gpu.nvidia.com"
 RESOURCE_API_VERSION = "resource.k8s.io/v1"
 
 
+def owner_reference(mesh: str, uid: str) -> dict[str, Any]:
+    """A child's reference to its ProcMesh, so garbage collection deletes it with that very
+    mesh (by uid: not a later one of the same name). The operator marks its own children
+    ``controller`` too; a client's (the token Secret it writes, a grant's RoleBinding) are not."""
+    return {"apiVersion": API_VERSION, "kind": KIND, "name": mesh, "uid": uid}
+
+
 def pod_name(mesh: str, rank: int) -> str:
     """The pod of the proc at ``rank``: ``<mesh>-<rank>`` (also its hostname)."""
     return f"{mesh}-{rank}"

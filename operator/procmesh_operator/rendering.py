@@ -42,14 +42,7 @@ class ProcPlacement:
 
 def owner_reference(mesh: specs.MeshSpec) -> dict[str, Any]:
     """The controller owner reference that lets garbage collection delete the children."""
-    return {
-        "apiVersion": contract.API_VERSION,
-        "kind": contract.KIND,
-        "name": mesh.name,
-        "uid": mesh.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    return {**contract.owner_reference(mesh.name, mesh.uid), "controller": True, "blockOwnerDeletion": True}
 
 
 def _metadata(mesh: specs.MeshSpec, name: str, labels: dict[str, str]) -> dict[str, Any]:

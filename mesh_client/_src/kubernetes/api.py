@@ -323,7 +323,7 @@ class KubeApi:
             "metadata": {
                 "name": name,
                 "labels": {contract.MESH_LABEL: meta["name"]},
-                "ownerReferences": [{"apiVersion": contract.API_VERSION, "kind": contract.KIND, "name": meta["name"], "uid": meta["uid"]}],
+                "ownerReferences": [contract.owner_reference(meta["name"], meta["uid"])],
             },
             "type": "Opaque",
             "data": {contract.TOKEN_KEY: base64.b64encode(token).decode()},

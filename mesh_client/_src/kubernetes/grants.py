@@ -49,8 +49,7 @@ def render(mesh: dict[str, Any], kind: str, name: str) -> dict[str, Any]:
         "metadata": {
             "name": binding_name(meta["name"], kind, name),
             "labels": {contract.MESH_LABEL: meta["name"]},
-            "ownerReferences": [{"apiVersion": contract.API_VERSION, "kind": contract.KIND,
-                                 "name": meta["name"], "uid": meta["uid"]}],
+            "ownerReferences": [contract.owner_reference(meta["name"], meta["uid"])],
         },
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                     "name": contract.access_role_name(meta["name"])},
