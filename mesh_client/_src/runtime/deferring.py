@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from mesh_client._src.runtime.futures import Future
+from mesh_client._src.runtime.futures import Future, check_timeout
 
 if TYPE_CHECKING:
     import asyncio  # loaded when a body runs (it costs ~35 ms at start-up: futures.py)
@@ -57,6 +57,8 @@ class BodyFuture(Future[R]):
             body.close()  # never observed: none of its code runs, and no "never awaited" warning
 
     def get(self, timeout: float | None = None) -> R:
+        if timeout is not None:  # before the body starts: a bad argument runs nothing
+            check_timeout(timeout)
         body = self._take()
         if body is not None:
             self._drive(body, timeout)

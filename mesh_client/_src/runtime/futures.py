@@ -8,6 +8,7 @@ then waits on its own bell (:mod:`.waits`: a short spin, then sleep), which the 
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import time
@@ -25,6 +26,13 @@ if TYPE_CHECKING:
 R = TypeVar("R")
 
 _UNSET: Any = object()
+
+
+def check_timeout(timeout: float) -> None:
+    """Refuse a timeout no wait can honour (negative, NaN, infinite), as Monarch's ``get()``."""
+    if not math.isfinite(timeout) or timeout < 0:
+        raise ValueError(f"invalid timeout {timeout}: give a non-negative, finite number of "
+                         "seconds, or None to wait without a limit")
 
 
 class Future(Generic[R]):
@@ -114,8 +122,8 @@ class Future(Generic[R]):
     def _wait(self, timeout: float | None) -> None:
         if self._done:
             return
-        if timeout is not None and timeout < 0:
-            raise ValueError(f"timeout must be non-negative, not {timeout}")  # as Monarch's get()
+        if timeout is not None:
+            check_timeout(timeout)
         if reactor_mod.on_reactor_thread():
             # A done callback runs here: waiting would hold every reply of the process, its own too.
             raise RuntimeError(
@@ -181,6 +189,8 @@ class Future(Generic[R]):
 
     def get(self, timeout: float | None = None) -> R:
         """Block until the result is there and return it (or raise the call's error)."""
+        if timeout is not None:  # done or not: whether the reply beat this get() is a race,
+            check_timeout(timeout)  # the answer to a bad argument is not
         if not self._done:  # a pipelined call's future is mostly done before it is asked
             self._wait(timeout)
         return self._outcome()

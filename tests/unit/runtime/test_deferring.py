@@ -110,3 +110,15 @@ def test_the_bodys_error_reaches_every_observer():
 def test_a_sync_function_is_refused():
     with pytest.raises(TypeError, match="requires an async function"):
         returns_future(lambda: 1)
+
+
+def test_a_bad_timeout_runs_nothing_and_leaves_the_body_to_a_later_get():
+    @returns_future
+    async def once():
+        runs.append("once")
+        return 1
+
+    fut = once()
+    with pytest.raises(ValueError, match="invalid timeout -0.5"):
+        fut.get(timeout=-0.5)
+    assert runs == [] and fut.get(timeout=30) == 1 and runs == ["once"]

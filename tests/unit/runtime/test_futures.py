@@ -64,9 +64,18 @@ def test_a_wait_on_the_io_thread_raises_instead_of_holding_every_reply():
     assert ran.wait(10) and seen[-1] == 7
 
 
-def test_a_negative_timeout_is_refused():
-    with pytest.raises(ValueError, match="non-negative"):
-        futures.Future(None).get(timeout=-1)
+@pytest.mark.parametrize("timeout", [-1, float("nan"), float("inf")])
+def test_a_timeout_no_wait_can_honour_is_refused(timeout):
+    with pytest.raises(ValueError, match="non-negative, finite"):
+        futures.Future(None).get(timeout=timeout)
+
+
+def test_a_bad_timeout_is_refused_on_a_done_future_too():
+    """Whether the reply beat the get() is a race: the answer to a bad argument must not be."""
+    done = futures.completed(7)
+    with pytest.raises(ValueError, match="invalid timeout -1"):
+        done.get(timeout=-1)
+    assert done.get(timeout=0) == 7
 
 
 def test_a_blocking_wait_inside_a_running_loop_warns():
