@@ -56,6 +56,11 @@ class Extent(Mapping[str, int]):
         return hash((self.labels, self.sizes))
 
 
+class EmptySliceError(ValueError, IndexError):
+    """A slice that selects no point: Monarch's ValueError (a bad value), and an IndexError as
+    procmesh raised before, so handlers written for either catch it."""
+
+
 class Point(Mapping[str, int]):
     """A position in an extent: coordinates by label, and ``rank``, the row-major index."""
 
@@ -177,7 +182,8 @@ class Shape:
             if isinstance(sel, slice):
                 picks = list(range(size))[sel]
                 if not picks:
-                    raise IndexError(f"slice {sel} of dimension {label!r} (size {size}) is empty")
+                    raise EmptySliceError(f"slice {sel} of dimension {label!r} (size {size}) selects nothing; "
+                                          f"a slice keeps indices 0 to {size - 1}")
                 labels.append(label)
                 selected.append(picks)
             else:

@@ -137,8 +137,9 @@ def scenario_mesh_slicing() -> dict:
         "stepped": list(actors.slice(a=slice(0, 2, 2)).flat.call().get().values()),
         "len": [len(actors), len(actors.slice(a=0)), len(procs)],
         "extent": str(actors.extent),
-        # An empty slice (a=slice(3, 5)) is Monarch's ValueError and our IndexError: left out.
         "errors": [attempt(f) for f in (lambda: actors.slice(c=0), lambda: actors.slice(a=2))],
+        "empty_is_value_error": [caught(f, ValueError) for f in (lambda: actors.slice(a=slice(3, 5)),
+                                                                  lambda: procs.slice(b=slice(1, 1)))],
     }
     return out
 
