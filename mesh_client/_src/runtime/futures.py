@@ -29,10 +29,11 @@ _UNSET: Any = object()
 
 
 def check_timeout(timeout: float) -> None:
-    """Refuse a timeout no wait can honour (negative, NaN, infinite), as Monarch's ``get()``."""
-    if not math.isfinite(timeout) or timeout < 0:
-        raise ValueError(f"invalid timeout {timeout}: give a non-negative, finite number of "
-                         "seconds, or None to wait without a limit")
+    """Refuse a timeout no wait can honour (negative, NaN), as Monarch's ``get()``. Unlike
+    Monarch's, ``math.inf`` is taken, as no limit: a program that passes it means that."""
+    if math.isnan(timeout) or timeout < 0:
+        raise ValueError(f"invalid timeout {timeout}: give a non-negative number of seconds, "
+                         "or None to wait without a limit")
 
 
 class Future(Generic[R]):

@@ -64,9 +64,9 @@ def test_a_wait_on_the_io_thread_raises_instead_of_holding_every_reply():
     assert ran.wait(10) and seen[-1] == 7
 
 
-@pytest.mark.parametrize("timeout", [-1, float("nan"), float("inf")])
+@pytest.mark.parametrize("timeout", [-1, -0.001, float("nan")])
 def test_a_timeout_no_wait_can_honour_is_refused(timeout):
-    with pytest.raises(ValueError, match="non-negative, finite"):
+    with pytest.raises(ValueError, match="non-negative number of seconds"):
         futures.Future(None).get(timeout=timeout)
 
 
