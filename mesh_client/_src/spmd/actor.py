@@ -68,9 +68,11 @@ class SPMDActor(Actor):
     ``hosts`` dimension forms the groups. ``store_timeout``: the most seconds a rank's
     ``env://`` rendezvous waits for its peers (:mod:`.rendezvous`; None: the proc's
     ``PROCMESH_SPMD_STORE_TIMEOUT_SECONDS``, else 300; 0: torch's own 30 minutes).
+    ``run_id``, ``restart_count``, ``max_restarts`` (TORCHELASTIC_*): None takes the proc
+    mesh's, so an actor spawned as Monarch's (no arguments) sees the ProcMesh's restarts.
     """
 
-    def __init__(self, run_id: str | None = None, restart_count: int = 0, max_restarts: int = 0,
+    def __init__(self, run_id: str | None = None, restart_count: int | None = None, max_restarts: int | None = None,
                  store_timeout: float | None = None) -> None:
         point = current_rank()
         self._coords = dict(point)
@@ -78,9 +80,12 @@ class SPMDActor(Actor):
         self._sizes = list(point.extent.sizes)
         me = context().actor_instance
         self._actor_id, self._name = me.actor_id, me.name
-        self._run_id = run_id or me.actor_id
-        self._restart_count = restart_count
-        self._max_restarts = max_restarts
+        # None: the proc mesh's, as the client knew them at this (re)spawn: on Kubernetes the
+        # ProcMesh's status.restarts and spec.maxRestarts (a respawn after a restart sees 1).
+        known = me.proc_mesh._elastic() if me.proc_mesh is not None else (me.actor_id, 0, 0)
+        self._run_id = run_id or known[0]
+        self._restart_count = known[1] if restart_count is None else restart_count
+        self._max_restarts = known[2] if max_restarts is None else max_restarts
         self._store_timeout = rendezvous.configured(store_timeout)
 
     @endpoint
@@ -170,8 +175,8 @@ def _end_job(actor_id: str) -> None:
 
 
 def _spawn(proc_mesh: ProcMesh, store_timeout: float | None) -> SPMDActor:
-    run_id, restarts, max_restarts = proc_mesh._elastic()
-    return proc_mesh.spawn("_SPMDActor", SPMDActor, run_id, restarts, max_restarts, store_timeout)
+    # No elastic arguments: each proc reads them from the mesh, again at a respawn.
+    return proc_mesh.spawn("_SPMDActor", SPMDActor, store_timeout=store_timeout)
 
 
 def setup_torch_elastic_env(
