@@ -147,9 +147,9 @@ class ProcMesh(MeshTrait):
         return cast(T, mesh)
 
     def _elastic(self) -> tuple[str, int, int]:
-        """(run id, restart count, max restarts) for torchelastic; backends may know better."""
-        info = getattr(self._group.owner, "elastic_info", None)
-        return info() if info is not None else (self._group.run_id, 0, 0)
+        """(run id, restart count, max restarts) for torchelastic; backends may know better
+        (in a proc: as the client knew them when it sent this mesh)."""
+        return self._group.elastic_info()
 
     @overload
     def run(self, fn: Callable[[], Awaitable[R]]) -> Future[list[R]]: ...

@@ -12,7 +12,7 @@ import dataclasses
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from mesh_client._src.actor.shape import Shape
 from mesh_client._src.runtime import channel, peers
@@ -79,6 +79,9 @@ class ProcGroup:
         self.displays = list(displays)
         self.owner = owner
         self.run_id = f"{name}-{uuid.uuid4().hex[:12]}"  # names one run of this group's procs
+        # (run id, restart count, max restarts) for torchelastic, as the client that pickled this
+        # group saw them (None: made here): an SPMD actor in a proc reads it (ProcMesh._elastic).
+        self.elastic: tuple[str, int, int] | None = None
         self.stopping: set[int] = set()  # procs being stopped on purpose: their loss is no failure
         # How often each proc was replaced by a new process that this group reconnected to
         # (:mod:`.restarts`); an actor spawned on an older incarnation is gone.
@@ -126,8 +129,17 @@ class ProcGroup:
         if restarted:
             self.incarnations[index] += 1
 
+    def elastic_info(self) -> tuple[str, int, int]:
+        """(run id, restart count, max restarts): the owner's (a backend that knows restarts),
+        else what the pickling client saw, else this run's id and no restarts."""
+        info = getattr(self.owner, "elastic_info", None)
+        if info is not None:
+            return cast(tuple[str, int, int], info())
+        return self.elastic or (self.run_id, 0, 0)
+
     def __reduce__(self) -> tuple[Any, ...]:
-        return (ProcGroup, (self.name, self.addresses, self.token, self.displays))
+        # The state is a dict set as attributes: a proc server without ``elastic`` takes it too.
+        return (ProcGroup, (self.name, self.addresses, self.token, self.displays), {"elastic": self.elastic_info()})
 
     def __repr__(self) -> str:
         return f"<ProcGroup {self.name!r} of {len(self.addresses)} procs>"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import runpy
@@ -13,7 +14,7 @@ from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.context import context, current_rank
 from mesh_client._src.actor.endpoint import endpoint
 from mesh_client._src.actor.proc_mesh import ProcMesh
-from mesh_client._src.spmd import addresses, process_groups, rendezvous
+from mesh_client._src.spmd import addresses, jobs, process_groups, rendezvous
 from mesh_client._src.spmd.addresses import AddrType
 from mesh_client._src.spmd.elastic_env import torchelastic_env
 
@@ -67,17 +68,24 @@ class SPMDActor(Actor):
     ``hosts`` dimension forms the groups. ``store_timeout``: the most seconds a rank's
     ``env://`` rendezvous waits for its peers (:mod:`.rendezvous`; None: the proc's
     ``PROCMESH_SPMD_STORE_TIMEOUT_SECONDS``, else 300; 0: torch's own 30 minutes).
+    ``run_id``, ``restart_count``, ``max_restarts`` (TORCHELASTIC_*): None takes the proc
+    mesh's, so an actor spawned as Monarch's (no arguments) sees the ProcMesh's restarts.
     """
 
-    def __init__(self, run_id: str | None = None, restart_count: int = 0, max_restarts: int = 0,
+    def __init__(self, run_id: str | None = None, restart_count: int | None = None, max_restarts: int | None = None,
                  store_timeout: float | None = None) -> None:
         point = current_rank()
         self._coords = dict(point)
         self._labels = list(point.extent.labels)
         self._sizes = list(point.extent.sizes)
-        self._run_id = run_id or context().actor_instance.actor_id
-        self._restart_count = restart_count
-        self._max_restarts = max_restarts
+        me = context().actor_instance
+        self._actor_id, self._name = me.actor_id, me.name
+        # None: the proc mesh's, as the client knew them at this (re)spawn: on Kubernetes the
+        # ProcMesh's status.restarts and spec.maxRestarts (a respawn after a restart sees 1).
+        known = me.proc_mesh._elastic() if me.proc_mesh is not None else (me.actor_id, 0, 0)
+        self._run_id = run_id or known[0]
+        self._restart_count = known[1] if restart_count is None else restart_count
+        self._max_restarts = known[2] if max_restarts is None else max_restarts
         self._store_timeout = rendezvous.configured(store_timeout)
 
     @endpoint
@@ -93,7 +101,9 @@ class SPMDActor(Actor):
 
     @endpoint
     def setup_env(self, master_addr: str, master_port: int) -> dict[str, str]:
-        """Set the torchelastic variables in this proc (later actors in the proc see them too)."""
+        """Set the torchelastic variables in this proc (later actors in the proc see them too);
+        refused while another actor's SPMD job runs here (:mod:`.jobs`)."""
+        jobs.check_free(self._actor_id, f"cannot set the torchelastic environment for {self._name!r}")
         env = torchelastic_env(
             self._coords,
             self._labels,
@@ -114,21 +124,27 @@ class SPMDActor(Actor):
 
         The default process group the script made ends with it, once its result is sent (as
         its process would under torchrun: :mod:`.process_groups`); one made before ``main``
-        is left alone."""
-        self.setup_env(master_addr, master_port)
+        is left alone. One job runs in a proc at a time: another actor's ``main`` here meanwhile
+        raises :class:`~.jobs.JobRunning` (:mod:`.jobs`)."""
         if not script_args:
             raise ValueError('script_args is empty: give ["-m", "module", ...] or ["script.py", ...]')
+        me = self._actor_id
+        jobs.claim(me, f"{self._name!r} ({' '.join(script_args)})")
         saved = sys.argv
         owns_group = not process_groups.initialized()
         try:
+            self.setup_env(master_addr, master_port)
             self._run(script_args)
         except SystemExit as exc:  # a script ending with sys.exit(): success only for 0 / None
             if exc.code not in (None, 0):
                 raise RuntimeError(f"{' '.join(script_args)} exited with code {exc.code}") from exc
         finally:
             sys.argv = saved
-            if owns_group:
-                _after_reply(process_groups.end)
+            if owns_group:  # the proc is held until the group is gone: the next job never meets it
+                jobs.ending(me)
+                _after_reply(functools.partial(_end_job, me))
+            else:
+                jobs.release(me)
         return True
 
     @staticmethod
@@ -152,9 +168,15 @@ def _after_reply(fn: Callable[[], None]) -> None:
         lifecycle.run_next(fn)
 
 
+def _end_job(actor_id: str) -> None:
+    """End the group a job's script left (as its process's exit would), then free the proc."""
+    process_groups.end()
+    jobs.release(actor_id)
+
+
 def _spawn(proc_mesh: ProcMesh, store_timeout: float | None) -> SPMDActor:
-    run_id, restarts, max_restarts = proc_mesh._elastic()
-    return proc_mesh.spawn("_SPMDActor", SPMDActor, run_id, restarts, max_restarts, store_timeout)
+    # No elastic arguments: each proc reads them from the mesh, again at a respawn.
+    return proc_mesh.spawn("_SPMDActor", SPMDActor, store_timeout=store_timeout)
 
 
 def setup_torch_elastic_env(

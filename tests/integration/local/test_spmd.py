@@ -10,6 +10,7 @@ import pytest
 
 from mesh_client import Actor, ActorError, endpoint, this_host
 from mesh_client.spmd import AddrType, SPMDActor, setup_torch_elastic_env
+from tests.cluster import testing
 
 CONTRACT = (
     "RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
@@ -128,3 +129,27 @@ def test_a_rank_failing_in_a_collective_ends_its_peers_wait(tmp_path):
             actors.main.call(addr, port, args).get(timeout=120)
         assert actors.slice(gpus=0).get_host_port.call_one(None).get(timeout=120)
     assert (tmp_path / "rank0.txt").read_text()  # its all-reduce raised (gloo: the connection closed)
+
+
+def test_a_second_job_on_the_same_procs_is_refused_while_one_runs(tmp_path):
+    # The env, sys.argv and the default process group are one per process: a second job in
+    # the same procs ran with the first one's (or the first with its) arguments and store.
+    with this_host().spawn_procs(per_host={"gpus": 2}, name="twojobs") as procs:
+        first, second = procs.spawn("first", SPMDActor), procs.spawn("second", SPMDActor)
+        master = first.slice(gpus=0).get_host_port.call_one(None).get()
+        running = first.main.call(*master, ["-m", "tests.integration.local.spmd_waits", "--out", str(tmp_path), "--job", "a"])
+        started = [tmp_path / f"a-started{r}" for r in range(2)]
+        testing.wait_for(lambda: all(p.exists() for p in started), "the first job in its group", timeout=120)
+        other = second.slice(gpus=0).get_host_port.call_one(None).get()
+        args = ["-m", "tests.integration.local.spmd_waits", "--out", str(tmp_path), "--job", "b"]
+        with pytest.raises(ActorError, match=r"SPMD job 'first' \(-m tests.integration.local.spmd_waits .*\) is still "
+                                             r"running in this proc. A proc runs one SPMD job at a time"):
+            second.main.call(*other, args).get(timeout=120)
+        with pytest.raises(ActorError, match="cannot set the torchelastic environment"):
+            setup_torch_elastic_env(procs)
+        (tmp_path / "go").write_text("")
+        assert list(running.get(timeout=120).values()) == [True, True]
+        assert list(second.main.call(*other, args).get(timeout=120).values()) == [True, True]  # once it ended
+    port = str(master[1])
+    assert [(tmp_path / f"a-rank{r}").read_text() for r in range(2)] == [f"3.0 {port}"] * 2
+    assert [(tmp_path / f"b-rank{r}").read_text() for r in range(2)] == [f"3.0 {other[1]}"] * 2
