@@ -237,6 +237,11 @@ RESTART_LIMIT_REACHED = "RestartLimitReached"
 PROC_FAILED = "ProcFailed"
 #: dra mode: the kube-scheduler cannot allocate a proc's ResourceClaim (its message is quoted).
 CLAIM_UNALLOCATABLE = "ResourceClaimUnallocatable"
+#: dra mode: a proc's pod waits for a ResourceClaim that is being deleted (by hand, or by
+#: garbage collection) while other pods still use it. The scheduler places no pod on a claim
+#: being deleted, and the API server keeps it (its delete-protection finalizer) until every
+#: pod using it ends, so the proc does not start until then: the client fails at once.
+CLAIM_DELETED = "ResourceClaimDeleted"
 #: dra mode on a cluster that does not serve resource.k8s.io/v1 (Kubernetes before 1.34).
 DRA_NOT_SERVED = "DRANotServed"
 #: Degraded (and Ready, while a proc waits for it): the token Secret that the mesh's pods mount
@@ -256,7 +261,7 @@ STUCK_WAITING_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImage
 POD_REFUSED = "PodRefused"
 FATAL_REASONS = frozenset({INVALID_COLOCATION, DEVICE_NOT_FOUND, BUDGET_EXCEEDED, NO_NODE_FITS,
                            RESTART_LIMIT_REACHED, PROC_FAILED, CLAIM_UNALLOCATABLE,
-                           DRA_NOT_SERVED, TOKEN_SECRET_MISSING, POD_REFUSED}) | STUCK_WAITING_REASONS
+                           CLAIM_DELETED, DRA_NOT_SERVED, TOKEN_SECRET_MISSING, POD_REFUSED}) | STUCK_WAITING_REASONS
 
 #: Refusals that clear without a change to the mesh, so the mesh is placed once they do: the
 #: devices it needs hold other meshes' procs (room frees as they end), no ready node fits but a

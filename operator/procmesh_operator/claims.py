@@ -17,7 +17,7 @@ docs/dra.md with their sources.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from mesh_client._src import contract
@@ -187,3 +187,28 @@ def unschedulable_claim_message(pod: Mapping[str, Any]) -> str | None:
                 and any(m in str(c.get("message")) for m in UNALLOCATABLE_MESSAGES):
             return str(c.get("message"))
     return None
+
+
+def deleted_claim_message(pod: Mapping[str, Any], claim: Mapping[str, Any] | None,
+                          going: Collection[str]) -> str | None:
+    """Why ``pod`` waits when ``claim``, the one it uses (:func:`slot_of`), is being deleted
+    while pods not ending (any but those named in ``going``) still hold it, else None.
+
+    The scheduler places no pod on a claim that has a deletionTimestamp (its PreEnqueue check,
+    which shows in the pod's conditions only as ``SchedulingGated``), and the API server keeps
+    the claim (the ``resource.kubernetes.io/delete-protection`` finalizer) until no pod is
+    reserved for it: so the pod waits for those pods to end, which a running proc's may never
+    do."""
+    if (pod.get("spec") or {}).get("nodeName") or (pod.get("metadata") or {}).get(
+            "deletionTimestamp"):
+        return None
+    if claim is None or not (claim.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    holders = sorted(str(r.get("name")) for r in (claim.get("status") or {}).get("reservedFor") or []
+                     if r.get("resource") == "pods" and r.get("name") not in going)
+    if not holders:
+        return None  # nothing holds it: the claim goes, and the operator creates it again
+    return (f"its ResourceClaim {(claim.get('metadata') or {}).get('name')} is being deleted "
+            f"(by hand?) and stays until the pods that use it end ({', '.join(holders)}); no "
+            f"pod is scheduled on it meanwhile. Delete those pods, or suspend and resume the "
+            f"mesh, and the operator creates the claim again")

@@ -560,7 +560,8 @@ class Controller:
             claimed_gpus=view.gpus_by_rank(mesh) if view is not None else None,
             memo=self._entries.setdefault(key, proc_entries.EntryMemo()),
             missing_secret=missing_secret, unseen_after=self.settings.unseen_pod_seconds,
-            create_refusal=create_refusal)
+            create_refusal=create_refusal,
+            claims_seen=view.claims if view is not None else None)
         if queue is not None and admission is not None:
             status = workloads.overlay(status, previous, admission, queue, mesh.generation,
                                        statuses.now_rfc3339(),

@@ -49,7 +49,8 @@ WITHIN_BUDGET = "WithinBudget"  # budget True: pinned devices (or dra claim slot
 # mode (reconciling.py): DRANotServed; and the waits (contract.WAITING_REASONS):
 # WaitingForGPUBudget, WaitingForNode, WaitingForColocatedMesh. Ready=False,
 # ResourceClaimUnallocatable (the scheduler's message, read from a proc pod):
-# contract.CLAIM_UNALLOCATABLE.
+# contract.CLAIM_UNALLOCATABLE; ResourceClaimDeleted (a pod waits for a claim being deleted
+# under running procs): contract.CLAIM_DELETED.
 BUDGET_REFUSALS = (contract.DEVICE_NOT_FOUND, contract.BUDGET_EXCEEDED, contract.NO_NODE_FITS,
                    contract.WAITING_FOR_GPU_BUDGET, contract.WAITING_FOR_NODE,
                    contract.DRA_NOT_SERVED)
@@ -107,6 +108,8 @@ class Observed:
     unseen_after: float | None = None
     #: The API server's refusal of a proc pod at create (:mod:`.create_refusals`).
     create_refusal: create_refusals.CreateRefusal | None = None
+    #: dra mode: the claims the mesh's pods use, by name (:class:`.claiming.ClaimView`).
+    claims: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
 
     @functools.cached_property
     def unseen(self) -> tuple[str, str] | None:
@@ -149,6 +152,15 @@ def ready_verdict(o: Observed) -> Verdict:
             return ("False", contract.CLAIM_UNALLOCATABLE,
                     f"pod {contract.pod_name(o.mesh.name, rank)}: the scheduler cannot allocate "
                     f"its ResourceClaim: {unallocatable}")
+    going = {str((p.get("metadata") or {}).get("name")) for p in o.pods.values()
+             if (p.get("metadata") or {}).get("deletionTimestamp")}
+    for rank in sorted(o.pods):
+        deleted = claims.deleted_claim_message(
+            o.pods[rank], o.claims.get(claims.slot_of(o.mesh, rank)[0]), going)
+        if deleted is not None:
+            return ("False", contract.CLAIM_DELETED,
+                    f"{o.ready} of {o.desired} procs ready; pod "
+                    f"{contract.pod_name(o.mesh.name, rank)} cannot be scheduled: {deleted}")
     stuck = stuck_container(o.pods) or unschedulable(o.pods) or o.unseen
     if stuck is not None:
         return "False", stuck[0], f"{o.ready} of {o.desired} procs ready; {stuck[1]}"
@@ -407,14 +419,16 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
                    memo: proc_entries.EntryMemo | None = None,
                    missing_secret: str | None = None,
                    unseen_after: float | None = None,
-                   create_refusal: create_refusals.CreateRefusal | None = None) -> dict[str, Any]:
+                   create_refusal: create_refusals.CreateRefusal | None = None,
+                   claims_seen: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The status of ``mesh`` given its pods (by rank, as observed after the plan ran), the plan
     (None when the reconcile failed before planning), the error of the reconcile, if any, and
     what holds its gang (:mod:`.ganging`), if anything.
     ``claimed_gpus``: dra mode, the allocated device of each rank (:mod:`.claims`).
     ``memo``: the mesh's entries as last computed (:mod:`.proc_entries`; the same result).
     ``missing_secret``: the token Secret, found gone under running procs (:mod:`.secret_probes`);
-    ``create_refusal``: the API server refused a proc pod (:mod:`.create_refusals`)."""
+    ``create_refusal``: the API server refused a proc pod (:mod:`.create_refusals`);
+    ``claims_seen``: dra mode, the claims the mesh's pods use, by name (:mod:`.claiming`)."""
     now = now or now_rfc3339()
     previous = previous or {}
     prev_conditions = previous.get("conditions")
@@ -432,7 +446,8 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         desired=0 if mesh.suspend else mesh.size,
         restarts=plan.restarts if plan is not None else int(previous.get("restarts") or 0),
         missing_secret=None if mesh.suspend else missing_secret,
-        now=epoch(now), unseen_after=unseen_after, create_refusal=create_refusal)
+        now=epoch(now), unseen_after=unseen_after, create_refusal=create_refusal,
+        claims=claims_seen or {})
 
     def cond(type_: str, verdict: Verdict) -> dict[str, Any]:
         return _condition(prev_conditions, type_, *verdict, mesh.generation, now)

@@ -8,7 +8,8 @@ reference the same claims, so both land on the same node and device, and it beco
 owner of the claims; an over-committed device is refused with a condition and no pods; a claim
 that cannot be allocated shows the scheduler's reason in a condition; deviceIDs select by UUID
 and sharing renders the driver's config; a restarted proc keeps its claim's device; deleting the
-meshes deletes their claims.
+meshes deletes their claims; a claim deleted by hand under running procs is reported when a
+restarted proc waits for it.
 """
 
 from __future__ import annotations
@@ -161,3 +162,39 @@ def test_restarted_proc_keeps_its_claimed_device(operator, namespace, custom, co
     assert core.read_namespaced_pod("again-1", namespace).metadata.uid != old_uid
     assert [p["gpu"] for p in mesh["status"]["procs"]] == before  # the claim keeps its device
     assert support.identify(mesh["status"]["procs"][1]["address"], token)["gpu"] == before[1]
+
+
+def test_claim_deleted_under_running_procs_is_reported(operator, namespace, custom, core, kube,
+                                                       dra_node):
+    """A claim deleted by hand stays (delete-protection) while a running proc holds it, and the
+    scheduler places no pod on it: a restarted proc says so, the client fails at once, and a
+    suspend and resume gets a new claim and every proc back."""
+    from mesh_client.kubernetes import MeshNotReady, attach
+
+    support.create_mesh(custom, namespace, "doomed", perHost=GPUS_2, restartPolicy="RestartProc",
+                        gpus={"mode": "dra", "deviceClassName": CLASS, "memoryFraction": 0.3})
+    support.wait_ready(custom, namespace, "doomed")
+    custom.delete_namespaced_custom_object("resource.k8s.io", "v1", namespace, "resourceclaims",
+                                           "doomed-gpus-0")
+    assert claims(custom, namespace)["doomed-gpus-0"]["metadata"]["deletionTimestamp"]
+    core.delete_namespaced_pod("doomed-1", namespace)  # a proc that ends, to be restarted
+
+    mesh = support.wait_condition(custom, namespace, "doomed", "Ready", "False",
+                                  "ResourceClaimDeleted")
+    message = support.condition(mesh, "Ready")["message"]
+    assert "pod doomed-1 cannot be scheduled" in message, message
+    assert "ResourceClaim doomed-gpus-0 is being deleted" in message, message
+    assert "(doomed-0)" in message, message  # the proc that holds it
+    with pytest.raises(MeshNotReady) as info:
+        attach("doomed", namespace, api_client=kube, timeout=300, progress=False)
+    assert info.value.reason == "ResourceClaimDeleted"
+    assert "was not Ready after" not in str(info.value)  # it did not wait for the timeout
+
+    # The way out the message names: suspend (the claim goes with its pods), resume.
+    support.patch_mesh(custom, namespace, "doomed", {"suspend": True})
+    testing.wait_for(lambda: "doomed-gpus-0" not in claims(custom, namespace),
+                     "the deleted claim gone with the pods that held it")
+    support.patch_mesh(custom, namespace, "doomed", {"suspend": False})
+    mesh = support.wait_ready(custom, namespace, "doomed")
+    assert not claims(custom, namespace)["doomed-gpus-0"]["metadata"].get("deletionTimestamp")
+    assert all(p["gpu"].startswith("GPU-") for p in mesh["status"]["procs"])

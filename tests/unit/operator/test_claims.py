@@ -9,6 +9,8 @@ allocation failures count as unallocatable; the budget per claim slot refuses an
 device and counts the published memory; status.procs[].gpu is the claimed device.
 """
 
+from typing import Any
+
 import pytest
 
 from mesh_client._src import contract
@@ -194,3 +196,22 @@ def test_status_reports_the_claimed_gpu():
     assert [p.get("gpu") for p in status["procs"]] == [None, UUID_B]
     budget = statuses.condition(status["conditions"], contract.GPU_BUDGET)
     assert budget["status"] == "True" and "kube-scheduler" in budget["message"]
+
+
+def _deleting_claim(*holders: str) -> dict[str, Any]:
+    return {"metadata": {"name": "m-gpus-0", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {"reservedFor": [{"resource": "pods", "name": h, "uid": h}
+                                       for h in holders]}}
+
+
+def test_a_claim_deleted_under_running_procs_is_reported_only_while_they_hold_it():
+    pending: dict[str, Any] = {"metadata": {"name": "m-1"}, "spec": {}}
+    message = claims.deleted_claim_message(pending, _deleting_claim("m-0"), going=())
+    assert message is not None and "m-gpus-0 is being deleted" in message and "(m-0)" in message
+    # Passing states: held by nothing, or only by pods that are ending; a claim not deleted; a
+    # pod already on a node.
+    assert claims.deleted_claim_message(pending, _deleting_claim(), going=()) is None
+    assert claims.deleted_claim_message(pending, _deleting_claim("m-0"), going={"m-0"}) is None
+    assert claims.deleted_claim_message(pending, {"metadata": {"name": "m-gpus-0"}}, ()) is None
+    bound = {"metadata": {"name": "m-1"}, "spec": {"nodeName": "n"}}
+    assert claims.deleted_claim_message(bound, _deleting_claim("m-0"), going=()) is None
