@@ -244,7 +244,8 @@ def unended_story(pod: Mapping[str, Any] | None, pod_name: str) -> str | None:
         return None
     if (pod.get("status") or {}).get("phase") != "Running":
         return None
-    ready = next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    ready: Mapping[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
     why = ": ".join(str(x) for x in (ready.get("reason"), ready.get("message")) if x)
     since = f" since {ready['lastTransitionTime']}" if ready.get("lastTransitionTime") else ""
     node = (pod.get("spec") or {}).get("nodeName", "?")
