@@ -625,9 +625,6 @@ def _json(env: Mapping[str, str], name: str, default: object) -> object:
 # container's termination says how the proc server ended; the pod's own reason and message say
 # why when the kubelet ended it (Evicted), where the container says only "exit code 137, Error".
 
-#: The pod condition the cluster sets on a pod it ends for its own reasons (an eviction, a
-#: preemption, a drain, a taint, a node shutdown), with the reason and message of that decision.
-DISRUPTION_TARGET = "DisruptionTarget"
 #: The kubelet's message is short; a longer one (a webhook's, say) is cut to this many characters.
 MAX_POD_MESSAGE = 300
 
@@ -643,20 +640,11 @@ def pod_termination(term: Mapping[str, Any], exit_word: str = "exit code") -> st
 
 
 def pod_verdict(pod: Mapping[str, Any]) -> str:
-    """``pod Evicted: <the kubelet's message>``; for a pod with no reason of its own, the
-    cluster's ``DisruptionTarget`` condition (``pod disrupted, TerminationByKubelet: <message>``:
-    a proc server that stops cleanly on the eviction's SIGTERM exits 0, and the kubelet then
-    calls the pod Succeeded without its Evicted reason); "" when neither says anything."""
+    """``pod Evicted: <the kubelet's message>``, or "" when the pod's status gives no reason."""
     status = pod.get("status") or {}
-    reason, message = status.get("reason"), status.get("message")
-    what = "pod"
-    if not reason:
-        disruption = next((c for c in status.get("conditions") or []
-                           if c.get("type") == DISRUPTION_TARGET and c.get("status") == "True"), None)
-        if disruption is None or not disruption.get("reason"):
-            return ""
-        what, reason, message = "pod disrupted,", disruption["reason"], disruption.get("message")
-    text = " ".join(str(message or "").split())
-    if len(text) > MAX_POD_MESSAGE:
-        text = text[:MAX_POD_MESSAGE] + " ..."
-    return f"{what} {reason}" + (f": {text}" if text else "")
+    if not status.get("reason"):
+        return ""
+    message = " ".join(str(status.get("message") or "").split())
+    if len(message) > MAX_POD_MESSAGE:
+        message = message[:MAX_POD_MESSAGE] + " ..."
+    return f"pod {status['reason']}" + (f": {message}" if message else "")

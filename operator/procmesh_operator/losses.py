@@ -31,7 +31,6 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from mesh_client._src import contract
 from procmesh_operator import names
 
 GONE = "Gone"  # NodeLoss.status of a node whose object was deleted
@@ -187,6 +186,6 @@ def time_left(pod: Mapping[str, Any], loss: NodeLoss, now: float) -> float:
 
 def evicted_by_taint(pod: Mapping[str, Any]) -> bool:
     """Whether the taint eviction controller deleted this pod (not the operator)."""
-    return any(c.get("type") == contract.DISRUPTION_TARGET and c.get("reason") == EVICTED_BY_TAINT
+    return any(c.get("type") == "DisruptionTarget" and c.get("reason") == EVICTED_BY_TAINT
                and c.get("status") == "True"
                for c in (pod.get("status") or {}).get("conditions") or [])

@@ -96,7 +96,7 @@ def disruption(pod: Mapping[str, Any]) -> str | None:
     """The reason of the pod's ``DisruptionTarget=True`` condition if it is one of
     :data:`UNCOUNTED_DISRUPTIONS` (its proc's restart is not counted), else None."""
     for c in (pod.get("status") or {}).get("conditions") or []:
-        if c.get("type") == contract.DISRUPTION_TARGET and c.get("status") == "True" \
+        if c.get("type") == "DisruptionTarget" and c.get("status") == "True" \
                 and c.get("reason") in UNCOUNTED_DISRUPTIONS:
             return str(c["reason"])
     return None

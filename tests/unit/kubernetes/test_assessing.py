@@ -173,16 +173,3 @@ def test_death_story_of_an_evicted_pod_gives_the_kubelets_reason():
     assert assessing.explain_death(pod, "m-1") == (
         "its container in pod m-1 on node n1 terminated (exit code 137, Error); pod Evicted: Pod ephemeral "
         "local storage usage exceeds the total limit of containers 5Mi.; restarts: 0")
-
-
-def test_a_pod_ended_by_the_cluster_without_a_reason_of_its_own_says_its_disruption():
-    pod = {"spec": {"nodeName": "n1"}, "status": {
-        "phase": "Succeeded", "conditions": [
-            {"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet",
-             "message": "The node was low on resource: memory."}],
-        "containerStatuses": [{"restartCount": 0, "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}}
-    assert assessing.explain_death(pod, "m-1") == (
-        "its container in pod m-1 on node n1 terminated (exit code 0, Completed); pod disrupted, "
-        "TerminationByKubelet: The node was low on resource: memory.; restarts: 0")
-    pod["status"]["conditions"][0]["status"] = "False"  # a disruption the cluster took back
-    assert "disrupted" not in (assessing.explain_death(pod, "m-1") or "")

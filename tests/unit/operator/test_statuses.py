@@ -271,19 +271,3 @@ def test_a_failed_procs_message_tells_a_few_ends():
     message = conds(statuses.compute_status(m, None, pods, p, now=T0))["Degraded"]["message"]
     assert message.startswith("procs 0 (exit code 137, OOMKilled), 1 (exit code 137, OOMKilled), "
                               "2 (exit code 137, OOMKilled), 3, 4 failed")
-
-
-def test_an_evicted_proc_that_stopped_cleanly_reads_as_evicted_not_completed():
-    """A proc server that stops at once on the eviction's SIGTERM exits 0, and the kubelet calls
-    the pod Succeeded with no reason of its own: the DisruptionTarget condition it keeps still
-    says who ended the proc and why, so the message says that, not only ``Completed``."""
-    never = mesh(restartPolicy="Never")
-    ended = _ended(never, 1, 0, "Completed")
-    ended["status"] |= {"phase": "Succeeded", "conditions": [
-        {"type": "Ready", "status": "False", "reason": "PodCompleted"},
-        {"type": contract.DISRUPTION_TARGET, "status": "True", "reason": "TerminationByKubelet",
-         "message": "Pod ephemeral local storage usage exceeds the total limit of containers 5Mi. "}]}
-    c = conds(statuses.compute_status(never, None, {0: pod(never, 0), 1: ended}, planning.Plan(failed=(1,)), now=T0))
-    assert c["Degraded"]["message"].startswith(
-        "proc 1 (exit code 0, Completed; pod disrupted, TerminationByKubelet: Pod ephemeral local storage "
-        "usage exceeds the total limit of containers 5Mi.) failed and restartPolicy is Never"), c["Degraded"]
