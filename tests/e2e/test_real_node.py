@@ -10,7 +10,8 @@ for the caller and is restarted; a call to a proc cut off the network (its packe
 FIN or RST) fails once TCP keepalive gives up on the link, instead of waiting for ever; a mesh
 with an image that is not there reports the kubelet's reason and attach fails at once; a proc
 the kubelet evicts is reported with the kubelet's reason (Evicted, and why), not only its
-container's exit code 137; helm uninstall leaves no operator pod and keeps the CRD.
+container's exit code 137, and so is an idle one, which exits 143 on the SIGTERM (an exit 0
+made its pod Succeeded, with no reason); helm uninstall leaves no operator pod and keeps the CRD.
 """
 
 from __future__ import annotations
@@ -305,6 +306,39 @@ def test_a_proc_evicted_by_the_kubelet_is_reported_with_the_kubelets_reason(
               if p["metadata"]["name"] == "evicted-1"]
     story = assessing.explain_death(pod, "evicted-1")
     assert story is not None and f"terminated (exit code 137, Error){why}; restarts: 0" in story, story
+
+
+@pytest.mark.harness_node
+def test_an_idle_proc_evicted_by_the_kubelet_reads_as_evicted_not_completed(
+        cluster: Any, kube: Any, namespace: str, release: str) -> None:
+    """An idle proc server stops at once on the eviction's SIGTERM. It used to exit 0: the kubelet
+    then called its pod Succeeded (exit code 0, Completed) with no reason and no DisruptionTarget
+    condition, so only an Event said why. It exits 143, so the pod fails with the kubelet's
+    Evicted reason and message, and the mesh's status says the kubelet evicted the proc and why."""
+    from kubernetes import client
+
+    custom = client.CustomObjectsApi(kube)
+    create_mesh(custom, namespace, "idle", hosts=1, perHost=[{"name": "gpus", "size": 2}],
+                restartPolicy="RestartProc", maxRestarts=0,
+                template={"resources": {"limits": {"ephemeral-storage": "5Mi"}}})
+    testing.wait_for(lambda: condition(get_mesh(custom, namespace, "idle"), "Ready").get("status") == "True",
+                     "mesh idle Ready", timeout=180)
+    _fill_ephemeral_storage(cluster, namespace, "idle-1")
+    why = "; pod Evicted: Pod ephemeral local storage usage exceeds the total limit of containers 5Mi."
+
+    def told() -> dict[str, Any] | None:
+        degraded = condition(get_mesh(custom, namespace, "idle"), "Degraded")
+        return degraded if degraded.get("reason") == "RestartLimitReached" and "exit code" in degraded["message"] \
+            and why in degraded["message"] else None
+
+    try:
+        degraded = testing.wait_for(told, "RestartLimitReached, saying the kubelet evicted proc 1", timeout=180)
+    finally:  # what the kubelet wrote, for the failure's report
+        (pod,) = [p for p in _pods(cluster, namespace, "procmesh.io/mesh=idle") if p["metadata"]["name"] == "idle-1"]
+        seen = {k: pod["status"].get(k) for k in ("phase", "reason", "message", "conditions", "containerStatuses")}
+        print(f"evicted idle pod: {json.dumps(seen)}")
+    assert pod["status"]["phase"] == "Failed" and pod["status"]["reason"] == "Evicted", seen
+    assert degraded["message"].startswith(f"proc 1 (exit code 143, Error{why}) failed"), (degraded, seen)
 
 
 def test_helm_uninstall_leaves_no_operator_pod_and_keeps_the_crd(cluster: Any, release: str) -> None:

@@ -234,3 +234,20 @@ def explain_death(pod: Mapping[str, Any] | None, pod_name: str) -> str | None:
         return f"pod {pod_name} {pod['status']['phase'].lower()}{pod_verdict(pod)}"
     return None
 
+
+
+def unended_story(pod: Mapping[str, Any] | None, pod_name: str) -> str | None:
+    """For a lost proc whose pod shows no end (:func:`explain_death` is None): the pod still runs
+    and is not ready, so the proc is cut off (its node or network) or hung, not ended, and no
+    restart comes while the pod runs; None where the pod looks well (its status lags a death)."""
+    if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp") or _pod_ready(pod):
+        return None
+    if (pod.get("status") or {}).get("phase") != "Running":
+        return None
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    ready: Mapping[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
+    why = ": ".join(str(x) for x in (ready.get("reason"), ready.get("message")) if x)
+    since = f" since {ready['lastTransitionTime']}" if ready.get("lastTransitionTime") else ""
+    node = (pod.get("spec") or {}).get("nodeName", "?")
+    return (f"its pod {pod_name} on node {node} still runs, not ready{since}{f' ({why})' if why else ''}: "
+            f"the proc is cut off from this client (its node or the network) or hung, not ended")

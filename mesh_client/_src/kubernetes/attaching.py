@@ -80,6 +80,7 @@ class KubernetesProcs:
         restarted); a later one says it was restarted, once a new pod has replaced it."""
         name = self.pod_names[index]
         story = None
+        pod: Mapping[str, Any] | None = None
         pod_deleted = False  # its pod being deleted (not a crash): an eviction, for a queued mesh
         pause = 0.01  # doubling to 0.2 s: a supervision report may wait a second for the status
         while True:
@@ -117,6 +118,12 @@ class KubernetesProcs:
                     f"{what}: its procs are gone for good; spawn or attach a new mesh")
         queued = assessing.queue_story(mesh) if mesh else None
         why = f"; {queued}" if queued else ""
+        unended = assessing.unended_story(pod, name) if story is None and not queued else None
+        if unended is not None:  # its pod runs on: no restart comes (the operator watches pods)
+            return (f"proc {self._where(index)} is unreachable: {reason}; {unended}; "
+                    f"{reviving.unended_hint(self.api.namespace, name, self.restart_policy)}")
+        if story is None and pod is not None and not queued:
+            why += f"; {reviving.unknown_end_note(self.api.namespace, self.name, name)}"
         hint = reviving.lost_hint(mesh, queued is not None, self.restart_policy, self.restarts, self.max_restarts)
         return f"proc {self._where(index)} is gone: {story or reason}{why}; {hint}"
 

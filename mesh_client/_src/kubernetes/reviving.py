@@ -86,3 +86,20 @@ def unadmitted_hint() -> str:
     return ("the operator starts every proc again once Kueue admits the mesh again (whatever its "
             "restartPolicy: this is no restart, status.restarts does not count it); once it is "
             f"Ready, {actor_restarts.WAY_ON}")
+
+
+def unended_hint(namespace: str, pod_name: str, policy: str) -> str:
+    """What follows :func:`~.assessing.unended_story`: the operator restarts a proc only once its
+    pod ends, so the user either waits for the proc to answer again or ends the pod."""
+    after = "it stays failed (restartPolicy Never)" if policy == NEVER else \
+        f"the operator restarts it per restartPolicy {policy}"
+    return (f"the operator restarts nothing while its pod runs: once the proc answers again, "
+            f"mesh.reconnect() reaches it where it is (its actors kept); or end the pod "
+            f"(kubectl delete pod -n {namespace} {pod_name}) and {after}")
+
+
+def unknown_end_note(namespace: str, mesh_name: str, pod_name: str) -> str:
+    """A lost proc whose end its pod's status does not show yet (the kubelet reports it a moment
+    later): where to read it, as the supervision event that follows will carry it."""
+    return (f"how it ended is not in its pod's status yet: see kubectl describe pod -n {namespace} {pod_name}, "
+            f"or procmesh describe -n {namespace} {mesh_name} (LAST FAILURE), in a moment")

@@ -56,14 +56,27 @@ KEEPALIVE_INTERVAL_SECONDS = 15
 KEEPALIVE_PROBES = 4
 
 
+def unacknowledged_limit_ms() -> int:
+    """TCP_USER_TIMEOUT of a link: keepalive's own budget (idle, then every probe unanswered).
+    Keepalive probes only an idle link; bytes sent to a peer gone from the network (a call made
+    after the cut) are retransmitted instead, for about 15 minutes (``tcp_retries2``): with this
+    limit such a link ends as soon as an idle one would. Its price: a live peer that reads
+    nothing this long while megabytes wait for it (a process stopped by Ctrl-Z or a debugger,
+    its receive buffer full: a zero window) loses the link too, as ``BACKLOG_LIMIT`` in
+    :mod:`.channel` ends it for one that never reads."""
+    return (KEEPALIVE_IDLE_SECONDS + KEEPALIVE_INTERVAL_SECONDS * KEEPALIVE_PROBES) * 1000
+
+
 def keep_alive(sock: socket.socket) -> None:
-    """TCP keepalive on ``sock`` as the ``KEEPALIVE_*`` constants say (where the system lacks
-    an option, its default stands)."""
+    """TCP keepalive on ``sock`` as the ``KEEPALIVE_*`` constants say, and the same bound on
+    data left unacknowledged (:func:`unacknowledged_limit_ms`; where the system lacks an
+    option, its default stands)."""
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
     idle = getattr(socket, "TCP_KEEPIDLE", None) or getattr(socket, "TCP_KEEPALIVE", None)  # macOS's name
     if idle is not None:
         sock.setsockopt(socket.IPPROTO_TCP, idle, KEEPALIVE_IDLE_SECONDS)
-    for name, value in (("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_SECONDS), ("TCP_KEEPCNT", KEEPALIVE_PROBES)):
+    for name, value in (("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_SECONDS), ("TCP_KEEPCNT", KEEPALIVE_PROBES),
+                        ("TCP_USER_TIMEOUT", unacknowledged_limit_ms())):
         if hasattr(socket, name):
             sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
 

@@ -40,6 +40,10 @@ def test_status_subresource_and_columns():
     assert columns["Ready"] == ".status.readyProcs"
     assert columns["Desired"] == ".status.desiredProcs"
     assert columns["Phase"] == ".status.phase"
+    # Ready False alone says nothing: the reason beside it, the message with -o wide.
+    assert columns["Reason"] == '.status.conditions[?(@.type=="Ready")].reason'
+    assert columns["Message"] == '.status.conditions[?(@.type=="Ready")].message'
+    assert [c.get("priority", 0) for c in VERSION["additionalPrinterColumns"] if c["name"] in ("Reason", "Message")] == [0, 1]
     assert columns["Restarts"] == ".status.restarts"
     assert columns["Age"] == ".metadata.creationTimestamp"
 

@@ -124,6 +124,7 @@ def test_a_tcp_link_is_kept_alive_on_both_ends():
             assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == streams.KEEPALIVE_IDLE_SECONDS
             assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL) == streams.KEEPALIVE_INTERVAL_SECONDS
             assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT) == streams.KEEPALIVE_PROBES
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 90_000  # idle + 4 x 15 s
             sock.close()
     finally:
         listener.close()
