@@ -51,6 +51,7 @@ from procmesh_operator import (
     leases,
     listwatch,
     losses,
+    meshwatch,
     metrics,
     placing,
     planning,
@@ -159,6 +160,7 @@ class Controller:
         self._create_order: dict[Key, int] = {}
         self._orders = itertools.count()
         self._pod_watches: list[podwatch.PodWatch] = []  # ours, unless kopf watches pods
+        self._mesh_watches: list[meshwatch.MeshWatch] = []  # likewise, for meshes
         self._child_watches: list[listwatch.ListWatch] = []  # with ours (childwatch.py)
         self._quota_watches: list[listwatch.ListWatch] = []  # with ours (quotawatch.py)
         # Children whose deletion a watch saw, with the mesh uid they belonged to and the
@@ -193,10 +195,21 @@ class Controller:
             self._quota_watches.append(quotawatch.start(self.client, listwatch.namespace_of(path),
                                                         self.quota_event))
 
+    def watch_meshes(self, paths: Sequence[str]) -> None:
+        """Watch ProcMeshes with :mod:`.meshwatch` (instead of kopf's mesh handler) over the
+        namespaces of the pod watch ``paths``, feeding :meth:`mesh_event` and
+        :meth:`meshes_listed`."""
+        for path in paths:
+            watch = meshwatch.MeshWatch(self.client, listwatch.namespace_of(path),
+                                        self.mesh_event, self.meshes_listed)
+            watch.start()
+            self._mesh_watches.append(watch)
+
     async def stop(self) -> None:
         if self.elector is not None:  # a stopping replica takes no Lease up any more
             self.elector.retire()
-        for watch in [*self._pod_watches, *self._child_watches, *self._quota_watches]:
+        for watch in [*self._mesh_watches, *self._pod_watches, *self._child_watches,
+                      *self._quota_watches]:
             await watch.stop()
         if self._resync_task is not None:
             self._resync_task.cancel()
@@ -286,6 +299,18 @@ class Controller:
             for key in changed:
                 logger.info("the pod watch's list repaired the pod cache of %s/%s", *key)
                 self.bodies.read_fresh_next(key)  # pods gone unseen: collected with their mesh?
+                self.enqueue(key)
+
+    def meshes_listed(self, namespace: str | None, items: Sequence[Mapping[str, Any]],
+                      version: str) -> None:
+        """The mesh watch listed again (:mod:`.meshwatch`): a mesh reconciled here and absent
+        from the list was deleted while no watch ran, with no DELETED event (its CRD deleted
+        and created again, say): read fresh and reconciled, which forgets it."""
+        listed = {(str((item.get("metadata") or {}).get("namespace") or namespace or ""),
+                   str((item.get("metadata") or {}).get("name"))) for item in items}
+        for key in list(self._phases):
+            if namespace in (None, key[0]) and key not in listed:
+                self.bodies.read_fresh_next(key)
                 self.enqueue(key)
 
     def known_meshes(self) -> int:
