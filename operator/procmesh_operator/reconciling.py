@@ -1147,12 +1147,18 @@ class Controller:
                 return
             self.store.upsert(result)
 
+        def stopped() -> bool:
+            # The first failure stops the others (create_refusals.py), and so does the mesh
+            # deleted meanwhile: garbage collection would only delete what is created for it
+            # (a 300-proc mesh deleted at its 62nd pod had 210 more created, and started).
+            return bool(failed) or self.bodies.deleting((mesh.namespace, mesh.name), mesh.uid)
+
         async def worker() -> None:
             for rank, placement in todo:
-                if failed:  # the first failure stops the others (create_refusals.py), also
-                    return  # before they queue at the gate that other meshes share
+                if stopped():  # also before queueing at the gate that other meshes share
+                    return
                 async with self._creates.place(order):
-                    if failed:
+                    if stopped():
                         return
                     await create(rank, placement)
 
