@@ -69,6 +69,7 @@ from procmesh_operator import (
     upgrading,
     watched,
     workloads,
+    workloadwatch,
 )
 from procmesh_operator import settings as settings_
 
@@ -161,6 +162,7 @@ class Controller:
         self._orders = itertools.count()
         self._pod_watches: list[podwatch.PodWatch] = []  # ours, unless kopf watches pods
         self._mesh_watches: list[meshwatch.MeshWatch] = []  # likewise, for meshes
+        self._workload_watches: list[listwatch.ListWatch] = []  # and Kueue's Workloads
         self._child_watches: list[listwatch.ListWatch] = []  # with ours (childwatch.py)
         self._quota_watches: list[listwatch.ListWatch] = []  # with ours (quotawatch.py)
         # Children whose deletion a watch saw, with the mesh uid they belonged to and the
@@ -205,11 +207,19 @@ class Controller:
             watch.start()
             self._mesh_watches.append(watch)
 
+    def watch_workloads(self, paths: Sequence[str]) -> None:
+        """Watch the meshes' Kueue Workloads with :mod:`.workloadwatch` (instead of kopf's
+        handler) over the namespaces of the pod watch ``paths``, feeding
+        :meth:`workload_event`."""
+        for path in paths:
+            self._workload_watches.append(workloadwatch.start(
+                self.client, listwatch.namespace_of(path), self.workload_event))
+
     async def stop(self) -> None:
         if self.elector is not None:  # a stopping replica takes no Lease up any more
             self.elector.retire()
-        for watch in [*self._mesh_watches, *self._pod_watches, *self._child_watches,
-                      *self._quota_watches]:
+        for watch in [*self._mesh_watches, *self._workload_watches, *self._pod_watches,
+                      *self._child_watches, *self._quota_watches]:
             await watch.stop()
         if self._resync_task is not None:
             self._resync_task.cancel()
