@@ -1,9 +1,9 @@
 """Thin kopf handlers: they feed events to the :class:`~procmesh_operator.reconciling.Controller`.
 
-Every ProcMesh event, every proc pod event (from :mod:`.podwatch`, or from kopf with peering or
-namespace globs) and every event of a mesh's Kueue Workload enqueues the mesh it concerns (node
-events only when a node is lost or back); the reconcile itself (level-based, coalesced per mesh)
-lives in :mod:`.reconciling`. Only ``on.event`` handlers are used, so kopf writes nothing to our
+Every ProcMesh event, every proc pod event and every event of a mesh's Kueue Workload (from
+:mod:`.meshwatch`, :mod:`.podwatch` and :mod:`.workloadwatch`, or from kopf with peering or
+namespace globs) enqueues the mesh it concerns (node events only when a node is lost or back);
+the reconcile itself (level-based, coalesced per mesh) lives in :mod:`.reconciling`. Only ``on.event`` handlers are used, so kopf writes nothing to our
 objects (no finalizers, no progress annotations): deletion is left to garbage collection
 through owner references. :func:`register` installs the handlers into a registry (a fresh one
 per test, as in kopf).
@@ -34,8 +34,9 @@ def register(registry: kopf.OperatorRegistry,
     """Install the operator's handlers into ``registry``. The controller is made at startup,
     inside kopf's event loop, by ``make_controller``, and kept in the operator's root
     :class:`kopf.Memo`; kopf copies that memo into every resource's own before any resource
-    handler runs, so each handler finds the controller there. Proc pods are watched by the
-    controller's own :mod:`.podwatch` under ``pod_watch_paths`` when given, else by kopf."""
+    handler runs, so each handler finds the controller there. Meshes and proc pods are watched
+    by the controller's own :mod:`.meshwatch` and :mod:`.podwatch` under ``pod_watch_paths``
+    when given, else by kopf."""
 
     @kopf.on.login(registry=registry)
     def login_handler(**kwargs: Any) -> kopf.ConnectionInfo:
@@ -56,6 +57,8 @@ def register(registry: kopf.OperatorRegistry,
         controller = make_controller()
         controller.start()
         if pod_watch_paths is not None:
+            controller.watch_meshes(pod_watch_paths)
+            controller.watch_workloads(pod_watch_paths)
             controller.watch_pods(pod_watch_paths)
         memo[CONTROLLER] = controller
 
@@ -65,12 +68,14 @@ def register(registry: kopf.OperatorRegistry,
         if controller is not None:
             await controller.stop()
 
-    # Async on purpose: kopf runs sync handlers in threads, and the queue lives in the loop.
-    @kopf.on.event(contract.GROUP, contract.VERSION, contract.PLURAL, registry=registry)
-    async def mesh_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-        _controller(memo).mesh_event(type, _plain(body))
+    if pod_watch_paths is None:  # kopf's watches (peering, globs); else the controller's
+        # Async on purpose: kopf runs sync handlers in threads, and the queue lives in the loop.
+        @kopf.on.event(contract.GROUP, contract.VERSION, contract.PLURAL, registry=registry)
+        async def mesh_event(type: str | None, body: kopf.Body, memo: kopf.Memo,
+                             **_: Any) -> None:
+            _controller(memo).mesh_event(type, _plain(body))
 
-    if pod_watch_paths is None:  # kopf's watch (peering, globs): one worker per pod
+        # One worker per pod.
         @kopf.on.event("", "v1", "pods", labels={contract.MESH_LABEL: kopf.PRESENT},
                        registry=registry)
         async def pod_event(type: str | None, body: kopf.Body, memo: kopf.Memo,
@@ -78,12 +83,13 @@ def register(registry: kopf.OperatorRegistry,
             # Projected before the copy: the operator keeps (and copies) only what it reads.
             _controller(memo).pod_event(type, _plain(projections.slim_pod(body)))
 
-    # Kueue (admitting.py): a queued mesh's Workload, admitted or evicted. Without Kueue's CRDs
-    # kopf logs once that it cannot serve it, and starts watching when they appear.
-    @kopf.on.event(workloads.GROUP, workloads.VERSION, workloads.PLURAL,
-                   labels={contract.MESH_LABEL: kopf.PRESENT}, registry=registry)
-    async def workload_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-        _controller(memo).workload_event(_plain(body))
+        # Kueue (admitting.py): a queued mesh's Workload, admitted or evicted. Without Kueue's
+        # CRDs kopf logs once that it cannot serve it, and starts watching when they appear
+        # (and ends the operator if they are deleted: workloadwatch.py).
+        @kopf.on.event(workloads.GROUP, workloads.VERSION, workloads.PLURAL,
+                       labels={contract.MESH_LABEL: kopf.PRESENT}, registry=registry)
+        async def workload_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+            _controller(memo).workload_event(_plain(body))
 
     # Node loss (losses.py): the Ready condition of every node, and deletions.
     @kopf.on.event("", "v1", "nodes", registry=registry)

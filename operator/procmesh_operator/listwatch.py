@@ -9,7 +9,8 @@ server ends it, and lists again when the version is too old (410 Gone) or the wa
 a pause doubling from 1 s to 30 s). Server-side label selection keeps everything else (the
 cluster's other pods, Services, Roles) off the operator's wire and out of its memory; kopf would
 watch the whole resource and filter each event in the operator.
-Used by :mod:`.podwatch` (proc pods) and :mod:`.childwatch` (a mesh's Service and Role).
+Used by :mod:`.podwatch` (proc pods), :mod:`.childwatch` (a mesh's Service and Role),
+:mod:`.meshwatch` (ProcMeshes) and :mod:`.workloadwatch` (Kueue's Workloads).
 """
 
 from __future__ import annotations
@@ -55,8 +56,13 @@ class ListWatch:
     """Lists and watches the objects under ``path`` that match ``selector`` while it runs."""
 
     def __init__(self, client: kubeclient.KubeClient, path: str, selector: str,
-                 project: Project, deliver: Deliver, listed: Listed | None = None) -> None:
+                 project: Project, deliver: Deliver, listed: Listed | None = None, *,
+                 optional: bool = False) -> None:
         self.client = client
+        # A resource that may not be served (another project's CRD): its 404 is said once, at
+        # info, and then looked for again quietly at each pause, not warned of every 30 s.
+        self.optional = optional
+        self._absent = False
         self.path = path
         self.selector = selector
         self.project = project
@@ -96,8 +102,14 @@ class ListWatch:
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 - the watch must outlive any failure
-                logger.warning("watch of %s failed (listing again in %.0f s): %s",
-                               self.path, pause, e)
+                if self.optional and isinstance(e, kubeclient.ApiError) and e.not_found:
+                    if not self._absent:
+                        logger.info("%s is not served (its CRD is not installed): looked for "
+                                    "again every %.0f s at most", self.path, RETRY_MAX_SECONDS)
+                    self._absent = True
+                else:
+                    logger.warning("watch of %s failed (listing again in %.0f s): %s",
+                                   self.path, pause, e)
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, RETRY_MAX_SECONDS)
 
@@ -107,6 +119,9 @@ class ListWatch:
         self.lists += 1
         listed = await self.client.list_paged(self.path, label_selector=self.selector,
                                               transform=self._projected)
+        if self._absent:
+            logger.info("%s is served again: watching it", self.path)
+            self._absent = False
         items = listed.get("items") or []
         for item in items:
             self.deliver(None, item)

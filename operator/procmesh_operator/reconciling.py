@@ -51,6 +51,7 @@ from procmesh_operator import (
     leases,
     listwatch,
     losses,
+    meshwatch,
     metrics,
     placing,
     planning,
@@ -68,6 +69,7 @@ from procmesh_operator import (
     upgrading,
     watched,
     workloads,
+    workloadwatch,
 )
 from procmesh_operator import settings as settings_
 
@@ -159,6 +161,8 @@ class Controller:
         self._create_order: dict[Key, int] = {}
         self._orders = itertools.count()
         self._pod_watches: list[podwatch.PodWatch] = []  # ours, unless kopf watches pods
+        self._mesh_watches: list[meshwatch.MeshWatch] = []  # likewise, for meshes
+        self._workload_watches: list[listwatch.ListWatch] = []  # and Kueue's Workloads
         self._child_watches: list[listwatch.ListWatch] = []  # with ours (childwatch.py)
         self._quota_watches: list[listwatch.ListWatch] = []  # with ours (quotawatch.py)
         # Children whose deletion a watch saw, with the mesh uid they belonged to and the
@@ -193,10 +197,29 @@ class Controller:
             self._quota_watches.append(quotawatch.start(self.client, listwatch.namespace_of(path),
                                                         self.quota_event))
 
+    def watch_meshes(self, paths: Sequence[str]) -> None:
+        """Watch ProcMeshes with :mod:`.meshwatch` (instead of kopf's mesh handler) over the
+        namespaces of the pod watch ``paths``, feeding :meth:`mesh_event` and
+        :meth:`meshes_listed`."""
+        for path in paths:
+            watch = meshwatch.MeshWatch(self.client, listwatch.namespace_of(path),
+                                        self.mesh_event, self.meshes_listed)
+            watch.start()
+            self._mesh_watches.append(watch)
+
+    def watch_workloads(self, paths: Sequence[str]) -> None:
+        """Watch the meshes' Kueue Workloads with :mod:`.workloadwatch` (instead of kopf's
+        handler) over the namespaces of the pod watch ``paths``, feeding
+        :meth:`workload_event`."""
+        for path in paths:
+            self._workload_watches.append(workloadwatch.start(
+                self.client, listwatch.namespace_of(path), self.workload_event))
+
     async def stop(self) -> None:
         if self.elector is not None:  # a stopping replica takes no Lease up any more
             self.elector.retire()
-        for watch in [*self._pod_watches, *self._child_watches, *self._quota_watches]:
+        for watch in [*self._mesh_watches, *self._workload_watches, *self._pod_watches,
+                      *self._child_watches, *self._quota_watches]:
             await watch.stop()
         if self._resync_task is not None:
             self._resync_task.cancel()
@@ -286,6 +309,18 @@ class Controller:
             for key in changed:
                 logger.info("the pod watch's list repaired the pod cache of %s/%s", *key)
                 self.bodies.read_fresh_next(key)  # pods gone unseen: collected with their mesh?
+                self.enqueue(key)
+
+    def meshes_listed(self, namespace: str | None, items: Sequence[Mapping[str, Any]],
+                      version: str) -> None:
+        """The mesh watch listed again (:mod:`.meshwatch`): a mesh reconciled here and absent
+        from the list was deleted while no watch ran, with no DELETED event (its CRD deleted
+        and created again, say): read fresh and reconciled, which forgets it."""
+        listed = {(str((item.get("metadata") or {}).get("namespace") or namespace or ""),
+                   str((item.get("metadata") or {}).get("name"))) for item in items}
+        for key in list(self._phases):
+            if namespace in (None, key[0]) and key not in listed:
+                self.bodies.read_fresh_next(key)
                 self.enqueue(key)
 
     def known_meshes(self) -> int:
@@ -1123,12 +1158,18 @@ class Controller:
                 return
             self.store.upsert(result)
 
+        def stopped() -> bool:
+            # The first failure stops the others (create_refusals.py), and so does the mesh
+            # deleted meanwhile: garbage collection would only delete what is created for it
+            # (a 300-proc mesh deleted at its 62nd pod had 210 more created, and started).
+            return bool(failed) or self.bodies.deleting((mesh.namespace, mesh.name), mesh.uid)
+
         async def worker() -> None:
             for rank, placement in todo:
-                if failed:  # the first failure stops the others (create_refusals.py), also
-                    return  # before they queue at the gate that other meshes share
+                if stopped():  # also before queueing at the gate that other meshes share
+                    return
                 async with self._creates.place(order):
-                    if failed:
+                    if stopped():
                         return
                     await create(rank, placement)
 

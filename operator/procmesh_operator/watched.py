@@ -90,6 +90,16 @@ class MeshBodies:
         """Whether the incarnation ``uid`` was forgotten as deleted."""
         return uid in self._gone
 
+    def deleting(self, key: Key, uid: str) -> bool:
+        """Whether the incarnation ``uid`` was seen deleted, or being deleted (its body held
+        has a deletionTimestamp: a foreground deletion, a finalizer). No copy is made: this is
+        asked before each pod create."""
+        if uid in self._gone:
+            return True
+        held = self._bodies.get(key)
+        return held is not None and uid_of(held) == uid and \
+            bool((held.get("metadata") or {}).get("deletionTimestamp"))
+
     def clear(self) -> None:
         """Forget every body: the next reconcile of each mesh reads it fresh."""
         self._bodies.clear()

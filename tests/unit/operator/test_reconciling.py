@@ -956,3 +956,21 @@ def test_a_server_error_on_a_pod_create_stays_a_reconcile_error():
     degraded = next(c for c in client.objects[MESH_PATH]["status"]["conditions"]
                     if c["type"] == "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "ReconcileError")
+
+
+def test_a_relist_of_the_mesh_watch_reads_again_a_mesh_deleted_while_it_was_down():
+    """The mesh watch lists again after a failure (its CRD gone and back, 410 Gone); a mesh
+    deleted meanwhile brought no DELETED event. Absent from the list, it is read fresh at its
+    next reconcile (which finds it gone and forgets it), and a listed mesh is left as it is."""
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 1),))})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    ctl.meshes_listed("ns", [mesh_body("m", per_host=(("procs", 1),))], "7")
+    assert not ctl.bodies.take_fresh_next(("ns", "m"))
+    del client.objects[MESH_PATH]
+    ctl.meshes_listed("other", [], "8")  # another namespace's list says nothing of it
+    assert not ctl.bodies.take_fresh_next(("ns", "m"))
+    ctl.meshes_listed(None, [], "9")
+    assert ctl.bodies.take_fresh_next(("ns", "m"))
+    ctl.bodies.read_fresh_next(("ns", "m"))
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    assert ctl.known_meshes() == 0

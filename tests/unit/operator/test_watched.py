@@ -36,6 +36,21 @@ def test_the_newest_version_wins():
     assert bodies.get(KEY)["spec"] == {"hosts": 3}
 
 
+def test_an_incarnation_is_deleting_once_seen_deleted_or_marked_for_deletion():
+    """Asked before each pod create: a mesh deleted (or with a deletionTimestamp) gets none
+    more; a new incarnation under the name is not the one deleted."""
+    bodies = watched.MeshBodies()
+    bodies.remember(KEY, body(5))
+    assert not bodies.deleting(KEY, "u1")
+    marked = body(6)
+    marked["metadata"]["deletionTimestamp"] = "2026-12-07T08:00:00Z"
+    bodies.remember(KEY, marked)
+    assert bodies.deleting(KEY, "u1") and not bodies.deleting(KEY, "u2")
+    bodies.forget(KEY, "u1")
+    bodies.remember(KEY, body(7, uid="u2"))
+    assert bodies.deleting(KEY, "u1") and not bodies.deleting(KEY, "u2")
+
+
 def test_a_new_incarnation_wins_with_its_newer_version_and_a_late_old_one_loses():
     """resourceVersions grow cluster-wide: a mesh created again has a newer one than any body
     of the earlier mesh, whose late events must not replace it."""
