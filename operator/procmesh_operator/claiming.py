@@ -11,7 +11,7 @@ partner first leaves the co-located procs their device (docs/dra.md says why).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from mesh_client._src import contract
@@ -133,8 +133,44 @@ async def _join(client: kubeclient.KubeClient, mesh: specs.MeshSpec,
             "resourceVersion": meta.get("resourceVersion"), "ownerReferences": owners + [ours]}})
 
 
-async def observe(client: kubeclient.KubeClient, mesh: specs.MeshSpec) -> ClaimView:
-    """The claims ``mesh``'s pods use, and the ResourceSlices once any of them is allocated."""
+class PublishedDevices:
+    """What the ResourceSlices last published of each device allocated to a mesh (its UUID, its
+    memory), kept while the operator runs: a slice withdrawn under running procs (its driver
+    restarting, or gone) leaves their claims allocated, and without this memo the status showed
+    ``pool/device`` for the UUID and the budget took ``--default-gpu-memory-mib`` for the
+    device's memory until the slice came back. Bounded: the oldest entries go first."""
+
+    LIMIT = 16384
+
+    def __init__(self) -> None:
+        self._seen: dict[claims.Device, Mapping[str, Any]] = {}
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def fill_in(self, slices: Sequence[Mapping[str, Any]],
+                devices: Iterable[claims.Device]) -> tuple[Mapping[str, Any], ...]:
+        """``slices``, plus one remembered slice for each of ``devices`` they do not publish
+        (now) but published before; each device they do publish is remembered."""
+        out = list(slices)
+        for device in devices:
+            published = claims.slice_device(slices, device)
+            if published is not None:
+                self._seen.pop(device, None)  # re-inserted last: the newest
+                self._seen[device] = published
+                while len(self._seen) > self.LIMIT:
+                    del self._seen[next(iter(self._seen))]
+            elif device in self._seen:
+                driver, pool, _ = device
+                out.append({"spec": {"driver": driver, "pool": {"name": pool},
+                                     "devices": [self._seen[device]]}})
+        return tuple(out)
+
+
+async def observe(client: kubeclient.KubeClient, mesh: specs.MeshSpec,
+                  published: PublishedDevices | None = None) -> ClaimView:
+    """The claims ``mesh``'s pods use, and the ResourceSlices once any of them is allocated
+    (with what ``published`` remembers of a device no slice publishes now)."""
     try:
         listed = await client.list(claims_path(mesh.namespace),
                                    label_selector=contract.mesh_label_selector(
@@ -144,12 +180,15 @@ async def observe(client: kubeclient.KubeClient, mesh: specs.MeshSpec) -> ClaimV
             raise _not_served(mesh.namespace) from e
         raise
     found = {str((c.get("metadata") or {}).get("name")): c for c in listed.get("items") or []}
-    drivers = sorted({str(r.get("driver")) for c in found.values()
-                      for r in (((c.get("status") or {}).get("allocation") or {}).get("devices")
-                                or {}).get("results") or []})
+    devices = [(str(r.get("driver")), str(r.get("pool")), str(r.get("device")))
+               for c in found.values()
+               for r in (((c.get("status") or {}).get("allocation") or {}).get("devices")
+                         or {}).get("results") or []]
     slices: list[Mapping[str, Any]] = []
-    for driver in drivers:  # only the slices of the drivers that hold our devices
+    for driver in sorted({d[0] for d in devices}):  # only the drivers that hold our devices
         listed_slices = await client.request("GET", SLICES_PATH,
                                              params={"fieldSelector": f"spec.driver={driver}"})
         slices += (listed_slices or {}).get("items") or []
-    return ClaimView(found, tuple(slices))
+    if published is None:
+        return ClaimView(found, tuple(slices))
+    return ClaimView(found, published.fill_in(slices, devices))

@@ -160,6 +160,8 @@ class Controller:
         self._creates = gates.PriorityGate(settings.create_concurrency)
         self._create_order: dict[Key, int] = {}
         self._orders = itertools.count()
+        # dra: what slices last published of each allocated device (claiming.PublishedDevices).
+        self._published = claiming.PublishedDevices()
         self._pod_watches: list[podwatch.PodWatch] = []  # ours, unless kopf watches pods
         self._mesh_watches: list[meshwatch.MeshWatch] = []  # likewise, for meshes
         self._workload_watches: list[listwatch.ListWatch] = []  # and Kueue's Workloads
@@ -1055,10 +1057,10 @@ class Controller:
         view: claiming.ClaimView | None = None
         if dra:  # the claims exist before any pod that references them
             try:
-                view = await claiming.observe(self.client, mesh)
+                view = await claiming.observe(self.client, mesh, self._published)
                 if not claiming.settled(mesh, view):
                     await claiming.ensure(self.client, mesh, partner)
-                    view = await claiming.observe(self.client, mesh)
+                    view = await claiming.observe(self.client, mesh, self._published)
             except claiming.ClaimsNotServed as e:
                 return planning.Plan(refusal=placing.Refusal(contract.DRA_NOT_SERVED, str(e))), \
                     [], None

@@ -104,6 +104,35 @@ def test_the_allocation_and_slices_give_uuid_and_memory():
     assert claims.quantity_mib("1073741824") == 1024 and claims.quantity_mib("lots") is None
 
 
+def test_a_withdrawn_slice_leaves_the_uuid_and_memory_it_published():
+    """A driver restarting withdraws its ResourceSlice while the claims stay allocated: the
+    status kept saying pool/device and the budget the default memory until it came back."""
+    m = mesh("policy", per_host=(("gpus", 2),), gpus=DRA)
+    claim = {"policy-gpus-0": allocated("policy-gpus-0", [("gpu-0", "gpu-1"), ("gpu-1", "gpu-0")])}
+    devices = [(contract.DRA_DRIVER, "n1", "gpu-1"), (contract.DRA_DRIVER, "n1", "gpu-0")]
+    memo = claiming.PublishedDevices()
+    assert claiming.ClaimView(claim, memo.fill_in(SLICES, devices)).gpus_by_rank(m) == {0: UUID_B, 1: UUID_A}
+    withdrawn = claiming.ClaimView(claim, memo.fill_in((), devices))
+    assert withdrawn.gpus_by_rank(m) == {0: UUID_B, 1: UUID_A}
+    assert withdrawn.slot_memory() == {("policy-gpus-0", "gpu-0"): 80 * 1024,
+                                       ("policy-gpus-0", "gpu-1"): 143771}
+    assert claiming.ClaimView(claim, ()).gpus_by_rank(m) == {0: "n1/gpu-1", 1: "n1/gpu-0"}  # none seen
+    unseen = claiming.PublishedDevices().fill_in((), devices)
+    assert unseen == ()
+
+
+def test_the_published_devices_memo_is_bounded(monkeypatch):
+    monkeypatch.setattr(claiming.PublishedDevices, "LIMIT", 2)
+    memo = claiming.PublishedDevices()
+    devices = [(contract.DRA_DRIVER, "n1", "gpu-1"), (contract.DRA_DRIVER, "n1", "gpu-0")]
+    memo.fill_in(SLICES, devices)
+    memo.fill_in(SLICES, devices[:1])  # gpu-1 seen again: the newest
+    other = {"spec": {"driver": contract.DRA_DRIVER, "pool": {"name": "n2"}, "devices": [{"name": "gpu-9"}]}}
+    memo.fill_in([other], [(contract.DRA_DRIVER, "n2", "gpu-9")])
+    assert len(memo) == 2
+    assert len(memo.fill_in((), devices)) == 1  # gpu-0, the oldest, was dropped
+
+
 def test_a_colocated_mesh_is_settled_once_it_owns_the_claims():
     policy = mesh("policy", per_host=(("gpus", 1),), gpus=DRA)
     trainer = mesh("trainer", per_host=(("gpus", 1),), colocateWith="policy", gpus={"mode": "dra"})
