@@ -7,5 +7,7 @@ from mesh_client._src.spmd.actor import (
 )
 from mesh_client._src.spmd.addresses import AddrType
 from mesh_client._src.spmd.elastic_env import torchelastic_env
+from mesh_client._src.spmd.jobs import JobRunning
 
-__all__ = ["AddrType", "SPMDActor", "setup_torch_elastic_env", "setup_torch_elastic_env_async", "torchelastic_env"]
+__all__ = ["AddrType", "JobRunning", "SPMDActor", "setup_torch_elastic_env", "setup_torch_elastic_env_async",
+           "torchelastic_env"]

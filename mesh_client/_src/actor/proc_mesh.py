@@ -146,9 +146,9 @@ class ProcMesh(MeshTrait):
         # Endpoint (endpoint.py) and the mesh operations that Actor declares for it (actor.py).
         return cast(T, mesh)
 
-    def _elastic(self) -> tuple[str, int, int]:
+    def _elastic(self) -> tuple[str, int, int] | None:
         """(run id, restart count, max restarts) for torchelastic; backends may know better
-        (in a proc: as the client knew them when it sent this mesh)."""
+        (in a proc: as the client knew them when it sent this mesh; None if it did not say)."""
         return self._group.elastic_info()
 
     @overload

@@ -129,13 +129,17 @@ class ProcGroup:
         if restarted:
             self.incarnations[index] += 1
 
-    def elastic_info(self) -> tuple[str, int, int]:
+    def elastic_info(self) -> tuple[str, int, int] | None:
         """(run id, restart count, max restarts): the owner's (a backend that knows restarts),
-        else what the pickling client saw, else this run's id and no restarts."""
+        else what the pickling client saw, else, where this group was made (it has an owner),
+        this run's id and no restarts. None in a proc sent the group by a client that did not
+        say (an older one): its ``run_id`` is made at each unpickling, no rank's like another's."""
         info = getattr(self.owner, "elastic_info", None)
         if info is not None:
             return cast(tuple[str, int, int], info())
-        return self.elastic or (self.run_id, 0, 0)
+        if self.elastic is not None:
+            return self.elastic
+        return (self.run_id, 0, 0) if self.owner is not None else None
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The state is a dict set as attributes: a proc server without ``elastic`` takes it too.

@@ -177,8 +177,9 @@ class ActorRunner:
             held.cancel()
 
     def _run_queued_next(self) -> None:
-        """At CLOSE: what the actor asked to run once its last reply was out (run_next, an SPMD
-        script's process-group teardown) still runs; the rest stays for the leftovers."""
+        """At CLOSE, a stop, or the actor's failure: what it asked to run once its last reply was
+        out (run_next, an SPMD script's process-group teardown and the proc's release for the
+        next job) still runs; the rest stays for the leftovers."""
         rest = []
         for work in self._queue.drain():
             if work is not None and work[2][1] == RUN_NEXT:
@@ -249,6 +250,7 @@ class ActorRunner:
             if held and not (op == _CALL and header[3] in quick):
                 _flush(held)
             if op == _STOP_ACTOR:
+                self._run_queued_next()
                 if not self.failed:
                     self.cleanup(None)
                 reason = header[3] if len(header) > 3 else "stopped by client"
@@ -303,6 +305,7 @@ class ActorRunner:
             finally:
                 _enter(None)
             if self.failed:  # its proc answers the calls that come after with its report (dispatch)
+                self._run_queued_next()  # what the failed call queued to run after it (an SPMD job's end)
                 break
         _flush(held)
 

@@ -82,7 +82,7 @@ class SPMDActor(Actor):
         self._actor_id, self._name = me.actor_id, me.name
         # None: the proc mesh's, as the client knew them at this (re)spawn: on Kubernetes the
         # ProcMesh's status.restarts and spec.maxRestarts (a respawn after a restart sees 1).
-        known = me.proc_mesh._elastic() if me.proc_mesh is not None else (me.actor_id, 0, 0)
+        known = (me.proc_mesh._elastic() if me.proc_mesh is not None else None) or (me.actor_id, 0, 0)
         self._run_id = run_id or known[0]
         self._restart_count = known[1] if restart_count is None else restart_count
         self._max_restarts = known[2] if max_restarts is None else max_restarts
@@ -103,7 +103,6 @@ class SPMDActor(Actor):
     def setup_env(self, master_addr: str, master_port: int) -> dict[str, str]:
         """Set the torchelastic variables in this proc (later actors in the proc see them too);
         refused while another actor's SPMD job runs here (:mod:`.jobs`)."""
-        jobs.check_free(self._actor_id, f"cannot set the torchelastic environment for {self._name!r}")
         env = torchelastic_env(
             self._coords,
             self._labels,
@@ -114,8 +113,9 @@ class SPMDActor(Actor):
             restart_count=self._restart_count,
             max_restarts=self._max_restarts,
         )
-        os.environ.update(env)
-        rendezvous.bound_store_timeout(self._store_timeout)
+        with jobs.free(self._actor_id, f"cannot set the torchelastic environment for {self._name!r}"):
+            os.environ.update(env)  # no job starts meanwhile: it would read this half written
+            rendezvous.bound_store_timeout(self._store_timeout)
         return env
 
     @endpoint

@@ -15,8 +15,10 @@ Used by :mod:`.actor`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
+from collections.abc import Iterator
 
 #: How long a new job waits for the last one's process group to end once its ``main`` returned.
 ENDING_WAIT_SECONDS = 60.0
@@ -30,7 +32,13 @@ class _Job:
 
 
 _changed = threading.Condition()
-_holder: list[_Job | None] = [None]  # the job in this proc
+class _Proc:
+    """This proc's job, if any (read and written under ``_changed``)."""
+
+    job: _Job | None = None
+
+
+_proc = _Proc()
 
 
 class JobRunning(RuntimeError):
@@ -47,7 +55,7 @@ def _refusal(doing: str, job: _Job) -> JobRunning:
 
 
 def _other(actor_id: str) -> _Job | None:
-    job = _holder[0]
+    job = _proc.job
     return job if job is not None and job.actor_id != actor_id else None
 
 
@@ -69,13 +77,13 @@ def claim(actor_id: str, what: str) -> None:
     job runs here (one that is ending is waited for first)."""
     with _changed:
         _running_other(actor_id, f"cannot start {what}")
-        _holder[0] = _Job(actor_id, what)
+        _proc.job = _Job(actor_id, what)
 
 
 def ending(actor_id: str) -> None:
     """``actor_id``'s script ended; its group is ended next, then :func:`release`."""
     with _changed:
-        job = _holder[0]
+        job = _proc.job
         if job is not None and job.actor_id == actor_id:
             job.ending = True
 
@@ -83,13 +91,16 @@ def ending(actor_id: str) -> None:
 def release(actor_id: str) -> None:
     """Let the next job run here (a no-op unless ``actor_id`` holds the proc)."""
     with _changed:
-        job = _holder[0]
+        job = _proc.job
         if job is not None and job.actor_id == actor_id:
-            _holder[0] = None
+            _proc.job = None
             _changed.notify_all()
 
 
-def check_free(actor_id: str, doing: str) -> None:
-    """Raise :class:`JobRunning` if a job of another actor than ``actor_id`` runs here."""
+@contextlib.contextmanager
+def free(actor_id: str, doing: str) -> Iterator[None]:
+    """Raise :class:`JobRunning` if a job of another actor than ``actor_id`` runs here, else
+    run the body with no job able to start meanwhile (it writes what a job reads)."""
     with _changed:
         _running_other(actor_id, doing)
+        yield

@@ -153,3 +153,26 @@ def test_a_second_job_on_the_same_procs_is_refused_while_one_runs(tmp_path):
     port = str(master[1])
     assert [(tmp_path / f"a-rank{r}").read_text() for r in range(2)] == [f"3.0 {port}"] * 2
     assert [(tmp_path / f"b-rank{r}").read_text() for r in range(2)] == [f"3.0 {other[1]}"] * 2
+
+
+def test_a_job_whose_broadcast_main_failed_its_actor_frees_the_procs(tmp_path, monkeypatch):
+    """A main that fails its actor (a broadcast: no caller takes the error) left the proc held
+    by its job for good: the job's end was queued after the reply and the failed actor's
+    thread ended without running it, so every later job waited 60 s and was refused."""
+    import mesh_client.actor
+
+    faults = []
+    monkeypatch.setattr(mesh_client.actor, "unhandled_fault_hook", faults.append)
+    (tmp_path / "bad.py").write_text("raise SystemExit(3)\n")
+    (tmp_path / "good.py").write_text(
+        "import os, pathlib\npathlib.Path(os.environ['OUT'], 'good' + os.environ['RANK']).write_text('ran')\n")
+    monkeypatch.setenv("OUT", str(tmp_path))
+    with this_host().spawn_procs(per_host={"gpus": 1}, name="failedjob") as procs:
+        bad = procs.spawn("bad", SPMDActor)
+        master = bad.get_host_port.call_one(None).get(timeout=60)
+        bad.main.broadcast(*master, [str(tmp_path / "bad.py")])
+        testing.wait_for(lambda: faults or None, "the failed job's fault", timeout=120)
+        assert "exited with code 3" in str(faults[0]), faults
+        good = procs.spawn("good", SPMDActor)
+        assert good.main.call_one(*master, [str(tmp_path / "good.py")]).get(timeout=30) is True
+    assert (tmp_path / "good0").read_text() == "ran"
