@@ -237,17 +237,31 @@ def explain_death(pod: Mapping[str, Any] | None, pod_name: str) -> str | None:
 
 
 def unended_story(pod: Mapping[str, Any] | None, pod_name: str) -> str | None:
-    """For a lost proc whose pod shows no end (:func:`explain_death` is None): the pod still runs
-    and is not ready, so the proc is cut off (its node or network) or hung, not ended, and no
-    restart comes while the pod runs; None where the pod looks well (its status lags a death)."""
-    if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp") or _pod_ready(pod):
+    """For a proc whose link timed out or found no route while its pod shows no end
+    (:func:`explain_death` is None): the pod runs on, so the proc is not ended and no restart
+    comes while it runs. Not ready: cut off (its node or the network) or hung. Ready (the
+    kubelet's probe reaches it): the path from this client to it is what broke. None for a pod
+    that is not Running (or is being deleted)."""
+    if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
         return None
     if (pod.get("status") or {}).get("phase") != "Running":
         return None
+    node = (pod.get("spec") or {}).get("nodeName", "?")
+    if _pod_ready(pod):
+        return (f"its pod {pod_name} on node {node} runs and is Ready (the cluster reaches it): the "
+                f"path from this client to it is cut (a network policy, a VPN, a port-forward), not the proc")
     conditions = (pod.get("status") or {}).get("conditions") or []
     ready: Mapping[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
     why = ": ".join(str(x) for x in (ready.get("reason"), ready.get("message")) if x)
     since = f" since {ready['lastTransitionTime']}" if ready.get("lastTransitionTime") else ""
-    node = (pod.get("spec") or {}).get("nodeName", "?")
     return (f"its pod {pod_name} on node {node} still runs, not ready{since}{f' ({why})' if why else ''}: "
             f"the proc is cut off from this client (its node or the network) or hung, not ended")
+
+
+def node_lost(mesh: Mapping[str, Any] | None) -> str | None:
+    """The mesh's Ready message while its reason is NodeLost (the operator restarts the procs
+    of a lost node once their toleration is up, whatever their pods show), else None."""
+    ready = condition(mesh or {}, contract.READY)
+    if ready.get("reason") != contract.NODE_LOST:
+        return None
+    return f"the mesh says {contract.NODE_LOST}: {ready.get('message', '')}"

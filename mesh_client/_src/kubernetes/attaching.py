@@ -56,10 +56,7 @@ class KubernetesProcs:
         self.name = mesh["metadata"]["name"]
         self.pod_names = list(pod_names)
         self.created = created
-        spec, status = mesh.get("spec") or {}, mesh.get("status") or {}
-        self.restart_policy = str(spec.get("restartPolicy") or "RestartProc")
-        self.max_restarts = int(spec.get("maxRestarts", 3))
-        self.restarts = int(status.get("restarts") or 0)  # status.restarts when last seen
+        self._follow(mesh)
         self._run_id = f"{self.name}-{mesh['metadata'].get('uid', '')[:8]}"
         self.uids: list[str | None] = [None] * len(self.pod_names)  # the pods attached to (None: unknown)
         self.timeout = DEFAULT_TIMEOUT  # how long revive waits for the mesh to be Ready again
@@ -70,14 +67,25 @@ class KubernetesProcs:
     def elastic_info(self) -> tuple[str, int, int]:
         return self._run_id, self.restarts, self.max_restarts
 
+    def _follow(self, mesh: Mapping[str, Any]) -> None:
+        """Take the restart policy, limit and count as ``mesh`` has them now: a limit raised
+        after RestartLimitReached (as its message says to) is what a respawned SPMD actor and
+        the next lost proc's hint see."""
+        spec, status = mesh.get("spec") or {}, mesh.get("status") or {}
+        self.restart_policy = str(spec.get("restartPolicy") or "RestartProc")
+        self.max_restarts = int(spec.get("maxRestarts", 3))
+        self.restarts = int(status.get("restarts") or 0)  # status.restarts when last seen
+
     def _where(self, index: int) -> str:
         return f"{self.api.namespace}/{self.name} rank {index} ({self.pod_names[index]})"
 
-    def explain(self, index: int, reason: str, deadline: float) -> str:
+    def explain(self, index: int, reason: str, deadline: float, peer_left: bool = False) -> str:
         """Ask the API server how the proc's pod ended, while ``deadline`` (time.monotonic())
         allows, and at least once: the pod's status usually lags the dropped connection, so
         a call failing at once mostly says only that the proc is gone (and whether it will be
-        restarted); a later one says it was restarted, once a new pod has replaced it."""
+        restarted); a later one says it was restarted, once a new pod has replaced it.
+        ``peer_left``: the proc's side ended the link (so it is not cut off, whatever its pod
+        shows yet)."""
         name = self.pod_names[index]
         story = None
         pod: Mapping[str, Any] | None = None
@@ -118,10 +126,11 @@ class KubernetesProcs:
                     f"{what}: its procs are gone for good; spawn or attach a new mesh")
         queued = assessing.queue_story(mesh) if mesh else None
         why = f"; {queued}" if queued else ""
-        unended = assessing.unended_story(pod, name) if story is None and not queued else None
+        unended = assessing.unended_story(pod, name) if story is None and not queued and not peer_left else None
         if unended is not None:  # its pod runs on: no restart comes (the operator watches pods)
-            return (f"proc {self._where(index)} is unreachable: {reason}; {unended}; "
-                    f"{reviving.unended_hint(self.api.namespace, name, self.restart_policy)}")
+            node_lost = assessing.node_lost(mesh)  # unless its node is lost: the operator acts then
+            hint = node_lost or reviving.unended_hint(self.api.namespace, name, self.restart_policy)
+            return f"proc {self._where(index)} is unreachable: {reason}; {unended}; {hint}"
         if story is None and pod is not None and not queued:
             why += f"; {reviving.unknown_end_note(self.api.namespace, self.name, name)}"
         hint = reviving.lost_hint(mesh, queued is not None, self.restart_policy, self.restarts, self.max_restarts)
@@ -129,7 +138,7 @@ class KubernetesProcs:
 
     def _restarted(self, index: int) -> str:
         try:
-            self.restarts = int((self.api.get_mesh(self.name).get("status") or {}).get("restarts") or 0)
+            self._follow(self.api.get_mesh(self.name))
         except Exception:
             pass  # the count as last seen
         return reviving.restarted_message(self._where(index), self.restart_policy, self.restarts, self.max_restarts)
@@ -221,7 +230,7 @@ class KubernetesProcs:
                     f"replaced within {self.timeout:.0f} s (restartPolicy {self.restart_policy}){unlisted}; "
                     f"'procmesh describe {self.name} -n {self.api.namespace}' shows why", "NotRestarted")
             offloading.sleep(0.2)
-        self.restarts = restarts
+        self._follow(mesh)
         for i, proc in found.items():
             self.uids[i] = uids[i]
             if self.forwarded is not None:
@@ -381,7 +390,7 @@ def connect_mesh(
     group.bootstrap = bootstrap  # run again in a restarted proc (ProcMesh.reconnect)
     owner.group = group
     for index, peer in enumerate(group.peers):
-        peer.explain_loss = lambda reason, deadline, i=index: owner.explain(i, reason, deadline)
+        peer.explain_loss = lambda reason, deadline, i=index, p=peer: owner.explain(i, reason, deadline, p.peer_left)
     proc_mesh = ProcMesh(group, shape)
     for index, peer in enumerate(group.peers):
         try:

@@ -96,6 +96,9 @@ class Peer:
         self._watches_failed = threading.Event()  # the close handler failed the watches
         self._failing_thread: int | None = None  # the thread failing them
         self.lost_at: float | None = None  # when (time.monotonic()) it ended
+        # Whether the proc's side ended the link (end of stream, a reset: its kernel answered),
+        # not a timeout or unreachable network: a proc that did is not "cut off".
+        self.peer_left = False
         # Asked lazily, in the caller's thread, when a call fails because the link dropped:
         # (reason, deadline on time.monotonic()) -> message; it must not wait past the deadline.
         self.explain_loss: Callable[[str, float], str] | None = None
@@ -236,6 +239,7 @@ class Peer:
 
     def _on_closed(self, channel: channel_mod.Channel, reason: str) -> None:
         self.lost_at = time.monotonic()
+        self.peer_left = channel.close_kind is channel_mod.CloseKind.PEER_LEFT
         if channel.close_kind in (channel_mod.CloseKind.PEER_LEFT, channel_mod.CloseKind.IO_ERROR):
             self.verdict = verdict = relinking.Verdict()  # before the calls fail: their errors wait for it
             try:

@@ -34,9 +34,11 @@ def running(ready: str, **cond):
                        "containerStatuses": [{"restartCount": 0, "state": {"running": {}}}]}}
 
 
-def explain(pod, reason):
-    procs = attaching.KubernetesProcs(PodApi(pod), MESH, ["m-0", "m-1"], created=False)
-    return procs.explain(1, reason, time.monotonic())
+def explain(pod, reason, peer_left=False, mesh=MESH):
+    api = PodApi(pod)
+    api.get_mesh = lambda name: mesh
+    procs = attaching.KubernetesProcs(api, mesh, ["m-0", "m-1"], created=False)
+    return procs.explain(1, reason, time.monotonic(), peer_left)
 
 
 def test_a_cut_off_proc_is_unreachable_and_not_promised_a_restart():
@@ -52,7 +54,7 @@ def test_a_cut_off_proc_is_unreachable_and_not_promised_a_restart():
 
 
 def test_a_death_the_pod_does_not_show_yet_says_where_to_read_it():
-    text = explain(running("True"), "m[1] closed the connection")
+    text = explain(running("True"), "m[1] closed the connection", peer_left=True)
     assert text.startswith("proc ns/m rank 1 (m-1) is gone: m[1] closed the connection; how it ended is not "
                            "in its pod's status yet: see kubectl describe pod -n ns m-1, or procmesh describe "
                            "-n ns m (LAST FAILURE), in a moment; the operator restarts it"), text
@@ -61,6 +63,33 @@ def test_a_death_the_pod_does_not_show_yet_says_where_to_read_it():
 def test_an_ended_pod_is_told_as_before():
     pod = running("False")
     pod["status"]["containerStatuses"][0]["state"] = {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}
-    text = explain(pod, "m[1] closed the connection")
+    text = explain(pod, "m[1] closed the connection", peer_left=True)
     assert "is gone: its container in pod m-1 on node n1 terminated (exit code 137, OOMKilled)" in text
     assert "not in its pod's status yet" not in text and "unreachable" not in text
+
+
+def test_a_link_timed_out_to_a_ready_pod_blames_the_path_not_the_proc():
+    """Only this client's path is cut (a network policy, a VPN): the kubelet's probe still
+    reaches the proc, nothing ended, and nothing restarts it."""
+    text = explain(running("True"), "connection to m[1] failed: [Errno 110] Connection timed out")
+    assert text.startswith("proc ns/m rank 1 (m-1) is unreachable: connection to m[1] failed: [Errno 110] "
+                           "Connection timed out; its pod m-1 on node n1 runs and is Ready (the cluster "
+                           "reaches it): the path from this client to it is cut"), text
+    assert "not in its pod's status yet" not in text and "the operator restarts it (" not in text
+
+
+def test_a_proc_that_closed_its_link_is_not_called_cut_off():
+    """The peer's kernel answered (end of stream): whatever its pod shows yet, it is no cut."""
+    text = explain(running("False"), "m[1] closed the connection", peer_left=True)
+    assert "unreachable" not in text and "cut off" not in text, text
+    assert text.startswith("proc ns/m rank 1 (m-1) is gone: m[1] closed the connection; how it ended is not"), text
+
+
+def test_a_proc_on_a_lost_node_is_told_what_the_operator_does():
+    lost = {**MESH, "status": {"restarts": 0, "conditions": [
+        {"type": "Ready", "status": "False", "reason": "NodeLost",
+         "message": "rank 1 on node n1: the node is NotReady, unreachable or gone; its procs are restarted "
+                    "per restartPolicy (RestartProc) once their node-loss toleration is up"}]}}
+    text = explain(running("False"), "connection to m[1] failed: [Errno 110] Connection timed out", mesh=lost)
+    assert "is unreachable" in text and "the mesh says NodeLost: rank 1 on node n1" in text, text
+    assert "restarts nothing" not in text and "kubectl delete pod" not in text, text
