@@ -227,6 +227,9 @@ QUEUED = "Queued"
 #: The label (on the ProcMesh) that queues the mesh in a Kueue LocalQueue, as on a Kueue Job.
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
+#: Ready=False: procs are on a NotReady, unreachable or deleted node; the operator restarts them
+#: once their node-loss toleration is up (a client's lost-proc message says so).
+NODE_LOST = "NodeLost"
 #: Reasons after which waiting for Ready is pointless: the client fails at once on them.
 INVALID_COLOCATION = "InvalidColocation"
 DEVICE_NOT_FOUND = "DeviceNotFound"
@@ -485,6 +488,13 @@ LIFELINE = "PROCMESH_LIFELINE"
 SYS_PATH = "PROCMESH_SYS_PATH"
 MAX_UNAUTHENTICATED = "PROCMESH_MAX_UNAUTHENTICATED"
 HANDSHAKE_TIMEOUT_SECONDS = "PROCMESH_HANDSHAKE_TIMEOUT_SECONDS"
+#: The exit status of a proc server stopped by SIGTERM (default 0, an orderly stop).
+SIGTERM_EXIT = "PROCMESH_SIGTERM_EXIT"
+#: What the operator renders for it: a pod's proc is never stopped by SIGTERM from its mesh
+#: (STOP does that; the operator knows its own deletions), so the sender is the cluster (an
+#: eviction, a drain, a node shutdown), and an exit 0 would make the kubelet call the pod
+#: Succeeded, dropping its Evicted reason. 143 is how a shell reports a SIGTERM death.
+POD_SIGTERM_EXIT = 128 + 15
 
 
 class ContractError(ValueError):
@@ -514,6 +524,7 @@ class ProcEnv:
     sys_path: tuple[str, ...] = ()
     max_unauthenticated: int | None = None
     handshake_timeout_seconds: float | None = None
+    sigterm_exit: int = 0
 
     def render(self) -> dict[str, str]:
         """The variables, as strings (``listen_host`` None is left to the caller's fieldRef)."""
@@ -539,6 +550,8 @@ class ProcEnv:
             env[MAX_UNAUTHENTICATED] = str(self.max_unauthenticated)
         if self.handshake_timeout_seconds is not None:
             env[HANDSHAKE_TIMEOUT_SECONDS] = repr(self.handshake_timeout_seconds)
+        if self.sigterm_exit:
+            env[SIGTERM_EXIT] = str(self.sigterm_exit)
         return env
 
 
@@ -573,6 +586,9 @@ def parse_proc_env(env: Mapping[str, str]) -> ProcEnv:
     if handshake_timeout is not None and not handshake_timeout > 0:
         raise ContractError(f"{HANDSHAKE_TIMEOUT_SECONDS}={env[HANDSHAKE_TIMEOUT_SECONDS]} "
                             f"must be positive")
+    sigterm_exit = _int(env, SIGTERM_EXIT, 0)
+    if not 0 <= sigterm_exit <= 255:
+        raise ContractError(f"{SIGTERM_EXIT}={sigterm_exit} is not an exit status (0 to 255)")
     return ProcEnv(
         port=port,
         listen_host=env.get(LISTEN_HOST) or "127.0.0.1",
@@ -588,6 +604,7 @@ def parse_proc_env(env: Mapping[str, str]) -> ProcEnv:
         sys_path=tuple(sys_path),
         max_unauthenticated=max_unauthenticated,
         handshake_timeout_seconds=handshake_timeout,
+        sigterm_exit=sigterm_exit,
     )
 
 

@@ -128,7 +128,8 @@ def proc_env(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement) -> list[
     fraction = mesh.gpus.memory_fraction if mesh.gpus.mode != contract.GPU_MODE_NONE else None
     rendered = contract.ProcEnv(
         port=mesh.port, listen_host=None, token_file=names.TOKEN_PATH, mesh=mesh.name,
-        rank=rank, coords=mesh.shape.coords(rank), memory_fraction=fraction).render()
+        rank=rank, coords=mesh.shape.coords(rank), memory_fraction=fraction,
+        sigterm_exit=contract.POD_SIGTERM_EXIT).render()
     env: list[dict[str, Any]] = [
         {"name": contract.LISTEN_HOST,
          "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": POD_IP_FIELD}}},

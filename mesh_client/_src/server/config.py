@@ -38,6 +38,8 @@ class ServerConfig:
     # The pre-authentication budget: connections still in the handshake, and their deadline.
     max_unauthenticated: int = DEFAULT_MAX_UNAUTHENTICATED
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT_SECONDS
+    # The exit status when stopped by SIGTERM (contract.SIGTERM_EXIT; a pod's: 143).
+    sigterm_exit: int = 0
     # Local procs only: the private directory of this host's unix links (runtime/unixlinks.py).
     unix_dir: str | None = None
 
@@ -66,6 +68,7 @@ def from_env(env: Mapping[str, str]) -> ServerConfig:
         max_message_bytes=_or(proc.max_message_bytes, protocol.DEFAULT_MAX_MESSAGE_BYTES),
         max_unauthenticated=_or(proc.max_unauthenticated, DEFAULT_MAX_UNAUTHENTICATED),
         handshake_timeout=_or(proc.handshake_timeout_seconds, DEFAULT_HANDSHAKE_TIMEOUT_SECONDS),
+        sigterm_exit=proc.sigterm_exit,
         unix_dir=env.get(unixlinks.DIR_ENV) or None,
     )
 

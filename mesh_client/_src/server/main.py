@@ -30,11 +30,6 @@ if TYPE_CHECKING:
 
 #: How often the main thread wakes to run signal handlers while it serves.
 STOP_CHECK_SECONDS = 1.0
-#: The exit status of a pod's proc server stopped by SIGTERM, as a shell reports a SIGTERM death.
-#: Its mesh never stops it that way (STOP does; the operator's own deletions it knows), so the
-#: sender is the cluster (an eviction, a drain, a node shutdown): an exit 0 would make the kubelet
-#: call the pod Succeeded and drop its Evicted reason, and the proc read as having completed.
-SIGTERM_EXIT = 128 + signal.SIGTERM
 SIGTERM_REASON = "it received SIGTERM"
 
 
@@ -126,10 +121,9 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None,
         server.close_connections(f"the worker loop ended: {reason}")
         if on_main_thread:
             signal.signal(signal.SIGTERM, previous)
-    # A local proc's controller (its lifeline, ready pipe or zygote) stops it with SIGTERM on
-    # purpose: that is an orderly end, 0. A standalone one (a pod's) has no such controller.
-    standalone = announce is None and cfg.ready_fd is None and not cfg.lifeline
-    return SIGTERM_EXIT if finalize and standalone and reason == SIGTERM_REASON else 0
+    # 0 unless told otherwise (contract.SIGTERM_EXIT): a pod's proc says 143, as the cluster
+    # stopped it; one a local controller or systemd stops with SIGTERM on purpose, 0.
+    return cfg.sigterm_exit if finalize and reason == SIGTERM_REASON else 0
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -18,7 +18,8 @@ from tests.unit.operator import builders
 FULL = contract.ProcEnv(
     port=27001, listen_host="::1", token="t0k", token_file="/run/t", mesh="trainer", rank=5,
     coords={"hosts": 1, "gpus": 2}, memory_fraction=0.3, max_message_bytes=1 << 20, ready_fd=7,
-    lifeline=True, sys_path=("/a", "/b c"), max_unauthenticated=8, handshake_timeout_seconds=2.5)
+    lifeline=True, sys_path=("/a", "/b c"), max_unauthenticated=8, handshake_timeout_seconds=2.5,
+    sigterm_exit=143)
 
 
 @pytest.mark.parametrize("env", [contract.ProcEnv(), FULL, contract.ProcEnv(port=0, coords={})])
