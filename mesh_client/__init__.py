@@ -26,7 +26,7 @@ from mesh_client._src.actor.options import config, options
 from mesh_client._src.actor.ports import Channel, Port, PortReceiver
 from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.sending import Accumulator, send
-from mesh_client._src.actor.shape import Extent, Point, Shape
+from mesh_client._src.actor.shape import EmptySliceError, Extent, Point, Shape
 from mesh_client._src.actor.shutting_down import shutdown_context
 from mesh_client._src.actor.supervision import MeshFailure, unhandled_fault_hook
 from mesh_client._src.actor.uids import ProcId, Uid
@@ -59,6 +59,7 @@ __all__ = [
     "ChannelTransport",
     "ConnectionBroken",
     "Context",
+    "EmptySliceError",
     "Endpoint",
     "Extent",
     "Future",

@@ -190,7 +190,7 @@ def unschedulable_claim_message(pod: Mapping[str, Any]) -> str | None:
 
 
 def deleted_claim_message(pod: Mapping[str, Any], claim: Mapping[str, Any] | None,
-                          going: Collection[str]) -> str | None:
+                          going: Collection[str], owner: str | None = None) -> str | None:
     """Why ``pod`` waits when ``claim``, the one it uses (:func:`slot_of`), is being deleted
     while pods not ending (any but those named in ``going``) still hold it, else None.
 
@@ -198,7 +198,7 @@ def deleted_claim_message(pod: Mapping[str, Any], claim: Mapping[str, Any] | Non
     which shows in the pod's conditions only as ``SchedulingGated``), and the API server keeps
     the claim (the ``resource.kubernetes.io/delete-protection`` finalizer) until no pod is
     reserved for it: so the pod waits for those pods to end, which a running proc's may never
-    do."""
+    do. ``owner``: the mesh that owns the claim when it is not the pod's own (colocated)."""
     if (pod.get("spec") or {}).get("nodeName") or (pod.get("metadata") or {}).get(
             "deletionTimestamp"):
         return None
@@ -208,7 +208,8 @@ def deleted_claim_message(pod: Mapping[str, Any], claim: Mapping[str, Any] | Non
                      if r.get("resource") == "pods" and r.get("name") not in going)
     if not holders:
         return None  # nothing holds it: the claim goes, and the operator creates it again
+    which = "the mesh" if owner is None else f"ProcMesh {owner}, whose claim it is,"
     return (f"its ResourceClaim {(claim.get('metadata') or {}).get('name')} is being deleted "
             f"(by hand?) and stays until the pods that use it end ({', '.join(holders)}); no "
-            f"pod is scheduled on it meanwhile. Delete those pods, or suspend and resume the "
-            f"mesh, and the operator creates the claim again")
+            f"pod is scheduled on it meanwhile. Delete those pods, or suspend and resume "
+            f"{which} and the operator creates the claim again")

@@ -59,8 +59,9 @@ class ListWatch:
                  project: Project, deliver: Deliver, listed: Listed | None = None, *,
                  optional: bool = False) -> None:
         self.client = client
-        # A resource that may not be served (another project's CRD): its 404 is said once, at
-        # info, and then looked for again quietly at each pause, not warned of every 30 s.
+        # A resource that may not be served (another project's CRD), or not to us (RBAC): its
+        # 404 or 403 is said once, at info, and then looked for again quietly at each pause,
+        # not warned of every 30 s.
         self.optional = optional
         self._absent = False
         self.path = path
@@ -102,10 +103,12 @@ class ListWatch:
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 - the watch must outlive any failure
-                if self.optional and isinstance(e, kubeclient.ApiError) and e.not_found:
-                    if not self._absent:
-                        logger.info("%s is not served (its CRD is not installed): looked for "
-                                    "again every %.0f s at most", self.path, RETRY_MAX_SECONDS)
+                if self.optional and isinstance(e, kubeclient.ApiError) and e.status in (403, 404):
+                    if not self._absent:  # 403: the chart's rbac.kueue is off, say
+                        why = ("its CRD is not installed" if e.not_found else
+                               "this operator may not list it")
+                        logger.info("%s is not served to this operator (%s): looked for again "
+                                    "every %.0f s at most", self.path, why, RETRY_MAX_SECONDS)
                     self._absent = True
                 else:
                     logger.warning("watch of %s failed (listing again in %.0f s): %s",

@@ -34,7 +34,7 @@ from procmesh_operator import (
 # --- Reasons only the operator sets ------------------------------------------------------------
 ALL_PROCS_READY = "AllProcsReady"  # Ready=True, Progressing=False
 PROCS_NOT_READY = "ProcsNotReady"  # Ready=False while procs start
-NODE_LOST = "NodeLost"  # Ready=False: procs are on a NotReady/unreachable/deleted node
+NODE_LOST = contract.NODE_LOST  # Ready=False: procs are on a NotReady/unreachable/deleted node
 CREATING_PROCS = "CreatingProcs"  # Progressing=True
 RESTARTING = "Restarting"  # Progressing=True after a restart by policy
 #: Progressing=True: pods of an earlier mesh of this name (another uid) still hold rank names.
@@ -109,7 +109,7 @@ class Observed:
     #: The API server's refusal of a proc pod at create (:mod:`.create_refusals`).
     create_refusal: create_refusals.CreateRefusal | None = None
     #: dra mode: the claims the mesh's pods use, by name (:class:`.claiming.ClaimView`).
-    claims: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    claims_seen: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
 
     @functools.cached_property
     def unseen(self) -> tuple[str, str] | None:
@@ -146,25 +146,40 @@ def ready_verdict(o: Observed) -> Verdict:
                 f"{o.ready} of {o.desired} procs ready; {missing_secret_message(o.mesh, o.missing_secret)}")
     if o.plan is not None and o.plan.lost:
         return "False", NODE_LOST, node_lost_message(o.mesh, o.plan)
+    if o.plan is not None and (o.plan.restart_limit_reached or o.plan.failed):
+        # Degraded's reason: the one a user of kubectl get pm (its REASON column) must see.
+        reason = contract.RESTART_LIMIT_REACHED if o.plan.restart_limit_reached else contract.PROC_FAILED
+        return ("False", reason, f"{o.ready} of {o.desired} procs ready; "
+                f"{failed_procs(o.mesh, o.plan, o.pods)} failed for good (Degraded says what to do)")
     for rank in sorted(o.pods):
         unallocatable = claims.unschedulable_claim_message(o.pods[rank])
         if unallocatable is not None:
             return ("False", contract.CLAIM_UNALLOCATABLE,
                     f"pod {contract.pod_name(o.mesh.name, rank)}: the scheduler cannot allocate "
                     f"its ResourceClaim: {unallocatable}")
-    going = {str((p.get("metadata") or {}).get("name")) for p in o.pods.values()
-             if (p.get("metadata") or {}).get("deletionTimestamp")}
-    for rank in sorted(o.pods):
-        deleted = claims.deleted_claim_message(
-            o.pods[rank], o.claims.get(claims.slot_of(o.mesh, rank)[0]), going)
-        if deleted is not None:
-            return ("False", contract.CLAIM_DELETED,
-                    f"{o.ready} of {o.desired} procs ready; pod "
-                    f"{contract.pod_name(o.mesh.name, rank)} cannot be scheduled: {deleted}")
+    deleted_claim = claim_deleted(o) if o.claims_seen else None
+    if deleted_claim is not None:
+        return "False", contract.CLAIM_DELETED, deleted_claim
     stuck = stuck_container(o.pods) or unschedulable(o.pods) or o.unseen
     if stuck is not None:
         return "False", stuck[0], f"{o.ready} of {o.desired} procs ready; {stuck[1]}"
     return "False", PROCS_NOT_READY, f"{o.ready} of {o.desired} procs ready"
+
+
+def claim_deleted(o: Observed) -> str | None:
+    """Ready's message when a proc's pod waits for a dra claim being deleted under running
+    procs (:func:`.claims.deleted_claim_message`), else None."""
+    going = {str((p.get("metadata") or {}).get("name")) for p in o.pods.values()
+             if (p.get("metadata") or {}).get("deletionTimestamp")}
+    owner = claims.claims_owner(o.mesh)
+    for rank in sorted(o.pods):
+        deleted = claims.deleted_claim_message(
+            o.pods[rank], o.claims_seen.get(claims.slot_of(o.mesh, rank)[0]), going,
+            None if owner == o.mesh.name else owner)
+        if deleted is not None:
+            return (f"{o.ready} of {o.desired} procs ready; pod "
+                    f"{contract.pod_name(o.mesh.name, rank)} cannot be scheduled: {deleted}")
+    return None
 
 
 #: The PodScheduled=False reasons of a Pending pod (:func:`unschedulable`).
@@ -447,7 +462,7 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         restarts=plan.restarts if plan is not None else int(previous.get("restarts") or 0),
         missing_secret=None if mesh.suspend else missing_secret,
         now=epoch(now), unseen_after=unseen_after, create_refusal=create_refusal,
-        claims=claims_seen or {})
+        claims_seen=claims_seen or {})
 
     def cond(type_: str, verdict: Verdict) -> dict[str, Any]:
         return _condition(prev_conditions, type_, *verdict, mesh.generation, now)

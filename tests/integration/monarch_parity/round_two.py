@@ -568,7 +568,9 @@ def scenario_self_stop() -> dict:
     out["stop"] = actor.stop_me.broadcast()
     time.sleep(1)
     out["after"] = attempt(lambda: actor.count.call_one().get(timeout=30))
-    out["faults"] = [words(f.report()) for f in faults][:1]
+    # Not compared: whether Monarch 0.7 also reports its client failed here is a race of its own
+    # (ci23: "The actor <...RootClientActor client> and all its descendants have failed", other
+    # runs nothing); ours reports no fault for an actor that stopped itself.
     return out
 
 

@@ -237,6 +237,10 @@ def test_a_claim_deleted_under_running_procs_is_reported_only_while_they_hold_it
     pending: dict[str, Any] = {"metadata": {"name": "m-1"}, "spec": {}}
     message = claims.deleted_claim_message(pending, _deleting_claim("m-0"), going=())
     assert message is not None and "m-gpus-0 is being deleted" in message and "(m-0)" in message
+    assert "suspend and resume the mesh and" in message
+    # A colocated mesh's pods use its partner's claims: only the partner's suspend makes them again.
+    partners = claims.deleted_claim_message(pending, _deleting_claim("m-0"), going=(), owner="policy")
+    assert partners is not None and "suspend and resume ProcMesh policy, whose claim it is, and" in partners
     # Passing states: held by nothing, or only by pods that are ending; a claim not deleted; a
     # pod already on a node.
     assert claims.deleted_claim_message(pending, _deleting_claim(), going=()) is None

@@ -87,6 +87,13 @@ def test_restart_limit_and_restarts_count():
     # the restarts used stay used (only raising maxRestarts restarts later failures).
     assert "raise maxRestarts to restart them" in c["Degraded"]["message"]
     assert "status.restarts stays" in c["Degraded"]["message"]
+    # Ready says it too: kubectl get pm's REASON column (Ready's reason) said ProcsNotReady.
+    assert (c["Ready"]["status"], c["Ready"]["reason"]) == ("False", "RestartLimitReached")
+    assert c["Ready"]["message"].startswith("1 of 2 procs ready; proc 1") and "failed for good" in c["Ready"]["message"]
+    never = mesh(restartPolicy="Never")
+    failed = conds(statuses.compute_status(never, None, {0: pod(never, 0), 1: pod(never, 1, phase="Failed")},
+                                           planning.Plan(failed=(1,)), now=T0))
+    assert (failed["Ready"]["reason"], failed["Degraded"]["reason"]) == ("ProcFailed", "ProcFailed")
     suspended = mesh(maxRestarts=2, suspend=True)
     assert planning.plan(suspended, restarts=2, pods={0: pod(suspended, 0)}, settings=SETTINGS).restarts == 2
 
