@@ -26,8 +26,8 @@ def authenticate(stream: streams.Stream, conn: protocol.Connection, display: str
     ``within``: seconds the whole handshake may take, where the stream has a socket (its
     timeout is restored after); past them, TimeoutError naming ``display``.
 
-    Raises AuthenticationError (a wrong token on either side, or the server closing),
-    VersionMismatch (a proc server of another procmesh release, named with ``display``) or
+    Raises AuthenticationError (a wrong token on either side, or the server closing) or
+    VersionMismatch (a proc server of another procmesh release), both naming ``display``, or
     ProtocolError (the peer is not a procmesh proc server).
     """
     sock: socket.socket | None = stream.get_extra_info("socket") if within is not None else None
@@ -59,8 +59,8 @@ def _drive(stream: streams.Stream, conn: protocol.Connection, display: str,
         while True:
             try:
                 event = conn.next_event()
-            except errors.VersionMismatch as exc:
-                raise errors.VersionMismatch(f"{display}: {exc}") from None
+            except (errors.VersionMismatch, errors.AuthenticationError) as exc:  # say which proc (of many)
+                raise type(exc)(f"{display}: {exc}") from None
             out = conn.data_to_send()
             if out:
                 stream.write([out])
