@@ -6,7 +6,9 @@ timeout of a read, is given up on within the client's timeout, before the endpoi
 the end of that frame, by a direct connection and by IDENTIFY (a relink's probe), with a
 TimeoutError naming the address and the handshake. A local proc that died is probed over its
 unix socket only, never at its TCP port, which another user of the host may have bound by then
-(to relay the probe's handshake to a live proc of the mesh).
+(to relay the probe's handshake to a live proc of the mesh). The reason in an endpoint's
+REJECT reaches the client's exception with its control characters escaped (no forged lines or
+terminal escapes).
 """
 
 import os
@@ -19,7 +21,7 @@ import pytest
 
 from mesh_client import SupervisionError, this_host
 from mesh_client._src.runtime import channel, identifying
-from mesh_client._src.wire import frames, versions
+from mesh_client._src.wire import errors, frames, versions
 from tests.integration.local.actors import Lambda
 
 TIMEOUT = 1.0
@@ -113,3 +115,25 @@ def test_a_dead_local_procs_tcp_port_is_not_probed(faults):
         finally:
             squatter.close()
     assert faults.wait("lam")[0].crashed_ranks == [0]
+
+
+def test_an_endpoints_reject_reason_cannot_forge_lines_or_escapes():
+    listener = socket.create_server(("127.0.0.1", 0))
+    reason = "no\n\x1b[2K\rprocmesh: all procs healthy \u202e"
+
+    def reject() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.sendall(frames.encode_bytes(frames.Kind.REJECT, [reason.encode()], versions.PROTOCOL_VERSION))
+
+    thread = threading.Thread(target=reject, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(errors.AuthenticationError) as refused:
+            _identify(listener.getsockname()[:2])
+    finally:
+        thread.join(10)
+        listener.close()
+    text = str(refused.value)
+    assert all(ch.isprintable() for ch in text), repr(text)
+    assert r"refused the connection: no\n\x1b[2K\rprocmesh: all procs healthy \u202e" in text
