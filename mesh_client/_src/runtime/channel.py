@@ -588,12 +588,13 @@ def connect(
     display = display or f"{address[0]}:{address[1]}"
     stream = opener(address, timeout)
     sock = stream.get_extra_info("socket")
-    # Bounds the handshake's reads; a stream may ask for longer (a port-forward's relay).
-    sock.settimeout(max(timeout, float(getattr(stream, "handshake_timeout", timeout))))
+    # Bounds the whole handshake; a stream may ask for longer (a port-forward's relay).
+    within = max(timeout, float(getattr(stream, "handshake_timeout", timeout)))
+    sock.settimeout(within)
     conn = protocol.Connection(protocol.Role.CLIENT, token)
     conn.start()
     try:
-        handshaking.authenticate(stream, conn, display)
+        handshaking.authenticate(stream, conn, display, within)
     except BaseException:
         stream.close()
         raise

@@ -72,7 +72,7 @@ def identify_proc(
     conn = protocol.Connection(protocol.Role.CLIENT, token)
     conn.start()
     try:
-        handshaking.authenticate(stream, conn, display)
+        handshaking.authenticate(stream, conn, display, timeout)
         stream.write(conn.send_message(envelopes.encode_request(1, (ops.IDENTIFY,), ())))
         while True:
             event = conn.next_event()

@@ -26,7 +26,15 @@ from typing import Any, Protocol
 
 from mesh_client._src import contract
 from mesh_client._src.runtime import channel as channel_mod
-from mesh_client._src.runtime import coalescing, exiting, futures, ops, relinking, unixlinks
+from mesh_client._src.runtime import (
+    coalescing,
+    exiting,
+    futures,
+    ops,
+    relinking,
+    streams,
+    unixlinks,
+)
 from mesh_client._src.runtime import reactor as reactor_mod
 from mesh_client._src.wire import envelopes, packing
 from mesh_client._src.wire import errors as wire_errors
@@ -89,6 +97,7 @@ class Peer:
         self.display = display
         self._token = token
         self._channel: channel_mod.Channel | None = None
+        self._unix_link = False  # connected to the proc's unix socket file (then probed there only)
         self._connect_lock = threading.Lock()
         self._pending: dict[int, Waiter] = {}
         self._watches: set[int] = set()  # the call ids in _pending of WATCH requests
@@ -131,13 +140,19 @@ class Peer:
                     on_messages=self._on_messages,
                     on_closed=self._on_closed,
                     display=self.display,
-                    opener=self._opener,
+                    opener=self._open,
                 )
             channel = self._channel
             assert channel is not None
         if fresh and self.identity is None:
             self._learn_identity()
         return channel
+
+    def _open(self, address: Address, timeout: float) -> streams.SocketStream:
+        """The opener's stream, noting whether it reached the proc's unix socket file."""
+        stream = self._opener(address, timeout)
+        self._unix_link = unixlinks.via_socket_file(stream, address)
+        return stream
 
     def connect(self) -> None:
         """Connect now (raises on refusal or a wrong token)."""
@@ -242,8 +257,10 @@ class Peer:
         self.peer_left = channel.close_kind is channel_mod.CloseKind.PEER_LEFT
         if channel.close_kind in (channel_mod.CloseKind.PEER_LEFT, channel_mod.CloseKind.IO_ERROR):
             self.verdict = verdict = relinking.Verdict()  # before the calls fail: their errors wait for it
+            # A unix link is probed over unix only: see unixlinks.open_unix.
+            probe = unixlinks.open_unix if self._unix_link else self._opener
             try:
-                relink = threading.Thread(target=self._relink, args=(verdict,), name=f"procmesh-relink-{self.display}",
+                relink = threading.Thread(target=self._relink, args=(verdict, probe), name=f"procmesh-relink-{self.display}",
                                           daemon=True)
                 exiting.track(relink, _no_halt)  # it may open a port-forward (TLS): bounded, waited for at exit
                 relink.start()
@@ -365,9 +382,10 @@ class Peer:
 
         self.request((ops.IDENTIFY,), (), lambda raw: raw).add_done_callback(learnt)
 
-    def _relink(self, verdict: relinking.Verdict) -> None:
-        """On a thread of its own: the same proc answers? Then a successor takes over."""
-        alive, why = relinking.ask_again(self.address, self._token, self.identity, self._opener)
+    def _relink(self, verdict: relinking.Verdict, probe: channel_mod.Opener) -> None:
+        """On a thread of its own: the same proc answers (asked through ``probe``)? Then a
+        successor takes over."""
+        alive, why = relinking.ask_again(self.address, self._token, self.identity, probe)
         successor = None
         if alive:
             successor = Peer(self.address, self._token, self.display, self._opener)

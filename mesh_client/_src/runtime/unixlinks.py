@@ -85,6 +85,28 @@ def open_stream(address: tuple[str, int], timeout: float) -> streams.SocketStrea
     return channel.open_tcp(address, timeout)
 
 
+def open_unix(address: tuple[str, int], timeout: float) -> streams.SocketStream:
+    """Connect to the proc server at ``address`` over its unix socket only, never TCP: how a
+    link that was AF_UNIX is probed once it broke (:mod:`.relinking`). Its process died if
+    nobody listens at the path, and then its TCP port is free for anyone on the host to
+    bind; a probe sent there would hand its handshake to whoever did, who can relay it to a
+    live proc of the same mesh (README, "On the network"). The directory is ours alone."""
+    path = path_for(address)
+    if path is None:
+        raise ConnectionRefusedError(f"no unix socket directory for {address[0]}:{address[1]}")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(path)
+    except FileNotFoundError:
+        sock.close()
+        raise ConnectionRefusedError(f"no proc listens at {path} any more") from None
+    except BaseException:
+        sock.close()
+        raise
+    return streams.SocketStream(sock)
+
+
 def listen(address: tuple[str, int], directory: str | None = None, backlog: int = 1024) -> socket.socket | None:
     """The unix listener of the proc server at TCP ``address`` (its socket file 0600), in
     ``directory`` or this process's; None without one. A file left at the path by a proc that
@@ -129,6 +151,20 @@ def remove_stale(address: tuple[str, int], directory: str | None = None) -> None
         pass
     finally:
         probe.close()
+
+
+def via_socket_file(stream: streams.Stream, address: tuple[str, int]) -> bool:
+    """Whether ``stream`` is connected to ``address``'s unix socket in our directory (not a
+    TCP link, nor a port-forward's socketpair)."""
+    sock = stream.get_extra_info("socket")
+    if sock is None or sock.family != socket.AF_UNIX:
+        return False
+    try:
+        peer = sock.getpeername()
+    except OSError:  # shut down already: the path it was connected to is still in the kernel's
+        return False
+    path = path_for(address)
+    return path is not None and peer == path
 
 
 def family(stream: streams.Stream) -> socket.AddressFamily | None:

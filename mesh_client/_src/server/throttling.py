@@ -64,6 +64,7 @@ class RateLimitedLog:
             if not count:
                 self._open = False
                 return
+        last = last.removeprefix("procmesh: ")  # the summary line has the prefix once
         self._emit(f"procmesh: {count} more {self.what} in the last {self.period:g} s (the last: {last})")
         self._schedule(self.period, self._end_period)
 

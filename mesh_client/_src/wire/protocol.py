@@ -25,6 +25,13 @@ DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024**3
 #: The REJECT a server sends for a wrong token (a client raises :class:`~.errors.TokenRefused` on it).
 WRONG_TOKEN = b"authentication failed: wrong mesh token"
 
+def printable(text: str) -> str:
+    """``text`` with control and format characters escaped: the reason of a REJECT comes from a
+    peer that proved nothing yet, and goes into exceptions, logs and terminals (a newline or an
+    escape sequence there could forge lines or hide the rest)."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
 class Role(enum.Enum):
     CLIENT = "client"
     SERVER = "server"
@@ -152,7 +159,7 @@ class Connection:
         if kind is frames.Kind.REJECT:
             self.state = State.CLOSED
             raise (errors.TokenRefused if body == WRONG_TOKEN else errors.AuthenticationError)(
-                f"the proc server refused the connection: {body.decode('utf-8', 'replace')}"
+                f"the proc server refused the connection: {printable(body.decode('utf-8', 'replace'))}"
             )
         if kind is frames.Kind.HELLO:
             if len(body) != auth.NONCE_BYTES:

@@ -3,7 +3,7 @@ and a controller that attaches with ``attach_to_workers``.
 
 Aspects: the attached host mesh spawns procs on every worker (started by the worker itself),
 with extent hosts x per_host; actors there answer and supervision works as on any mesh; a wrong
-token is refused; TLS arguments other than trust_all_connections say what to do instead. After
+token is refused, naming the worker that refused it; TLS arguments other than trust_all_connections say what to do instead. After
 the host mesh's ``shutdown()``: ``run_worker_loop_forever`` ends the worker's process,
 ``run_worker_loop_until_shutdown`` returns to the program (its globals intact), and the future
 of ``start_worker_loop_forever`` (which returned at once) completes; once
@@ -123,6 +123,8 @@ def test_a_wrong_token_is_refused(workers):
     with pytest.raises(Exception, match="(?i)auth|token") as info:
         attach_to_workers(ca="trust_all_connections", workers=[workers[0][0]], token="not-the-token").initialized.get(timeout=60)
     assert "wrong mesh token" in str(info.value)
+    # It names the worker that refused (one of many, where a mesh has many).
+    assert workers[0][0].removeprefix("tcp://") in str(info.value), str(info.value)
 
 
 def test_tls_arguments_say_what_to_use_instead():

@@ -39,6 +39,15 @@ def test_first_event_is_written_at_once_and_the_rest_are_summarised():
     assert log.events == 1000 and log.lines_written == 2
 
 
+def test_a_summary_names_the_last_line_without_a_second_prefix():
+    log, lines, scheduler = make_log()
+    log.note("procmesh: refused connection from 127.0.0.1:1: a peer presented a wrong mesh token")
+    log.note("procmesh: refused connection from 127.0.0.1:2: a peer presented a wrong mesh token")
+    scheduler.fire()
+    assert lines[1] == ("procmesh: 1 more refused connections in the last 10 s (the last: refused connection from "
+                        "127.0.0.1:2: a peer presented a wrong mesh token)")
+
+
 def test_a_sustained_flood_writes_one_line_per_period():
     log, lines, scheduler = make_log()
     for _period in range(5):
