@@ -164,12 +164,31 @@ def credentials_problem(kubeconfig: str | None, exc: Exception) -> str:
     return f"cannot load Kubernetes credentials from {', '.join(p for p in paths if p not in absent)}: {exc}"
 
 
+#: The status of a command whose output's reader went away (``procmesh logs -f | head -1``):
+#: a program killed by SIGPIPE's, as kubectl's or cat's would be.
+OUTPUT_CLOSED = 128 + 13
+
+
+def output_closed(out: TextIO) -> int:
+    """Stop quietly once nothing reads ``out``: no error line for what the user ended, and
+    nothing left buffered for the interpreter to fail to flush at exit."""
+    try:
+        fd = out.fileno()
+    except (OSError, ValueError):  # not a file (a test's StringIO)
+        return OUTPUT_CLOSED
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+    return OUTPUT_CLOSED
+
+
 def _prog(argv0: str) -> str:
     return "kubectl procmesh" if os.path.basename(argv0).startswith("kubectl-") else "procmesh"
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    """Run one command; returns the exit status (0 ok, 1 error, 130 interrupted)."""
+    """Run one command; returns the exit status (0 ok, 1 error, 130 interrupted, 141 output
+    closed early)."""
     parser = build_parser(_prog(sys.argv[0]))
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     out = out or sys.stdout
@@ -194,7 +213,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         print(f"error: {credentials_problem(args.kubeconfig, exc)}", file=sys.stderr)
         return 1
     try:
-        return commands.COMMANDS[args.command](api, args, out)
+        status = commands.COMMANDS[args.command](api, args, out)
+        out.flush()  # here, so that a closed output is seen below and not at interpreter exit
+        return status
+    except BrokenPipeError:
+        return output_closed(out)
     except (KubernetesMeshError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
