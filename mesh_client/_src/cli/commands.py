@@ -246,8 +246,10 @@ def create(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
         raise manifests.ManifestError(f"{where}: cannot read it: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise manifests.ManifestError(f"{where}: not a text file (a manifest is YAML or JSON)") from None
+    docs = manifests.procmeshes(text, args.filename)
+    manifests.check_namespace(docs, args.namespace, args.filename)
     failed = 0
-    for doc in manifests.procmeshes(text, args.filename):
+    for doc in docs:
         namespace = (doc.get("metadata") or {}).get("namespace")
         target = api if namespace in (None, api.namespace) else api_mod.KubeApi(api.api_client, namespace)
         try:

@@ -1,7 +1,7 @@
 """``procmesh create/get/describe/wait/delete`` against the real control plane and operator.
 
 Aspects: create -f from a manifest (stdin too), a file that holds no ProcMesh said in one line naming
-it, generateName, a missing namespace named as such; wait until Ready; get as a table (READY is
+it, generateName, a missing namespace named as such, a file for another namespace than -n refused; wait until Ready; get as a table (READY is
 ready/desired, as the README shows it), -o wide/json/yaml/name, a missing mesh is an error
 naming the namespace, several names act on every mesh that exists; describe's proc -> pod -> node
 table and conditions, and only its own events (not those of a deleted mesh of the same name); delete --wait.
@@ -138,6 +138,21 @@ def test_create_by_generate_name_and_into_a_missing_namespace(cluster, crd, name
     assert elsewhere.returncode == 1
     assert elsewhere.stderr.startswith("error: <stdin>: namespace no-such-ns does not exist, so ProcMesh x "
                                        "cannot be created there"), elsewhere.stderr
+
+
+def test_create_refuses_a_file_for_another_namespace_than_n(cluster, crd, namespace, custom):
+    """As kubectl create -n: the namespace asked for on the command line wins or nothing is
+    created, never a mesh silently made in the file's namespace."""
+    from kubernetes import client
+
+    body = HEAD + "metadata: {name: elsewhere, namespace: default}\nspec: {hosts: 1, perHost: [{name: procs, size: 1}]}\n"
+    refused = procmesh(cluster.kubeconfig, "create", "-n", namespace, "-f", "-", input=body)
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr == (f"error: <stdin>: ProcMesh elsewhere is for namespace default, not {namespace} "
+                              f"(given by -n): pass -n default, or leave metadata.namespace out of the file\n")
+    with pytest.raises(client.ApiException) as gone:
+        custom.get_namespaced_custom_object(contract.GROUP, contract.VERSION, "default", contract.PLURAL, "elsewhere")
+    assert gone.value.status == 404
 
 
 def test_several_names_act_on_every_mesh_that_exists(cluster, crd, custom, namespace):
