@@ -209,9 +209,9 @@ class KubeApi:
             raise self._refused(exc, "list", contract.PLURAL) from None
         return list(listed.get("items") or [])
 
-    def events(self, kind: str, name: str, uid: str | None = None) -> list[dict[str, Any]]:
-        """Events about the object ``kind``/``name``, oldest first; [] when not allowed to read
-        them (they only add detail). ``uid``: only this incarnation's, not those of an object
+    def events(self, kind: str, name: str, uid: str | None = None) -> list[dict[str, Any]] | None:
+        """Events about the object ``kind``/``name``, oldest first; None when not allowed to read
+        them (they only add detail, but "no events" would be a claim). ``uid``: only this incarnation's, not those of an object
         of the same name deleted before (events outlive it by the API server's event TTL)."""
         selector = f"involvedObject.kind={kind},involvedObject.name={name}"
         if uid:
@@ -221,7 +221,7 @@ class KubeApi:
                                field_selector=selector).items
         except self._exc as exc:
             if exc.status == 403:
-                return []
+                return None
             raise self._refused(exc, "list", "events") from None
         events = [self._sanitize(e) for e in items]
         return sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
