@@ -144,6 +144,10 @@ def logs_(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
     if not procs:  # no status yet: the pods themselves, by their rank label
         procs = [{"rank": int(p["metadata"]["labels"].get(contract.RANK_LABEL, 0)),
                   "pod": p["metadata"]["name"], "coords": {}} for p in api.pods(args.name)]
+    if not procs:  # nothing to select from: why there is nothing, not that the selection missed
+        raise KubernetesMeshError(
+            f"ProcMesh {api.namespace}/{args.name} has no proc pods to read logs of (phase "
+            f"{tables.phase(mesh)}); 'procmesh describe {args.name} -n {api.namespace}' says why")
     coords = logs.parse_coords(args.coords) if args.coords else None
     chosen = logs.select(procs, args.rank, coords)
     if not chosen:
