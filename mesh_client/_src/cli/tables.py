@@ -275,7 +275,7 @@ def describe_text(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | N
         f"Restart policy: {spec.get('restartPolicy', 'RestartProc')} "
         f"({status.get('restarts', 0)} of at most {spec.get('maxRestarts', 3)} restarts used)",
         f"Phase:          {phase(mesh, pods)}",
-        f"Ready:          {status.get('readyProcs', 0)}/{status.get('desiredProcs', '?')}",
+        f"Ready:          {status.get('readyProcs', 0)}/{status.get('desiredProcs', spec_size(spec))}",
         f"Generation:     {meta.get('generation')} (status observed {status.get('observedGeneration', NONE)})",
     ]
     deleting = meta.get("deletionTimestamp")
