@@ -265,8 +265,9 @@ class KubeApi:
                 raise KubernetesMeshError(f"the API server refused ProcMesh {name}: {_message(exc)}") from None
             if exc.status == 409:
                 raise KubernetesMeshError(
-                    f"ProcMesh {self.namespace}/{name} already exists; attach() to it, "
-                    f"or pick another name"
+                    f"ProcMesh {self.namespace}/{name} already exists: use it (attach('{name}', "
+                    f"'{self.namespace}') in Python), delete it first ('procmesh delete {name} -n "
+                    f"{self.namespace} --wait'), or pick another name"
                 ) from None
             if exc.status == 404 and _not_found_kind(exc) == "namespaces":
                 raise KubernetesMeshError(

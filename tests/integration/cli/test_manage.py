@@ -140,9 +140,10 @@ def test_create_by_generate_name_and_into_a_missing_namespace(cluster, crd, name
                                        "cannot be created there"), elsewhere.stderr
 
 
-def test_create_refuses_a_file_for_another_namespace_than_n(cluster, crd, namespace, custom):
+def test_create_refuses_another_namespace_than_n_and_a_name_taken(cluster, crd, namespace, custom):
     """As kubectl create -n: the namespace asked for on the command line wins or nothing is
-    created, never a mesh silently made in the file's namespace."""
+    created, never a mesh silently made in the file's namespace. A name taken is said with what
+    to do, for a CLI user as for a Python one."""
     from kubernetes import client
 
     body = HEAD + "metadata: {name: elsewhere, namespace: default}\nspec: {hosts: 1, perHost: [{name: procs, size: 1}]}\n"
@@ -150,6 +151,13 @@ def test_create_refuses_a_file_for_another_namespace_than_n(cluster, crd, namesp
     assert (refused.returncode, refused.stdout) == (1, "")
     assert refused.stderr == (f"error: <stdin>: ProcMesh elsewhere is for namespace default, not {namespace} "
                               f"(given by -n): pass -n default, or leave metadata.namespace out of the file\n")
+    once = procmesh(cluster.kubeconfig, "create", "-n", namespace, "-f", "-", input=body.replace("default", namespace))
+    assert once.returncode == 0, once.stderr
+    twice = procmesh(cluster.kubeconfig, "create", "-n", namespace, "-f", "-", input=body.replace("default", namespace))
+    assert (twice.returncode, twice.stderr) == (1, (
+        f"error: <stdin>: ProcMesh {namespace}/elsewhere already exists: use it (attach('elsewhere', "
+        f"'{namespace}') in Python), delete it first ('procmesh delete elsewhere -n {namespace} --wait'), "
+        f"or pick another name\n"))
     with pytest.raises(client.ApiException) as gone:
         custom.get_namespaced_custom_object(contract.GROUP, contract.VERSION, "default", contract.PLURAL, "elsewhere")
     assert gone.value.status == 404
