@@ -18,7 +18,7 @@ from mesh_client._src import contract
 from tests.cluster import testing
 from tests.integration.cli.support import procmesh, start
 from tests.integration.kubernetes.relay import Relay, through
-from tests.integration.operator.support import create_mesh
+from tests.integration.operator.support import create_mesh, wait_condition
 
 pytestmark = pytest.mark.cluster
 
@@ -276,3 +276,17 @@ def test_wait_for_delete_rides_out_an_api_server_that_stops_answering(cluster, c
         if waiting.poll() is None:
             waiting.kill()
         relay.close()
+
+
+def test_wait_names_the_reconcile_error_that_holds_a_mesh_back(cluster, core, custom, namespace, operator):
+    """A pod under a rank's name that is not the mesh's (``kubectl run fx-0``): the operator
+    says so in Degraded and retries; ``wait`` gives that, not the 'Scheduling' it leaves behind."""
+    core.create_namespaced_pod(namespace, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "fx-0"},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"]}]}})
+    create_mesh(custom, namespace, "fx", perHost=[{"name": "procs", "size": 2}])
+    wait_condition(custom, namespace, "fx", "Degraded", "True", "ReconcileError")
+    waited = procmesh(cluster.kubeconfig, "wait", "fx", "-n", namespace, "--timeout", "2s")
+    assert waited.returncode == 1
+    assert waited.stderr.startswith(f"error: ProcMesh {namespace}/fx was not Ready after 2 s: ReconcileError: "
+                                    f"pod fx-0 exists and is not owned by this ProcMesh"), waited.stderr
