@@ -276,7 +276,8 @@ def delete(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
             raise MeshAccessDenied(
                 f"{exc}. Deleting it takes 'delete' on procmeshes in namespace {api.namespace} as "
                 f"well, which that Role does not grant (the Helm chart's client role does: "
-                f"rbac.clientRole.create=true, bound to this service account)") from None
+                f"rbac.clientRole.create=true, bound by rbac.clientRole.bindings to this client's user, group or "
+                f"service account)") from None
         api.delete_mesh(name)
         out.write(f'{KIND_PREFIX} "{name}" deleted\n')
         deleted.append(name)

@@ -146,7 +146,8 @@ class KubeApi:
             return MeshAccessDenied(
                 f"the API server refused to {verb} {what}: this client needs the '{verb}' permission on "
                 f"{resource} in namespace {self.namespace} (the Helm chart's client role grants it: "
-                f"rbac.clientRole.create=true, bound to this service account)"
+                f"rbac.clientRole.create=true, bound by rbac.clientRole.bindings to this client's user, group or "
+                f"service account)"
             )
         if exc.status == 404 and resource == contract.PLURAL and (not name or not _names_object(exc, name)):
             return KubernetesMeshError(
