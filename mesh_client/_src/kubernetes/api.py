@@ -251,6 +251,11 @@ class KubeApi:
                     "a restarted proc is a new pod of the same name, and its earlier run's log went with the "
                     "old pod. Without -p, the current run's log is shown (with -f, followed across restarts)"
                 ) from None
+            if exc.status == 404 and _not_found_kind(exc) == "pods":
+                raise KubernetesMeshError(
+                    f"pod {self.namespace}/{pod} does not exist, so its proc has no log now (its pod is not "
+                    f"created yet, or was deleted): 'procmesh describe' shows the mesh's procs and why"
+                ) from None
             raise self._refused(exc, "get", "pods/log", pod) from None
 
     def create_mesh(self, body: dict[str, Any]) -> dict[str, Any]:
