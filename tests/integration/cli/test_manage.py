@@ -178,6 +178,14 @@ def test_several_names_act_on_every_mesh_that_exists(cluster, crd, custom, names
 
     described = procmesh(kc, "describe", "d2", "nosuch", "d1", "-n", namespace)
     assert described.returncode == 1 and described.stderr.startswith(missing), described.stderr
+    # What -o name prints is a name again, as with kubectl: procmesh wait $(procmesh get -o name)
+    listed = procmesh(kc, "get", "-n", namespace, "-o", "name").stdout.split()
+    waited = procmesh(kc, "wait", "-n", namespace, "--for", "delete", "--timeout", "1s", *listed)
+    assert [line.split(" s: ")[0] + " s" for line in waited.stderr.splitlines()] == [
+        f"error: ProcMesh {namespace}/d1 still exists after 1 s", f"error: ProcMesh {namespace}/d2 still exists after 1 s"]
+    typed = procmesh(kc, "get", "-n", namespace, "pod/d1")
+    assert typed.returncode == 2 and "'pod/d1' is not a ProcMesh: give its name, or procmesh.procmesh.io/NAME" \
+        in typed.stderr
     assert [line.split()[1] for line in described.stdout.splitlines() if line.startswith("Name:")] == ["d2", "d1"]
 
     deleted = procmesh(kc, "delete", "d1", "nosuch", "d2", "-n", namespace, "--wait")
