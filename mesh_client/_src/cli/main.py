@@ -67,17 +67,24 @@ def mesh_name(text: str) -> str:
     """A MESH argument: ``NAME``, or ``TYPE/NAME`` as ``get -o name`` prints it (so that
     ``procmesh delete $(procmesh get -o name)`` works, as with kubectl)."""
     kind, sep, name = text.rpartition("/")
-    if not sep:
-        return text
-    if kind.lower() not in MESH_TYPES or not name:
+    if sep and kind.lower() not in MESH_TYPES:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a ProcMesh: give its name, or {contract.KIND.lower()}.{contract.GROUP}/NAME")
+    if name in ("", ".", ".."):  # an empty name addressed the collection: delete '' deleted every mesh
+        raise argparse.ArgumentTypeError(f"{text!r} is not a ProcMesh name")
     return name
+
+
+def namespace_name(text: str) -> str:
+    """``-n``: a namespace name (one with a '/' was read as a URL path: 'no ProcMesh resource type')."""
+    if text in (".", "..") or "/" in text:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a namespace name")
+    return text
 
 
 def _connection_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
     default = argparse.SUPPRESS if suppress else None
-    parser.add_argument("-n", "--namespace", default=default,
+    parser.add_argument("-n", "--namespace", default=default, type=namespace_name,
                         help="namespace (default: the kubeconfig context's, or the pod's)")
     parser.add_argument("--context", default=default, help="kubeconfig context to use")
     parser.add_argument("--kubeconfig", default=default,

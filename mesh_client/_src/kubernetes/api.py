@@ -179,6 +179,7 @@ class KubeApi:
         )
 
     def get_mesh(self, name: str, timeout: float | None = None) -> dict[str, Any]:
+        one_object(name)
         try:
             body: dict[str, Any] = self._send("get", contract.PLURAL, name, self.custom.get_namespaced_custom_object,
                                               contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name,
@@ -288,6 +289,7 @@ class KubeApi:
     def renew_lease(self, name: str, when: str, timeout: float | None = None) -> None:
         """Write the lease renewal annotation of mesh ``name`` (see :mod:`.lifetimes`)."""
         body = {"metadata": {"annotations": {contract.LEASE_RENEW_ANNOTATION: when}}}
+        one_object(name)
         try:
             self._send("patch", contract.PLURAL, name, self.custom.patch_namespaced_custom_object,
                        contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name, body,
@@ -297,6 +299,7 @@ class KubeApi:
 
     def delete_mesh(self, name: str, timeout: float | None = None) -> None:
         """Delete mesh ``name`` (gone already is fine), its connect and read within ``timeout``."""
+        one_object(name)
         try:
             self._send("delete", contract.PLURAL, name, self.custom.delete_namespaced_custom_object,
                        contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name,
@@ -443,6 +446,13 @@ def _names_object(exc: Any, name: str) -> bool:
     except Exception:
         return False
     return bool(details.get("name") == name)
+
+
+def one_object(name: str) -> None:
+    """Refuse a name that is no object's: the request path ``.../procmeshes/<name>`` of an empty
+    name is the collection's, and a DELETE there deletes every mesh of the namespace."""
+    if name in ("", ".", "..") or "/" in name:
+        raise ValueError(f"{name!r} is not the name of a ProcMesh (a name is not empty, and has no '/')")
 
 
 def _message(exc: Any) -> str:

@@ -298,3 +298,19 @@ def test_wait_names_the_reconcile_error_that_holds_a_mesh_back(cluster, core, cu
     assert waited.returncode == 1
     assert waited.stderr.startswith(f"error: ProcMesh {namespace}/fx was not Ready after 2 s: ReconcileError: "
                                     f"pod fx-0 exists and is not owned by this ProcMesh"), waited.stderr
+
+
+def test_an_empty_name_deletes_nothing(cluster, crd, kube, custom, namespace):
+    """``procmesh delete "$MESH"`` with MESH unset: the path of an empty name is the collection's,
+    and its DELETE deleted every mesh of the namespace (said as 'procmesh.procmesh.io "" deleted')."""
+    from mesh_client._src.kubernetes import api as api_mod
+
+    for name in ("keep1", "keep2"):
+        create_mesh(custom, namespace, name, hosts=1, perHost=[{"name": "procs", "size": 1}], suspend=True)
+    deleted = procmesh(cluster.kubeconfig, "delete", "-n", namespace, "")
+    assert (deleted.returncode, deleted.stdout) == (2, "")
+    assert "error: argument MESH: '' is not a ProcMesh name" in deleted.stderr
+    with pytest.raises(ValueError):
+        api_mod.KubeApi(kube, namespace).delete_mesh("")
+    left = custom.list_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, contract.PLURAL)
+    assert sorted(m["metadata"]["name"] for m in left["items"]) == ["keep1", "keep2"]

@@ -28,7 +28,10 @@ def test_a_mesh_is_named_as_kubectl_names_it():
     assert parser.parse_args(["delete", "procmesh.procmesh.io/a", "pm/b", "procmeshes/c", "d"]).names == \
         ["a", "b", "c", "d"]
     assert parser.parse_args(["logs", "ProcMesh/a"]).name == "a"
-    for bad in ("pod/a", "a/b/c", "pm/"):
+    for bad in ("pod/a", "a/b/c", "pm/", "", ".", "..", "pm/.."):
         with pytest.raises(SystemExit) as info:
             parser.parse_args(["get", bad])
         assert info.value.code == 2
+
+    with pytest.raises(SystemExit):
+        parser.parse_args(["get", "-n", "a/b"])
