@@ -262,6 +262,10 @@ STUCK_WAITING_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImage
 #: requests the template does not set, another admission check): a change to the mesh, or to
 #: the namespace's policies, is needed. The operator keeps retrying, with backoff.
 POD_REFUSED = "PodRefused"
+#: Degraded=True: an API request of a reconcile failed (or a child under a derived name is not
+#: the mesh's own); retried with backoff. Not fatal, but while it lasts it is why the mesh is not
+#: Ready, so a client's wait says it rather than the Scheduled or Ready condition it holds back.
+RECONCILE_ERROR = "ReconcileError"
 FATAL_REASONS = frozenset({INVALID_COLOCATION, DEVICE_NOT_FOUND, BUDGET_EXCEEDED, NO_NODE_FITS,
                            RESTART_LIMIT_REACHED, PROC_FAILED, CLAIM_UNALLOCATABLE,
                            CLAIM_DELETED, DRA_NOT_SERVED, TOKEN_SECRET_MISSING, POD_REFUSED}) | STUCK_WAITING_REASONS

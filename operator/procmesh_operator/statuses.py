@@ -40,7 +40,7 @@ RESTARTING = "Restarting"  # Progressing=True after a restart by policy
 #: Progressing=True: pods of an earlier mesh of this name (another uid) still hold rank names.
 WAITING_FOR_PREVIOUS_PODS = "WaitingForPreviousPods"
 SUSPENDED = "Suspended"  # spec.suspend: pods removed, resource kept
-RECONCILE_ERROR = "ReconcileError"  # Degraded=True: an API call failed; retried with backoff
+RECONCILE_ERROR = contract.RECONCILE_ERROR  # Degraded=True: an API call failed; retried with backoff
 NO_FAILURES = "NoFailures"  # Degraded=False
 NO_GPUS = "NoGPUs"  # budget True: gpus.mode none
 DEVICE_PLUGIN_ASSIGNS = "DevicePluginAssigns"  # budget True: plugin mode, per-proc fraction

@@ -144,6 +144,10 @@ def logs_(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
     if not procs:  # no status yet: the pods themselves, by their rank label
         procs = [{"rank": int(p["metadata"]["labels"].get(contract.RANK_LABEL, 0)),
                   "pod": p["metadata"]["name"], "coords": {}} for p in api.pods(args.name)]
+    if not procs:  # nothing to select from: why there is nothing, not that the selection missed
+        raise KubernetesMeshError(
+            f"ProcMesh {api.namespace}/{args.name} has no proc pods to read logs of (phase "
+            f"{tables.phase(mesh)}); 'procmesh describe {args.name} -n {api.namespace}' says why")
     coords = logs.parse_coords(args.coords) if args.coords else None
     chosen = logs.select(procs, args.rank, coords)
     if not chosen:
@@ -246,8 +250,10 @@ def create(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
         raise manifests.ManifestError(f"{where}: cannot read it: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise manifests.ManifestError(f"{where}: not a text file (a manifest is YAML or JSON)") from None
+    docs = manifests.procmeshes(text, args.filename)
+    manifests.check_namespace(docs, args.namespace, args.filename)
     failed = 0
-    for doc in manifests.procmeshes(text, args.filename):
+    for doc in docs:
         namespace = (doc.get("metadata") or {}).get("namespace")
         target = api if namespace in (None, api.namespace) else api_mod.KubeApi(api.api_client, namespace)
         try:
@@ -270,7 +276,8 @@ def delete(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
             raise MeshAccessDenied(
                 f"{exc}. Deleting it takes 'delete' on procmeshes in namespace {api.namespace} as "
                 f"well, which that Role does not grant (the Helm chart's client role does: "
-                f"rbac.clientRole.create=true, bound to this service account)") from None
+                f"rbac.clientRole.create=true, bound by rbac.clientRole.bindings to this client's user, group or "
+                f"service account)") from None
         api.delete_mesh(name)
         out.write(f'{KIND_PREFIX} "{name}" deleted\n')
         deleted.append(name)

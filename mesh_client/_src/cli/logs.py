@@ -57,6 +57,7 @@ class Pumps:
         self.sink = logstreams.Interleaver(out)
         self.errors: list[str] = []
         self.streams = logstreams.OpenStreams()
+        self.closed: BrokenPipeError | None = None  # our output's reader left (``| head``)
 
     def stopped(self) -> bool:
         return self.streams.stopped
@@ -71,23 +72,38 @@ class Pumps:
                 self.streams.add(response)
                 try:
                     for line in logstreams.response_lines(response):
-                        self.sink.write(prefix, line)
+                        self.write(prefix, line)
                 finally:
                     self.streams.discard(response)
                     response.release_conn()
             except KubernetesMeshError as exc:
-                self.errors.append(str(exc))
+                self.failed(str(exc))
             except Exception as exc:  # a broken stream of one pod must not end the others
-                self.errors.append(f"{prefix.strip()} log stream ended: {exc}")
+                self.failed(f"{prefix.strip()} log stream ended: {exc}")
             if reopen is None or self.stopped():
                 return
             opener = reopen(self.stopped)
 
 
+    def write(self, prefix: str, line: str) -> None:
+        """One line out; when nothing reads our output any more, every stream is stopped: the
+        others' lines could go nowhere, and a followed proc would be waited on forever."""
+        try:
+            self.sink.write(prefix, line)
+        except BrokenPipeError as exc:
+            self.closed = exc
+            self.streams.stop()
+            raise
+
+    def failed(self, error: str) -> None:
+        if not self.stopped():  # a stream we ended ourselves is no error
+            self.errors.append(error)
+
+
 def follow_all(streams: Sequence[tuple[str, Callable[[], Any], Reopen | None]],
                out: TextIO = sys.stdout) -> list[str]:
     """Run every stream (and those its ``reopen`` gives) on its own thread until all end (or
-    Ctrl-C); returns their errors."""
+    Ctrl-C); returns their errors. BrokenPipeError once ``out``'s reader has gone."""
     pumps = Pumps(out)
     threads = [threading.Thread(target=pumps.pump, args=(prefix, opener, reopen), daemon=True,
                                 name=f"logs {prefix.strip()}") for prefix, opener, reopen in streams]
@@ -97,4 +113,6 @@ def follow_all(streams: Sequence[tuple[str, Callable[[], Any], Reopen | None]],
     for thread in threads:
         while thread.is_alive():
             thread.join(0.5)  # short joins keep the main thread responsive to Ctrl-C
+    if pumps.closed is not None:
+        raise pumps.closed
     return pumps.errors

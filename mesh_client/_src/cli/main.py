@@ -14,6 +14,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
+from mesh_client._src import contract
 from mesh_client._src.cli import commands
 
 DESCRIPTION = "Inspect and manage ProcMesh resources (procmesh.io/v1alpha1): meshes of proc servers."
@@ -57,9 +58,33 @@ def lines_count(text: str) -> int:
     return lines
 
 
+#: The resource types a MESH argument may name, as kubectl accepts them (``-o name`` prints the last).
+MESH_TYPES = frozenset({"pm", contract.KIND.lower(), contract.PLURAL, f"{contract.KIND.lower()}.{contract.GROUP}",
+                        f"{contract.PLURAL}.{contract.GROUP}"})
+
+
+def mesh_name(text: str) -> str:
+    """A MESH argument: ``NAME``, or ``TYPE/NAME`` as ``get -o name`` prints it (so that
+    ``procmesh delete $(procmesh get -o name)`` works, as with kubectl)."""
+    kind, sep, name = text.rpartition("/")
+    if sep and kind.lower() not in MESH_TYPES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a ProcMesh: give its name, or {contract.KIND.lower()}.{contract.GROUP}/NAME")
+    if name in ("", ".", ".."):  # an empty name addressed the collection: delete '' deleted every mesh
+        raise argparse.ArgumentTypeError(f"{text!r} is not a ProcMesh name")
+    return name
+
+
+def namespace_name(text: str) -> str:
+    """``-n``: a namespace name (one with a '/' was read as a URL path: 'no ProcMesh resource type')."""
+    if text in (".", "..") or "/" in text:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a namespace name")
+    return text
+
+
 def _connection_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
     default = argparse.SUPPRESS if suppress else None
-    parser.add_argument("-n", "--namespace", default=default,
+    parser.add_argument("-n", "--namespace", default=default, type=namespace_name,
                         help="namespace (default: the kubeconfig context's, or the pod's)")
     parser.add_argument("--context", default=default, help="kubeconfig context to use")
     parser.add_argument("--kubeconfig", default=default,
@@ -81,7 +106,7 @@ def build_parser(prog: str = "procmesh") -> argparse.ArgumentParser:
                                    "NotReconciled (no operator has reconciled the mesh's generation), or "
                                    "StatusBehindPods (its pods contradict it); Terminating while it is "
                                    "being deleted.")
-    p.add_argument("names", nargs="*", metavar="MESH")
+    p.add_argument("names", nargs="*", metavar="MESH", type=mesh_name)
     p.add_argument("-o", "--output", choices=["wide", "json", "yaml", "name"],
                    help="wide: shape, GPU budget, colocation, observed/current generation")
     p.add_argument("-A", "--all-namespaces", action="store_true", help="meshes of every namespace")
@@ -90,12 +115,12 @@ def build_parser(prog: str = "procmesh") -> argparse.ArgumentParser:
                        description="Show a ProcMesh: its spec, conditions, a proc -> pod -> node -> GPU -> "
                                    "memory cap table with each pod's live state and last failure, and its "
                                    "events.")
-    p.add_argument("names", nargs="+", metavar="MESH")
+    p.add_argument("names", nargs="+", metavar="MESH", type=mesh_name)
 
     p = sub.add_parser("logs", parents=[common], help="the procs' output, interleaved, prefixed by rank",
                        description="Print the proc servers' logs, one stream per pod (any number of procs), "
                                    "each line prefixed with its proc's rank.")
-    p.add_argument("name", metavar="MESH")
+    p.add_argument("name", metavar="MESH", type=mesh_name)
     p.add_argument("--rank", type=int, action="append", help="only this rank (repeatable)")
     p.add_argument("--coords", metavar="DIM=I,...", help="only procs at these coordinates, e.g. hosts=1")
     p.add_argument("-f", "--follow", action="store_true", help="keep streaming new output")
@@ -107,7 +132,7 @@ def build_parser(prog: str = "procmesh") -> argparse.ArgumentParser:
                        description="Ask every proc (over the authenticated proc wire, with the mesh's token: "
                                    "needs the mesh's access Role) for its PyTorch allocator's GPU memory, "
                                    "shown against the cap its memory fraction sets.")
-    p.add_argument("name", metavar="MESH")
+    p.add_argument("name", metavar="MESH", type=mesh_name)
     p.add_argument("--via-api-server", action="store_true",
                    help="reach the procs by port-forwards through the API server (outside the pod network)")
     p.add_argument("--timeout", type=positive_duration, default=5.0, help="per proc (default 5s)")
@@ -119,7 +144,7 @@ def build_parser(prog: str = "procmesh") -> argparse.ArgumentParser:
     p = sub.add_parser("delete", parents=[common], help="delete meshes (their pods go with them)",
                        description="Delete ProcMeshes; garbage collection removes their pods, Service, "
                                    "token Secret and access Role.")
-    p.add_argument("names", nargs="+", metavar="MESH")
+    p.add_argument("names", nargs="+", metavar="MESH", type=mesh_name)
     p.add_argument("--wait", action="store_true", help="until each mesh is gone")
     p.add_argument("--timeout", type=duration, default=120.0, help="for --wait, each mesh (default 2m)")
 
@@ -128,7 +153,7 @@ def build_parser(prog: str = "procmesh") -> argparse.ArgumentParser:
                                    "token Secret, so run code in its procs) to one subject, with a RoleBinding "
                                    "owned by the mesh: it is deleted with the mesh, so it never grants a later "
                                    "mesh of the same name, as a plain 'kubectl create rolebinding' would.")
-    p.add_argument("name", metavar="MESH")
+    p.add_argument("name", metavar="MESH", type=mesh_name)
     whom = p.add_mutually_exclusive_group(required=True)
     whom.add_argument("--user", help="a user name, as the API server authenticates it")
     whom.add_argument("--group", help="a group name")
@@ -138,7 +163,7 @@ def build_parser(prog: str = "procmesh") -> argparse.ArgumentParser:
                        description="Wait until each mesh is Ready for its current generation (fails at once "
                                    "on a cause no waiting fixes, such as a refused GPU budget), or until "
                                    "it is deleted.")
-    p.add_argument("names", nargs="+", metavar="MESH")
+    p.add_argument("names", nargs="+", metavar="MESH", type=mesh_name)
     p.add_argument("--for", dest="wait_for", default="condition=Ready",
                    choices=["condition=Ready", "delete"], help="condition=Ready (default) or delete")
     p.add_argument("--timeout", type=duration, default=600.0, help="each mesh (default 10m)")
@@ -164,12 +189,31 @@ def credentials_problem(kubeconfig: str | None, exc: Exception) -> str:
     return f"cannot load Kubernetes credentials from {', '.join(p for p in paths if p not in absent)}: {exc}"
 
 
+#: The status of a command whose output's reader went away (``procmesh logs -f | head -1``):
+#: a program killed by SIGPIPE's, as kubectl's or cat's would be.
+OUTPUT_CLOSED = 128 + 13
+
+
+def output_closed(out: TextIO) -> int:
+    """Stop quietly once nothing reads ``out``: no error line for what the user ended, and
+    nothing left buffered for the interpreter to fail to flush at exit."""
+    try:
+        fd = out.fileno()
+    except (OSError, ValueError):  # not a file (a test's StringIO)
+        return OUTPUT_CLOSED
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+    return OUTPUT_CLOSED
+
+
 def _prog(argv0: str) -> str:
     return "kubectl procmesh" if os.path.basename(argv0).startswith("kubectl-") else "procmesh"
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    """Run one command; returns the exit status (0 ok, 1 error, 130 interrupted)."""
+    """Run one command; returns the exit status (0 ok, 1 error, 130 interrupted, 141 output
+    closed early)."""
     parser = build_parser(_prog(sys.argv[0]))
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     out = out or sys.stdout
@@ -194,7 +238,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         print(f"error: {credentials_problem(args.kubeconfig, exc)}", file=sys.stderr)
         return 1
     try:
-        return commands.COMMANDS[args.command](api, args, out)
+        status = commands.COMMANDS[args.command](api, args, out)
+        out.flush()  # here, so that a closed output is seen below and not at interpreter exit
+        return status
+    except BrokenPipeError:
+        return output_closed(out)
     except (KubernetesMeshError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -55,6 +55,18 @@ def procmeshes(text: str, filename: str) -> list[dict[str, Any]]:
     return objects
 
 
+def check_namespace(objects: list[dict[str, Any]], namespace: str | None, filename: str) -> None:
+    """As ``kubectl create -n``: a namespace given on the command line that a document names
+    another for is refused, since the user asked for that one (``None``: not given, so each
+    document goes to its own namespace)."""
+    for obj in objects:
+        own = (obj.get("metadata") or {}).get("namespace")
+        if namespace is not None and own not in (None, namespace):
+            raise ManifestError(
+                f"{source_name(filename)}: ProcMesh {display_name(obj)} is for namespace {own}, not "
+                f"{namespace} (given by -n): pass -n {own}, or leave metadata.namespace out of the file")
+
+
 def _yaml_kind(value: Any) -> str:
     if isinstance(value, list):
         return "list"

@@ -248,8 +248,9 @@ def event_rows(events: Sequence[Mapping[str, Any]], now: datetime.datetime) -> l
 
 
 def describe_text(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None,
-                  events: Sequence[Mapping[str, Any]], now: datetime.datetime) -> str:
-    """``procmesh describe MESH``: summary, conditions, procs, events."""
+                  events: Sequence[Mapping[str, Any]] | None, now: datetime.datetime) -> str:
+    """``procmesh describe MESH``: summary, conditions, procs, events (None: this client may
+    not list them, said as such rather than as no events)."""
     meta, spec = mesh.get("metadata") or {}, mesh.get("spec") or {}
     status = mesh.get("status") or {}
     gpus = spec.get("gpus") or {}
@@ -274,7 +275,7 @@ def describe_text(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | N
         f"Restart policy: {spec.get('restartPolicy', 'RestartProc')} "
         f"({status.get('restarts', 0)} of at most {spec.get('maxRestarts', 3)} restarts used)",
         f"Phase:          {phase(mesh, pods)}",
-        f"Ready:          {status.get('readyProcs', 0)}/{status.get('desiredProcs', '?')}",
+        f"Ready:          {status.get('readyProcs', 0)}/{status.get('desiredProcs', spec_size(spec))}",
         f"Generation:     {meta.get('generation')} (status observed {status.get('observedGeneration', NONE)})",
     ]
     deleting = meta.get("deletionTimestamp")
@@ -295,8 +296,11 @@ def describe_text(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | N
         lines.append("  (pods not readable by this client: READY is the status's, STATE unknown)")
     lines.append(render(PROCS_HEADER, procs, "  ") if procs else f"  {NONE}")
     lines.append("Events:")
-    rows = event_rows(events, now)
-    lines.append(render(EVENTS_HEADER, rows, "  ") if rows else f"  {NONE}")
+    if events is None:
+        lines.append("  (events not readable by this client: 'list' on events in its namespace shows them)")
+    else:
+        rows = event_rows(events, now)
+        lines.append(render(EVENTS_HEADER, rows, "  ") if rows else f"  {NONE}")
     return "\n".join(lines)
 
 

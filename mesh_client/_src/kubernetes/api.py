@@ -146,7 +146,8 @@ class KubeApi:
             return MeshAccessDenied(
                 f"the API server refused to {verb} {what}: this client needs the '{verb}' permission on "
                 f"{resource} in namespace {self.namespace} (the Helm chart's client role grants it: "
-                f"rbac.clientRole.create=true, bound to this service account)"
+                f"rbac.clientRole.create=true, bound by rbac.clientRole.bindings to this client's user, group or "
+                f"service account)"
             )
         if exc.status == 404 and resource == contract.PLURAL and (not name or not _names_object(exc, name)):
             return KubernetesMeshError(
@@ -178,6 +179,7 @@ class KubeApi:
         )
 
     def get_mesh(self, name: str, timeout: float | None = None) -> dict[str, Any]:
+        one_object(name)
         try:
             body: dict[str, Any] = self._send("get", contract.PLURAL, name, self.custom.get_namespaced_custom_object,
                                               contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name,
@@ -209,9 +211,9 @@ class KubeApi:
             raise self._refused(exc, "list", contract.PLURAL) from None
         return list(listed.get("items") or [])
 
-    def events(self, kind: str, name: str, uid: str | None = None) -> list[dict[str, Any]]:
-        """Events about the object ``kind``/``name``, oldest first; [] when not allowed to read
-        them (they only add detail). ``uid``: only this incarnation's, not those of an object
+    def events(self, kind: str, name: str, uid: str | None = None) -> list[dict[str, Any]] | None:
+        """Events about the object ``kind``/``name``, oldest first; None when not allowed to read
+        them (they only add detail, but "no events" would be a claim). ``uid``: only this incarnation's, not those of an object
         of the same name deleted before (events outlive it by the API server's event TTL)."""
         selector = f"involvedObject.kind={kind},involvedObject.name={name}"
         if uid:
@@ -221,7 +223,7 @@ class KubeApi:
                                field_selector=selector).items
         except self._exc as exc:
             if exc.status == 403:
-                return []
+                return None
             raise self._refused(exc, "list", "events") from None
         events = [self._sanitize(e) for e in items]
         return sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
@@ -250,6 +252,11 @@ class KubeApi:
                     "a restarted proc is a new pod of the same name, and its earlier run's log went with the "
                     "old pod. Without -p, the current run's log is shown (with -f, followed across restarts)"
                 ) from None
+            if exc.status == 404 and _not_found_kind(exc) == "pods":
+                raise KubernetesMeshError(
+                    f"pod {self.namespace}/{pod} does not exist, so its proc has no log now (its pod is not "
+                    f"created yet, or was deleted): 'procmesh describe' shows the mesh's procs and why"
+                ) from None
             raise self._refused(exc, "get", "pods/log", pod) from None
 
     def create_mesh(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -265,8 +272,9 @@ class KubeApi:
                 raise KubernetesMeshError(f"the API server refused ProcMesh {name}: {_message(exc)}") from None
             if exc.status == 409:
                 raise KubernetesMeshError(
-                    f"ProcMesh {self.namespace}/{name} already exists; attach() to it, "
-                    f"or pick another name"
+                    f"ProcMesh {self.namespace}/{name} already exists: use it (attach('{name}', "
+                    f"'{self.namespace}') in Python), delete it first ('procmesh delete {name} -n "
+                    f"{self.namespace} --wait'), or pick another name"
                 ) from None
             if exc.status == 404 and _not_found_kind(exc) == "namespaces":
                 raise KubernetesMeshError(
@@ -281,6 +289,7 @@ class KubeApi:
     def renew_lease(self, name: str, when: str, timeout: float | None = None) -> None:
         """Write the lease renewal annotation of mesh ``name`` (see :mod:`.lifetimes`)."""
         body = {"metadata": {"annotations": {contract.LEASE_RENEW_ANNOTATION: when}}}
+        one_object(name)
         try:
             self._send("patch", contract.PLURAL, name, self.custom.patch_namespaced_custom_object,
                        contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name, body,
@@ -290,6 +299,7 @@ class KubeApi:
 
     def delete_mesh(self, name: str, timeout: float | None = None) -> None:
         """Delete mesh ``name`` (gone already is fine), its connect and read within ``timeout``."""
+        one_object(name)
         try:
             self._send("delete", contract.PLURAL, name, self.custom.delete_namespaced_custom_object,
                        contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name,
@@ -436,6 +446,13 @@ def _names_object(exc: Any, name: str) -> bool:
     except Exception:
         return False
     return bool(details.get("name") == name)
+
+
+def one_object(name: str) -> None:
+    """Refuse a name that is no object's: the request path ``.../procmeshes/<name>`` of an empty
+    name is the collection's, and a DELETE there deletes every mesh of the namespace."""
+    if name in ("", ".", "..") or "/" in name:
+        raise ValueError(f"{name!r} is not the name of a ProcMesh (a name is not empty, and has no '/')")
 
 
 def _message(exc: Any) -> str:

@@ -182,6 +182,12 @@ def assess(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None) ->
         if not status:
             return Assessment(False, "waiting for the operator", stale[1], stale[0])
         return Assessment(False, f"{progress} (status not current)", stale[1], stale[0])
+    degraded = condition(mesh, contract.DEGRADED)
+    if degraded.get("status") == "True" and degraded.get("reason") == contract.RECONCILE_ERROR:
+        # What holds the mesh back (a foreign pod under a rank's name, a request the API server
+        # refused), retried by the operator: not the "Scheduling" it leaves behind.
+        return Assessment(False, f"{progress}, {contract.RECONCILE_ERROR}",
+                          f"{contract.RECONCILE_ERROR}: {degraded.get('message', '')}", contract.RECONCILE_ERROR)
     scheduled = condition(mesh, contract.SCHEDULED)
     if scheduled.get("status") == "False" and scheduled.get("reason"):
         # The mesh waits as one gang: the operator's word (the gang's shortfall, the

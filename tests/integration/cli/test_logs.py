@@ -1,7 +1,8 @@
 """``procmesh logs`` against the real control plane: an 8-proc mesh (more than kubectl's five
 concurrent streams), every line prefixed with its proc's rank, selection by rank and coords,
 -f following what actors print afterwards and a proc's new pod after it restarts (said on
-stderr), and -p saying once why a restarted proc has no earlier run's log."""
+stderr), -p saying once why a restarted proc has no earlier run's log, and a mesh with no procs
+(suspended) said as such, not as a --rank/--coords that matched nothing."""
 
 from __future__ import annotations
 
@@ -106,3 +107,13 @@ def test_logs_follow_a_restarted_proc_into_its_new_pod(cluster, core, custom, na
     assert previous.stderr.startswith("error: no earlier run's log (--previous): a proc runs once in its pod "
                                       "(restartPolicy Never); a restarted proc is a new pod of the same name")
     assert previous.stderr.count("\n") == 1, previous.stderr  # one line for both procs
+
+
+def test_logs_of_a_mesh_without_procs_says_why(cluster, custom, namespace, operator):
+    create_mesh(custom, namespace, "asleep", hosts=1, perHost=[{"name": "procs", "size": 2}], suspend=True)
+    testing.wait_for(lambda: (get_mesh(custom, namespace, "asleep").get("status") or {}).get("phase") == "Suspended",
+                     "the mesh suspended")
+    result = procmesh(cluster.kubeconfig, "logs", "asleep", "-n", namespace)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (f"error: ProcMesh {namespace}/asleep has no proc pods to read logs of (phase "
+                             f"Suspended); 'procmesh describe asleep -n {namespace}' says why\n")

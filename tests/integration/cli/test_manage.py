@@ -1,7 +1,7 @@
 """``procmesh create/get/describe/wait/delete`` against the real control plane and operator.
 
 Aspects: create -f from a manifest (stdin too), a file that holds no ProcMesh said in one line naming
-it, generateName, a missing namespace named as such; wait until Ready; get as a table (READY is
+it, generateName, a missing namespace named as such, a file for another namespace than -n refused; wait until Ready; get as a table (READY is
 ready/desired, as the README shows it), -o wide/json/yaml/name, a missing mesh is an error
 naming the namespace, several names act on every mesh that exists; describe's proc -> pod -> node
 table and conditions, and only its own events (not those of a deleted mesh of the same name); delete --wait.
@@ -18,7 +18,7 @@ from mesh_client._src import contract
 from tests.cluster import testing
 from tests.integration.cli.support import procmesh, start
 from tests.integration.kubernetes.relay import Relay, through
-from tests.integration.operator.support import create_mesh
+from tests.integration.operator.support import create_mesh, wait_condition
 
 pytestmark = pytest.mark.cluster
 
@@ -140,6 +140,29 @@ def test_create_by_generate_name_and_into_a_missing_namespace(cluster, crd, name
                                        "cannot be created there"), elsewhere.stderr
 
 
+def test_create_refuses_another_namespace_than_n_and_a_name_taken(cluster, crd, namespace, custom):
+    """As kubectl create -n: the namespace asked for on the command line wins or nothing is
+    created, never a mesh silently made in the file's namespace. A name taken is said with what
+    to do, for a CLI user as for a Python one."""
+    from kubernetes import client
+
+    body = HEAD + "metadata: {name: elsewhere, namespace: default}\nspec: {hosts: 1, perHost: [{name: procs, size: 1}]}\n"
+    refused = procmesh(cluster.kubeconfig, "create", "-n", namespace, "-f", "-", input=body)
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr == (f"error: <stdin>: ProcMesh elsewhere is for namespace default, not {namespace} "
+                              f"(given by -n): pass -n default, or leave metadata.namespace out of the file\n")
+    once = procmesh(cluster.kubeconfig, "create", "-n", namespace, "-f", "-", input=body.replace("default", namespace))
+    assert once.returncode == 0, once.stderr
+    twice = procmesh(cluster.kubeconfig, "create", "-n", namespace, "-f", "-", input=body.replace("default", namespace))
+    assert (twice.returncode, twice.stderr) == (1, (
+        f"error: <stdin>: ProcMesh {namespace}/elsewhere already exists: use it (attach('elsewhere', "
+        f"'{namespace}') in Python), delete it first ('procmesh delete elsewhere -n {namespace} --wait'), "
+        f"or pick another name\n"))
+    with pytest.raises(client.ApiException) as gone:
+        custom.get_namespaced_custom_object(contract.GROUP, contract.VERSION, "default", contract.PLURAL, "elsewhere")
+    assert gone.value.status == 404
+
+
 def test_several_names_act_on_every_mesh_that_exists(cluster, crd, custom, namespace):
     """As kubectl: a missing name is said and the others are still shown or deleted; exit 1."""
     for name in ("d1", "d2"):
@@ -155,6 +178,14 @@ def test_several_names_act_on_every_mesh_that_exists(cluster, crd, custom, names
 
     described = procmesh(kc, "describe", "d2", "nosuch", "d1", "-n", namespace)
     assert described.returncode == 1 and described.stderr.startswith(missing), described.stderr
+    # What -o name prints is a name again, as with kubectl: procmesh wait $(procmesh get -o name)
+    listed = procmesh(kc, "get", "-n", namespace, "-o", "name").stdout.split()
+    waited = procmesh(kc, "wait", "-n", namespace, "--for", "delete", "--timeout", "1s", *listed)
+    assert [line.split(" s: ")[0] + " s" for line in waited.stderr.splitlines()] == [
+        f"error: ProcMesh {namespace}/d1 still exists after 1 s", f"error: ProcMesh {namespace}/d2 still exists after 1 s"]
+    typed = procmesh(kc, "get", "-n", namespace, "pod/d1")
+    assert typed.returncode == 2 and "'pod/d1' is not a ProcMesh: give its name, or procmesh.procmesh.io/NAME" \
+        in typed.stderr
     assert [line.split()[1] for line in described.stdout.splitlines() if line.startswith("Name:")] == ["d2", "d1"]
 
     deleted = procmesh(kc, "delete", "d1", "nosuch", "d2", "-n", namespace, "--wait")
@@ -253,3 +284,33 @@ def test_wait_for_delete_rides_out_an_api_server_that_stops_answering(cluster, c
         if waiting.poll() is None:
             waiting.kill()
         relay.close()
+
+
+def test_wait_names_the_reconcile_error_that_holds_a_mesh_back(cluster, core, custom, namespace, operator):
+    """A pod under a rank's name that is not the mesh's (``kubectl run fx-0``): the operator
+    says so in Degraded and retries; ``wait`` gives that, not the 'Scheduling' it leaves behind."""
+    core.create_namespaced_pod(namespace, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "fx-0"},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"]}]}})
+    create_mesh(custom, namespace, "fx", perHost=[{"name": "procs", "size": 2}])
+    wait_condition(custom, namespace, "fx", "Degraded", "True", "ReconcileError")
+    waited = procmesh(cluster.kubeconfig, "wait", "fx", "-n", namespace, "--timeout", "2s")
+    assert waited.returncode == 1
+    assert waited.stderr.startswith(f"error: ProcMesh {namespace}/fx was not Ready after 2 s: ReconcileError: "
+                                    f"pod fx-0 exists and is not owned by this ProcMesh"), waited.stderr
+
+
+def test_an_empty_name_deletes_nothing(cluster, crd, kube, custom, namespace):
+    """``procmesh delete "$MESH"`` with MESH unset: the path of an empty name is the collection's,
+    and its DELETE deleted every mesh of the namespace (said as 'procmesh.procmesh.io "" deleted')."""
+    from mesh_client._src.kubernetes import api as api_mod
+
+    for name in ("keep1", "keep2"):
+        create_mesh(custom, namespace, name, hosts=1, perHost=[{"name": "procs", "size": 1}], suspend=True)
+    deleted = procmesh(cluster.kubeconfig, "delete", "-n", namespace, "")
+    assert (deleted.returncode, deleted.stdout) == (2, "")
+    assert "error: argument MESH: '' is not a ProcMesh name" in deleted.stderr
+    with pytest.raises(ValueError):
+        api_mod.KubeApi(kube, namespace).delete_mesh("")
+    left = custom.list_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, contract.PLURAL)
+    assert sorted(m["metadata"]["name"] for m in left["items"]) == ["keep1", "keep2"]

@@ -4,7 +4,8 @@ and the CLI and the client say so instead of repeating it.
 The session's operator is stopped and another one runs watching only a different namespace
 (the README's "is the operator watching namespace team-x?" case); the mesh's pods then go, and
 its spec changes. ``get``/``describe``/``wait`` and ``attach`` name the generation no operator
-has reconciled and the namespace to watch; none of them repeats the old "AllProcsReady".
+has reconciled and the namespace to watch; none of them repeats the old "AllProcsReady"; ``logs``
+says that the gone pod does not exist, in words, and shows the others.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ def test_a_mesh_no_operator_watches_is_reported_stale(cluster, kube, core, custo
         assert ("Warning:        StatusBehindPods: the status says 2 of 2 procs ready, but pod orphan-0 "
                 "is gone") in described
         assert f"watching namespace {namespace}?" in described
+        logged = procmesh(kc, "logs", "orphan", "-n", namespace)  # the status still lists orphan-0
+        assert logged.returncode == 0 and logged.stdout.startswith("[rank 1] "), logged.stderr
+        assert logged.stderr == (f"error: pod {namespace}/orphan-0 does not exist, so its proc has no log now "
+                                 f"(its pod is not created yet, or was deleted): 'procmesh describe' shows the "
+                                 f"mesh's procs and why\n")
 
         patch_mesh(custom, namespace, "orphan", {"maxRestarts": 7})  # generation 2
         row = procmesh(kc, "get", "orphan", "-n", namespace, "-o", "wide").stdout.splitlines()[1].split()

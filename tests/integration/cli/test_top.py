@@ -5,7 +5,7 @@ one without it is told which Role to bind.
 Aspects: top's rows come from the procs themselves (the actor count an attached client made),
 and a top where no proc answered fails; one whose procs refuse the token of their Secret (changed
 under them) says which Secret and what to do;
-describe works without pod rights and says so (READY from the status, STATE unknown, never
+describe works without pod or event rights and says so (READY from the status, STATE unknown, never
 Missing); every refusal names the mesh's Role.
 """
 
@@ -53,6 +53,8 @@ def test_top_and_describe_with_the_mesh_role_only(cluster, kube, custom, namespa
             described = procmesh(kc, "describe", "watched")
             assert described.returncode == 0, described.stderr
             assert "pods not readable by this client" in described.stdout
+            assert described.stdout.endswith("Events:\n  (events not readable by this client: 'list' on "
+                                              "events in its namespace shows them)\n"), described.stdout
             assert "Phase:          Ready" in described.stdout
             procs = described.stdout.split("Procs:\n")[1].split("Events:")[0].splitlines()
             # READY from the status, STATE and RESTARTS unknown: no healthy proc shown Missing

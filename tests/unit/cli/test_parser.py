@@ -19,3 +19,19 @@ def test_accepted():
     parser = main.build_parser()
     assert parser.parse_args(["logs", "m", "--tail", "0"]).tail == 0
     assert parser.parse_args(["top", "m", "--timeout", "2s"]).timeout == 2.0
+
+
+def test_a_mesh_is_named_as_kubectl_names_it():
+    """NAME, or TYPE/NAME as ``get -o name`` prints it; another type is refused up front (a name
+    with a slash read as a URL path said the CRD was not installed)."""
+    parser = main.build_parser()
+    assert parser.parse_args(["delete", "procmesh.procmesh.io/a", "pm/b", "procmeshes/c", "d"]).names == \
+        ["a", "b", "c", "d"]
+    assert parser.parse_args(["logs", "ProcMesh/a"]).name == "a"
+    for bad in ("pod/a", "a/b/c", "pm/", "", ".", "..", "pm/.."):
+        with pytest.raises(SystemExit) as info:
+            parser.parse_args(["get", bad])
+        assert info.value.code == 2
+
+    with pytest.raises(SystemExit):
+        parser.parse_args(["get", "-n", "a/b"])

@@ -120,3 +120,9 @@ def test_last_failure_of_an_evicted_pod_gives_the_kubelets_reason():
                                                         "finishedAt": ago(60)}}}]}}
     assert tables.last_failure(pod, NOW) == \
         "exit 137, Error (60s ago); pod Evicted: The node was low on resource: memory."
+
+
+def test_describe_counts_the_procs_of_a_mesh_no_operator_has_seen():
+    unseen = mesh()
+    del unseen["status"]
+    assert "\nReady:          0/2\n" in tables.describe_text(unseen, None, [], NOW)
