@@ -230,6 +230,10 @@ def grant(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
         raise ValueError("give a non-empty --user, --group or --serviceaccount to grant the mesh to")
     kind, name = found
     mesh = api.get_mesh(args.name)
+    deleting = assessing.deletion(mesh)
+    if deleting is not None:  # the binding would go with it, and give its token meanwhile
+        raise KubernetesMeshError(f"ProcMesh {api.namespace}/{args.name}: {deleting}; a grant of it would "
+                                  f"go with it: grant the mesh made after it instead")
     binding = grants.render(mesh, kind, name)
     created = api.create_grant(mesh, binding)
     out.write(f"rolebinding.rbac.authorization.k8s.io/{binding['metadata']['name']} "

@@ -299,3 +299,23 @@ def test_a_grant_ends_with_its_mesh_and_never_covers_a_later_one_of_its_name(clu
         with pytest.raises(MeshAccessDenied) as info:
             attach("reused", namespace, api_client=grantee, timeout=120, progress=False)
         assert f"procmesh grant reused -n {namespace}" in str(info.value)
+
+
+def test_a_mesh_being_deleted_is_not_granted(cluster, kube, custom, namespace, operator):
+    """The binding would go with the mesh, and meanwhile give its token (the CLI said the grant
+    lasted "until that mesh is deleted" of a mesh already being deleted)."""
+    body = support.mesh_manifest("going", perHost=[{"name": "procs", "size": 1}])
+    body["metadata"]["finalizers"] = ["tests.procmesh.io/hold"]
+    custom.create_namespaced_custom_object("procmesh.io", "v1alpha1", namespace, "procmeshes", body)
+    custom.delete_namespaced_custom_object("procmesh.io", "v1alpha1", namespace, "procmeshes", "going")
+    try:
+        result = procmesh(cluster.kubeconfig, "grant", "going", "-n", namespace, "--user", "someone")
+        assert result.returncode == 1, (result.stdout, result.stderr)
+        assert f"ProcMesh {namespace}/going: it is being deleted" in result.stderr, result.stderr
+        assert "grant the mesh made after it instead" in result.stderr, result.stderr
+        rbac = client.RbacAuthorizationV1Api(kube)
+        assert not [b for b in rbac.list_namespaced_role_binding(namespace).items
+                    if b.role_ref.name == "going-procmesh-access"]
+    finally:
+        custom.patch_namespaced_custom_object("procmesh.io", "v1alpha1", namespace, "procmeshes", "going",
+                                              {"metadata": {"finalizers": None}})
