@@ -134,7 +134,7 @@ class LocalProcs:
                if i not in dead and i < len(self._peers) and self._peers[i].lost}
         if dead:
             _live.add(self)
-            self._remove_sockets(dead)
+            self._bury_sockets(dead)
             for i, address in self._start(dead).items():
                 self.addresses[i] = address
                 self.restarts[i] += 1
@@ -248,6 +248,7 @@ class LocalProcs:
         except subprocess.TimeoutExpired:
             return (f"lost the connection to proc {self.displays[index]} (pid {proc.pid}; its exit "
                     f"status was not known yet): {reason}; {self._way_on()}")
+        self._bury_sockets([index])  # ended: its mesh's other clients must not dial its port now
         code = proc.returncode
         monarch = f"Killed(sig={-code}): " if code is not None and code < 0 else ""  # Monarch's words first
         zygote = proc.lost_with_zygote if isinstance(proc, zygote_client.ForkedProc) else None
@@ -305,7 +306,7 @@ class LocalProcs:
         for i in indices:
             if i < len(self._peers):
                 peers.forget_peer(self._peers[i])
-        self._remove_sockets(indices)
+        self._bury_sockets(indices)
         if all(p.poll() is not None for p in self.processes):
             _live.discard(self)
 
@@ -316,15 +317,15 @@ class LocalProcs:
                 proc.kill()
         for proc in started:
             proc.wait()
-        self._remove_sockets(range(len(self.addresses)))
+        self._bury_sockets(range(len(self.addresses)))
         _live.discard(self)
 
-    def _remove_sockets(self, indices: Iterable[int]) -> None:
-        """Remove the unix socket files of procs ``indices``, which have ended (a proc removes
-        its own when it stops; one that was killed cannot), unless a newer proc listens there."""
+    def _bury_sockets(self, indices: Iterable[int]) -> None:
+        """Bury the unix socket files of procs ``indices``, which have ended (a proc buries its
+        own when it stops; one that was killed cannot), unless a newer proc listens there."""
         for i in indices:
             if i < len(self.addresses) and self.processes[i].poll() is not None:
-                unixlinks.remove_stale(self.addresses[i])
+                unixlinks.bury_stale(self.addresses[i], self.token.encode())
 
 
 _live: set[LocalProcs] = set()

@@ -149,7 +149,12 @@ class Peer:
         return channel
 
     def _open(self, address: Address, timeout: float) -> streams.SocketStream:
-        """The opener's stream, noting whether it reached the proc's unix socket file."""
+        """The opener's stream, noting whether it reached the proc's unix socket file; refused
+        for a local proc of this mesh that has ended (:func:`.unixlinks.buried_for`)."""
+        if unixlinks.buried_for(address, self._token):
+            raise ConnectionRefusedError(
+                f"{self.display} has ended (its unix socket is buried); its TCP port "
+                f"{address[0]}:{address[1]} is not dialled: another process may hold it now")
         stream = self._opener(address, timeout)
         self._unix_link = unixlinks.via_socket_file(stream, address)
         return stream

@@ -18,6 +18,7 @@ on both listeners: a socket path is no credential, the token is.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import socket
 import stat
@@ -68,7 +69,8 @@ def path_for(address: tuple[str, int], directory: str | None = None) -> str | No
 
 def open_stream(address: tuple[str, int], timeout: float) -> streams.SocketStream:
     """Connect to the proc server at ``address``: over its unix socket when this host has one
-    for it, else over TCP (the path is absent, or a stale file of a proc that crashed)."""
+    for it, else over TCP (the path is absent, or a stale file of a proc that crashed). A
+    client of a mesh whose proc there has ended asks :func:`buried_for` first (peers.py)."""
     path = path_for(address)
     if path is not None and os.path.exists(path):
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -127,26 +129,69 @@ def listen(address: tuple[str, int], directory: str | None = None, backlog: int 
 
 
 def remove(address: tuple[str, int], directory: str | None = None) -> None:
-    """Remove the socket file of the proc server at ``address``, if there is one."""
+    """Remove the file at ``address``'s path, if there is one (a new listener's bind)."""
     path = path_for(address, directory)
     if path is not None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
 
 
-def remove_stale(address: tuple[str, int], directory: str | None = None) -> None:
-    """Remove the socket file at ``address``'s path if nobody listens there: the file of a proc
-    that was killed, and not that of a newer proc which took its port, and the path with it."""
+def _fingerprint(token: bytes) -> bytes:
+    """What a tombstone holds: which mesh's proc ended there (a hash of its token, not the
+    token), so that only that mesh's clients refuse the address, and a server someone else
+    starts at the port later (another mesh, a worker) is reached as before."""
+    return b"procmesh tombstone " + hashlib.sha256(b"procmesh-tombstone\0" + token).hexdigest().encode() + b"\n"
+
+
+def bury(address: tuple[str, int], token: bytes, directory: str | None = None) -> None:
+    """Replace the socket file of the proc server at ``address``, which has ended (or is
+    ending), with a tombstone: a regular file naming its mesh (:func:`_fingerprint`). Its TCP
+    port is free for any user of the host to bind from now on, and a client of that mesh
+    dialling it would hand whoever did a handshake to relay to a live proc of the mesh
+    (README, "On the network"): :func:`buried_for` tells such a client not to. It stays until
+    a new proc listens there, or the directory goes with its controller."""
     path = path_for(address, directory)
-    if path is None or not os.path.exists(path):
+    if path is None:
+        return
+    temporary = f"{path}.{os.getpid()}.tomb"
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, _fingerprint(token))
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)  # in one step: never a moment with no file at the path
+    except OSError:  # the directory is gone (its controller ended): nobody dials from it
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+
+
+def buried_for(address: tuple[str, int], token: bytes) -> bool:
+    """Whether the proc at ``address`` was one of the mesh of ``token`` and has ended (its
+    tombstone is at the path): a client of that mesh must not dial its TCP port."""
+    path = path_for(address)
+    if path is None:
+        return False
+    try:
+        with open(path, "rb", buffering=0) as f:  # a socket file cannot be opened: False below
+            return f.read(128) == _fingerprint(token)
+    except OSError:
+        return False
+
+
+def bury_stale(address: tuple[str, int], token: bytes, directory: str | None = None) -> None:
+    """Bury (:func:`bury`) the socket file at ``address``'s path if nobody listens there: the
+    file of a proc that was killed, and not that of a newer proc which took its port, and the
+    path with it."""
+    path = path_for(address, directory)
+    if path is None or not os.path.exists(path) or not stat.S_ISSOCK(os.lstat(path).st_mode):
         return
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.setblocking(False)
     try:
         probe.connect(path)  # a connect and close: a live server takes it for a probe, unlogged
     except ConnectionRefusedError:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+        bury(address, token, directory)
     except OSError:  # a full backlog (a live server), or gone since
         pass
     finally:

@@ -110,7 +110,7 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None,
     except KeyboardInterrupt:
         why.append("it received SIGINT")
     if unix is not None:  # no new local connections from here; the ones open finish below
-        unixlinks.remove((host, port))
+        unixlinks.bury((host, port), cfg.token)  # nor over TCP from its mesh: its port is free soon
     reason = why[0] if why else "it was asked to stop"
     if not finalize:  # the program goes on: its ports are free from here
         server.stop_listening()

@@ -117,6 +117,37 @@ def test_a_dead_local_procs_tcp_port_is_not_probed(faults):
     assert faults.wait("lam")[0].crashed_ranks == [0]
 
 
+def _call_other(ref):
+    """In a proc: call ``ref``, saying how it ended."""
+    try:
+        return ["answered", ref.run.call_one(lambda: 1).get(timeout=30)]
+    except Exception as exc:  # noqa: BLE001 - the outcome is the answer
+        return ["failed", str(exc)]
+
+
+def test_a_siblings_first_call_to_a_dead_local_proc_does_not_dial_its_port(faults):
+    """Not only the relink probe: any first connection to a dead local proc (a sibling proc's,
+    or a pickled mesh's) found its socket file refusing and dialled the TCP port instead."""
+    with this_host().spawn_procs(per_host={"procs": 2}, name="sibling") as mesh:
+        lam = mesh.spawn("lam", Lambda)
+        dead, sibling = lam.slice(procs=0), lam.slice(procs=1)
+        port = mesh._group.addresses[0][1]
+        pid = dead.run.call_one(lambda: _close_tcp_listener(port)).get(timeout=60)
+        squatter = socket.create_server(("127.0.0.1", port))
+        try:
+            os.kill(pid, signal.SIGKILL)
+            with pytest.raises(SupervisionError):
+                dead.run.call_one(lambda: 1).get(timeout=60)
+            outcome = sibling.run.call_one(lambda: _call_other(dead)).get(timeout=120)
+            assert outcome[0] == "failed" and "is not dialled" in outcome[1], outcome
+            squatter.setblocking(False)
+            with pytest.raises(BlockingIOError):  # nobody dialed the port
+                squatter.accept()
+        finally:
+            squatter.close()
+    assert faults.wait("lam")[0].crashed_ranks == [0]
+
+
 def test_an_endpoints_reject_reason_cannot_forge_lines_or_escapes():
     listener = socket.create_server(("127.0.0.1", 0))
     reason = "no\n\x1b[2K\rprocmesh: all procs healthy \u202e"

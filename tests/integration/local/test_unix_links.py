@@ -2,11 +2,12 @@
 
 Aspects: a local mesh's calls, a proc's calls to another local proc, and a proc's calls to procs
 it started itself (in the same directory) go over AF_UNIX; a
-client falls back to TCP when the socket file is missing or stale; a wrong token over the unix
+client falls back to TCP when the socket file is missing or stale (but a client of the mesh
+never to an ended proc's buried address); a wrong token over the unix
 socket is refused and garbage there is refused as on TCP; the unix listener shares the TCP
 listener's budget of unauthenticated connections; the directory is 0700 and the sockets 0600;
-a proc killed while calls are pending over AF_UNIX fails them at once; the socket files go when
-the mesh stops (a killed proc's too) and the directory when the controller exits; a directory
+a proc killed while calls are pending over AF_UNIX fails them at once; the socket files become
+tombstones when the mesh stops (a killed proc's too) and the directory when the controller exits; a directory
 left by a killed controller is removed by the next one; the controller's own proc server (where
 procs send port values) listens on unix too.
 """
@@ -68,7 +69,8 @@ def test_procs_started_by_a_proc_share_the_directory_and_are_reached_over_unix(p
     reporter = procs.spawn("unix_nester", LinkReporter).slice(hosts=1, gpus=0)
     seen = reporter.nested_links.call_one().get(timeout=120)
     assert seen["families"] == ["AF_UNIX"] and seen["directory"] == unixlinks.directory()
-    assert os.path.dirname(seen["path"]) == unixlinks.directory() and not os.path.exists(seen["path"])  # stopped
+    assert os.path.dirname(seen["path"]) == unixlinks.directory()
+    assert stat.S_ISREG(os.lstat(seen["path"]).st_mode)  # stopped: buried
     assert seen["inner_pid"] != os.getpid()
 
 
@@ -160,15 +162,20 @@ def test_a_killed_proc_fails_pending_unix_calls_at_once(faults):
         faults.wait("unix_sleeper")
 
 
-def test_socket_files_go_when_the_mesh_stops_even_of_a_killed_proc(faults):
+def test_socket_files_are_buried_when_the_mesh_stops_even_of_a_killed_proc(faults):
+    """Each becomes a tombstone (a regular file naming the mesh): its clients never dial the
+    address over TCP again, until the directory goes with its controller."""
     with this_host().spawn_procs(per_host={"procs": 2}, name="unix_stop") as mesh:
         recorders = mesh.spawn("unix_stopped", Recorder)
         paths = [unixlinks.path_for(a) for a in mesh._group.addresses]
-        assert all(os.path.exists(p) for p in paths)
+        assert all(stat.S_ISSOCK(os.lstat(p).st_mode) for p in paths)
         os.kill(recorders.slice(procs=1).where.call_one().get()["pid"], signal.SIGKILL)
         faults.wait("unix_stopped")
-        assert os.path.exists(paths[1])  # a killed proc cannot remove its own
-    assert not any(os.path.exists(p) for p in paths)
+        # A killed proc cannot bury its own: the controller does, once it has seen it end.
+        assert unixlinks.buried_for(mesh._group.addresses[1], mesh._group.token)
+        assert stat.S_ISSOCK(os.lstat(paths[0]).st_mode)  # the live one is reached as before
+    assert all(stat.S_ISREG(os.lstat(p).st_mode) for p in paths)
+    assert all(unixlinks.buried_for(a, mesh._group.token) for a in mesh._group.addresses)
 
 
 CONTROLLER = textwrap.dedent("""

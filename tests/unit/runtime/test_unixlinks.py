@@ -93,6 +93,25 @@ def test_the_opener_takes_tcp_when_the_file_is_missing_or_stale(private, tcp_ser
     refused.close()
 
 
+def test_a_tombstone_names_its_mesh_only(private, tcp_server):
+    """A killed proc's socket, buried: its mesh's clients must not dial the port (a squatter
+    there would relay their handshake to a live proc of the mesh); another mesh's, or a worker
+    someone starts at the port later, may."""
+    address = tcp_server.getsockname()
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(unixlinks.path_for(address))  # what a killed proc leaves
+    stale.close()
+    assert not unixlinks.buried_for(address, b"mesh-token")
+    unixlinks.bury_stale(address, b"mesh-token")  # the launcher, once it saw the proc end
+    assert stat.S_ISREG(os.lstat(unixlinks.path_for(address)).st_mode)
+    assert unixlinks.buried_for(address, b"mesh-token")
+    assert not unixlinks.buried_for(address, b"another-token")
+    assert b"mesh-token" not in open(unixlinks.path_for(address), "rb").read()  # a hash, not the token
+    other = unixlinks.open_stream(address, 5)  # another mesh's client: TCP, as before
+    assert unixlinks.family(other) == socket.AF_INET
+    other.close()
+
+
 def test_without_a_directory_every_link_is_tcp(tcp_server, monkeypatch):
     monkeypatch.setattr(unixlinks, "_directory", None)
     assert unixlinks.path_for(tcp_server.getsockname()) is None
@@ -117,15 +136,15 @@ def test_the_sweep_removes_only_directories_of_gone_controllers(tmp_path):
     assert not dead.exists() and alive.exists() and other_namespace.exists() and not_ours.exists()
 
 
-def test_removing_a_killed_procs_file_spares_a_newer_one_at_the_same_path(private, tcp_server):
+def test_burying_a_killed_procs_file_spares_a_newer_one_at_the_same_path(private, tcp_server):
     address = tcp_server.getsockname()
     unixlinks.listen(address).close()  # the proc was killed: its file stays, nobody listens
-    unixlinks.remove_stale(address)  # the launcher cleaning up after it
-    assert not os.path.exists(unixlinks.path_for(address))
+    unixlinks.bury_stale(address, b"t")  # the launcher cleaning up after it
+    assert not stat.S_ISSOCK(os.lstat(unixlinks.path_for(address)).st_mode)
     newer = unixlinks.listen(address)  # a new proc took the port, and the path with it
     try:
-        unixlinks.remove_stale(address)
-        assert os.path.exists(unixlinks.path_for(address))
+        unixlinks.bury_stale(address, b"t")
+        assert stat.S_ISSOCK(os.lstat(unixlinks.path_for(address)).st_mode)
         stream = unixlinks.open_stream(address, 5)
         assert unixlinks.family(stream) == socket.AF_UNIX
         stream.close()
