@@ -588,8 +588,7 @@ def connect(
     display = display or f"{address[0]}:{address[1]}"
     stream = opener(address, timeout)
     sock = stream.get_extra_info("socket")
-    # Bounds the whole handshake; a stream may ask for longer (a port-forward's relay).
-    within = max(timeout, float(getattr(stream, "handshake_timeout", timeout)))
+    within = handshaking.bound(stream, timeout)  # the whole handshake's
     sock.settimeout(within)
     conn = protocol.Connection(protocol.Role.CLIENT, token)
     conn.start()

@@ -20,6 +20,12 @@ from mesh_client._src.wire import errors, protocol
 READ_BYTES = 4096  # handshake frames are under 100 bytes
 
 
+def bound(stream: streams.Stream, timeout: float) -> float:
+    """The seconds a handshake over ``stream`` may take: ``timeout``, or more where the stream
+    asks for it (a port-forward's relay: the API server and kubelet open it first)."""
+    return max(timeout, float(getattr(stream, "handshake_timeout", timeout)))
+
+
 def authenticate(stream: streams.Stream, conn: protocol.Connection, display: str, within: float | None = None) -> None:
     """Drive ``conn`` (a started client connection) until it is AUTHENTICATED.
 

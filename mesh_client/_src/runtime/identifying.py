@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Callable
 from typing import TypedDict
 
@@ -71,12 +72,20 @@ def identify_proc(
         stream = streams.SocketStream(socket.create_connection(address, timeout=timeout))
     conn = protocol.Connection(protocol.Role.CLIENT, token)
     conn.start()
+    within = handshaking.bound(stream, timeout)
+    deadline = time.monotonic() + within
+    sock = stream.get_extra_info("socket")
     try:
-        handshaking.authenticate(stream, conn, display, timeout)
+        handshaking.authenticate(stream, conn, display, within)
         stream.write(conn.send_message(envelopes.encode_request(1, (ops.IDENTIFY,), ())))
         while True:
             event = conn.next_event()
             if event is protocol.NEED_DATA:
+                left = deadline - time.monotonic()  # the reply too, within the same bound
+                if left <= 0:
+                    raise TimeoutError(f"{display} did not answer IDENTIFY within {within:g} s")
+                if sock is not None:
+                    sock.settimeout(left)
                 conn.receive_data(stream.read(65536))
             elif isinstance(event, protocol.Message):
                 # The reply envelope is a fixed struct and the identity is JSON: nothing is unpickled.

@@ -67,3 +67,30 @@ def test_a_server_closing_during_the_handshake_is_an_error():
 def test_a_peer_that_is_not_a_proc_server_is_named_as_such():
     with pytest.raises(errors.ProtocolError, match="not a procmesh proc server"):
         handshaking.authenticate(MockStream([b"HTTP/1.1 400 Bad Request\r\n\r\n"]), fresh_client(), "memory")
+
+
+def test_identify_through_a_port_forward_waits_for_the_streams_own_bound():
+    """A port-forward's first bytes come once the API server and the kubelet have opened it
+    (ForwardedStream.handshake_timeout, 30 s): identify_proc with a 0.5 s timeout gave up after
+    0.5 s ('did not finish within'), as channel.connect does not; it waits for the stream's
+    bound, here to the peer's end 1 s in (a socketpair standing in for the relay)."""
+    import socket
+    import threading
+
+    from mesh_client._src.kubernetes.forwarding import ForwardedStream
+    from mesh_client._src.runtime import identifying, streams
+
+    class Forwarded(streams.SocketStream):
+        handshake_timeout = ForwardedStream.handshake_timeout
+
+    ended = threading.Event()
+
+    def opener(address, timeout):
+        near, far = socket.socketpair()
+        threading.Timer(1.0, lambda: (far.close(), ended.set())).start()  # the relay ends, having said nothing
+        return Forwarded(near)
+
+    with pytest.raises(Exception) as info:
+        identifying.identify_proc(("10.0.0.7", 26600), TOKEN, timeout=0.5, opener=opener)
+    assert not isinstance(info.value, TimeoutError), info.value
+    assert ended.wait(30)
