@@ -244,10 +244,26 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except BrokenPipeError:
         return output_closed(out)
     except (KubernetesMeshError, ValueError, OSError) as exc:
+        if _flushed_into_closed(out):  # the reader went first: what it ended, not this error
+            return output_closed(out)
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        if _flushed_into_closed(out):
+            return output_closed(out)
         return 130
+
+
+def _flushed_into_closed(out: TextIO) -> bool:
+    """Flush what a command printed before it failed (at interpreter exit the flush would fail
+    with an 'Exception ignored' traceback); whether the reader had gone."""
+    try:
+        out.flush()
+    except BrokenPipeError:
+        return True
+    except (OSError, ValueError):
+        pass
+    return False
 
 
 def entry() -> None:

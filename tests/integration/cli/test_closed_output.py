@@ -35,3 +35,4 @@ def test_a_closed_output_ends_the_command_quietly(cluster, custom, namespace, op
     wait_ready(custom, namespace, "piped")
     result = closed_output(str(cluster.kubeconfig), *command, "-n", namespace)
     assert (result.returncode, result.stderr) == (141, "")
+
