@@ -65,7 +65,7 @@ def _drive(stream: streams.Stream, conn: protocol.Connection, display: str,
         while True:
             try:
                 event = conn.next_event()
-            except (errors.VersionMismatch, errors.AuthenticationError) as exc:  # say which proc (of many)
+            except (errors.ProtocolError, errors.AuthenticationError) as exc:  # say which proc (of many)
                 raise type(exc)(f"{display}: {exc}") from None
             out = conn.data_to_send()
             if out:
