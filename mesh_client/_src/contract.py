@@ -29,6 +29,13 @@ VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "ProcMesh"
 PLURAL = "procmeshes"
+SHORT_NAME = "pm"  # the CRD's shortNames (crds/procmesh.yaml), which the CLI accepts as kubectl does
+
+
+def is_object_name(name: str) -> bool:
+    """Whether ``name`` can be one object's in a request path: an empty one is the collection's
+    (a DELETE there deletes every mesh of the namespace), '.', '..' and '/' move the path."""
+    return name not in ("", ".", "..") and "/" not in name
 
 # --- Children: names, labels, annotations ------------------------------------------------------
 

@@ -39,7 +39,7 @@ from mesh_client._src.runtime import identifying
 from mesh_client._src.wire import errors as wire_errors
 
 RESOURCE = f"{contract.PLURAL}.{contract.GROUP}"  # what kubectl prints: procmesh.procmesh.io
-KIND_PREFIX = f"procmesh.{contract.GROUP}"
+KIND_PREFIX = f"{contract.KIND.lower()}.{contract.GROUP}"
 
 
 def _now() -> datetime.datetime:

@@ -59,8 +59,8 @@ def lines_count(text: str) -> int:
 
 
 #: The resource types a MESH argument may name, as kubectl accepts them (``-o name`` prints the last).
-MESH_TYPES = frozenset({"pm", contract.KIND.lower(), contract.PLURAL, f"{contract.KIND.lower()}.{contract.GROUP}",
-                        f"{contract.PLURAL}.{contract.GROUP}"})
+MESH_TYPES = frozenset({contract.SHORT_NAME, contract.KIND.lower(), contract.PLURAL, commands.KIND_PREFIX,
+                        commands.RESOURCE})
 
 
 def mesh_name(text: str) -> str:
@@ -69,15 +69,15 @@ def mesh_name(text: str) -> str:
     kind, sep, name = text.rpartition("/")
     if sep and kind.lower() not in MESH_TYPES:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a ProcMesh: give its name, or {contract.KIND.lower()}.{contract.GROUP}/NAME")
-    if name in ("", ".", ".."):  # an empty name addressed the collection: delete '' deleted every mesh
+            f"{text!r} is not a ProcMesh: give its name, or {commands.KIND_PREFIX}/NAME")
+    if not contract.is_object_name(name):  # an empty name addressed the collection: delete '' deleted every mesh
         raise argparse.ArgumentTypeError(f"{text!r} is not a ProcMesh name")
     return name
 
 
 def namespace_name(text: str) -> str:
     """``-n``: a namespace name (one with a '/' was read as a URL path: 'no ProcMesh resource type')."""
-    if text in (".", "..") or "/" in text:
+    if text and not contract.is_object_name(text):  # '' is the context's, as with kubectl
         raise argparse.ArgumentTypeError(f"{text!r} is not a namespace name")
     return text
 

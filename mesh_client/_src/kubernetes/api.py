@@ -451,7 +451,7 @@ def _names_object(exc: Any, name: str) -> bool:
 def one_object(name: str) -> None:
     """Refuse a name that is no object's: the request path ``.../procmeshes/<name>`` of an empty
     name is the collection's, and a DELETE there deletes every mesh of the namespace."""
-    if name in ("", ".", "..") or "/" in name:
+    if not contract.is_object_name(name):
         raise ValueError(f"{name!r} is not the name of a ProcMesh (a name is not empty, and has no '/')")
 
 

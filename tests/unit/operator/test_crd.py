@@ -5,6 +5,8 @@ import pathlib
 
 import yaml
 
+from mesh_client._src import contract
+
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 CRD = yaml.safe_load((ROOT / "crds" / "procmesh.yaml").read_text())
 VERSION = CRD["spec"]["versions"][0]
@@ -23,7 +25,7 @@ def walk(schema, path):
 
 def test_short_name():
     # Group, version, kind and plural: tests/unit/contract/test_crd_agrees.py.
-    assert CRD["spec"]["names"]["shortNames"] == ["pm"]
+    assert CRD["spec"]["names"]["shortNames"] == [contract.SHORT_NAME]
 
 
 def test_every_spec_and_status_field_is_described():
