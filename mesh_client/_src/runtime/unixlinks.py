@@ -67,24 +67,29 @@ def path_for(address: tuple[str, int], directory: str | None = None) -> str | No
     return path if len(os.fsencode(path)) <= MAX_PATH_BYTES else None
 
 
+def _connect(path: str, timeout: float) -> streams.SocketStream | None:
+    """A stream to the unix socket at ``path``; None if nobody listens there (no file, or a
+    stale one)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(path)
+    except (FileNotFoundError, ConnectionRefusedError):
+        sock.close()
+        return None
+    except BaseException:
+        sock.close()
+        raise
+    return streams.SocketStream(sock)
+
+
 def open_stream(address: tuple[str, int], timeout: float) -> streams.SocketStream:
     """Connect to the proc server at ``address``: over its unix socket when this host has one
     for it, else over TCP (the path is absent, or a stale file of a proc that crashed). A
     client of a mesh whose proc there has ended asks :func:`buried_for` first (peers.py)."""
     path = path_for(address)
-    if path is not None and os.path.exists(path):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.settimeout(timeout)
-            sock.connect(path)
-        except (FileNotFoundError, ConnectionRefusedError):  # gone since, or nobody listens there
-            sock.close()
-        except BaseException:
-            sock.close()
-            raise
-        else:
-            return streams.SocketStream(sock)
-    return channel.open_tcp(address, timeout)
+    stream = _connect(path, timeout) if path is not None and os.path.exists(path) else None
+    return stream if stream is not None else channel.open_tcp(address, timeout)
 
 
 def open_unix(address: tuple[str, int], timeout: float) -> streams.SocketStream:
@@ -96,17 +101,10 @@ def open_unix(address: tuple[str, int], timeout: float) -> streams.SocketStream:
     path = path_for(address)
     if path is None:
         raise ConnectionRefusedError(f"no unix socket directory for {address[0]}:{address[1]}")
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.settimeout(timeout)
-        sock.connect(path)
-    except FileNotFoundError:
-        sock.close()
-        raise ConnectionRefusedError(f"no proc listens at {path} any more") from None
-    except BaseException:
-        sock.close()
-        raise
-    return streams.SocketStream(sock)
+    stream = _connect(path, timeout)
+    if stream is None:
+        raise ConnectionRefusedError(f"no proc listens at {path} any more")
+    return stream
 
 
 def listen(address: tuple[str, int], directory: str | None = None, backlog: int = 1024) -> socket.socket | None:

@@ -11,6 +11,7 @@ REJECT reaches the client's exception with its control characters escaped (no fo
 terminal escapes).
 """
 
+import contextlib
 import os
 import signal
 import socket
@@ -96,24 +97,32 @@ def _close_tcp_listener(port):
     raise LookupError(f"no TCP listener on port {port}")
 
 
+@contextlib.contextmanager
+def _squatted(lam, port):
+    """The proc of ``lam`` frees ``port``, someone else takes it (as another user of the host
+    could once the proc died), the proc is killed and its death seen; on leaving, nobody has
+    dialled the squatter."""
+    pid = lam.run.call_one(lambda: _close_tcp_listener(port)).get(timeout=60)
+    squatter = socket.create_server(("127.0.0.1", port))
+    try:
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(SupervisionError):
+            lam.run.call_one(lambda: 1).get(timeout=60)
+        yield
+        squatter.setblocking(False)
+        with pytest.raises(BlockingIOError):  # nobody dialed the port
+            squatter.accept()
+    finally:
+        squatter.close()
+
+
 def test_a_dead_local_procs_tcp_port_is_not_probed(faults):
     with this_host().spawn_procs(per_host={"procs": 1}, name="squatted") as mesh:
         lam = mesh.spawn("lam", Lambda).slice(procs=0)
-        port = mesh._group.addresses[0][1]
-        pid = lam.run.call_one(lambda: _close_tcp_listener(port)).get(timeout=60)
+        lam.run.call_one(lambda: 1).get(timeout=60)
         assert mesh._group.peers[0]._unix_link  # the link the probe follows is the unix socket's
-        # Someone else takes the port, as another user of the host could once the proc died.
-        squatter = socket.create_server(("127.0.0.1", port))
-        try:
-            os.kill(pid, signal.SIGKILL)
-            with pytest.raises(SupervisionError):
-                lam.run.call_one(lambda: 1).get(timeout=60)
+        with _squatted(lam, mesh._group.addresses[0][1]):
             assert mesh._group.peers[0].relinked() is None  # the probe's verdict is in: gone
-            squatter.setblocking(False)
-            with pytest.raises(BlockingIOError):  # nobody dialed the port
-                squatter.accept()
-        finally:
-            squatter.close()
     assert faults.wait("lam")[0].crashed_ranks == [0]
 
 
@@ -131,20 +140,9 @@ def test_a_siblings_first_call_to_a_dead_local_proc_does_not_dial_its_port(fault
     with this_host().spawn_procs(per_host={"procs": 2}, name="sibling") as mesh:
         lam = mesh.spawn("lam", Lambda)
         dead, sibling = lam.slice(procs=0), lam.slice(procs=1)
-        port = mesh._group.addresses[0][1]
-        pid = dead.run.call_one(lambda: _close_tcp_listener(port)).get(timeout=60)
-        squatter = socket.create_server(("127.0.0.1", port))
-        try:
-            os.kill(pid, signal.SIGKILL)
-            with pytest.raises(SupervisionError):
-                dead.run.call_one(lambda: 1).get(timeout=60)
+        with _squatted(dead, mesh._group.addresses[0][1]):
             outcome = sibling.run.call_one(lambda: _call_other(dead)).get(timeout=120)
             assert outcome[0] == "failed" and "is not dialled" in outcome[1], outcome
-            squatter.setblocking(False)
-            with pytest.raises(BlockingIOError):  # nobody dialed the port
-                squatter.accept()
-        finally:
-            squatter.close()
     assert faults.wait("lam")[0].crashed_ranks == [0]
 
 
