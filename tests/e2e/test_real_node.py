@@ -298,14 +298,19 @@ def test_a_proc_evicted_by_the_kubelet_is_reported_with_the_kubelets_reason(
         return degraded if said and "exit code 137" in degraded["message"] else None
 
     degraded = testing.wait_for(told, "RestartLimitReached, saying the kubelet evicted proc 1", timeout=180)
-    assert degraded["message"].startswith(f"proc 1 (exit code 137, Error{why}) failed"), degraded
+    # The container's reason is the runtime's Error, or the kubelet's own ContainerStatusUnknown
+    # (exit code 137 too, and a restart count it may raise by one) when it marks the pod terminated
+    # before the runtime has reported the container's end: a race inside the kubelet. The status
+    # repeats what the kubelet says either way.
+    endings = [f"exit code 137, {reason}" for reason in ("Error", "ContainerStatusUnknown")]
+    assert any(degraded["message"].startswith(f"proc 1 ({end}{why}) failed") for end in endings), degraded
     with pytest.raises(MeshNotReady) as info:
         attach("evicted", namespace, api_client=kube, timeout=60)
     assert "cannot become Ready" in str(info.value) and why in str(info.value)
     (pod,) = [p for p in _pods(cluster, namespace, "procmesh.io/mesh=evicted")
               if p["metadata"]["name"] == "evicted-1"]
     story = assessing.explain_death(pod, "evicted-1")
-    assert story is not None and f"terminated (exit code 137, Error){why}; restarts: 0" in story, story
+    assert story is not None and any(f"terminated ({end}){why}; restarts: " in story for end in endings), story
 
 
 @pytest.mark.harness_node
