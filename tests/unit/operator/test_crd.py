@@ -62,6 +62,16 @@ def test_immutable_fields_have_transition_rules():
     assert any("oldSelf.colocateWith" in r["rule"] for r in spec["x-kubernetes-validations"])
 
 
+def test_every_refused_change_says_what_to_do():
+    """A change the transition rules refuse names the way to make it (kubectl apply prints
+    only the message); "port is immutable" alone left the user guessing."""
+    transition = [(path, r) for path, s in walk(SCHEMA, "") for r in
+                  s.get("x-kubernetes-validations") or [] if "oldSelf" in r["rule"]]
+    assert len(transition) >= 7
+    for path, rule in transition:
+        assert "delete and recreate the mesh" in " ".join(rule["message"].split()), path
+
+
 def test_memory_fraction_bounds():
     fraction = SCHEMA["properties"]["spec"]["properties"]["gpus"]["properties"]["memoryFraction"]
     assert (fraction["minimum"], fraction["exclusiveMinimum"], fraction["maximum"]) == (0, True, 1)
