@@ -25,6 +25,7 @@ import prometheus_client
 
 from procmesh_operator import (
     __version__,
+    exit_points,
     handlers,
     kubeclient,
     leading,
@@ -34,7 +35,6 @@ from procmesh_operator import (
     podwatch,
     quieting,
     reconciling,
-    token_secrets,
 )
 from procmesh_operator import settings as settings_
 
@@ -119,8 +119,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--memory-trace", type=pathlib.Path, metavar="DIR",
                    help="diagnostic, slow: trace allocations and write DIR/peak.txt at each new "
                         "peak of the RSS (what holds the memory); never in production")
-    # Tests only: exit at once after a step of the token Secret (token_secrets.EXIT_POINTS).
-    p.add_argument("--test-exit-after", choices=token_secrets.EXIT_POINTS, help=argparse.SUPPRESS)
+    # Tests only: exit at once after a step (exit_points.ALL), as a SIGKILL would.
+    p.add_argument("--test-exit-after", choices=exit_points.ALL, help=argparse.SUPPRESS)
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     args = p.parse_args(argv)
     if args.leader_election is not None and not LEASE_NAME.fullmatch(args.leader_election):

@@ -22,6 +22,10 @@ NODE_LOSS_TAINTS = (NOT_READY_TAINT, UNREACHABLE_TAINT)
 #: end, so that the taint eviction controller never evicts by them) and the seconds after which
 #: the operator itself counts the proc failed (:mod:`.losses`).
 NODE_LOSS_ANNOTATION = "procmesh.io/node-loss-toleration-seconds"
+#: On a failed proc pod about to be deleted: the ``status.restarts`` that counts its failure,
+#: put there before that count is written (:mod:`.planning`). A pod still there, so marked,
+#: when the operator starts again was counted already by a run that died before its delete.
+RESTART_COUNTED_ANNOTATION = "procmesh.io/restart-counted"
 
 #: The well-known node label (well_known_labels.go) that inter-pod affinity reads as "same node".
 HOSTNAME_LABEL = "kubernetes.io/hostname"

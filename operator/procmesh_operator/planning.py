@@ -27,6 +27,11 @@ failures (a Job's ``podFailurePolicy`` may ignore them likewise). A lost proc ke
 or the restarts used up) shows :data:`DELETED` as its ``podPhase``, so that it stays failed once
 its pod is gone; a suspend clears that, as it clears every entry.
 
+A failed pod that a plan counts is marked with the count (:data:`names.RESTART_COUNTED_ANNOTATION`)
+before the count is written and the pod deleted: an operator that dies between that write and
+the delete finds the pod, still failed, marked with a count ``status.restarts`` includes, and
+deletes it without counting it again (which had used up ``maxRestarts`` for a restart made once).
+
 Only the mesh's own pods (controlled by its uid) are its procs. A pod of a rank's name controlled
 by another uid (``foreign``: an earlier mesh of this name, deleted and created again at once, whose
 pods garbage collection has not removed yet) is never counted, restarted or deleted here; its
@@ -42,7 +47,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import claim_budgets, placing, rendering, specs
+from procmesh_operator import claim_budgets, names, placing, rendering, specs
 from procmesh_operator import losses as losses_
 from procmesh_operator import settings as settings_
 
@@ -67,6 +72,9 @@ class Plan:
     foreign: tuple[str, ...] = ()  # pods of an earlier incarnation this plan waits for
     lost_procs: tuple[int, ...] = ()  # ranks whose pod was deleted under a proc that ran
     deleted: tuple[int, ...] = ()  # ranks of ``failed`` whose pod is gone (podPhase DELETED)
+    # (pod name, uid, the restarts that count it): failed pods this plan counts, to be marked
+    # (names.RESTART_COUNTED_ANNOTATION) before the count is written.
+    marks: tuple[tuple[str, str, int], ...] = ()
 
 
 #: The ``podPhase`` of a proc whose pod was deleted under it and not replaced (a failed proc
@@ -111,6 +119,14 @@ def is_ready(pod: Mapping[str, Any]) -> bool:
         return False
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def counted_as(pod: Mapping[str, Any]) -> int | None:
+    """The ``status.restarts`` that an earlier reconcile counted this failed pod's failure as
+    (:data:`names.RESTART_COUNTED_ANNOTATION`), or None."""
+    value = ((pod.get("metadata") or {}).get("annotations") or {}).get(
+        names.RESTART_COUNTED_ANNOTATION)
+    return int(value) if isinstance(value, str) and value.isdigit() else None
 
 
 def _ident(pod: Mapping[str, Any]) -> tuple[str, str]:
@@ -163,6 +179,10 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
                     | set(gone))
     # Taken by the cluster (a drain, a preemption), not failed by their procs: restarted, not counted.
     free = {rank: why for rank in failed if rank in pods and (why := disruption(pods[rank])) is not None}
+    # Counted already: the restarts written include them, by a run that died before its deletes.
+    recounted = {rank for rank in failed if rank in pods and rank not in gone
+                 and (n := counted_as(pods[rank])) is not None and n <= restarts}
+    marks: list[tuple[str, str, int]] = []
     deletes: list[tuple[str, str]] = []
     restarted: list[str] = []
     kept_failed: list[int] = []
@@ -171,29 +191,34 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
         kept_failed = failed
     elif failed and mesh.restart_policy == specs.RESTART_PROC:
         for rank in failed:
-            if rank not in free and restarts >= mesh.max_restarts:
+            if rank not in free and rank not in recounted and restarts >= mesh.max_restarts:
                 limit = True
                 kept_failed.append(rank)
                 continue
-            if rank not in free:
+            if rank not in free and rank not in recounted:
                 restarts += 1
+                if rank not in gone:
+                    marks.append((*_ident(pods[rank]), restarts))
             if rank not in gone:  # (a lost proc's pod is gone or going already)
                 deletes.append(_ident(pods[rank]))
             restarted.append(contract.pod_name(mesh.name, rank))
     elif failed and mesh.restart_policy == specs.RESTART_MESH:
-        counts = not set(failed) <= free.keys()  # one proc failed by itself: the restart counts
+        # One proc failed by itself (and not counted yet): the restart counts.
+        counts = not set(failed) <= free.keys() | recounted
         if counts and restarts >= mesh.max_restarts:
             limit = True
             kept_failed = failed
         else:
             if counts:
                 restarts += 1
+                marks = [(*_ident(pods[r]), restarts) for r in failed
+                         if r in pods and r not in gone and r not in free and r not in recounted]
             deletes = [_ident(p) for p in pods.values() if not is_terminating(p)]
             restarted.append(mesh.name)
             # Nothing is created until every pod of this attempt is gone.
             return done(Plan(deletes=tuple(deletes), restarts=restarts,
                              restarted=tuple(restarted), lost_procs=tuple(gone),
-                             uncounted={} if counts else free))
+                             uncounted={} if counts else free, marks=tuple(marks)))
 
     deleted = tuple(r for r in kept_failed if r in gone)
     missing = [rank for rank in range(mesh.size)
@@ -216,7 +241,8 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
                      restarted=tuple(restarted), failed=tuple(kept_failed),
                      uncounted={r: why for r, why in free.items() if r not in kept_failed},
                      restart_limit_reached=limit, refusal=placement.refusal,
-                     waiting=placement.waiting, lost_procs=tuple(gone), deleted=deleted))
+                     waiting=placement.waiting, lost_procs=tuple(gone), deleted=deleted,
+                     marks=tuple(marks)))
 
 
 def lost_ranks(size: int, pods: Mapping[int, Mapping[str, Any]],

@@ -43,6 +43,7 @@ from procmesh_operator import (
     coalescing,
     create_refusals,
     eventing,
+    exit_points,
     fitting,
     ganging,
     gates,
@@ -53,6 +54,7 @@ from procmesh_operator import (
     losses,
     meshwatch,
     metrics,
+    names,
     placing,
     planning,
     podwatch,
@@ -1089,12 +1091,15 @@ class Controller:
                                  last_phases=proc_entries.last_phases(previous),
                                  colocation_chain=chain)
             if plan.deletes:
-                # Recorded before the deletes (a restart counted, its pods Terminating): an
-                # operator that dies between the two neither loses the restart nor takes its
-                # own deletes for lost procs when it starts again.
+                # Recorded before the deletes (a restart counted, its pods Terminating, the
+                # failed pods it counts marked first): an operator that dies between the two
+                # neither loses the restart, nor counts it again, nor takes its own deletes for
+                # lost procs when it starts again.
+                await self._mark_counted(mesh, plan)
                 await self._write_status(key, mesh.uid, statuses.before_deletes(
                     mesh, previous, pods, plan,
                     claimed_gpus=view.gpus_by_rank(mesh) if view is not None else None))
+                exit_points.reached(self.settings.test_exit_after, exit_points.RESTART_RECORDED)
             await self._delete_pods(mesh, plan)
             try:
                 created = await self._create_pods(mesh, plan)
@@ -1102,6 +1107,23 @@ class Controller:
                 e.plan, e.view = plan, view
                 raise
         return plan, created, view
+
+    async def _mark_counted(self, mesh: specs.MeshSpec, plan: planning.Plan) -> None:
+        """Mark each failed pod whose failure ``plan`` counts with that count
+        (:func:`planning.counted_as` reads it), on that incarnation only."""
+        async def mark(name: str, uid: str, restarts: int) -> None:
+            try:
+                result = await self.client.merge_patch(
+                    kubeclient.pods_path(mesh.namespace, name),
+                    {"metadata": {"uid": uid, "annotations": {
+                        names.RESTART_COUNTED_ANNOTATION: str(restarts)}}})
+            except kubeclient.ApiError as e:
+                if e.not_found or e.conflict:  # gone, or another incarnation: nothing to count
+                    return
+                raise
+            self.store.upsert(result)
+
+        await asyncio.gather(*(mark(*m) for m in plan.marks))
 
     async def _delete_pods(self, mesh: specs.MeshSpec, plan: planning.Plan) -> None:
         async def delete(name: str, uid: str) -> None:

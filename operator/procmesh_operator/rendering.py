@@ -246,7 +246,8 @@ def render_pod(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement,
     """The pod of the proc at ``rank``: the proc server container, env, probe, token volume."""
     template = mesh.template
     name = contract.pod_name(mesh.name, rank)
-    annotations = {str(k): str(v) for k, v in (template.get("annotations") or {}).items()}
+    annotations = {str(k): str(v) for k, v in (template.get("annotations") or {}).items()
+                   if k != names.RESTART_COUNTED_ANNOTATION}  # only a failure marks a pod
     annotations[contract.GENERATION_ANNOTATION] = str(mesh.generation)
     if placement.device is not None:
         annotations[contract.GPU_DEVICE_ANNOTATION] = placement.device

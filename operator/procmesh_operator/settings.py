@@ -59,6 +59,6 @@ class Settings:
     unseen_pod_seconds: float = 120.0
     #: Pod creates in flight at once, across all meshes (earlier meshes first).
     create_concurrency: int = 32
-    #: Tests only (``--test-exit-after``): end the process at once right after this step of
-    #: the token Secret (procmesh_operator.token_secrets.EXIT_POINTS), as a SIGKILL would.
+    #: Tests only (``--test-exit-after``): end the process at once right after this step
+    #: (procmesh_operator.exit_points.ALL), as a SIGKILL would.
     test_exit_after: str | None = None

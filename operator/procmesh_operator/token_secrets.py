@@ -27,18 +27,12 @@ chart grants others ``get`` on ``procmeshes/status``).
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import kubeclient, rendering, specs
+from procmesh_operator import exit_points, kubeclient, rendering, specs
 
-#: Test-only exit points (``--test-exit-after``): the operator process ends at once, as if
-#: SIGKILLed, right after that step, so tests can hit each crash window deterministically.
-EXIT_AFTER_CREATE = "token-secret-created"
-EXIT_AFTER_RECORD = "token-secret-recorded"
-EXIT_POINTS = (EXIT_AFTER_CREATE, EXIT_AFTER_RECORD)
 #: Generated names that collide with an existing Secret before one is fresh (the API server
 #: retries collisions itself since Kubernetes 1.32; older ones answer AlreadyExists).
 GENERATE_ATTEMPTS = 3
@@ -98,10 +92,10 @@ class TokenSecrets:
         if name is None:
             name = await self._generate(client, mesh)
             self._made[key] = (mesh.uid, name)
-            self._exit_point(EXIT_AFTER_CREATE)
+            exit_points.reached(self.exit_after, exit_points.TOKEN_SECRET_CREATED)
         recorded, written = await self._record(client, mesh, name, resource_version)
         self._made.pop(key, None)  # in status from now on
-        self._exit_point(EXIT_AFTER_RECORD)
+        exit_points.reached(self.exit_after, exit_points.TOKEN_SECRET_RECORDED)
         _refuse_unless_ours(mesh, recorded)
         mesh = dataclasses.replace(mesh, recorded_token_secret_name=recorded)
         if not fresh or recorded != name:
@@ -179,10 +173,6 @@ class TokenSecrets:
                 f"Secrets {granted}, not one token Secret the operator creates for it: delete "
                 f"that Role (the operator creates it again) or recreate the mesh")
         return granted[0]
-
-    def _exit_point(self, point: str) -> None:
-        if self.exit_after == point:
-            os._exit(137)  # tests only: as abrupt as SIGKILL (no cleanup, nothing flushed)
 
 
 def _refuse_unless_ours(mesh: specs.MeshSpec, recorded: str) -> None:

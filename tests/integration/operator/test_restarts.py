@@ -1,5 +1,6 @@
 """Killing a proc restarts it per spec.restartPolicy, counted in status.restarts; restarting the
-operator in the middle of creating a mesh leaves no duplicate and no orphan."""
+operator in the middle of creating a mesh leaves no duplicate and no orphan; an operator killed
+between counting a restart and deleting the failed pod does not count it again."""
 
 import signal
 
@@ -75,6 +76,45 @@ def test_operator_restart_mid_creation_leaves_no_duplicates(operator, namespace,
     services = [s for s in core.list_namespaced_service(namespace).items
                 if s.metadata.name.startswith("big")]
     assert len(services) == 1
+
+
+@pytest.mark.parametrize("policy", ["RestartProc", "RestartMesh"])
+def test_an_operator_killed_between_counting_a_restart_and_its_deletes_counts_it_once(
+        operator, namespace, custom, core, policy):
+    """The operator writes a restart's count (status.restarts) before deleting the failed pod,
+    so that a crash does not lose it; the next operator found that pod still failed and counted
+    it again, and at maxRestarts 1 refused the one restart allowed (RestartLimitReached). The
+    kill is the operator's test-only ``--test-exit-after restart-recorded`` (``os._exit`` right
+    after that status write), so the window is hit every time."""
+    name = "once" + policy[7:].lower()
+    with support.session_operator_stopped(operator):
+        operator.start("--test-exit-after", "restart-recorded", namespaces=[namespace])
+        support.create_mesh(custom, namespace, name, perHost=[{"name": "procs", "size": 2}],
+                            restartPolicy=policy, maxRestarts=1)
+        mesh = support.wait_ready(custom, namespace, name)
+        before = uids(core, namespace, name)
+        support.kill_proc(mesh["status"]["procs"][1]["address"],
+                          support.token(core, namespace, name))
+        proc = operator.proc
+        assert proc is not None
+        testing.wait_for(lambda: proc.poll() is not None, "the operator ended at restart-recorded")
+        assert proc.returncode == 137
+        assert support.get_mesh(custom, namespace, name)["status"]["restarts"] == 1
+        assert uids(core, namespace, name) == before  # nothing deleted yet
+
+    def settled():
+        m = support.get_mesh(custom, namespace, name)
+        if support.condition(m, "Degraded").get("reason") == "RestartLimitReached":
+            return m
+        return m if support.condition(m, "Ready").get("status") == "True" and \
+            f"{name}-1" in (after := uids(core, namespace, name)) and \
+            after[f"{name}-1"] != before[f"{name}-1"] else None
+
+    mesh = testing.wait_for(settled, "the restart made, or refused")
+    assert support.condition(mesh, "Degraded").get("reason") != "RestartLimitReached", mesh["status"]
+    assert mesh["status"]["restarts"] == 1
+    changed = {n for n, u in uids(core, namespace, name).items() if before.get(n) != u}
+    assert changed == ({f"{name}-1"} if policy == "RestartProc" else set(before))
 
 
 @pytest.mark.parametrize("policy", ["RestartMesh", "Never"])

@@ -3,12 +3,14 @@
 Aspects: creation of missing ranks; RestartProc deletes the failed incarnation and counts;
 RestartMesh deletes all and waits for them to be gone; Never keeps failures; maxRestarts;
 suspend deletes everything; terminating pods are not recreated early; refusals create nothing;
-pods of an earlier incarnation are waited for, never counted, restarted or deleted.
+pods of an earlier incarnation are waited for, never counted, restarted or deleted; a failed
+pod is marked with the count of its restart, and a marked pod (its count written, the operator
+killed before the delete) is deleted without counting again.
 """
 
 import pytest
 
-from procmesh_operator import planning
+from procmesh_operator import names, planning
 
 from .builders import SETTINGS, mesh, node, pod
 
@@ -187,3 +189,44 @@ def test_a_pod_deleted_while_suspended_is_not_a_failure():
     m = mesh(per_host=(("procs", 2),), restartPolicy="Never", suspend=True)
     p = plan(m, {0: pod(m, 0, terminating=True)}, last_phases=RAN)
     assert not p.failed and not p.lost_procs
+
+
+def _marked(m, rank, restarts, **kw):
+    body = pod(m, rank, **kw)
+    body["metadata"]["annotations"][names.RESTART_COUNTED_ANNOTATION] = str(restarts)
+    return body
+
+
+def test_a_counted_failure_is_marked_with_its_count():
+    m = mesh(per_host=(("procs", 3),), restartPolicy="RestartProc", maxRestarts=5)
+    p = plan(m, {0: pod(m, 0, phase="Failed"), 1: pod(m, 1), 2: pod(m, 2, phase="Failed")},
+             restarts=1)
+    assert p.restarts == 3 and p.marks == (("m-0", "pod-uid-m-0", 2), ("m-2", "pod-uid-m-2", 3))
+    whole = mesh(per_host=(("procs", 2),), restartPolicy="RestartMesh", maxRestarts=5)
+    q = plan(whole, {0: pod(whole, 0), 1: pod(whole, 1, phase="Failed")}, restarts=1)
+    assert q.restarts == 2 and q.marks == (("m-1", "pod-uid-m-1", 2),)
+    # A lost proc (its pod gone) is not marked: its Terminating entry records it.
+    lost = plan(m, {0: pod(m, 0), 2: pod(m, 2)}, last_phases={0: "Running", 1: "Running"})
+    assert lost.restarts == 1 and not lost.marks
+
+
+@pytest.mark.parametrize("policy", ["RestartProc", "RestartMesh"])
+def test_a_marked_failure_counted_in_status_is_restarted_without_counting_again(policy):
+    """The operator wrote the count (status.restarts 1, at maxRestarts) and was killed before
+    deleting the failed pod: the restart goes on, neither counted twice nor refused."""
+    m = mesh(per_host=(("procs", 2),), restartPolicy=policy, maxRestarts=1)
+    pods = {0: pod(m, 0), 1: _marked(m, 1, 1, phase="Failed", uid="dead")}
+    p = plan(m, pods, restarts=1, last_phases={0: "Terminating", 1: "Terminating"})
+    assert p.restarts == 1 and not p.restart_limit_reached and not p.failed and not p.marks
+    assert ("m-1", "dead") in p.deletes
+    # Marked, but the count never reached status (killed before that write): counted now.
+    q = plan(m, pods, restarts=0)
+    assert q.restarts == 1 and q.marks == (("m-1", "dead", 1),) and ("m-1", "dead") in q.deletes
+
+
+def test_a_template_cannot_mark_its_pods():
+    m = mesh(per_host=(("procs", 1),), restartPolicy="RestartProc", maxRestarts=0,
+             template={"annotations": {names.RESTART_COUNTED_ANNOTATION: "0"}})
+    assert names.RESTART_COUNTED_ANNOTATION not in pod(m, 0)["metadata"]["annotations"]
+    p = plan(m, {0: pod(m, 0, phase="Failed")})
+    assert p.restart_limit_reached and p.failed == (0,)

@@ -106,13 +106,20 @@ class FakeClient:
                     status.pop(field, None)
                 else:
                     status[field] = copy.deepcopy(value)
-        else:  # a pod's spec (the gang gate): one level of merge, None deletes
-            spec = self.objects[target].setdefault("spec", {})
-            for field, value in body["spec"].items():
-                if value is None:
-                    spec.pop(field, None)
-                else:
-                    spec[field] = copy.deepcopy(value)
+        else:  # a pod's spec (the gang gate), or its annotations (a restart's count):
+            # one level of merge, None deletes; a uid is a precondition
+            meta = self.objects[target]["metadata"]
+            uid = (body.get("metadata") or {}).get("uid")
+            if uid is not None and uid != meta.get("uid"):
+                raise kubeclient.ApiError(409, "Conflict", "Precondition failed: UID")
+            for into, given in ((self.objects[target].setdefault("spec", {}), body.get("spec")),
+                                (meta.setdefault("annotations", {}),
+                                 (body.get("metadata") or {}).get("annotations"))):
+                for field, value in (given or {}).items():
+                    if value is None:
+                        into.pop(field, None)
+                    else:
+                        into[field] = copy.deepcopy(value)
         return copy.deepcopy(self._stamp(self.objects[target]))
 
     async def delete(self, path, *, uid=None, grace_period_seconds=None):
@@ -689,7 +696,10 @@ def test_a_write_whose_response_was_lost_is_not_undone_by_the_next_reconcile():
         asyncio.run(ctl.reconcile(("ns", "m")))
     assert client.objects[MESH_PATH]["status"]["restarts"] == 1
     assert client.objects[MESH_PATH]["status"]["phase"] == "Failed"
-    assert len([c for c in client.calls if c[0] == "delete"]) == deleted  # not restarted
+    # Only rank 0, whose restart the lost write counted (its pod marked with that count), is
+    # restarted; rank 1 is not.
+    deletes = [p for verb, p in client.calls if verb == "delete"][deleted:]
+    assert deletes == [kubeclient.pods_path("ns", "m-0")], deletes
 
 
 def test_a_deleted_node_is_forgotten_at_a_resync_once_no_proc_pod_is_bound_to_it():
