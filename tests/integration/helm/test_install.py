@@ -18,8 +18,10 @@ import pytest
 import yaml
 from kubernetes import client
 
+from mesh_client.kubernetes import attach
 from tests.cluster import testing
 from tests.integration.helm import support
+from tests.integration.local.actors import Recorder
 from tests.integration.operator.support import (
     create_mesh,
     events,
@@ -209,6 +211,60 @@ def test_the_documented_upgrade_takes_new_chart_values_and_keeps_the_given_ones(
     # The values given at install (tests/integration/helm/values/process-node.yaml) are kept.
     [pod] = support.wait_operator_running(core)
     assert "--resync-seconds=5" in pod.spec.containers[0].args
+    support.install(cluster)  # back to the chart of this checkout
+
+
+def revision(cluster) -> int:
+    history = json.loads(support.helm(cluster, "history", support.RELEASE, "-n",
+                                      support.RELEASE_NAMESPACE, "-o", "json").stdout)
+    return max(int(entry["revision"]) for entry in history)
+
+
+def test_upgrade_and_rollback_leave_a_running_mesh_and_its_client_alone(cluster, release, kube,
+                                                                         core, custom, namespace):
+    """A helm upgrade that replaces the operator (new values: the proc server image, the resync
+    period), then a helm rollback to the revision before it: the running mesh keeps its pods,
+    a connected client's calls go on, restarts stay 0, and each operator after the switch
+    reconciles the mesh (a spec edit it observes) with Ready and every condition on the new
+    generation."""
+    create_mesh(custom, namespace, "steady", perHost=[{"name": "procs", "size": 2}],
+                maxRestarts=3)
+    wait_ready(custom, namespace, "steady")
+    pods = {p.metadata.name: p.metadata.uid for p in core.list_namespaced_pod(
+        namespace, label_selector="procmesh.io/mesh=steady").items}
+    before = revision(cluster)
+    mesh = attach("steady", namespace, api_client=kube, timeout=120, progress=False)
+    try:
+        actor = mesh.spawn("rec", Recorder)
+        assert list(actor.echo.call(0).get().values()) == [0, 0]
+        steps = [("upgrade", lambda: support.install(cluster, sets={
+                     "operator.procServerImage.tag": "next", "operator.resyncSeconds": 7})),
+                 ("rollback", lambda: support.helm(cluster, "rollback", support.RELEASE,
+                                                   str(before), "-n", support.RELEASE_NAMESPACE,
+                                                   "--wait", "--timeout", "180s"))]
+        for number, (step, switch) in enumerate(steps, start=1):
+            [old] = support.wait_operator_running(core)
+            switch()
+            [new] = support.wait_operator_running(core)  # helm waited for its rollout
+            assert new.metadata.name != old.metadata.name, step
+            custom.patch_namespaced_custom_object("procmesh.io", "v1alpha1", namespace,
+                                                  "procmeshes", "steady",
+                                                  {"spec": {"maxRestarts": 3 + number}})
+            after = wait_ready(custom, namespace, "steady")
+            generation = after["metadata"]["generation"]
+            conditions = after["status"]["conditions"]
+            assert after["status"]["observedGeneration"] == generation, (step, after["status"])
+            assert {c["type"]: c["observedGeneration"] for c in conditions} == \
+                {c["type"]: generation for c in conditions}, (step, conditions)
+            assert after["status"]["restarts"] == 0 and after["status"]["phase"] == "Ready", step
+            assert {p.metadata.name: p.metadata.uid for p in core.list_namespaced_pod(
+                namespace, label_selector="procmesh.io/mesh=steady").items} == pods, step
+            assert list(actor.echo.call(number).get().values()) == [number, number], step
+    finally:
+        mesh.stop().get()
+    assert '"tag":"next"' not in support.helm(cluster, "get", "values", support.RELEASE, "-n",
+                                              support.RELEASE_NAMESPACE, "-o", "json"
+                                              ).stdout.replace(" ", "")
     support.install(cluster)  # back to the chart of this checkout
 
 
