@@ -1139,7 +1139,13 @@ class Controller:
             else:
                 self.store.forget(mesh.namespace, mesh.name, name, uid)
 
-        await asyncio.gather(*(delete(n, u) for n, u in plan.deletes))
+        # The pods marked with the restart's count go last: an operator that dies in the middle
+        # finds one still there, marked, and goes on with that restart (under RestartMesh, the
+        # other pods of the attempt too); had it gone first, the unmarked pods left of a
+        # RestartMesh attempt would run on beside the fresh ranks created in its place.
+        marked = {(name, uid) for name, uid, _ in plan.marks}
+        await asyncio.gather(*(delete(n, u) for n, u in plan.deletes if (n, u) not in marked))
+        await asyncio.gather(*(delete(n, u) for n, u in plan.deletes if (n, u) in marked))
 
     async def _create_pods(self, mesh: specs.MeshSpec, plan: planning.Plan) -> list[str]:
         """Create the plan's pods through the controller's create gate (:mod:`.gates`): at most

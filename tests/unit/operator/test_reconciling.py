@@ -340,6 +340,24 @@ def test_restart_completes_when_deleted_event_beats_delete_response(policy):
     assert sorted(ctl.store.pods_by_rank(("ns", "m"), "uid-m")) == [0, 1]
 
 
+def test_restart_mesh_deletes_the_counted_failed_pod_last():
+    """An operator that dies in the middle of a RestartMesh's deletes must leave the failed pod
+    (marked with the count) rather than its healthy peers: a marked pod still there makes the
+    next run finish the restart; with it gone first, the peers left ran on beside fresh ranks."""
+    ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 3),),
+                                                   restartPolicy="RestartMesh")})
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    failed = client.objects[kubeclient.pods_path("ns", "m-1")]
+    failed["status"] = {"phase": "Failed"}
+    client._stamp(failed)
+    ctl.pod_event("MODIFIED", copy.deepcopy(failed))
+    client.calls.clear()
+    asyncio.run(ctl.reconcile(("ns", "m")))
+    order = [p.rsplit("/", 1)[1] for verb, p in client.calls if verb in ("patch", "delete")
+             and "/pods/" in p]
+    assert order[0] == "m-1" and sorted(order[1:3]) == ["m-0", "m-2"] and order[3:] == ["m-1"]
+
+
 def test_a_deleted_mesh_leaves_no_state_behind():
     ctl, client = controller({MESH_PATH: mesh_body("m", per_host=(("procs", 2),))})
 
