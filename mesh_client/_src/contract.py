@@ -120,6 +120,10 @@ def secret_name(mesh: str) -> str:
 #: (``status.tokenSecretName``): the API server chose the name, so nobody could have made a
 #: Secret of that name before it.
 TOKEN_SECRET_STATUS_FIELD = "tokenSecretName"
+#: The status field of the procs that failed in a row (rank, failed pod's uid, failures in a
+#: row, back-off, restart time): what the operator's restart back-off needs to survive its own
+#: restart or a new leader.
+CRASH_LOOPS_STATUS_FIELD = "crashLoops"
 #: The API server's generateName: a prefix of at most 58 characters (longer ones are cut)
 #: plus 5 random characters (k8s.io/apiserver pkg/storage/names).
 GENERATED_PREFIX_MAX = 58
@@ -281,7 +285,8 @@ FATAL_REASONS = frozenset({INVALID_COLOCATION, DEVICE_NOT_FOUND, BUDGET_EXCEEDED
 #: devices it needs hold other meshes' procs (room frees as they end), no ready node fits but a
 #: NotReady or cordoned one may (or its procs' node is gone and they are placed again), the
 #: ``colocateWith`` mesh does not exist yet or its procs are not scheduled yet, the namespace's
-#: ResourceQuota has no room for a proc pod yet. The operator says
+#: ResourceQuota has no room for a proc pod yet, failed procs wait out their restart back-off
+#: (:data:`CRASH_LOOP_BACK_OFF`). The operator says
 #: them with Progressing True (it keeps trying) and phase Waiting; the client keeps waiting on
 #: them and shows the message.
 WAITING_FOR_GPU_BUDGET = "WaitingForGPUBudget"
@@ -289,8 +294,13 @@ WAITING_FOR_NODE = "WaitingForNode"
 WAITING_FOR_COLOCATED = "WaitingForColocatedMesh"
 #: A proc pod's create was refused for the namespace's ResourceQuota: created once it has room.
 WAITING_FOR_QUOTA = "WaitingForQuota"
+#: Failed procs wait out their restart back-off (they failed again soon after their last
+#: restart): restarted when it ends, as the kubelet restarts a container in CrashLoopBackOff.
+#: Ready's and Progressing's reason; the message names the procs, how their pods ended and when
+#: they are restarted.
+CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
 WAITING_REASONS = frozenset({WAITING_FOR_GPU_BUDGET, WAITING_FOR_NODE, WAITING_FOR_COLOCATED,
-                             WAITING_FOR_QUOTA})
+                             WAITING_FOR_QUOTA, CRASH_LOOP_BACK_OFF})
 
 
 # --- Rank arithmetic ---------------------------------------------------------------------------

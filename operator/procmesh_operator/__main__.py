@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import pathlib
 import random
@@ -102,6 +103,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="how long procs stay on a NotReady/unreachable node before they are "
                         "force-deleted and restarted elsewhere (a template's own tolerations "
                         "for those taints win)")
+    p.add_argument("--restart-backoff-seconds", type=float,
+                   default=defaults.restart_backoff_seconds,
+                   help="a proc that fails again soon after its restart waits this long before "
+                        "the next restart, doubling with each failure in a row (the first of a "
+                        "row is restarted at once; 0: no back-off)")
+    p.add_argument("--restart-backoff-max-seconds", type=float,
+                   default=defaults.restart_backoff_max_seconds,
+                   help="the longest restart back-off")
+    p.add_argument("--restart-backoff-reset-seconds", type=float,
+                   default=defaults.restart_backoff_reset_seconds,
+                   help="a proc that ran this long before it failed starts a new row: restarted "
+                        "at once")
     p.add_argument("--gang", choices=("auto", "podgroup", "gate", "off"), default=defaults.gang,
                    help="all-or-nothing placement of a mesh: the PodGroup API (Kubernetes 1.36, "
                         "gate GenericWorkload), the operator's scheduling gate, or off; auto "
@@ -129,6 +142,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--leader-election needs the name of a Lease (lowercase letters, digits, '-' "
                 f"and '.', starting and ending with a letter or digit), not "
                 f"{args.leader_election!r}")
+    for flag in ("restart_backoff_seconds", "restart_backoff_max_seconds",
+                 "restart_backoff_reset_seconds"):
+        if not 0 <= getattr(args, flag) < math.inf:
+            p.error(f"--{flag.replace('_', '-')} must be a number of seconds, 0 or more, not "
+                    f"{getattr(args, flag)}")
     if args.leader_election:
         if args.peering:
             p.error("--leader-election and --peering are two ways to one active replica: "
@@ -254,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
         default_gpu_memory_mib=args.default_gpu_memory_mib, resync_seconds=args.resync_seconds,
         node_loss_toleration_seconds=args.node_loss_toleration_seconds, gang=args.gang,
         gang_stall_seconds=args.gang_stall_seconds,
+        restart_backoff_seconds=args.restart_backoff_seconds,
+        restart_backoff_max_seconds=args.restart_backoff_max_seconds,
+        restart_backoff_reset_seconds=args.restart_backoff_reset_seconds,
         status_progress_seconds=args.status_progress_seconds,
         create_concurrency=args.create_concurrency, test_exit_after=args.test_exit_after,
         unseen_pod_seconds=args.unseen_pod_seconds)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,6 +41,20 @@ def _counted(plan: planning.Plan, uncounted: Mapping[int, str]) -> str:
     return f"DisruptionTarget {why}: not counted in status.restarts, still {plan.restarts}"
 
 
+def _waited(plan: planning.Plan, pods_before: Mapping[int, Mapping[str, Any]],
+            ranks: list[int]) -> str:
+    """`` after a back-off of 20 s (failure 3 in a row)`` for a restart that waited out its
+    back-off (:mod:`.crashloops`: decided for the very pod it replaces), else ""."""
+    loops = {loop.rank: loop for loop in plan.crash_loops}
+    waited = [loops[r] for r in ranks if r in loops and loops[r].back_off > 0
+              and loops[r].pod_uid == str(((pods_before.get(r) or {}).get("metadata") or {})
+                                          .get("uid") or "")]
+    if not waited:
+        return ""
+    loop = max(waited, key=lambda x: x.failures)
+    return f" after a back-off of {math.ceil(loop.back_off)} s (failure {loop.failures} in a row)"
+
+
 def transitions(old: Mapping[str, Any] | None, new: Mapping[str, Any], plan: planning.Plan | None,
                 created: list[str], pods_before: Mapping[int, Mapping[str, Any]],
                 mesh_name: str) -> list[tuple[str, str, str]]:
@@ -59,14 +74,16 @@ def transitions(old: Mapping[str, Any] | None, new: Mapping[str, Any], plan: pla
                           for r in sorted(lost | {r for r, p in pods_before.items()
                                                   if planning.is_failed(p)})]
                 events.append((WARNING, "ProcFailed", "proc failed: " + ", ".join(failed)
-                               + f"; restarting the whole mesh ({_counted(plan, plan.uncounted)})"))
+                               + f"; restarting the whole mesh ({_counted(plan, plan.uncounted)})"
+                               + _waited(plan, pods_before, sorted(pods_before))))
             else:
                 rank = contract.rank_of_pod_name(mesh_name, pod_name)
                 detail = f" (rank {rank}: its pod was deleted)" if rank in lost else \
                     _failure_detail(pods_before.get(rank)) if rank is not None else ""
                 free = {rank: plan.uncounted[rank]} if rank is not None and rank in plan.uncounted else {}
                 events.append((WARNING, "ProcFailed", f"proc {pod_name} failed{detail}; "
-                               f"restarting it ({_counted(plan, free)})"))
+                               f"restarting it ({_counted(plan, free)})"
+                               + _waited(plan, pods_before, [] if rank is None else [rank])))
     for type_ in (contract.READY, contract.PROGRESSING, contract.DEGRADED, contract.GPU_BUDGET):
         before, after = _reason_of(old, type_), _reason_of(new, type_)
         if before == after:
@@ -82,6 +99,8 @@ def transitions(old: Mapping[str, Any] | None, new: Mapping[str, Any], plan: pla
             events.append((NORMAL, "Resumed", "spec.suspend is false: recreating the procs"))
         elif type_ == contract.GPU_BUDGET and status == "False":
             events.append((WARNING, str(reason), message))
+        elif type_ == contract.PROGRESSING and reason == contract.CRASH_LOOP_BACK_OFF:
+            events.append((WARNING, str(reason), message))  # a restart waits: procs keep failing
         elif type_ == contract.PROGRESSING and status == "True" and reason in \
                 contract.WAITING_REASONS and reason not in statuses.BUDGET_REFUSALS:
             events.append((NORMAL, str(reason), message))  # e.g. the colocated mesh is missing

@@ -30,7 +30,12 @@ its pod is gone; a suspend clears that, as it clears every entry.
 A failed pod that a plan counts is marked with the count (:data:`names.RESTART_COUNTED_ANNOTATION`)
 before the count is written and the pod deleted: an operator that dies between that write and
 the delete finds the pod, still failed, marked with a count ``status.restarts`` includes, and
-deletes it without counting it again (which had used up ``maxRestarts`` for a restart made once).
+deletes it without counting it again (which had used up ``maxRestarts`` for a restart made once),
+nor makes it wait a back-off again.
+
+A counted restart of a proc whose pod ended by itself waits out a back-off when the proc keeps
+failing soon after its restarts (:mod:`.crashloops`): its failed pod is kept until then
+(``Plan.backoff``), and the mesh is planned again when it ends (``Plan.recheck``).
 
 Only the mesh's own pods (controlled by its uid) are its procs. A pod of a rank's name controlled
 by another uid (``foreign``: an earlier mesh of this name, deleted and created again at once, whose
@@ -47,7 +52,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import claim_budgets, names, placing, rendering, specs
+from procmesh_operator import claim_budgets, crashloops, names, placing, rendering, specs
 from procmesh_operator import losses as losses_
 from procmesh_operator import settings as settings_
 
@@ -67,7 +72,8 @@ class Plan:
     force: frozenset[str] = frozenset()  # pods of ``deletes`` to delete with grace period 0
     lost: Mapping[int, str] = dataclasses.field(default_factory=dict)  # rank -> its lost node
     uncounted: Mapping[int, str] = dataclasses.field(default_factory=dict)  # rank -> why not counted
-    recheck: float | None = None  # seconds until a proc on a lost node runs out of toleration
+    #: Seconds until a proc on a lost node runs out of toleration, or a back-off ends.
+    recheck: float | None = None
     held: tuple[str, ...] = ()  # lost nodes of ``lost`` not tainted: their procs are not counted
     foreign: tuple[str, ...] = ()  # pods of an earlier incarnation this plan waits for
     lost_procs: tuple[int, ...] = ()  # ranks whose pod was deleted under a proc that ran
@@ -75,6 +81,9 @@ class Plan:
     # (pod name, uid, the restarts that count it): failed pods this plan counts, to be marked
     # (names.RESTART_COUNTED_ANNOTATION) before the count is written.
     marks: tuple[tuple[str, str, int], ...] = ()
+    #: Failed procs waiting out their restart back-off, by rank (their pods kept meanwhile).
+    backoff: Mapping[int, crashloops.CrashLoop] = dataclasses.field(default_factory=dict)
+    crash_loops: tuple[crashloops.CrashLoop, ...] = ()  # the new status.crashLoops
 
 
 #: The ``podPhase`` of a proc whose pod was deleted under it and not replaced (a failed proc
@@ -145,13 +154,15 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
          foreign: Mapping[int, Mapping[str, Any]] | None = None,
          slot_memory: Mapping[tuple[str, str], int] | None = None,
          last_phases: Mapping[int, str] | None = None,
-         colocation_chain: Sequence[str] = ()) -> Plan:
+         colocation_chain: Sequence[str] = (),
+         crash_loops: Mapping[int, crashloops.CrashLoop] | None = None) -> Plan:
     """Decide one reconcile of ``mesh``. ``restarts`` is the current status.restarts; ``pods``
     are the mesh's own pods by rank (terminating ones included); ``foreign`` the pods by rank
     holding a rank's name for another incarnation; ``losses`` the lost nodes by name, judged at
     ``now`` (epoch seconds); ``slot_memory`` the device memory of allocated dra slots;
     ``last_phases`` each rank's ``podPhase`` in the status last written (lost procs);
-    ``colocation_chain`` the meshes followed from the partner on (:func:`placing.check_colocation`)."""
+    ``colocation_chain`` the meshes followed from the partner on (:func:`placing.check_colocation`);
+    ``crash_loops`` the procs' failures in a row as the status last written keeps them."""
     foreign = foreign or {}
     waits_for = tuple(sorted(_ident(p)[0] for p in foreign.values()))
     lost, expired, recheck = _node_losses(pods, losses or {}, now)
@@ -163,14 +174,23 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
     counted = {r for r in expired
                if not is_terminating(pods[r]) or losses_.evicted_by_taint(pods[r])}
 
+    loops = {r: loop for r, loop in (crash_loops or {}).items()
+             if r < mesh.size and not crashloops.settled(loop, pods.get(r), settings, now)}
+    backoff: dict[int, crashloops.CrashLoop] = {}
+
     def done(p: Plan) -> Plan:
         deletes = list(dict.fromkeys(p.deletes))  # a pod can be both failed and stuck
         if mesh.restart_policy != specs.NEVER or mesh.suspend:
             deletes += [d for d in stuck if d not in deletes]
+        again = [t for t in [recheck, *(b.restart_at - now for b in backoff.values())]
+                 if t is not None]
         return dataclasses.replace(p, deletes=tuple(deletes), force=force, lost=lost,
-                                   recheck=recheck, held=held, foreign=waits_for)
+                                   recheck=min(again) if again else None, held=held,
+                                   foreign=waits_for, backoff=dict(backoff),
+                                   crash_loops=tuple(loops.values()))
 
     if mesh.suspend:
+        loops = {}  # a resume starts every proc afresh
         return done(Plan(deletes=tuple(_ident(p) for p in pods.values() if not is_terminating(p)),
                          restarts=restarts))
 
@@ -195,6 +215,13 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
                 limit = True
                 kept_failed.append(rank)
                 continue
+            # A proc's own failure, not counted yet: in a row with its last?
+            if _crashed(rank, pods, free, gone) and rank not in recounted:
+                known = {rank: loops[rank]} if rank in loops else {}
+                loops[rank] = crashloops.judge({rank: pods[rank]}, known, settings, now)[rank]
+                if loops[rank].restart_at > now:
+                    backoff[rank] = loops[rank]
+                    continue
             if rank not in free and rank not in recounted:
                 restarts += 1
                 if rank not in gone:
@@ -209,6 +236,12 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
             limit = True
             kept_failed = failed
         else:
+            crashed = {r: pods[r] for r in failed if _crashed(r, pods, free, gone) and r not in recounted}
+            if counts and crashed:  # the mesh's failures in a row, whichever procs failed
+                loops = crashloops.judge(crashed, loops, settings, now)
+                if min(loop.restart_at for loop in loops.values()) > now:
+                    backoff.update(loops)
+                    return done(Plan(restarts=restarts, lost_procs=tuple(gone)))
             if counts:
                 restarts += 1
                 marks = [(*_ident(pods[r]), restarts) for r in failed
@@ -243,6 +276,13 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
                      restart_limit_reached=limit, refusal=placement.refusal,
                      waiting=placement.waiting, lost_procs=tuple(gone), deleted=deleted,
                      marks=tuple(marks)))
+
+
+def _crashed(rank: int, pods: Mapping[int, Mapping[str, Any]], free: Mapping[int, str],
+             gone: Sequence[int]) -> bool:
+    """Whether ``rank``'s failure is its proc's own, with its pod kept to show it: its pod
+    ended by itself and the restart counts (not a lost proc, nor one the cluster took)."""
+    return rank not in free and rank not in gone and rank in pods and is_failed(pods[rank])
 
 
 def lost_ranks(size: int, pods: Mapping[int, Mapping[str, Any]],

@@ -41,6 +41,7 @@ from procmesh_operator import (
     childwatch,
     claiming,
     coalescing,
+    crashloops,
     create_refusals,
     eventing,
     exit_points,
@@ -1089,7 +1090,8 @@ class Controller:
                                  foreign=self.store.foreign_by_rank(key, mesh.uid),
                                  slot_memory=view.slot_memory() if view is not None else None,
                                  last_phases=proc_entries.last_phases(previous),
-                                 colocation_chain=chain)
+                                 colocation_chain=chain,
+                                 crash_loops=crashloops.read(previous))
             if plan.deletes:
                 # Recorded before the deletes (a restart counted, its pods Terminating, the
                 # failed pods it counts marked first): an operator that dies between the two

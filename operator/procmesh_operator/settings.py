@@ -41,6 +41,14 @@ class Settings:
     #: (Kubernetes' default toleration is 300 s). Counted by the operator, the pods tolerating
     #: the taints without end (:mod:`.losses`); a template's own tolerations for these keys win.
     node_loss_toleration_seconds: int = 30
+    #: Restart back-off (procmesh_operator.crashloops): a proc that fails again soon after its
+    #: restart waits this long before the next one, doubling with each failure in a row up to
+    #: the max (the kubelet's CrashLoopBackOff: 10 s to 5 min); the first failure of a row is
+    #: restarted at once. A proc that ran ``restart_backoff_reset_seconds`` before it failed
+    #: starts a new row (the kubelet's 10 min). 0 restarts every failure at once.
+    restart_backoff_seconds: float = 10.0
+    restart_backoff_max_seconds: float = 300.0
+    restart_backoff_reset_seconds: float = 600.0
     #: How a mesh is placed as one gang (procmesh_operator.ganging): ``auto`` (the PodGroup API
     #: where served, else the scheduling-gate fallback), ``podgroup``, ``gate`` or ``off``.
     gang: str = "auto"

@@ -12,12 +12,14 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mesh_client._src import contract
 from procmesh_operator import (
     claims,
+    crashloops,
     create_refusals,
     endings,
     ganging,
@@ -151,6 +153,9 @@ def ready_verdict(o: Observed) -> Verdict:
         reason = contract.RESTART_LIMIT_REACHED if o.plan.restart_limit_reached else contract.PROC_FAILED
         return ("False", reason, f"{o.ready} of {o.desired} procs ready; "
                 f"{failed_procs(o.mesh, o.plan, o.pods)} failed for good (Degraded says what to do)")
+    if o.plan is not None and o.plan.backoff:
+        return ("False", contract.CRASH_LOOP_BACK_OFF,
+                f"{o.ready} of {o.desired} procs ready; {backoff_message(o)}")
     for rank in sorted(o.pods):
         unallocatable = claims.unschedulable_claim_message(o.pods[rank])
         if unallocatable is not None:
@@ -345,6 +350,34 @@ def failed_procs(mesh: specs.MeshSpec, plan: planning.Plan,
     return ("proc " if len(ranks) == 1 else "procs ") + ", ".join(ranks)
 
 
+def backoff_message(o: Observed) -> str:
+    """Which procs wait out their restart back-off, how their pods ended, and until when:
+    ``proc 1 (exit code 1, Error) failed 3 times in a row: the operator restarts it at
+    2026-12-07T12:00:30Z, after a back-off of 20 s (...)``."""
+    assert o.plan is not None
+    by_time: dict[float, list[crashloops.CrashLoop]] = {}
+    for rank in sorted(o.plan.backoff):
+        loop = o.plan.backoff[rank]
+        by_time.setdefault(loop.restart_at, []).append(loop)
+    whole = o.mesh.restart_policy == specs.RESTART_MESH
+    parts, told = [], 0
+    for restart_at, loops in sorted(by_time.items()):
+        procs = []
+        for loop in loops:
+            why = endings.detail(o.pods.get(loop.rank)) if told < TOLD_ENDINGS else None
+            told += why is not None
+            procs.append(f"{loop.rank} ({why})" if why else str(loop.rank))
+        first = loops[0]
+        parts.append(
+            f"{'proc' if len(procs) == 1 else 'procs'} {', '.join(procs)} failed "
+            f"{first.failures} times in a row: the operator restarts "
+            f"{'the whole mesh' if whole else 'it' if len(procs) == 1 else 'them'} at "
+            f"{crashloops.at(restart_at)}, after a back-off of {math.ceil(first.back_off)} s")
+    return (f"{'; '.join(parts)} (restartPolicy {o.mesh.restart_policy}, {o.restarts} of at "
+            f"most {o.mesh.max_restarts} restarts used; the back-off doubles with each failure "
+            f"in a row, the failed pod kept meanwhile)")
+
+
 def progressing_verdict(o: Observed, degraded: Mapping[str, Any]) -> Verdict:
     """Progressing: the operator still works toward the spec, also while it waits for what
     clears by itself (:attr:`placing.Refusal.waits`); False once complete or stuck (a refusal
@@ -355,6 +388,8 @@ def progressing_verdict(o: Observed, degraded: Mapping[str, Any]) -> Verdict:
         return "True" if o.blocked.waits else "False", o.blocked.reason, o.blocked.message
     if degraded["status"] == "True" and degraded["reason"] != RECONCILE_ERROR:
         return "False", degraded["reason"], degraded["message"]
+    if o.plan is not None and o.plan.backoff:
+        return "True", contract.CRASH_LOOP_BACK_OFF, backoff_message(o)
     if o.ready == o.desired and o.error is None:
         return "False", ALL_PROCS_READY, "the mesh is complete"
     if o.plan is not None and o.plan.waiting is not None:
@@ -495,6 +530,8 @@ def compute_status(mesh: specs.MeshSpec, previous: Mapping[str, Any] | None,
         "restarts": o.restarts,
         "conditions": conditions,
         **procs_fields(mesh, entries),
+        contract.CRASH_LOOPS_STATUS_FIELD: crashloops.render(plan.crash_loops)
+        if plan is not None else previous.get(contract.CRASH_LOOPS_STATUS_FIELD),
         # Recorded by token_secrets.py before this status; kept, so that it never reads as a
         # change (coalescing.significant compares every field).
         **({contract.TOKEN_SECRET_STATUS_FIELD: mesh.recorded_token_secret_name}

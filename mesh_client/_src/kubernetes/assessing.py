@@ -271,3 +271,13 @@ def node_lost(mesh: Mapping[str, Any] | None) -> str | None:
     if ready.get("reason") != contract.NODE_LOST:
         return None
     return f"the mesh says {contract.NODE_LOST}: {ready.get('message', '')}"
+
+
+def restart_back_off(mesh: Mapping[str, Any] | None) -> str | None:
+    """The mesh's Ready message while failed procs wait out their restart back-off (they keep
+    failing soon after their restarts: the operator restarts them when it ends, not now), else
+    None."""
+    ready = condition(mesh or {}, contract.READY)
+    if ready.get("reason") != contract.CRASH_LOOP_BACK_OFF:
+        return None
+    return f"the mesh says {contract.CRASH_LOOP_BACK_OFF}: {ready.get('message', '')}"

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mesh_client._src.actor import restarts as actor_restarts
+from mesh_client._src.kubernetes import assessing
 
 NEVER = "Never"  # spec.restartPolicy that restarts nothing
 
@@ -57,13 +58,18 @@ def restarted_message(where: str, policy: str, restarts: int, max_restarts: int)
             f"replaced the one its actors ran in; {actor_restarts.WAY_ON}")
 
 
-def gone_hint(policy: str, restarts_used: int, max_restarts: int) -> str:
-    """What follows a lost proc's story: whether the operator brings it back, and the way on."""
+def gone_hint(policy: str, restarts_used: int, max_restarts: int, back_off: str | None = None) -> str:
+    """What follows a lost proc's story: whether the operator brings it back, and the way on.
+    ``back_off``: the mesh's word that failed procs wait out their restart back-off
+    (:func:`~.assessing.restart_back_off`): the restart comes then, not now."""
     if policy == NEVER:
         return "restartPolicy Never: the operator does not restart it (spawn a new mesh)"
     if restarts_used >= max_restarts:
         return (f"its restarts are used up ({restarts_used} of at most {max_restarts}): the operator "
                 f"does not restart it (raise spec.maxRestarts, or spawn a new mesh)")
+    if back_off is not None:
+        return (f"the operator restarts it once its back-off ends, not now ({back_off}); then "
+                f"{actor_restarts.WAY_ON}")
     return (f"the operator restarts it (restartPolicy {policy}, {restarts_used} of at most {max_restarts} "
             f"restarts used so far); then {actor_restarts.WAY_ON}")
 
@@ -76,7 +82,9 @@ def lost_hint(mesh: Mapping[str, Any] | None, queued: bool, policy: str, restart
     if bool(((mesh or {}).get("spec") or {}).get("suspend")):
         return ("the mesh is suspended (spec.suspend: true): its procs start again only once it is resumed "
                 f"(spec.suspend: false); once it is Ready, {actor_restarts.WAY_ON}")
-    return unadmitted_hint() if queued else gone_hint(policy, restarts_used, max_restarts)
+    if queued:
+        return unadmitted_hint()
+    return gone_hint(policy, restarts_used, max_restarts, assessing.restart_back_off(mesh))
 
 
 def unadmitted_hint() -> str:

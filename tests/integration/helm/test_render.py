@@ -319,3 +319,13 @@ def test_admission_policy_is_on_by_default(cluster):
     assert all(d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "procmesh" for d in fixed)
     kinds = [d["kind"] for d in support.render(cluster, sets={"admissionPolicy.enabled": False})]
     assert "ValidatingAdmissionPolicy" not in kinds
+
+
+def test_restart_backoff_values_reach_the_operator_flags(cluster):
+    args = _container(support.render(cluster))["args"]
+    for flag in ("--restart-backoff-seconds=10", "--restart-backoff-max-seconds=300",
+                 "--restart-backoff-reset-seconds=600"):
+        assert flag in args, args
+    args = _container(support.render(cluster, sets={"operator.restartBackoff.seconds": 0.5,
+                                                    "operator.restartBackoff.maxSeconds": 0}))["args"]
+    assert "--restart-backoff-seconds=0.5" in args and "--restart-backoff-max-seconds=0" in args, args

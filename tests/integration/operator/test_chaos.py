@@ -26,8 +26,13 @@ SIZE = 3
 
 @pytest.fixture
 def eventful_operator(operator):
-    """The session operator, restarted without resync for this test, restored afterwards."""
-    with support.session_operator_with(operator, "--resync-seconds", "3600") as restarted:
+    """The session operator, restarted without resync for this test, restored afterwards; with
+    a short restart back-off (each rank is killed again and again within minutes: a crash
+    loop to the operator), so that restarts after a back-off come from the queue's requeue
+    alone, and the test does not wait minutes."""
+    with support.session_operator_with(operator, "--resync-seconds", "3600",
+                                       "--restart-backoff-seconds", "0.5",
+                                       "--restart-backoff-max-seconds", "1") as restarted:
         yield restarted
 
 

@@ -54,3 +54,18 @@ def test_a_lost_procs_hint_follows_suspend_then_the_queue_then_the_policy():
     assert suspended.startswith("the mesh is suspended (spec.suspend: true)") and "Kueue" not in suspended
     assert "once Kueue admits the mesh again" in reviving.lost_hint({"spec": {}}, True, "Never", 0, 3)
     assert reviving.lost_hint({"spec": {}}, False, "Never", 0, 3) == reviving.gone_hint("Never", 0, 3)
+
+
+def test_a_lost_proc_waiting_out_its_back_off_is_not_said_to_restart_now():
+    waiting = {"spec": {}, "status": {"conditions": [
+        {"type": "Ready", "status": "False", "reason": "CrashLoopBackOff",
+         "message": "1 of 2 procs ready; proc 1 (exit code 1, Error) failed 2 times in a row: the operator "
+                    "restarts it at 2027-01-15T08:00:11Z, after a back-off of 10 s (...)"}]}}
+    hint = reviving.lost_hint(waiting, False, "RestartProc", 1, 100)
+    assert hint.startswith("the operator restarts it once its back-off ends, not now (the mesh says "
+                           "CrashLoopBackOff: 1 of 2 procs ready; proc 1 (exit code 1, Error) failed 2 times")
+    assert "restarts it at 2027-01-15T08:00:11Z" in hint and "re-spawn your actors" in hint
+    running = {"spec": {}, "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "ProcsNotReady"}]}}
+    assert reviving.lost_hint(running, False, "RestartProc", 1, 100) == reviving.gone_hint("RestartProc", 1, 100)
+    # The limit reached or Never: nothing comes, back-off or not.
+    assert "restarts are used up" in reviving.lost_hint(waiting, False, "RestartProc", 100, 100)

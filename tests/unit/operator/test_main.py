@@ -82,3 +82,15 @@ def test_an_ipv6_listen_address_written_for_urls_binds():
     assert main_module.bind_host("[::1]") == "::1"
     assert main_module.bind_host("127.0.0.1") == "127.0.0.1"
     assert socket.getaddrinfo(main_module.bind_host("[::1]"), 9090, type=socket.SOCK_STREAM)
+
+
+def test_restart_backoff_flags_take_seconds_and_refuse_what_is_not(capsys) -> None:
+    args = main_module.parse_args(["-A", "--restart-backoff-seconds", "0.5",
+                                   "--restart-backoff-max-seconds", "0"])
+    assert (args.restart_backoff_seconds, args.restart_backoff_max_seconds,
+            args.restart_backoff_reset_seconds) == (0.5, 0.0, 600.0)
+    for bad in ("-1", "nan", "inf"):
+        with pytest.raises(SystemExit):
+            main_module.parse_args(["-A", "--restart-backoff-reset-seconds", bad])
+        assert f"--restart-backoff-reset-seconds must be a number of seconds, 0 or more, not " \
+               f"{float(bad)}" in capsys.readouterr().err
