@@ -506,6 +506,11 @@ SIGTERM_EXIT = "PROCMESH_SIGTERM_EXIT"
 #: eviction, a drain, a node shutdown), and an exit 0 would make the kubelet call the pod
 #: Succeeded, dropping its Evicted reason. 143 is how a shell reports a SIGTERM death.
 POD_SIGTERM_EXIT = 128 + 15
+#: Which run of which proc this is: a random id per process the local launcher starts, a pod's
+#: UID on Kubernetes. Clients learn it with the address and name it in their handshake, and a
+#: proc refuses one meant for another id (mesh_client/_src/wire/binding.py). Unset: the proc
+#: draws its own, and only clients that meant no particular proc reach it.
+INCARNATION = "PROCMESH_INCARNATION"
 
 
 class ContractError(ValueError):
@@ -536,6 +541,7 @@ class ProcEnv:
     max_unauthenticated: int | None = None
     handshake_timeout_seconds: float | None = None
     sigterm_exit: int = 0
+    incarnation: str | None = None
 
     def render(self) -> dict[str, str]:
         """The variables, as strings (``listen_host`` None is left to the caller's fieldRef)."""
@@ -563,6 +569,8 @@ class ProcEnv:
             env[HANDSHAKE_TIMEOUT_SECONDS] = repr(self.handshake_timeout_seconds)
         if self.sigterm_exit:
             env[SIGTERM_EXIT] = str(self.sigterm_exit)
+        if self.incarnation is not None:
+            env[INCARNATION] = self.incarnation
         return env
 
 
@@ -616,6 +624,7 @@ def parse_proc_env(env: Mapping[str, str]) -> ProcEnv:
         max_unauthenticated=max_unauthenticated,
         handshake_timeout_seconds=handshake_timeout,
         sigterm_exit=sigterm_exit,
+        incarnation=env.get(INCARNATION) or None,
     )
 
 
