@@ -340,7 +340,7 @@ def rank_of(coords: Mapping[str, int], dims: Sequence[tuple[str, int]]) -> int:
 # A listed ``status.procs[]`` entry is about 190 bytes of JSON (250 with a GPU UUID): 4,096 procs
 # would make one object of about 1 MB, against etcd's 1.5 MiB limit, rewritten whole at every
 # status change. So a mesh of more than MAX_LISTED_PROCS procs publishes ``status.procTable``
-# instead, the same facts as columns (about 25 bytes a proc), and leaves ``status.procs`` empty;
+# instead, the same facts as columns (about 60 bytes a proc, most of it its pod's UID), and leaves ``status.procs`` empty;
 # what the rank determines (coordinates, pod name) is not written at all. Small meshes keep the
 # list, which people read with kubectl. Readers call :func:`status_procs` for either form.
 
@@ -386,6 +386,7 @@ def encode_proc_table(procs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     node_index: dict[str, int] = {}
     node_col: list[int] = []
     ips: list[str] = []
+    uids: list[str] = []
     gpus: list[str] = []
     phases: dict[str, list[int]] = {}
     ports: set[int] = set()
@@ -405,6 +406,7 @@ def encode_proc_table(procs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             ip, _, port = str(address).rpartition(":")
             ports.add(int(port))
         ips.append(ip)
+        uids.append(str(proc.get("podUID") or ""))
         gpus.append(str(proc.get("gpu") or ""))
         if proc.get("podPhase"):
             phases.setdefault(str(proc["podPhase"]), []).append(rank)
@@ -419,6 +421,7 @@ def encode_proc_table(procs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     # status with a merge patch, in which a key left out keeps its old value.
     table["port"] = ports.pop() if ports else 0
     table["gpus"] = gpus if any(gpus) else []
+    table["podUIDs"] = uids if any(uids) else []
     return table
 
 
@@ -434,9 +437,10 @@ def decode_proc_table(table: Mapping[str, Any], mesh: str,
     node_col = list(table.get("node") or [-1] * size)
     ips = list(table.get("podIPs") or [""] * size)
     gpus = list(table.get("gpus") or [""] * size)
-    if not len(node_col) == len(ips) == len(gpus) == size:
+    uids = list(table.get("podUIDs") or [""] * size)
+    if not len(node_col) == len(ips) == len(gpus) == len(uids) == size:
         raise ValueError(f"status.procTable of ProcMesh {mesh} has columns of lengths "
-                         f"{len(node_col)}, {len(ips)}, {len(gpus)} for {size} procs")
+                         f"{len(node_col)}, {len(ips)}, {len(gpus)}, {len(uids)} for {size} procs")
     ready = set(parse_ranks(str(table.get("ready") or "")))
     phase_of: dict[int, str] = {}
     for group in table.get("phases") or []:
@@ -453,6 +457,8 @@ def decode_proc_table(table: Mapping[str, Any], mesh: str,
             entry["node"] = nodes[node_col[rank]]
         if ips[rank] and port:
             entry["address"] = f"{ips[rank]}:{port}"
+            if uids[rank]:
+                entry["podUID"] = uids[rank]
         if rank in phase_of:
             entry["podPhase"] = phase_of[rank]
         if gpus[rank]:
