@@ -45,7 +45,7 @@ from mesh_client._src.runtime.deferring import returns_future
 from mesh_client._src.runtime.futures import Future
 from mesh_client._src.runtime.transports import ChannelTransport, enable_transport
 from mesh_client._src.server.telemetry import get_meter, span, traced
-from mesh_client._src.wire.errors import MessageTooLarge, VersionMismatch
+from mesh_client._src.wire.errors import MessageTooLarge, VersionMismatch, WrongProc
 
 __all__ = [
     "Accumulator",
@@ -79,6 +79,7 @@ __all__ = [
     "ValueMesh",
     "MessageTooLarge",
     "VersionMismatch",
+    "WrongProc",
     "as_endpoint",
     "attach",
     "attach_to_workers",

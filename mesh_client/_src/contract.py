@@ -350,7 +350,7 @@ def rank_of(coords: Mapping[str, int], dims: Sequence[tuple[str, int]]) -> int:
 # A listed ``status.procs[]`` entry is about 190 bytes of JSON (250 with a GPU UUID): 4,096 procs
 # would make one object of about 1 MB, against etcd's 1.5 MiB limit, rewritten whole at every
 # status change. So a mesh of more than MAX_LISTED_PROCS procs publishes ``status.procTable``
-# instead, the same facts as columns (about 25 bytes a proc), and leaves ``status.procs`` empty;
+# instead, the same facts as columns (about 60 bytes a proc, most of it its pod's UID), and leaves ``status.procs`` empty;
 # what the rank determines (coordinates, pod name) is not written at all. Small meshes keep the
 # list, which people read with kubectl. Readers call :func:`status_procs` for either form.
 
@@ -396,6 +396,7 @@ def encode_proc_table(procs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     node_index: dict[str, int] = {}
     node_col: list[int] = []
     ips: list[str] = []
+    uids: list[str] = []
     gpus: list[str] = []
     phases: dict[str, list[int]] = {}
     ports: set[int] = set()
@@ -415,6 +416,7 @@ def encode_proc_table(procs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             ip, _, port = str(address).rpartition(":")
             ports.add(int(port))
         ips.append(ip)
+        uids.append(str(proc.get("podUID") or ""))
         gpus.append(str(proc.get("gpu") or ""))
         if proc.get("podPhase"):
             phases.setdefault(str(proc["podPhase"]), []).append(rank)
@@ -429,6 +431,7 @@ def encode_proc_table(procs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     # status with a merge patch, in which a key left out keeps its old value.
     table["port"] = ports.pop() if ports else 0
     table["gpus"] = gpus if any(gpus) else []
+    table["podUIDs"] = uids if any(uids) else []
     return table
 
 
@@ -444,9 +447,10 @@ def decode_proc_table(table: Mapping[str, Any], mesh: str,
     node_col = list(table.get("node") or [-1] * size)
     ips = list(table.get("podIPs") or [""] * size)
     gpus = list(table.get("gpus") or [""] * size)
-    if not len(node_col) == len(ips) == len(gpus) == size:
+    uids = list(table.get("podUIDs") or [""] * size)
+    if not len(node_col) == len(ips) == len(gpus) == len(uids) == size:
         raise ValueError(f"status.procTable of ProcMesh {mesh} has columns of lengths "
-                         f"{len(node_col)}, {len(ips)}, {len(gpus)} for {size} procs")
+                         f"{len(node_col)}, {len(ips)}, {len(gpus)}, {len(uids)} for {size} procs")
     ready = set(parse_ranks(str(table.get("ready") or "")))
     phase_of: dict[int, str] = {}
     for group in table.get("phases") or []:
@@ -463,6 +467,8 @@ def decode_proc_table(table: Mapping[str, Any], mesh: str,
             entry["node"] = nodes[node_col[rank]]
         if ips[rank] and port:
             entry["address"] = f"{ips[rank]}:{port}"
+            if uids[rank]:
+                entry["podUID"] = uids[rank]
         if rank in phase_of:
             entry["podPhase"] = phase_of[rank]
         if gpus[rank]:
@@ -516,6 +522,11 @@ SIGTERM_EXIT = "PROCMESH_SIGTERM_EXIT"
 #: eviction, a drain, a node shutdown), and an exit 0 would make the kubelet call the pod
 #: Succeeded, dropping its Evicted reason. 143 is how a shell reports a SIGTERM death.
 POD_SIGTERM_EXIT = 128 + 15
+#: Which run of which proc this is: a random id per process the local launcher starts, a pod's
+#: UID on Kubernetes. Clients learn it with the address and name it in their handshake, and a
+#: proc refuses one meant for another id (mesh_client/_src/wire/binding.py). Unset: the proc
+#: draws its own, and only clients that meant no particular proc reach it.
+INCARNATION = "PROCMESH_INCARNATION"
 
 
 class ContractError(ValueError):
@@ -546,6 +557,7 @@ class ProcEnv:
     max_unauthenticated: int | None = None
     handshake_timeout_seconds: float | None = None
     sigterm_exit: int = 0
+    incarnation: str | None = None
 
     def render(self) -> dict[str, str]:
         """The variables, as strings (``listen_host`` None is left to the caller's fieldRef)."""
@@ -573,6 +585,8 @@ class ProcEnv:
             env[HANDSHAKE_TIMEOUT_SECONDS] = repr(self.handshake_timeout_seconds)
         if self.sigterm_exit:
             env[SIGTERM_EXIT] = str(self.sigterm_exit)
+        if self.incarnation is not None:
+            env[INCARNATION] = self.incarnation
         return env
 
 
@@ -626,6 +640,7 @@ def parse_proc_env(env: Mapping[str, str]) -> ProcEnv:
         max_unauthenticated=max_unauthenticated,
         handshake_timeout_seconds=handshake_timeout,
         sigterm_exit=sigterm_exit,
+        incarnation=env.get(INCARNATION) or None,
     )
 
 

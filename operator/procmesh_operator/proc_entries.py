@@ -42,6 +42,10 @@ def proc_entry(mesh: specs.MeshSpec, rank: int, pod: Mapping[str, Any] | None,
         entry["node"] = spec["nodeName"]
     if status.get("podIP") and not planning.is_terminating(pod):
         entry["address"] = f"{status['podIP']}:{mesh.port}"
+        # Which proc answers there: the pod's UID, its proc's incarnation (contract.INCARNATION).
+        uid = (pod.get("metadata") or {}).get("uid")
+        if uid:
+            entry["podUID"] = str(uid)
     entry["ready"] = planning.is_ready(pod)
     entry["podPhase"] = "Terminating" if planning.is_terminating(pod) else planning.pod_phase(pod)
     gpu = claimed_gpu if mesh.gpus.mode == contract.GPU_MODE_DRA \

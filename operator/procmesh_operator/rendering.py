@@ -26,6 +26,9 @@ from procmesh_operator import settings as settings_
 PROC_SERVER_COMMAND = ["python", "-m", "mesh_client.proc_server"]
 #: The proc server binds the pod's IP, which only the kubelet knows: a downward-API fieldRef.
 POD_IP_FIELD = "status.podIP"
+#: A pod's proc is this incarnation of its rank (contract.INCARNATION): the pod's UID, which the
+#: operator publishes as status.procs[].podUID and clients name in their handshakes.
+POD_UID_FIELD = "metadata.uid"
 
 #: GPU Feature Discovery label present on nodes with NVIDIA GPUs (plugin mode's node affinity).
 GFD_PRESENT_LABEL = "nvidia.com/gpu.present"
@@ -133,6 +136,8 @@ def proc_env(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement) -> list[
     env: list[dict[str, Any]] = [
         {"name": contract.LISTEN_HOST,
          "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": POD_IP_FIELD}}},
+        {"name": contract.INCARNATION,
+         "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": POD_UID_FIELD}}},
         *({"name": name, "value": value} for name, value in rendered.items()),
     ]
     if mesh.gpus.mode == contract.GPU_MODE_PINNED:

@@ -24,8 +24,9 @@ from mesh_client._src.wire import envelopes, serialization
 R = TypeVar("R")
 
 _ids = itertools.count(1)
-# The owner's address and token: where a port's values travel once it was pickled elsewhere.
-Home = tuple[tuple[str, int], bytes]
+# The owner's address, token and incarnation id: where a port's values travel once it was
+# pickled elsewhere, and which proc there may take them (wire/binding.py; None: any of its mesh).
+Home = tuple[tuple[str, int], bytes, str | None]
 
 # port id -> deliver(ok, value or exception, rank: the sender's rank, for a RankedPortReceiver)
 _local: dict[str, Callable[[bool, Any, int | None], None]] = {}
@@ -62,8 +63,8 @@ class Port(Generic[R]):
             return
         if self._home is None:
             raise RuntimeError(f"port {self._port_id} is closed: its receiver is gone")
-        address, token = self._home
-        peer = peers.get_peer((address[0], address[1]), token)
+        address, token, proc_id = self._home
+        peer = peers.get_peer((address[0], address[1]), token, None, peers.meaning(proc_id, f"{address[0]}:{address[1]}"))
         payload = serialization.dumps(value) if ok else messages.encode_failure(value, sent=True)
         peer.request((ops.PORT_SEND, self._port_id, ok, self._rank), payload, lambda raw: None, reply=False)
 

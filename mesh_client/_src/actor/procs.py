@@ -1,4 +1,5 @@
-"""The procs behind one root proc mesh: their addresses, the mesh token and their names.
+"""The procs behind one root proc mesh: their addresses, the mesh token, their names and
+incarnation ids (which run of each proc a connection is meant for: :mod:`mesh_client._src.wire.binding`).
 
 A :class:`ProcGroup` pickles as plain data, so meshes sent to another proc reconnect there; the
 backend that started the procs (``owner``), the bootstrap and the record of spawns (what
@@ -39,10 +40,12 @@ class RevivingOwner(ProcOwner, Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class Revived:
-    """One proc after :meth:`ProcOwner.revive`: its address, and whether it is a new process."""
+    """One proc after :meth:`ProcOwner.revive`: its address, whether it is a new process, and
+    its incarnation id, learnt with the address (None: not known, any proc of the mesh answers)."""
 
     address: tuple[str, int]
     restarted: bool
+    proc_id: str | None = None
 
 
 @dataclasses.dataclass
@@ -72,11 +75,17 @@ class ProcGroup:
         displays: Sequence[str],
         owner: ProcOwner | None = None,
         opener: channel.Opener | None = None,  # how this client reaches the procs (default: TCP); never pickled
+        proc_ids: Sequence[str | None] | None = None,  # each proc's incarnation id (None: not known)
     ) -> None:
         self.name = name
         self.addresses = [(str(h), int(p)) for h, p in addresses]
         self.token = token
         self.displays = list(displays)
+        # What each connection's handshake names: a proc answers only for its own id, so a stale
+        # address that something else now holds cannot relay this group's handshakes elsewhere.
+        self.proc_ids: list[str | None] = list(proc_ids) if proc_ids is not None else [None] * len(self.addresses)
+        if len(self.proc_ids) != len(self.addresses):
+            raise ValueError(f"{len(self.proc_ids)} proc ids for {len(self.addresses)} procs")
         self.owner = owner
         self.run_id = f"{name}-{uuid.uuid4().hex[:12]}"  # names one run of this group's procs
         # (run id, restart count, max restarts) for torchelastic, as the client that pickled this
@@ -96,12 +105,16 @@ class ProcGroup:
         # one's place (one left running, untracked) or wait on the other's new process.
         self.restarting = threading.RLock()
         self._opener = opener
-        if opener is None:
-            self.peers = [peers.get_peer(a, token, display) for a, display in zip(self.addresses, self.displays)]
-        else:  # private peers: another mesh object in this process may reach the procs directly
-            self.peers = [peers.Peer(a, token, display, opener) for a, display in zip(self.addresses, self.displays)]
+        self.peers = [self._peer(i) for i in range(len(self.addresses))]
         for peer in self.peers:
             self._follow(peer)
+
+    def _peer(self, index: int) -> peers.Peer:
+        meant = peers.meaning(self.proc_ids[index], self.displays[index])
+        if self._opener is None:
+            return peers.get_peer(self.addresses[index], self.token, self.displays[index], meant)
+        # private peers: another mesh object in this process may reach the procs directly
+        return peers.Peer(self.addresses[index], self.token, self.displays[index], self._opener, meant)
 
     def _follow(self, peer: peers.Peer) -> None:
         """Swap in the successor of ``peer`` when its link breaks under a live proc (:mod:`~mesh_client._src.runtime.relinking`)."""
@@ -112,17 +125,15 @@ class ProcGroup:
             if peer is old:
                 self.peers[index] = new
 
-    def replace_peer(self, index: int, address: tuple[str, int], restarted: bool) -> None:
-        """Reach proc ``index`` at ``address`` over a fresh connection (the old one is lost)."""
+    def replace_peer(self, index: int, address: tuple[str, int], restarted: bool, proc_id: str | None) -> None:
+        """Reach proc ``index`` at ``address``, as incarnation ``proc_id`` (learnt with the
+        address), over a fresh connection (the old one is lost)."""
         old = self.peers[index]
         old.close()
         peers.forget_peer(old)
         self.addresses[index] = (str(address[0]), int(address[1]))
-        display = self.displays[index]
-        if self._opener is None:
-            peer = peers.get_peer(self.addresses[index], self.token, display)
-        else:
-            peer = peers.Peer(self.addresses[index], self.token, display, self._opener)
+        self.proc_ids[index] = proc_id
+        peer = self._peer(index)
         peer.explain_loss = old.explain_loss
         self._follow(peer)
         self.peers[index] = peer
@@ -143,7 +154,8 @@ class ProcGroup:
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The state is a dict set as attributes: a proc server without ``elastic`` takes it too.
-        return (ProcGroup, (self.name, self.addresses, self.token, self.displays), {"elastic": self.elastic_info()})
+        return (ProcGroup, (self.name, self.addresses, self.token, self.displays, None, None, self.proc_ids),
+                {"elastic": self.elastic_info()})
 
     def __repr__(self) -> str:
         return f"<ProcGroup {self.name!r} of {len(self.addresses)} procs>"

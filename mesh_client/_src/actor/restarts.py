@@ -78,7 +78,7 @@ def _reconnect(group: ProcGroup, owner: RevivingOwner) -> list[int]:
     wanted = [i for i in range(len(group.peers)) if i not in group.stopping]
     revived = owner.revive(wanted)
     for index, proc in sorted(revived.items()):
-        group.replace_peer(index, proc.address, proc.restarted)
+        group.replace_peer(index, proc.address, proc.restarted, proc.proc_id)
         if proc.restarted:
             group.unbootstrapped.add(index)
     restarted = sorted(group.unbootstrapped.intersection(wanted))  # this time's, and a failed call's

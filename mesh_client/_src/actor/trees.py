@@ -60,8 +60,9 @@ NESTED = 6
 GONE = "gone"  # a LOST future's third field: its actor died with an earlier incarnation of its proc
 
 # Wire form of a tree node: (index in the slice or -1 to forward only, proc rank in the group,
-# (host, port), display, children). Plain tuples: one pickle per hop, no classes to trust.
-WireNode = tuple[int, int, tuple[str, int], str, tuple[Any, ...]]
+# (host, port), display, children, incarnation id or None: the proc a forwarder's handshake
+# names, wire/binding.py). Plain tuples: one pickle per hop, no classes to trust.
+WireNode = tuple[int, int, tuple[str, int], str, tuple[Any, ...], str | None]
 # One rank's outcome in an aggregated reply: (index, status, number of payload segments, message).
 Entry = tuple[int, int, int, str | None]
 
@@ -117,8 +118,10 @@ def wire_nodes(
     index_of: dict[int, int],
     addresses: Sequence[tuple[str, int]],
     displays: Sequence[str],
+    proc_ids: Sequence[str | None] | None = None,
 ) -> list[WireNode]:
     """The controller's top-level nodes of a pruned tree, each with its subtree, as sent."""
+    ids = proc_ids if proc_ids is not None else [None] * len(addresses)
 
     def node(rank: int) -> WireNode:
         return (
@@ -127,6 +130,7 @@ def wire_nodes(
             addresses[rank],
             displays[rank],
             tuple(node(c) for c in kids.get(rank, ())),
+            ids[rank],
         )
 
     return [node(r) for r in kids.get(-1, ())]
@@ -237,7 +241,7 @@ def send(
         else:
             index_of[p] = i
     fields = (mesh._actor_id, method, shape.labels, shape.sizes) if method is not None else (mesh._actor_id, None, reason)
-    for node in wire_nodes(prune(index_of, k), index_of, group.addresses, group.displays):
+    for node in wire_nodes(prune(index_of, k), index_of, group.addresses, group.displays, group.proc_ids):
         fut = group.peers[node[1]].request((ops.FORWARD, fields, node), payload, _raw, reply=reply)
         mine = subtree_indices(node)
         if not reply:

@@ -208,15 +208,17 @@ class KubernetesProcs:
                         if new is None:
                             waiting.append(i)
                         else:
-                            found[i] = Revived(address, new)
+                            found[i] = Revived(address, new, entries[i].get("podUID"))
                     continue
                 replaced = uids[i] != self.uids[i]
-                if replaced and not reviving.describes_pod(listed, ips[i]):
-                    waiting.append(i)  # the status still names the old pod's address
+                if replaced and not (reviving.describes_pod(listed, ips[i])
+                                     and entries[i].get("podUID") in (None, uids[i])):
+                    waiting.append(i)  # the status still names the old pod's address (or its proc)
                 elif replaced:
-                    found[i] = Revived(address, True)
+                    found[i] = Revived(address, True, entries[i].get("podUID"))
                 elif i in lost and uids[i] and entries[i].get("ready") and self._answers(i, address):
-                    found[i] = Revived(address, False)  # the same pod's proc answers: only the connection broke
+                    # the same pod's proc answers: only the connection broke
+                    found[i] = Revived(address, False, entries[i].get("podUID"))
                 elif i in lost:
                     waiting.append(i)  # its old pod is still there: its replacement is coming
             if not waiting:
@@ -386,7 +388,11 @@ def connect_mesh(
         owner.forwarded = {a: p["pod"] for a, p in zip(addresses, procs)}
         opener = forwarding.port_forward_opener(api.api_client, api.namespace, owner.forwarded)
         owner.opener = opener
-    group = ProcGroup(name, addresses, token, displays, owner=owner, opener=opener)
+    # Each proc's pod UID, its incarnation: what every handshake names (wire/binding.py), so an
+    # address that another pod holds later cannot pass this client's handshakes on. None where
+    # an older operator's status does not publish it: any proc of the mesh answers those.
+    proc_ids = [p.get("podUID") or None for p in procs]
+    group = ProcGroup(name, addresses, token, displays, owner=owner, opener=opener, proc_ids=proc_ids)
     group.bootstrap = bootstrap  # run again in a restarted proc (ProcMesh.reconnect)
     owner.group = group
     for index, peer in enumerate(group.peers):

@@ -12,6 +12,7 @@ import itertools
 import secrets
 import socket
 import threading
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar
 
@@ -116,7 +117,7 @@ class HostMesh(MeshTrait):
             if output.forwarding_enabled(forward_output) else None
         procs = LocalProcs(name, list(shape.points()), displays, bootstrap_command, token, prefixes)
         addresses = procs.start()
-        group = ProcGroup(name, addresses, token.encode(), displays, owner=procs)
+        group = ProcGroup(name, addresses, token.encode(), displays, owner=procs, proc_ids=procs.proc_ids)
         procs.watch(group.peers)
         mesh = connected_mesh(group, shape, bootstrap)
         procs.spawned = True
@@ -159,10 +160,10 @@ def this_proc() -> ProcMesh:
     return _client_proc
 
 
-def _home() -> tuple[tuple[str, int], bytes]:
+def _home() -> tuple[tuple[str, int], bytes, str | None]:
     """Where other procs send values for ports opened in this process: its own proc server."""
     group = this_proc()._group
-    return group.addresses[0], group.token
+    return group.addresses[0], group.token, group.proc_ids[0]
 
 
 ports.home_provider = _home
@@ -197,7 +198,8 @@ def _serve_in_process() -> ProcMesh:
     listener.bind(("127.0.0.1", 0))
     listener.listen(64)
     host, port = listener.getsockname()
-    group = ProcGroup("client", [(host, port)], token, ["client[0]"])
+    incarnation = uuid.uuid4().hex  # the proc a port's sender means (wire/binding.py)
+    group = ProcGroup("client", [(host, port)], token, ["client[0]"], proc_ids=[incarnation])
     mesh = ProcMesh(group, Shape([], []))
     rundirs.ensure()  # local procs send port values here: over AF_UNIX too
     try:
@@ -205,6 +207,7 @@ def _serve_in_process() -> ProcMesh:
     except OSError:  # the directory went away: procs use TCP, which always works
         unix = None
     server = ProcServer(listener, token, identity={"mesh": "client", "rank": 0, "coords": {}, "address": f"{host}:{port}"},
-                        on_stop=lambda reason: None, this_proc=mesh, also_listening=[unix] if unix is not None else [])
+                        on_stop=lambda reason: None, this_proc=mesh, also_listening=[unix] if unix is not None else [],
+                        incarnation=incarnation)
     server.start()
     return mesh

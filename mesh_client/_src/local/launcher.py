@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from mesh_client._src import contract
@@ -89,6 +90,9 @@ class LocalProcs:
         self._command = command
         self.processes: list[subprocess.Popen[bytes] | zygote_client.ForkedProc] = []
         self.addresses: list[tuple[str, int]] = []
+        # Each process's incarnation id, drawn here as it is started (contract.INCARNATION): the
+        # proc its clients' handshakes name, so a later holder of its port cannot relay them.
+        self.proc_ids: list[str] = [""] * len(self._points)
         self.restarts = [0] * len(self._points)  # new processes started in each one's place
         self._stopped: dict[int, str] = {}  # procs stopped on purpose, alive when asked: the reason
         self.spawned = False  # spawn_procs returned the mesh: from then on a dead proc is respawned
@@ -130,7 +134,7 @@ class LocalProcs:
                 except subprocess.TimeoutExpired:
                     pass  # alive after all: reached again at its address
         dead = [i for i in indices if self.processes[i].poll() is not None]
-        out = {i: Revived(self.addresses[i], False) for i in indices
+        out = {i: Revived(self.addresses[i], False, self.proc_ids[i]) for i in indices
                if i not in dead and i < len(self._peers) and self._peers[i].lost}
         if dead:
             _live.add(self)
@@ -138,7 +142,7 @@ class LocalProcs:
             for i, address in self._start(dead).items():
                 self.addresses[i] = address
                 self.restarts[i] += 1
-                out[i] = Revived(address, True)
+                out[i] = Revived(address, True, self.proc_ids[i])
         return out
 
     def restart_note(self, index: int) -> str:
@@ -151,6 +155,7 @@ class LocalProcs:
         if not isinstance(cmd, BootstrapCommand):
             raise TypeError(f"bootstrap_command must give a BootstrapCommand, got {type(cmd).__name__}")
         env = cmd.environment(os.environ)
+        self.proc_ids[index] = uuid.uuid4().hex
         proc_env = contract.ProcEnv(
             port=0,
             listen_host=env.get(contract.LISTEN_HOST, "127.0.0.1"),
@@ -159,6 +164,7 @@ class LocalProcs:
             rank=index,
             coords=dict(point),
             sys_path=tuple(p for p in sys.path if p),
+            incarnation=self.proc_ids[index],
         )
         env.update(proc_env.render())
         env.pop(unixlinks.DIR_ENV, None)  # this controller's, not one the user's env names

@@ -142,7 +142,9 @@ class HostAgent(Actor):
         self.procs: dict[str, LocalProcs] = {}
 
     @endpoint
-    def start_procs(self, name: str, per_host: dict[str, int], host_index: int, token: str, advertise: str) -> list[tuple[str, int]]:
+    def start_procs(self, name: str, per_host: dict[str, int], host_index: int, token: str, advertise: str
+                    ) -> list[tuple[tuple[str, int], str]]:
+        """Start the procs; each one's advertised address and incarnation id (wire/binding.py)."""
         shape = Shape.from_sizes(per_host)
         displays = [f"{name}[hosts={host_index}{''.join(f',{k}={v}' for k, v in p.items())}]" for p in shape.points()]
         bind = advertise if _is_ip(advertise) else "0.0.0.0"  # an IP is this host's own (a pod's IP is the pod's)
@@ -150,7 +152,7 @@ class HostAgent(Actor):
         procs = LocalProcs(name, list(shape.points()), displays, command, token)
         addresses = procs.start()
         self.procs[name] = procs
-        return [(advertise, port) for _, port in addresses]
+        return [((advertise, port), proc_id) for (_, port), proc_id in zip(addresses, procs.proc_ids)]
 
     @endpoint
     def stop_procs(self, name: str, reason: str) -> None:
@@ -234,10 +236,10 @@ class WorkerHostMesh(MeshTrait):
         per_worker = [
             self._agents.slice(hosts=i).start_procs.call_one(name, per_host, i, token, advertised[i]) for i in range(len(advertised))
         ]
-        addresses = [a for fut in per_worker for a in fut.get()]
+        started = [a for fut in per_worker for a in fut.get()]
         shape = Shape(["hosts", *per_host], [len(advertised), *per_host.values()])
-        group = ProcGroup(name, addresses, token.encode(), proc_displays(name, shape),
-                          owner=_WorkerProcs(self._agents, name))
+        group = ProcGroup(name, [a for a, _ in started], token.encode(), proc_displays(name, shape),
+                          owner=_WorkerProcs(self._agents, name), proc_ids=[p for _, p in started])
         mesh = connected_mesh(group, shape, bootstrap)
         with self._spawned_lock:
             self._spawned = [ref for ref in self._spawned if ref() is not None] + [weakref.ref(mesh)]

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 
 from mesh_client._src.runtime import coalescing, handshaking, streams
 from mesh_client._src.runtime import reactor as reactor_mod
-from mesh_client._src.wire import envelopes, errors, protocol
+from mesh_client._src.wire import binding, envelopes, errors, protocol
 
 # Small frames are read through one reused buffer: a fresh 256 KiB bytes per recv would cost
 # an mmap, an mremap and a munmap per message. Large frames bypass it (receive_buffer).
@@ -583,14 +583,18 @@ def connect(
     timeout: float = 10.0,
     display: str | None = None,
     opener: Opener = open_tcp,
+    meant: binding.ProcId | None = None,
 ) -> Channel:
-    """Connect and authenticate in the calling thread, then hand the channel to the reactor."""
+    """Connect and authenticate in the calling thread, then hand the channel to the reactor.
+
+    ``meant``: the proc the handshake names; another one (a stale address, a relay) is refused
+    on both sides (:mod:`mesh_client._src.wire.binding`). None: any proc of the mesh."""
     display = display or f"{address[0]}:{address[1]}"
     stream = opener(address, timeout)
     sock = stream.get_extra_info("socket")
     within = handshaking.bound(stream, timeout)  # the whole handshake's
     sock.settimeout(within)
-    conn = protocol.Connection(protocol.Role.CLIENT, token)
+    conn = protocol.Connection(protocol.Role.CLIENT, token, meant=meant)
     conn.start()
     try:
         handshaking.authenticate(stream, conn, display, within)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TypedDict
 
 from mesh_client._src.runtime import handshaking, ops, streams
-from mesh_client._src.wire import envelopes, errors, protocol
+from mesh_client._src.wire import binding, envelopes, errors, protocol
 
 
 class ProcIdentity(TypedDict):
@@ -53,6 +53,9 @@ class IdentityReply(ProcIdentity):
     # call itself instead of sending it to a proc that would close the connection. Absent from
     # servers before it (read it with .get()).
     max_message_bytes: int
+    # Which run of which proc it is in handshakes (wire/binding.py): the pod's UID, or the id
+    # its local launcher drew. Absent from servers before it (read it with .get()).
+    incarnation: str
 
 
 def identify_proc(
@@ -60,17 +63,19 @@ def identify_proc(
     token: bytes,
     timeout: float = 5.0,
     opener: Callable[[tuple[str, int], float], streams.SocketStream] | None = None,
+    meant: binding.ProcId | None = None,
 ) -> IdentityReply:
     """Connect, authenticate, send IDENTIFY and return the proc's identity.
 
     ``opener`` makes the stream (a port-forward, say) instead of a TCP connection to ``address``.
+    ``meant``: the proc the handshake names (another one refuses it); None: any proc of the mesh.
     """
     display = f"{address[0]}:{address[1]}"
     if opener is not None:
         stream = opener(address, timeout)
     else:
         stream = streams.SocketStream(socket.create_connection(address, timeout=timeout))
-    conn = protocol.Connection(protocol.Role.CLIENT, token)
+    conn = protocol.Connection(protocol.Role.CLIENT, token, meant=meant)
     conn.start()
     within = handshaking.bound(stream, timeout)
     deadline = time.monotonic() + within

@@ -1,4 +1,5 @@
-"""Proc servers as a client sees them: one lazily connected :class:`Peer` per address and token.
+"""Proc servers as a client sees them: one lazily connected :class:`Peer` per address, token
+and proc meant (its incarnation id, named in every handshake: :mod:`mesh_client._src.wire.binding`).
 
 A peer numbers its requests, keeps the futures of those in flight, resolves them from the
 reactor when replies arrive, and fails every one of them at once when the connection drops,
@@ -36,7 +37,7 @@ from mesh_client._src.runtime import (
     unixlinks,
 )
 from mesh_client._src.runtime import reactor as reactor_mod
-from mesh_client._src.wire import envelopes, packing
+from mesh_client._src.wire import binding, envelopes, packing
 from mesh_client._src.wire import errors as wire_errors
 
 # Reply status codes and the one-way call id, defined with the envelopes they travel in.
@@ -88,11 +89,18 @@ class Waiter(Protocol):
     def set_raw(self, raw: Any) -> bool: ...
 
 
+def meaning(proc_id: str | None, display: str) -> binding.ProcId | None:
+    """The proc a handshake names, from its incarnation id (None: any proc of the mesh)."""
+    return None if proc_id is None else binding.ProcId(proc_id, display)
+
+
 class Peer:
     """One proc server: connect on first use, fail everything pending when the link drops."""
 
-    def __init__(self, address: Address, token: bytes, display: str, opener: channel_mod.Opener | None = None) -> None:
+    def __init__(self, address: Address, token: bytes, display: str, opener: channel_mod.Opener | None = None,
+                 meant: binding.ProcId | None = None) -> None:
         self.address = address
+        self.meant = meant  # the proc every handshake names; None: any proc of the mesh answers
         self._opener = opener or unixlinks.open_stream  # AF_UNIX to a local proc that has a socket, else TCP
         self.display = display
         self._token = token
@@ -141,6 +149,7 @@ class Peer:
                     on_closed=self._on_closed,
                     display=self.display,
                     opener=self._open,
+                    meant=self.meant,
                 )
             channel = self._channel
             assert channel is not None
@@ -158,6 +167,10 @@ class Peer:
         stream = self._opener(address, timeout)
         self._unix_link = unixlinks.via_socket_file(stream, address)
         return stream
+
+    def _key(self) -> tuple[Address, bytes, str | None]:
+        """This peer's key among the shared ones (:func:`get_peer`)."""
+        return (self.address, self._token, self.meant.incarnation if self.meant is not None else None)
 
     def connect(self) -> None:
         """Connect now (raises on refusal or a wrong token)."""
@@ -390,10 +403,10 @@ class Peer:
     def _relink(self, verdict: relinking.Verdict, probe: channel_mod.Opener) -> None:
         """On a thread of its own: the same proc answers (asked through ``probe``)? Then a
         successor takes over."""
-        alive, why = relinking.ask_again(self.address, self._token, self.identity, probe)
+        alive, why = relinking.ask_again(self.address, self._token, self.identity, probe, self.meant)
         successor = None
         if alive:
-            successor = Peer(self.address, self._token, self.display, self._opener)
+            successor = Peer(self.address, self._token, self.display, self._opener, self.meant)
             successor.explain_loss = self.explain_loss
             with _listeners_lock:
                 successor.on_relinked = weakref.WeakSet(self.on_relinked)
@@ -409,8 +422,8 @@ class Peer:
                 successor, why = None, f"it answered, then refused a new connection ({exc})"
         if successor is not None:
             with _peers_lock:
-                if _peers.get((self.address, self._token)) is self:
-                    _peers[(self.address, self._token)] = successor
+                if _peers.get(self._key()) is self:
+                    _peers[self._key()] = successor
             with _listeners_lock:
                 listeners = list(self.on_relinked)
             for listener in listeners:
@@ -422,26 +435,26 @@ def _no_halt() -> None:
     """A relink ends by itself within its bounded probe."""
 
 
-_peers: dict[tuple[Address, bytes], Peer] = {}
+_peers: dict[tuple[Address, bytes, str | None], Peer] = {}
 _peers_lock = threading.Lock()
 _listeners_lock = threading.Lock()  # the peers' on_relinked sets: added to from any thread
 
 
-def get_peer(address: Address, token: bytes, display: str | None = None) -> Peer:
-    """The shared peer for this address and token. A lost peer stays lost (its actors are gone),
-    unless its link broke under a live proc: then its successor takes its place here."""
-    key = (address, token)
+def get_peer(address: Address, token: bytes, display: str | None = None, meant: binding.ProcId | None = None) -> Peer:
+    """The shared peer for this address, token and proc meant. A lost peer stays lost (its actors
+    are gone), unless its link broke under a live proc: then its successor takes its place here."""
+    key = (address, token, meant.incarnation if meant is not None else None)
     peer = _peers.get(key)
     if peer is None:
         with _peers_lock:
             peer = _peers.get(key)
             if peer is None:
-                peer = Peer(address, token, display or f"{address[0]}:{address[1]}")
+                peer = Peer(address, token, display or f"{address[0]}:{address[1]}", meant=meant)
                 _peers[key] = peer
     return peer
 
 
 def forget_peer(peer: Peer) -> None:
     with _peers_lock:
-        if _peers.get((peer.address, peer._token)) is peer:
-            del _peers[(peer.address, peer._token)]
+        if _peers.get(peer._key()) is peer:
+            del _peers[peer._key()]

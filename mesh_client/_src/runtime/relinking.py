@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mesh_client._src.runtime import identifying, streams
+from mesh_client._src.wire import binding
 
 #: How long asking a proc who it is may take after its link broke (connect, handshake, reply).
 BOUND_SECONDS = 2.0
@@ -68,13 +69,15 @@ def same_proc(before: Mapping[str, Any], now: Mapping[str, Any]) -> bool:
 
 
 def ask_again(address: tuple[str, int], token: bytes, before: Mapping[str, Any] | None,
-              opener: Callable[[tuple[str, int], float], streams.SocketStream] | None) -> tuple[bool, str]:
-    """(alive, why not): ask the proc at ``address`` who it is now, within :data:`BOUND_SECONDS`."""
+              opener: Callable[[tuple[str, int], float], streams.SocketStream] | None,
+              meant: binding.ProcId | None = None) -> tuple[bool, str]:
+    """(alive, why not): ask the proc at ``address`` who it is now, within :data:`BOUND_SECONDS`,
+    in a handshake meant for ``meant`` (another proc there refuses it)."""
     if before is None:
         return False, "this client had not learnt who the proc was before its connection broke"
     try:
         now = identifying.identify_proc(address, token, timeout=BOUND_SECONDS,
-                                        opener=_bounded(opener) if opener is not None else None)
+                                        opener=_bounded(opener) if opener is not None else None, meant=meant)
     except Exception as exc:  # refused, timed out, closed, refused our token: not the proc we knew
         return False, f"it does not answer ({type(exc).__name__}: {exc})"
     if same_proc(before, now):

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from mesh_client._src import contract
 from mesh_client._src.runtime import unixlinks
-from mesh_client._src.wire import protocol
+from mesh_client._src.wire import binding, protocol
 
 DEFAULT_MAX_UNAUTHENTICATED = 256
 DEFAULT_HANDSHAKE_TIMEOUT_SECONDS = 10.0
@@ -42,6 +42,8 @@ class ServerConfig:
     sigterm_exit: int = 0
     # Local procs only: the private directory of this host's unix links (runtime/unixlinks.py).
     unix_dir: str | None = None
+    # Which run of this proc (contract.INCARNATION); None: the server draws one.
+    incarnation: str | None = None
 
 
 def from_env(env: Mapping[str, str]) -> ServerConfig:
@@ -54,6 +56,11 @@ def from_env(env: Mapping[str, str]) -> ServerConfig:
         proc = contract.parse_proc_env(env)
     except contract.ContractError as exc:
         raise ConfigError(str(exc)) from None
+    if proc.incarnation is not None:
+        try:
+            binding.check_incarnation(proc.incarnation)
+        except ValueError as exc:
+            raise ConfigError(f"{contract.INCARNATION}: {exc}") from None
     return ServerConfig(
         host=proc.listen_host or "127.0.0.1",
         port=proc.port,
@@ -70,6 +77,7 @@ def from_env(env: Mapping[str, str]) -> ServerConfig:
         handshake_timeout=_or(proc.handshake_timeout_seconds, DEFAULT_HANDSHAKE_TIMEOUT_SECONDS),
         sigterm_exit=proc.sigterm_exit,
         unix_dir=env.get(unixlinks.DIR_ENV) or None,
+        incarnation=proc.incarnation,
     )
 
 

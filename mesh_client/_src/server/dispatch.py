@@ -29,7 +29,7 @@ from mesh_client._src.runtime import identifying, ops, peers, reactor, streams
 from mesh_client._src.runtime.channel import STALL_SECONDS, Channel, ChannelState, CloseKind
 from mesh_client._src.server import accepting, finalizing, forwarding, gpu, throttling
 from mesh_client._src.server.actors import ENDED_KEPT, ActorRunner, reply
-from mesh_client._src.wire import envelopes, protocol, serialization
+from mesh_client._src.wire import binding, envelopes, protocol, serialization
 
 if TYPE_CHECKING:
     from mesh_client._src.actor.proc_mesh import ProcMesh
@@ -62,6 +62,7 @@ class ProcServer:
         handshake_timeout: float = HANDSHAKE_TIMEOUT,
         log_period: float = 10.0,
         also_listening: Sequence[socket.socket] = (),
+        incarnation: str | None = None,  # which run of this proc (contract.INCARNATION); None: drawn here
     ) -> None:
         if max_unauthenticated < 1:
             raise ValueError(f"max_unauthenticated={max_unauthenticated}: at least 1 connection must be able to authenticate")
@@ -69,6 +70,9 @@ class ProcServer:
         self.token = token
         self.identity = identity
         self.boot = uuid.uuid4().hex  # this process's incarnation: IDENTIFY tells a live proc from a new one
+        # Who this proc is in handshakes: clients that mean another proc are refused (wire/binding.py).
+        coords = ",".join(f"{k}={v}" for k, v in (identity.get("coords") or {}).items()) or str(identity.get("rank", 0))
+        self.proc_id = binding.ProcId(incarnation or uuid.uuid4().hex, f"{identity.get('mesh') or 'proc'}[{coords}]")
         self.on_stop = on_stop
         self.this_proc = this_proc
         self.max_message_bytes = max_message_bytes
@@ -155,7 +159,8 @@ class ProcServer:
     def open_channel(self, stream: streams.Stream, display: str) -> Channel:
         """A server channel over ``stream`` with its HELLO sent and its handshake deadline set;
         :meth:`_admit` then hands it to the reactor (tests drive in-memory ones directly)."""
-        conn = protocol.Connection(protocol.Role.SERVER, self.token, max_message_bytes=self.max_message_bytes)
+        conn = protocol.Connection(protocol.Role.SERVER, self.token, max_message_bytes=self.max_message_bytes,
+                                   own=self.proc_id)
         channel = Channel(
             stream,
             conn,
@@ -276,6 +281,7 @@ class ProcServer:
         elif op == ops.IDENTIFY:
             answer = identifying.IdentityReply(**self.identity, pid=os.getpid(), gpu=gpu.visible_gpu(),
                                                memory=gpu.memory(), actors=len(self.actors), boot=self.boot,
+                                               incarnation=self.proc_id.incarnation,
                                                max_message_bytes=self.max_message_bytes)
             reply(channel, call_id, peers.OK, [json.dumps(answer).encode()])
         elif op == ops.STOP:

@@ -58,7 +58,7 @@ class Forwarder:
 
     def _submit(self, channel: Channel, call_id: int, header: tuple[Any, ...], payload: envelopes.Received) -> None:
         fields, node = header[2], header[3]
-        index, _, _, _, kids = node
+        index, kids = node[0], node[4]
         wants_reply = call_id != peers.NO_REPLY
         aggregate = trees.Aggregate(
             (1 if index >= 0 else 0) + len(kids) if wants_reply else 0,
@@ -84,7 +84,8 @@ class Forwarder:
 
     def _send(self, fields: tuple[Any, ...], child: trees.WireNode, payload: envelopes.Received, wants_reply: bool,
               aggregate: trees.Aggregate) -> None:
-        peer = peers.get_peer((str(child[2][0]), int(child[2][1])), self._server.token, child[3])
+        meant = peers.meaning(child[5], child[3])  # the proc the controller meant: a stale address refuses
+        peer = peers.get_peer((str(child[2][0]), int(child[2][1])), self._server.token, child[3], meant)
         fut = peer.request((ops.FORWARD, fields, child), payload, _raw, reply=wants_reply)
         if wants_reply:
             fut.add_done_callback(functools.partial(_child_done, child, aggregate))

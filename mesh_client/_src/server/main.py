@@ -15,6 +15,7 @@ import signal
 import socket
 import sys
 import threading
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,7 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None,
         # The token is in cfg now: keep it out of the environment its actors' subprocesses
         # inherit (this process's own /proc/<pid>/environ keeps its start-up block).
         os.environ.pop(contract.TOKEN, None)
+        os.environ.pop(contract.INCARNATION, None)  # nor this proc's id: a proc server it starts is another proc
     for entry in cfg.sys_path:
         if entry not in sys.path:
             sys.path.append(entry)
@@ -70,7 +72,8 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None,
             stopping.set()
         return stop
 
-    this_proc = _this_proc_mesh(cfg, host, port)
+    incarnation = cfg.incarnation or uuid.uuid4().hex  # one for the server and its own mesh's reference
+    this_proc = _this_proc_mesh(cfg, host, port, incarnation)
     server = ProcServer(
         listener,
         cfg.token,
@@ -83,6 +86,7 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None,
         max_unauthenticated=cfg.max_unauthenticated,
         handshake_timeout=cfg.handshake_timeout,
         also_listening=also,
+        incarnation=incarnation,
     )
     server.start()
     on_main_thread = threading.current_thread() is threading.main_thread()
@@ -163,13 +167,14 @@ def _watch_lifeline(stop: Callable[[], None]) -> None:
     stop()
 
 
-def _this_proc_mesh(cfg: config_mod.ServerConfig, host: str, port: int) -> ProcMesh:
+def _this_proc_mesh(cfg: config_mod.ServerConfig, host: str, port: int, incarnation: str) -> ProcMesh:
     from mesh_client._src.actor.proc_mesh import ProcMesh
     from mesh_client._src.actor.procs import ProcGroup
     from mesh_client._src.actor.shape import Shape
 
     connect_host = host if host not in ("0.0.0.0", "::") else "127.0.0.1"
-    group = ProcGroup(cfg.mesh or "proc", [(connect_host, port)], cfg.token, [f"{cfg.mesh or 'proc'}[{cfg.rank}]"])
+    group = ProcGroup(cfg.mesh or "proc", [(connect_host, port)], cfg.token, [f"{cfg.mesh or 'proc'}[{cfg.rank}]"],
+                      proc_ids=[incarnation])
     return ProcMesh(group, Shape([], []))
 
 

@@ -24,6 +24,11 @@ class TokenRefused(AuthenticationError):
     server that failed to prove itself): the one refusal a changed Secret explains."""
 
 
+class WrongProc(AuthenticationError):
+    """The handshake was meant for another proc, or another run of it (:mod:`.binding`): the
+    address is stale, or something there relayed it. The message names both procs."""
+
+
 class VersionMismatch(ProtocolError):
     """The peer speaks another wire protocol version (:mod:`.versions`); the message names both."""
 

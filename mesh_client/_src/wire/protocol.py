@@ -3,7 +3,8 @@
 Rule: everything that decides whether a byte may be interpreted lives here. Until the state is
 ``AUTHENTICATED`` only handshake frames of at most ``MAX_HANDSHAKE_FRAME`` bytes are accepted and
 nothing is unpickled anywhere; a peer of another protocol version (:mod:`.versions`, in each
-handshake frame's header) is refused in the handshake; the runtime (:mod:`mesh_client._src.runtime.channel`, and
+handshake frame's header) is refused in the handshake, and so is a handshake meant for another
+proc, or answered by one (:mod:`.binding`), on both sides; the runtime (:mod:`mesh_client._src.runtime.channel`, and
 :mod:`mesh_client._src.runtime.handshaking` for one-shot clients) only moves bytes between a
 stream and this object, as httpcore does around h11.
 """
@@ -17,13 +18,15 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from mesh_client._src.wire import auth, errors, frames, receiving, versions
+from mesh_client._src.wire import auth, binding, errors, frames, receiving, versions
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024**3
 
 
 #: The REJECT a server sends for a wrong token (a client raises :class:`~.errors.TokenRefused` on it).
 WRONG_TOKEN = b"authentication failed: wrong mesh token"
+#: The most bytes a proc's name in AUTH or WELCOME takes (:func:`.binding.encode`).
+MAX_BINDING = binding.MAX_INCARNATION + 1 + binding.MAX_NAME_BYTES
 
 def printable(text: str) -> str:
     """``text`` with control and format characters escaped: the reason of a REJECT comes from a
@@ -117,6 +120,8 @@ class Connection:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         nonce: Callable[[int], bytes] = os.urandom,  # a fixed source for tests
         protocol_version: int | None = None,  # None: versions.PROTOCOL_VERSION; another one for tests
+        meant: binding.ProcId | None = None,  # a client's: the proc it means (None: any of the mesh)
+        own: binding.ProcId | None = None,  # a server's: the proc it is
     ) -> None:
         if not token:
             raise ValueError("the mesh token is empty: set PROCMESH_TOKEN or PROCMESH_TOKEN_FILE")
@@ -124,6 +129,8 @@ class Connection:
         self.state = State.NEW
         self._token = token
         self._nonce = nonce
+        self.meant = meant
+        self.own = own
         self._max_message = max_message_bytes
         self.protocol_version = versions.PROTOCOL_VERSION if protocol_version is None else protocol_version
         self._peer_version = 0  # the field of the last handshake frame received
@@ -158,9 +165,9 @@ class Connection:
     def _handshake(self, kind: frames.Kind, body: bytes) -> Event | None:
         if kind is frames.Kind.REJECT:
             self.state = State.CLOSED
-            raise (errors.TokenRefused if body == WRONG_TOKEN else errors.AuthenticationError)(
-                f"the proc server refused the connection: {printable(body.decode('utf-8', 'replace'))}"
-            )
+            refused = (errors.TokenRefused if body == WRONG_TOKEN else
+                       errors.WrongProc if body.startswith(binding.REFUSAL) else errors.AuthenticationError)
+            raise refused(f"the proc server refused the connection: {printable(body.decode('utf-8', 'replace'))}")
         if kind is frames.Kind.HELLO:
             if len(body) != auth.NONCE_BYTES:
                 raise errors.ProtocolError("malformed HELLO")
@@ -169,15 +176,17 @@ class Connection:
                 raise errors.VersionMismatch(versions.client_mismatch(self._peer_version, self.protocol_version))
             self._server_nonce = body
             self._client_nonce = self._nonce(auth.NONCE_BYTES)
-            mac = auth.client_mac(self._token, self._server_nonce, self._client_nonce)
-            self._queue(frames.Kind.AUTH, self._client_nonce + mac)
+            meant = binding.encode(self.meant)
+            mac = auth.client_mac(self._token, self._server_nonce, self._client_nonce, meant)
+            self._queue(frames.Kind.AUTH, self._client_nonce + mac + meant)
             self.state = State.AWAIT_WELCOME
             return None
         if kind is frames.Kind.AUTH:
-            if len(body) != auth.NONCE_BYTES + auth.MAC_BYTES:
+            proof = auth.NONCE_BYTES + auth.MAC_BYTES
+            if not proof <= len(body) <= proof + MAX_BINDING:
                 raise errors.ProtocolError("malformed AUTH")
-            self._client_nonce, mac = body[: auth.NONCE_BYTES], body[auth.NONCE_BYTES :]
-            expected = auth.client_mac(self._token, self._server_nonce, self._client_nonce)
+            self._client_nonce, mac, meant = body[: auth.NONCE_BYTES], body[auth.NONCE_BYTES : proof], body[proof:]
+            expected = auth.client_mac(self._token, self._server_nonce, self._client_nonce, meant)
             if not auth.verify(expected, mac):
                 self._queue(frames.Kind.REJECT, WRONG_TOKEN)
                 self.state = State.CLOSED
@@ -185,18 +194,40 @@ class Connection:
             if self._peer_version != self.protocol_version:
                 self.state = State.CLOSED
                 raise errors.VersionMismatch(versions.server_mismatch(self._peer_version, self.protocol_version))
-            self._queue(frames.Kind.WELCOME, auth.server_mac(self._token, self._server_nonce, self._client_nonce))
+            wanted = self._proc(meant, "AUTH")
+            if not binding.answers_for(wanted, self.own):  # a relayed handshake, or a stale address
+                assert wanted is not None
+                reason = binding.refusal(wanted, self.own)
+                self._queue(frames.Kind.REJECT, reason.encode()[: self.MAX_HANDSHAKE_FRAME - 64])
+                self.state = State.CLOSED
+                raise errors.WrongProc(reason)
+            own = binding.encode(self.own)
+            self._queue(frames.Kind.WELCOME, auth.server_mac(self._token, self._server_nonce, self._client_nonce, own) + own)
             self.state = State.AUTHENTICATED
             return Authenticated()
-        # WELCOME
-        expected = auth.server_mac(self._token, self._server_nonce, self._client_nonce)
-        if len(body) != auth.MAC_BYTES or not auth.verify(expected, body):
+        # WELCOME: the server's proof, then who it is
+        welcome, answer = body[: auth.MAC_BYTES], body[auth.MAC_BYTES :]
+        expected = auth.server_mac(self._token, self._server_nonce, self._client_nonce, answer)
+        if len(welcome) != auth.MAC_BYTES or len(answer) > MAX_BINDING or not auth.verify(expected, welcome):
             self.state = State.CLOSED
             raise errors.AuthenticationError(
                 "the proc server could not prove it holds the mesh token: wrong token or not a procmesh server"
             )
+        answered = self._proc(answer, "WELCOME")
+        if not binding.answers_for(self.meant, answered):
+            assert self.meant is not None
+            self.state = State.CLOSED
+            raise errors.WrongProc(binding.refusal(self.meant, answered))
         self.state = State.AUTHENTICATED
         return Authenticated()
+
+    def _proc(self, blob: bytes, frame: str) -> binding.ProcId | None:
+        """The proc named in a handshake frame whose MAC was verified."""
+        try:
+            return binding.decode(blob)
+        except ValueError as exc:
+            self.state = State.CLOSED
+            raise errors.ProtocolError(f"malformed {frame}: {exc}") from None
 
     # Sending ---------------------------------------------------------------------------------
 

@@ -24,7 +24,9 @@ import importlib.metadata
 # 3: a failure's exception travels as a pickle of its own inside it (actor/messages.py).
 # 4: a failure says whether Port.exception sent it (actor/messages.py); PORT_SEND carries a rank.
 # 5: a pickled actor mesh carries its endpoints' argument checks (actor/signatures.py); STOP a reason.
-PROTOCOL_VERSION = 5
+# 6: AUTH names the proc the client means and WELCOME the proc that answers, inside their MACs
+# (wire/binding.py); an older peer would pass a relayed handshake on, so it is refused instead.
+PROTOCOL_VERSION = 6
 
 
 @functools.cache

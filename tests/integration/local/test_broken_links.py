@@ -179,7 +179,7 @@ def test_a_cut_under_a_tree_routed_call_is_a_broken_link_too(faults, tmp_path):
 def cut_links_to(address):
     """Run in a proc: break its connections to the proc server at ``address`` (that proc lives on)."""
     n = 0
-    for (where, _), peer in list(peers._peers.items()):
+    for (where, _, _), peer in list(peers._peers.items()):
         if tuple(where) == tuple(address) and peer._channel is not None:
             peer._channel.stream.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
             n += 1

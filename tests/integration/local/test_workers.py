@@ -67,7 +67,7 @@ def test_attach_to_workers_spawns_procs_on_every_worker(workers, faults):
     assert [started_by[(h, g)] for h in (0, 1) for g in (0, 1)] == [worker_pids[0]] * 2 + [worker_pids[1]] * 2
     procs = list(mesh._group.peers)
     mesh.stop().get()
-    assert not [p for p in procs if peers._peers.get((p.address, p._token)) is p]  # none kept (a leak per mesh)
+    assert not [p for p in procs if peers._peers.get(p._key()) is p]  # none kept (a leak per mesh)
     hosts.stop().get(timeout=60)  # let go of the workers before the fixture ends them
     assert faults.named("rec") == [] and faults.named("host_agent") == []
 

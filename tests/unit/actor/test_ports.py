@@ -97,7 +97,7 @@ def test_ranked_reads_the_same_values_as_its_receiver():
 
 def test_a_ranked_port_keeps_its_rank_when_pickled(monkeypatch):
     port, _ = Channel.open()
-    monkeypatch.setattr(ports, "home_provider", lambda: (("127.0.0.1", 1), b"token"))  # no proc server here
+    monkeypatch.setattr(ports, "home_provider", lambda: (("127.0.0.1", 1), b"token", None))  # no proc server here
     again = serialization.loads(serialization.dumps(port._ranked(4)))
     assert again._rank == 4 and again._port_id == port._port_id
 

@@ -50,14 +50,16 @@ def test_pruning_keeps_exactly_the_paths_to_the_targets():
 def test_wire_nodes_deliver_each_target_once_with_its_slice_index():
     addresses = [("127.0.0.1", 1000 + r) for r in range(20)]
     displays = [f"m[{r}]" for r in range(20)]
+    proc_ids = [f"id{r}" for r in range(20)]
     index_of = {r: i for i, r in enumerate([5, 9, 13, 19])}  # a slice of the group
-    nodes = trees.wire_nodes(trees.prune(index_of, 3), index_of, addresses, displays)
+    nodes = trees.wire_nodes(trees.prune(index_of, 3), index_of, addresses, displays, proc_ids)
     delivered = sorted(i for node in nodes for i in trees.subtree_indices(node))
     assert delivered == [0, 1, 2, 3]
 
     def walk(node):
-        index, rank, address, display, kids = node
+        index, rank, address, display, kids, proc_id = node
         assert address == addresses[rank] and display == displays[rank]
+        assert proc_id == proc_ids[rank]  # the proc a forwarder's handshake names
         assert index == index_of.get(rank, -1)  # interior procs outside the slice only forward
         for kid in kids:
             assert trees.parent(kid[1], 3) == rank

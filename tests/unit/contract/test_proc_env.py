@@ -19,7 +19,7 @@ FULL = contract.ProcEnv(
     port=27001, listen_host="::1", token="t0k", token_file="/run/t", mesh="trainer", rank=5,
     coords={"hosts": 1, "gpus": 2}, memory_fraction=0.3, max_message_bytes=1 << 20, ready_fd=7,
     lifeline=True, sys_path=("/a", "/b c"), max_unauthenticated=8, handshake_timeout_seconds=2.5,
-    sigterm_exit=143)
+    sigterm_exit=143, incarnation="0f3c9a6e0b7d4b1f8a2e5c6d7e8f9a0b")
 
 
 @pytest.mark.parametrize("env", [contract.ProcEnv(), FULL, contract.ProcEnv(port=0, coords={})])
@@ -70,7 +70,7 @@ def test_operator_pod_env_is_what_the_proc_server_reads(mode, tmp_path):
         else rendering.ProcPlacement()
     pod = rendering.render_pod(mesh, rank, placement, settings.Settings())
     (container,) = pod["spec"]["containers"]
-    # What the kubelet does: resolve the pod-IP fieldRef, mount the token Secret.
+    # What the kubelet does: resolve the pod-IP and pod-UID fieldRefs, mount the token Secret.
     (mount,) = container["volumeMounts"]
     (volume,) = pod["spec"]["volumes"]
     assert mount["name"] == volume["name"] == names.TOKEN_VOLUME
@@ -80,9 +80,10 @@ def test_operator_pod_env_is_what_the_proc_server_reads(mode, tmp_path):
     env: dict[str, str] = {}
     for item in container["env"]:
         if "valueFrom" in item:
-            assert item["valueFrom"] == {"fieldRef": {"apiVersion": "v1",
-                                                      "fieldPath": rendering.POD_IP_FIELD}}
-            env[item["name"]] = "10.1.2.3"
+            fields = {rendering.POD_IP_FIELD: "10.1.2.3", rendering.POD_UID_FIELD: "6f1c8e0a-2b44-4a55-9d1e-0c3f5b7a9e21"}
+            path = item["valueFrom"]["fieldRef"]["fieldPath"]
+            assert item["valueFrom"] == {"fieldRef": {"apiVersion": "v1", "fieldPath": path}} and path in fields
+            env[item["name"]] = fields[path]
         else:
             env[item["name"]] = item["value"]
     assert env[contract.TOKEN_FILE] == f"{mount['mountPath']}/{contract.TOKEN_KEY}"
@@ -96,6 +97,12 @@ def test_operator_pod_env_is_what_the_proc_server_reads(mode, tmp_path):
     fraction = None if mode == contract.GPU_MODE_NONE else mesh.gpus.memory_fraction
     assert cfg.memory_fraction == fraction
     assert (cfg.ready_fd, cfg.lifeline, cfg.sys_path) == (None, False, ())
+    assert cfg.incarnation == "6f1c8e0a-2b44-4a55-9d1e-0c3f5b7a9e21"  # the pod's UID names its proc in handshakes
+
+
+def test_a_malformed_incarnation_is_refused_naming_the_variable():
+    with pytest.raises(config.ConfigError, match="PROCMESH_INCARNATION: a proc's incarnation id must be"):
+        config.from_env({"PROCMESH_TOKEN": "t", contract.INCARNATION: "has space"})
 
 
 def test_the_token_is_in_no_repr():

@@ -1,12 +1,13 @@
 """The status of a big mesh stays small: procs as a table above contract.MAX_LISTED_PROCS.
 
 Aspects: a listed mesh keeps status.procs; a 4,096-proc mesh (pinned GPUs, every pod bound and
-ready) writes an empty list and a table far under etcd's 1.5 MiB object limit, which the
+ready, real pod UIDs) writes an empty list and a table far under etcd's 1.5 MiB object limit, which the
 client's reader turns back into exactly the entries the list would have had; a suspended big
 mesh deletes its table.
 """
 
 import json
+import uuid
 
 from mesh_client._src import contract
 from procmesh_operator import planning, proc_entries, rendering, statuses
@@ -26,7 +27,7 @@ def big_mesh_and_pods(hosts: int = 512, per_host: int = 8):
     for rank in range(m.size):
         host, local = divmod(rank, per_host)
         node = f"kwok-node-{host}"
-        pods[rank] = pod(m, rank, node=node, ip=f"10.{host // 250}.{host % 250}.{local + 2}",
+        pods[rank] = pod(m, rank, node=node, ip=f"10.{host // 250}.{host % 250}.{local + 2}", uid=str(uuid.UUID(int=rank)),
                          placement=rendering.ProcPlacement(node, f"GPU-{host:08x}-0000-4000-8000-{local:012x}"))
     return body, m, pods
 
@@ -43,8 +44,8 @@ def test_a_4096_proc_status_is_a_table_far_under_the_etcd_limit():
     listed = [proc_entries.proc_entry(m, r, pods[r]) for r in range(m.size)]
     assert s["procs"] == [] and s["procTable"]["size"] == 4096
     size = len(json.dumps(s, separators=(",", ":")))
-    assert size < ETCD_LIMIT // 4  # 4,096 GPU UUIDs are most of it
-    assert len(json.dumps(listed, separators=(",", ":"))) > size * 3  # what it replaces
+    assert size < ETCD_LIMIT // 3  # 4,096 GPU UUIDs and pod UIDs are most of it
+    assert len(json.dumps(listed, separators=(",", ":"))) > size * 2  # what it replaces
     assert contract.status_procs({**body, "status": json.loads(json.dumps(s))}) == listed
 
 

@@ -50,7 +50,7 @@ def test_procs_entries():
                              "ready": False}
     assert s["procs"][1] == {"rank": 1, "coords": {"hosts": 0, "gpus": 1}, "pod": "m-1",
                              "node": "n4", "address": "127.0.3.4:26601", "ready": True,
-                             "podPhase": "Running", "gpu": "1"}
+                             "podUID": "pod-uid-m-1", "podPhase": "Running", "gpu": "1"}
 
 
 def test_budget_refusal():

@@ -1,0 +1,82 @@
+"""Each handshake is bound to the proc its client meant (wire/binding.py), through a real relay.
+
+A relay here is what a listener at an address a client dials could be (a stale pod IP, a local
+proc's freed port bound by another user): a TCP forwarder on 127.0.0.1 that passes the bytes on,
+unchanged, to a live proc of the same mesh.
+
+Aspects: relayed to another proc of the mesh, the handshake is refused by that proc (its REJECT
+names the proc meant and itself) and by the client (no call goes through, for a one-shot
+IDENTIFY and for a peer's connection), and the proc closes the relayed connection; relayed to a
+new incarnation of the proc meant (after a restart) it is refused too, naming both incarnations,
+while ``reconnect()`` picks up the new incarnation with the new address and calls go on; relayed
+to the proc meant, it passes (a forwarder in between, as a port-forward is, is no relay attack).
+"""
+
+import os
+import signal
+
+import pytest
+
+from mesh_client import SupervisionError, this_host
+from mesh_client._src.runtime import identifying, peers
+from mesh_client._src.wire import errors
+from tests.integration.local.actors import Recorder
+from tests.integration.local.forwarder import TIMEOUT, Relay
+
+
+def meant(mesh, index):
+    group = mesh._group
+    return peers.meaning(group.proc_ids[index], group.displays[index])
+
+
+def test_a_handshake_relayed_to_another_proc_of_the_mesh_is_refused_on_both_sides(procs):
+    group = procs._group
+    for connect in (
+        lambda address: identifying.identify_proc(address, group.token, timeout=TIMEOUT, meant=meant(procs, 0)),
+        lambda address: peers.Peer(address, group.token, group.displays[0], meant=meant(procs, 0)).connect(),
+    ):
+        relay = Relay(group.addresses[1])
+        try:
+            with pytest.raises(errors.WrongProc) as refused:
+                connect(relay.address)
+            assert relay.proc_closed.wait(TIMEOUT)  # the proc itself ended the relayed connection
+        finally:
+            relay.close()
+        text = str(refused.value)
+        assert (f"the proc server refused the connection: this connection was meant for proc "
+                f"{group.displays[0]} (incarnation {group.proc_ids[0]}), but it reached "
+                f"{group.displays[1]} (incarnation {group.proc_ids[1]})") in text
+        assert b"this connection was meant for proc" in relay.from_proc  # said in the proc's REJECT
+
+
+def test_a_handshake_relayed_to_the_proc_meant_passes(procs):
+    group = procs._group
+    relay = Relay(group.addresses[1])
+    try:
+        who = identifying.identify_proc(relay.address, group.token, timeout=TIMEOUT, meant=meant(procs, 1))
+    finally:
+        relay.close()
+    assert who["incarnation"] == group.proc_ids[1] and who["rank"] == 1
+
+
+def test_a_handshake_relayed_to_a_new_incarnation_is_refused_and_reconnect_learns_it():
+    with this_host().spawn_procs(per_host={"gpus": 2}, name="incarnations") as mesh:
+        rec = mesh.spawn("rec", Recorder)
+        group = mesh._group
+        old = meant(mesh, 1)
+        os.kill(rec.slice(gpus=1).where.call_one().get()["pid"], signal.SIGKILL)
+        with pytest.raises(SupervisionError):
+            rec.slice(gpus=1).echo.call_one(1).get(timeout=TIMEOUT)
+        assert mesh.reconnect() == [1]
+        assert group.proc_ids[1] != old.incarnation  # learnt with the new address
+        assert mesh.spawn("fresh", Recorder).slice(gpus=1).echo.call_one(2).get(timeout=TIMEOUT) == 2
+
+        relay = Relay(group.addresses[1])  # what held the old address passes it on to the new process
+        try:
+            with pytest.raises(errors.WrongProc) as refused:
+                identifying.identify_proc(relay.address, group.token, timeout=TIMEOUT, meant=old)
+            assert relay.proc_closed.wait(TIMEOUT)
+        finally:
+            relay.close()
+        assert (f"meant for proc incarnations[gpus=1] (incarnation {old.incarnation}), but it reached "
+                f"incarnations[gpus=1] (incarnation {group.proc_ids[1]})") in str(refused.value)
