@@ -2,9 +2,11 @@
 
 The last mesh dimension is the local one (LOCAL_RANK, LOCAL_WORLD_SIZE); the ``hosts`` dimension,
 where there is one, forms the groups (GROUP_RANK is the host, whatever other dimensions perHost
-has), as torchrun's nodes do. A mesh without ``hosts`` (the local backend) is one group. A mesh
-of ``hosts`` alone (no perHost, or sliced to one proc per host) has one proc per machine: each
-is its own group of one (LOCAL_RANK 0, LOCAL_WORLD_SIZE 1), as torchrun's ``--nproc-per-node=1``.
+has), as torchrun's nodes do. A mesh without ``hosts`` (the local backend) counts groups of its
+last dimension (GROUP_RANK = RANK // LOCAL_WORLD_SIZE), as Monarch's SPMDActor does, so no two
+procs share a (GROUP_RANK, LOCAL_RANK) and the groups add up to WORLD_SIZE. A mesh of ``hosts``
+alone (no perHost, or sliced to one proc per host) has one proc per machine: each is its own
+group of one (LOCAL_RANK 0, LOCAL_WORLD_SIZE 1), as torchrun's ``--nproc-per-node=1``.
 """
 
 from __future__ import annotations
@@ -31,19 +33,21 @@ def torchelastic_env(
         labels, sizes, coords = ["rank"], [1], {"rank": 0}
     rank = contract.ravel([coords[label] for label in labels], sizes)
     world = math.prod(sizes)
-    hosts = dict(zip(labels, sizes)).get(contract.HOSTS_DIM, 1)
-    group_rank = coords.get(contract.HOSTS_DIM, 0)
     if labels[-1] == contract.HOSTS_DIM:  # one proc per host: each is alone on its machine
         local_rank, local_world = 0, 1
     else:
         local_rank, local_world = coords[labels[-1]], sizes[-1]
+    if contract.HOSTS_DIM in labels:
+        groups, group_rank = dict(zip(labels, sizes))[contract.HOSTS_DIM], coords[contract.HOSTS_DIM]
+    else:
+        groups, group_rank = world // local_world, rank // local_world
     return {
         "RANK": str(rank),
         "LOCAL_RANK": str(local_rank),
         "LOCAL_WORLD_SIZE": str(local_world),
         "WORLD_SIZE": str(world),
         "GROUP_RANK": str(group_rank),
-        "GROUP_WORLD_SIZE": str(hosts),
+        "GROUP_WORLD_SIZE": str(groups),
         "ROLE_RANK": str(rank),
         "ROLE_WORLD_SIZE": str(world),
         "ROLE_NAME": "default",

@@ -28,6 +28,10 @@ against __init__; repr of value meshes and points; stream order; a future read t
 actor stopping itself; broadcast with keyword arguments; Future() made by hand; an actor that
 raises under call, stream and Accumulator, and as_endpoint on a plain method.
 
+Round three (:mod:`.round_three`): torchrun-style SPMD, ``setup_torch_elastic_env`` (also on a
+slice, and its async twin) and ``SPMDActor.main`` running a script, on meshes with and without
+``hosts``: the same ranks, sizes and groups in every proc, and the same gloo all_reduce.
+
 torchmonarch comes with the ``bench`` extra (``pip install 'procmesh[bench]'``); without it
 these tests fail and say so. Monarch runs its own processes on this machine, over loopback.
 """
@@ -44,6 +48,7 @@ import pytest
 
 PROGRAMS = Path(__file__).with_name("programs.py")
 ROUND_TWO = Path(__file__).with_name("round_two.py")
+ROUND_THREE = Path(__file__).with_name("round_three.py")
 SCENARIOS = [
     "broadcast_error", "failing_init", "proc_death", "supervise", "unhandled_climbs", "mixed_endpoints", "names", "output", "ported",
     "logger", "logging_option", "transport_shutdown", "more_names",
@@ -94,3 +99,10 @@ def test_round_two_same_outcome_as_monarch(scenario):
     assert importlib.util.find_spec("monarch") is not None, "torchmonarch 0.7 is needed: pip install 'procmesh[bench]'"
     theirs = outcome("monarch.actor", scenario, ROUND_TWO)[0]
     assert outcome("mesh_client.actor", scenario, ROUND_TWO)[0] == theirs
+
+
+@pytest.mark.parametrize("scenario", ["spmd", "spmd_main"])
+def test_round_three_same_outcome_as_monarch(scenario):
+    assert importlib.util.find_spec("monarch") is not None, "torchmonarch 0.7 is needed: pip install 'procmesh[bench]'"
+    theirs = outcome("monarch.actor", scenario, ROUND_THREE)[0]
+    assert outcome("mesh_client.actor", scenario, ROUND_THREE)[0] == theirs

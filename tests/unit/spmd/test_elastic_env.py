@@ -49,6 +49,17 @@ def test_a_local_mesh_is_one_group():
     assert (e["GROUP_RANK"], e["GROUP_WORLD_SIZE"], e["LOCAL_RANK"]) == ("0", "1", "1")
 
 
+def test_a_mesh_without_hosts_counts_groups_of_its_last_dimension():
+    # replicas=2 x gpus=2 locally, as Monarch's SPMDActor: two groups of two; each proc its own
+    # (GROUP_RANK, LOCAL_RANK) (it was one group of 'LOCAL_WORLD_SIZE 2' with WORLD_SIZE 4, and
+    # ranks 0 and 2 both said group 0, local rank 0)
+    labels, sizes = ["a", "replicas", "gpus"], [1, 2, 2]
+    seen = [env(dict(zip(labels, (0, r, g))), labels, sizes) for r, g in itertools.product(range(2), range(2))]
+    assert [(e["RANK"], e["GROUP_RANK"], e["LOCAL_RANK"], e["GROUP_WORLD_SIZE"], e["LOCAL_WORLD_SIZE"], e["WORLD_SIZE"])
+            for e in seen] == [("0", "0", "0", "2", "2", "4"), ("1", "0", "1", "2", "2", "4"),
+                               ("2", "1", "0", "2", "2", "4"), ("3", "1", "1", "2", "2", "4")]
+
+
 def test_a_mesh_of_hosts_alone_has_one_proc_per_group():
     # hosts=2 without perHost (or a hosts x gpus mesh sliced to one gpu): two machines, as
     # torchrun --nnodes=2 --nproc-per-node=1 (LOCAL_RANK 1 would name a GPU host 1 lacks).
