@@ -172,7 +172,9 @@ def logs_(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
     errors = logs.follow_all(streams, out)
     for error in dict.fromkeys(errors):  # -p of procs that never restarted: one line, not one per proc
         print(f"error: {error}", file=sys.stderr)
-    return 1 if errors and len(errors) >= len(streams) else 0
+    # Any proc left out fails the command, as kubectl logs -l does: the output is partial, and a
+    # script reading it can only tell by the status.
+    return 1 if errors else 0
 
 
 # --- top ---------------------------------------------------------------------------------------
