@@ -74,10 +74,26 @@ def _kubectl(cluster: controlplane.Cluster, *args: str, input: str | None = None
     return result.stdout
 
 
+#: How long Kueue's CRDs may take to be Established.
+ESTABLISHED_TIMEOUT = 60.0
+
+
 def install_crds(cluster: controlplane.Cluster, crds: Path) -> None:
-    """Kueue's CRDs, applied server-side and waited on until Established."""
+    """Kueue's CRDs, applied server-side and waited on until Established. A CRD read before the
+    API server first writes its status has no conditions at all, and ``kubectl wait`` then fails
+    at once ('.status.conditions accessor error: <nil> is of the type <nil>') instead of waiting:
+    asked again until the timeout."""
     _kubectl(cluster, "apply", "--server-side", "--force-conflicts", "-f", str(crds))
-    _kubectl(cluster, "wait", "--for=condition=Established", "--timeout=60s", "-f", str(crds))
+    deadline = time.monotonic() + ESTABLISHED_TIMEOUT
+    while True:
+        try:
+            _kubectl(cluster, "wait", "--for=condition=Established", f"--timeout={ESTABLISHED_TIMEOUT:.0f}s",
+                     "-f", str(crds))
+            return
+        except RuntimeError as error:
+            if "accessor error" not in str(error) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
 
 
 def start(cluster: controlplane.Cluster) -> Kueue:
