@@ -23,6 +23,7 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from tests.cluster import controlplane, pki, processes
 from tests.cluster.kueue import builds, configs
@@ -96,8 +97,9 @@ def install_crds(cluster: controlplane.Cluster, crds: Path) -> None:
         time.sleep(0.5)
 
 
-def start(cluster: controlplane.Cluster) -> Kueue:
-    """Build (if needed), install and start Kueue against ``cluster``; return once it is ready."""
+def start(cluster: controlplane.Cluster, *, wait_for_pods_ready: dict[str, Any] | None = None) -> Kueue:
+    """Build (if needed), install and start Kueue against ``cluster``; return once it is ready.
+    ``wait_for_pods_ready``: the Configuration's ``waitForPodsReady`` (:func:`configs.configuration`)."""
     built = builds.ensure()
     folder = cluster.root / "kueue"
     if folder.exists():
@@ -113,7 +115,7 @@ def start(cluster: controlplane.Cluster) -> Kueue:
     kueue = Kueue(folder, _free_port())
     config = folder / "config.yaml"
     config.write_text(configs.configuration(webhook_port=_free_port(), health_port=kueue.health_port,
-                                            cert_dir=certs))
+                                            cert_dir=certs, wait_for_pods_ready=wait_for_pods_ready))
     METRICS_CERT_DIR.mkdir(parents=True, exist_ok=True)  # the mount point (empty on the host)
     argv = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
             'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh", str(certs), str(METRICS_CERT_DIR),

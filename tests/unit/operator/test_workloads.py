@@ -2,7 +2,8 @@
 
 Aspects: the queue label; the Workload (one pod set of every proc, requests and placement of a
 proc pod, priority, owned by the mesh); its update after a template edit; reading admitted / queued / evicted; the release patch
-after an eviction (as Kueue's jobframework writes it); the Admitted condition and the overlay
+after an eviction (as Kueue's jobframework writes it); the PodsReady condition kept as jobframework
+keeps it (Kueue's waitForPodsReady reads it); the Admitted condition and the overlay
 of Ready, Scheduled and Progressing while the mesh is not admitted.
 """
 
@@ -151,6 +152,43 @@ def test_the_release_clears_the_admission_and_requeues_after_preemption():
     deactivated = workload(cond("Evicted", "True", "Deactivated", "The workload is deactivated"))
     by_type = {c["type"]: c for c in workloads.release_patch(deactivated, LATER)["status"]["conditions"]}
     assert by_type["Requeued"]["status"] == "False"
+
+
+def test_pods_ready_as_kueues_job_controllers_keep_it():
+    """Without PodsReady, Kueue's waitForPodsReady evicted every admitted mesh at its timeout,
+    Ready or not; jobframework's generatePodsReadyCondition is the model."""
+    def after(conditions, admitted, ready, size=4):
+        return workloads.pods_ready(conditions, admitted, ready, size)
+
+    # Queued or admitted and not all ready yet: WaitForStart, which no condition already says.
+    assert after([], False, 0) is None
+    assert after([], True, 3) is None
+    assert after([cond("PodsReady", "False", "WaitForStart")], True, 3) is None
+    # Every proc ready: Started; then one lost: WaitForRecovery until all are back (Recovered).
+    started = after([], True, 4)
+    assert started == ("True", "Started", "all 4 procs ready")
+    assert after([cond("PodsReady", *started[:2])], True, 4) is None
+    assert after([cond("PodsReady", *started[:2])], True, 3)[:2] == ("False", "WaitForRecovery")
+    assert after([cond("PodsReady", "False", "WaitForRecovery")], True, 2) is None
+    assert after([cond("PodsReady", "False", "WaitForRecovery")], True, 4)[:2] == ("True", "Recovered")
+    # Evicted and requeued (not admitted): waits for its start again, so the timeout applies anew.
+    assert after([cond("PodsReady", "True", "Started")], False, 0)[:2] == ("False", "WaitForStart")
+
+
+def test_the_pods_ready_patch_sets_that_condition_only_and_is_optimistic():
+    w = workload(cond("QuotaReserved", "True", "QuotaReserved"), cond("Admitted", "True", "Admitted"),
+                 admission={"clusterQueue": "cq"}, rv="9")
+    patch = workloads.pods_ready_patch(w, ("True", "Started", "all 4 procs ready"), LATER)
+    assert patch["metadata"] == {"resourceVersion": "9"}
+    assert patch["status"]["conditions"][:2] == w["status"]["conditions"]
+    assert {k: patch["status"]["conditions"][2][k] for k in ("type", "status", "reason", "lastTransitionTime")} == \
+        {"type": "PodsReady", "status": "True", "reason": "Started", "lastTransitionTime": LATER}
+    # An eviction's release sets it back to WaitForStart, before Kueue can admit the mesh again.
+    evicted = workload(cond("QuotaReserved", "True", "QuotaReserved"), cond("PodsReady", "True", "Started"),
+                       cond("Evicted", "True", "PodsReadyTimeout", "Exceeded the PodsReady timeout"))
+    by_type = {c["type"]: c for c in workloads.release_patch(evicted, LATER)["status"]["conditions"]}
+    assert (by_type["PodsReady"]["status"], by_type["PodsReady"]["reason"]) == ("False", "WaitForStart")
+    assert (by_type["Requeued"]["status"], by_type["Requeued"]["reason"]) == ("False", "PodsReadyTimeout")
 
 
 def _queued_status(admission, queue="team-a", previous=None):
