@@ -9,7 +9,8 @@ proc pod, it releases the Workload's quota so that Kueue
 queues it again. A Workload deleted while procs run stops them (:func:`workloads.deleted`)
 before a new one is created. ``spec.suspend`` deactivates the Workload (``spec.active: false``), so a
 suspended mesh gives its quota back (Kueue evicts it as ``Deactivated``), and resuming
-reactivates it: it queues again. A template edited while the mesh holds no quota is carried
+reactivates it: it queues again; a Workload Kueue deactivated itself (waitForPodsReady's requeuing
+limit) stays inactive until someone activates it. A template edited while the mesh holds no quota is carried
 into the Workload (:func:`_keep_demand`), so Kueue admits the mesh for what its pods will
 request. The reconcile creates pods only for an admitted mesh; once its status is computed,
 :func:`report_readiness` keeps the Workload's PodsReady condition, which Kueue's
@@ -102,7 +103,8 @@ async def admission(client: kubeclient.KubeClient, mesh: specs.MeshSpec, queue: 
     if not workloads.read(workload).reserved:
         workload = await _keep_demand(client, mesh, queue, path, workload, settings)
     active = not mesh.suspend
-    if bool((workload.get("spec") or {}).get("active", True)) != active:
+    if bool((workload.get("spec") or {}).get("active", True)) != active \
+            and not (active and workloads.deactivated_by_kueue(workload)):  # Kueue's decision stands
         workload = await client.merge_patch(path, {"spec": {"active": active}})
     verdict = workloads.read(workload)
     if verdict.state == workloads.STATE_ADMITTED and len(pods) < mesh.size:

@@ -46,6 +46,9 @@ QUOTA_RESERVED = "QuotaReserved"
 ADMITTED = "Admitted"
 EVICTED = "Evicted"
 REQUEUED = "Requeued"
+DEACTIVATION_TARGET = "DeactivationTarget"
+#: The start of the Evicted reason of a Workload Kueue deactivated itself (ReasonWithCause).
+DEACTIVATED_DUE_TO = "DeactivatedDueTo"
 #: Evicted reasons after which jobframework sets Requeued=True.
 REQUEUED_AFTER = ("Preempted", "NodeFailures")
 #: Kept by the job's controller (here the operator): whether every proc is ready. Kueue's
@@ -217,6 +220,12 @@ def read(workload: Mapping[str, Any] | None) -> Admission:
         return Admission(STATE_EVICTED, str(evicted.get("reason") or EVICTED),
                          str(evicted.get("message") or ""), reserved, cluster_queue)
     if not (workload.get("spec") or {}).get("active", True):
+        if deactivated_by_kueue(workload):
+            meta = workload.get("metadata") or {}
+            return Admission(STATE_QUEUED, str(evicted.get("reason") or "Deactivated"),
+                             f"Kueue deactivated the mesh's Workload: {evicted.get('message') or ''}; it is not "
+                             f"queued again until it is active: kubectl patch {PLURAL}.{GROUP} {meta.get('name')} "
+                             f"-n {meta.get('namespace')} --type merge -p '{{\"spec\":{{\"active\":true}}}}'")
         return Admission(STATE_QUEUED, "Deactivated", "spec.suspend is true: the mesh's Workload "
                          "is inactive and holds no quota")
     admitted = _find(conditions, ADMITTED)
@@ -235,6 +244,19 @@ def read(workload: Mapping[str, Any] | None) -> Admission:
     if evicted.get("status") == "True" and before and before not in message:
         message = f"{message} (evicted before: {evicted.get('reason')}: {before})"
     return Admission(STATE_QUEUED, str(reserved_c.get("reason") or "Pending"), message)
+
+
+def deactivated_by_kueue(workload: Mapping[str, Any]) -> bool:
+    """Whether Kueue itself deactivated the Workload (waitForPodsReady's requeuing limit, a
+    rejected admission check, a maximum execution time), not the operator for ``spec.suspend``:
+    Kueue marks it ``DeactivationTarget`` first, then evicts it with the reason ``Deactivated``
+    followed by that cause (``DeactivatedDueToRequeuingLimitExceeded``). Such a Workload stays
+    inactive until someone activates it: the operator must not undo Kueue's decision."""
+    conditions = (workload.get("status") or {}).get("conditions")
+    if _find(conditions, DEACTIVATION_TARGET).get("status") == "True":
+        return True
+    evicted = _find(conditions, EVICTED)
+    return evicted.get("status") == "True" and str(evicted.get("reason") or "").startswith(DEACTIVATED_DUE_TO)
 
 
 def deleted(name: str) -> Admission:

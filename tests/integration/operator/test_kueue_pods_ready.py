@@ -10,7 +10,8 @@ Aspects: the mesh that cannot be placed gets a Warning event with the gang's ver
 released, and the mesh queued behind it is admitted and becomes Ready, its Workload saying
 ``PodsReady=True`` (Started), which is what keeps Kueue from evicting it (without the condition
 Kueue evicted every admitted mesh at the timeout, Ready or not); the evicted mesh says why in
-its status and is queued again.
+its status and is queued again; at its second timeout (the requeuing limit) Kueue deactivates its
+Workload, and the operator leaves it inactive and says how to activate it.
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ pytestmark = pytest.mark.cluster
 
 NODE_UNITS = 6
 QUOTA_UNITS = 8
-#: Kueue's waitForPodsReady: long enough for a two-proc mesh to be Ready on a loaded machine;
-#: a back-off that keeps the evicted mesh out of the queue for the rest of the test.
+#: Kueue's waitForPodsReady: long enough for a two-proc mesh to be Ready on a loaded machine; a
+#: short back-off, ordered by eviction time (an evicted mesh queues behind those that waited);
+#: the second timeout of a workload deactivates it.
 WAIT_FOR_PODS_READY = {"timeout": "60s", "blockAdmission": False,
-                       "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": 3600}}
+                       "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": 1,
+                                             "backoffLimitCount": 1}}
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +117,25 @@ def test_a_mesh_admitted_but_never_placed_is_evicted_and_gives_its_quota_to_the_
     # Never all ready: no PodsReady written (Kueue reads none as WaitForStart), so a re-admission
     # is timed out again.
     assert pods_ready(custom, namespace, "big").get("reason") in (None, workloads.WAIT_FOR_START)
+
+    # Queued again behind small; once small is gone, admitted again, timed out again: at the
+    # requeuing limit Kueue deactivates its Workload, and the operator leaves it so (it activated
+    # it again, as for a resumed mesh, and the limit never took effect), saying how to activate it.
+    custom.delete_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION, namespace,
+                                           support.contract.PLURAL, "small")
+
+    def deactivated() -> dict[str, Any] | None:
+        mesh = support.get_mesh(custom, namespace, "big")
+        admitted = support.condition(mesh, "Admitted")
+        return mesh if admitted.get("reason") == "DeactivatedDueToRequeuingLimitExceeded" \
+            and "Kueue deactivated" in admitted.get("message", "") else None  # evicted first, then released
+
+    big = testing.wait_for(deactivated, "big deactivated by Kueue at its second timeout", timeout=600)
+    name = workload_of(custom, namespace, big)["metadata"]["name"]
+    assert support.condition(big, "Admitted")["message"].endswith(
+        f"Kueue deactivated the mesh's Workload: The workload is deactivated due to exceeding the maximum number "
+        f"of re-queuing retries; it is not queued again until it is active: kubectl patch workloads.kueue.x-k8s.io "
+        f"{name} -n {namespace} --type merge -p '{{\"spec\":{{\"active\":true}}}}'; no proc runs until Kueue "
+        f"admits the mesh from LocalQueue team"), big["status"]
+    assert workload_of(custom, namespace, big)["spec"]["active"] is False
+    assert support.mesh_pods(core, namespace, "big") == []

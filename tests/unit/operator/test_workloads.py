@@ -135,6 +135,28 @@ def test_reading_admitted_queued_and_evicted():
     assert workloads.read(inactive).reason == "Deactivated"
 
 
+def test_a_workload_kueue_deactivated_itself_is_left_inactive_and_says_how_to_activate_it():
+    """waitForPodsReady's requeuing limit: the operator, which keeps a Workload active while
+    spec.suspend is false, activated it again, and the limit never took effect."""
+    target = workload(cond("DeactivationTarget", "True", "RequeuingLimitExceeded",
+                           "exceeding the maximum number of re-queuing retries"))
+    assert workloads.deactivated_by_kueue(target)
+    gone = workload(cond("Evicted", "True", "DeactivatedDueToRequeuingLimitExceeded", "The workload is "
+                         "deactivated due to exceeding the maximum number of re-queuing retries"))
+    gone["spec"] = {"active": False}
+    gone["metadata"] |= {"name": "procmesh-big-12345678", "namespace": "ns"}
+    assert workloads.deactivated_by_kueue(gone)
+    said = workloads.read(gone)
+    assert (said.state, said.reason) == (workloads.STATE_QUEUED, "DeactivatedDueToRequeuingLimitExceeded")
+    assert said.message == (
+        "Kueue deactivated the mesh's Workload: The workload is deactivated due to exceeding the maximum "
+        "number of re-queuing retries; it is not queued again until it is active: kubectl patch "
+        "workloads.kueue.x-k8s.io procmesh-big-12345678 -n ns --type merge -p '{\"spec\":{\"active\":true}}'")
+    # The operator's own deactivation (spec.suspend) is no such decision.
+    suspended = workload(cond("Evicted", "True", "Deactivated", "The workload is deactivated"))
+    assert not workloads.deactivated_by_kueue(suspended)
+
+
 def test_the_release_clears_the_admission_and_requeues_after_preemption():
     w = workload(cond("QuotaReserved", "True", "QuotaReserved"), cond("Admitted", "True", "Admitted"),
                  cond("Evicted", "True", "Preempted", "Preempted to accommodate a workload"),
