@@ -9,9 +9,12 @@ proc pod, it releases the Workload's quota so that Kueue
 queues it again. A Workload deleted while procs run stops them (:func:`workloads.deleted`)
 before a new one is created. ``spec.suspend`` deactivates the Workload (``spec.active: false``), so a
 suspended mesh gives its quota back (Kueue evicts it as ``Deactivated``), and resuming
-reactivates it: it queues again. A template edited while the mesh holds no quota is carried
+reactivates it: it queues again; a Workload Kueue deactivated itself (waitForPodsReady's requeuing
+limit) stays inactive until someone activates it. A template edited while the mesh holds no quota is carried
 into the Workload (:func:`_keep_demand`), so Kueue admits the mesh for what its pods will
-request. The reconcile creates pods only for an admitted mesh.
+request. The reconcile creates pods only for an admitted mesh; once its status is computed,
+:func:`report_readiness` keeps the Workload's PodsReady condition, which Kueue's
+waitForPodsReady reads.
 """
 
 from __future__ import annotations
@@ -100,7 +103,8 @@ async def admission(client: kubeclient.KubeClient, mesh: specs.MeshSpec, queue: 
     if not workloads.read(workload).reserved:
         workload = await _keep_demand(client, mesh, queue, path, workload, settings)
     active = not mesh.suspend
-    if bool((workload.get("spec") or {}).get("active", True)) != active:
+    if bool((workload.get("spec") or {}).get("active", True)) != active \
+            and not (active and workloads.deactivated_by_kueue(workload)):  # Kueue's decision stands
         workload = await client.merge_patch(path, {"spec": {"active": active}})
     verdict = workloads.read(workload)
     if verdict.state == workloads.STATE_ADMITTED and len(pods) < mesh.size:
@@ -108,8 +112,34 @@ async def admission(client: kubeclient.KubeClient, mesh: specs.MeshSpec, queue: 
                    for f in workloads.assigned_flavors(workload)]
         verdict = dataclasses.replace(verdict, flavors=tuple(flavors))
     if verdict.state == workloads.STATE_EVICTED and verdict.reserved and not pods:
-        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        workload = await client.merge_patch(
+            workloads.workloads_path(mesh.namespace, workloads.workload_name(mesh), status=True),
+            workloads.release_patch(workload, _now()))
+    return dataclasses.replace(verdict, workload=workload)
+
+
+async def report_readiness(client: kubeclient.KubeClient, mesh: specs.MeshSpec,
+                           admission: workloads.Admission, ready: int) -> None:
+    """Keep the Workload's PodsReady condition (:func:`workloads.pods_ready`), as Kueue's own
+    job controllers do, with ``ready`` procs of the mesh ready now: without it Kueue's
+    waitForPodsReady evicted every admitted mesh at its timeout, Ready or not, and with it a
+    mesh admitted but never placed is evicted and gives its quota back."""
+    workload = admission.workload
+    if workload is None:
+        return
+    admitted = admission.state == workloads.STATE_ADMITTED
+    condition = workloads.pods_ready((workload.get("status") or {}).get("conditions"), admitted, ready, mesh.size)
+    if condition is None:
+        return
+    try:
         await client.merge_patch(
             workloads.workloads_path(mesh.namespace, workloads.workload_name(mesh), status=True),
-            workloads.release_patch(workload, now))
-    return verdict
+            workloads.pods_ready_patch(workload, condition, _now()))
+    except kubeclient.ApiError as e:
+        if not (e.conflict or e.not_found):
+            raise
+        # Kueue wrote it meanwhile (or it is gone): its event brings the mesh back to look again.
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

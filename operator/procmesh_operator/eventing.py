@@ -13,9 +13,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import endings, kubeclient, names, planning, statuses
+from procmesh_operator import endings, ganging, kubeclient, names, planning, statuses
 
 logger = logging.getLogger("procmesh_operator.events")
+
+#: Scheduled reasons that are the operator's verdict that the gang cannot be placed now.
+GANG_HELD = (ganging.UNSCHEDULABLE, ganging.GANG_STALLED)
 
 NORMAL = "Normal"
 WARNING = "Warning"
@@ -111,6 +114,16 @@ def transitions(old: Mapping[str, Any] | None, new: Mapping[str, Any], plan: pla
         elif type_ == contract.DEGRADED and status == "True" and \
                 reason == statuses.RECONCILE_ERROR:
             events.append((WARNING, str(reason), message))
+    # The operator's verdict on the gang (Scheduled): that it cannot be placed, and that it is
+    # placed after all. Kueue's admission said only that its quota is free; the scheduler's own
+    # FailedScheduling events are on pods, and in gate mode it never sees the gang at all.
+    before, after = _reason_of(old, contract.SCHEDULED), _reason_of(new, contract.SCHEDULED)
+    if before != after:
+        c = statuses.condition(new.get("conditions"), contract.SCHEDULED) or {}
+        if after[0] == "False" and after[1] in GANG_HELD:
+            events.append((WARNING, str(after[1]), str(c.get("message") or "")))
+        elif after[0] == "True" and before[1] in GANG_HELD:
+            events.append((NORMAL, str(after[1]), f"{c.get('message') or ''} (the gang was {before[1]})"))
     # A queued mesh (Kueue): admitted, or stopped by an eviction (Admitted takes Evicted's
     # reason, e.g. Preempted, only while quota is still reserved; waiting says Pending).
     before, after = _reason_of(old, contract.ADMITTED), _reason_of(new, contract.ADMITTED)

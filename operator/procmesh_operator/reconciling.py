@@ -616,6 +616,8 @@ class Controller:
                     self._forget(key, mesh.uid)
                     return None
                 raise
+        if admission is not None and failure is None:
+            await admitting.report_readiness(self.client, mesh, admission, int(status.get("readyProcs") or 0))
         for type_, reason, message in eventing.transitions(previous, status, plan, created,
                                                            pods_before, name):
             await self.events.post(body, type_, reason, message)

@@ -46,8 +46,21 @@ QUOTA_RESERVED = "QuotaReserved"
 ADMITTED = "Admitted"
 EVICTED = "Evicted"
 REQUEUED = "Requeued"
+DEACTIVATION_TARGET = "DeactivationTarget"
+#: The start of the Evicted reason of a Workload Kueue deactivated itself (ReasonWithCause).
+DEACTIVATED_DUE_TO = "DeactivatedDueTo"
 #: Evicted reasons after which jobframework sets Requeued=True.
 REQUEUED_AFTER = ("Preempted", "NodeFailures")
+#: Kept by the job's controller (here the operator): whether every proc is ready. Kueue's
+#: waitForPodsReady, where its Configuration enables it, evicts an admitted workload whose
+#: PodsReady is not True within its timeout (a workload without the condition counts as not
+#: ready) and requeues it after a back-off, so that a mesh admitted but never placed gives its
+#: quota back. Reasons as jobframework's generatePodsReadyCondition writes them.
+PODS_READY = "PodsReady"
+WAIT_FOR_START = "WaitForStart"  # False: not every proc has been ready since the admission
+WAIT_FOR_RECOVERY = "WaitForRecovery"  # False: every proc was ready, and one is not now
+STARTED = "Started"  # True: every proc ready
+RECOVERED = "Recovered"  # True: every proc ready again after a WaitForRecovery
 
 # --- What a mesh's Workload says (Admission.state) -------------------------------------------
 STATE_ADMITTED = "Admitted"  # run the procs
@@ -180,6 +193,8 @@ class Admission:
     cluster_queue: str | None = None
     #: The assigned ResourceFlavors' bodies, read while the mesh has pods to create.
     flavors: tuple[Mapping[str, Any], ...] = ()
+    #: The Workload as last read or written (None: none, as after its deletion under procs).
+    workload: Mapping[str, Any] | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 def _find(conditions: Sequence[Mapping[str, Any]] | None, type_: str) -> Mapping[str, Any]:
@@ -205,6 +220,12 @@ def read(workload: Mapping[str, Any] | None) -> Admission:
         return Admission(STATE_EVICTED, str(evicted.get("reason") or EVICTED),
                          str(evicted.get("message") or ""), reserved, cluster_queue)
     if not (workload.get("spec") or {}).get("active", True):
+        if deactivated_by_kueue(workload):
+            meta = workload.get("metadata") or {}
+            return Admission(STATE_QUEUED, str(evicted.get("reason") or "Deactivated"),
+                             f"Kueue deactivated the mesh's Workload: {evicted.get('message') or ''}; it is not "
+                             f"queued again until it is active: kubectl patch {PLURAL}.{GROUP} {meta.get('name')} "
+                             f"-n {meta.get('namespace')} --type merge -p '{{\"spec\":{{\"active\":true}}}}'")
         return Admission(STATE_QUEUED, "Deactivated", "spec.suspend is true: the mesh's Workload "
                          "is inactive and holds no quota")
     admitted = _find(conditions, ADMITTED)
@@ -223,6 +244,19 @@ def read(workload: Mapping[str, Any] | None) -> Admission:
     if evicted.get("status") == "True" and before and before not in message:
         message = f"{message} (evicted before: {evicted.get('reason')}: {before})"
     return Admission(STATE_QUEUED, str(reserved_c.get("reason") or "Pending"), message)
+
+
+def deactivated_by_kueue(workload: Mapping[str, Any]) -> bool:
+    """Whether Kueue itself deactivated the Workload (waitForPodsReady's requeuing limit, a
+    rejected admission check, a maximum execution time), not the operator for ``spec.suspend``:
+    Kueue marks it ``DeactivationTarget`` first, then evicts it with the reason ``Deactivated``
+    followed by that cause (``DeactivatedDueToRequeuingLimitExceeded``). Such a Workload stays
+    inactive until someone activates it: the operator must not undo Kueue's decision."""
+    conditions = (workload.get("status") or {}).get("conditions")
+    if _find(conditions, DEACTIVATION_TARGET).get("status") == "True":
+        return True
+    evicted = _find(conditions, EVICTED)
+    return evicted.get("status") == "True" and str(evicted.get("reason") or "").startswith(DEACTIVATED_DUE_TO)
 
 
 def deleted(name: str) -> Admission:
@@ -292,8 +326,43 @@ def release_patch(workload: Mapping[str, Any], now: str) -> dict[str, Any]:
     _set(conditions, QUOTA_RESERVED, "False", "Pending", message, generation, now)
     _set(conditions, ADMITTED, "False", "NoReservation", "The workload has no reservation",
          generation, now)
+    if _find(conditions, PODS_READY):  # a re-admission waits for its procs again
+        _set(conditions, PODS_READY, "False", WAIT_FOR_START, message, generation, now)
     return {"metadata": {"resourceVersion": meta.get("resourceVersion")},
             "status": {"admission": None, "conditions": conditions}}
+
+
+def pods_ready(conditions: Sequence[Mapping[str, Any]] | None, admitted: bool, ready: int,
+               size: int) -> tuple[str, str, str] | None:
+    """The PodsReady condition (status, reason, message) that the Workload with ``conditions``
+    should have, given whether it is admitted and how many of the mesh's ``size`` procs are
+    ready; None when the one it has says that already (status and reason, as jobframework
+    compares), or has none and should say WaitForStart (Kueue reads none so: no write per
+    queued mesh)."""
+    current = _find(conditions, PODS_READY)
+    if admitted and ready >= size:
+        recovering = current.get("reason") in (WAIT_FOR_RECOVERY, RECOVERED)
+        wanted = ("True", RECOVERED if recovering else STARTED, f"all {size} procs ready")
+    elif admitted and (current.get("status") == "True" or current.get("reason") == WAIT_FOR_RECOVERY):
+        wanted = ("False", WAIT_FOR_RECOVERY, f"{ready} of {size} procs ready: waiting for the others "
+                  f"to recover")
+    else:
+        wanted = ("False", WAIT_FOR_START, f"{ready} of {size} procs ready" if admitted
+                  else "not admitted: no proc runs")
+    if (current.get("status"), current.get("reason")) == wanted[:2] or (not current and wanted[1] == WAIT_FOR_START):
+        return None
+    return wanted
+
+
+def pods_ready_patch(workload: Mapping[str, Any], condition: tuple[str, str, str], now: str
+                     ) -> dict[str, Any]:
+    """The status patch that sets the Workload's PodsReady to ``condition`` (as
+    :func:`pods_ready` gave it), with the resourceVersion it was computed from (as
+    :func:`release_patch`: a concurrent write by Kueue fails it rather than being undone)."""
+    meta = workload.get("metadata") or {}
+    conditions = [dict(c) for c in (workload.get("status") or {}).get("conditions") or []]
+    _set(conditions, PODS_READY, *condition, int(meta.get("generation") or 0), now)
+    return {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": {"conditions": conditions}}
 
 
 # --- The mesh's status -------------------------------------------------------------------------

@@ -86,18 +86,19 @@ class Point(Mapping[str, int]):
     def __len__(self) -> int:
         return len(self.extent.labels)
 
-    def __repr__(self) -> str:
-        inner = ", ".join(f"{k}={v}" for k, v in zip(self.extent.labels, self._coords))
-        return f"Point({inner})"
-
     def __str__(self) -> str:
         """As Monarch prints it: ``{'hosts': 0/2, 'gpus': 1/4}`` (each coordinate over its size)."""
         return "{" + ", ".join(f"{k!r}: {v}/{n}" for k, v, n in zip(self.extent.labels, self._coords, self.extent.sizes)) + "}"
 
+    __repr__ = __str__  # as Monarch's, so a list or dict of points prints as it does there
+
     def __eq__(self, other: object) -> bool:
+        """Same rank in the same extent, as Monarch's Point compares; never equal to a dict (there
+        ``point == {"gpus": 0}`` is False, so code written here that relied on it broke on Monarch
+        without a word): compare ``dict(point)`` instead."""
         if isinstance(other, Point):
             return self.rank == other.rank and self.extent == other.extent
-        return isinstance(other, Mapping) and dict(self) == dict(other)
+        return NotImplemented
 
     def __hash__(self) -> int:
         return hash((self.rank, self.extent))

@@ -136,6 +136,14 @@ def describe(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int
     return _each(args.names, one)
 
 
+def _no_procs(api: api_mod.KubeApi, name: str, mesh: dict[str, Any], doing: str) -> KubernetesMeshError:
+    """A mesh with no procs now (suspended, queued by Kueue, not reconciled yet) is an error
+    that names its phase: there is nothing to show, and an empty answer would read as success."""
+    return KubernetesMeshError(
+        f"ProcMesh {api.namespace}/{name} has no proc pods to {doing} (phase {tables.phase(mesh)}); "
+        f"'procmesh describe {name} -n {api.namespace}' says why")
+
+
 # --- logs --------------------------------------------------------------------------------------
 
 def logs_(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
@@ -145,9 +153,7 @@ def logs_(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
         procs = [{"rank": int(p["metadata"]["labels"].get(contract.RANK_LABEL, 0)),
                   "pod": p["metadata"]["name"], "coords": {}} for p in api.pods(args.name)]
     if not procs:  # nothing to select from: why there is nothing, not that the selection missed
-        raise KubernetesMeshError(
-            f"ProcMesh {api.namespace}/{args.name} has no proc pods to read logs of (phase "
-            f"{tables.phase(mesh)}); 'procmesh describe {args.name} -n {api.namespace}' says why")
+        raise _no_procs(api, args.name, mesh, "read logs of")
     coords = logs.parse_coords(args.coords) if args.coords else None
     chosen = logs.select(procs, args.rank, coords)
     if not chosen:
@@ -172,7 +178,9 @@ def logs_(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
     errors = logs.follow_all(streams, out)
     for error in dict.fromkeys(errors):  # -p of procs that never restarted: one line, not one per proc
         print(f"error: {error}", file=sys.stderr)
-    return 1 if errors and len(errors) >= len(streams) else 0
+    # Any proc left out fails the command, as kubectl logs -l does: the output is partial, and a
+    # script reading it can only tell by the status.
+    return 1 if errors else 0
 
 
 # --- top ---------------------------------------------------------------------------------------
@@ -182,6 +190,8 @@ def top(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
     operator never connects to procs, so no status holds this)."""
     mesh = api.get_mesh(args.name)
     procs = sorted(contract.status_procs(mesh), key=lambda p: p["rank"])
+    if not procs:  # as logs says it: 'No procs.' with status 0 read as a mesh with nothing in use
+        raise _no_procs(api, args.name, mesh, "ask for their GPU memory")
     token = api.read_token(args.name, api_mod.token_secret_name(mesh))
     opener = None
     if args.via_api_server:
@@ -205,10 +215,10 @@ def top(api: api_mod.KubeApi, args: argparse.Namespace, out: TextIO) -> int:
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, max(1, len(procs)))) as pool:
         answers = list(pool.map(ask, procs))
     rows = [tables.top_row(p, d, e) for p, (d, e) in zip(procs, answers)]
-    out.write(tables.render(tables.TOP_HEADER, rows) + "\n" if rows else "No procs.\n")
+    out.write(tables.render(tables.TOP_HEADER, rows) + "\n")
     if refusals:
         print(f"error: {min(refusals)[1]}", file=sys.stderr)
-    if rows and all(error is not None for _, error in answers):  # a table of failures is no answer
+    if all(error is not None for _, error in answers):  # a table of failures is no answer
         print(f"error: no proc of ProcMesh {api.namespace}/{args.name} answered (each row says why)",
               file=sys.stderr)
         return 1

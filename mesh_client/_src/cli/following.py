@@ -44,13 +44,16 @@ class ProcFollower:
         self.mesh = str(mesh["metadata"]["name"])
         self.never = (mesh.get("spec") or {}).get("restartPolicy") == "Never"
         self.err = err or sys.stderr
-        self.uid: str | None = None  # the pod whose log is followed (None: not known)
+        self.uid: str | None = None  # the pod whose log is followed (None: not known; "": none yet)
 
     def first(self, open_stream: Callable[[], Any]) -> Callable[[], Any]:
         """``open_stream`` (the first stream), noting the pod it reads first; on the pump's
         thread, so that a mesh of thousands of procs starts all its streams at once."""
         def opened() -> Any:
-            self.uid = _uid(self.api.pod(self.pod))  # refused ({}): None, restarts not followed
+            found = self.api.pod(self.pod)
+            # Refused ({}): None, restarts not followed. Not there (deleted, not created yet):
+            # "", so that the pod which comes is followed (was: 'this client may not get pods').
+            self.uid = "" if found is None else _uid(found)
             return open_stream()
         return opened
 
@@ -62,15 +65,19 @@ class ProcFollower:
             self.say(f"the log stream of pod {self.pod} ended; its restarts are not followed "
                      f"(this client may not get pods)")
             return None
-        self.say(f"the log stream of pod {self.pod} ended; following its proc's new pod when it restarts")
+        if self.uid:
+            self.say(f"the log stream of pod {self.pod} ended; following its proc's new pod when it restarts")
+        else:
+            self.say(f"pod {self.pod} does not exist now; following it once it is created and runs")
         while not stopped():
             try:
                 pod = self.api.pod(self.pod)
                 if pod is None:
                     self.api.get_mesh(self.mesh)  # MeshNotFound: no new pod will come
                 elif _uid(pod) != self.uid and _started(pod):
+                    self.say(f"pod {self.pod} is new (its proc restarted): following its log" if self.uid
+                             else f"pod {self.pod} runs now: following its log")
                     self.uid = _uid(pod)
-                    self.say(f"pod {self.pod} is new (its proc restarted): following its log")
                     return lambda: self.open_log(self.pod)
                 elif _uid(pod) == self.uid and self.never and _ended(pod):
                     self.say(f"pod {self.pod} ended and the mesh's restartPolicy is Never: no new pod comes")

@@ -9,7 +9,9 @@ exit status 1, like kubectl; they already say what was wrong and what to do.
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TextIO
@@ -33,18 +35,40 @@ def duration(text: str) -> float:
     units = {"s": 1, "m": 60, "h": 3600}
     try:
         if text and text[-1] in units:
-            return float(text[:-1]) * units[text[-1]]
-        return float(text)
+            seconds = float(text[:-1]) * units[text[-1]]
+        else:
+            seconds = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (like 30s, 5m or 1h)") from None
+        seconds = math.nan
+    if not math.isfinite(seconds):  # 'nan' waited for ever: no deadline ever compared as passed
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (like 30s, 5m or 1h)")
+    return seconds
 
 
 def positive_duration(text: str) -> float:
-    """A ``--timeout`` that leaves time to wait: above 0 (0 made every request fail at once)."""
+    """A ``--timeout`` that leaves time to wait: above 0 (0 made every request fail at once, and
+    wait's -5s failed as 'not Ready after -5 s')."""
     seconds = duration(text)
     if not seconds > 0:
         raise argparse.ArgumentTypeError(f"{text!r}: give a duration above 0 (like 5s)")
     return seconds
+
+
+#: The options whose value is a duration.
+DURATION_OPTIONS = frozenset({"--timeout"})
+_NEGATIVE = re.compile(r"-[0-9.]")
+
+
+def joined_durations(argv: Sequence[str]) -> list[str]:
+    """``--timeout -5s`` as ``--timeout=-5s``: argparse takes '-5s' for an option and says only
+    'expected one argument'; joined, :func:`positive_duration` says what is wrong with it."""
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] in DURATION_OPTIONS and _NEGATIVE.match(arg):
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
 
 
 def lines_count(text: str) -> int:
@@ -92,11 +116,19 @@ def _connection_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
                              "its service account)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Reads a negative ``--timeout`` as its value (:func:`joined_durations`)."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        return super().parse_known_args(joined_durations(sys.argv[1:] if args is None else args), namespace)
+
+
 def build_parser(prog: str = "procmesh") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, epilog=EPILOG,
+    parser = _Parser(prog=prog, description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     _connection_flags(parser, suppress=False)
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     _connection_flags(common, suppress=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -146,7 +178,7 @@ def build_parser(prog: str = "procmesh") -> argparse.ArgumentParser:
                                    "token Secret and access Role.")
     p.add_argument("names", nargs="+", metavar="MESH", type=mesh_name)
     p.add_argument("--wait", action="store_true", help="until each mesh is gone")
-    p.add_argument("--timeout", type=duration, default=120.0, help="for --wait, each mesh (default 2m)")
+    p.add_argument("--timeout", type=positive_duration, default=120.0, help="for --wait, each mesh (default 2m)")
 
     p = sub.add_parser("grant", parents=[common], help="let a user, group or service account use a mesh",
                        description="Bind the mesh's access Role (<mesh>-procmesh-access: get the mesh and its "
@@ -166,7 +198,7 @@ def build_parser(prog: str = "procmesh") -> argparse.ArgumentParser:
     p.add_argument("names", nargs="+", metavar="MESH", type=mesh_name)
     p.add_argument("--for", dest="wait_for", default="condition=Ready",
                    choices=["condition=Ready", "delete"], help="condition=Ready (default) or delete")
-    p.add_argument("--timeout", type=duration, default=600.0, help="each mesh (default 10m)")
+    p.add_argument("--timeout", type=positive_duration, default=600.0, help="each mesh (default 10m)")
     return parser
 
 

@@ -34,8 +34,10 @@ NAMESPACE = "kueue-system"
 PROCMESH_FRAMEWORK = "ProcMesh.v1alpha1.procmesh.io"
 
 
-def configuration(*, webhook_port: int, health_port: int, cert_dir: Path) -> str:
-    """The Configuration file's text."""
+def configuration(*, webhook_port: int, health_port: int, cert_dir: Path,
+                  wait_for_pods_ready: dict[str, Any] | None = None) -> str:
+    """The Configuration file's text; ``wait_for_pods_ready``: its ``waitForPodsReady`` (none:
+    off, Kueue's default)."""
     config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -50,6 +52,8 @@ def configuration(*, webhook_port: int, health_port: int, cert_dir: Path) -> str
         "integrations": {"frameworks": ["batch/job"], "externalFrameworks": [PROCMESH_FRAMEWORK]},
         "featureGates": {"VisibilityOnDemand": False},
     }
+    if wait_for_pods_ready is not None:
+        config["waitForPodsReady"] = wait_for_pods_ready
     return yaml.safe_dump(config, sort_keys=False)
 
 

@@ -23,6 +23,7 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from tests.cluster import controlplane, pki, processes
 from tests.cluster.kueue import builds, configs
@@ -74,14 +75,31 @@ def _kubectl(cluster: controlplane.Cluster, *args: str, input: str | None = None
     return result.stdout
 
 
+#: How long Kueue's CRDs may take to be Established.
+ESTABLISHED_TIMEOUT = 60.0
+
+
 def install_crds(cluster: controlplane.Cluster, crds: Path) -> None:
-    """Kueue's CRDs, applied server-side and waited on until Established."""
+    """Kueue's CRDs, applied server-side and waited on until Established. A CRD read before the
+    API server first writes its status has no conditions at all, and ``kubectl wait`` then fails
+    at once ('.status.conditions accessor error: <nil> is of the type <nil>') instead of waiting:
+    asked again until the timeout."""
     _kubectl(cluster, "apply", "--server-side", "--force-conflicts", "-f", str(crds))
-    _kubectl(cluster, "wait", "--for=condition=Established", "--timeout=60s", "-f", str(crds))
+    deadline = time.monotonic() + ESTABLISHED_TIMEOUT
+    while True:
+        try:
+            _kubectl(cluster, "wait", "--for=condition=Established", f"--timeout={ESTABLISHED_TIMEOUT:.0f}s",
+                     "-f", str(crds))
+            return
+        except RuntimeError as error:
+            if "accessor error" not in str(error) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
 
 
-def start(cluster: controlplane.Cluster) -> Kueue:
-    """Build (if needed), install and start Kueue against ``cluster``; return once it is ready."""
+def start(cluster: controlplane.Cluster, *, wait_for_pods_ready: dict[str, Any] | None = None) -> Kueue:
+    """Build (if needed), install and start Kueue against ``cluster``; return once it is ready.
+    ``wait_for_pods_ready``: the Configuration's ``waitForPodsReady`` (:func:`configs.configuration`)."""
     built = builds.ensure()
     folder = cluster.root / "kueue"
     if folder.exists():
@@ -97,7 +115,7 @@ def start(cluster: controlplane.Cluster) -> Kueue:
     kueue = Kueue(folder, _free_port())
     config = folder / "config.yaml"
     config.write_text(configs.configuration(webhook_port=_free_port(), health_port=kueue.health_port,
-                                            cert_dir=certs))
+                                            cert_dir=certs, wait_for_pods_ready=wait_for_pods_ready))
     METRICS_CERT_DIR.mkdir(parents=True, exist_ok=True)  # the mount point (empty on the host)
     argv = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
             'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh", str(certs), str(METRICS_CERT_DIR),

@@ -5,6 +5,7 @@ one without it is told which Role to bind.
 Aspects: top's rows come from the procs themselves (the actor count an attached client made),
 and a top where no proc answered fails; one whose procs refuse the token of their Secret (changed
 under them) says which Secret and what to do;
+a top of a mesh with no procs (suspended) fails and gives its phase, as logs does;
 describe works without pod or event rights and says so (READY from the status, STATE unknown, never
 Missing); every refusal names the mesh's Role.
 """
@@ -18,7 +19,7 @@ from tests.cluster import testing
 from tests.integration.cli.support import procmesh, token_kubeconfig
 from tests.integration.kubernetes.test_access import bind_mesh_role
 from tests.integration.local.actors import Recorder
-from tests.integration.operator.support import create_mesh, token_secret, wait_ready
+from tests.integration.operator.support import create_mesh, get_mesh, token_secret, wait_ready
 
 pytestmark = pytest.mark.cluster
 
@@ -89,3 +90,13 @@ def test_top_names_a_token_secret_changed_under_the_procs(cluster, core, custom,
     assert result.returncode == 1
     assert f"proc rank 0 (pod rewritten-0) refused the token in Secret {namespace}/{secret}" in result.stderr
     assert "suspend the mesh and resume it" in result.stderr
+
+
+def test_top_of_a_suspended_mesh_says_it_has_no_procs(cluster, custom, namespace, operator):
+    create_mesh(custom, namespace, "dormant", hosts=1, perHost=[{"name": "procs", "size": 2}], suspend=True)
+    testing.wait_for(lambda: (get_mesh(custom, namespace, "dormant").get("status") or {}).get("phase") == "Suspended",
+                     "the mesh suspended")
+    result = procmesh(cluster.kubeconfig, "top", "dormant", "-n", namespace)
+    assert (result.returncode, result.stdout) == (1, ""), result.stdout  # was 'No procs.', status 0
+    assert result.stderr == (f"error: ProcMesh {namespace}/dormant has no proc pods to ask for their GPU memory "
+                             f"(phase Suspended); 'procmesh describe dormant -n {namespace}' says why\n")

@@ -489,6 +489,9 @@ def scenario_reprs() -> dict:
     return {
         "repr_vm": repr(vm), "str_vm": str(vm),
         "str_point": str(point), "point_extent": str(point.extent), "point_size": point.size("b"),
+        "repr_point": repr(point), "repr_points": repr([p for p, _ in vm.items()][:2]),
+        "point_equals_its_dict": point == dict(point), "dict_equals_point": dict(point) == point,
+        "point_equals_itself": point == next(iter(vm.items()))[0], "point_dict": dict(point),
         "point_keys": list(point.keys()),
         "extent_dict": dict(actors.extent),
         "extent_nelements": actors.extent.nelements,

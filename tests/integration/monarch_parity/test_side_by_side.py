@@ -24,7 +24,7 @@ and actor meshes and slices passed as arguments; Accumulator; Channel, Port and 
 (ordering per sender, once ports, timeouts); send with a selection and keyword arguments; an
 endpoint returning a generator; async endpoints awaiting other actors and taking a ValueMesh;
 methods that are not endpoints; current_rank outside an actor; spawn's arguments checked
-against __init__; repr of value meshes and points; stream order; a future read twice; an
+against __init__; repr of value meshes and points, and a point compared with a dict; stream order; a future read twice; an
 actor stopping itself; broadcast with keyword arguments; Future() made by hand; an actor that
 raises under call, stream and Accumulator, and as_endpoint on a plain method.
 

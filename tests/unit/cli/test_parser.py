@@ -15,10 +15,34 @@ def test_refused_by_the_parser(args, capsys):
     assert "give 0 or more lines" in err or "give a duration above 0" in err, err
 
 
+@pytest.mark.parametrize("command", [["top", "m"], ["wait", "m"], ["delete", "m", "--wait"]])
+@pytest.mark.parametrize("timeout", [["--timeout", "-5s"], ["--timeout=-5s"], ["--timeout", "-1"],
+                                     ["--timeout", "0"], ["--timeout", "0s"], ["--timeout", "-.5m"]])
+def test_a_timeout_that_leaves_no_time_is_refused_as_such(command, timeout, capsys):
+    """Every command's --timeout, with or without '=': a negative one written apart was taken for
+    an option ('expected one argument'), and wait's and delete's took 0 or less."""
+    with pytest.raises(SystemExit) as info:
+        main.build_parser().parse_args([*command, *timeout])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"error: argument --timeout: {timeout[-1].removeprefix('--timeout=')!r}: give a duration above 0 " \
+           f"(like 5s)" in err, err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e999s", "5x", ""])
+def test_a_timeout_that_is_no_duration_is_refused(value, capsys):
+    """'nan' was accepted by wait and delete, and their deadline never passed."""
+    with pytest.raises(SystemExit):
+        main.build_parser().parse_args(["wait", "m", f"--timeout={value}"])
+    assert f"{value!r} is not a duration (like 30s, 5m or 1h)" in capsys.readouterr().err
+
+
 def test_accepted():
     parser = main.build_parser()
     assert parser.parse_args(["logs", "m", "--tail", "0"]).tail == 0
     assert parser.parse_args(["top", "m", "--timeout", "2s"]).timeout == 2.0
+    assert parser.parse_args(["wait", "m", "--timeout", "1.5m"]).timeout == 90.0
+    assert parser.parse_args(["delete", "m", "--timeout", "90"]).timeout == 90.0
 
 
 def test_a_mesh_is_named_as_kubectl_names_it():

@@ -84,3 +84,23 @@ def test_a_queued_mesh_gets_an_event_when_queued_admitted_and_preempted():
     assert [e for e in eventing.transitions(evicted, again, None, [], {}, "m")
             if e[1] in ("Queued", "Preempted", "Admitted")] == []  # still the same wait
     assert eventing.transitions(queued, queued, None, [], {}, "m") == []
+
+
+def test_the_gangs_verdict_is_an_event_when_it_changes():
+    """That the whole mesh cannot be placed (an admitted Kueue workload holding quota, or any
+    gang) was said by no Event; now once per change, and once more when it is placed."""
+    from procmesh_operator import ganging
+
+    m = mesh()
+    gated = {r: pod(m, r, phase="Pending", ready=False, node=None, ip=None) for r in (0, 1)}
+    first = ganging.Hold(ganging.UNSCHEDULABLE, "2 procs must be placed together and only 1 fit")
+    held = statuses.compute_status(m, None, gated, planning.Plan(), hold=first, now=T)
+    events = eventing.transitions(None, held, planning.Plan(), [], {}, "m")
+    assert ("Warning", "Unschedulable", "2 procs must be placed together and only 1 fit") in events
+    other = ganging.Hold(ganging.UNSCHEDULABLE, "2 procs must be placed together and only 0 fit")
+    still = statuses.compute_status(m, held, gated, planning.Plan(), hold=other, now=T)
+    assert [e for e in eventing.transitions(held, still, planning.Plan(), [], {}, "m")
+            if e[1] == "Unschedulable"] == []  # the same verdict: no new event
+    placed = statuses.compute_status(m, still, {0: pod(m, 0), 1: pod(m, 1)}, planning.Plan(), now=T)
+    assert ("Normal", "AllProcsScheduled", "2 of 2 procs on nodes (the gang was Unschedulable)") in \
+        eventing.transitions(still, placed, planning.Plan(), [], {}, "m")

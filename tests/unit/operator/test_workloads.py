@@ -2,7 +2,8 @@
 
 Aspects: the queue label; the Workload (one pod set of every proc, requests and placement of a
 proc pod, priority, owned by the mesh); its update after a template edit; reading admitted / queued / evicted; the release patch
-after an eviction (as Kueue's jobframework writes it); the Admitted condition and the overlay
+after an eviction (as Kueue's jobframework writes it); the PodsReady condition kept as jobframework
+keeps it (Kueue's waitForPodsReady reads it); the Admitted condition and the overlay
 of Ready, Scheduled and Progressing while the mesh is not admitted.
 """
 
@@ -134,6 +135,28 @@ def test_reading_admitted_queued_and_evicted():
     assert workloads.read(inactive).reason == "Deactivated"
 
 
+def test_a_workload_kueue_deactivated_itself_is_left_inactive_and_says_how_to_activate_it():
+    """waitForPodsReady's requeuing limit: the operator, which keeps a Workload active while
+    spec.suspend is false, activated it again, and the limit never took effect."""
+    target = workload(cond("DeactivationTarget", "True", "RequeuingLimitExceeded",
+                           "exceeding the maximum number of re-queuing retries"))
+    assert workloads.deactivated_by_kueue(target)
+    gone = workload(cond("Evicted", "True", "DeactivatedDueToRequeuingLimitExceeded", "The workload is "
+                         "deactivated due to exceeding the maximum number of re-queuing retries"))
+    gone["spec"] = {"active": False}
+    gone["metadata"] |= {"name": "procmesh-big-12345678", "namespace": "ns"}
+    assert workloads.deactivated_by_kueue(gone)
+    said = workloads.read(gone)
+    assert (said.state, said.reason) == (workloads.STATE_QUEUED, "DeactivatedDueToRequeuingLimitExceeded")
+    assert said.message == (
+        "Kueue deactivated the mesh's Workload: The workload is deactivated due to exceeding the maximum "
+        "number of re-queuing retries; it is not queued again until it is active: kubectl patch "
+        "workloads.kueue.x-k8s.io procmesh-big-12345678 -n ns --type merge -p '{\"spec\":{\"active\":true}}'")
+    # The operator's own deactivation (spec.suspend) is no such decision.
+    suspended = workload(cond("Evicted", "True", "Deactivated", "The workload is deactivated"))
+    assert not workloads.deactivated_by_kueue(suspended)
+
+
 def test_the_release_clears_the_admission_and_requeues_after_preemption():
     w = workload(cond("QuotaReserved", "True", "QuotaReserved"), cond("Admitted", "True", "Admitted"),
                  cond("Evicted", "True", "Preempted", "Preempted to accommodate a workload"),
@@ -151,6 +174,43 @@ def test_the_release_clears_the_admission_and_requeues_after_preemption():
     deactivated = workload(cond("Evicted", "True", "Deactivated", "The workload is deactivated"))
     by_type = {c["type"]: c for c in workloads.release_patch(deactivated, LATER)["status"]["conditions"]}
     assert by_type["Requeued"]["status"] == "False"
+
+
+def test_pods_ready_as_kueues_job_controllers_keep_it():
+    """Without PodsReady, Kueue's waitForPodsReady evicted every admitted mesh at its timeout,
+    Ready or not; jobframework's generatePodsReadyCondition is the model."""
+    def after(conditions, admitted, ready, size=4):
+        return workloads.pods_ready(conditions, admitted, ready, size)
+
+    # Queued or admitted and not all ready yet: WaitForStart, which no condition already says.
+    assert after([], False, 0) is None
+    assert after([], True, 3) is None
+    assert after([cond("PodsReady", "False", "WaitForStart")], True, 3) is None
+    # Every proc ready: Started; then one lost: WaitForRecovery until all are back (Recovered).
+    started = after([], True, 4)
+    assert started == ("True", "Started", "all 4 procs ready")
+    assert after([cond("PodsReady", *started[:2])], True, 4) is None
+    assert after([cond("PodsReady", *started[:2])], True, 3)[:2] == ("False", "WaitForRecovery")
+    assert after([cond("PodsReady", "False", "WaitForRecovery")], True, 2) is None
+    assert after([cond("PodsReady", "False", "WaitForRecovery")], True, 4)[:2] == ("True", "Recovered")
+    # Evicted and requeued (not admitted): waits for its start again, so the timeout applies anew.
+    assert after([cond("PodsReady", "True", "Started")], False, 0)[:2] == ("False", "WaitForStart")
+
+
+def test_the_pods_ready_patch_sets_that_condition_only_and_is_optimistic():
+    w = workload(cond("QuotaReserved", "True", "QuotaReserved"), cond("Admitted", "True", "Admitted"),
+                 admission={"clusterQueue": "cq"}, rv="9")
+    patch = workloads.pods_ready_patch(w, ("True", "Started", "all 4 procs ready"), LATER)
+    assert patch["metadata"] == {"resourceVersion": "9"}
+    assert patch["status"]["conditions"][:2] == w["status"]["conditions"]
+    assert {k: patch["status"]["conditions"][2][k] for k in ("type", "status", "reason", "lastTransitionTime")} == \
+        {"type": "PodsReady", "status": "True", "reason": "Started", "lastTransitionTime": LATER}
+    # An eviction's release sets it back to WaitForStart, before Kueue can admit the mesh again.
+    evicted = workload(cond("QuotaReserved", "True", "QuotaReserved"), cond("PodsReady", "True", "Started"),
+                       cond("Evicted", "True", "PodsReadyTimeout", "Exceeded the PodsReady timeout"))
+    by_type = {c["type"]: c for c in workloads.release_patch(evicted, LATER)["status"]["conditions"]}
+    assert (by_type["PodsReady"]["status"], by_type["PodsReady"]["reason"]) == ("False", "WaitForStart")
+    assert (by_type["Requeued"]["status"], by_type["Requeued"]["reason"]) == ("False", "PodsReadyTimeout")
 
 
 def _queued_status(admission, queue="team-a", previous=None):
