@@ -31,7 +31,8 @@ A failed pod that a plan counts is marked with the count (:data:`names.RESTART_C
 before the count is written and the pod deleted: an operator that dies between that write and
 the delete finds the pod, still failed, marked with a count ``status.restarts`` includes, and
 deletes it without counting it again (which had used up ``maxRestarts`` for a restart made once),
-nor makes it wait a back-off again.
+nor makes it wait a back-off again. Under RestartMesh one such pod stands for its whole attempt:
+a peer that failed while the operator was down is restarted with it, not counted again.
 
 A counted restart of a proc whose pod ended by itself waits out a back-off when the proc keeps
 failing soon after its restarts (:mod:`.crashloops`): its failed pod is kept until then
@@ -230,8 +231,10 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
                 deletes.append(_ident(pods[rank]))
             restarted.append(contract.pod_name(mesh.name, rank))
     elif failed and mesh.restart_policy == specs.RESTART_MESH:
-        # One proc failed by itself (and not counted yet): the restart counts.
-        counts = not set(failed) <= free.keys() | recounted
+        # One proc failed by itself: the restart counts, unless a pod of this attempt is marked
+        # counted already (nothing is created until all are gone, so every pod left is of the
+        # attempt that count restarts: a peer that failed since, its partner gone, is too).
+        counts = not recounted and not set(failed) <= free.keys()
         if counts and restarts >= mesh.max_restarts:
             limit = True
             kept_failed = failed

@@ -10,7 +10,7 @@ killed before the delete) is deleted without counting again.
 
 import pytest
 
-from procmesh_operator import names, planning
+from procmesh_operator import crashloops, names, planning
 
 from .builders import SETTINGS, mesh, node, pod
 
@@ -230,3 +230,19 @@ def test_a_template_cannot_mark_its_pods():
     assert names.RESTART_COUNTED_ANNOTATION not in pod(m, 0)["metadata"]["annotations"]
     p = plan(m, {0: pod(m, 0, phase="Failed")})
     assert p.restart_limit_reached and p.failed == (0,)
+
+
+@pytest.mark.parametrize("max_restarts", [1, 5])
+def test_a_peer_failing_while_the_operator_was_down_is_part_of_the_counted_mesh_restart(
+        max_restarts):
+    """RestartMesh: the operator marked rank 1's failed pod, wrote the count and was killed
+    before its deletes; meanwhile rank 0, its peer gone, failed too. Every pod
+    still there belongs to the attempt whose restart is counted (nothing is created until all
+    are gone): the restart goes on, neither counted again, refused, nor held in a back-off."""
+    m = mesh(per_host=(("procs", 2),), restartPolicy="RestartMesh", maxRestarts=max_restarts)
+    pods = {0: pod(m, 0, phase="Failed", uid="peer"), 1: _marked(m, 1, 1, phase="Failed", uid="dead")}
+    loops = {1: crashloops.CrashLoop(1, "dead", 2, 10.0, 1.0)}  # its back-off waited out already
+    p = plan(m, pods, restarts=1, last_phases={0: "Running", 1: "Running"}, crash_loops=loops,
+             now=100.0)
+    assert p.restarts == 1 and not p.restart_limit_reached and not p.failed and not p.marks
+    assert not p.backoff and set(p.deletes) == {("m-0", "peer"), ("m-1", "dead")}
