@@ -76,7 +76,10 @@ def transitions(old: Mapping[str, Any] | None, new: Mapping[str, Any], plan: pla
                           + _failure_detail(pods_before.get(r))
                           for r in sorted(lost | {r for r, p in pods_before.items()
                                                   if planning.is_failed(p)})]
-                events.append((WARNING, "ProcFailed", "proc failed: " + ", ".join(failed)
+                # None left to name: a lost proc's restart, counted by an operator that ended
+                # before its deletes (its mark on a peer's pod: planning.counted_as).
+                events.append((WARNING, "ProcFailed", "proc failed: " + (", ".join(failed) or (
+                    "not known to this run (counted by an operator that ended before its deletes)"))
                                + f"; restarting the whole mesh ({_counted(plan, plan.uncounted)})"
                                + _waited(plan, pods_before, sorted(pods_before))))
             else:

@@ -23,7 +23,8 @@ NODE_LOSS_TAINTS = (NOT_READY_TAINT, UNREACHABLE_TAINT)
 #: the operator itself counts the proc failed (:mod:`.losses`).
 NODE_LOSS_ANNOTATION = "procmesh.io/node-loss-toleration-seconds"
 #: On a failed proc pod about to be deleted: the ``status.restarts`` that counts its failure,
-#: put there before that count is written (:mod:`.planning`). A pod still there, so marked,
+#: put there before that count is written (:mod:`.planning`; under RestartMesh, on a peer when
+#: only lost procs, their pods gone, made the restart). A pod still there, so marked,
 #: when the operator starts again was counted already by a run that died before its delete.
 RESTART_COUNTED_ANNOTATION = "procmesh.io/restart-counted"
 

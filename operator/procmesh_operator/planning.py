@@ -31,7 +31,10 @@ A failed pod that a plan counts is marked with the count (:data:`names.RESTART_C
 before the count is written and the pod deleted: an operator that dies between that write and
 the delete finds the pod, still failed, marked with a count ``status.restarts`` includes, and
 deletes it without counting it again (which had used up ``maxRestarts`` for a restart made once),
-nor makes it wait a back-off again.
+nor makes it wait a back-off again. Under RestartMesh one such pod stands for its whole attempt:
+a peer that failed while the operator was down is restarted with it, not counted again; and a
+restart that lost procs alone made (their pods gone, none failed to mark) marks a peer it
+deletes instead, or a new operator would create the lost ranks beside that attempt's peers.
 
 A counted restart of a proc whose pod ended by itself waits out a back-off when the proc keeps
 failing soon after its restarts (:mod:`.crashloops`): its failed pod is kept until then
@@ -78,7 +81,8 @@ class Plan:
     foreign: tuple[str, ...] = ()  # pods of an earlier incarnation this plan waits for
     lost_procs: tuple[int, ...] = ()  # ranks whose pod was deleted under a proc that ran
     deleted: tuple[int, ...] = ()  # ranks of ``failed`` whose pod is gone (podPhase DELETED)
-    # (pod name, uid, the restarts that count it): failed pods this plan counts, to be marked
+    # (pod name, uid, the restarts that count it): failed pods this plan counts (or a peer, for
+    # a RestartMesh attempt that lost procs alone ended), to be marked
     # (names.RESTART_COUNTED_ANNOTATION) before the count is written.
     marks: tuple[tuple[str, str, int], ...] = ()
     #: Failed procs waiting out their restart back-off, by rank (their pods kept meanwhile).
@@ -199,9 +203,13 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
                     | set(gone))
     # Taken by the cluster (a drain, a preemption), not failed by their procs: restarted, not counted.
     free = {rank: why for rank in failed if rank in pods and (why := disruption(pods[rank])) is not None}
-    # Counted already: the restarts written include them, by a run that died before its deletes.
-    recounted = {rank for rank in failed if rank in pods and rank not in gone
-                 and (n := counted_as(pods[rank])) is not None and n <= restarts}
+    # Counted already: the restarts written include them, by a run that died before its deletes
+    # (under RestartMesh, any pod of the attempt not deleted yet: a restart that lost procs alone
+    # made marks a peer).
+    recounted = {rank for rank, pod in pods.items() if rank not in gone
+                 and (rank in failed or mesh.restart_policy == specs.RESTART_MESH
+                      and not is_terminating(pod))
+                 and (n := counted_as(pod)) is not None and n <= restarts}
     marks: list[tuple[str, str, int]] = []
     deletes: list[tuple[str, str]] = []
     restarted: list[str] = []
@@ -229,9 +237,11 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
             if rank not in gone:  # (a lost proc's pod is gone or going already)
                 deletes.append(_ident(pods[rank]))
             restarted.append(contract.pod_name(mesh.name, rank))
-    elif failed and mesh.restart_policy == specs.RESTART_MESH:
-        # One proc failed by itself (and not counted yet): the restart counts.
-        counts = not set(failed) <= free.keys() | recounted
+    elif (failed or recounted) and mesh.restart_policy == specs.RESTART_MESH:
+        # One proc failed by itself: the restart counts, unless a pod of this attempt is marked
+        # counted already (nothing is created until all are gone, so every pod left is of the
+        # attempt that count restarts: a peer that failed since, its partner gone, is too).
+        counts = not recounted and not set(failed) <= free.keys()
         if counts and restarts >= mesh.max_restarts:
             limit = True
             kept_failed = failed
@@ -242,11 +252,13 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
                 if min(loop.restart_at for loop in loops.values()) > now:
                     backoff.update(loops)
                     return done(Plan(restarts=restarts, lost_procs=tuple(gone)))
+            deletes = [_ident(p) for p in pods.values() if not is_terminating(p)]
             if counts:
                 restarts += 1
                 marks = [(*_ident(pods[r]), restarts) for r in failed
                          if r in pods and r not in gone and r not in free and r not in recounted]
-            deletes = [_ident(p) for p in pods.values() if not is_terminating(p)]
+                if not marks and deletes:  # lost procs alone: a peer it deletes marks the attempt
+                    marks = [(*deletes[-1], restarts)]
             restarted.append(mesh.name)
             # Nothing is created until every pod of this attempt is gone.
             return done(Plan(deletes=tuple(deletes), restarts=restarts,

@@ -1113,8 +1113,9 @@ class Controller:
         return plan, created, view
 
     async def _mark_counted(self, mesh: specs.MeshSpec, plan: planning.Plan) -> None:
-        """Mark each failed pod whose failure ``plan`` counts with that count
-        (:func:`planning.counted_as` reads it), on that incarnation only."""
+        """Mark each failed pod whose failure ``plan`` counts (or the peer that marks a
+        RestartMesh attempt) with that count (:func:`planning.counted_as` reads it), on that
+        incarnation only."""
         async def mark(name: str, uid: str, restarts: int) -> None:
             try:
                 result = await self.client.merge_patch(

@@ -64,7 +64,7 @@ class Port(Generic[R]):
         if self._home is None:
             raise RuntimeError(f"port {self._port_id} is closed: its receiver is gone")
         address, token, proc_id = self._home
-        peer = peers.get_peer((address[0], address[1]), token, None, peers.meaning(proc_id, f"{address[0]}:{address[1]}"))
+        peer = peers.get_peer((address[0], address[1]), token, None, proc_id)
         payload = serialization.dumps(value) if ok else messages.encode_failure(value, sent=True)
         peer.request((ops.PORT_SEND, self._port_id, ok, self._rank), payload, lambda raw: None, reply=False)
 

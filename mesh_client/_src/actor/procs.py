@@ -110,11 +110,11 @@ class ProcGroup:
             self._follow(peer)
 
     def _peer(self, index: int) -> peers.Peer:
-        meant = peers.meaning(self.proc_ids[index], self.displays[index])
         if self._opener is None:
-            return peers.get_peer(self.addresses[index], self.token, self.displays[index], meant)
+            return peers.get_peer(self.addresses[index], self.token, self.displays[index], self.proc_ids[index])
         # private peers: another mesh object in this process may reach the procs directly
-        return peers.Peer(self.addresses[index], self.token, self.displays[index], self._opener, meant)
+        return peers.Peer(self.addresses[index], self.token, self.displays[index], self._opener,
+                          peers.meaning(self.proc_ids[index], self.displays[index]))
 
     def _follow(self, peer: peers.Peer) -> None:
         """Swap in the successor of ``peer`` when its link breaks under a live proc (:mod:`~mesh_client._src.runtime.relinking`)."""

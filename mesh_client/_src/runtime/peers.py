@@ -440,16 +440,19 @@ _peers_lock = threading.Lock()
 _listeners_lock = threading.Lock()  # the peers' on_relinked sets: added to from any thread
 
 
-def get_peer(address: Address, token: bytes, display: str | None = None, meant: binding.ProcId | None = None) -> Peer:
-    """The shared peer for this address, token and proc meant. A lost peer stays lost (its actors
-    are gone), unless its link broke under a live proc: then its successor takes its place here."""
-    key = (address, token, meant.incarnation if meant is not None else None)
+def get_peer(address: Address, token: bytes, display: str | None = None, proc_id: str | None = None) -> Peer:
+    """The shared peer for this address, token and proc meant (its incarnation id; None: any proc
+    of the mesh). A lost peer stays lost (its actors are gone), unless its link broke under a live
+    proc: then its successor takes its place here. Looked up per call (a port's send, a forwarded
+    call): the proc meant is built, and its id checked, only with a new peer."""
+    key = (address, token, proc_id)
     peer = _peers.get(key)
     if peer is None:
         with _peers_lock:
             peer = _peers.get(key)
             if peer is None:
-                peer = Peer(address, token, display or f"{address[0]}:{address[1]}", meant=meant)
+                display = display or f"{address[0]}:{address[1]}"
+                peer = Peer(address, token, display, meant=meaning(proc_id, display))
                 _peers[key] = peer
     return peer
 

@@ -84,8 +84,8 @@ class Forwarder:
 
     def _send(self, fields: tuple[Any, ...], child: trees.WireNode, payload: envelopes.Received, wants_reply: bool,
               aggregate: trees.Aggregate) -> None:
-        meant = peers.meaning(child[5], child[3])  # the proc the controller meant: a stale address refuses
-        peer = peers.get_peer((str(child[2][0]), int(child[2][1])), self._server.token, child[3], meant)
+        # child[5]: the proc the controller meant (its incarnation id): a stale address refuses
+        peer = peers.get_peer((str(child[2][0]), int(child[2][1])), self._server.token, child[3], child[5])
         fut = peer.request((ops.FORWARD, fields, child), payload, _raw, reply=wants_reply)
         if wants_reply:
             fut.add_done_callback(functools.partial(_child_done, child, aggregate))

@@ -9,7 +9,8 @@ names the proc meant and itself) and by the client (no call goes through, for a 
 IDENTIFY and for a peer's connection), and the proc closes the relayed connection; relayed to a
 new incarnation of the proc meant (after a restart) it is refused too, naming both incarnations,
 while ``reconnect()`` picks up the new incarnation with the new address and calls go on; relayed
-to the proc meant, it passes (a forwarder in between, as a port-forward is, is no relay attack).
+to the proc meant, it passes (a forwarder in between, as a port-forward is, is no relay attack);
+the binding costs the handshake only: a proc's sends to a port build the proc they mean once.
 """
 
 import os
@@ -17,9 +18,9 @@ import signal
 
 import pytest
 
-from mesh_client import SupervisionError, this_host
+from mesh_client import Actor, Channel, Port, SupervisionError, endpoint, this_host
 from mesh_client._src.runtime import identifying, peers
-from mesh_client._src.wire import errors
+from mesh_client._src.wire import binding, errors
 from tests.integration.local.actors import Recorder
 from tests.integration.local.forwarder import TIMEOUT, Relay
 
@@ -80,3 +81,35 @@ def test_a_handshake_relayed_to_a_new_incarnation_is_refused_and_reconnect_learn
             relay.close()
         assert (f"meant for proc incarnations[gpus=1] (incarnation {old.incarnation}), but it reached "
                 f"incarnations[gpus=1] (incarnation {group.proc_ids[1]})") in str(refused.value)
+
+
+class Sender(Actor):
+    """Sends to a port of the controller, counting the proc ids its process builds meanwhile."""
+
+    @endpoint
+    def send(self, port: Port[int], value: int) -> None:
+        port.send(value)
+
+    @endpoint
+    def send_counting(self, port: Port[int], values: list[int]) -> int:
+        built = []
+        check = binding.check_incarnation
+        binding.check_incarnation = lambda incarnation: (built.append(incarnation), check(incarnation))[1]
+        try:
+            for value in values:
+                port.send(value)
+        finally:
+            binding.check_incarnation = check
+        return len(built)
+
+
+def test_a_procs_sends_to_a_port_build_the_proc_they_mean_once_not_per_send(procs):
+    """A port sent to a proc names the proc of its home (its incarnation id) in the handshake;
+    each send looks its peer up again, and that lookup must cost what it did before binding:
+    the proc meant is built (its id checked) with the peer, never per value sent."""
+    sender = procs.spawn("sender", Sender).slice(hosts=0, gpus=0)
+    port, receiver = Channel.open()
+    sender.send.call_one(port, 0).get(timeout=TIMEOUT)
+    assert receiver.recv().get(timeout=TIMEOUT) == 0  # its peer made, its handshake done
+    assert sender.send_counting.call_one(port, [1, 2, 3]).get(timeout=TIMEOUT) == 0
+    assert [receiver.recv().get(timeout=TIMEOUT) for _ in range(3)] == [1, 2, 3]

@@ -78,35 +78,50 @@ def test_operator_restart_mid_creation_leaves_no_duplicates(operator, namespace,
     assert len(services) == 1
 
 
-@pytest.mark.parametrize("policy", ["RestartProc", "RestartMesh"])
+@pytest.mark.parametrize("policy,peer", [("RestartProc", None), ("RestartMesh", "deleted"),
+                                         ("RestartMesh", "failed"), ("RestartMesh", "lost")])
 def test_an_operator_killed_between_counting_a_restart_and_its_deletes_counts_it_once(
-        operator, namespace, custom, core, policy):
+        operator, namespace, custom, core, policy, peer):
     """The operator writes a restart's count (status.restarts) before deleting the failed pod,
     so that a crash does not lose it; the next operator found that pod still failed and counted
     it again, and at maxRestarts 1 refused the one restart allowed (RestartLimitReached). The
     kill is the operator's test-only ``--test-exit-after restart-recorded`` (``os._exit`` right
     after that status write), so the window is hit every time. Under RestartMesh a healthy
     peer's pod is then deleted, as the first of the deletes would have been, and every proc is
-    still replaced: none of the earlier attempt runs on beside a fresh rank."""
-    name = "once" + policy[7:].lower()
+    still replaced: none of the earlier attempt runs on beside a fresh rank. Or the peer, its
+    partner gone, fails while no operator runs: it is of the attempt already counted, so the
+    next operator restarts the mesh without counting (it had counted again: RestartLimitReached).
+    Or the restart is for a lost proc (rank 1's pod deleted under it: no failed pod to mark): the
+    peer it deletes is marked instead, and the next operator replaces it (unmarked, it had created
+    rank 1 beside the earlier attempt's rank 0, a Ready mesh of two attempts)."""
+    name = "once" + policy[7:].lower() + (peer or "")[:4]
     with support.session_operator_stopped(operator):
         operator.start("--test-exit-after", "restart-recorded", namespaces=[namespace])
         support.create_mesh(custom, namespace, name, perHost=[{"name": "procs", "size": 2}],
                             restartPolicy=policy, maxRestarts=1)
         mesh = support.wait_ready(custom, namespace, name)
         before = uids(core, namespace, name)
-        support.kill_proc(mesh["status"]["procs"][1]["address"],
-                          support.token(core, namespace, name))
+        if peer == "lost":
+            core.delete_namespaced_pod(f"{name}-1", namespace)
+        else:
+            support.kill_proc(mesh["status"]["procs"][1]["address"],
+                              support.token(core, namespace, name))
         proc = operator.proc
         assert proc is not None
         testing.wait_for(lambda: proc.poll() is not None, "the operator ended at restart-recorded")
         assert proc.returncode == 137
         assert support.get_mesh(custom, namespace, name)["status"]["restarts"] == 1
-        assert uids(core, namespace, name) == before  # nothing deleted yet
-        if policy == "RestartMesh":
+        left = uids(core, namespace, name)
+        assert left == before or peer == "lost" and left.get(f"{name}-0") == before[f"{name}-0"]
+        if peer == "deleted":
             # As if it died in the middle of the deletes: a healthy peer's went out first (the
             # failed, counted pod's goes last). The restart still replaces every proc.
             core.delete_namespaced_pod(f"{name}-0", namespace)
+        elif peer == "failed":
+            support.kill_proc(mesh["status"]["procs"][0]["address"],
+                              support.token(core, namespace, name))
+            testing.wait_for(lambda: core.read_namespaced_pod(f"{name}-0", namespace).status.phase
+                             == "Failed", "the peer's pod Failed")
 
     def settled():
         m = support.get_mesh(custom, namespace, name)

@@ -1,7 +1,7 @@
 """Which transitions become Events (pure), with the failing pod's exit code in the message."""
 
 from mesh_client._src import contract
-from procmesh_operator import eventing, placing, planning, statuses
+from procmesh_operator import eventing, names, placing, planning, statuses
 
 from .builders import SETTINGS, mesh, pod
 
@@ -104,3 +104,17 @@ def test_the_gangs_verdict_is_an_event_when_it_changes():
     placed = statuses.compute_status(m, still, {0: pod(m, 0), 1: pod(m, 1)}, planning.Plan(), now=T)
     assert ("Normal", "AllProcsScheduled", "2 of 2 procs on nodes (the gang was Unschedulable)") in \
         eventing.transitions(still, placed, planning.Plan(), [], {}, "m")
+
+
+def test_a_mesh_restart_finished_for_an_earlier_operator_says_what_it_knows():
+    """The restart of a lost proc (its pod gone), counted by an operator killed before its
+    deletes: the next run restarts the mesh knowing no failed proc to name, and says so."""
+    m = mesh(per_host=(("procs", 2),), restartPolicy="RestartMesh", maxRestarts=3)
+    peer = pod(m, 1)
+    peer["metadata"]["annotations"][names.RESTART_COUNTED_ANNOTATION] = "1"
+    p = planning.plan(m, restarts=1, pods={1: peer}, settings=SETTINGS,
+                      last_phases={1: "Terminating"})
+    status = statuses.compute_status(m, None, {1: peer}, p, now=T)
+    events = eventing.transitions(status, status, p, [], {1: peer}, "m")
+    assert ("Warning", "ProcFailed", "proc failed: not known to this run (counted by an operator "
+            "that ended before its deletes); restarting the whole mesh (restart 1)") in events

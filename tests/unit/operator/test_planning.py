@@ -10,7 +10,7 @@ killed before the delete) is deleted without counting again.
 
 import pytest
 
-from procmesh_operator import names, planning
+from procmesh_operator import crashloops, names, planning
 
 from .builders import SETTINGS, mesh, node, pod
 
@@ -230,3 +230,45 @@ def test_a_template_cannot_mark_its_pods():
     assert names.RESTART_COUNTED_ANNOTATION not in pod(m, 0)["metadata"]["annotations"]
     p = plan(m, {0: pod(m, 0, phase="Failed")})
     assert p.restart_limit_reached and p.failed == (0,)
+
+
+@pytest.mark.parametrize("max_restarts", [1, 5])
+def test_a_peer_failing_while_the_operator_was_down_is_part_of_the_counted_mesh_restart(
+        max_restarts):
+    """RestartMesh: the operator marked rank 1's failed pod, wrote the count and was killed
+    before its deletes; meanwhile rank 0, its peer gone, failed too. Every pod
+    still there belongs to the attempt whose restart is counted (nothing is created until all
+    are gone): the restart goes on, neither counted again, refused, nor held in a back-off."""
+    m = mesh(per_host=(("procs", 2),), restartPolicy="RestartMesh", maxRestarts=max_restarts)
+    pods = {0: pod(m, 0, phase="Failed", uid="peer"), 1: _marked(m, 1, 1, phase="Failed", uid="dead")}
+    loops = {1: crashloops.CrashLoop(1, "dead", 2, 10.0, 1.0)}  # its back-off waited out already
+    p = plan(m, pods, restarts=1, last_phases={0: "Running", 1: "Running"}, crash_loops=loops,
+             now=100.0)
+    assert p.restarts == 1 and not p.restart_limit_reached and not p.failed and not p.marks
+    assert not p.backoff and set(p.deletes) == {("m-0", "peer"), ("m-1", "dead")}
+
+
+def test_a_mesh_restart_for_a_lost_proc_marks_a_peer_and_finishes_after_an_operator_death():
+    """RestartMesh, rank 0's pod deleted under its proc (no failed pod left to mark): the restart
+    marks the pod of a peer it deletes (deleted last). An operator killed before its deletes
+    finds that peer still running, marked with a count status.restarts includes, and deletes it
+    without counting again; unmarked, it had created rank 0 beside the earlier attempt's rank 1."""
+    m = mesh(per_host=(("procs", 2),), restartPolicy="RestartMesh", maxRestarts=3)
+    p = plan(m, {1: pod(m, 1, uid="old")}, last_phases={0: "Running", 1: "Running"})
+    assert p.restarts == 1 and p.lost_procs == (0,) and p.marks == (("m-1", "old", 1),)
+    assert p.deletes == (("m-1", "old"),)
+    # Written (rank 1's entry Terminating, rank 0's none), then killed before the delete.
+    again = plan(m, {1: _marked(m, 1, 1, uid="old")}, restarts=1, last_phases={1: "Terminating"})
+    assert again.restarts == 1 and not again.creates and again.deletes == (("m-1", "old"),)
+    assert not again.marks and again.restarted == ("m",)
+
+
+def test_while_a_mesh_restarts_pods_its_marked_pods_terminate_without_another_restart():
+    """RestartMesh: once the restart's deletes are made, its pods (one marked) terminate; the
+    plans meanwhile restart nothing again (no ProcFailed event, no restarts metric) and create
+    nothing until they are gone."""
+    m = mesh(per_host=(("procs", 2),), restartPolicy="RestartMesh", maxRestarts=3)
+    pods = {0: pod(m, 0, terminating=True),
+            1: _marked(m, 1, 1, phase="Failed", uid="dead", terminating=True)}
+    p = plan(m, pods, restarts=1, last_phases={0: "Terminating", 1: "Terminating"})
+    assert p.restarts == 1 and not p.restarted and not p.deletes and not p.creates
