@@ -343,7 +343,10 @@ def test_an_idle_proc_evicted_by_the_kubelet_reads_as_evicted_not_completed(
         seen = {k: pod["status"].get(k) for k in ("phase", "reason", "message", "conditions", "containerStatuses")}
         print(f"evicted idle pod: {json.dumps(seen)}")
     assert pod["status"]["phase"] == "Failed" and pod["status"]["reason"] == "Evicted", seen
-    assert degraded["message"].startswith(f"proc 1 (exit code 143, Error{why}) failed"), (degraded, seen)
+    # The proc's own end (143), or the kubelet's ContainerStatusUnknown (137) where it marked the
+    # pod terminated before the runtime reported the container's end (see the test above).
+    endings = ("exit code 143, Error", "exit code 137, ContainerStatusUnknown")
+    assert any(degraded["message"].startswith(f"proc 1 ({end}{why}) failed") for end in endings), (degraded, seen)
 
 
 def test_helm_uninstall_leaves_no_operator_pod_and_keeps_the_crd(cluster: Any, release: str) -> None:
