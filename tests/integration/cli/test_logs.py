@@ -120,17 +120,19 @@ def test_logs_follow_a_restarted_proc_into_its_new_pod(cluster, core, custom, na
 def test_logs_follow_a_proc_whose_pod_has_not_started_yet(cluster, core, custom, namespace, operator,
                                                           request):
     # Its pod asks for a node label that no node has until the test gives it to one: the pod
-    # exists, Pending, with no log to read (the API server refuses the request) until it runs.
+    # exists, Pending, with no log yet (the API server answers with an empty stream) until it runs.
     key = f"procmesh.io/test-later-{uuid.uuid4().hex[:6]}"
     create_mesh(custom, namespace, "later", hosts=1, perHost=[{"name": "procs", "size": 1}],
-                template={"nodeSelector": {key: "yes"}})
+                restartPolicy="Never", template={"nodeSelector": {key: "yes"}})
     pod = testing.wait_for(lambda: (mesh_pods(core, namespace, "later") or [None])[0], "later's pod, Pending")
     follower = start(cluster.kubeconfig, "logs", "later", "-n", namespace, "-f")
     request.addfinalizer(lambda: (follower.terminate(), follower.wait(timeout=30)))
     said: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [said.put(x) for x in follower.stderr], daemon=True).start()
+    readers = [threading.Thread(target=lambda: [said.put(x) for x in follower.stderr], daemon=True)]
     printed: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [printed.put(x) for x in follower.stdout], daemon=True).start()
+    readers.append(threading.Thread(target=lambda: [printed.put(x) for x in follower.stdout], daemon=True))
+    for reader in readers:
+        reader.start()
     seen: dict[str, list[str]] = {"said": [], "printed": []}
 
     def lines(source: queue.Queue[str], into: str, wanted: str) -> bool:
@@ -149,6 +151,16 @@ def test_logs_follow_a_proc_whose_pod_has_not_started_yet(cluster, core, custom,
     testing.wait_for(lambda: lines(said, "said", "rank 0: pod later-0 runs now: following its log"),
                      "logs -f saying that it follows later-0 now")
     assert [p.metadata.uid for p in mesh_pods(core, namespace, "later")] == [pod.metadata.uid]  # the same pod
+
+    # Its proc ends (restartPolicy Never): logs -f ends by itself, and with status 0: the proc's
+    # log was read whole (it said 'error: pod ... had not started' and exited 1).
+    mesh = wait_ready(custom, namespace, "later")
+    kill_proc(mesh["status"]["procs"][0]["address"], token(core, namespace, "later"))
+    assert follower.wait(timeout=120) == 0, (lines(said, "said", ""), seen)
+    for reader in readers:
+        reader.join(timeout=30)
+    assert lines(said, "said", "rank 0: pod later-0 ended and the mesh's restartPolicy is Never"), seen
+    assert not [line for line in seen["said"] if line.startswith("error:")], seen
 
 
 def test_logs_of_a_mesh_without_procs_says_why(cluster, custom, namespace, operator):
