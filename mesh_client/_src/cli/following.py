@@ -4,7 +4,8 @@ pods have restartPolicy Never), so its log is a new stream, which the old one ne
 :class:`ProcFollower` is a proc's ``reopen`` for :class:`.logs.Pumps`: when its stream ends it
 says so on stderr, waits for the proc's new pod to start, and gives the opener of that pod's log;
 it gives None (said why) when no new pod will come: the mesh is gone, or its restartPolicy is
-Never and the proc has ended.
+Never and the proc has ended. A proc whose pod is missing or Pending when ``-f`` begins is
+followed once that pod runs (:meth:`ProcFollower.first`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class ProcFollower:
         self.never = (mesh.get("spec") or {}).get("restartPolicy") == "Never"
         self.err = err or sys.stderr
         self.uid: str | None = None  # the pod whose log is followed (None: not known; "": none yet)
+        self.unstarted = False  # "": its pod exists, and had not started when its log was asked for
 
     def first(self, open_stream: Callable[[], Any]) -> Callable[[], Any]:
         """``open_stream`` (the first stream), noting the pod it reads first; on the pump's
@@ -54,6 +56,14 @@ class ProcFollower:
             # Refused ({}): None, restarts not followed. Not there (deleted, not created yet):
             # "", so that the pod which comes is followed (was: 'this client may not get pods').
             self.uid = "" if found is None else _uid(found)
+            if found and self.uid and not _started(found):
+                # Pending: no log yet (the API server answers an unscheduled pod's with an empty
+                # stream, which ended at once). "", so that this pod is followed once it runs:
+                # it waited for a new pod instead, and none came until the proc restarted.
+                self.uid, self.unstarted = "", True
+                raise KubernetesMeshError(
+                    f"pod {self.api.namespace}/{self.pod} had not started, so its proc had no log yet: "
+                    f"'procmesh describe' shows the mesh's procs and why")
             return open_stream()
         return opened
 
@@ -67,6 +77,8 @@ class ProcFollower:
             return None
         if self.uid:
             self.say(f"the log stream of pod {self.pod} ended; following its proc's new pod when it restarts")
+        elif self.unstarted:
+            self.say(f"pod {self.pod} has not started yet; following it once it runs")
         else:
             self.say(f"pod {self.pod} does not exist now; following it once it is created and runs")
         while not stopped():

@@ -66,9 +66,13 @@ class Pumps:
         """Copy one proc's stream; with ``reopen`` (``-f``), then each next one it gives: a
         restarted proc is a new pod of the same name, whose log is a new stream."""
         opener: Callable[[], Any] | None = open_stream
+        unopened: list[str] = []  # this proc's streams that could not be opened, since its last one
         while opener is not None:
+            opened = False
             try:
                 response = opener()
+                opened = True
+                self.forgive(unopened)
                 self.streams.add(response)
                 try:
                     for line in logstreams.response_lines(response):
@@ -77,9 +81,9 @@ class Pumps:
                     self.streams.discard(response)
                     response.release_conn()
             except KubernetesMeshError as exc:
-                self.failed(str(exc))
+                self.failed(str(exc), None if opened else unopened)
             except Exception as exc:  # a broken stream of one pod must not end the others
-                self.failed(f"{prefix.strip()} log stream ended: {exc}")
+                self.failed(f"{prefix.strip()} log stream ended: {exc}", None if opened else unopened)
             if reopen is None or self.stopped():
                 return
             opener = reopen(self.stopped)
@@ -95,9 +99,22 @@ class Pumps:
             self.streams.stop()
             raise
 
-    def failed(self, error: str) -> None:
+    def failed(self, error: str, unopened: list[str] | None = None) -> None:
+        """``error`` ends the command with status 1; ``unopened``: the proc's list it goes in too
+        when its stream could not be opened at all (nothing read)."""
         if not self.stopped():  # a stream we ended ourselves is no error
             self.errors.append(error)
+            if unopened is not None:
+                unopened.append(error)
+
+    def forgive(self, unopened: list[str]) -> None:
+        """A proc's stream opened after others of it could not be (-f: its pod was missing or
+        Pending, and is followed from its start now): nothing of it was left out, so those
+        failures fail the command no more (a -f that ended by itself exited 1 saying the pod
+        did not exist, after printing its log)."""
+        for error in unopened:
+            self.errors.remove(error)  # an equal one of another proc says the same: either goes
+        unopened.clear()
 
 
 def follow_all(streams: Sequence[tuple[str, Callable[[], Any], Reopen | None]],

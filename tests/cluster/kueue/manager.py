@@ -16,12 +16,14 @@ only gets the empty mount point.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +135,25 @@ def start(cluster: controlplane.Cluster, *, wait_for_pods_ready: dict[str, Any] 
                                f"{kueue.log}:\n{_tail(kueue.log)}")
         time.sleep(0.2)
     return kueue
+
+
+@contextlib.contextmanager
+def restarted(cluster: controlplane.Cluster, session: Kueue, *,
+              wait_for_pods_ready: dict[str, Any] | None = None) -> Iterator[Kueue]:
+    """``session`` (the cluster's running Kueue) replaced by one started with another
+    Configuration for the ``with`` block, and a Kueue of the default Configuration started in
+    its folder afterwards (``session``'s pidfile names it, so the session's fixture stops it).
+    The default comes back also when the other one fails to start: the session's Kueue was
+    stopped already, and every later Kueue test of the process would meet none."""
+    session.stop()
+    other: Kueue | None = None
+    try:
+        other = start(cluster, wait_for_pods_ready=wait_for_pods_ready)
+        yield other
+    finally:
+        if other is not None:
+            other.stop()
+        start(cluster)
 
 
 def _tail(path: Path, lines: int = 30) -> str:

@@ -1,13 +1,14 @@
 """``procmesh logs`` against the real control plane: an 8-proc mesh (more than kubectl's five
 concurrent streams), every line prefixed with its proc's rank, selection by rank and coords,
--f following what actors print afterwards and a proc's new pod after it restarts (said on
-stderr), -p saying once why a restarted proc has no earlier run's log, and a mesh with no procs
+-f following what actors print afterwards, a proc's new pod after it restarts (said on
+stderr) and a proc whose pod had not started when -f began (Pending: once it runs), -p saying once why a restarted proc has no earlier run's log, and a mesh with no procs
 (suspended) said as such, not as a --rank/--coords that matched nothing."""
 
 from __future__ import annotations
 
 import queue
 import threading
+import uuid
 
 import pytest
 
@@ -15,7 +16,14 @@ from mesh_client.actor import Actor, endpoint
 from mesh_client.kubernetes import attach
 from tests.cluster import testing
 from tests.integration.cli.support import procmesh, start
-from tests.integration.operator.support import create_mesh, get_mesh, kill_proc, token, wait_ready
+from tests.integration.operator.support import (
+    create_mesh,
+    get_mesh,
+    kill_proc,
+    mesh_pods,
+    token,
+    wait_ready,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -107,6 +115,52 @@ def test_logs_follow_a_restarted_proc_into_its_new_pod(cluster, core, custom, na
     assert previous.stderr.startswith("error: no earlier run's log (--previous): a proc runs once in its pod "
                                       "(restartPolicy Never); a restarted proc is a new pod of the same name")
     assert previous.stderr.count("\n") == 1, previous.stderr  # one line for both procs
+
+
+def test_logs_follow_a_proc_whose_pod_has_not_started_yet(cluster, core, custom, namespace, operator,
+                                                          request):
+    # Its pod asks for a node label that no node has until the test gives it to one: the pod
+    # exists, Pending, with no log yet (the API server answers with an empty stream) until it runs.
+    key = f"procmesh.io/test-later-{uuid.uuid4().hex[:6]}"
+    create_mesh(custom, namespace, "later", hosts=1, perHost=[{"name": "procs", "size": 1}],
+                restartPolicy="Never", template={"nodeSelector": {key: "yes"}})
+    pod = testing.wait_for(lambda: (mesh_pods(core, namespace, "later") or [None])[0], "later's pod, Pending")
+    follower = start(cluster.kubeconfig, "logs", "later", "-n", namespace, "-f")
+    request.addfinalizer(lambda: (follower.terminate(), follower.wait(timeout=30)))
+    said: queue.Queue[str] = queue.Queue()
+    readers = [threading.Thread(target=lambda: [said.put(x) for x in follower.stderr], daemon=True)]
+    printed: queue.Queue[str] = queue.Queue()
+    readers.append(threading.Thread(target=lambda: [printed.put(x) for x in follower.stdout], daemon=True))
+    for reader in readers:
+        reader.start()
+    seen: dict[str, list[str]] = {"said": [], "printed": []}
+
+    def lines(source: queue.Queue[str], into: str, wanted: str) -> bool:
+        while not source.empty():
+            seen[into].append(source.get())
+        return any(wanted in line for line in seen[into])
+
+    testing.wait_for(lambda: lines(said, "said", "rank 0: pod later-0 has not started yet; following it once it "
+                                                 "runs"), "logs -f waiting for later-0 to run")
+    node = next(n.metadata.name for n in core.list_node().items if not n.spec.taints)
+    core.patch_node(node, {"metadata": {"labels": {key: "yes"}}})
+    request.addfinalizer(lambda: core.patch_node(node, {"metadata": {"labels": {key: None}}}))
+    # Without the fix it waited for a new pod (a restart) and never read this one's log.
+    testing.wait_for(lambda: lines(printed, "printed", "[rank 0] procmesh: proc server later[0] listening"),
+                     "logs -f following later-0 once it runs")
+    testing.wait_for(lambda: lines(said, "said", "rank 0: pod later-0 runs now: following its log"),
+                     "logs -f saying that it follows later-0 now")
+    assert [p.metadata.uid for p in mesh_pods(core, namespace, "later")] == [pod.metadata.uid]  # the same pod
+
+    # Its proc ends (restartPolicy Never): logs -f ends by itself, and with status 0: the proc's
+    # log was read whole (it said 'error: pod ... had not started' and exited 1).
+    mesh = wait_ready(custom, namespace, "later")
+    kill_proc(mesh["status"]["procs"][0]["address"], token(core, namespace, "later"))
+    assert follower.wait(timeout=120) == 0, (lines(said, "said", ""), seen)
+    for reader in readers:
+        reader.join(timeout=30)
+    assert lines(said, "said", "rank 0: pod later-0 ended and the mesh's restartPolicy is Never"), seen
+    assert not [line for line in seen["said"] if line.startswith("error:")], seen
 
 
 def test_logs_of_a_mesh_without_procs_says_why(cluster, custom, namespace, operator):

@@ -87,4 +87,6 @@ def test_a_mesh_no_operator_watches_is_reported_stale(cluster, kube, core, custo
     wait_ready(custom, namespace, "orphan")  # the watching operator catches up: generation 2, 2 pods
     testing.wait_for(lambda: lines(printed, "[rank 0] procmesh: proc server orphan[0] listening"),
                      "logs -f following the new orphan-0")
-    assert lines(said, "rank 0: pod orphan-0 runs now: following its log"), seen
+    # Said before the stream opened, but read by another thread than the line above: waited for.
+    testing.wait_for(lambda: lines(said, "rank 0: pod orphan-0 runs now: following its log"),
+                     "logs -f saying that it follows orphan-0 now")

@@ -44,13 +44,8 @@ WAIT_FOR_PODS_READY = {"timeout": "60s", "blockAdmission": False,
 @pytest.fixture(scope="module")
 def strict_kueue(cluster: Any, kueue: Any) -> Iterator[Any]:
     """The session's Kueue restarted with waitForPodsReady on, and as before afterwards."""
-    kueue.stop()
-    instance = manager.start(cluster, wait_for_pods_ready=WAIT_FOR_PODS_READY)
-    try:
+    with manager.restarted(cluster, kueue, wait_for_pods_ready=WAIT_FOR_PODS_READY) as instance:
         yield instance
-    finally:
-        instance.stop()
-        manager.start(cluster)  # in the same folder: the session's fixture stops it at the end
 
 
 @pytest.fixture(scope="module")
