@@ -62,6 +62,12 @@ class Kueue:
         processes.stop_pidfiles([self.pidfile], grace=10)
 
     def ready(self) -> bool:
+        """Ready, and this very Kueue answers: the health port was picked free a moment before
+        it started, so a Kueue of another worker's cluster could hold it (as the control plane's
+        components are checked, :func:`processes.listens_on`)."""
+        pid = processes.read_pidfile(self.pidfile)
+        if pid is None or not processes.listens_on(pid, self.health_port):
+            return False
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as r:
                 return bool(r.status == 200)
