@@ -10,10 +10,9 @@ the same forwarder to the proc meant passes.
 import pytest
 
 from mesh_client._src.runtime import identifying, peers
-from mesh_client._src.wire import errors
 from mesh_client.kubernetes import attach
 from tests.integration.local.actors import Recorder
-from tests.integration.local.forwarder import TIMEOUT, Relay
+from tests.integration.local.forwarder import TIMEOUT, Relay, refused_through
 from tests.integration.operator.support import create_mesh, get_mesh
 
 pytestmark = pytest.mark.cluster
@@ -29,15 +28,10 @@ def test_handshakes_name_the_pod_and_a_relay_to_another_is_refused(kube, custom,
     assert mesh.spawn("rec", Recorder).echo.call(3).get().item(hosts=0, gpus=1) == 3  # bound calls pass
 
     meant = peers.meaning(group.proc_ids[0], group.displays[0])
-    relay = Relay(group.addresses[1])
-    try:
-        with pytest.raises(errors.WrongProc) as refused:
-            identifying.identify_proc(relay.address, group.token, timeout=TIMEOUT, meant=meant)
-        assert relay.proc_closed.wait(TIMEOUT)
-    finally:
-        relay.close()
+    text, _ = refused_through(group.addresses[1], lambda address: identifying.identify_proc(
+        address, group.token, timeout=TIMEOUT, meant=meant))
     assert (f"this connection was meant for proc {group.displays[0]} (incarnation {pods[0]}), but it "
-            f"reached bound[hosts=0,gpus=1] (incarnation {pods[1]})") in str(refused.value)
+            f"reached bound[hosts=0,gpus=1] (incarnation {pods[1]})") in text
 
     relay = Relay(group.addresses[0])
     try:

@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Callable
+
+import pytest
+
+from mesh_client._src.wire import errors
 
 TIMEOUT = 30.0  # every socket operation's bound, and the joins'
 
@@ -58,3 +63,16 @@ class Relay:
     def close(self) -> None:
         self.listener.close()
         self._thread.join(TIMEOUT)
+
+
+def refused_through(target: tuple[str, int], connect: Callable[[tuple[str, int]], object]) -> tuple[str, bytes]:
+    """``connect`` through a relay to ``target``: it must raise WrongProc, and the proc must end
+    the relayed connection itself. The refusal's text and what the proc sent back."""
+    relay = Relay(target)
+    try:
+        with pytest.raises(errors.WrongProc) as refused:
+            connect(relay.address)
+        assert relay.proc_closed.wait(TIMEOUT)  # the proc itself ended the relayed connection
+    finally:
+        relay.close()
+    return str(refused.value), bytes(relay.from_proc)

@@ -20,9 +20,9 @@ import pytest
 
 from mesh_client import Actor, Channel, Port, SupervisionError, endpoint, this_host
 from mesh_client._src.runtime import identifying, peers
-from mesh_client._src.wire import binding, errors
+from mesh_client._src.wire import binding
 from tests.integration.local.actors import Recorder
-from tests.integration.local.forwarder import TIMEOUT, Relay
+from tests.integration.local.forwarder import TIMEOUT, Relay, refused_through
 
 
 def meant(mesh, index):
@@ -36,18 +36,11 @@ def test_a_handshake_relayed_to_another_proc_of_the_mesh_is_refused_on_both_side
         lambda address: identifying.identify_proc(address, group.token, timeout=TIMEOUT, meant=meant(procs, 0)),
         lambda address: peers.Peer(address, group.token, group.displays[0], meant=meant(procs, 0)).connect(),
     ):
-        relay = Relay(group.addresses[1])
-        try:
-            with pytest.raises(errors.WrongProc) as refused:
-                connect(relay.address)
-            assert relay.proc_closed.wait(TIMEOUT)  # the proc itself ended the relayed connection
-        finally:
-            relay.close()
-        text = str(refused.value)
+        text, from_proc = refused_through(group.addresses[1], connect)
         assert (f"the proc server refused the connection: this connection was meant for proc "
                 f"{group.displays[0]} (incarnation {group.proc_ids[0]}), but it reached "
                 f"{group.displays[1]} (incarnation {group.proc_ids[1]})") in text
-        assert b"this connection was meant for proc" in relay.from_proc  # said in the proc's REJECT
+        assert b"this connection was meant for proc" in from_proc  # said in the proc's REJECT
 
 
 def test_a_handshake_relayed_to_the_proc_meant_passes(procs):
@@ -72,15 +65,11 @@ def test_a_handshake_relayed_to_a_new_incarnation_is_refused_and_reconnect_learn
         assert group.proc_ids[1] != old.incarnation  # learnt with the new address
         assert mesh.spawn("fresh", Recorder).slice(gpus=1).echo.call_one(2).get(timeout=TIMEOUT) == 2
 
-        relay = Relay(group.addresses[1])  # what held the old address passes it on to the new process
-        try:
-            with pytest.raises(errors.WrongProc) as refused:
-                identifying.identify_proc(relay.address, group.token, timeout=TIMEOUT, meant=old)
-            assert relay.proc_closed.wait(TIMEOUT)
-        finally:
-            relay.close()
+        # What held the old address passes it on to the new process.
+        text, _ = refused_through(group.addresses[1], lambda address: identifying.identify_proc(
+            address, group.token, timeout=TIMEOUT, meant=old))
         assert (f"meant for proc incarnations[gpus=1] (incarnation {old.incarnation}), but it reached "
-                f"incarnations[gpus=1] (incarnation {group.proc_ids[1]})") in str(refused.value)
+                f"incarnations[gpus=1] (incarnation {group.proc_ids[1]})") in text
 
 
 class Sender(Actor):
