@@ -9,8 +9,8 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar, cast, overload
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal, NoReturn, TypeVar, cast, overload
 
 from mesh_client._src.actor import context as context_mod
 from mesh_client._src.actor import (
@@ -22,6 +22,7 @@ from mesh_client._src.actor import (
     sources,
     tables,
     trees,
+    unavailable,
     watching,
 )
 from mesh_client._src.actor.actor import Actor
@@ -114,6 +115,18 @@ class ProcMesh(MeshTrait):
         raise NotImplementedError("sync_workspace is not implemented for ProcMesh. Use HostMesh.sync_workspace "
                                   "instead; procmesh's procs read this machine's files (locally) or the image's "
                                   "(Kubernetes), so there is nothing to sync")
+
+    def activate(self) -> NoReturn:
+        """Monarch's distributed-tensor context (its tensor engine), which procmesh does not have."""
+        unavailable.tensor_engine("ProcMesh.activate()")
+
+    def rank_tensor(self, dim: str | Sequence[str]) -> NoReturn:
+        """Monarch's tensor of each proc's rank along ``dim`` (its tensor engine)."""
+        unavailable.tensor_engine(f"ProcMesh.rank_tensor({dim!r})")
+
+    def rank_tensors(self) -> NoReturn:
+        """Monarch's rank tensors of every dimension (its tensor engine)."""
+        unavailable.tensor_engine("ProcMesh.rank_tensors()")
 
     def spawn(self, name: str, Class: type[T], *args: Any, **kwargs: Any) -> T:
         """Start ``Class(*args, **kwargs)`` in every proc; returns at once, as in Monarch.

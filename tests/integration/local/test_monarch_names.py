@@ -1,12 +1,13 @@
 """Monarch names a ported program uses beside spawn and call: host meshes, tables, workspaces,
-and port flags, with real local procs.
+port flags, and the tensor engine's names, with real local procs.
 
 Aspects: a one-proc slice's ``host_mesh`` is this machine, and procs spawned on it run; a mesh
 of several procs refuses it with Monarch's words; an actor's own proc, and a mesh it was sent,
 have this machine as host; ``to_table`` of a mesh and of a slice, also in an actor that was sent
 the slice; ``this_host().stop()`` and ``shutdown()`` give futures failing with Monarch's words and
 what to do, and the host spawns as before; ``sync_workspace`` is refused on the host and on a proc
-mesh; ``Port.return_undeliverable`` in an actor.
+mesh; ``Port.return_undeliverable`` in an actor; ``rref``, ``activate`` and ``rank_tensor(s)``
+raise NotImplementedError naming the tensor engine and what to use.
 """
 
 import asyncio
@@ -15,6 +16,8 @@ import pytest
 
 from mesh_client import Channel, this_host, this_proc
 from tests.integration.local.actors import HostAware
+
+TENSOR_ENGINE = r"Monarch's tensor engine .*procmesh does not have.*inside actors.*setup_torch_elastic_env"
 
 
 def test_a_one_proc_slice_has_this_machine_as_host_mesh(procs):
@@ -74,3 +77,12 @@ def test_return_undeliverable_reads_true_and_takes_false_in_an_actor(procs):
     port, _ = Channel.open()
     assert port.return_undeliverable is True
 
+
+def test_the_tensor_engine_s_names_say_what_to_use_instead(procs):
+    actors = procs.spawn("te", HostAware)
+    with pytest.raises(NotImplementedError, match=r"^te\.ping\.rref\(\) belongs to " + TENSOR_ENGINE):
+        actors.ping.rref()
+    for use, what in ((procs.activate, r"ProcMesh\.activate\(\)"), (lambda: procs.rank_tensor("gpus"),
+                      r"ProcMesh\.rank_tensor\('gpus'\)"), (procs.rank_tensors, r"ProcMesh\.rank_tensors\(\)")):
+        with pytest.raises(NotImplementedError, match=rf"^{what} belongs to " + TENSOR_ENGINE):
+            use()
