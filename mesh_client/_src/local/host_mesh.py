@@ -91,6 +91,10 @@ class HostMesh(MeshTrait):
     def __hash__(self) -> int:
         return hash((HostMesh, self._python))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Sent with every local proc group (ProcGroup.host): its Python alone, not its shape.
+        return (HostMesh, (self._python,))
+
     def shutdown(self) -> Future[None]:
         """Refused, as Monarch's ``this_host().shutdown()``: the future raises RuntimeError.
         This machine is not the program's to shut down; stop the proc meshes it spawned."""
