@@ -11,9 +11,17 @@ import queue
 import random
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, ParamSpec, TypeVar, cast
 
-from mesh_client._src.actor import context, messages, own_calls, restarts, signatures, trees
+from mesh_client._src.actor import (
+    context,
+    messages,
+    own_calls,
+    restarts,
+    signatures,
+    trees,
+    unavailable,
+)
 from mesh_client._src.actor.endpoint import Propagator, check_propagate
 from mesh_client._src.actor.errors import NotAnEndpoint, SupervisionError
 from mesh_client._src.actor.procs import ProcGroup
@@ -295,6 +303,10 @@ class ActorEndpoint(Generic[R]):
 
     def broadcast(self, *args: Any, **kwargs: Any) -> None:
         self._send(range(len(self._mesh._shape)), args, kwargs, reply=False)
+
+    def rref(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """Monarch's call that returns a distributed tensor (its tensor engine): refused."""
+        unavailable.tensor_engine(f"{self._mesh._name}.{self._method}.rref()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(

@@ -15,6 +15,7 @@ from typing import (
     Concatenate,
     Generic,
     Literal,
+    NoReturn,
     ParamSpec,
     Protocol,
     TypeVar,
@@ -71,6 +72,11 @@ class Endpoint(Protocol, Generic[P, R]):
 
     def broadcast(self, *args: P.args, **kwargs: P.kwargs) -> None:
         """Send to every actor without waiting; no delivery guarantee, errors go to the proc's log."""
+        ...
+
+    def rref(self, *args: P.args, **kwargs: P.kwargs) -> NoReturn:
+        """Monarch's distributed-tensor result (its tensor engine, which procmesh does not have):
+        raises NotImplementedError saying what to use instead."""
         ...
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Any: ...

@@ -43,6 +43,21 @@ class Port(Generic[R]):
         self._deliver = deliver  # set in the process that owns the port
         self._home = home  # (address, token) of the owning process's proc server, once pickled
         self._rank = rank  # what a RankedPortReceiver pairs with the values sent here (None: nothing)
+        self._return_undeliverable = True
+
+    @property
+    def return_undeliverable(self) -> bool:
+        """Monarch's choice between returning a value that cannot be delivered to its sender
+        (True, the default) and dropping it. Kept and read as Monarch's, per port object (a port
+        sent elsewhere starts at True again); procmesh never returns a value to its sender: one
+        whose receiver is gone is dropped either way (README)."""
+        return self._return_undeliverable
+
+    @return_undeliverable.setter
+    def return_undeliverable(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"return_undeliverable is True or False; got {type(value).__name__}: {value!r}")
+        self._return_undeliverable = value
 
     def send(self, value: R) -> None:
         self._put(True, value)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar, cast, overload
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal, NoReturn, TypeVar, cast, overload
 
 from mesh_client._src.actor import context as context_mod
 from mesh_client._src.actor import (
@@ -20,7 +20,9 @@ from mesh_client._src.actor import (
     shutting_down,
     signatures,
     sources,
+    tables,
     trees,
+    unavailable,
     watching,
 )
 from mesh_client._src.actor.actor import Actor
@@ -45,19 +47,30 @@ T = TypeVar("T", bound=Actor)
 R = TypeVar("R")
 
 
+def _no_machine() -> Any:
+    return None
+
+
+#: This machine as a host mesh (``this_host()``): set by the local backend, which this layer does
+#: not import; what ``host_mesh`` is for the proc this code runs in (``this_proc()`` in an actor).
+this_machine: Callable[[], Any] = _no_machine
+
+
 class ProcMesh(MeshTrait):
     """Procs laid out on named dimensions; ``spawn`` puts one actor on each."""
 
-    def __init__(self, group: ProcGroup, shape: Shape) -> None:
+    def __init__(self, group: ProcGroup, shape: Shape, root: Shape | None = None) -> None:
         self._group = group
         self._shape = shape
+        self._root = shape if root is None else root  # the mesh a slice comes from (to_table's hosts)
         self._stopped = False
 
     def _with_shape(self, shape: Shape) -> ProcMesh:
-        return ProcMesh(self._group, shape)
+        return ProcMesh(self._group, shape, self._root)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (ProcMesh, (self._group, self._shape))
+        # The root as state, set as an attribute: a proc server of an older release takes it too.
+        return (ProcMesh, (self._group, self._shape), {"_root": self._root})
 
     def __repr__(self) -> str:
         return f"<ProcMesh {self._group.name!r} {self.sizes}>"
@@ -71,6 +84,49 @@ class ProcMesh(MeshTrait):
         """Done at once, with True, as Monarch's: a ProcMesh is made only when its procs listen
         (spawn_procs and attach wait)."""
         return futures.completed(True)
+
+    @property
+    def host_mesh(self) -> Any:
+        """The host mesh this one proc runs on, as Monarch's (which refuses a mesh of several
+        procs with NotImplementedError, as here): for local procs, this machine, so that
+        ``procs.slice(gpus=0).host_mesh.spawn_procs(...)`` starts procs beside it; for the
+        proc this code runs in, its machine. Pods and workers are no host mesh here:
+        RuntimeError saying what to use."""
+        if len(self._shape) != 1:
+            raise NotImplementedError("`ProcMesh.host_mesh` is not yet supported for non-singleton proc meshes.")
+        host = self._group.host
+        if host is None and self._group is getattr(context_mod.context().actor_instance.proc, "_group", None):
+            host = this_machine()  # the proc this code runs in is on this machine
+        if host is None:
+            raise RuntimeError(f"{self!r} has no host mesh here: procmesh knows the host of local procs (this_host()'s) "
+                               "only; a Kubernetes pod or an attach_to_workers worker is no host to spawn procs on "
+                               "from this process. Spawn them with KubernetesHostMesh(...) or the worker host mesh, "
+                               "or call this_host() in an actor on that proc")
+        return host
+
+    def to_table(self) -> str:
+        """These procs as Monarch's table: a grid per index of the first of three dimensions,
+        each proc ``<host>.gpu[<local>]`` (its rank in the mesh it was sliced from, split by
+        that mesh's ``gpus`` size)."""
+        return tables.proc_table(self._shape, dict(zip(self._root.labels, self._root.sizes)).get("gpus", 1))
+
+    async def sync_workspace(self, workspace: Any, conda: bool = False, auto_reload: bool = False) -> None:
+        """Refused, as by Monarch 0.7's ProcMesh (its HostMesh syncs code)."""
+        raise NotImplementedError("sync_workspace is not implemented for ProcMesh. Use HostMesh.sync_workspace "
+                                  "instead; procmesh's procs read this machine's files (locally) or the image's "
+                                  "(Kubernetes), so there is nothing to sync")
+
+    def activate(self) -> NoReturn:
+        """Monarch's distributed-tensor context (its tensor engine), which procmesh does not have."""
+        unavailable.tensor_engine("ProcMesh.activate()")
+
+    def rank_tensor(self, dim: str | Sequence[str]) -> NoReturn:
+        """Monarch's tensor of each proc's rank along ``dim`` (its tensor engine)."""
+        unavailable.tensor_engine(f"ProcMesh.rank_tensor({dim!r})")
+
+    def rank_tensors(self) -> NoReturn:
+        """Monarch's rank tensors of every dimension (its tensor engine)."""
+        unavailable.tensor_engine("ProcMesh.rank_tensors()")
 
     def spawn(self, name: str, Class: type[T], *args: Any, **kwargs: Any) -> T:
         """Start ``Class(*args, **kwargs)`` in every proc; returns at once, as in Monarch.

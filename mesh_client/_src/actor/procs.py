@@ -96,6 +96,9 @@ class ProcGroup:
         # (:mod:`.restarts`); an actor spawned on an older incarnation is gone.
         self.incarnations = [0] * len(self.addresses)
         self.bootstrap: Callable[[], Any] | None = None  # run again in every restarted proc
+        # The host mesh its procs run on, where the backend knows one (local procs: this machine's,
+        # which stays true wherever the group is sent); None on Kubernetes. ``ProcMesh.host_mesh``.
+        self.host: Any = None
         self.spawns: dict[str, SpawnRecord] = {}  # actor id -> its spawn, for respawn
         self.born: dict[str, list[int]] = {}  # actor id -> the incarnation of each proc at spawn
         # Restarted procs whose reconnect (connection or bootstrap) has not succeeded yet: the
@@ -155,7 +158,7 @@ class ProcGroup:
     def __reduce__(self) -> tuple[Any, ...]:
         # The state is a dict set as attributes: a proc server without ``elastic`` takes it too.
         return (ProcGroup, (self.name, self.addresses, self.token, self.displays, None, None, self.proc_ids),
-                {"elastic": self.elastic_info()})
+                {"elastic": self.elastic_info(), "host": self.host})
 
     def __repr__(self) -> str:
         return f"<ProcGroup {self.name!r} of {len(self.addresses)} procs>"

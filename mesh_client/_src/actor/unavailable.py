@@ -21,3 +21,12 @@ def attach(addr: str) -> NoReturn:
         f"attach({addr!r}): procmesh's client dials every proc itself and has no gateway to attach through. "
         "For procs in a Kubernetes cluster that this machine cannot reach, use "
         "mesh_client.kubernetes.attach(name, via_api_server=True), which tunnels through the API server")
+
+
+def tensor_engine(what: str) -> NoReturn:
+    """A name of Monarch's tensor engine (distributed tensors driven from the controller)."""
+    raise NotImplementedError(
+        f"{what} belongs to Monarch's tensor engine (distributed tensors driven from the controller), which "
+        "procmesh does not have. Run the tensor code inside actors instead: an endpoint computes with torch in its "
+        "proc, current_rank() gives its coordinates, and setup_torch_elastic_env (mesh_client.spmd) sets up "
+        "torch.distributed collectives across the procs")

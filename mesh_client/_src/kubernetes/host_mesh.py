@@ -8,6 +8,7 @@ import itertools
 import os
 import secrets
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -35,6 +36,8 @@ class KubernetesHostMesh(MeshTrait):
     up to ``timeout``) until Kueue admits it as one workload.
     Each host is a node of its own unless ``hosts_on_distinct_nodes=False`` (the ProcMesh's
     ``spec.placement.hosts: Any``, e.g. several hosts on a one-node test cluster).
+    ``stop()`` deletes the meshes it spawned; ``shutdown()`` too, and then refuses to spawn more
+    (Monarch's owned host mesh).
     """
 
     def __init__(
@@ -68,6 +71,9 @@ class KubernetesHostMesh(MeshTrait):
         self.queue = queue  # a Kueue LocalQueue: every mesh spawned is admitted through it
         self.host_placement = contract.HOSTS_ON_DISTINCT_NODES if hosts_on_distinct_nodes \
             else contract.HOSTS_ON_ANY_NODES  # spec.placement.hosts of every spawned mesh
+        self._spawned: list[ProcMesh] = []  # stopped by stop() and shutdown(), unless stopped already
+        self._shut_down = False  # shutdown(): no more spawn_procs
+        self._lock = threading.Lock()
 
     def _with_shape(self, shape: Shape) -> KubernetesHostMesh:
         raise NotImplementedError("slicing a Kubernetes host mesh is not supported; spawn with fewer hosts")
@@ -106,6 +112,7 @@ class KubernetesHostMesh(MeshTrait):
         ``outlive=True``: no lease and no owner, so the mesh stays after this program ends
         (delete it yourself: ``procmesh delete NAME``).
         """
+        self._refuse_if_shut_down()
         name = name or f"procs-{os.getpid()}-{next(_names)}"
         other = colocate_with.name if isinstance(colocate_with, ProcMesh) else colocate_with
         body = manifests.proc_mesh_manifest(
@@ -140,7 +147,7 @@ class KubernetesHostMesh(MeshTrait):
                 lease.start()
             self.api.create_token_secret(created, token)
             mesh = attaching.wait_ready(self.api, name, self.timeout)
-            return attaching.connect_mesh(
+            procs = attaching.connect_mesh(
                 self.api, mesh, created=True, bootstrap=bootstrap, via_api_server=self.via_api_server, token=token,
                 lease=lease, forward_output=self.forward_output, timeout=self.timeout,
             )
@@ -158,6 +165,48 @@ class KubernetesHostMesh(MeshTrait):
                 else:
                     print(note, file=sys.stderr)
             raise
+        with self._lock:
+            late = self._shut_down  # shut down while this spawn waited: its mesh goes too
+            if not late:
+                self._spawned = [m for m in self._spawned if not m._stopped] + [procs]
+        if late:
+            procs.stop("host mesh shut down").get()
+            self._refuse_if_shut_down()
+        return procs
+
+    def stop(self) -> Future[None]:
+        """Stop every proc mesh spawned here and not stopped yet, as its ``stop()`` does (a mesh
+        created here is deleted, ``outlive=True`` ones too); this host mesh spawns again after.
+        The future completes once they are gone, with the first failure if one could not be."""
+        return self._stop_spawned("host mesh stopped")
+
+    def shutdown(self) -> Future[None]:
+        """:meth:`stop`, and no more ``spawn_procs`` on this host mesh (RuntimeError, as Monarch's
+        after its ``shutdown()``)."""
+        with self._lock:
+            self._shut_down = True
+        return self._stop_spawned("host mesh shut down")
+
+    def _stop_spawned(self, reason: str) -> Future[None]:
+        with self._lock:
+            spawned, self._spawned = self._spawned, []
+        failure: BaseException | None = None
+        for procs in reversed(spawned):  # newest first, as shutdown_context()
+            try:
+                procs.stop(reason).get()
+            except Exception as exc:  # the others are stopped all the same
+                failure = failure or exc
+        done: Future[None] = Future(None)
+        if failure is None:
+            done.set_result(None)
+        else:
+            done.set_exception(failure)
+        return done
+
+    def _refuse_if_shut_down(self) -> None:
+        if self._shut_down:
+            raise RuntimeError(f"HostMesh has already been shut down: {self!r}.shutdown() was called; make a new "
+                               "KubernetesHostMesh to spawn more procs")
 
     async def spawn_procs_async(
         self,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar
 
 from mesh_client._src.actor import context as ctx_mod
-from mesh_client._src.actor import ports, shutting_down
+from mesh_client._src.actor import ports, proc_mesh, shutting_down
 from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.procs import ProcGroup
@@ -83,6 +83,34 @@ class HostMesh(MeshTrait):
     def __repr__(self) -> str:
         return f"<HostMesh local {socket.gethostname()}>"
 
+    def __eq__(self, other: object) -> bool:
+        """This machine equals this machine (``procs.slice(gpus=0).host_mesh == this_host()``,
+        as in Monarch), unless the two start their procs with different Pythons."""
+        return isinstance(other, HostMesh) and other._python == self._python
+
+    def __hash__(self) -> int:
+        return hash((HostMesh, self._python))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Sent with every local proc group (ProcGroup.host): its Python alone, not its shape.
+        return (HostMesh, (self._python,))
+
+    def shutdown(self) -> Future[None]:
+        """Refused, as Monarch's ``this_host().shutdown()``: the future raises RuntimeError.
+        This machine is not the program's to shut down; stop the proc meshes it spawned."""
+        return _refused("cannot shut down `HostMesh` that is a reference instead of owned")
+
+    def stop(self) -> Future[None]:
+        """Refused, as Monarch's ``this_host().stop()``: the future raises RuntimeError."""
+        return _refused("cannot stop `HostMesh` that is a reference instead of owned")
+
+    async def sync_workspace(self, workspace: Any, conda: bool = False, auto_reload: bool = False) -> None:
+        """Refused, as Monarch refuses it on ``this_host()``: local procs read this machine's
+        files already, so there is nothing to copy."""
+        raise RuntimeError("cannot call sync_workspace on a sliced host mesh or one that was sent over an actor "
+                           "endpoint; this_host()'s procs read this machine's files already, so there is nothing "
+                           "to sync (on Kubernetes, put the code in the proc-server image or a volume)")
+
     @property
     def initialized(self) -> Future[Literal[True]]:
         """Done at once, with True, as Monarch's: this machine is here."""
@@ -118,6 +146,7 @@ class HostMesh(MeshTrait):
         procs = LocalProcs(name, list(shape.points()), displays, bootstrap_command, token, prefixes)
         addresses = procs.start()
         group = ProcGroup(name, addresses, token.encode(), displays, owner=procs, proc_ids=procs.proc_ids)
+        group.host = self
         procs.watch(group.peers)
         mesh = connected_mesh(group, shape, bootstrap)
         procs.spawned = True
@@ -142,6 +171,17 @@ class HostMesh(MeshTrait):
 def this_host() -> HostMesh:
     """This machine, as a host mesh of one host (inside an actor: the actor's machine)."""
     return HostMesh()
+
+
+proc_mesh.this_machine = this_host
+
+
+def _refused(why: str) -> Future[None]:
+    """A future failed with Monarch's words for a host mesh this program does not own."""
+    fut: Future[None] = Future(None)
+    fut.set_exception(RuntimeError(f"{why}; this_host() is this machine, which no program owns: stop the proc "
+                                   "meshes it spawned instead (procs.stop(), or shutdown_context() for all)"))
+    return fut
 
 
 _client_proc: ProcMesh | None = None
@@ -200,6 +240,7 @@ def _serve_in_process() -> ProcMesh:
     host, port = listener.getsockname()
     incarnation = uuid.uuid4().hex  # the proc a port's sender means (wire/binding.py)
     group = ProcGroup("client", [(host, port)], token, ["client[0]"], proc_ids=[incarnation])
+    group.host = this_host()
     mesh = ProcMesh(group, Shape([], []))
     rundirs.ensure()  # local procs send port values here: over AF_UNIX too
     try:

@@ -672,3 +672,32 @@ class Blobs(Actor):
     @endpoint
     def ping(self) -> str:
         return "pong"
+
+
+class HostAware(Actor):
+    """What an actor sees of hosts and ports (tests/integration/local/test_monarch_names.py)."""
+
+    @endpoint
+    def own_host(self) -> list:
+        from mesh_client import this_proc
+
+        here = this_proc().host_mesh
+        return [type(here).__name__, here == this_host()]
+
+    @endpoint
+    def host_of(self, mesh) -> bool:
+        return mesh.host_mesh == this_host()
+
+    @endpoint
+    def table_of(self, mesh) -> str:
+        return mesh.to_table()
+
+    @endpoint(explicit_response_port=True)
+    def undeliverable(self, port) -> None:
+        seen = [port.return_undeliverable]
+        port.return_undeliverable = False
+        port.send([*seen, port.return_undeliverable])
+
+    @endpoint
+    def ping(self) -> int:
+        return 1

@@ -32,6 +32,11 @@ Round three (:mod:`.round_three`): torchrun-style SPMD, ``setup_torch_elastic_en
 slice, and its async twin) and ``SPMDActor.main`` running a script, on meshes with and without
 ``hosts``: the same ranks, sizes and groups in every proc, and the same gloo all_reduce.
 
+Round four (:mod:`.round_four`): ``ProcMesh.to_table`` (two and three dimensions, slices, and its
+errors), ``ProcMesh.host_mesh`` (one proc, several, in the client and in an actor, spawning beside a
+proc), ``this_host().stop()`` / ``shutdown()`` / ``sync_workspace`` and ``ProcMesh.sync_workspace``,
+and ``Port.return_undeliverable``.
+
 torchmonarch comes with the ``bench`` extra (``pip install 'procmesh[bench]'``); without it
 these tests fail and say so. Monarch runs its own processes on this machine, over loopback.
 """
@@ -49,6 +54,7 @@ import pytest
 PROGRAMS = Path(__file__).with_name("programs.py")
 ROUND_TWO = Path(__file__).with_name("round_two.py")
 ROUND_THREE = Path(__file__).with_name("round_three.py")
+ROUND_FOUR = Path(__file__).with_name("round_four.py")
 SCENARIOS = [
     "broadcast_error", "failing_init", "proc_death", "supervise", "unhandled_climbs", "mixed_endpoints", "names", "output", "ported",
     "logger", "logging_option", "transport_shutdown", "more_names",
@@ -106,3 +112,10 @@ def test_round_three_same_outcome_as_monarch(scenario):
     assert importlib.util.find_spec("monarch") is not None, "torchmonarch 0.7 is needed: pip install 'procmesh[bench]'"
     theirs = outcome("monarch.actor", scenario, ROUND_THREE)[0]
     assert outcome("mesh_client.actor", scenario, ROUND_THREE)[0] == theirs
+
+
+@pytest.mark.parametrize("scenario", ["tables", "host_mesh", "host_lifecycle", "port_flags"])
+def test_round_four_same_outcome_as_monarch(scenario):
+    assert importlib.util.find_spec("monarch") is not None, "torchmonarch 0.7 is needed: pip install 'procmesh[bench]'"
+    theirs = outcome("monarch.actor", scenario, ROUND_FOUR)[0]
+    assert outcome("mesh_client.actor", scenario, ROUND_FOUR)[0] == theirs

@@ -1,0 +1,78 @@
+"""A ``KubernetesHostMesh``'s ``stop()`` and ``shutdown()`` (Monarch's owned host mesh), against
+the real control plane and operator.
+
+Aspects: ``stop()`` deletes the ProcMeshes it spawned that are still up (one stopped before is
+left as it is) and the host mesh spawns again after; ``shutdown()`` deletes them too, and a later
+``spawn_procs`` raises Monarch's RuntimeError saying what to do; a spawn that was waiting for its
+mesh when ``shutdown()`` came deletes that mesh once it is up and raises the same.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+from kubernetes import client
+
+from mesh_client.kubernetes import KubernetesHostMesh
+from tests.cluster import testing
+from tests.integration.local.actors import Recorder
+from tests.integration.operator.support import get_mesh, mesh_pods
+
+pytestmark = pytest.mark.cluster
+
+
+def gone(custom, namespace: str, name: str) -> bool:
+    try:
+        get_mesh(custom, namespace, name)
+    except client.ApiException as exc:
+        return exc.status == 404
+    return False
+
+
+def test_stop_and_shutdown_delete_the_meshes_the_host_mesh_spawned(kube, custom, namespace, operator):
+    hosts = KubernetesHostMesh(hosts=1, namespace=namespace, api_client=kube, timeout=120)
+    first = hosts.spawn_procs(per_host={"gpus": 1}, name="hl-first")
+    kept = hosts.spawn_procs(per_host={"gpus": 1}, name="hl-kept", outlive=True)
+    first.stop().get()
+    testing.wait_for(lambda: gone(custom, namespace, "hl-first"), "the mesh's own stop() deleting it")
+    hosts.stop().get(timeout=120)
+    testing.wait_for(lambda: gone(custom, namespace, "hl-kept"), "the host mesh's stop() deleting what it spawned")
+    assert kept._stopped
+
+    again = hosts.spawn_procs(per_host={"gpus": 1}, name="hl-again")  # stop() keeps the hosts usable
+    assert again.spawn("rec", Recorder).echo.call_one(3).get(timeout=60) == 3
+    hosts.shutdown().get(timeout=120)
+    testing.wait_for(lambda: gone(custom, namespace, "hl-again"), "shutdown() deleting what the host mesh spawned")
+    with pytest.raises(RuntimeError, match=r"^HostMesh has already been shut down: .*make a new KubernetesHostMesh"):
+        hosts.spawn_procs(per_host={"gpus": 1}, name="hl-late")
+    assert gone(custom, namespace, "hl-late")
+
+
+def test_a_spawn_waiting_when_the_host_mesh_shuts_down_deletes_its_mesh(core, kube, custom, namespace, operator,
+                                                                        request):
+    # Its pod asks for a node label that no node has until the test gives it to one, after shutdown().
+    key = f"procmesh.io/test-later-{uuid.uuid4().hex[:6]}"
+    hosts = KubernetesHostMesh(hosts=1, namespace=namespace, api_client=kube, timeout=120,
+                               template={"nodeSelector": {key: "yes"}})
+    outcome: list[BaseException | object] = []
+
+    def spawn() -> None:
+        try:
+            outcome.append(hosts.spawn_procs(per_host={"gpus": 1}, name="hl-waiting"))
+        except BaseException as exc:  # noqa: BLE001 - the test reads it
+            outcome.append(exc)
+
+    spawner = threading.Thread(target=spawn, daemon=True)
+    spawner.start()
+    testing.wait_for(lambda: mesh_pods(core, namespace, "hl-waiting"), "hl-waiting's pod, Pending")
+    hosts.shutdown().get(timeout=60)
+    assert spawner.is_alive()
+    node = next(n.metadata.name for n in core.list_node().items if not n.spec.taints)
+    core.patch_node(node, {"metadata": {"labels": {key: "yes"}}})
+    request.addfinalizer(lambda: core.patch_node(node, {"metadata": {"labels": {key: None}}}))
+    spawner.join(timeout=180)
+    assert not spawner.is_alive() and len(outcome) == 1
+    assert isinstance(outcome[0], RuntimeError) and "already been shut down" in str(outcome[0]), outcome
+    testing.wait_for(lambda: gone(custom, namespace, "hl-waiting"), "the late spawn deleting its mesh")
