@@ -17,6 +17,19 @@ from typing import TypeVar
 from mesh_client._src import contract
 
 
+class DimensionNotFound(KeyError, ValueError):
+    """A label that is not one of the mesh's dimensions: Monarch's ValueError, and a KeyError as a
+    mapping's lookup must raise (so ``get`` and ``in`` work, and handlers written for either
+    catch it)."""
+
+    def __init__(self, label: object) -> None:
+        super().__init__(label)
+        self.label = label
+
+    def __str__(self) -> str:
+        return f"Dimension {self.label!r} not found"
+
+
 class Extent(Mapping[str, int]):
     """Sizes by label, in order: ``Extent(["hosts", "gpus"], [2, 4])``."""
 
@@ -34,7 +47,7 @@ class Extent(Mapping[str, int]):
         try:
             return self.sizes[self.labels.index(label)]
         except ValueError:
-            raise KeyError(label) from None
+            raise DimensionNotFound(label) from None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.labels)
@@ -78,7 +91,7 @@ class Point(Mapping[str, int]):
         try:
             return self._coords[self.extent.labels.index(label)]
         except ValueError:
-            raise KeyError(label) from None
+            raise DimensionNotFound(label) from None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.extent.labels)

@@ -16,6 +16,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 
 api = importlib.import_module(sys.argv[1])
 Actor, endpoint, this_host = api.Actor, api.endpoint, api.this_host
@@ -498,7 +499,18 @@ def scenario_reprs() -> dict:
         "hasattr_missing": attempt(lambda: hasattr(actors, "nothing")),
         "getattr_default": attempt(lambda: getattr(actors, "nothing", "default")),
         "dir_has_flat": attempt(lambda: "flat" in dir(actors)),
+        "point_missing_dim": value_error(lambda: point["zz"]),
+        "extent_missing_dim": value_error(lambda: actors.extent["zz"]),
     }
+
+
+def value_error(fn: Callable[[], object]) -> str:
+    """What a ValueError handler sees (Monarch's type for a missing dimension), whatever subclass."""
+    try:
+        fn()
+    except ValueError as exc:
+        return f"ValueError: {exc}"
+    return "no ValueError"
 
 
 class Sleepy(Actor):

@@ -123,3 +123,15 @@ def test_extents_and_value_meshes_print_as_monarch_prints_them():
     vm = ValueMesh(Shape(["hosts", "gpus"], [1, 2]), ["a", "b"])
     assert str(vm.extent) == f"{vm.extent}" == "{hosts: 1, gpus: 2}"
     assert repr(vm) == "ValueMesh({hosts: 1, gpus: 2}):\n  (({'hosts': 0/1, 'gpus': 0/2}, 'a'), ({'hosts': 0/1, 'gpus': 1/2}, 'b'))"
+
+
+def test_a_missing_dimension_is_monarchs_value_error_and_a_mappings_key_error():
+    extent = Extent(["hosts", "gpus"], [2, 4])
+    point = Point(5, extent)
+    for lookup in (lambda: point["zz"], lambda: extent["zz"]):
+        with pytest.raises(ValueError, match="^Dimension 'zz' not found$"):
+            lookup()
+        with pytest.raises(KeyError):
+            lookup()
+    assert point.get("zz") is None and "zz" not in point  # Mapping's get and in still work
+    assert extent.get("zz", 7) == 7 and "zz" not in extent
