@@ -8,7 +8,6 @@ import itertools
 import os
 import secrets
 import sys
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -16,7 +15,7 @@ from mesh_client._src import contract
 from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.kubernetes import api as api_mod
-from mesh_client._src.kubernetes import attaching, lifetimes, manifests, terminating
+from mesh_client._src.kubernetes import attaching, lifetimes, manifests, spawns, terminating
 from mesh_client._src.kubernetes.errors import KubernetesMeshError
 from mesh_client._src.runtime import futures, offloading
 from mesh_client._src.runtime.futures import Future
@@ -36,8 +35,8 @@ class KubernetesHostMesh(MeshTrait):
     up to ``timeout``) until Kueue admits it as one workload.
     Each host is a node of its own unless ``hosts_on_distinct_nodes=False`` (the ProcMesh's
     ``spec.placement.hosts: Any``, e.g. several hosts on a one-node test cluster).
-    ``stop()`` deletes the meshes it spawned; ``shutdown()`` too, and then refuses to spawn more
-    (Monarch's owned host mesh).
+    ``stop()`` deletes the meshes it spawned, those of spawns in flight once up; ``shutdown()``
+    too, and then refuses to spawn more (Monarch's owned host mesh).
     """
 
     def __init__(
@@ -71,9 +70,7 @@ class KubernetesHostMesh(MeshTrait):
         self.queue = queue  # a Kueue LocalQueue: every mesh spawned is admitted through it
         self.host_placement = contract.HOSTS_ON_DISTINCT_NODES if hosts_on_distinct_nodes \
             else contract.HOSTS_ON_ANY_NODES  # spec.placement.hosts of every spawned mesh
-        self._spawned: list[ProcMesh] = []  # stopped by stop() and shutdown(), unless stopped already
-        self._shut_down = False  # shutdown(): no more spawn_procs
-        self._lock = threading.Lock()
+        self._spawns = spawns.Spawns()  # what stop() and shutdown() stop
 
     def _with_shape(self, shape: Shape) -> KubernetesHostMesh:
         raise NotImplementedError("slicing a Kubernetes host mesh is not supported; spawn with fewer hosts")
@@ -112,7 +109,45 @@ class KubernetesHostMesh(MeshTrait):
         ``outlive=True``: no lease and no owner, so the mesh stays after this program ends
         (delete it yourself: ``procmesh delete NAME``).
         """
-        self._refuse_if_shut_down()
+        spawn = self._spawns.begin()
+        if spawn is None:
+            raise self._shut_down_error()
+        try:
+            procs = self._create(per_host, bootstrap, name, gpus, memory_fraction, device_class, colocate_with,
+                                 restart_policy, max_restarts, port, outlive)
+        except BaseException:
+            self._spawns.end(spawn, None)
+            raise
+        late = self._spawns.end(spawn, procs)
+        if late:  # stop() or shutdown() came while this spawn waited: its mesh is theirs to stop
+            failure: BaseException | None = None
+            try:
+                procs.stop(self._stop_reason()).get()
+            except Exception as exc:  # the stop's future raises it
+                failure = exc
+            for stopping in late:
+                self._spawns.settle(stopping, spawn, failure)
+            if self._spawns.shut_down:
+                raise self._shut_down_error()
+            raise RuntimeError(f"{self!r}.stop() came while this spawn waited for ProcMesh {procs.name}, so it "
+                               "was deleted as stop() deletes what the host mesh spawned; spawn again")
+        return procs
+
+    def _create(
+        self,
+        per_host: Mapping[str, int] | None,
+        bootstrap: Callable[[], Any] | None,
+        name: str | None,
+        gpus: manifests.GpuRequest,
+        memory_fraction: float | None,
+        device_class: str | None,
+        colocate_with: ProcMesh | str | None,
+        restart_policy: str | None,
+        max_restarts: int | None,
+        port: int | None,
+        outlive: bool,
+    ) -> ProcMesh:
+        """The body of :meth:`spawn_procs`: create the mesh and its token, wait, attach."""
         name = name or f"procs-{os.getpid()}-{next(_names)}"
         other = colocate_with.name if isinstance(colocate_with, ProcMesh) else colocate_with
         body = manifests.proc_mesh_manifest(
@@ -165,48 +200,38 @@ class KubernetesHostMesh(MeshTrait):
                 else:
                     print(note, file=sys.stderr)
             raise
-        with self._lock:
-            late = self._shut_down  # shut down while this spawn waited: its mesh goes too
-            if not late:
-                self._spawned = [m for m in self._spawned if not m._stopped] + [procs]
-        if late:
-            procs.stop("host mesh shut down").get()
-            self._refuse_if_shut_down()
         return procs
 
     def stop(self) -> Future[None]:
         """Stop every proc mesh spawned here and not stopped yet, as its ``stop()`` does (a mesh
-        created here is deleted, ``outlive=True`` ones too); this host mesh spawns again after.
-        The future completes once they are gone, with the first failure if one could not be."""
-        return self._stop_spawned("host mesh stopped")
+        created here is deleted, ``outlive=True`` ones too), and, as Monarch drains the spawns
+        in flight, the mesh of each spawn still waiting once it is up (that spawn then raises);
+        this host mesh spawns again after. The future completes once they are all gone, with
+        the first failure if one could not be."""
+        return self._stop_spawned(shutdown=False)
 
     def shutdown(self) -> Future[None]:
         """:meth:`stop`, and no more ``spawn_procs`` on this host mesh (RuntimeError, as Monarch's
         after its ``shutdown()``)."""
-        with self._lock:
-            self._shut_down = True
-        return self._stop_spawned("host mesh shut down")
+        return self._stop_spawned(shutdown=True)
 
-    def _stop_spawned(self, reason: str) -> Future[None]:
-        with self._lock:
-            spawned, self._spawned = self._spawned, []
+    def _stop_spawned(self, shutdown: bool) -> Future[None]:
+        spawned, stopping = self._spawns.take(shutdown)
         failure: BaseException | None = None
         for procs in reversed(spawned):  # newest first, as shutdown_context()
             try:
-                procs.stop(reason).get()
+                procs.stop(self._stop_reason()).get()
             except Exception as exc:  # the others are stopped all the same
                 failure = failure or exc
-        done: Future[None] = Future(None)
-        if failure is None:
-            done.set_result(None)
-        else:
-            done.set_exception(failure)
-        return done
+        self._spawns.settle(stopping, spawns.OWN, failure)
+        return stopping.done
 
-    def _refuse_if_shut_down(self) -> None:
-        if self._shut_down:
-            raise RuntimeError(f"HostMesh has already been shut down: {self!r}.shutdown() was called; make a new "
-                               "KubernetesHostMesh to spawn more procs")
+    def _stop_reason(self) -> str:
+        return "host mesh shut down" if self._spawns.shut_down else "host mesh stopped"
+
+    def _shut_down_error(self) -> RuntimeError:
+        return RuntimeError(f"HostMesh has already been shut down: {self!r}.shutdown() was called; make a new "
+                            "KubernetesHostMesh to spawn more procs")
 
     async def spawn_procs_async(
         self,
