@@ -286,27 +286,43 @@ class KubeApi:
                 raise self._refused(exc, "create", contract.PLURAL) from None
             raise self._refused(exc, "create", contract.PLURAL, name) from None
 
-    def renew_lease(self, name: str, when: str, timeout: float | None = None) -> None:
-        """Write the lease renewal annotation of mesh ``name`` (see :mod:`.lifetimes`)."""
-        body = {"metadata": {"annotations": {contract.LEASE_RENEW_ANNOTATION: when}}}
+    def renew_lease(self, name: str, when: str, timeout: float | None = None, uid: str | None = None) -> None:
+        """Write the lease renewal annotation of mesh ``name`` (see :mod:`.lifetimes`); with
+        ``uid``, only of that mesh: one made since under its name is another's, left alone
+        (:class:`MeshNotFound`, as for ours gone)."""
+        metadata: dict[str, Any] = {"annotations": {contract.LEASE_RENEW_ANNOTATION: when}}
+        if uid:
+            metadata["uid"] = uid  # a precondition: for another object it is a change, refused (uid is immutable)
         one_object(name)
         try:
             self._send("patch", contract.PLURAL, name, self.custom.patch_namespaced_custom_object,
-                       contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name, body,
+                       contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name, {"metadata": metadata},
                        timeout=timeout)
         except self._exc as exc:
+            if uid and exc.status == 422 and "metadata.uid" in _invalid_fields(exc):
+                raise MeshNotFound(self._replaced(name, uid)) from None
             raise self._refused(exc, "patch", contract.PLURAL, name) from None
 
-    def delete_mesh(self, name: str, timeout: float | None = None) -> None:
-        """Delete mesh ``name`` (gone already is fine), its connect and read within ``timeout``."""
+    def delete_mesh(self, name: str, timeout: float | None = None, uid: str | None = None) -> None:
+        """Delete mesh ``name`` (gone already is fine), its connect and read within ``timeout``;
+        with ``uid``, only that mesh: a client deleting what it made must not delete a mesh made
+        since under the same name by someone else (taken as gone: there is nothing of ours)."""
         one_object(name)
+        options: dict[str, Any] = {"propagationPolicy": "Background"}
+        if uid:
+            options["preconditions"] = {"uid": uid}
         try:
             self._send("delete", contract.PLURAL, name, self.custom.delete_namespaced_custom_object,
                        contract.GROUP, contract.VERSION, self.namespace, contract.PLURAL, name,
-                       propagation_policy="Background", timeout=timeout)
+                       body=options, timeout=timeout)
         except self._exc as exc:
-            if exc.status != 404:
-                raise self._refused(exc, "delete", contract.PLURAL, name) from None
+            if exc.status == 404 or (uid and exc.status == 409):
+                return
+            raise self._refused(exc, "delete", contract.PLURAL, name) from None
+
+    def _replaced(self, name: str, uid: str) -> str:
+        return (f"ProcMesh {self.namespace}/{name} (uid {uid}) was deleted, and the mesh of that name now is "
+                f"another one, made since")
 
     def read_token(self, mesh: str, secret: str) -> bytes:
         """The token of ``mesh`` from its Secret (what the mesh's access Role lets one get)."""
@@ -434,6 +450,15 @@ def _not_found_kind(exc: Any) -> str | None:
     except Exception:
         return None
     return str(kind) if kind else None
+
+
+def _invalid_fields(exc: Any) -> set[str]:
+    """The fields a 422 refused (``details.causes[].field``)."""
+    try:
+        causes = (json.loads(exc.body).get("details") or {}).get("causes") or []
+        return {str(cause.get("field")) for cause in causes if isinstance(cause, dict)}
+    except Exception:
+        return set()
 
 
 def _names_object(exc: Any, name: str) -> bool:

@@ -54,6 +54,7 @@ class KubernetesProcs:
         self.lease = lease  # the creator's lifetimes.LeaseRenewer, stopped with the mesh
         self.output: output.OutputForwarder | None = None  # the procs' output, while attached
         self.name = mesh["metadata"]["name"]
+        self.uid: str | None = mesh["metadata"].get("uid")  # the mesh attached to; stop() deletes no other
         self.pod_names = list(pod_names)
         self.created = created
         self._follow(mesh)
@@ -261,7 +262,7 @@ class KubernetesProcs:
         if self.lease is not None:
             self.lease.stop()
         if self.created:
-            self.api.delete_mesh(self.name)
+            self.api.delete_mesh(self.name, uid=self.uid)
 
 
 class ProgressLine:

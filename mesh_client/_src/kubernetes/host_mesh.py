@@ -176,7 +176,8 @@ class KubernetesHostMesh(MeshTrait):
         if not outlive:
             terminating.install()  # SIGTERM deletes it too, not only a normal exit
         created = self.api.create_mesh(body)
-        lease = None if outlive else lifetimes.LeaseRenewer(self.api, name, self.lease_seconds)
+        lease = None if outlive else lifetimes.LeaseRenewer(self.api, name, self.lease_seconds,
+                                                            uid=created["metadata"]["uid"])
         try:
             if lease is not None:
                 lease.start()
@@ -190,7 +191,7 @@ class KubernetesHostMesh(MeshTrait):
             if lease is not None:
                 lease.stop()
             try:
-                self.api.delete_mesh(name)
+                self.api.delete_mesh(name, uid=created["metadata"]["uid"])
             except KubernetesMeshError as failed:  # the cause stays the error raised
                 note = (f"procmesh: the ProcMesh {self.api.namespace}/{name} made for this spawn could not be "
                         f"deleted ({failed}); " + ("the operator deletes it when its lease lapses"

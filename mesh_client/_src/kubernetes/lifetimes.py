@@ -70,9 +70,10 @@ def delete_owned(seconds: float) -> None:
 class LeaseRenewer:
     """Renews one mesh's lease until :meth:`stop`; deletes the mesh if the program exits first."""
 
-    def __init__(self, api: api_mod.KubeApi, name: str, seconds: float) -> None:
+    def __init__(self, api: api_mod.KubeApi, name: str, seconds: float, uid: str | None = None) -> None:
         self.api = api
         self.name = name
+        self.uid = uid  # the mesh made: one made since under its name is never renewed nor deleted
         self.period = max(1.0, seconds / 3)
         self._stopped = threading.Event()  # the renewing thread ends (also told at exit: runtime/exiting.py)
         self._thread = threading.Thread(target=self._run, name=f"procmesh lease {name}", daemon=True)
@@ -81,7 +82,7 @@ class LeaseRenewer:
         """Renew once now, so a client that may not is told at spawn (not by a deleted mesh
         half a minute later), then keep renewing in the background."""
         try:
-            self.api.renew_lease(self.name, now_rfc3339())
+            self.api.renew_lease(self.name, now_rfc3339(), uid=self.uid)
         except MeshAccessDenied as exc:
             raise MeshAccessDenied(
                 f"{exc}. A mesh spawned from Python holds a lease it renews by patching the mesh "
@@ -107,7 +108,7 @@ class LeaseRenewer:
                 # Each try bounded by a third of the period (its connect tried three times in
                 # all), and a failed one tried again a second later, not a period later: the
                 # lease (three periods) is renewed in time after a short outage.
-                self.api.renew_lease(self.name, now_rfc3339(), timeout=self.period / 3)
+                self.api.renew_lease(self.name, now_rfc3339(), timeout=self.period / 3, uid=self.uid)
                 failing = False
                 due = time.monotonic() + self.period
             except MeshNotFound:
@@ -124,7 +125,7 @@ class LeaseRenewer:
         (Whether the renewals were already halted at exit does not matter here.)"""
         self._stopped.set()
         try:
-            self.api.delete_mesh(self.name)
+            self.api.delete_mesh(self.name, uid=self.uid)
         except Exception:
             pass  # the lease lapses and the operator deletes it
 
@@ -132,7 +133,7 @@ class LeaseRenewer:
         """Stop renewing and delete the mesh, waiting ``timeout`` at most (:func:`delete_owned`)."""
         self._stopped.set()
         try:
-            self.api.delete_mesh(self.name, timeout=timeout)
+            self.api.delete_mesh(self.name, timeout=timeout, uid=self.uid)
         except Exception as exc:
             print(f"procmesh: could not delete ProcMesh {self.api.namespace}/{self.name} as this program ends "
                   f"({exc}); the operator deletes it when its lease lapses", file=sys.stderr, flush=True)

@@ -22,7 +22,9 @@ import time
 import pytest
 from kubernetes import client
 
+from mesh_client._src import contract
 from mesh_client._src.kubernetes.api import KubeApi, make_api_client
+from mesh_client._src.kubernetes.errors import MeshNotFound
 from mesh_client._src.kubernetes.lifetimes import LeaseRenewer
 from tests.cluster import testing
 from tests.integration.cli.support import env
@@ -178,4 +180,34 @@ def test_the_lease_renewer_outlives_an_api_server_that_went_away(cluster, crd, c
     finally:
         renewer.stop()
         relay.close()
+        api.api_client.close()
+
+
+def test_a_controller_never_renews_nor_deletes_a_mesh_made_since_under_its_meshs_name(cluster, crd, custom,
+                                                                                     namespace):
+    """A program's mesh deleted by hand and made again under the same name (a redeploy, another
+    user) is not the program's: before, its lease renewals kept patching the new mesh and its
+    exit deleted it. Renewals and deletes carry the uid of the mesh the program made."""
+    mine = create_mesh(custom, namespace, "reborn", hosts=1, perHost=[{"name": "procs", "size": 1}])
+    api = KubeApi(make_api_client(str(cluster.kubeconfig)), namespace)
+    renewer = LeaseRenewer(api, "reborn", 600, uid=mine["metadata"]["uid"])
+    try:
+        renewer.start()
+        assert "procmesh.io/lease-renew-time" in get_mesh(custom, namespace, "reborn")["metadata"]["annotations"]
+        custom.delete_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, contract.PLURAL, "reborn")
+        testing.wait_for(lambda: gone(custom, namespace, "reborn"), "the first mesh deleted")
+        theirs = create_mesh(custom, namespace, "reborn", hosts=1, perHost=[{"name": "procs", "size": 1}])
+
+        with pytest.raises(MeshNotFound, match=r"was deleted, and the mesh of that name now is another one"):
+            api.renew_lease("reborn", "2026-12-07T00:00:00.000000Z", uid=mine["metadata"]["uid"])
+        renewer.delete_now(timeout=30)  # what the program's exit does
+        api.delete_mesh("reborn", uid=mine["metadata"]["uid"])  # what its ProcMesh.stop() does
+
+        now = get_mesh(custom, namespace, "reborn")
+        assert now["metadata"]["uid"] == theirs["metadata"]["uid"]
+        assert "procmesh.io/lease-renew-time" not in (now["metadata"].get("annotations") or {})
+        api.delete_mesh("reborn", uid=theirs["metadata"]["uid"])  # the right uid deletes it
+        testing.wait_for(lambda: gone(custom, namespace, "reborn"), "the second mesh deleted by its uid")
+    finally:
+        renewer.stop()
         api.api_client.close()
