@@ -70,7 +70,7 @@ def controller(args: argparse.Namespace) -> None:
         procs = this_host().spawn_procs(per_host={"gpus": args.per_host})
     try:
         actors = procs.spawn("_SPMDActor", SPMDActor)
-        first = dict.fromkeys(procs._labels, 0)
+        first = dict.fromkeys(procs.extent.labels, 0)
         master_addr, master_port = actors.slice(**first).get_host_port.call_one(None).get()
         script = os.path.abspath(__file__)
         done = actors.main.call(master_addr, master_port, [script, "--worker", "--steps", str(args.steps)]).get()

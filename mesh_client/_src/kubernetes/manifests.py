@@ -99,6 +99,13 @@ def proc_mesh_manifest(
     ``host_placement``: ``spec.placement.hosts`` (None: the CRD's default, DistinctNodes)."""
     if contract.HOSTS_DIM in per_host:
         raise ValueError(f"per_host cannot have a '{contract.HOSTS_DIM}' dimension: the host mesh has it already")
+    if not per_host:
+        # The CRD requires one perHost dimension at least; without this the API server's refusal
+        # reads as a CEL rule failing ("index out of bounds: 0 evaluating rule ...").
+        raise ValueError(
+            "per_host is empty: a ProcMesh has at least one per-host dimension (spec.perHost); "
+            "for one proc per host, pass per_host={'procs': 1}"
+        )
     spec: dict[str, Any] = {
         contract.HOSTS_DIM: hosts,
         "perHost": [{"name": k, "size": int(v)} for k, v in per_host.items()],

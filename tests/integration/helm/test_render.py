@@ -10,7 +10,8 @@ Aspects:
 - a second release (another release name, in another namespace or the same one) renders no
   object of the same kind, namespace and name as the first, and leads on a Lease of its own;
 - more than one replica comes with a PodDisruptionBudget that lets a drain evict one at a time;
-- a digest pins either image (repository@digest) and wins over the tag.
+- a digest pins either image (repository@digest) and wins over the tag;
+- the install's notes grant a mesh with `procmesh grant`, not a RoleBinding that outlives it.
 """
 
 from __future__ import annotations
@@ -329,3 +330,14 @@ def test_restart_backoff_values_reach_the_operator_flags(cluster):
     args = _container(support.render(cluster, sets={"operator.restartBackoff.seconds": 0.5,
                                                     "operator.restartBackoff.maxSeconds": 0}))["args"]
     assert "--restart-backoff-seconds=0.5" in args and "--restart-backoff-max-seconds=0" in args, args
+
+
+def test_notes_grant_a_mesh_with_a_binding_that_goes_with_it(cluster):
+    """The install's notes show how to let a user use one mesh: ``procmesh grant``, whose binding
+    the mesh owns, not a plain RoleBinding, which outlives the mesh and would grant a later mesh
+    of the same name (README, "Access and threat model")."""
+    out = support.helm(cluster, "install", "notes-check", str(support.CHART), "-n", "notes-check",
+                       "--dry-run=client", "--set", "crds.install=false").stdout
+    notes = out[out.index("NOTES:"):]
+    assert "procmesh grant cpu-mesh --user=alice" in notes, notes
+    assert "kubectl create rolebinding" not in notes, notes
