@@ -10,7 +10,8 @@ queues it again. A Workload deleted while procs run stops them (:func:`workloads
 before a new one is created. ``spec.suspend`` deactivates the Workload (``spec.active: false``), so a
 suspended mesh gives its quota back (Kueue evicts it as ``Deactivated``), and resuming
 reactivates it: it queues again; a Workload Kueue deactivated itself (waitForPodsReady's requeuing
-limit) stays inactive until someone activates it. A template edited while the mesh holds no quota is carried
+limit) stays inactive until someone activates it (the suspend's own deactivation is marked, so it
+is never taken for Kueue's: :data:`workloads.SUSPENDED_ANNOTATION`). A template edited while the mesh holds no quota is carried
 into the Workload (:func:`_keep_demand`), so Kueue admits the mesh for what its pods will
 request. The reconcile creates pods only for an admitted mesh; once its status is computed,
 :func:`report_readiness` keeps the Workload's PodsReady condition, which Kueue's
@@ -105,7 +106,7 @@ async def admission(client: kubeclient.KubeClient, mesh: specs.MeshSpec, queue: 
     active = not mesh.suspend
     if bool((workload.get("spec") or {}).get("active", True)) != active \
             and not (active and workloads.deactivated_by_kueue(workload)):  # Kueue's decision stands
-        workload = await client.merge_patch(path, {"spec": {"active": active}})
+        workload = await client.merge_patch(path, workloads.active_patch(active))
     verdict = workloads.read(workload)
     if verdict.state == workloads.STATE_ADMITTED and len(pods) < mesh.size:
         flavors = [await client.get(f"/apis/{workloads.GROUP}/{workloads.VERSION}/resourceflavors/{f}")

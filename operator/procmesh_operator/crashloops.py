@@ -18,7 +18,8 @@ Only a proc whose pod ended by itself (phase Failed or Succeeded) and whose rest
 waits: a lost proc (its pod deleted, its node lost past its toleration) and a proc the cluster
 took (a drain, a preemption) are restarted at once, as before. The failed pod is kept while it
 waits, so its end (and its log) can still be read. Under RestartMesh the mesh is the unit: its
-failures in a row are those of whichever procs failed, and the whole mesh waits.
+failures in a row are those of whichever procs failed, and the whole mesh waits, its other
+procs stopped meanwhile (:mod:`.planning` deletes their pods when the wait starts).
 
 What a decision needs is kept in ``status.crashLoops`` (:data:`contract.CRASH_LOOPS_STATUS_FIELD`),
 one entry per proc that failed: its failed pod's uid, its failures in a row, its back-off and

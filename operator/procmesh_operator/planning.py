@@ -38,7 +38,12 @@ deletes instead, or a new operator would create the lost ranks beside that attem
 
 A counted restart of a proc whose pod ended by itself waits out a back-off when the proc keeps
 failing soon after its restarts (:mod:`.crashloops`): its failed pod is kept until then
-(``Plan.backoff``), and the mesh is planned again when it ends (``Plan.recheck``).
+(``Plan.backoff``), and the mesh is planned again when it ends (``Plan.recheck``). Under
+RestartMesh the other procs' pods are deleted when the wait starts, uncounted (recorded
+Terminating first, as every delete of the operator's): the restart replaces them anyway, and
+meanwhile they would hold their devices for a gang already given up. The failed pods stay until
+the restart, which marks and deletes them as a restart without a wait does, so an operator that
+dies during the wait (or its deletes) finds them and neither loses the restart nor counts it twice.
 
 Only the mesh's own pods (controlled by its uid) are its procs. A pod of a rank's name controlled
 by another uid (``foreign``: an earlier mesh of this name, deleted and created again at once, whose
@@ -251,7 +256,13 @@ def plan(mesh: specs.MeshSpec, *, restarts: int,
                 loops = crashloops.judge(crashed, loops, settings, now)
                 if min(loop.restart_at for loop in loops.values()) > now:
                     backoff.update(loops)
-                    return done(Plan(restarts=restarts, lost_procs=tuple(gone)))
+                    # The mesh is replaced whole when it ends: its procs still running stop
+                    # now (deleted, not counted), as a gang's survivors would hang on their
+                    # failed peer, holding devices and memory others could use meanwhile.
+                    # The failed pods (which hold nothing) are kept to show why they failed.
+                    stops = tuple(_ident(p) for _, p in sorted(pods.items())
+                                  if not is_terminating(p) and not is_failed(p))
+                    return done(Plan(deletes=stops, restarts=restarts, lost_procs=tuple(gone)))
             deletes = [_ident(p) for p in pods.values() if not is_terminating(p)]
             if counts:
                 restarts += 1

@@ -353,7 +353,8 @@ def failed_procs(mesh: specs.MeshSpec, plan: planning.Plan,
 def backoff_message(o: Observed) -> str:
     """Which procs wait out their restart back-off, how their pods ended, and until when:
     ``proc 1 (exit code 1, Error) failed 3 times in a row: the operator restarts it at
-    2026-12-07T12:00:30Z, after a back-off of 20 s (...)``."""
+    2026-12-07T12:00:30Z, after a back-off of 20 s (...)``; under RestartMesh, that the mesh's
+    other procs are stopped until then."""
     assert o.plan is not None
     by_time: dict[float, list[crashloops.CrashLoop]] = {}
     for rank in sorted(o.plan.backoff):
@@ -373,6 +374,11 @@ def backoff_message(o: Observed) -> str:
             f"{first.failures} times in a row: the operator restarts "
             f"{'the whole mesh' if whole else 'it' if len(procs) == 1 else 'them'} at "
             f"{crashloops.at(restart_at)}, after a back-off of {math.ceil(first.back_off)} s")
+    # Under RestartMesh the others are stopped while it waits (planning.plan deletes them).
+    others = o.mesh.size - len(o.plan.backoff) if whole else 0
+    if others > 0:
+        parts[-1] += (f"; the mesh's other {others} {'proc is' if others == 1 else 'procs are'} "
+                      f"stopped until then (deleted, not counted as failed)")
     return (f"{'; '.join(parts)} (restartPolicy {o.mesh.restart_policy}, {o.restarts} of at "
             f"most {o.mesh.max_restarts} restarts used; the back-off doubles with each failure "
             f"in a row, the failed pod kept meanwhile)")

@@ -40,6 +40,12 @@ POD_SET = "procs"
 #: so that a template changed while the mesh is queued is seen without comparing bodies that
 #: the API server may have reformatted.
 DEMAND_DIGEST_ANNOTATION = "procmesh.io/demand-digest"
+#: On a mesh's Workload while the operator keeps it inactive for ``spec.suspend``
+#: (:func:`active_patch`): its deactivation is the operator's, whatever Kueue's conditions say.
+#: Kueue keeps the Evicted condition of its own deactivation (``DeactivatedDueTo...``) until
+#: it admits the Workload again, also after someone activates it: without the mark, a mesh
+#: suspended and resumed before that re-admission read as deactivated by Kueue, and stayed so.
+SUSPENDED_ANNOTATION = "procmesh.io/suspended"
 
 # --- Kueue's condition types and reasons we read or write (apis/kueue/v1beta2/workload_types.go)
 QUOTA_RESERVED = "QuotaReserved"
@@ -49,6 +55,12 @@ REQUEUED = "Requeued"
 DEACTIVATION_TARGET = "DeactivationTarget"
 #: The start of the Evicted reason of a Workload Kueue deactivated itself (ReasonWithCause).
 DEACTIVATED_DUE_TO = "DeactivatedDueTo"
+#: The Requeued reason of a deactivated Workload released (:func:`release_patch`), its cause
+#: left to the message: Kueue (v0.17) sets Requeued=True (``Reactivated``) on an activation only
+#: after this very reason, and a Workload left Requeued=False is never admitted again. Kueue's
+#: own job controllers write the derived ``DeactivatedDueTo...`` there, which Kueue matches
+#: only from kubernetes-sigs/kueue#14874 on: an activated Workload stayed out of its queue.
+DEACTIVATED = "Deactivated"
 #: Evicted reasons after which jobframework sets Requeued=True.
 REQUEUED_AFTER = ("Preempted", "NodeFailures")
 #: Kept by the job's controller (here the operator): whether every proc is ready. Kueue's
@@ -246,12 +258,24 @@ def read(workload: Mapping[str, Any] | None) -> Admission:
     return Admission(STATE_QUEUED, str(reserved_c.get("reason") or "Pending"), message)
 
 
+def active_patch(active: bool) -> dict[str, Any]:
+    """The merge patch that makes the Workload active (a resume) or inactive for ``spec.suspend``,
+    marked as the operator's (:data:`SUSPENDED_ANNOTATION`) while inactive."""
+    return {"metadata": {"annotations": {SUSPENDED_ANNOTATION: None if active else "true"}},
+            "spec": {"active": active}}
+
+
 def deactivated_by_kueue(workload: Mapping[str, Any]) -> bool:
     """Whether Kueue itself deactivated the Workload (waitForPodsReady's requeuing limit, a
     rejected admission check, a maximum execution time), not the operator for ``spec.suspend``:
     Kueue marks it ``DeactivationTarget`` first, then evicts it with the reason ``Deactivated``
     followed by that cause (``DeactivatedDueToRequeuingLimitExceeded``). Such a Workload stays
-    inactive until someone activates it: the operator must not undo Kueue's decision."""
+    inactive until someone activates it: the operator must not undo Kueue's decision. One the
+    operator deactivated last (:data:`SUSPENDED_ANNOTATION`) is not Kueue's, though Kueue's
+    conditions of an earlier deactivation may still be there."""
+    annotations = (workload.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(SUSPENDED_ANNOTATION) and not (workload.get("spec") or {}).get("active", True):
+        return False
     conditions = (workload.get("status") or {}).get("conditions")
     if _find(conditions, DEACTIVATION_TARGET).get("status") == "True":
         return True
@@ -321,7 +345,8 @@ def release_patch(workload: Mapping[str, Any], now: str) -> dict[str, Any]:
     evicted = _find(conditions, EVICTED)
     reason = str(evicted.get("reason") or EVICTED)
     message = str(evicted.get("message") or "evicted")
-    _set(conditions, REQUEUED, "True" if reason in REQUEUED_AFTER else "False", reason, message,
+    _set(conditions, REQUEUED, "True" if reason in REQUEUED_AFTER else "False",
+         DEACTIVATED if reason.startswith(DEACTIVATED_DUE_TO) else reason, message,
          generation, now)
     _set(conditions, QUOTA_RESERVED, "False", "Pending", message, generation, now)
     _set(conditions, ADMITTED, "False", "NoReservation", "The workload has no reservation",

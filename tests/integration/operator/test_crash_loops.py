@@ -104,3 +104,66 @@ def test_the_back_off_shows_in_the_status_and_outlives_its_operator(operator, na
             lambda: (b := waited_back_offs(core, namespace, "waits")) and len(b) == 2 and b,
             "a ProcFailed event per restart")
         assert back_offs == {1: 0, 2: 30}
+
+
+def test_a_restart_mesh_waiting_its_back_off_stops_its_healthy_procs_and_counts_once(
+        operator, namespace, custom, core):
+    """Under RestartMesh a crash-looping mesh is replaced whole when its back-off ends, so its
+    healthy procs stop when the wait starts (they held their GPUs and memory, their SPMD peers
+    hung on the failed rank): their pods are deleted, uncounted; the failed pod is kept to
+    show why. An operator killed mid-wait is followed by one that restarts the whole mesh when
+    the recorded back-off ends, counting that restart once."""
+    with support.session_operator_with(operator, "--restart-backoff-seconds", "40"):
+        support.create_mesh(custom, namespace, "stops", perHost=[{"name": "procs", "size": 2}],
+                            restartPolicy="RestartMesh", maxRestarts=3)
+        mesh = support.wait_ready(custom, namespace, "stops")
+        support.kill_proc(mesh["status"]["procs"][1]["address"],
+                          support.token(core, namespace, "stops"))
+        # The first failure of a row: restarted at once.
+        mesh = testing.wait_for(
+            lambda: (m := support.get_mesh(custom, namespace, "stops"))["status"]["restarts"] == 1
+            and support.condition(m, "Ready").get("status") == "True" and m,
+            "the first restart made, the mesh Ready again")
+        before = {p.metadata.name: p.metadata.uid for p in support.mesh_pods(core, namespace, "stops")}
+        support.kill_proc(mesh["status"]["procs"][1]["address"],
+                          support.token(core, namespace, "stops"))
+        mesh = support.wait_condition(custom, namespace, "stops", "Ready", "False",
+                                      "CrashLoopBackOff")
+        [loop] = mesh["status"]["crashLoops"]
+        assert (loop["rank"], loop["failures"], loop["backOffSeconds"]) == (1, 2, 40)
+        assert loop["podUID"] == before["stops-1"]
+        # The healthy proc stops (its pod deleted); the failed one's pod stays, Failed.
+        [pod] = testing.wait_for(
+            lambda: (ps := support.mesh_pods(core, namespace, "stops"))
+            and [p.metadata.name for p in ps] == ["stops-1"] and ps,
+            "the healthy proc's pod deleted, the failed one's kept")
+        assert pod.metadata.uid == loop["podUID"] and pod.status.phase == "Failed"
+        assert not pod.metadata.deletion_timestamp
+        mesh = support.get_mesh(custom, namespace, "stops")
+        assert mesh["status"]["restarts"] == 1, mesh["status"]  # neither counted nor restarted yet
+        ready = support.condition(mesh, "Ready")
+        assert ready["reason"] == "CrashLoopBackOff", ready
+        assert "the mesh's other 1 proc is stopped until then (deleted, not counted as failed)" \
+            in ready["message"], ready
+        # Its entry goes from Terminating to no pod: a stop of the operator's, not a lost proc.
+        testing.wait_for(lambda: "podPhase" not in support.get_mesh(
+            custom, namespace, "stops")["status"]["procs"][0], "rank 0's entry without a pod")
+
+        # A new operator (the old one killed mid-wait) with another back-off and no resync
+        # restarts the whole mesh when the recorded back-off ends, counted once.
+        operator.stop(signal.SIGKILL)
+        operator.start("--restart-backoff-seconds", "1", "--resync-seconds", "3600")
+        mesh = testing.wait_for(
+            lambda: (m := support.get_mesh(custom, namespace, "stops"))
+            and support.condition(m, "Ready").get("status") == "True"
+            and m["status"]["restarts"] >= 2 and m,
+            "the whole mesh restarted after the back-off")
+        assert mesh["status"]["restarts"] == 2
+        pods = support.mesh_pods(core, namespace, "stops")
+        assert sorted(p.metadata.name for p in pods) == ["stops-0", "stops-1"]
+        assert not {p.metadata.uid for p in pods} & set(before.values())
+        assert all(p.metadata.creation_timestamp >= parse_time(loop["restartTime"]) for p in pods)
+        back_offs = testing.wait_for(
+            lambda: (b := waited_back_offs(core, namespace, "stops")) and len(b) == 2 and b,
+            "a ProcFailed event per restart")
+        assert back_offs == {1: 0, 2: 40}

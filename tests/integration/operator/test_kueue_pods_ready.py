@@ -11,7 +11,8 @@ released, and the mesh queued behind it is admitted and becomes Ready, its Workl
 ``PodsReady=True`` (Started), which is what keeps Kueue from evicting it (without the condition
 Kueue evicted every admitted mesh at the timeout, Ready or not); the evicted mesh says why in
 its status and is queued again; at its second timeout (the requeuing limit) Kueue deactivates its
-Workload, and the operator leaves it inactive and says how to activate it.
+Workload, and the operator leaves it inactive and says how to activate it; activated by hand,
+it is queued again and is the mesh's to deactivate and activate across a suspend and resume.
 """
 
 from __future__ import annotations
@@ -134,3 +135,31 @@ def test_a_mesh_admitted_but_never_placed_is_evicted_and_gives_its_quota_to_the_
         f"admits the mesh from LocalQueue team"), big["status"]
     assert workload_of(custom, namespace, big)["spec"]["active"] is False
     assert support.mesh_pods(core, namespace, "big") == []
+
+    # A user activates it by hand, while another mesh holds the quota it needs; it is suspended
+    # and resumed before Kueue admits it again: the resume activates it (the operator took the
+    # Workload it deactivated for the suspend, Kueue's Evicted condition still saying
+    # DeactivatedDueTo..., for one Kueue deactivated, and left it inactive). Kueue admits it
+    # once the quota is free (it stayed Requeued=False, out of its queue, when the release had
+    # written Kueue's derived reason there).
+    create_queued(custom, namespace, "holder", 2, gang_checks.Place(
+        node_key[0], {"resources": {"requests": {"cpu": "10m", "memory": "32Mi"}}}), queue)
+    support.wait_ready(custom, namespace, "holder")
+    custom.patch_namespaced_custom_object(workloads.GROUP, workloads.VERSION, namespace,
+                                          workloads.PLURAL, name, {"spec": {"active": True}})
+    testing.wait_for(lambda: "Kueue deactivated" not in support.condition(
+        support.get_mesh(custom, namespace, "big"), "Admitted").get("message", ""),
+        "big queued again, its Workload active")
+    support.patch_mesh(custom, namespace, "big", {"suspend": True})
+    testing.wait_for(lambda: support.condition(support.get_mesh(custom, namespace, "big"),
+                                               "Admitted").get("reason") == "Deactivated",
+                     "big's Workload deactivated for the suspend (not by Kueue)")
+    support.patch_mesh(custom, namespace, "big", {"suspend": False})
+    testing.wait_for(lambda: workload_of(custom, namespace, big)["spec"].get("active") is True,
+                     "big's Workload active again on resume")
+    assert "Kueue deactivated" not in support.condition(
+        support.get_mesh(custom, namespace, "big"), "Admitted").get("message", "")
+    custom.delete_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION, namespace,
+                                           support.contract.PLURAL, "holder")
+    testing.wait_for(lambda: support.condition(support.get_mesh(custom, namespace, "big"), "Admitted")
+                     .get("status") == "True" or None, "big admitted by Kueue again", timeout=300)

@@ -9,7 +9,7 @@ import datetime
 import pytest
 
 from mesh_client._src import contract
-from procmesh_operator import crashloops, eventing, planning, settings, statuses
+from procmesh_operator import crashloops, eventing, names, planning, settings, statuses
 
 from .builders import mesh, pod
 
@@ -51,7 +51,9 @@ def test_a_proc_failing_in_a_row_waits_a_doubling_back_off_up_to_the_cap(policy)
         ended = started + 1
         p = plan(m, pods, now=ended, loops=loops, restarts=restarts)
         if p.backoff:
-            assert p.restarts == restarts and not p.deletes and not p.creates  # the pod is kept
+            assert p.restarts == restarts and not p.creates and not p.marks  # the pod is kept
+            # (under RestartMesh the healthy peer stops while the mesh waits: see below)
+            assert p.deletes == (() if policy == "RestartProc" else (("m-0", "pod-uid-m-0"),))
             assert p.recheck == pytest.approx(p.backoff[1].restart_at - ended)
             again = plan(m, pods, now=ended + 1, loops=written(p), restarts=restarts)
             assert again.backoff == p.backoff  # the same decision, read back from the status
@@ -158,7 +160,10 @@ def test_the_status_says_which_procs_wait_how_long_and_why(policy):
     assert ready["reason"] == contract.CRASH_LOOP_BACK_OFF and ready["status"] == "False"
     assert ready["message"] == (
         f"1 of 2 procs ready; proc 1 (exit code 3, Error) failed 3 times in a row: the operator "
-        f"restarts {whom} at {due}, after a back-off of 20 s (restartPolicy {policy}, 2 of at "
+        f"restarts {whom} at {due}, after a back-off of 20 s"
+        + ("; the mesh's other 1 proc is stopped until then (deleted, not counted as failed)"
+           if policy == "RestartMesh" else "")
+        + f" (restartPolicy {policy}, 2 of at "
         f"most 100 restarts used; the back-off doubles with each failure in a row, the failed "
         f"pod kept meanwhile)")
     assert (progressing["status"], progressing["reason"]) == ("True", contract.CRASH_LOOP_BACK_OFF)
@@ -194,3 +199,40 @@ def test_the_restart_event_says_the_back_off_it_waited(policy):
              last_phases={0: "Running", 1: "Running"})
     assert [e[2] for e in eventing.transitions({}, {}, p, [], {0: pod(m, 0)}, "m")
             if e[1] == "ProcFailed"][0].endswith("(restart 3)")
+
+
+def test_a_restart_mesh_waiting_its_back_off_stops_its_healthy_procs_and_counts_once():
+    """Under RestartMesh the mesh is replaced whole when its back-off ends, so its healthy
+    procs stop when the wait starts (they held their devices, their SPMD peer given up): their
+    pods are deleted, recorded Terminating first, so not taken for lost procs nor counted.
+    The failed pod stays until the restart, which marks and deletes it as one without a wait;
+    an operator that dies after that mark neither counts the restart again nor waits again."""
+    m = mesh(restartPolicy="RestartMesh", maxRestarts=100)
+    failed = crashed(m, 1, "uid-now", started=T0)
+    loops = {1: crashloops.CrashLoop(1, "uid-before", 1, 0, 0)}  # restarted once at once
+    ran = {0: "Running", 1: "Running"}
+    p = plan(m, {0: pod(m, 0), 1: failed}, now=T0 + 2, loops=loops, restarts=1, last_phases=ran)
+    assert p.backoff[1].failures == 2 and p.restarts == 1
+    assert p.deletes == (("m-0", "pod-uid-m-0"),) and not p.marks and not p.creates
+    assert not p.restarted and not p.lost_procs
+    written_status = statuses.before_deletes(m, {}, {0: pod(m, 0), 1: failed}, p)
+    phases = {e["rank"]: e.get("podPhase") for e in written_status["procs"]}
+    assert phases == {0: "Terminating", 1: "Failed"}
+    due = p.backoff[1].restart_at
+
+    # While it waits (the peer's pod gone): nothing created, nothing counted, none lost.
+    waiting = statuses.compute_status(m, written_status, {1: failed}, p)
+    p = plan(m, {1: failed}, now=T0 + 3, loops=crashloops.read(written_status), restarts=1,
+             last_phases={e["rank"]: e["podPhase"] for e in waiting["procs"] if "podPhase" in e})
+    assert p.backoff[1].restart_at == due and not p.deletes and not p.creates
+    assert p.restarts == 1 and not p.lost_procs
+
+    # It ends: counted once, the failed pod marked, then deleted; the mesh made again after.
+    p = plan(m, {1: failed}, now=due, loops=crashloops.read(written_status), restarts=1)
+    assert p.restarts == 2 and p.deletes == (("m-1", "uid-now"),)
+    assert p.marks == (("m-1", "uid-now", 2),) and not p.backoff and not p.creates
+    marked = {**failed, "metadata": {**failed["metadata"], "annotations": {
+        names.RESTART_COUNTED_ANNOTATION: "2"}}}
+    p = plan(m, {1: marked}, now=due + 1, loops=written(p), restarts=2)  # its operator died
+    assert p.restarts == 2 and p.deletes == (("m-1", "uid-now"),) and not p.backoff
+    assert sorted(plan(m, {}, now=due + 2, loops=written(p), restarts=2).creates) == [0, 1]

@@ -157,6 +157,25 @@ def test_a_workload_kueue_deactivated_itself_is_left_inactive_and_says_how_to_ac
     assert not workloads.deactivated_by_kueue(suspended)
 
 
+def test_a_workload_the_operator_deactivated_last_is_its_own_whatever_kueues_conditions_say():
+    """Kueue keeps the Evicted condition of its deactivation until it admits the Workload
+    again, also once a user has activated it: a mesh suspended, then resumed before that, read
+    as deactivated by Kueue, and its Workload stayed inactive, the mesh saying so."""
+    stale = workload(cond("Evicted", "True", "DeactivatedDueToRequeuingLimitExceeded", "The workload is "
+                          "deactivated due to exceeding the maximum number of re-queuing retries"),
+                     cond("Requeued", "True", "Reactivated", "The workload was reactivated"))
+    stale["spec"] = {"active": True}  # the user's activation
+    suspended = {**stale, **workloads.active_patch(False)}  # then the mesh's suspend
+    assert suspended["metadata"]["annotations"] == {workloads.SUSPENDED_ANNOTATION: "true"}
+    assert not workloads.deactivated_by_kueue(suspended)
+    assert workloads.read(suspended).reason == "Deactivated"  # spec.suspend, not Kueue
+    # The resume takes the mark off (a merge patch's None): a later deactivation is Kueue's.
+    assert workloads.active_patch(True) == {
+        "metadata": {"annotations": {workloads.SUSPENDED_ANNOTATION: None}}, "spec": {"active": True}}
+    kueues = {**stale, "spec": {"active": False}}
+    assert workloads.deactivated_by_kueue(kueues)
+
+
 def test_the_release_clears_the_admission_and_requeues_after_preemption():
     w = workload(cond("QuotaReserved", "True", "QuotaReserved"), cond("Admitted", "True", "Admitted"),
                  cond("Evicted", "True", "Preempted", "Preempted to accommodate a workload"),
@@ -174,6 +193,14 @@ def test_the_release_clears_the_admission_and_requeues_after_preemption():
     deactivated = workload(cond("Evicted", "True", "Deactivated", "The workload is deactivated"))
     by_type = {c["type"]: c for c in workloads.release_patch(deactivated, LATER)["status"]["conditions"]}
     assert by_type["Requeued"]["status"] == "False"
+    # Kueue's own deactivation: the base reason, the only one after which Kueue (v0.17) makes
+    # an activated Workload Requeued=True again (with the derived one it was never admitted).
+    by_kueue = workload(cond("Evicted", "True", "DeactivatedDueToRequeuingLimitExceeded",
+                             "The workload is deactivated due to exceeding the maximum number of "
+                             "re-queuing retries"))
+    by_type = {c["type"]: c for c in workloads.release_patch(by_kueue, LATER)["status"]["conditions"]}
+    assert (by_type["Requeued"]["status"], by_type["Requeued"]["reason"]) == ("False", "Deactivated")
+    assert by_type["Requeued"]["message"].endswith("maximum number of re-queuing retries")
 
 
 def test_pods_ready_as_kueues_job_controllers_keep_it():
