@@ -113,7 +113,7 @@ def test_a_restart_mesh_waiting_its_back_off_stops_its_healthy_procs_and_counts_
     hung on the failed rank): their pods are deleted, uncounted; the failed pod is kept to
     show why. An operator killed mid-wait is followed by one that restarts the whole mesh when
     the recorded back-off ends, counting that restart once."""
-    with support.session_operator_with(operator, "--restart-backoff-seconds", "40"):
+    with support.session_operator_with(operator, "--restart-backoff-seconds", "60"):
         support.create_mesh(custom, namespace, "stops", perHost=[{"name": "procs", "size": 2}],
                             restartPolicy="RestartMesh", maxRestarts=3)
         mesh = support.wait_ready(custom, namespace, "stops")
@@ -130,7 +130,7 @@ def test_a_restart_mesh_waiting_its_back_off_stops_its_healthy_procs_and_counts_
         mesh = support.wait_condition(custom, namespace, "stops", "Ready", "False",
                                       "CrashLoopBackOff")
         [loop] = mesh["status"]["crashLoops"]
-        assert (loop["rank"], loop["failures"], loop["backOffSeconds"]) == (1, 2, 40)
+        assert (loop["rank"], loop["failures"], loop["backOffSeconds"]) == (1, 2, 60)
         assert loop["podUID"] == before["stops-1"]
         # The healthy proc stops (its pod deleted); the failed one's pod stays, Failed.
         [pod] = testing.wait_for(
@@ -166,4 +166,4 @@ def test_a_restart_mesh_waiting_its_back_off_stops_its_healthy_procs_and_counts_
         back_offs = testing.wait_for(
             lambda: (b := waited_back_offs(core, namespace, "stops")) and len(b) == 2 and b,
             "a ProcFailed event per restart")
-        assert back_offs == {1: 0, 2: 40}
+        assert back_offs == {1: 0, 2: 60}
