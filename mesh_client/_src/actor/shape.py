@@ -210,6 +210,12 @@ class Shape:
         return Shape([name], [len(self.ranks)], self.ranks)
 
     def rename(self, **names: str) -> Shape:
+        """Monarch's ``rename`` (a split of each dimension into one new name): a name that is not
+        a dimension raises its ValueError; it was ignored, so a typo renamed nothing."""
+        for label in names:
+            if label not in self.labels:
+                raise ValueError(f"'{label}' is not an existing dim. Expected an integer size constraint on a new dim."
+                                 f" rename() renames existing dimensions: this mesh has {list(self.labels)}")
         return Shape([names.get(label, label) for label in self.labels], self.sizes, self.ranks)
 
     def split(self, **kwargs: Sequence[str] | int) -> Shape:

@@ -100,8 +100,8 @@ def proc_mesh_manifest(
     if contract.HOSTS_DIM in per_host:
         raise ValueError(f"per_host cannot have a '{contract.HOSTS_DIM}' dimension: the host mesh has it already")
     if not per_host:
-        # The CRD requires one perHost dimension at least; without this the API server's refusal
-        # reads as a CEL rule failing ("index out of bounds: 0 evaluating rule ...").
+        # The CRD requires one perHost dimension at least; the API server's refusal would name
+        # spec.perHost, not this argument, nor what to pass instead.
         raise ValueError(
             "per_host is empty: a ProcMesh has at least one per-host dimension (spec.perHost); "
             "for one proc per host, pass per_host={'procs': 1}"

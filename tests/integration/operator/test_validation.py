@@ -167,6 +167,19 @@ def test_bad_manifest_is_refused(cluster, crd, namespace, case, meta, spec, mess
     assert listed.strip() == ""
 
 
+@pytest.mark.parametrize("gpus", [None, {"mode": "pinned", "deviceIDs": [0]}, DRA_GPUS])
+def test_an_empty_per_host_is_refused_for_that_alone(cluster, crd, namespace, gpus):
+    """``perHost: []`` is refused by its minItems, and only that: the rules that index perHost
+    added 'index out of bounds' (as a broken rule would) to the refusal ``procmesh create`` and
+    ``kubectl apply`` print."""
+    spec = {"perHost": [], **({"gpus": gpus} if gpus else {})}
+    manifest = {"apiVersion": "procmesh.io/v1alpha1", "kind": "ProcMesh", "metadata": {"name": "empty"}, "spec": spec}
+    result = support.kubectl(cluster, "apply", "-n", namespace, "-f", "-", input=json.dumps(manifest), check=False)
+    assert result.returncode != 0, result.stdout
+    assert "should have at least 1 items" in result.stderr, result.stderr
+    assert "index out of bounds" not in result.stderr and "evaluating rule" not in result.stderr, result.stderr
+
+
 @pytest.mark.parametrize("field,value,message", [
     ("hosts", 2, "hosts is immutable"),
     ("perHost", [{"name": "procs", "size": 3}], "perHost is immutable"),

@@ -135,3 +135,15 @@ def test_a_missing_dimension_is_monarchs_value_error_and_a_mappings_key_error():
             lookup()
     assert point.get("zz") is None and "zz" not in point  # Mapping's get and in still work
     assert extent.get("zz", 7) == 7 and "zz" not in extent
+
+
+def test_renaming_a_dimension_the_mesh_does_not_have_is_monarchs_value_error():
+    """Monarch's rename is a split, which refuses a name that is not a dimension; ours ignored it,
+    so a typo (``rename(host="dp")``) silently renamed nothing."""
+    vm = ValueMesh(Shape(["hosts", "gpus"], [2, 2]), list(range(4)))
+    with pytest.raises(ValueError, match=r"^'host' is not an existing dim\. .*this mesh has \['hosts', 'gpus'\]"):
+        vm.rename(host="dp")
+    with pytest.raises(ValueError, match="unique"):
+        vm.rename(hosts="gpus")
+    assert vm.rename(hosts="dp", gpus="tp").sizes == {"dp": 2, "tp": 2}
+    assert vm.rename(hosts="gpus", gpus="hosts").item(gpus=1, hosts=0) == 2  # a swap keeps every value

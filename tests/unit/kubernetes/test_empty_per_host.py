@@ -1,7 +1,6 @@
 """``spawn_procs`` without ``per_host`` on Kubernetes: the CRD requires a perHost dimension, and
-the API server's refusal of an empty one reads as a CEL rule failing ("index out of bounds: 0
-evaluating rule: a mesh has at most 10000 procs"), so the client says what to pass before any
-request."""
+the API server's refusal of an empty one names spec.perHost, not the argument, so the client says
+what to pass before any request."""
 
 import pytest
 
