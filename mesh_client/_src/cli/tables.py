@@ -201,12 +201,18 @@ def proc_rows(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None,
     None (this client may not list them): READY is the status's, STATE and RESTARTS unknown
     (``-``), never a healthy proc shown Missing."""
     by_name = {(p.get("metadata") or {}).get("name"): p for p in pods or ()}
+    # A mesh waiting out its restart back-off has stopped the procs it will replace (RestartMesh):
+    # their pods are gone by the operator's hand, not lost (the Ready condition says until when).
+    backing_off = assessing.condition(mesh, contract.READY).get("reason") == contract.CRASH_LOOP_BACK_OFF
     rows = []
     for proc in sorted(contract.status_procs(mesh), key=lambda p: p.get("rank", 0)):
         pod = by_name.get(proc.get("pod"))
         if pods is None:
             state, restarts = "-", "-"
             ready = "true" if proc.get("ready") else "false"
+        elif pod is None and backing_off:
+            state, restarts = f"Stopped ({contract.CRASH_LOOP_BACK_OFF})", "0"
+            ready = "false"
         else:
             state, restarts = pod_state(pod)
             ready = "true" if pod is not None and _pod_is_ready(pod) else "false"

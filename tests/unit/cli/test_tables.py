@@ -126,3 +126,17 @@ def test_describe_counts_the_procs_of_a_mesh_no_operator_has_seen():
     unseen = mesh()
     del unseen["status"]
     assert "\nReady:          0/2\n" in tables.describe_text(unseen, None, [], NOW)
+
+
+def test_a_proc_stopped_for_its_meshs_back_off_is_stopped_not_missing():
+    procs = [{"rank": 0, "coords": {"hosts": 0, "gpus": 0}, "pod": "m-0", "ready": False},
+             {"rank": 1, "coords": {"hosts": 0, "gpus": 1}, "pod": "m-1", "ready": False}]
+    failed = {"metadata": {"name": "m-1"}, "status": {"phase": "Failed", "containerStatuses": [
+        {"restartCount": 0, "state": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": ago(20)}}}]}}
+    waiting = mesh(procs=procs)
+    waiting["status"]["conditions"].append({"type": "Ready", "status": "False", "reason": "CrashLoopBackOff",
+                                            "message": "rank 1 ... the mesh's other 1 proc is stopped until then"})
+    rows = tables.proc_rows(waiting, [failed], NOW)
+    assert rows[0][6:9] == ["false", "Stopped (CrashLoopBackOff)", "0"]
+    assert rows[1][6:8] == ["false", "Failed"]  # the failed proc's pod kept, as it ended
+    assert tables.proc_rows(mesh(procs=procs), [failed], NOW)[0][7] == "Missing"  # no back-off: missing
