@@ -107,6 +107,10 @@ async def admission(client: kubeclient.KubeClient, mesh: specs.MeshSpec, queue: 
     if bool((workload.get("spec") or {}).get("active", True)) != active \
             and not (active and workloads.deactivated_by_kueue(workload)):  # Kueue's decision stands
         workload = await client.merge_patch(path, workloads.active_patch(active))
+    if (reactivation := workloads.reactivation_patch(workload, _now())) is not None:
+        workload = await client.merge_patch(
+            workloads.workloads_path(mesh.namespace, workloads.workload_name(mesh), status=True),
+            reactivation)
     verdict = workloads.read(workload)
     if verdict.state == workloads.STATE_ADMITTED and len(pods) < mesh.size:
         flavors = [await client.get(f"/apis/{workloads.GROUP}/{workloads.VERSION}/resourceflavors/{f}")

@@ -357,6 +357,25 @@ def release_patch(workload: Mapping[str, Any], now: str) -> dict[str, Any]:
             "status": {"admission": None, "conditions": conditions}}
 
 
+def reactivation_patch(workload: Mapping[str, Any], now: str) -> dict[str, Any] | None:
+    """The status patch that lets Kueue queue again an active Workload whose Requeued=False
+    still carries a derived ``DeactivatedDueTo...`` reason, as an operator before
+    :data:`DEACTIVATED` wrote it in its release: Kueue (v0.17) takes an activation as one only
+    after the reason ``Deactivated``, so such a Workload, activated, stayed out of its queue for
+    good. None for any other Workload (and one Kueue is about to deactivate)."""
+    meta = workload.get("metadata") or {}
+    conditions = [dict(c) for c in (workload.get("status") or {}).get("conditions") or []]
+    requeued = _find(conditions, REQUEUED)
+    if not (workload.get("spec") or {}).get("active", True) \
+            or _find(conditions, DEACTIVATION_TARGET).get("status") == "True" \
+            or requeued.get("status") != "False" \
+            or not str(requeued.get("reason") or "").startswith(DEACTIVATED_DUE_TO):
+        return None
+    _set(conditions, REQUEUED, "False", DEACTIVATED, str(requeued.get("message") or ""),
+         int(meta.get("generation") or 0), now)
+    return {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": {"conditions": conditions}}
+
+
 def pods_ready(conditions: Sequence[Mapping[str, Any]] | None, admitted: bool, ready: int,
                size: int) -> tuple[str, str, str] | None:
     """The PodsReady condition (status, reason, message) that the Workload with ``conditions``

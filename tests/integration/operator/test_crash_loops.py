@@ -167,3 +167,34 @@ def test_a_restart_mesh_waiting_its_back_off_stops_its_healthy_procs_and_counts_
             lambda: (b := waited_back_offs(core, namespace, "stops")) and len(b) == 2 and b,
             "a ProcFailed event per restart")
         assert back_offs == {1: 0, 2: 60}
+
+
+def test_deleting_the_failed_pod_of_a_restart_mesh_waiting_its_back_off_restarts_it_at_once(
+        operator, namespace, custom, core):
+    """README: while a mesh waits out its back-off, deleting its failed pod restarts it at
+    once. Under RestartMesh its other procs are stopped by then (their pods deleted, their
+    entries without a pod): the delete restarts the whole mesh, counted once, not after the
+    back-off (an hour here, so only the delete can end it)."""
+    with support.session_operator_with(operator, "--restart-backoff-seconds", "3600"):
+        support.create_mesh(custom, namespace, "cut", perHost=[{"name": "procs", "size": 2}],
+                            restartPolicy="RestartMesh", maxRestarts=3)
+        mesh = support.wait_ready(custom, namespace, "cut")
+        for restarts in (1, 2):  # the second failure in a row waits
+            support.kill_proc(mesh["status"]["procs"][1]["address"], support.token(core, namespace, "cut"))
+            if restarts == 1:
+                mesh = testing.wait_for(
+                    lambda: (m := support.get_mesh(custom, namespace, "cut"))["status"]["restarts"] == 1
+                    and support.condition(m, "Ready").get("status") == "True" and m, "the first restart")
+        support.wait_condition(custom, namespace, "cut", "Ready", "False", "CrashLoopBackOff")
+        testing.wait_for(lambda: "podPhase" not in support.get_mesh(
+            custom, namespace, "cut")["status"]["procs"][0], "rank 0 stopped, its entry without a pod")
+        [failed] = support.mesh_pods(core, namespace, "cut")
+        assert failed.metadata.name == "cut-1" and failed.status.phase == "Failed"
+        core.delete_namespaced_pod("cut-1", namespace)
+        mesh = testing.wait_for(
+            lambda: (m := support.get_mesh(custom, namespace, "cut"))
+            and support.condition(m, "Ready").get("status") == "True" and m, "the whole mesh restarted")
+        assert mesh["status"]["restarts"] == 2, mesh["status"]
+        pods = support.mesh_pods(core, namespace, "cut")
+        assert sorted(p.metadata.name for p in pods) == ["cut-0", "cut-1"]
+        assert failed.metadata.uid not in {p.metadata.uid for p in pods}

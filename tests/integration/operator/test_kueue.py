@@ -18,6 +18,7 @@ import time
 import uuid
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from mesh_client.kubernetes import KubernetesHostMesh, MeshNotReady, attach
 from procmesh_operator import settings, workloads
@@ -246,6 +247,50 @@ def test_a_suspended_mesh_gives_its_quota_back_and_queues_again_on_resume(
     custom.delete_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
                                            namespace, support.contract.PLURAL, "second")
     support.wait_ready(custom, namespace, "first")
+
+
+def test_a_workload_released_by_an_older_operator_is_queued_again_once_active(
+        operator, kueue, custom, core, namespace, place, queue):
+    """An operator before this one released a Workload that Kueue deactivated with its derived
+    reason in Requeued=False (``DeactivatedDueTo...``), after which Kueue v0.17 takes no
+    activation as one: activated, it stayed out of its queue for good. This operator rewrites
+    that reason of an active Workload to ``Deactivated``, so that Kueue queues it again."""
+    create_queued(custom, namespace, "older", UNITS, place, queue)
+    older = support.wait_ready(custom, namespace, "older")
+    support.patch_mesh(custom, namespace, "older", {"suspend": True})
+
+    def released():
+        w = workload_of(custom, namespace, older)
+        requeued = {c["type"]: c for c in w["status"].get("conditions") or []}.get("Requeued", {})
+        return w if requeued.get("reason") == "Deactivated" and "admission" not in w["status"] \
+            and not support.mesh_pods(core, namespace, "older") else None
+    testing.wait_for(released, "older's Workload released, its procs gone")
+
+    def rewritten():
+        """What the older release wrote (and no mark of a suspend, which it did not make); a
+        write of Kueue's in between fails this one (409), which is tried again."""
+        w = workload_of(custom, namespace, older)
+        for c in w["status"]["conditions"]:
+            if c["type"] == "Requeued":
+                c["reason"] = "DeactivatedDueToRequeuingLimitExceeded"
+        try:
+            custom.patch_namespaced_custom_object_status(
+                workloads.GROUP, workloads.VERSION, namespace, workloads.PLURAL,
+                w["metadata"]["name"], {"metadata": {"resourceVersion": w["metadata"]["resourceVersion"]},
+                                        "status": {"conditions": w["status"]["conditions"]}})
+        except ApiException as e:
+            if e.status == 409:
+                return None
+            raise
+        return True
+    testing.wait_for(rewritten, "older's Requeued reason as an older operator wrote it")
+    custom.patch_namespaced_custom_object(
+        workloads.GROUP, workloads.VERSION, namespace, workloads.PLURAL,
+        workload_of(custom, namespace, older)["metadata"]["name"],
+        {"metadata": {"annotations": {workloads.SUSPENDED_ANNOTATION: None}}})
+
+    support.patch_mesh(custom, namespace, "older", {"suspend": False})
+    support.wait_ready(custom, namespace, "older")
 
 
 def test_a_workload_deleted_under_a_running_mesh_stops_it_and_it_queues_behind_the_waiting(

@@ -363,3 +363,26 @@ def test_without_kueue_the_advice_is_what_the_admission_policy_allows():
         asyncio.run(admitting.admission(NoKueue(), mesh(), "team-a", {}, SETTINGS))
     assert "install Kueue" in str(e.value) and "remove the label" not in str(e.value)
     assert "delete the mesh and create it again without the label" in str(e.value)
+
+
+def test_an_active_workload_an_older_release_left_out_of_its_queue_gets_the_reason_kueue_requeues():
+    """An operator before Requeued's ``Deactivated`` released a Workload Kueue deactivated with
+    the derived reason: Kueue (v0.17) takes no activation of it as one, so, activated, it stayed
+    out of its queue. The reason is rewritten once it is active, the cause kept in the message."""
+    message = "The workload is deactivated due to exceeding the maximum number of re-queuing retries"
+    older = workload(cond("Evicted", "True", "DeactivatedDueToRequeuingLimitExceeded", message),
+                     cond("Requeued", "False", "DeactivatedDueToRequeuingLimitExceeded", message))
+    older["spec"] = {"active": True}
+    patch = workloads.reactivation_patch(older, LATER)
+    assert patch is not None and patch["metadata"] == {"resourceVersion": "7"}
+    by_type = {c["type"]: c for c in patch["status"]["conditions"]}
+    assert (by_type["Requeued"]["status"], by_type["Requeued"]["reason"]) == ("False", "Deactivated")
+    assert by_type["Requeued"]["message"] == message
+    assert by_type["Evicted"] == older["status"]["conditions"][0]
+    # Not while it is inactive (Kueue's decision, or a suspend), nor while Kueue is about to
+    # deactivate it, nor once its reason is one Kueue requeues after.
+    assert workloads.reactivation_patch({**older, "spec": {"active": False}}, LATER) is None
+    target = workload(*older["status"]["conditions"], cond("DeactivationTarget", "True", "RequeuingLimitExceeded"))
+    assert workloads.reactivation_patch({**target, "spec": {"active": True}}, LATER) is None
+    released = workload(cond("Requeued", "False", "Deactivated", message))
+    assert workloads.reactivation_patch({**released, "spec": {"active": True}}, LATER) is None
