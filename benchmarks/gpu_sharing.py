@@ -73,6 +73,13 @@ def _actors():
         def generate(self) -> float:
             return generate_step(self.model)
 
+        @endpoint
+        def generate_timed(self) -> float:
+            """The step's own seconds, measured inside the actor (apart from the call's)."""
+            start = time.perf_counter()
+            generate_step(self.model)
+            return time.perf_counter() - start
+
     class Trainer(Actor):
         def __init__(self):
             import torch
@@ -84,6 +91,12 @@ def _actors():
         def train(self) -> float:
             return train_step(self.model, self.optim)
 
+        @endpoint
+        def train_timed(self) -> float:
+            start = time.perf_counter()
+            train_step(self.model, self.optim)
+            return time.perf_counter() - start
+
     return Policy, Trainer
 
 
@@ -92,6 +105,32 @@ def on_gpus(device_ids):
 
     base = default_bootstrap_cmd().with_env({"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
     return lambda point: base.with_env({"CUDA_VISIBLE_DEVICES": str(device_ids[point["gpus"]])})
+
+
+def step_split(call, steps: int) -> tuple[float, float]:
+    """Median ms of a step measured inside the actor, and of the whole call around it: what a
+    step costs through actors beyond the step itself is the difference."""
+    import statistics
+
+    inside, whole = [], []
+    for _ in range(steps):
+        start = time.perf_counter()
+        values = call().get()
+        whole.append(time.perf_counter() - start)
+        inside.append(max(v for _, v in values.items()))
+    return 1000 * statistics.median(inside), 1000 * statistics.median(whole)
+
+
+def plain_step_ms(fn, steps: int) -> float:
+    """Median ms of one step in a plain loop (after the timed run's warm-up)."""
+    import statistics
+
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times)
 
 
 def timed(fn, steps: int) -> float:
@@ -125,6 +164,8 @@ def actor_figures(device_ids: list[int], steps: int) -> dict[str, float]:
         "policy_alone_steps_per_s": timed(lambda: policy.generate.call().get(), steps),
         "trainer_alone_steps_per_s": timed(lambda: trainer.train.call().get(), steps),
     }
+    for role, call in (("policy", policy.generate_timed.call), ("trainer", trainer.train_timed.call)):
+        out[f"{role}_step_inside_actor_ms"], out[f"{role}_call_ms"] = step_split(call, steps)
 
     def both():
         g, t = policy.generate.call(), trainer.train.call()
@@ -158,7 +199,7 @@ def _plain_worker(role: str, device: int, steps: int, queue) -> None:
         model = build(1)
         optim = torch.optim.SGD(model.parameters(), lr=1e-6, foreach=True)
         fn = partial(train_step, model, optim)
-    queue.put(timed(fn, steps))
+    queue.put((timed(fn, steps), plain_step_ms(fn, steps)))
 
 
 def plain_figures(device_ids: list[int], steps: int) -> dict[str, float]:
@@ -169,11 +210,12 @@ def plain_figures(device_ids: list[int], steps: int) -> dict[str, float]:
         workers = [ctx.Process(target=_plain_worker, args=(role, d, steps, queue)) for d in device_ids]
         for w in workers:
             w.start()
-        rates = [queue.get() for _ in workers]
+        results = [queue.get() for _ in workers]
         for w in workers:
             w.join()
         # the mesh steps in lock-step, so its rate is the slowest GPU's
-        out[f"{role}_alone_steps_per_s"] = min(rates)
+        out[f"{role}_alone_steps_per_s"] = min(rate for rate, _ in results)
+        out[f"{role}_step_ms"] = max(step for _, step in results)
     return out
 
 
@@ -245,6 +287,10 @@ def main() -> None:
     print(f"{'trainer alone (steps/s)':44} {a['trainer_alone_steps_per_s']:10.2f} {p['trainer_alone_steps_per_s']:10.2f}")
     print(f"{'both concurrently, shared GPUs (pairs/s)':44} {a['concurrent_pairs_per_s']:10.2f}")
     print(f"{'taking turns (pairs/s)':44} {a['turns_pairs_per_s']:10.2f}")
+    for role in ("policy", "trainer"):
+        print(f"{role + ' step, median ms: in the actor / the call':44} {a[role + '_step_inside_actor_ms']:10.2f} "
+              f"{p[role + '_step_ms']:10.2f}")
+        print(f"{'  the call around it (ms)':44} {a[role + '_call_ms']:10.2f}")
     for role, pct in result["actor_overhead_pct"].items():
         print(f"actor overhead, {role}: {pct:+.2f}% (target <= 2%)")
     print(f"CUDA context per process: {result['cuda_context_mib']} MiB")
