@@ -16,26 +16,17 @@ import subprocess
 import sys
 
 import pytest
-from kubernetes import client
 
 from mesh_client.kubernetes import KubernetesHostMesh, attach_async
 from tests.cluster import testing
 from tests.integration.cli.support import env
 from tests.integration.local.actors import Recorder
 from tests.integration.local.test_async_forms import with_turns
-from tests.integration.operator.support import ROOT, create_mesh, get_mesh
+from tests.integration.operator.support import ROOT, create_mesh, mesh_gone
 
 pytestmark = pytest.mark.cluster
 
 NOWHERE = {"nodeSelector": {"procmesh.io/test-no-such-node": "true"}}  # never schedulable
-
-
-def gone(custom, namespace: str, name: str) -> bool:
-    try:
-        get_mesh(custom, namespace, name)
-    except client.ApiException as exc:
-        return exc.status == 404
-    return False
 
 
 def test_attach_and_spawn_procs_async_let_other_tasks_run(kube, custom, namespace, operator):
@@ -53,7 +44,7 @@ def test_attach_and_spawn_procs_async_let_other_tasks_run(kube, custom, namespac
         await made.stop()
 
     asyncio.run(main())
-    testing.wait_for(lambda: gone(custom, namespace, "made-async"), "stop() deleting the mesh it created")
+    testing.wait_for(lambda: mesh_gone(custom, namespace, "made-async"), "stop() deleting the mesh it created")
 
 
 def test_cancelling_spawn_procs_async_deletes_its_mesh(kube, custom, namespace, operator):
@@ -62,7 +53,7 @@ def test_cancelling_spawn_procs_async_deletes_its_mesh(kube, custom, namespace, 
     async def main():
         task = asyncio.ensure_future(hosts.spawn_procs_async(per_host={"gpus": 1}, name="cancelled"))
         for _ in range(600):  # bounded: until the mesh exists (and so is being waited for)
-            if not gone(custom, namespace, "cancelled") or task.done():
+            if not mesh_gone(custom, namespace, "cancelled") or task.done():
                 break
             await asyncio.sleep(0.05)
         assert not task.done()
@@ -71,7 +62,7 @@ def test_cancelling_spawn_procs_async_deletes_its_mesh(kube, custom, namespace, 
             await task
 
     asyncio.run(main())
-    testing.wait_for(lambda: gone(custom, namespace, "cancelled"), "the cancelled spawn deleting its mesh")
+    testing.wait_for(lambda: mesh_gone(custom, namespace, "cancelled"), "the cancelled spawn deleting its mesh")
 
 
 ATTACH = """

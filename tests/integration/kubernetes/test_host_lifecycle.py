@@ -14,22 +14,13 @@ import threading
 import uuid
 
 import pytest
-from kubernetes import client
 
 from mesh_client.kubernetes import KubernetesHostMesh
 from tests.cluster import testing
 from tests.integration.local.actors import Recorder
-from tests.integration.operator.support import get_mesh, mesh_pods
+from tests.integration.operator.support import mesh_gone, mesh_pods
 
 pytestmark = pytest.mark.cluster
-
-
-def gone(custom, namespace: str, name: str) -> bool:
-    try:
-        get_mesh(custom, namespace, name)
-    except client.ApiException as exc:
-        return exc.status == 404
-    return False
 
 
 def test_stop_and_shutdown_delete_the_meshes_the_host_mesh_spawned(kube, custom, namespace, operator):
@@ -37,18 +28,18 @@ def test_stop_and_shutdown_delete_the_meshes_the_host_mesh_spawned(kube, custom,
     first = hosts.spawn_procs(per_host={"gpus": 1}, name="hl-first")
     kept = hosts.spawn_procs(per_host={"gpus": 1}, name="hl-kept", outlive=True)
     first.stop().get()
-    testing.wait_for(lambda: gone(custom, namespace, "hl-first"), "the mesh's own stop() deleting it")
+    testing.wait_for(lambda: mesh_gone(custom, namespace, "hl-first"), "the mesh's own stop() deleting it")
     hosts.stop().get(timeout=120)
-    testing.wait_for(lambda: gone(custom, namespace, "hl-kept"), "the host mesh's stop() deleting what it spawned")
+    testing.wait_for(lambda: mesh_gone(custom, namespace, "hl-kept"), "the host mesh's stop() deleting what it spawned")
     assert kept._stopped
 
     again = hosts.spawn_procs(per_host={"gpus": 1}, name="hl-again")  # stop() keeps the hosts usable
     assert again.spawn("rec", Recorder).echo.call_one(3).get(timeout=60) == 3
     hosts.shutdown().get(timeout=120)
-    testing.wait_for(lambda: gone(custom, namespace, "hl-again"), "shutdown() deleting what the host mesh spawned")
+    testing.wait_for(lambda: mesh_gone(custom, namespace, "hl-again"), "shutdown() deleting what the host mesh spawned")
     with pytest.raises(RuntimeError, match=r"^HostMesh has already been shut down: .*make a new KubernetesHostMesh"):
         hosts.spawn_procs(per_host={"gpus": 1}, name="hl-late")
-    assert gone(custom, namespace, "hl-late")
+    assert mesh_gone(custom, namespace, "hl-late")
 
 
 def spawn_waiting_for_a_node(core, kube, namespace: str, name: str) -> tuple[KubernetesHostMesh, threading.Thread,
@@ -88,7 +79,7 @@ def test_a_spawn_waiting_when_the_host_mesh_shuts_down_deletes_its_mesh(core, ku
     assert not spawner.is_alive() and len(outcome) == 1
     assert isinstance(outcome[0], RuntimeError) and "already been shut down" in str(outcome[0]), outcome
     shutting.get(timeout=60)
-    testing.wait_for(lambda: gone(custom, namespace, "hl-waiting"), "the late spawn deleting its mesh")
+    testing.wait_for(lambda: mesh_gone(custom, namespace, "hl-waiting"), "the late spawn deleting its mesh")
 
 
 def test_a_spawn_waiting_when_the_host_mesh_stops_deletes_its_mesh(core, kube, custom, namespace, operator, request):
@@ -101,9 +92,9 @@ def test_a_spawn_waiting_when_the_host_mesh_stops_deletes_its_mesh(core, kube, c
     spawner.join(timeout=60)
     assert not spawner.is_alive() and len(outcome) == 1
     assert isinstance(outcome[0], RuntimeError) and "stop() came while this spawn waited" in str(outcome[0]), outcome
-    testing.wait_for(lambda: gone(custom, namespace, "hl-stop-waiting"), "stop() deleting the mesh spawned meanwhile")
+    testing.wait_for(lambda: mesh_gone(custom, namespace, "hl-stop-waiting"), "stop() deleting the mesh spawned meanwhile")
     hosts.template = {}  # stop() keeps the host mesh usable: a node for every pod from here on
     again = hosts.spawn_procs(per_host={"gpus": 1}, name="hl-after-stop")
     assert again.spawn("rec", Recorder).echo.call_one(4).get(timeout=60) == 4
     hosts.shutdown().get(timeout=120)
-    testing.wait_for(lambda: gone(custom, namespace, "hl-after-stop"), "shutdown() deleting what it spawned")
+    testing.wait_for(lambda: mesh_gone(custom, namespace, "hl-after-stop"), "shutdown() deleting what it spawned")

@@ -20,7 +20,6 @@ import textwrap
 import time
 
 import pytest
-from kubernetes import client
 
 from mesh_client._src import contract
 from mesh_client._src.kubernetes.api import KubeApi, make_api_client
@@ -34,6 +33,7 @@ from tests.integration.operator.support import (
     ROOT,
     create_mesh,
     get_mesh,
+    mesh_gone,
     mesh_pods,
     patch_mesh,
     wait_condition,
@@ -66,14 +66,6 @@ def controller(cluster, namespace: str, name: str, *, lease: int = 600, outlive:
     return proc
 
 
-def gone(custom, namespace: str, name: str) -> bool:
-    try:
-        get_mesh(custom, namespace, name)
-    except client.ApiException as exc:
-        return exc.status == 404
-    return False
-
-
 def test_a_sigkilled_controllers_mesh_is_deleted_when_its_lease_lapses(cluster, custom, core, namespace,
                                                                        operator):
     proc = controller(cluster, namespace, "doomed", lease=6)
@@ -82,7 +74,7 @@ def test_a_sigkilled_controllers_mesh_is_deleted_when_its_lease_lapses(cluster, 
     assert mesh["metadata"]["annotations"]["procmesh.io/lease-renew-time"]
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    testing.wait_for(lambda: gone(custom, namespace, "doomed"), "the operator deleting the unrenewed mesh")
+    testing.wait_for(lambda: mesh_gone(custom, namespace, "doomed"), "the operator deleting the unrenewed mesh")
     testing.wait_for(lambda: not mesh_pods(core, namespace, "doomed"), "its pods collected")
     events = [e for e in core.list_namespaced_event(namespace).items if e.reason == "LeaseExpired"]
     assert [e.involved_object.name for e in events] == ["doomed"]
@@ -93,7 +85,7 @@ def test_a_controller_that_raises_deletes_its_mesh_on_exit(cluster, custom, name
     proc = controller(cluster, namespace, "raised", raise_=True)  # a 600 s lease: not what deletes it
     assert proc.wait(timeout=60) == 1
     assert "RuntimeError: the controller failed" in proc.stdout.read()
-    testing.wait_for(lambda: gone(custom, namespace, "raised"), "the mesh deleted as its creator exited")
+    testing.wait_for(lambda: mesh_gone(custom, namespace, "raised"), "the mesh deleted as its creator exited")
 
 
 def test_a_sigterminated_controller_deletes_its_mesh_then_dies_by_sigterm(cluster, custom, namespace, operator):
@@ -101,9 +93,9 @@ def test_a_sigterminated_controller_deletes_its_mesh_then_dies_by_sigterm(cluste
     proc = controller(cluster, namespace, "terminated")  # a 600 s lease: not what deletes it
     os.kill(proc.pid, signal.SIGTERM)
     assert proc.wait(timeout=60) == -signal.SIGTERM, proc.stdout.read()
-    assert gone(custom, namespace, "terminated") or \
+    assert mesh_gone(custom, namespace, "terminated") or \
         get_mesh(custom, namespace, "terminated")["metadata"].get("deletionTimestamp")  # asked before it died
-    testing.wait_for(lambda: gone(custom, namespace, "terminated"), "the mesh deleted as its creator was terminated")
+    testing.wait_for(lambda: mesh_gone(custom, namespace, "terminated"), "the mesh deleted as its creator was terminated")
 
 
 def test_a_controllers_own_sigterm_handler_is_left_in_place(cluster, custom, namespace, operator):
@@ -111,7 +103,7 @@ def test_a_controllers_own_sigterm_handler_is_left_in_place(cluster, custom, nam
     proc = controller(cluster, namespace, "handled", prelude=mine)
     os.kill(proc.pid, signal.SIGTERM)
     assert proc.wait(timeout=60) == 3, proc.stdout.read()
-    testing.wait_for(lambda: gone(custom, namespace, "handled"), "the mesh deleted as its creator exited")
+    testing.wait_for(lambda: mesh_gone(custom, namespace, "handled"), "the mesh deleted as its creator exited")
 
 
 def test_an_outliving_mesh_stays_after_its_controller_is_killed(cluster, custom, namespace, operator):
@@ -145,7 +137,7 @@ def test_a_controller_pods_mesh_goes_with_the_pod(cluster, kube, custom, core, n
         owners = get_mesh(custom, namespace, "owned")["metadata"]["ownerReferences"]
         assert owners == [{"apiVersion": "v1", "kind": "Pod", "name": "controller", "uid": uid}]
         core.delete_namespaced_pod("controller", namespace)
-        testing.wait_for(lambda: gone(custom, namespace, "owned"), "garbage collection of the pod's mesh")
+        testing.wait_for(lambda: mesh_gone(custom, namespace, "owned"), "garbage collection of the pod's mesh")
 
 
 def test_the_lease_renewer_outlives_an_api_server_that_went_away(cluster, crd, custom, namespace, tmp_path,
@@ -195,7 +187,7 @@ def test_a_controller_never_renews_nor_deletes_a_mesh_made_since_under_its_meshs
         renewer.start()
         assert "procmesh.io/lease-renew-time" in get_mesh(custom, namespace, "reborn")["metadata"]["annotations"]
         custom.delete_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, contract.PLURAL, "reborn")
-        testing.wait_for(lambda: gone(custom, namespace, "reborn"), "the first mesh deleted")
+        testing.wait_for(lambda: mesh_gone(custom, namespace, "reborn"), "the first mesh deleted")
         theirs = create_mesh(custom, namespace, "reborn", hosts=1, perHost=[{"name": "procs", "size": 1}])
 
         with pytest.raises(MeshNotFound, match=r"was deleted, and the mesh of that name now is another one"):
@@ -207,7 +199,7 @@ def test_a_controller_never_renews_nor_deletes_a_mesh_made_since_under_its_meshs
         assert now["metadata"]["uid"] == theirs["metadata"]["uid"]
         assert "procmesh.io/lease-renew-time" not in (now["metadata"].get("annotations") or {})
         api.delete_mesh("reborn", uid=theirs["metadata"]["uid"])  # the right uid deletes it
-        testing.wait_for(lambda: gone(custom, namespace, "reborn"), "the second mesh deleted by its uid")
+        testing.wait_for(lambda: mesh_gone(custom, namespace, "reborn"), "the second mesh deleted by its uid")
     finally:
         renewer.stop()
         api.api_client.close()

@@ -201,6 +201,17 @@ def get_mesh(custom: Any, namespace: str, name: str) -> dict[str, Any]:
                                                contract.PLURAL, name)
 
 
+def mesh_gone(custom: Any, namespace: str, name: str) -> bool:
+    """Whether ProcMesh ``name`` no longer exists (a 404; any other refusal is not "gone")."""
+    from kubernetes import client
+
+    try:
+        get_mesh(custom, namespace, name)
+    except client.ApiException as exc:
+        return bool(exc.status == 404)
+    return False
+
+
 def patch_mesh(custom: Any, namespace: str, name: str, spec: dict[str, Any]) -> None:
     custom.patch_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace,
                                           contract.PLURAL, name, {"spec": spec})
