@@ -192,8 +192,10 @@ def pct(samples: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
 
 
-def measure(calls: int) -> dict[str, dict[str, float]]:
-    """An instrumented run: one proc, ``calls`` sequential no-op ``call_one``s, p50/p99 per stage."""
+def measure(calls: int, spin_ms: float = 0.0) -> dict[str, dict[str, float]]:
+    """An instrumented run: one proc, ``calls`` sequential ``call_one``s, p50/p99 per stage. Each
+    call is a no-op, or with ``spin_ms`` an endpoint that keeps its thread busy that long (a
+    step, as benchmarks/idle_calls.py's): the stages then show which wake-ups a long step makes dear."""
     import mesh_client
 
     here = __file__
@@ -214,7 +216,10 @@ def measure(calls: int) -> dict[str, dict[str, float]]:
     class Probe(mesh_client.Actor):
         @mesh_client.endpoint
         def noop(self) -> None:
-            return None
+            if spin_ms:
+                start = time.perf_counter()
+                while time.perf_counter() - start < spin_ms / 1000:
+                    pass
 
         @mesh_client.endpoint
         def stamps(self) -> dict[int, dict[str, int]]:
