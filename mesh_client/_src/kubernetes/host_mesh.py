@@ -99,6 +99,7 @@ class KubernetesHostMesh(MeshTrait):
         outlive: bool = False,
     ) -> ProcMesh:
         """Create a ProcMesh of ``hosts`` x ``per_host`` procs, wait until Ready, and attach.
+        Without ``per_host``, one proc per host (extent ``{hosts: N}``), as Monarch's.
 
         ``gpus``: None, ``"plugin"``, ``"dra"`` (ResourceClaims of ``device_class``, default
         ``gpu.nvidia.com``, allocated by the kube-scheduler), or device IDs (pinned);
