@@ -209,16 +209,21 @@ class KubernetesHostMesh(MeshTrait):
         created here is deleted, ``outlive=True`` ones too), and, as Monarch drains the spawns
         in flight, the mesh of each spawn still waiting once it is up (that spawn then raises);
         this host mesh spawns again after. The future completes once they are all gone, with
-        the first failure if one could not be."""
+        the first failure if one could not be. After :meth:`shutdown` the future raises
+        RuntimeError, as Monarch's."""
         return self._stop_spawned(shutdown=False)
 
     def shutdown(self) -> Future[None]:
         """:meth:`stop`, and no more ``spawn_procs`` on this host mesh (RuntimeError, as Monarch's
-        after its ``shutdown()``)."""
+        after its ``shutdown()``; so do a later ``shutdown()`` and ``stop()``: their futures
+        raise it)."""
         return self._stop_spawned(shutdown=True)
 
     def _stop_spawned(self, shutdown: bool) -> Future[None]:
-        spawned, stopping = self._spawns.take(shutdown)
+        taken = self._spawns.take(shutdown)
+        if taken is None:
+            return futures.failed(self._shut_down_error())
+        spawned, stopping = taken
         failure: BaseException | None = None
         for procs in reversed(spawned):  # newest first, as shutdown_context()
             try:
@@ -232,8 +237,8 @@ class KubernetesHostMesh(MeshTrait):
         return "host mesh shut down" if self._spawns.shut_down else "host mesh stopped"
 
     def _shut_down_error(self) -> RuntimeError:
-        return RuntimeError(f"HostMesh has already been shut down: {self!r}.shutdown() was called; make a new "
-                            "KubernetesHostMesh to spawn more procs")
+        return RuntimeError(f"HostMesh has already been shut down: {self!r}.shutdown() was called, which deleted "
+                            "what it spawned; make a new KubernetesHostMesh to spawn more procs")
 
     async def spawn_procs_async(
         self,

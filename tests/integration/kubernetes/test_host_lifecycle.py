@@ -3,7 +3,7 @@ the real control plane and operator.
 
 Aspects: ``stop()`` deletes the ProcMeshes it spawned that are still up (one stopped before is
 left as it is) and the host mesh spawns again after; ``shutdown()`` deletes them too, and a later
-``spawn_procs`` raises Monarch's RuntimeError saying what to do; a spawn that was waiting for its
+``spawn_procs``, ``shutdown()`` or ``stop()`` raises Monarch's RuntimeError saying what to do; a spawn that was waiting for its
 mesh when ``stop()`` or ``shutdown()`` came deletes that mesh once it is up and raises, and the
 future of that ``stop()`` or ``shutdown()`` completes only then (Monarch drains pending spawns).
 """
@@ -40,6 +40,9 @@ def test_stop_and_shutdown_delete_the_meshes_the_host_mesh_spawned(kube, custom,
     with pytest.raises(RuntimeError, match=r"^HostMesh has already been shut down: .*make a new KubernetesHostMesh"):
         hosts.spawn_procs(per_host={"gpus": 1}, name="hl-late")
     assert mesh_gone(custom, namespace, "hl-late")
+    for again in (hosts.shutdown, hosts.stop):  # as Monarch's: raised by the future, not the call
+        with pytest.raises(RuntimeError, match=r"^HostMesh has already been shut down: .*make a new KubernetesHostMesh"):
+            again().get(timeout=10)
 
 
 def spawn_waiting_for_a_node(core, kube, namespace: str, name: str) -> tuple[KubernetesHostMesh, threading.Thread,
