@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from mesh_client._src import contract
+from mesh_client._src.actor.owned_hosts import OwnedHostMesh
 from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.kubernetes import api as api_mod
@@ -23,7 +24,7 @@ from mesh_client._src.runtime.futures import Future
 _names = itertools.count()
 
 
-class KubernetesHostMesh(MeshTrait):
+class KubernetesHostMesh(MeshTrait, OwnedHostMesh):
     """``hosts`` nodes' worth of procs in ``namespace``; each ``spawn_procs`` is one ProcMesh.
 
     ``image`` and ``template`` (the ProcMesh ``spec.template``: resources, env, nodeSelector,
@@ -36,7 +37,8 @@ class KubernetesHostMesh(MeshTrait):
     Each host is a node of its own unless ``hosts_on_distinct_nodes=False`` (the ProcMesh's
     ``spec.placement.hosts: Any``, e.g. several hosts on a one-node test cluster).
     ``stop()`` deletes the meshes it spawned, those of spawns in flight once up; ``shutdown()``
-    too, and then refuses to spawn more (Monarch's owned host mesh).
+    too, and then refuses to spawn more (Monarch's owned host mesh); ``async with hosts:``
+    shuts it down at the end of the block.
     """
 
     def __init__(
@@ -235,6 +237,9 @@ class KubernetesHostMesh(MeshTrait):
 
     def _stop_reason(self) -> str:
         return "host mesh shut down" if self._spawns.shut_down else "host mesh stopped"
+
+    def _is_shut_down(self) -> bool:
+        return self._spawns.shut_down
 
     def _shut_down_error(self) -> RuntimeError:
         return RuntimeError(f"HostMesh has already been shut down: {self!r}.shutdown() was called, which deleted "

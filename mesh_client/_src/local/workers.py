@@ -28,6 +28,7 @@ from typing import Any, Literal
 from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.actor_mesh import gather
 from mesh_client._src.actor.endpoint import endpoint
+from mesh_client._src.actor.owned_hosts import OwnedHostMesh
 from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import MeshTrait, Shape
@@ -197,10 +198,11 @@ class _WorkerProcs:
         return functools.partial(logging_mode.apply, level, None)
 
 
-class WorkerHostMesh(MeshTrait):
+class WorkerHostMesh(MeshTrait, OwnedHostMesh):
     """Hosts that run the worker loop, as one mesh of extent ``{"hosts": n}``. Owned, as
     Monarch's ``attach_to_workers`` mesh: ``stop()`` lets go of the workers (it spawns again,
-    through new agents), ``shutdown()`` ends them, and refuses anything after (RuntimeError)."""
+    through new agents), ``shutdown()`` ends them, and refuses anything after (RuntimeError);
+    ``async with hosts:`` shuts it down at the end of the block."""
 
     def __init__(self, name: str, workers: Sequence[tuple[str, int]], token: bytes) -> None:
         self._shape = Shape(["hosts"], [len(workers)])
@@ -284,6 +286,9 @@ class WorkerHostMesh(MeshTrait):
             self._shut_down = True
         reason = "host mesh shut down"
         return self._after_spawned(reason, lambda: self._workers.stop(reason))
+
+    def _is_shut_down(self) -> bool:
+        return self._shut_down
 
     def _shut_down_error(self) -> RuntimeError:
         return RuntimeError(f"HostMesh has already been shut down: {self!r}.shutdown() was called, which ended "
