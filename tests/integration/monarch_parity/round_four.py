@@ -142,9 +142,19 @@ async def entered(mesh) -> bool:
 
 def scenario_owned_hosts() -> dict:
     os.environ["PROCMESH_TOKEN"] = "a-token-for-the-workers"  # ours authenticates workers; Monarch ignores it
-    started = [start_worker() for _ in range(2)]
+    started: list[tuple[subprocess.Popen, int]] = []
+    try:
+        started += [start_worker() for _ in range(2)]
+        return owned_hosts([port for _, port in started])
+    finally:  # not compared: whether shutdown() ended them (Monarch's at times do not)
+        for worker, _ in started:
+            worker.terminate()
+            worker.wait(timeout=60)
+
+
+def owned_hosts(ports: list[int]) -> dict:
     hosts = api.attach_to_workers(name="owned", ca="trust_all_connections",
-                                  workers=[f"tcp://127.0.0.1:{port}" for _, port in started])
+                                  workers=[f"tcp://127.0.0.1:{port}" for port in ports])
     hosts.initialized.get(timeout=120)
     words = lambda text: text.split(":")[0]  # noqa: E731 - Monarch's words; ours add the mesh and what to do
     procs = hosts.spawn_procs()
@@ -165,9 +175,6 @@ def scenario_owned_hosts() -> dict:
         "spawn": failure(lambda: hosts.spawn_procs(), clause=words),
         "enter": failure(lambda: asyncio.run(entered(hosts)), clause=words)}
     out["this_host_entered"] = failure(lambda: asyncio.run(entered(this_host())))
-    for worker, _ in started:  # not compared: whether shutdown() ended them (Monarch's at times do not)
-        worker.terminate()
-        worker.wait(timeout=60)
     return out
 
 
