@@ -69,8 +69,7 @@ def sharing_config(mesh: specs.MeshSpec, requests: list[str]) -> list[dict[str, 
 
 def render_claim(mesh: specs.MeshSpec, host: int, owner: Mapping[str, Any]) -> dict[str, Any]:
     """The ResourceClaim of ``host`` of ``mesh``, owned by ``owner`` (the mesh's reference)."""
-    local_size = mesh.shape.sizes[-1]
-    requests = [_request(mesh, i) for i in range(local_size)]
+    requests = [_request(mesh, i) for i in range(mesh.shape.local_size)]
     devices: dict[str, Any] = {"requests": requests}
     config = sharing_config(mesh, [r["name"] for r in requests])
     if config:

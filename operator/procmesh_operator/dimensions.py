@@ -1,6 +1,8 @@
 """A mesh's dimensions as the operator uses them: ordered and named, the last one local.
 
-A ProcMesh's dimensions are ``hosts`` followed by ``perHost`` (DESIGN.md); ranks are row-major over
+A ProcMesh's dimensions are ``hosts`` followed by ``perHost`` (DESIGN.md); a mesh without perHost
+is ``hosts`` alone, one proc per host (Monarch's ``spawn_procs()``): its local index is always 0,
+as in a local dimension of size 1. Ranks are row-major over
 them, counted by :mod:`mesh_client._src.contract` (the client counts the same way). Used by
 :mod:`.rendering` (labels, PROCMESH_COORDS), :mod:`.placing` (the local index picks the pinned
 device) and :mod:`.statuses` (``status.procs[].coords``).
@@ -39,8 +41,8 @@ class Dimensions:
 
     @property
     def local_size(self) -> int:
-        """The size of the last (local) dimension."""
-        return self.dims[-1][1]
+        """The size of the last (local) dimension; 1 for ``hosts`` alone (one proc per host)."""
+        return self.dims[-1][1] if len(self.dims) > 1 else 1
 
     def coords(self, rank: int) -> dict[str, int]:
         """The coordinates of ``rank`` (row-major: the last dimension varies fastest), a fresh
@@ -59,8 +61,8 @@ class Dimensions:
         return contract.unravel(rank, self.sizes)[0]
 
     def local_index(self, rank: int) -> int:
-        """The index along the last (local) dimension of ``rank``."""
-        return contract.unravel(rank, self.sizes)[-1]
+        """The index along the last (local) dimension of ``rank``; 0 for ``hosts`` alone."""
+        return contract.unravel(rank, self.sizes)[-1] if len(self.dims) > 1 else 0
 
 
 def mesh_dimensions(hosts: int, per_host: list[tuple[str, int]]) -> Dimensions:

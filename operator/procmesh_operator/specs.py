@@ -90,7 +90,7 @@ def parse(body: Mapping[str, Any]) -> MeshSpec:
         namespace=str(meta.get("namespace", "default")),
         uid=str(meta.get("uid", "")),
         generation=int(meta.get("generation") or 0),
-        shape=dimensions.mesh_dimensions(int(spec.get(contract.HOSTS_DIM, 1)), per_host or [("procs", 1)]),
+        shape=dimensions.mesh_dimensions(int(spec.get(contract.HOSTS_DIM, 1)), per_host),
         gpus=GPUs(
             mode=str(gpus.get("mode", contract.GPU_MODE_NONE)),
             device_ids=None if raw_ids is None else tuple(str(x) for x in raw_ids),

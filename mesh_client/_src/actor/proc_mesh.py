@@ -321,16 +321,26 @@ class ProcMesh(MeshTrait):
         return fut
 
     def __enter__(self) -> ProcMesh:
+        """``with procs:`` stops the mesh at the end of the block (Monarch has ``async with`` only)."""
+        self._check_not_stopped()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop().get()
 
     async def __aenter__(self) -> ProcMesh:
+        """``async with procs:`` stops the mesh at the end of the block; a stopped mesh raises
+        Monarch's RuntimeError here."""
+        self._check_not_stopped()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         self.stop().get()
+
+    def _check_not_stopped(self) -> None:
+        if self._stopped:
+            raise RuntimeError(f"`ProcMesh` has already been stopped: {self!r} cannot be entered again; spawn new "
+                               "procs")
 
 
 def _run_everywhere(group: ProcGroup, shape: Shape, fn: Callable[[], Any]) -> Future[list[Any]]:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from mesh_client._src import contract
+from mesh_client._src.actor.owned_hosts import OwnedHostMesh
 from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.kubernetes import api as api_mod
@@ -23,7 +24,7 @@ from mesh_client._src.runtime.futures import Future
 _names = itertools.count()
 
 
-class KubernetesHostMesh(MeshTrait):
+class KubernetesHostMesh(MeshTrait, OwnedHostMesh):
     """``hosts`` nodes' worth of procs in ``namespace``; each ``spawn_procs`` is one ProcMesh.
 
     ``image`` and ``template`` (the ProcMesh ``spec.template``: resources, env, nodeSelector,
@@ -36,7 +37,8 @@ class KubernetesHostMesh(MeshTrait):
     Each host is a node of its own unless ``hosts_on_distinct_nodes=False`` (the ProcMesh's
     ``spec.placement.hosts: Any``, e.g. several hosts on a one-node test cluster).
     ``stop()`` deletes the meshes it spawned, those of spawns in flight once up; ``shutdown()``
-    too, and then refuses to spawn more (Monarch's owned host mesh).
+    too, and then refuses to spawn more (Monarch's owned host mesh); ``async with hosts:``
+    shuts it down at the end of the block.
     """
 
     def __init__(
@@ -99,6 +101,7 @@ class KubernetesHostMesh(MeshTrait):
         outlive: bool = False,
     ) -> ProcMesh:
         """Create a ProcMesh of ``hosts`` x ``per_host`` procs, wait until Ready, and attach.
+        Without ``per_host``, one proc per host (extent ``{hosts: N}``), as Monarch's.
 
         ``gpus``: None, ``"plugin"``, ``"dra"`` (ResourceClaims of ``device_class``, default
         ``gpu.nvidia.com``, allocated by the kube-scheduler), or device IDs (pinned);
@@ -208,16 +211,21 @@ class KubernetesHostMesh(MeshTrait):
         created here is deleted, ``outlive=True`` ones too), and, as Monarch drains the spawns
         in flight, the mesh of each spawn still waiting once it is up (that spawn then raises);
         this host mesh spawns again after. The future completes once they are all gone, with
-        the first failure if one could not be."""
+        the first failure if one could not be. After :meth:`shutdown` the future raises
+        RuntimeError, as Monarch's."""
         return self._stop_spawned(shutdown=False)
 
     def shutdown(self) -> Future[None]:
         """:meth:`stop`, and no more ``spawn_procs`` on this host mesh (RuntimeError, as Monarch's
-        after its ``shutdown()``)."""
+        after its ``shutdown()``; so do a later ``shutdown()`` and ``stop()``: their futures
+        raise it)."""
         return self._stop_spawned(shutdown=True)
 
     def _stop_spawned(self, shutdown: bool) -> Future[None]:
-        spawned, stopping = self._spawns.take(shutdown)
+        taken = self._spawns.take(shutdown)
+        if taken is None:
+            return futures.failed(self._shut_down_error())
+        spawned, stopping = taken
         failure: BaseException | None = None
         for procs in reversed(spawned):  # newest first, as shutdown_context()
             try:
@@ -230,9 +238,12 @@ class KubernetesHostMesh(MeshTrait):
     def _stop_reason(self) -> str:
         return "host mesh shut down" if self._spawns.shut_down else "host mesh stopped"
 
+    def _is_shut_down(self) -> bool:
+        return self._spawns.shut_down
+
     def _shut_down_error(self) -> RuntimeError:
-        return RuntimeError(f"HostMesh has already been shut down: {self!r}.shutdown() was called; make a new "
-                            "KubernetesHostMesh to spawn more procs")
+        return RuntimeError(f"HostMesh has already been shut down: {self!r}.shutdown() was called, which deleted "
+                            "what it spawned; make a new KubernetesHostMesh to spawn more procs")
 
     async def spawn_procs_async(
         self,

@@ -94,18 +94,12 @@ def proc_mesh_manifest(
     owner: Mapping[str, Any] | None = None,
     host_placement: str | None = None,
 ) -> dict[str, Any]:
-    """The ProcMesh body. ``lease_seconds``: ``spec.lease`` (the creator renews it);
-    ``owner``: an owner reference (the creator's pod), so the mesh goes with it;
+    """The ProcMesh body. An empty ``per_host`` is one proc per host (``perHost: []``, extent
+    ``{hosts: N}``, as Monarch's ``spawn_procs()``). ``lease_seconds``: ``spec.lease`` (the
+    creator renews it); ``owner``: an owner reference (the creator's pod), so the mesh goes with it;
     ``host_placement``: ``spec.placement.hosts`` (None: the CRD's default, DistinctNodes)."""
     if contract.HOSTS_DIM in per_host:
         raise ValueError(f"per_host cannot have a '{contract.HOSTS_DIM}' dimension: the host mesh has it already")
-    if not per_host:
-        # The CRD requires one perHost dimension at least; the API server's refusal would name
-        # spec.perHost, not this argument, nor what to pass instead.
-        raise ValueError(
-            "per_host is empty: a ProcMesh has at least one per-host dimension (spec.perHost); "
-            "for one proc per host, pass per_host={'procs': 1}"
-        )
     spec: dict[str, Any] = {
         contract.HOSTS_DIM: hosts,
         "perHost": [{"name": k, "size": int(v)} for k, v in per_host.items()],

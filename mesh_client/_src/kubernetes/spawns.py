@@ -60,11 +60,14 @@ class Spawns:
             return []
         return late
 
-    def take(self, shutdown: bool) -> tuple[list[ProcMesh], Stopping]:
+    def take(self, shutdown: bool) -> tuple[list[ProcMesh], Stopping] | None:
         """A stop (``shutdown``: and no more spawns): the meshes to stop now, and the stop, which
-        waits for them (:data:`OWN`) and for the spawns now in flight."""
+        waits for them (:data:`OWN`) and for the spawns now in flight. None once shut down: as
+        Monarch's, a host mesh shut down refuses a second ``shutdown()`` and a ``stop()``."""
         with self._lock:
-            self.shut_down = self.shut_down or shutdown
+            if self.shut_down:
+                return None
+            self.shut_down = shutdown
             meshes, self._meshes = self._meshes, []
             stopping = Stopping({OWN, *self._in_flight})
             self._stoppings.append(stopping)

@@ -104,6 +104,13 @@ class HostMesh(MeshTrait):
         """Refused, as Monarch's ``this_host().stop()``: the future raises RuntimeError."""
         return _refused("cannot stop `HostMesh` that is a reference instead of owned")
 
+    async def __aenter__(self) -> HostMesh:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """Shuts down, as Monarch's ``async with this_host():`` does: refused, so this raises."""
+        await self.shutdown()
+
     async def sync_workspace(self, workspace: Any, conda: bool = False, auto_reload: bool = False) -> None:
         """Refused, as Monarch refuses it on ``this_host()``: local procs read this machine's
         files already, so there is nothing to copy."""

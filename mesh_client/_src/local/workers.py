@@ -28,12 +28,14 @@ from typing import Any, Literal
 from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.actor_mesh import gather
 from mesh_client._src.actor.endpoint import endpoint
+from mesh_client._src.actor.owned_hosts import OwnedHostMesh
 from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.procs import ProcGroup
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.local.bootstrap import default_bootstrap_cmd
 from mesh_client._src.local.host_mesh import connected_mesh, proc_displays
 from mesh_client._src.local.launcher import LocalProcs
+from mesh_client._src.runtime import futures
 from mesh_client._src.runtime.futures import Future
 from mesh_client._src.server import logging_mode
 
@@ -196,8 +198,11 @@ class _WorkerProcs:
         return functools.partial(logging_mode.apply, level, None)
 
 
-class WorkerHostMesh(MeshTrait):
-    """Hosts that run the worker loop, as one mesh of extent ``{"hosts": n}``."""
+class WorkerHostMesh(MeshTrait, OwnedHostMesh):
+    """Hosts that run the worker loop, as one mesh of extent ``{"hosts": n}``. Owned, as
+    Monarch's ``attach_to_workers`` mesh: ``stop()`` lets go of the workers (it spawns again,
+    through new agents), ``shutdown()`` ends them, and refuses anything after (RuntimeError);
+    ``async with hosts:`` shuts it down at the end of the block."""
 
     def __init__(self, name: str, workers: Sequence[tuple[str, int]], token: bytes) -> None:
         self._shape = Shape(["hosts"], [len(workers)])
@@ -206,7 +211,9 @@ class WorkerHostMesh(MeshTrait):
         self._workers = ProcMesh(ProcGroup(name, workers, token, displays), self._shape)
         self._agents = self._workers.spawn("host_agent", HostAgent)
         self._spawned: list[weakref.ref[ProcMesh]] = []  # stopped first by stop() and shutdown()
-        self._spawned_lock = threading.Lock()
+        self._spawned_lock = threading.Lock()  # guards the three fields above and below
+        self._agents_stopped = False  # by stop(): the next spawn_procs ships new ones
+        self._shut_down = False
 
     def _with_shape(self, shape: Shape) -> WorkerHostMesh:
         raise NotImplementedError("slicing a worker host mesh is not supported; attach to fewer workers")
@@ -230,32 +237,62 @@ class WorkerHostMesh(MeshTrait):
         per_host = dict(per_host or {})
         if "hosts" in per_host:
             raise ValueError("per_host must not name 'hosts': it is the workers' dimension")
+        agents = self._live_agents()
         name = name or f"{self.name}-procs{next(_names)}"
         token = secrets.token_hex(32)
         advertised = [h for h, _ in self._workers._group.addresses]
         per_worker = [
-            self._agents.slice(hosts=i).start_procs.call_one(name, per_host, i, token, advertised[i]) for i in range(len(advertised))
+            agents.slice(hosts=i).start_procs.call_one(name, per_host, i, token, advertised[i]) for i in range(len(advertised))
         ]
         started = [a for fut in per_worker for a in fut.get()]
         shape = Shape(["hosts", *per_host], [len(advertised), *per_host.values()])
         group = ProcGroup(name, [a for a, _ in started], token.encode(), proc_displays(name, shape),
-                          owner=_WorkerProcs(self._agents, name), proc_ids=[p for _, p in started])
+                          owner=_WorkerProcs(agents, name), proc_ids=[p for _, p in started])
         mesh = connected_mesh(group, shape, bootstrap)
         with self._spawned_lock:
             self._spawned = [ref for ref in self._spawned if ref() is not None] + [weakref.ref(mesh)]
         return mesh
 
+    def _live_agents(self) -> HostAgent:
+        """The agents to start procs with: new ones after :meth:`stop` (Monarch's host mesh
+        spawns again after its ``stop()``); RuntimeError after :meth:`shutdown`."""
+        with self._spawned_lock:
+            if self._shut_down:
+                raise self._shut_down_error()
+            if self._agents_stopped:
+                self._agents = self._workers.spawn("host_agent", HostAgent)
+                self._agents_stopped = False
+            return self._agents
+
     def stop(self, reason: str = "stopped by client") -> Future[None]:
-        """Let go of the workers (they keep running, for the next controller to attach); the
-        procs they started for this host mesh stop first, as asked (so their actors' ends are
-        no supervision events), then the agents."""
-        return self._after_spawned(reason, lambda: self._agents.stop(reason))
+        """Let go of the workers (they keep running, for the next controller to attach, and for
+        this host mesh's next ``spawn_procs``); the procs they started for this host mesh stop
+        first, as asked (so their actors' ends are no supervision events), then the agents.
+        After :meth:`shutdown` the future raises RuntimeError, as Monarch's."""
+        with self._spawned_lock:
+            if self._shut_down:
+                return futures.failed(self._shut_down_error())
+            agents, self._agents_stopped = self._agents, True
+        return self._after_spawned(reason, lambda: agents.stop(reason))
 
     def shutdown(self) -> Future[None]:
         """Stop the worker processes themselves (they cannot be attached to again), after the
-        procs they started for this host mesh."""
+        procs they started for this host mesh. Once only: a later ``shutdown()``, ``stop()``
+        or ``spawn_procs`` raises Monarch's RuntimeError (``stop()``'s and ``shutdown()``'s
+        futures raise it)."""
+        with self._spawned_lock:
+            if self._shut_down:
+                return futures.failed(self._shut_down_error())
+            self._shut_down = True
         reason = "host mesh shut down"
         return self._after_spawned(reason, lambda: self._workers.stop(reason))
+
+    def _is_shut_down(self) -> bool:
+        return self._shut_down
+
+    def _shut_down_error(self) -> RuntimeError:
+        return RuntimeError(f"HostMesh has already been shut down: {self!r}.shutdown() was called, which ended "
+                            "its workers; start workers again and attach_to_workers() to spawn more procs")
 
     def _after_spawned(self, reason: str, then: Callable[[], Future[None]]) -> Future[None]:
         """Stop the proc meshes spawned here that are still up, as ``ProcMesh.stop`` does (the

@@ -315,3 +315,10 @@ def completed(value: R) -> Future[R]:
     fut: Future[R] = Future(None)
     fut.set_result(value)
     return fut
+
+
+def failed(exc: BaseException) -> Future[Any]:
+    """A future that is already done, raising ``exc`` (Monarch raises in the future, not the call)."""
+    fut: Future[Any] = Future(None)
+    fut.set_exception(exc)
+    return fut

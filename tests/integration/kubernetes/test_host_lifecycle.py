@@ -3,13 +3,14 @@ the real control plane and operator.
 
 Aspects: ``stop()`` deletes the ProcMeshes it spawned that are still up (one stopped before is
 left as it is) and the host mesh spawns again after; ``shutdown()`` deletes them too, and a later
-``spawn_procs`` raises Monarch's RuntimeError saying what to do; a spawn that was waiting for its
+``spawn_procs``, ``shutdown()`` or ``stop()`` raises Monarch's RuntimeError saying what to do; a spawn that was waiting for its
 mesh when ``stop()`` or ``shutdown()`` came deletes that mesh once it is up and raises, and the
 future of that ``stop()`` or ``shutdown()`` completes only then (Monarch drains pending spawns).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 
@@ -40,6 +41,27 @@ def test_stop_and_shutdown_delete_the_meshes_the_host_mesh_spawned(kube, custom,
     with pytest.raises(RuntimeError, match=r"^HostMesh has already been shut down: .*make a new KubernetesHostMesh"):
         hosts.spawn_procs(per_host={"gpus": 1}, name="hl-late")
     assert mesh_gone(custom, namespace, "hl-late")
+    for again in (hosts.shutdown, hosts.stop):  # as Monarch's: raised by the future, not the call
+        with pytest.raises(RuntimeError, match=r"^HostMesh has already been shut down: .*make a new KubernetesHostMesh"):
+            again().get(timeout=10)
+
+
+def test_async_with_shuts_the_host_mesh_down_at_the_end_of_the_block(kube, custom, namespace, operator):
+    hosts = KubernetesHostMesh(hosts=1, namespace=namespace, api_client=kube, timeout=120)
+
+    async def block() -> object:
+        async with hosts as entered:
+            assert entered is hosts
+            procs = await hosts.spawn_procs_async(per_host={"gpus": 1}, name="hl-block")
+            assert await procs.spawn("rec", Recorder).echo.call_one(5) == 5
+        return procs
+
+    procs = asyncio.run(block())
+    testing.wait_for(lambda: mesh_gone(custom, namespace, "hl-block"), "the block's end deleting what it spawned")
+    assert procs._stopped
+    with pytest.raises(RuntimeError, match=r"^HostMesh has already been shut down: "):
+        asyncio.run(block())
+    assert not hasattr(hosts, "__enter__")  # async with only
 
 
 def spawn_waiting_for_a_node(core, kube, namespace: str, name: str) -> tuple[KubernetesHostMesh, threading.Thread,

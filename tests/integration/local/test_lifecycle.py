@@ -1,7 +1,8 @@
 """Procs start with their command and bootstrap, and stop without leaving anything behind.
 
 Aspects: bootstrap_command env per point; bootstrap runs before any actor; a failing bootstrap
-fails spawn_procs; stop and the context manager end every process; a controller killed with -9
+fails spawn_procs; stop and the context manager end every process, and a stopped mesh cannot be
+entered again; a controller killed with -9
 takes its procs with it; the proc server does not import torch by itself; module-level finalizers
 (``__del__``) run when stop ends a proc, as in Monarch; a terminal's Ctrl-C (SIGINT to the whole
 process group) leaves the zygote running, so each proc's real end is reported; calls on a stopped
@@ -12,6 +13,7 @@ with their zygote say so, and the zygote is reaped at once; a call during a proc
 supervision failure that says why.
 """
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -105,6 +107,24 @@ def test_stop_ends_every_process(command):
     assert all(_alive(p) for p in pids)
     mesh.stop().get()
     assert _wait_gone(pids) == []
+
+
+def test_a_stopped_proc_mesh_cannot_be_entered_again():
+    """``async with`` on a stopped mesh raises Monarch's RuntimeError (it entered, as if the mesh
+    served); ``with``, ours alone, the same. Leaving a block stops the mesh, once."""
+    mesh = this_host().spawn_procs(per_host={"gpus": 1})
+
+    async def block() -> None:
+        async with mesh as entered:
+            assert entered is mesh
+
+    asyncio.run(block())
+    assert mesh._stopped
+    with pytest.raises(RuntimeError, match=r"^`ProcMesh` has already been stopped: .* cannot be entered again"):
+        asyncio.run(block())
+    with pytest.raises(RuntimeError, match=r"^`ProcMesh` has already been stopped: "):
+        with mesh:
+            pass
 
 
 def test_killed_controller_takes_its_procs_along(tmp_path):

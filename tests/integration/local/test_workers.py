@@ -10,7 +10,9 @@ of ``start_worker_loop_forever`` (which returned at once) completes; once
 ``run_worker_loop_until_shutdown`` returned, its port is closed, connections opened before are
 closed and the procs it started are gone; ``logging_option`` can set
 the level of procs on workers but not stream their output here; procs on workers stop when
-asked, running their exit handlers (a forked one was killed 5 s later).
+asked, running their exit handlers (a forked one was killed 5 s later); the host mesh spawns
+again after its ``stop()`` and refuses a second ``shutdown()``, a ``stop()`` and ``spawn_procs``
+after its ``shutdown()``, as Monarch's.
 """
 
 import asyncio
@@ -87,6 +89,26 @@ def test_letting_go_of_the_workers_stops_their_procs_without_a_supervision_event
     assert faults.named("live") == []
     with pytest.raises(RuntimeError, match="closed the connection"):  # gone, as asked
         actors.where.call().get(timeout=30)
+
+
+def test_the_host_mesh_spawns_again_after_stop_and_refuses_all_after_shutdown(workers):
+    """As Monarch 0.7's owned host mesh: after stop() (a second one is quiet) it spawns again, on
+    the same workers; after shutdown(), a second shutdown(), a stop() and spawn_procs raise its
+    RuntimeError (they answered as if it served, and spawn_procs after stop() or shutdown()
+    failed with a SupervisionError from the agent that stop() had stopped)."""
+    hosts = attach_to_workers(name="again", ca="trust_all_connections", workers=[a for a, _ in workers], token=TOKEN)
+    hosts.spawn_procs().stop().get(timeout=60)
+    hosts.stop().get(timeout=60)
+    hosts.stop().get(timeout=60)
+    again = hosts.spawn_procs(per_host={"gpus": 1})
+    assert list(again.spawn("rec", Recorder).echo.call("x").get(timeout=60).values()) == ["x", "x"]
+    hosts.shutdown().get(timeout=60)
+    shut = r"^HostMesh has already been shut down: .*start workers again and attach_to_workers"
+    for call in (hosts.shutdown, hosts.stop):
+        with pytest.raises(RuntimeError, match=shut):
+            call().get(timeout=10)
+    with pytest.raises(RuntimeError, match=shut):
+        hosts.spawn_procs()
 
 
 def _write_at_exit(path: str):

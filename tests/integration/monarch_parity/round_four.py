@@ -1,5 +1,7 @@
 """Round four: the Monarch names a ported program still missed (host_mesh, to_table, a host
-mesh's lifecycle, sync_workspace, Port.return_undeliverable).
+mesh's lifecycle, sync_workspace, Port.return_undeliverable), and an owned host mesh (that of
+``attach_to_workers``, on two worker processes of this machine): ``spawn_procs()`` without
+``per_host``, a second ``stop()`` and ``shutdown()``, ``async with`` on it and on proc meshes.
 
 ``python round_four.py <monarch.actor|mesh_client.actor> <scenario>`` prints one JSON line, as
 :mod:`.programs` does; :mod:`.test_side_by_side` compares the lines of both implementations.
@@ -15,7 +17,10 @@ import asyncio
 import importlib
 import json
 import os
+import socket
+import subprocess
 import sys
+import time
 
 api = importlib.import_module(sys.argv[1])
 Actor, endpoint, this_host, this_proc = api.Actor, api.endpoint, api.this_host, api.this_proc
@@ -93,6 +98,83 @@ def scenario_port_flags() -> dict:
     out["client_set"] = port.return_undeliverable
     # Not compared: rref, Monarch's tensor engine (a TypeError asking for mesh.activate() there,
     # NotImplementedError naming what to use here; see the README).
+    return out
+
+
+WORKER = "from {api} import run_worker_loop_forever; run_worker_loop_forever(address='tcp://127.0.0.1:{port}', ca='trust_all_connections')"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serving(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def start_worker() -> tuple[subprocess.Popen, int]:
+    """A worker process serving on a port of loopback, once it accepts connections (a port
+    another process took meanwhile ends the worker: it is started again on another)."""
+    for _ in range(3):
+        port = free_port()
+        worker = subprocess.Popen([sys.executable, "-c", WORKER.format(api=sys.argv[1], port=port)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while worker.poll() is None and time.monotonic() < deadline:
+            if serving(port):
+                return worker, port
+            time.sleep(0.1)
+        worker.kill()
+        worker.wait()
+    raise RuntimeError("no worker could serve on loopback")
+
+
+async def entered(mesh) -> bool:
+    async with mesh as inside:
+        return inside is mesh
+
+
+def scenario_owned_hosts() -> dict:
+    os.environ["PROCMESH_TOKEN"] = "a-token-for-the-workers"  # ours authenticates workers; Monarch ignores it
+    started: list[tuple[subprocess.Popen, int]] = []
+    try:
+        started += [start_worker() for _ in range(2)]
+        return owned_hosts([port for _, port in started])
+    finally:  # not compared: whether shutdown() ended them (Monarch's at times do not)
+        for worker, _ in started:
+            worker.terminate()
+            worker.wait(timeout=60)
+
+
+def owned_hosts(ports: list[int]) -> dict:
+    hosts = api.attach_to_workers(name="owned", ca="trust_all_connections",
+                                  workers=[f"tcp://127.0.0.1:{port}" for port in ports])
+    hosts.initialized.get(timeout=120)
+    words = lambda text: text.split(":")[0]  # noqa: E731 - Monarch's words; ours add the mesh and what to do
+    procs = hosts.spawn_procs()
+    out = {"no_per_host": [str(procs.extent), list(procs.spawn("a", Hosted).ping.call().get().values())],
+           "procs_entered": failure(lambda: asyncio.run(entered(procs))),
+           "procs_stopped_by_block": failure(lambda: procs.spawn("b", Hosted), clause=words),
+           "procs_entered_after": failure(lambda: asyncio.run(entered(procs)), clause=words),
+           "procs_stop_again": [failure(lambda: procs.stop().get(timeout=60)) for _ in range(2)],
+           "hosts_with": hasattr(hosts, "__enter__")}
+    out["hosts_stop_twice"] = [failure(lambda: hosts.stop().get(timeout=60)) for _ in range(2)]
+    # stop() keeps the workers for more procs. Not compared: an actor spawned on them, which
+    # Monarch 0.7 at times refuses (RuntimeError: already taken, pickling its spawn message).
+    out["after_stop"] = str(hosts.spawn_procs(per_host={"g": 2}).extent)
+    out["hosts_entered"] = failure(lambda: asyncio.run(entered(hosts)))  # shut down at the block's end
+    out["after_shutdown"] = {
+        "shutdown": failure(lambda: hosts.shutdown().get(timeout=60), clause=words),
+        "stop": failure(lambda: hosts.stop().get(timeout=60), clause=words),
+        "spawn": failure(lambda: hosts.spawn_procs(), clause=words),
+        "enter": failure(lambda: asyncio.run(entered(hosts)), clause=words)}
+    out["this_host_entered"] = failure(lambda: asyncio.run(entered(this_host())))
     return out
 
 

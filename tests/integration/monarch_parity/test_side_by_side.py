@@ -35,7 +35,10 @@ slice, and its async twin) and ``SPMDActor.main`` running a script, on meshes wi
 Round four (:mod:`.round_four`): ``ProcMesh.to_table`` (two and three dimensions, slices, and its
 errors), ``ProcMesh.host_mesh`` (one proc, several, in the client and in an actor, spawning beside a
 proc), ``this_host().stop()`` / ``shutdown()`` / ``sync_workspace`` and ``ProcMesh.sync_workspace``,
-and ``Port.return_undeliverable``.
+``Port.return_undeliverable``, and an owned host mesh (``attach_to_workers``): ``spawn_procs()``
+without ``per_host``, ``stop()`` twice and spawning after it, ``async with`` on it (a shutdown at
+the end) and on a proc mesh, and what ``shutdown()``, ``stop()``, ``spawn_procs`` and ``async
+with`` do after its shutdown; ``async with this_host()``.
 
 torchmonarch comes with the ``bench`` extra (``pip install 'procmesh[bench]'``); without it
 these tests fail and say so. Monarch runs its own processes on this machine, over loopback.
@@ -114,7 +117,7 @@ def test_round_three_same_outcome_as_monarch(scenario):
     assert outcome("mesh_client.actor", scenario, ROUND_THREE)[0] == theirs
 
 
-@pytest.mark.parametrize("scenario", ["tables", "host_mesh", "host_lifecycle", "port_flags"])
+@pytest.mark.parametrize("scenario", ["tables", "host_mesh", "host_lifecycle", "port_flags", "owned_hosts"])
 def test_round_four_same_outcome_as_monarch(scenario):
     assert importlib.util.find_spec("monarch") is not None, "torchmonarch 0.7 is needed: pip install 'procmesh[bench]'"
     theirs = outcome("monarch.actor", scenario, ROUND_FOUR)[0]

@@ -18,7 +18,8 @@ BAD = [
     ("zero-hosts", {}, {"hosts": 0}, "should be greater than or equal to 1"),
     ("zero-size", {}, {"perHost": [{"name": "gpus", "size": 0}]},
      "should be greater than or equal to 1"),
-    ("no-dims", {}, {"perHost": []}, "should have at least 1 items"),
+    ("hosts-alone-two-ids", {}, {"perHost": [], "gpus": {"mode": "pinned", "deviceIDs": [0, 1]}},
+     "one entry per point of the local (last perHost)"),
     ("reserved-dim", {}, {"perHost": [{"name": "hosts", "size": 2}]}, "is reserved"),
     ("dup-dim", {}, {"perHost": [{"name": "a", "size": 2}, {"name": "a", "size": 1}]},
      "Duplicate value"),
@@ -53,7 +54,6 @@ BAD = [
     ("reserved-label", {}, {"perHost": GPUS_2, "template": {"labels": {
         "procmesh.io/mesh": "x"}}}, "set by the operator"),
     ("low-port", {}, {"perHost": GPUS_2, "port": 80}, "greater than or equal to 1024"),
-    ("no-perhost", {}, {"hosts": 1}, "spec.perHost: Required value"),
     ("bad-token-secret", {}, {"perHost": GPUS_2, "tokenSecretName": "Not_A_Name"},
      "spec.tokenSecretName in body should match"),
     ("bad-automount", {}, {"perHost": GPUS_2, "template": {"automountServiceAccountToken": "yes"}},
@@ -157,8 +157,6 @@ def test_bad_manifest_is_refused(cluster, crd, namespace, case, meta, spec, mess
     manifest = {"apiVersion": "procmesh.io/v1alpha1", "kind": "ProcMesh",
                 "metadata": {"name": meta.get("name", case)},
                 "spec": {"perHost": [{"name": "procs", "size": 1}], **spec}}
-    if "perHost" not in spec and "hosts" in spec and case == "no-perhost":
-        del manifest["spec"]["perHost"]
     result = support.kubectl(cluster, "apply", "-n", namespace, "-f", "-",
                              input=json.dumps(manifest), check=False)
     assert result.returncode != 0, result.stdout
@@ -167,17 +165,21 @@ def test_bad_manifest_is_refused(cluster, crd, namespace, case, meta, spec, mess
     assert listed.strip() == ""
 
 
-@pytest.mark.parametrize("gpus", [None, {"mode": "pinned", "deviceIDs": [0]}, DRA_GPUS])
-def test_an_empty_per_host_is_refused_for_that_alone(cluster, crd, namespace, gpus):
-    """``perHost: []`` is refused by its minItems, and only that: the rules that index perHost
-    added 'index out of bounds' (as a broken rule would) to the refusal ``procmesh create`` and
-    ``kubectl apply`` print."""
-    spec = {"perHost": [], **({"gpus": gpus} if gpus else {})}
-    manifest = {"apiVersion": "procmesh.io/v1alpha1", "kind": "ProcMesh", "metadata": {"name": "empty"}, "spec": spec}
-    result = support.kubectl(cluster, "apply", "-n", namespace, "-f", "-", input=json.dumps(manifest), check=False)
-    assert result.returncode != 0, result.stdout
-    assert "should have at least 1 items" in result.stderr, result.stderr
-    assert "index out of bounds" not in result.stderr and "evaluating rule" not in result.stderr, result.stderr
+@pytest.mark.parametrize("per_host", [[], None], ids=["empty", "left-out"])
+@pytest.mark.parametrize("gpus", [None, {"mode": "pinned", "deviceIDs": [0]}, DRA_GPUS], ids=["none", "pinned", "dra"])
+def test_a_mesh_of_hosts_alone_is_accepted(cluster, crd, namespace, per_host, gpus):
+    """``perHost: []`` or no perHost at all is one proc per host (Monarch's ``spawn_procs()``),
+    pinned to one device; stored as ``perHost: []``, so its immutability rule holds as for any
+    other mesh. None of the rules that index perHost fails on it ('index out of bounds')."""
+    spec = {"hosts": 2, "suspend": True, **({"perHost": per_host} if per_host is not None else {}),
+            **({"gpus": gpus} if gpus else {})}
+    manifest = {"apiVersion": "procmesh.io/v1alpha1", "kind": "ProcMesh", "metadata": {"name": "solo"}, "spec": spec}
+    support.kubectl(cluster, "apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
+    stored = json.loads(support.kubectl(cluster, "get", "pm", "solo", "-n", namespace, "-o", "json").stdout)
+    assert stored["spec"]["perHost"] == []
+    patch = json.dumps({"spec": {"perHost": [{"name": "procs", "size": 1}]}})
+    result = support.kubectl(cluster, "patch", "pm", "solo", "-n", namespace, "--type=merge", "-p", patch, check=False)
+    assert result.returncode != 0 and "perHost is immutable" in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("field,value,message", [

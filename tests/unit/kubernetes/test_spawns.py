@@ -3,7 +3,8 @@
 Aspects: a stop is done once its own meshes and the spawns in flight when it came have ended;
 a spawn that began after it, or ended before it, is not waited for; a spawn in flight at a stop
 gets that stop back (its mesh is the stop's to stop); a failed spawn releases the stop; the first
-failure is the stop's; no spawn begins after shutdown.
+failure is the stop's; no spawn begins after shutdown, nor a stop (Monarch's second shutdown()
+raises); a shutdown after a stop is one.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ def test_a_stop_waits_for_the_spawns_in_flight_when_it_came():
     before, waiting = ledger.begin(), ledger.begin()
     assert before is not None and waiting is not None
     assert ledger.end(before, MESH) == []
-    meshes, stopping = ledger.take(shutdown=False)
+    taken = ledger.take(shutdown=False)
+    assert taken is not None
+    meshes, stopping = taken
     assert meshes == [MESH]
     after = ledger.begin()
     assert after is not None
@@ -31,14 +34,17 @@ def test_a_stop_waits_for_the_spawns_in_flight_when_it_came():
     assert ledger.end(waiting, MESH) == [stopping]
     ledger.settle(stopping, waiting, None)
     assert stopping.done.get(timeout=0) is None
-    assert ledger.take(shutdown=False)[0] == [MESH]  # the one spawned after the stop is kept
+    kept = ledger.take(shutdown=False)
+    assert kept is not None and kept[0] == [MESH]  # the one spawned after the stop is kept
 
 
 def test_a_failed_spawn_releases_the_stop_and_the_first_failure_is_the_stop_s():
     ledger = spawns.Spawns()
     failing, late = ledger.begin(), ledger.begin()
     assert failing is not None and late is not None
-    _, stopping = ledger.take(shutdown=True)
+    taken = ledger.take(shutdown=True)
+    assert taken is not None
+    stopping = taken[1]
     assert ledger.begin() is None  # shut down: no more spawns
     ledger.settle(stopping, spawns.OWN, None)
     assert ledger.end(failing, None) == []
@@ -46,3 +52,12 @@ def test_a_failed_spawn_releases_the_stop_and_the_first_failure_is_the_stop_s():
     ledger.settle(stopping, late, RuntimeError("could not delete"))
     with pytest.raises(RuntimeError, match="could not delete"):
         stopping.done.get(timeout=0)
+
+
+def test_after_a_shutdown_no_stop_is_taken_but_a_shutdown_after_a_stop_is():
+    ledger = spawns.Spawns()
+    assert ledger.take(shutdown=False) is not None
+    assert not ledger.shut_down
+    assert ledger.take(shutdown=True) is not None
+    assert ledger.shut_down
+    assert ledger.take(shutdown=True) is None and ledger.take(shutdown=False) is None
