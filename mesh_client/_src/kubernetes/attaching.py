@@ -36,7 +36,15 @@ from mesh_client._src.kubernetes import (
     transport,
 )
 from mesh_client._src.kubernetes.errors import ApiServerUnreachable, MeshNotFound, MeshNotReady
-from mesh_client._src.runtime import channel, identifying, interrupts, offloading, peers, relinking
+from mesh_client._src.runtime import (
+    channel,
+    identifying,
+    interrupts,
+    natives,
+    offloading,
+    peers,
+    relinking,
+)
 from mesh_client._src.server import logging_mode
 from mesh_client._src.wire import errors as wire_errors
 
@@ -414,6 +422,7 @@ def connect_mesh(
     if bootstrap is not None:
         proc_mesh.run(bootstrap).get()
     shutting_down.made(proc_mesh)
+    natives.warn_if_missing()
     return proc_mesh
 
 
