@@ -278,7 +278,7 @@ def describe_text(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | N
     if spec.get("colocateWith"):
         lines.append(f"Colocated with: {spec['colocateWith']}")
     lines += [
-        f"Restart policy: {spec.get('restartPolicy', 'RestartProc')} "
+        f"Restart policy: {spec.get('restartPolicy', contract.DEFAULT_RESTART_POLICY)} "
         f"({status.get('restarts', 0)} of at most {spec.get('maxRestarts', 3)} restarts used)",
         f"Phase:          {phase(mesh, pods)}",
         f"Ready:          {status.get('readyProcs', 0)}/{status.get('desiredProcs', spec_size(spec))}",

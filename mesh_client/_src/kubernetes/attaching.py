@@ -81,7 +81,7 @@ class KubernetesProcs:
         after RestartLimitReached (as its message says to) is what a respawned SPMD actor and
         the next lost proc's hint see."""
         spec, status = mesh.get("spec") or {}, mesh.get("status") or {}
-        self.restart_policy = str(spec.get("restartPolicy") or "RestartProc")
+        self.restart_policy = str(spec.get("restartPolicy") or contract.DEFAULT_RESTART_POLICY)
         self.max_restarts = int(spec.get("maxRestarts", 3))
         self.restarts = int(status.get("restarts") or 0)  # status.restarts when last seen
 
