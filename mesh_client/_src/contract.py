@@ -85,6 +85,16 @@ HOSTS_ON_DISTINCT_NODES = "DistinctNodes"
 HOSTS_ON_ANY_NODES = "Any"
 HOST_PLACEMENTS = (HOSTS_ON_DISTINCT_NODES, HOSTS_ON_ANY_NODES)
 
+#: ``spec.restartPolicy`` values (the CRD's enum says the same): a failed proc stays failed (the
+#: mesh Degraded); its pod is recreated (the default); or every pod of the mesh is deleted and
+#: the mesh recreated once all are gone, its other procs stopped meanwhile, also while the
+#: failed one waits out its restart back-off (:data:`CRASH_LOOP_BACK_OFF`).
+RESTART_NEVER = "Never"
+RESTART_PROC = "RestartProc"
+RESTART_MESH = "RestartMesh"
+RESTART_POLICIES = (RESTART_NEVER, RESTART_PROC, RESTART_MESH)
+DEFAULT_RESTART_POLICY = RESTART_PROC
+
 #: dra mode: the DeviceClass a claim requests when ``spec.gpus.deviceClassName`` is unset, and the
 #: driver whose attributes ``deviceIDs`` select on: the NVIDIA DRA GPU driver's (docs/dra.md).
 DRA_DRIVER = "gpu.nvidia.com"

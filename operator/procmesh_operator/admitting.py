@@ -11,7 +11,8 @@ before a new one is created. ``spec.suspend`` deactivates the Workload (``spec.a
 suspended mesh gives its quota back (Kueue evicts it as ``Deactivated``), and resuming
 reactivates it: it queues again; a Workload Kueue deactivated itself (waitForPodsReady's requeuing
 limit) stays inactive until someone activates it (the suspend's own deactivation is marked, so it
-is never taken for Kueue's: :data:`workloads.SUSPENDED_ANNOTATION`). A template edited while the mesh holds no quota is carried
+is never taken for Kueue's: :data:`workloads.SUSPENDED_ANNOTATION`; an older operator's, unmarked,
+is known by its field manager: :func:`workloads.active_set_by_operator`). A template edited while the mesh holds no quota is carried
 into the Workload (:func:`_keep_demand`), so Kueue admits the mesh for what its pods will
 request. The reconcile creates pods only for an admitted mesh; once its status is computed,
 :func:`report_readiness` keeps the Workload's PodsReady condition, which Kueue's

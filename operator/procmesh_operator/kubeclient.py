@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 
 from mesh_client._src import contract
+from procmesh_operator import names
 
 MERGE_PATCH = "application/merge-patch+json"
 #: Items per page of :meth:`KubeClient.list_paged` (the API server's own default chunk is 500).
@@ -149,7 +150,7 @@ class KubeClient:
             hook(config)  # in-cluster: re-reads the rotated service account token when due
         token = (config.get_api_key_with_prefix("BearerToken")
                  or config.get_api_key_with_prefix("authorization"))
-        headers = {"Accept": "application/json", "User-Agent": "procmesh-operator"}
+        headers = {"Accept": "application/json", "User-Agent": names.FIELD_MANAGER}
         if token:
             headers["Authorization"] = token if " " in token else f"Bearer {token}"
         return headers

@@ -31,6 +31,11 @@ RESTART_COUNTED_ANNOTATION = "procmesh.io/restart-counted"
 #: The well-known node label (well_known_labels.go) that inter-pod affinity reads as "same node".
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
+#: The User-Agent of every request of the operator (:mod:`.kubeclient`), of every release: the
+#: API server names the field manager of a write without one after it (``managedFields``), so
+#: :mod:`.workloads` can tell that an operator set a Workload's ``spec.active`` last. Keep it.
+FIELD_MANAGER = "procmesh-operator"
+
 # Where the token Secret is mounted in the proc server container (PROCMESH_TOKEN_FILE).
 TOKEN_VOLUME = "procmesh-token"
 TOKEN_DIR = "/var/run/procmesh"

@@ -17,9 +17,9 @@ from mesh_client._src import contract
 from procmesh_operator import dimensions
 from procmesh_operator import settings as settings_
 
-NEVER = "Never"
-RESTART_PROC = "RestartProc"
-RESTART_MESH = "RestartMesh"
+NEVER = contract.RESTART_NEVER
+RESTART_PROC = contract.RESTART_PROC
+RESTART_MESH = contract.RESTART_MESH
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +103,7 @@ def parse(body: Mapping[str, Any]) -> MeshSpec:
         ),
         colocate_with=spec.get("colocateWith") or None,
         template=spec.get("template") or {},
-        restart_policy=str(spec.get("restartPolicy", RESTART_PROC)),
+        restart_policy=str(spec.get("restartPolicy", contract.DEFAULT_RESTART_POLICY)),
         max_restarts=int(spec.get("maxRestarts", 3)),
         suspend=bool(spec.get("suspend", False)),
         port=int(spec.get("port", contract.PROC_PORT)),

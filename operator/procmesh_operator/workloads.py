@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import rendering, specs
+from procmesh_operator import names, rendering, specs
 
 GROUP = "kueue.x-k8s.io"
 VERSION = "v1beta2"
@@ -45,6 +45,8 @@ DEMAND_DIGEST_ANNOTATION = "procmesh.io/demand-digest"
 #: Kueue keeps the Evicted condition of its own deactivation (``DeactivatedDueTo...``) until
 #: it admits the Workload again, also after someone activates it: without the mark, a mesh
 #: suspended and resumed before that re-admission read as deactivated by Kueue, and stayed so.
+#: An operator before the mark deactivated with ``spec.active`` alone: its write is known by
+#: its field manager (:func:`active_set_by_operator`).
 SUSPENDED_ANNOTATION = "procmesh.io/suspended"
 
 # --- Kueue's condition types and reasons we read or write (apis/kueue/v1beta2/workload_types.go)
@@ -271,16 +273,29 @@ def deactivated_by_kueue(workload: Mapping[str, Any]) -> bool:
     Kueue marks it ``DeactivationTarget`` first, then evicts it with the reason ``Deactivated``
     followed by that cause (``DeactivatedDueToRequeuingLimitExceeded``). Such a Workload stays
     inactive until someone activates it: the operator must not undo Kueue's decision. One the
-    operator deactivated last (:data:`SUSPENDED_ANNOTATION`) is not Kueue's, though Kueue's
-    conditions of an earlier deactivation may still be there."""
+    operator deactivated last (:data:`SUSPENDED_ANNOTATION`, or by an operator before that mark
+    :func:`active_set_by_operator`) is not Kueue's, though Kueue's conditions of an earlier
+    deactivation may still be there."""
     annotations = (workload.get("metadata") or {}).get("annotations") or {}
-    if annotations.get(SUSPENDED_ANNOTATION) and not (workload.get("spec") or {}).get("active", True):
+    if not (workload.get("spec") or {}).get("active", True) \
+            and (annotations.get(SUSPENDED_ANNOTATION) or active_set_by_operator(workload)):
         return False
     conditions = (workload.get("status") or {}).get("conditions")
     if _find(conditions, DEACTIVATION_TARGET).get("status") == "True":
         return True
     evicted = _find(conditions, EVICTED)
     return evicted.get("status") == "True" and str(evicted.get("reason") or "").startswith(DEACTIVATED_DUE_TO)
+
+
+def active_set_by_operator(workload: Mapping[str, Any]) -> bool:
+    """Whether an operator's write set the Workload's ``spec.active`` to what it is now: the API
+    server gives a field to the manager of the write that last changed it (``managedFields``;
+    ours is :data:`names.FIELD_MANAGER`, and Kueue deactivates with an update of its own), so
+    an operator that is its only manager made it so, by creating it suspended or by a suspend.
+    What tells an older operator's suspend, which wrote nothing but ``spec.active: false``."""
+    managers = {entry.get("manager") for entry in (workload.get("metadata") or {}).get("managedFields") or []
+                if "f:active" in ((entry.get("fieldsV1") or {}).get("f:spec") or {})}
+    return managers == {names.FIELD_MANAGER}
 
 
 def deleted(name: str) -> Admission:

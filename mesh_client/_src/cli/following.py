@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
+from mesh_client._src import contract
 from mesh_client._src.kubernetes import api as api_mod
 from mesh_client._src.kubernetes.errors import KubernetesMeshError, MeshNotFound
 
@@ -43,7 +44,7 @@ class ProcFollower:
                  open_log: Callable[[str], Any], err: TextIO | None = None) -> None:
         self.api, self.rank, self.pod, self.open_log = api, rank, pod, open_log
         self.mesh = str(mesh["metadata"]["name"])
-        self.never = (mesh.get("spec") or {}).get("restartPolicy") == "Never"
+        self.never = (mesh.get("spec") or {}).get("restartPolicy") == contract.RESTART_NEVER
         self.err = err or sys.stderr
         self.uid: str | None = None  # the pod whose log is followed (None: not known; "": none yet)
         self.unstarted = False  # "": its pod exists, and had not started when its log was asked for

@@ -195,15 +195,23 @@ def memory_cap(mesh: Mapping[str, Any], pod: Mapping[str, Any] | None) -> str:
     return f"{float(fraction):.0%} of GPU"
 
 
+def stops_procs_for_back_off(mesh: Mapping[str, Any]) -> bool:
+    """Whether ``mesh`` has stopped its healthy procs while a failed one waits out its restart
+    back-off: under RestartMesh alone, whose restart replaces them all (the Ready condition says
+    until when), so their pods are gone by the operator's hand, not lost. Under RestartProc the
+    others run on through a back-off, and a pod gone then is missing."""
+    policy = (mesh.get("spec") or {}).get("restartPolicy", contract.DEFAULT_RESTART_POLICY)
+    return (policy == contract.RESTART_MESH
+            and assessing.condition(mesh, contract.READY).get("reason") == contract.CRASH_LOOP_BACK_OFF)
+
+
 def proc_rows(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None,
               now: datetime.datetime) -> list[list[str]]:
     """describe's proc → pod → node → GPU → memory cap table, with live pod state. ``pods``
     None (this client may not list them): READY is the status's, STATE and RESTARTS unknown
     (``-``), never a healthy proc shown Missing."""
     by_name = {(p.get("metadata") or {}).get("name"): p for p in pods or ()}
-    # A mesh waiting out its restart back-off has stopped the procs it will replace (RestartMesh):
-    # their pods are gone by the operator's hand, not lost (the Ready condition says until when).
-    backing_off = assessing.condition(mesh, contract.READY).get("reason") == contract.CRASH_LOOP_BACK_OFF
+    backing_off = stops_procs_for_back_off(mesh)
     rows = []
     for proc in sorted(contract.status_procs(mesh), key=lambda p: p.get("rank", 0)):
         pod = by_name.get(proc.get("pod"))
@@ -278,7 +286,7 @@ def describe_text(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | N
     if spec.get("colocateWith"):
         lines.append(f"Colocated with: {spec['colocateWith']}")
     lines += [
-        f"Restart policy: {spec.get('restartPolicy', 'RestartProc')} "
+        f"Restart policy: {spec.get('restartPolicy', contract.DEFAULT_RESTART_POLICY)} "
         f"({status.get('restarts', 0)} of at most {spec.get('maxRestarts', 3)} restarts used)",
         f"Phase:          {phase(mesh, pods)}",
         f"Ready:          {status.get('readyProcs', 0)}/{status.get('desiredProcs', spec_size(spec))}",

@@ -36,7 +36,15 @@ from mesh_client._src.kubernetes import (
     transport,
 )
 from mesh_client._src.kubernetes.errors import ApiServerUnreachable, MeshNotFound, MeshNotReady
-from mesh_client._src.runtime import channel, identifying, interrupts, offloading, peers, relinking
+from mesh_client._src.runtime import (
+    channel,
+    identifying,
+    interrupts,
+    natives,
+    offloading,
+    peers,
+    relinking,
+)
 from mesh_client._src.server import logging_mode
 from mesh_client._src.wire import errors as wire_errors
 
@@ -73,7 +81,7 @@ class KubernetesProcs:
         after RestartLimitReached (as its message says to) is what a respawned SPMD actor and
         the next lost proc's hint see."""
         spec, status = mesh.get("spec") or {}, mesh.get("status") or {}
-        self.restart_policy = str(spec.get("restartPolicy") or "RestartProc")
+        self.restart_policy = str(spec.get("restartPolicy") or contract.DEFAULT_RESTART_POLICY)
         self.max_restarts = int(spec.get("maxRestarts", 3))
         self.restarts = int(status.get("restarts") or 0)  # status.restarts when last seen
 
@@ -414,6 +422,7 @@ def connect_mesh(
     if bootstrap is not None:
         proc_mesh.run(bootstrap).get()
     shutting_down.made(proc_mesh)
+    natives.warn_if_missing()
     return proc_mesh
 
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mesh_client._src import contract
 from mesh_client._src.actor import restarts as actor_restarts
 from mesh_client._src.kubernetes import assessing
 
-NEVER = "Never"  # spec.restartPolicy that restarts nothing
+NEVER = contract.RESTART_NEVER  # spec.restartPolicy that restarts nothing
 
 
 def pod_uids(pods: Sequence[Mapping[str, Any]] | None, names: Sequence[str]) -> list[str | None]:

@@ -25,7 +25,7 @@ from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.local import rundirs
 from mesh_client._src.local.bootstrap import default_bootstrap_cmd
 from mesh_client._src.local.launcher import CommandSpec, LocalProcs
-from mesh_client._src.runtime import futures, offloading, unixlinks
+from mesh_client._src.runtime import futures, natives, offloading, unixlinks
 from mesh_client._src.runtime.futures import Future
 from mesh_client._src.server import output
 
@@ -49,6 +49,7 @@ def connected_mesh(group: ProcGroup, shape: Shape, bootstrap: Callable[[], Any] 
         raise
     ctx_mod.adopt(group.run_id, mesh)  # made by an actor: stopped with it
     shutting_down.made(mesh)
+    natives.warn_if_missing()
     return mesh
 
 

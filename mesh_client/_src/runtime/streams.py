@@ -11,6 +11,8 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from mesh_client._src.runtime import natives
+
 
 class Stream(Protocol):
     def read(self, max_bytes: int) -> bytes: ...
@@ -20,11 +22,10 @@ class Stream(Protocol):
     def get_extra_info(self, name: str) -> Any: ...
 
 
-_send: Callable[..., Any] | None  # (fd, pieces, box) -> count, or NotImplemented
-try:  # the write whose count survives a Ctrl-C (_sends.c); optional, as _waits is
-    from mesh_client._src.runtime._sends import send as _send
-except ImportError:  # no C compiler at install: a write a Ctrl-C cuts short breaks its link
-    _send = None
+# The write whose count survives a Ctrl-C (_sends.c, :mod:`.natives`): (fd, pieces, box) ->
+# count, or NotImplemented. None where the install built none: a write a Ctrl-C cuts short
+# then breaks its link.
+_send: Callable[..., Any] | None = natives.sends_module.send if natives.sends_module is not None else None
 
 
 def unsent(stream: Stream, pieces: Sequence[bytes | bytearray | memoryview]) -> list[memoryview] | None:

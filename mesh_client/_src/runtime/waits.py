@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
-from mesh_client._src.runtime import cores
+from mesh_client._src.runtime import cores, natives
 
 T = TypeVar("T")
 
@@ -85,13 +85,9 @@ class _LockBell:
         return self._lock.acquire(timeout=min(timeout, threading.TIMEOUT_MAX))
 
 
-native: ModuleType | None
-try:
-    from mesh_client._src.runtime import _waits
-
-    native = _waits
-except ImportError:  # built without a C compiler: everything works, nothing spins
-    native = None
+#: The native waits (:mod:`.natives`); None where the install built none: everything works,
+#: nothing spins.
+native: ModuleType | None = natives.waits_module
 
 make_bell: Callable[[], Bell] = native.Bell if native is not None else _LockBell
 

@@ -15,6 +15,7 @@ import signal
 import pytest
 
 from tests.cluster import testing
+from tests.integration.cli import support as cli
 from tests.integration.operator import support
 
 pytestmark = pytest.mark.cluster
@@ -170,11 +171,12 @@ def test_a_restart_mesh_waiting_its_back_off_stops_its_healthy_procs_and_counts_
 
 
 def test_deleting_the_failed_pod_of_a_restart_mesh_waiting_its_back_off_restarts_it_at_once(
-        operator, namespace, custom, core):
+        cluster, operator, namespace, custom, core):
     """README: while a mesh waits out its back-off, deleting its failed pod restarts it at
     once. Under RestartMesh its other procs are stopped by then (their pods deleted, their
-    entries without a pod): the delete restarts the whole mesh, counted once, not after the
-    back-off (an hour here, so only the delete can end it)."""
+    entries without a pod, ``procmesh describe`` showing them Stopped): the delete restarts the
+    whole mesh, counted once, not after the back-off (an hour here, so only the delete can end
+    it)."""
     with support.session_operator_with(operator, "--restart-backoff-seconds", "3600"):
         support.create_mesh(custom, namespace, "cut", perHost=[{"name": "procs", "size": 2}],
                             restartPolicy="RestartMesh", maxRestarts=3)
@@ -190,6 +192,10 @@ def test_deleting_the_failed_pod_of_a_restart_mesh_waiting_its_back_off_restarts
             custom, namespace, "cut")["status"]["procs"][0], "rank 0 stopped, its entry without a pod")
         [failed] = support.mesh_pods(core, namespace, "cut")
         assert failed.metadata.name == "cut-1" and failed.status.phase == "Failed"
+        described = cli.procmesh(cluster.kubeconfig, "describe", "cut", "-n", namespace)
+        assert described.returncode == 0, described.stderr
+        stopped = [line for line in described.stdout.splitlines() if "Stopped (CrashLoopBackOff)" in line]
+        assert len(stopped) == 1 and stopped[0].split()[0] == "0" and "cut-0" in stopped[0], described.stdout
         core.delete_namespaced_pod("cut-1", namespace)
         mesh = testing.wait_for(
             lambda: (m := support.get_mesh(custom, namespace, "cut"))

@@ -128,15 +128,33 @@ def test_describe_counts_the_procs_of_a_mesh_no_operator_has_seen():
     assert "\nReady:          0/2\n" in tables.describe_text(unseen, None, [], NOW)
 
 
-def test_a_proc_stopped_for_its_meshs_back_off_is_stopped_not_missing():
-    procs = [{"rank": 0, "coords": {"hosts": 0, "gpus": 0}, "pod": "m-0", "ready": False},
-             {"rank": 1, "coords": {"hosts": 0, "gpus": 1}, "pod": "m-1", "ready": False}]
-    failed = {"metadata": {"name": "m-1"}, "status": {"phase": "Failed", "containerStatuses": [
-        {"restartCount": 0, "state": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": ago(20)}}}]}}
-    waiting = mesh(procs=procs)
+BACK_OFF_PROCS = [{"rank": 0, "coords": {"hosts": 0, "gpus": 0}, "pod": "m-0", "ready": False},
+                  {"rank": 1, "coords": {"hosts": 0, "gpus": 1}, "pod": "m-1", "ready": False}]
+FAILED_POD = {"metadata": {"name": "m-1"}, "status": {"phase": "Failed", "containerStatuses": [
+    {"restartCount": 0, "state": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": ago(20)}}}]}}
+
+
+def backing_off(policy):
+    """A mesh whose proc 1 failed and waits out its back-off, proc 0's pod gone; ``policy`` None:
+    no restartPolicy written (the default, RestartProc)."""
+    waiting = mesh(procs=BACK_OFF_PROCS)
+    if policy is not None:
+        waiting["spec"]["restartPolicy"] = policy
     waiting["status"]["conditions"].append({"type": "Ready", "status": "False", "reason": "CrashLoopBackOff",
-                                            "message": "rank 1 ... the mesh's other 1 proc is stopped until then"})
-    rows = tables.proc_rows(waiting, [failed], NOW)
+                                            "message": "proc 1 (exit code 1, Error) failed 2 times in a row: ..."})
+    return waiting
+
+
+def test_a_proc_stopped_for_its_restart_mesh_back_off_is_stopped_not_missing():
+    rows = tables.proc_rows(backing_off("RestartMesh"), [FAILED_POD], NOW)
     assert rows[0][6:9] == ["false", "Stopped (CrashLoopBackOff)", "0"]
     assert rows[1][6:8] == ["false", "Failed"]  # the failed proc's pod kept, as it ended
-    assert tables.proc_rows(mesh(procs=procs), [failed], NOW)[0][7] == "Missing"  # no back-off: missing
+    assert tables.proc_rows(mesh(procs=BACK_OFF_PROCS), [FAILED_POD], NOW)[0][7] == "Missing"  # no back-off
+
+
+@pytest.mark.parametrize("policy", ["RestartProc", None])
+def test_a_pod_gone_during_a_restart_proc_back_off_is_missing(policy):
+    # Under RestartProc the operator stops no other proc for a back-off: a pod gone then is lost.
+    rows = tables.proc_rows(backing_off(policy), [FAILED_POD], NOW)
+    assert rows[0][7] == "Missing"
+    assert rows[1][6:8] == ["false", "Failed"]

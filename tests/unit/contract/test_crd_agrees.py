@@ -1,6 +1,6 @@
 """The CRD (and so the chart, whose copy is byte-equal) says what the contract says.
 
-Aspects: API coordinates; the default port; the GPU modes; the host placements; the name-length and proc-count rules
+Aspects: API coordinates; the default port; the GPU modes; the host placements; the restart policies; the name-length and proc-count rules
 that keep derived names valid.
 """
 
@@ -37,6 +37,12 @@ def test_host_placements():
     hosts = SPEC["properties"]["placement"]["properties"]["hosts"]
     assert tuple(hosts["enum"]) == contract.HOST_PLACEMENTS
     assert hosts["default"] == contract.HOSTS_ON_DISTINCT_NODES
+
+
+def test_restart_policies():
+    policy = SPEC["properties"]["restartPolicy"]
+    assert tuple(policy["enum"]) == contract.RESTART_POLICIES
+    assert policy["default"] == contract.DEFAULT_RESTART_POLICY
 
 
 def test_length_rules():

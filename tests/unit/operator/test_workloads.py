@@ -176,6 +176,39 @@ def test_a_workload_the_operator_deactivated_last_is_its_own_whatever_kueues_con
     assert workloads.deactivated_by_kueue(kueues)
 
 
+def managed(manager, *spec_fields):
+    """A managedFields entry as the API server writes it for an update or patch by ``manager``."""
+    return {"manager": manager, "operation": "Update", "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {f"f:{f}": {} for f in spec_fields}}}
+
+
+def test_a_workload_an_older_operator_deactivated_for_a_suspend_is_its_own():
+    """An operator before the mark deactivated for spec.suspend with ``spec.active: false`` alone,
+    and Kueue's Evicted condition of an earlier deactivation of its own stayed: on resume the
+    Workload read as Kueue's and stayed inactive. The API server keeps who set spec.active."""
+    stale = workload(cond("Evicted", "True", "DeactivatedDueToRequeuingLimitExceeded", "The workload is "
+                          "deactivated due to exceeding the maximum number of re-queuing retries"),
+                     cond("Requeued", "False", "DeactivatedDueToRequeuingLimitExceeded", "..."))
+    old_suspend = {**stale, "spec": {"active": False}}
+    old_suspend["metadata"] = {"managedFields": [managed("procmesh-operator", "podSets", "queueName"),
+                                                 managed("procmesh-operator", "active")]}
+    assert workloads.active_set_by_operator(old_suspend)
+    assert not workloads.deactivated_by_kueue(old_suspend)
+    assert workloads.read(old_suspend).reason == "Deactivated"  # spec.suspend, not Kueue
+    # Kueue's own deactivation: its update changed spec.active, which the API server then gives
+    # to Kueue's manager alone (the operator keeps the fields it set that Kueue left alone).
+    by_kueue = {**stale, "spec": {"active": False}}
+    by_kueue["metadata"] = {"managedFields": [managed("procmesh-operator", "podSets", "queueName"),
+                                              managed("manager", "active")]}
+    assert not workloads.active_set_by_operator(by_kueue)
+    assert workloads.deactivated_by_kueue(by_kueue)
+    # Shared, or not known (managedFields stripped): Kueue's conditions decide, as before.
+    shared = {**by_kueue, "metadata": {"managedFields": [managed("procmesh-operator", "active"),
+                                                         managed("manager", "active")]}}
+    assert workloads.deactivated_by_kueue(shared)
+    assert workloads.deactivated_by_kueue({**by_kueue, "metadata": {}})
+
+
 def test_the_release_clears_the_admission_and_requeues_after_preemption():
     w = workload(cond("QuotaReserved", "True", "QuotaReserved"), cond("Admitted", "True", "Admitted"),
                  cond("Evicted", "True", "Preempted", "Preempted to accommodate a workload"),
