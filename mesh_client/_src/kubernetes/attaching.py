@@ -44,6 +44,7 @@ from mesh_client._src.runtime import (
     offloading,
     peers,
     relinking,
+    unixlinks,
 )
 from mesh_client._src.server import logging_mode
 from mesh_client._src.wire import errors as wire_errors
@@ -397,6 +398,11 @@ def connect_mesh(
         owner.forwarded = {a: p["pod"] for a, p in zip(addresses, procs)}
         opener = forwarding.port_forward_opener(api.api_client, api.namespace, owner.forwarded)
         owner.opener = opener
+    elif not created:
+        # An attached handle connects on its own (private peers): its stop() only disconnects,
+        # and must not close the connections of another handle to the same mesh in this process
+        # (the creator's, an earlier attach), nor set what their losses are explained with.
+        opener = unixlinks.open_stream
     # Each proc's pod UID, its incarnation: what every handshake names (wire/binding.py), so an
     # address that another pod holds later cannot pass this client's handshakes on. None where
     # an older operator's status does not publish it: any proc of the mesh answers those.

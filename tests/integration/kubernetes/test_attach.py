@@ -94,3 +94,16 @@ def test_a_killed_proc_fails_its_call_and_the_mesh_recovers(kube, custom, namesp
     testing.wait_for(recovered, "fragile restarted its proc and is Ready again")
     again = attach("fragile", namespace, api_client=kube, timeout=120)
     assert list(again.spawn("rec", Recorder).echo.call(3).get().values()) == [3, 3]
+
+
+def test_stopping_one_attached_handle_leaves_another_in_this_process_working(kube, custom, namespace, operator):
+    create_mesh(custom, namespace, "twice", hosts=1, perHost=[{"name": "gpus", "size": 2}])
+    first = attach("twice", namespace, api_client=kube, timeout=120)
+    rec = first.spawn("rec", Recorder)
+    assert [v for _, v in rec.echo.call("before").get().items()] == ["before", "before"]
+    second = attach("twice", namespace, api_client=kube, timeout=120)
+    other = second.spawn("other", Recorder)
+    assert [v for _, v in other.echo.call("second").get().items()] == ["second", "second"]
+    second.stop().get()  # disconnects the second handle only
+    assert [v for _, v in rec.echo.call("after").get().items()] == ["after", "after"]
+    first.stop().get()
