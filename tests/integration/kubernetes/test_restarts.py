@@ -120,7 +120,8 @@ def test_reconnect_reaches_a_live_proc_whose_connection_broke(kube, custom, name
                 restartPolicy="RestartProc", maxRestarts=2)
     mesh = attach("cutoff", namespace, api_client=kube, timeout=120, bootstrap=set_marker)
     mesh._group.owner.timeout = 30  # without the fix, reconnect waits this long for a pod that never comes
-    rec = mesh.spawn("rec", Recorder)
+    # A name of its own: the procs that earlier tests killed (actor meshes "rec") may report late.
+    rec = mesh.spawn("cutoff_rec", Recorder)
     second = rec.slice(hosts=0, gpus=1)
     before = second.where.call_one().get(timeout=60)
     assert second.record.call_one("before").get(timeout=60) == 1
@@ -137,12 +138,12 @@ def test_reconnect_reaches_a_live_proc_whose_connection_broke(kube, custom, name
     assert second.record.call_one("after").get(timeout=60) == 2  # the same actor, its state kept
     settled = threading.Event()
     supervision.submit(settled.set)  # after the failed watches were handled
-    assert settled.wait(60) and faults.named("rec") == []  # no fault: the controller lives on
+    assert settled.wait(60) and faults.named("cutoff_rec") == []  # no fault: the controller lives on
     assert mesh.reconnect() == []  # nothing restarted, nothing to reach again
     assert get_mesh(custom, namespace, "cutoff")["status"].get("restarts", 0) == 0
 
     kill(mesh, 1)  # watched again over the new connection: a real death is still a fault
-    assert faults.wait("rec")[0].crashed_ranks == [1]
+    assert faults.wait("cutoff_rec")[0].crashed_ranks == [1]
     mesh.stop().get()
 
 

@@ -75,8 +75,9 @@ def test_a_controller_attaches_to_pods_as_monarch_workers(kube, custom, namespac
     hosts = attach_to_workers(name="pods", ca="trust_all_connections", workers=addresses, token=token)
     procs = hosts.spawn_procs(per_host={"gpus": 2})
     assert procs.sizes == {"hosts": 2, "gpus": 2}
-    where = procs.spawn("rec", Lambda).run.call(os.getpid).get()
+    # A name of its own: procs that earlier tests killed (actor meshes "rec") may report late.
+    where = procs.spawn("workers_rec", Lambda).run.call(os.getpid).get()
     assert len(set(where.values())) == 4
     procs.stop().get()
     hosts.stop().get()  # the workers keep running; the ProcMesh still owns them
-    assert faults.named("rec") == [] and faults.named("host_agent") == []
+    assert faults.named("workers_rec") == [] and faults.named("host_agent") == []

@@ -74,7 +74,8 @@ def test_a_port_forward_that_ends_under_a_live_proc_is_reopened_by_itself(kube, 
 
     create_mesh(custom, namespace, "fwd-cut", hosts=1, perHost=[{"name": "gpus", "size": 1}])
     mesh = attach("fwd-cut", namespace, api_client=kube, timeout=120, via_api_server=True)
-    rec = mesh.spawn("rec", Recorder)
+    # A name of its own: procs that earlier tests killed (actor meshes "rec") may report late.
+    rec = mesh.spawn("fwd_cut_rec", Recorder)
     assert rec.record.call_one("before").get(timeout=60) == 1
     in_flight = rec.sleep.call_one(1)
     old = mesh._group.peers[0]
@@ -86,5 +87,5 @@ def test_a_port_forward_that_ends_under_a_live_proc_is_reopened_by_itself(kube, 
     assert rec.record.call_one("after").get(timeout=60) == 2  # the same actor, its state kept
     settled = threading.Event()
     supervision.submit(settled.set)
-    assert settled.wait(60) and faults.named("rec") == []
+    assert settled.wait(60) and faults.named("fwd_cut_rec") == []
     mesh.stop().get()
