@@ -21,10 +21,10 @@ from __future__ import annotations
 import io
 import pickle
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from mesh_client._src.wire import errors
+from mesh_client._src.wire import errors, native
 
 Segment = bytes | bytearray | memoryview
 Received = list[bytes | bytearray | memoryview]  # a message's segments as the wire hands them over (no copy)
@@ -93,9 +93,9 @@ def decode_request(segments: Received) -> Request:
     return Request._make(request_parts(segments))
 
 
-def request_parts(segments: Received) -> tuple[int, int, tuple[Any, ...], Received]:
-    """:func:`decode_request` as a plain tuple ``(call_id, op, header, payload)``: the server's
-    reactor runs it for every request, and making the named tuple cost as much as the rest."""
+def _request_parts_py(segments: Received) -> tuple[int, int, tuple[Any, ...], Received]:
+    """:func:`request_parts` in Python: for installs without the C twin, and for what the twin
+    hands over (fields not decoded lately, anything malformed), so the errors are these."""
     try:
         envelope = segments[0]
         call_id, op = _unpack_request(envelope)
@@ -110,6 +110,15 @@ def request_parts(segments: Received) -> tuple[int, int, tuple[Any, ...], Receiv
     except Exception as exc:
         raise MalformedMessage(f"a request envelope is call id (u64), op (u16), then a pickled tuple: {exc!r}") from None
     return call_id, op, (call_id, op) + fields, segments[1:]
+
+
+#: :func:`decode_request` as a plain tuple ``(call_id, op, header, payload)``: the server's
+#: reactor runs it for every request, and making the named tuple cost as much as the rest. In C
+#: where built (``_frames.request_parts``, which looks up the fields kept here).
+request_parts: Callable[[Received], tuple[int, int, tuple[Any, ...], Received]] = _request_parts_py
+if native.frames is not None:
+    native.frames.bind_requests(_fields_seen, _request_parts_py)
+    request_parts = native.frames.request_parts
 
 
 class _PlainValues(pickle.Unpickler):

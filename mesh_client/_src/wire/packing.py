@@ -5,7 +5,8 @@ of them: two packs, a concatenation and a list per message. The envelope's fixed
 and op, or call id and status) directly follows the frame's segment lengths, so one struct
 covers both: the frame header, every length, and the envelope's fixed part, in one ``pack``.
 The bytes are the same as the two steps give (``tests/unit/wire/test_packing.py`` checks them
-against each other); only the work per message differs. Used by
+against each other); only the work per message differs. Where :mod:`.native` was built, the
+common shapes are packed in C, the same bytes again. Used by
 :mod:`mesh_client._src.runtime.peers` (requests) and :mod:`mesh_client._src.server.actors`
 (replies), which hand the pieces to ``Channel.send_frame``.
 """
@@ -13,9 +14,9 @@ against each other); only the work per message differs. Used by
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from mesh_client._src.wire import envelopes, frames
+from mesh_client._src.wire import envelopes, frames, native
 
 Pieces = list[bytes | bytearray | memoryview]
 
@@ -51,7 +52,7 @@ def _lengths(payload: Sequence[bytes | bytearray | memoryview]) -> list[int]:
     return out
 
 
-def request_frame(call_id: int, op: int, fields: bytes, payload: Sequence[bytes | bytearray | memoryview]) -> Pieces:
+def _request_frame_py(call_id: int, op: int, fields: bytes, payload: Sequence[bytes | bytearray | memoryview]) -> Pieces:
     """The pieces of the MESSAGE frame of request ``call_id`` (its envelope being
     :func:`envelopes.request_envelope` of ``op`` and ``fields``), ready for ``sendmsg``: equal,
     joined, to ``frames.encode(MESSAGE, [request_envelope(call_id, op, fields), *payload])``.
@@ -66,7 +67,7 @@ def request_frame(call_id: int, op: int, fields: bytes, payload: Sequence[bytes 
     return [st.pack(_MAGIC, _VERSION, _MESSAGE, count + 1, 0, envelope, *_lengths(payload), call_id, op), fields, *payload]
 
 
-def reply_frame(call_id: int, status: int, payload: Sequence[bytes | bytearray | memoryview]) -> Pieces:
+def _reply_frame_py(call_id: int, status: int, payload: Sequence[bytes | bytearray | memoryview]) -> Pieces:
     """The pieces of the MESSAGE frame of a reply: equal, joined, to
     ``frames.encode(MESSAGE, envelopes.encode_reply(call_id, status, payload))``."""
     count = len(payload)
@@ -78,3 +79,13 @@ def reply_frame(call_id: int, status: int, payload: Sequence[bytes | bytearray |
         return [_REPLY_NONE.pack(_MAGIC, _VERSION, _MESSAGE, 1, 0, _REPLY_FIXED, call_id, status)]
     st = _replies.get(count) or _shape(_replies, count, "QB")
     return [st.pack(_MAGIC, _VERSION, _MESSAGE, count + 1, 0, _REPLY_FIXED, *_lengths(payload), call_id, status), *payload]
+
+
+#: The pieces of the MESSAGE frame of request ``call_id`` (:func:`_request_frame_py`), and of a
+#: reply (:func:`_reply_frame_py`): in C where built (``_frames.c``, the Python twins doing the
+#: shapes it leaves, the same bytes either way).
+request_frame: Callable[[int, int, bytes, Sequence[bytes | bytearray | memoryview]], Pieces] = _request_frame_py
+reply_frame: Callable[[int, int, Sequence[bytes | bytearray | memoryview]], Pieces] = _reply_frame_py
+if native.frames is not None:
+    native.frames.bind_frames(_request_frame_py, _reply_frame_py)
+    request_frame, reply_frame = native.frames.request_frame, native.frames.reply_frame

@@ -18,7 +18,7 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from mesh_client._src.wire import auth, binding, errors, frames, receiving, versions
+from mesh_client._src.wire import auth, binding, errors, frames, native, receiving, versions
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024**3
 
@@ -101,6 +101,55 @@ def _pair(n0: int, n1: int) -> struct.Struct:
         _pairs.clear()
     st = _pairs[(n0, n1)] = struct.Struct(f"{n0}s{n1}s")
     return st
+
+
+def _take_py(buf: bytes | bytearray | memoryview, pos: int, limit: int,
+             max_segments: int) -> tuple[list[list[bytes | bytearray | memoryview]], int]:
+    """The complete MESSAGE frames of at most ``limit`` bytes of segments at ``buf[pos:]``, and
+    where they end: :meth:`Connection.take_messages`'s parse (``_frames.take`` where built)."""
+    out: list[list[bytes | bytearray | memoryview]] = []
+    end = len(buf)
+    unpack, heads, size = frames.HEADER.unpack_from, frames._HEADS, frames.HEADER.size
+    unpack_two = _TWO.unpack_from
+    while end - pos >= size:
+        if end - pos >= _TWO_SIZE:  # the header and two lengths in one unpack: every call and reply
+            magic, version, kind_number, count, _, n0, n1 = unpack_two(buf, pos)
+            if count == 2 and kind_number == _MESSAGE and magic == _MAGIC and version == _VERSION:
+                at = pos + _TWO_SIZE
+                stop = at + n0 + n1  # flagged lengths (large) fail the limit
+                if n0 + n1 > limit or stop > end:
+                    break
+                pair = _pairs.get((n0, n1)) or _pair(n0, n1)
+                out.append(list(pair.unpack_from(buf, at)))  # both segments as bytes, in one call
+                pos = stop
+                continue
+        magic, version, kind_number, count, _ = unpack(buf, pos)
+        if kind_number != _MESSAGE or magic != frames.MAGIC or version != frames.VERSION or count > max_segments:
+            break
+        at = pos + size + 8 * count
+        if at > end:
+            break
+        st = heads.get(count) or frames.head_struct(count)
+        lengths = st.unpack_from(buf, pos)[5:]
+        total = sum(lengths)
+        if total > limit or at + total > end:
+            break
+        if count == 1:
+            segments: list[bytes | bytearray | memoryview] = [bytes(buf[at : at + total])]
+        else:
+            segments = []
+            for n in lengths:
+                segments.append(bytes(buf[at : at + n]))
+                at += n
+        out.append(segments)
+        pos = at + total if count == 1 else at
+    return out, pos
+
+
+# The same in C where built (:mod:`.native`).
+_take: Callable[[bytes | bytearray | memoryview, int, int, int], tuple[list[list[bytes | bytearray | memoryview]], int]] = \
+    _take_py if native.frames is None else native.frames.take
+
 Event = Authenticated | Message | Closed
 
 
@@ -322,47 +371,12 @@ class Connection:
         :meth:`next_event` per frame. It stops at anything else (a handshake or ERROR frame, a
         frame at or over ``LARGE_FRAME`` or the size limit, an unfinished frame) and leaves it
         to :meth:`next_event`, which the caller asks next unless :meth:`idle` says nothing is left."""
-        out: list[list[bytes | bytearray | memoryview]] = []
-        if self.state is not State.AUTHENTICATED or self._big is not None:
-            return out
+        if self.state is not _AUTHENTICATED or self._big is not None:
+            return []
         data = self._data
         buf: bytes | bytearray | memoryview = self._buf if data is None else data
-        pos, end = self._pos, len(buf)
-        unpack, heads, size = frames.HEADER.unpack_from, frames._HEADS, frames.HEADER.size
-        unpack_two = _TWO.unpack_from
-        limit = min(self.LARGE_FRAME - 1, self._max_message)
-        while end - pos >= size:
-            if end - pos >= _TWO_SIZE:  # the header and two lengths in one unpack: every call and reply
-                magic, version, kind_number, count, _, n0, n1 = unpack_two(buf, pos)
-                if count == 2 and kind_number == _MESSAGE and magic == _MAGIC and version == _VERSION:
-                    at = pos + _TWO_SIZE
-                    stop = at + n0 + n1  # flagged lengths (large) fail the limit
-                    if n0 + n1 > limit or stop > end:
-                        break
-                    pair = _pairs.get((n0, n1)) or _pair(n0, n1)
-                    out.append(list(pair.unpack_from(buf, at)))  # both segments as bytes, in one call
-                    pos = stop
-                    continue
-            magic, version, kind_number, count, _ = unpack(buf, pos)
-            if kind_number != _MESSAGE or magic != frames.MAGIC or version != frames.VERSION or count > self.MAX_SEGMENTS:
-                break
-            at = pos + size + 8 * count
-            if at > end:
-                break
-            st = heads.get(count) or frames.head_struct(count)
-            lengths = st.unpack_from(buf, pos)[5:]
-            total = sum(lengths)
-            if total > limit or at + total > end:
-                break
-            if count == 1:
-                segments: list[bytes | bytearray | memoryview] = [bytes(buf[at : at + total])]
-            else:
-                segments = []
-                for n in lengths:
-                    segments.append(bytes(buf[at : at + n]))
-                    at += n
-            out.append(segments)
-            pos = at + total if count == 1 else at
+        out, pos = _take(buf, self._pos, min(self.LARGE_FRAME - 1, self._max_message), self.MAX_SEGMENTS)
+        end = len(buf)
         self._pos = pos
         if pos == end:
             if data is not None:

@@ -4,7 +4,7 @@ Aspects: the handshake and messages arrive intact whatever the chunking (split a
 one byte per read, a large frame split around its header); the channel answers HELLO and
 WELCOME; end of stream between frames closes it as PEER_LEFT; end of stream inside a frame is a
 PROTOCOL_ERROR with last words to the peer; a channel over a stream without a socket refuses
-to be registered with the reactor.
+to be registered with the reactor. Each on the wire's C frames and on their Python twins.
 """
 
 import pytest
@@ -12,6 +12,9 @@ import pytest
 from mesh_client._src.runtime import channel as channel_mod
 from mesh_client._src.runtime.streams import MockStream
 from mesh_client._src.wire import frames, protocol, versions
+from tests.unit.frames_paths import frames_path  # noqa: F401  (the fixture below)
+
+pytestmark = pytest.mark.usefixtures("frames_path")  # on the C frames and on their Python twins
 
 TOKEN = b"in-memory-token"
 
