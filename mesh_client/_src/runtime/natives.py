@@ -1,6 +1,7 @@
 """The call path's optional C modules, imported here and nowhere else: ``_waits`` (the spinning
 waits of :mod:`.waits` and the reactor's poll) and ``_sends`` (the frame write of :mod:`.streams`
-whose count survives a Ctrl-C).
+whose count survives a Ctrl-C); and what the wire's own, ``_frames`` (the per-message frame work,
+:mod:`mesh_client._src.wire.native`), did.
 
 ``pip install`` builds them where it finds a C compiler and goes on without them where it does
 not (pyproject.toml), so an install on a slim machine works, only slower, and would say nothing:
@@ -14,6 +15,8 @@ import sys
 import threading
 import warnings
 from types import FrameType, ModuleType
+
+from mesh_client._src.wire import native as wire_native
 
 waits_module: ModuleType | None
 sends_module: ModuleType | None
@@ -30,6 +33,8 @@ try:
 except ImportError:  # a write a Ctrl-C cuts short then breaks its link
     sends_module = None
     missing.append("_sends")
+if wire_native.frames is None:  # the wire parses and packs each message in Python
+    missing.append("_frames")
 
 #: What the missing modules cost (benchmarks/results/actors.md, 2026-12-07, the 16-core host: a
 #: call_one's median 75-84 us in a run without them, 47.5 us with them).

@@ -2,7 +2,7 @@
 says so: one warning, at the program's first proc mesh, naming what is missing and what to do.
 
 Aspects:
-- a controller whose import of _waits and _sends fails (a ``None`` in ``sys.modules``, as
+- a controller whose import of _waits, _sends and _frames fails (a ``None`` in ``sys.modules``, as
   Python's import system reads it: the module cannot be imported) warns once over two meshes
   spawned at two lines, at the first (the user's own line), and its calls work;
 - a controller with the modules loaded (as this checkout is built) warns nothing.
@@ -22,6 +22,7 @@ CONTROLLER = textwrap.dedent(
     if sys.argv[1] == "blocked":  # as an install that built no native module: the imports fail
         sys.modules["mesh_client._src.runtime._waits"] = None
         sys.modules["mesh_client._src.runtime._sends"] = None
+        sys.modules["mesh_client._src.wire._frames"] = None
     from mesh_client import Actor, endpoint, this_host
     from mesh_client._src.runtime import waits
 
@@ -60,7 +61,7 @@ def test_a_controller_without_the_native_modules_warns_once_and_works(tmp_path):
     line = lines[at]
     assert "controller.py:" in line and "RuntimeWarning" in line
     assert 'name="first"' in lines[at + 1]  # warnings shows the source line warned at: the user's first spawn
-    assert "_waits, _sends" in line and "1.6x" in line and "C compiler" in line and "reinstall" in line
+    assert "_waits, _sends, _frames" in line and "1.6x" in line and "C compiler" in line and "reinstall" in line
 
 
 def test_a_controller_with_the_native_modules_warns_nothing(tmp_path):
