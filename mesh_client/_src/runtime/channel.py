@@ -200,13 +200,18 @@ class Channel:
                     coalescing.note(self)
                     self._reactor.call_later(coalescing.HOLD_SECONDS, self._flush_soon)
                     return
+                # Writing from here: held frames taken from the outbox must go out, or the link
+                # is cut (their callers would wait for replies to frames never sent).
+                streams.begin_write(self.stream)
+                writing = True
+                # The held frames as bytes: the native write (whose count survives a Ctrl-C)
+                # takes bytes only, and socket.sendmsg's count is lost to one.
                 if held == _FULL:
-                    pieces = [outbox.take()]
+                    pieces = [bytes(outbox.take())]
                     coalescing.forget(self)
                 elif outbox.frames:  # behind the held ones, in the same write
-                    pieces = [outbox.take(), *pieces]
+                    pieces = [bytes(outbox.take()), *pieces]
                     coalescing.forget(self)
-                writing = True
                 try:
                     self.stream.write(pieces)
                     writing = False
@@ -251,12 +256,20 @@ class Channel:
                 if self._backlog:  # the reactor writes it, as the peer reads
                     retry = False
                 elif block or self._sock is None:
-                    data = self._outbox.take()
+                    pieces = [bytes(self._outbox.take())]  # bytes: as in send_frame
                     coalescing.forget(self)
+                    streams.begin_write(self.stream)
                     try:
-                        self.stream.write([data])
+                        self.stream.write(pieces)
                     except streams.Stalled as stalled:
                         self._stall(stalled.rest)
+                    except KeyboardInterrupt:  # a Ctrl-C of a thread about to wait, as in send_frame
+                        rest = streams.unsent(self.stream, pieces)
+                        if rest is not None:
+                            writing = False
+                            if rest:
+                                self._stall(rest)
+                        raise
                 elif self._write_held_now():
                     retry = True
                 else:

@@ -28,6 +28,13 @@ class Stream(Protocol):
 _send: Callable[..., Any] | None = natives.sends_module.send if natives.sends_module is not None else None
 
 
+def begin_write(stream: Stream) -> None:
+    """Before a write that :func:`unsent` may be asked about: see :meth:`SocketStream.begin_write`
+    (other streams know no count)."""
+    if isinstance(stream, SocketStream):
+        stream.begin_write()
+
+
 def unsent(stream: Stream, pieces: Sequence[bytes | bytearray | memoryview]) -> list[memoryview] | None:
     """After a write of ``pieces`` that an exception (a Ctrl-C) cut short: what of them did not
     go out (empty: the frame went out whole), or None where that is not known."""
@@ -125,6 +132,13 @@ class SocketStream:
     def written(self) -> int:
         """Bytes of the frame being (or last) written that went out; -1 where not known."""
         return self._box[0]
+
+    def begin_write(self) -> None:
+        """A write is about to start: nothing of it has gone out. Called before the caller marks
+        itself as writing, so a Ctrl-C that lands in between (before :meth:`write` itself runs)
+        reads 0, not the last write's count: -1 broke the link for nothing, and a stale count
+        smaller than this frame would have sent its tail alone."""
+        self._box[0] = 0
 
     def write(self, pieces: Sequence[bytes | bytearray | memoryview]) -> None:
         box = self._box

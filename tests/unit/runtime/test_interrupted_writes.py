@@ -1,0 +1,136 @@
+"""A Ctrl-C in a thread that writes a frame (a notebook's main thread), over a real socket pair.
+
+Aspects: a Ctrl-C that lands as a write starts (before any byte went out) leaves the link whole
+and the frame goes out, whatever the connection's previous write left as its count (unknown, or
+larger than this frame); held frames, written with a direct frame or by a thread's flush, go
+through the write whose count survives a Ctrl-C (the native one), so a Ctrl-C right after it is no
+reason to break the link either.
+"""
+
+import socket
+
+import pytest
+
+from mesh_client._src.runtime import channel as channel_mod
+from mesh_client._src.runtime import coalescing, streams
+from mesh_client._src.wire import frames, protocol
+
+TOKEN = b"interrupted-writes"
+
+
+def authenticated(role):
+    conn = protocol.Connection(role, TOKEN)
+    conn.state = protocol.State.AUTHENTICATED
+    return conn
+
+
+def encoded(i, size=8):
+    return b"".join(bytes(p) for p in frames.encode(frames.Kind.MESSAGE, [b"%08d" % i, b"x" * size]))
+
+
+def parse(data):
+    conn = authenticated(protocol.Role.SERVER)
+    conn.receive_data(bytes(data))
+    out = [[bytes(s) for s in m] for m in conn.take_messages()]
+    while (event := conn.next_event()) is not protocol.NEED_DATA:
+        out.append([bytes(s) for s in event.segments])
+    return out
+
+
+def received(sock, at_least, timeout=30.0):
+    sock.settimeout(timeout)
+    data = b""
+    while len(data) < at_least:
+        chunk = sock.recv(1 << 20)
+        assert chunk, "the peer closed before the bytes came"
+        data += chunk
+    return data
+
+
+@pytest.fixture
+def pair(monkeypatch):
+    monkeypatch.setattr(coalescing, "HOLD_SECONDS", 600.0)  # held frames go only when a test sends
+    ours, theirs = socket.socketpair()
+    closed = []
+    ch = channel_mod.Channel(
+        streams.SocketStream(ours), authenticated(protocol.Role.CLIENT),
+        on_message=lambda c, m: None, on_closed=lambda c, reason: closed.append(reason), display="pair",
+    )
+    ch._sock = ours  # as start() sets it: the reactor writes what a stalled write left
+    yield ch, theirs, closed
+    theirs.close()
+    ch.close("test over")
+
+
+def interrupt_next_write(ch, monkeypatch):
+    """The next write of ``ch`` is cut by a Ctrl-C that lands as it starts, before any byte."""
+    write = ch.stream.write
+
+    def cut(pieces):
+        monkeypatch.setattr(ch.stream, "write", write)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ch.stream, "write", cut)
+
+
+@pytest.mark.parametrize("before", ["count unknown", "count larger"])
+def test_a_ctrl_c_as_a_write_starts_keeps_the_link_and_the_frame(pair, monkeypatch, before):
+    ch, theirs, closed = pair
+    first = encoded(0, size=1024 if before == "count unknown" else 4096)
+    # The previous write: one of more pieces than one sendmsg carries (its count is not kept),
+    # or a native one of a frame larger than the next.
+    ch.stream.write([first[i:i + 1] for i in range(len(first))] if before == "count unknown" else [first])
+    assert ch.stream.written == (-1 if before == "count unknown" else len(first))
+    interrupt_next_write(ch, monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        ch.send([b"%08d" % 1, b"x" * 8])
+    assert closed == [] and ch.state is channel_mod._ACTIVE  # nothing went out: no reason to break the link
+    got = parse(received(theirs, len(first) + len(encoded(1))))  # the frame follows, whole (the reactor)
+    assert got[1:] == [[b"%08d" % 1, b"x" * 8]]
+
+
+class CtrlCAfterSendmsg:
+    """The stream's socket with a Ctrl-C landing right after socket.sendmsg returned (Python
+    raises it in place of the result: the count is lost)."""
+
+    def __init__(self, sock):
+        self._sock = sock
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+    def sendmsg(self, pieces):
+        self._sock.sendmsg(pieces)
+        raise KeyboardInterrupt
+
+
+def ctrl_c_after_every_send(ch, monkeypatch):
+    """Each write of ``ch`` is followed by a Ctrl-C, as its send returns: the native one keeps
+    its count (stored before it returns), socket.sendmsg's is lost."""
+    native = ch.stream._send
+
+    def send_then_ctrl_c(fd, pieces, box):
+        sent = native(fd, pieces, box)
+        if sent is NotImplemented:
+            return sent
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ch.stream, "_send", send_then_ctrl_c)
+    monkeypatch.setattr(ch.stream, "sock", CtrlCAfterSendmsg(ch.stream.sock))
+
+
+@pytest.mark.parametrize("by", ["a direct frame", "a flush"])
+def test_held_frames_written_by_a_thread_that_gets_a_ctrl_c_keep_the_link(pair, monkeypatch, by):
+    ch, theirs, closed = pair
+    for i in range(3):
+        ch.send([b"%08d" % i, b"x" * 8], hold=True)
+    ctrl_c_after_every_send(ch, monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        if by == "a direct frame":
+            ch.send([b"%08d" % 3, b"x" * 8])  # behind the held ones, in the same write
+        else:
+            ch.flush()  # a thread about to wait writes them
+    count = 4 if by == "a direct frame" else 3
+    assert closed == []  # the write's count was known: all of it went out
+    got = parse(received(theirs, count * len(encoded(0))))
+    assert got == [[b"%08d" % i, b"x" * 8] for i in range(count)]
