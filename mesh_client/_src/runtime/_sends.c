@@ -7,11 +7,14 @@
    function returns, so the caller reads it back in its handler: a frame that went out whole is
    no reason to break anything, and one that went out in part can be finished by another thread.
 
-   send(fd, pieces, box): pieces a list of bytes (NotImplemented for anything else: the caller
-   uses socket.sendmsg); box a list whose item 0 gets the count. A blocking socket whose send
-   timeout passed with nothing taken raises BlockingIOError, as socket.sendmsg does; a signal
-   that interrupted the call before anything was sent runs its handler (0 in the box) and the
-   call is made again if the handler returned.
+   send(fd, pieces, box[, flags]): pieces a list of bytes (NotImplemented for anything else: the
+   caller uses socket.sendmsg); box a list whose item 0 holds what of the frame went out before
+   this call (the caller sets 0 for a new frame), to which the call adds its count, so a caller
+   that writes a frame in several calls (a non-blocking flush) reads its running total. flags
+   go to sendmsg (MSG_DONTWAIT: never block; nothing taken raises BlockingIOError). A blocking
+   socket whose send timeout passed with nothing taken raises BlockingIOError, as
+   socket.sendmsg does; a signal that interrupted the call before anything was sent runs its
+   handler (the box unchanged) and the call is made again if the handler returned.
 
    Built against the limited API (abi3), so one build serves every CPython from 3.10 on. */
 
@@ -35,9 +38,10 @@ static int store(PyObject *box, Py_ssize_t count) {
 
 static PyObject *sends_send(PyObject *module, PyObject *args) {
     int fd;
+    int flags = 0;
     PyObject *pieces, *box;
     (void)module;
-    if (!PyArg_ParseTuple(args, "iO!O!", &fd, &PyList_Type, &pieces, &PyList_Type, &box)) {
+    if (!PyArg_ParseTuple(args, "iO!O!|i", &fd, &PyList_Type, &pieces, &PyList_Type, &box, &flags)) {
         return NULL;
     }
     if (PyList_Size(box) < 1) {
@@ -62,6 +66,14 @@ static PyObject *sends_send(PyObject *module, PyObject *args) {
         iov[i].iov_base = data;
         iov[i].iov_len = (size_t)size;
     }
+    Py_ssize_t before = PyLong_AsSsize_t(PyList_GetItem(box, 0)); /* borrowed */
+    if (before < 0) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        PyErr_SetString(PyExc_ValueError, "box[0] must hold what went out before this call (0 for a new frame)");
+        return NULL;
+    }
     /* The bytes stay alive and unchanged while the GIL is released: the caller's list holds
        them, and bytes do not change. */
     Py_INCREF(pieces);
@@ -71,13 +83,13 @@ static PyObject *sends_send(PyObject *module, PyObject *args) {
     ssize_t sent;
     for (;;) {
         Py_BEGIN_ALLOW_THREADS
-        sent = sendmsg(fd, &msg, 0);
+        sent = sendmsg(fd, &msg, flags);
         Py_END_ALLOW_THREADS
         if (sent >= 0) {
             break;
         }
         if (errno == EINTR) {
-            if (store(box, 0) < 0 || PyErr_CheckSignals() < 0) {
+            if (PyErr_CheckSignals() < 0) {
                 Py_DECREF(pieces);
                 return NULL;
             }
@@ -87,7 +99,7 @@ static PyObject *sends_send(PyObject *module, PyObject *args) {
         return PyErr_SetFromErrno(PyExc_OSError); /* EAGAIN: BlockingIOError */
     }
     Py_DECREF(pieces);
-    if (store(box, (Py_ssize_t)sent) < 0) {
+    if (store(box, before + (Py_ssize_t)sent) < 0) {
         return NULL;
     }
     return PyLong_FromSsize_t((Py_ssize_t)sent);
@@ -95,7 +107,7 @@ static PyObject *sends_send(PyObject *module, PyObject *args) {
 
 static PyMethodDef sends_methods[] = {
     {"send", sends_send, METH_VARARGS,
-     "send(fd, pieces, box) -> bytes sent, also stored in box[0] before returning; "
+     "send(fd, pieces, box[, flags]) -> bytes sent, also added to box[0] before returning; "
      "NotImplemented unless pieces is a list of 1 to 64 bytes objects."},
     {NULL, NULL, 0, NULL},
 };

@@ -270,10 +270,26 @@ class Channel:
                             if rest:
                                 self._stall(rest)
                         raise
-                elif self._write_held_now():
-                    retry = True
-                else:
-                    self._retry = 0.0
+                elif self._reactor.on_thread or not isinstance(self.stream, streams.SocketStream):
+                    if self._write_held_now():
+                        retry = True
+                    else:
+                        self._retry = 0.0
+                else:  # a thread that a Ctrl-C may interrupt: the stream counts what went out
+                    streams.begin_write(self.stream)  # first: a Ctrl-C reads this write's count
+                    data = self._outbox.take()
+                    coalescing.forget(self)
+                    try:
+                        sent = self.stream.write_available(data)
+                    except KeyboardInterrupt:
+                        sent = self.stream.written
+                        if sent >= 0:  # known: what did not go out waits for the next write
+                            writing = False
+                            self._put_back_unwritten(data, sent)
+                        raise
+                    retry = self._put_back_unwritten(data, sent)
+                    if not retry:
+                        self._retry = 0.0
             finally:
                 self._send_lock.release()
         except OSError as exc:
@@ -326,6 +342,15 @@ class Channel:
     def _flush_timer(self) -> None:
         self._flush_due = False
         self.flush(block=False)
+
+    def _put_back_unwritten(self, data: bytearray, sent: int) -> bool:
+        """With the send lock held: the bytes of a taken batch after ``sent`` back into the
+        outbox, noted for the next waiting thread; whether any were left."""
+        if sent >= len(data):
+            return False
+        self._outbox.put_back(data[sent:])
+        coalescing.note(self)
+        return True
 
     def _write_held_now(self) -> bool:
         """With the send lock held: write the held bytes as far as the socket takes them now;

@@ -133,6 +133,37 @@ class SocketStream:
         """Bytes of the frame being (or last) written that went out; -1 where not known."""
         return self._box[0]
 
+    def write_available(self, data: bytes | bytearray) -> int:
+        """Write as much of ``data`` as the socket takes now, never blocking; how much went out.
+        For a thread's flush of held frames: :attr:`written` is the running count throughout
+        (the native send adds to it before it returns), so a Ctrl-C there knows what went out
+        and the rest is put back, where socket.send's count was lost and the link was cut."""
+        box = self._box
+        send = self._send
+        if send is None or self.sock.gettimeout() is not None:
+            box[0] = -1  # socket.send's count is lost to a Ctrl-C
+            view = memoryview(data)
+            sent = 0
+            try:
+                while sent < len(data):
+                    sent += self.sock.send(view[sent:], socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                pass
+            finally:
+                view.release()
+            box[0] = sent
+            return sent
+        box[0] = 0
+        piece = bytes(data)  # the native send takes bytes (which no other thread can change)
+        size = len(piece)
+        try:
+            while box[0] < size:
+                done = box[0]
+                send(self.sock.fileno(), [piece[done:] if done else piece], box, socket.MSG_DONTWAIT)
+        except BlockingIOError:  # the socket takes no more now
+            pass
+        return box[0]
+
     def begin_write(self) -> None:
         """A write is about to start: nothing of it has gone out. Called before the caller marks
         itself as writing, so a Ctrl-C that lands in between (before :meth:`write` itself runs)

@@ -2,12 +2,13 @@
 
 Aspects: a Ctrl-C that lands as a write starts (before any byte went out) leaves the link whole
 and the frame goes out, whatever the connection's previous write left as its count (unknown, or
-larger than this frame); held frames, written with a direct frame or by a thread's flush, go
-through the write whose count survives a Ctrl-C (the native one), so a Ctrl-C right after it is no
-reason to break the link either.
+larger than this frame); held frames, written with a direct frame, by a thread's flush or by a
+thread about to wait (never blocking), go through the write whose count survives a Ctrl-C (the
+native one), so a Ctrl-C right after it is no reason to break the link either.
 """
 
 import socket
+import threading
 
 import pytest
 
@@ -89,19 +90,30 @@ def test_a_ctrl_c_as_a_write_starts_keeps_the_link_and_the_frame(pair, monkeypat
     assert got[1:] == [[b"%08d" % 1, b"x" * 8]]
 
 
-class CtrlCAfterSendmsg:
-    """The stream's socket with a Ctrl-C landing right after socket.sendmsg returned (Python
-    raises it in place of the result: the count is lost)."""
+class CtrlCAfterSend:
+    """A socket with a Ctrl-C landing in this (the test's) thread right after socket.sendmsg or
+    socket.send returned (Python raises it in place of the result: the count is lost)."""
 
     def __init__(self, sock):
         self._sock = sock
+        self._thread = threading.get_ident()
 
     def __getattr__(self, name):
         return getattr(self._sock, name)
 
+    def _interrupt(self):
+        if threading.get_ident() == self._thread:  # never the reactor's thread
+            raise KeyboardInterrupt
+
     def sendmsg(self, pieces):
-        self._sock.sendmsg(pieces)
-        raise KeyboardInterrupt
+        sent = self._sock.sendmsg(pieces)
+        self._interrupt()
+        return sent
+
+    def send(self, data, flags=0):
+        sent = self._sock.send(data, flags)
+        self._interrupt()
+        return sent
 
 
 def ctrl_c_after_every_send(ch, monkeypatch):
@@ -109,17 +121,18 @@ def ctrl_c_after_every_send(ch, monkeypatch):
     its count (stored before it returns), socket.sendmsg's is lost."""
     native = ch.stream._send
 
-    def send_then_ctrl_c(fd, pieces, box):
-        sent = native(fd, pieces, box)
+    def send_then_ctrl_c(fd, pieces, box, flags=0):
+        sent = native(fd, pieces, box, flags)
         if sent is NotImplemented:
             return sent
         raise KeyboardInterrupt
 
     monkeypatch.setattr(ch.stream, "_send", send_then_ctrl_c)
-    monkeypatch.setattr(ch.stream, "sock", CtrlCAfterSendmsg(ch.stream.sock))
+    monkeypatch.setattr(ch.stream, "sock", CtrlCAfterSend(ch.stream.sock))
+    ch._sock = CtrlCAfterSend(ch._sock)  # the socket of writes that never block
 
 
-@pytest.mark.parametrize("by", ["a direct frame", "a flush"])
+@pytest.mark.parametrize("by", ["a direct frame", "a flush", "a waiting thread's flush"])
 def test_held_frames_written_by_a_thread_that_gets_a_ctrl_c_keep_the_link(pair, monkeypatch, by):
     ch, theirs, closed = pair
     for i in range(3):
@@ -128,8 +141,10 @@ def test_held_frames_written_by_a_thread_that_gets_a_ctrl_c_keep_the_link(pair, 
     with pytest.raises(KeyboardInterrupt):
         if by == "a direct frame":
             ch.send([b"%08d" % 3, b"x" * 8])  # behind the held ones, in the same write
+        elif by == "a flush":
+            ch.flush()  # written by this thread, blocking
         else:
-            ch.flush()  # a thread about to wait writes them
+            coalescing.flush_all()  # a thread about to wait writes what the socket takes now
     count = 4 if by == "a direct frame" else 3
     assert closed == []  # the write's count was known: all of it went out
     got = parse(received(theirs, count * len(encoded(0))))

@@ -148,8 +148,34 @@ def test_how_much_of_a_frame_went_out_is_known_after_a_write():
         assert stream.written == 3  # known once it returned
         box = [-1]
         assert _sends.send(a.fileno(), [b"x", bytearray(b"y")], box) is NotImplemented and box == [-1]
+        with pytest.raises(ValueError, match="what went out before this call"):
+            _sends.send(a.fileno(), [b"abc"], box)  # -1: not a count to add to
+        box = [0]
         assert _sends.send(a.fileno(), [b"abc"], box) == 3 and box == [3]
+        assert _sends.send(a.fileno(), [b"de"], box) == 2 and box == [5]  # added: a frame's running count
         assert streams.unsent(StingySocket(1), pieces) is None  # nothing known of a stand-in
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_write_of_what_the_socket_takes_now_keeps_its_running_count():
+    """A thread's flush of held frames (never blocking): as many sends as the socket takes, the
+    running total in ``written`` throughout; a full socket ends it without waiting."""
+    a, b = socket.socketpair()
+    try:
+        stream = SocketStream(a)
+        data = bytearray(b"held" * 10)
+        assert stream.write_available(data) == 40 and stream.written == 40
+        assert b.recv(64) == bytes(data)
+        big = bytearray(range(256)) * 65536  # 16 MiB: more than the socket buffer takes
+        sent = stream.write_available(big)
+        assert 0 < sent < len(big) and stream.written == sent  # stopped at the full socket, not blocked
+        got = bytearray()
+        b.settimeout(10)
+        while len(got) < sent:
+            got += b.recv(1 << 20)
+        assert got == big[:sent]
     finally:
         a.close()
         b.close()
