@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, NoReturn, TypeVar, cast, overload
@@ -300,7 +301,9 @@ class ProcMesh(MeshTrait):
         self._stopped = True
         shutting_down.forget(self)
         context_mod.disown(self._group.run_id, len(self._shape))
-        self._group.stopping.update(self._shape.ranks)
+        began = time.monotonic()
+        for p in self._shape.ranks:
+            self._group.stopping.setdefault(p, began)
         try:
             if self._group.owner is not None:
                 self._group.owner.stop(list(self._shape.ranks), reason)

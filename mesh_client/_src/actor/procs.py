@@ -91,7 +91,9 @@ class ProcGroup:
         # (run id, restart count, max restarts) for torchelastic, as the client that pickled this
         # group saw them (None: made here): an SPMD actor in a proc reads it (ProcMesh._elastic).
         self.elastic: tuple[str, int, int] | None = None
-        self.stopping: set[int] = set()  # procs being stopped on purpose: their loss is no failure
+        # Procs being stopped on purpose, and when the stop began (time.monotonic()): an end of
+        # theirs after it is no failure, one before it (a crash the stop came after) still is.
+        self.stopping: dict[int, float] = {}
         # How often each proc was replaced by a new process that this group reconnected to
         # (:mod:`.restarts`); an actor spawned on an older incarnation is gone.
         self.incarnations = [0] * len(self.addresses)

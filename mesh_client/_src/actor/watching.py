@@ -12,6 +12,7 @@ Decoding runs on the supervision thread, since explaining a lost proc may ask it
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection
 from typing import Any
 
@@ -40,7 +41,8 @@ def _watch_one(group: ProcGroup, peer: peers.Peer, p: int, index: int, actor_id:
     incarnation = group.incarnations[p]
 
     def ended(f: futures.Future[Any]) -> None:
-        supervision.submit(lambda: _on_end(f, group, p, index, actor_id, display, owner_id, incarnation))
+        at = time.monotonic()  # when the watch ended, before the supervision thread gets to it
+        supervision.submit(lambda: _on_end(f, group, p, index, actor_id, display, owner_id, incarnation, at))
 
     peer.request((ops.WATCH, actor_id), (), _raw).add_done_callback(ended)
 
@@ -49,15 +51,23 @@ def _raw(raw: Any) -> Any:
     return raw
 
 
+def _stopped_before(group: ProcGroup, p: int, ended_at: float) -> bool:
+    """Whether the owner's stop of proc ``p`` began before the watch ended at ``ended_at``: the end
+    was the stop's, not a failure. A crash that the stop came after is still reported, however
+    late the supervision thread gets to it (it used to be dropped when the stop won that race)."""
+    began = group.stopping.get(p)
+    return began is not None and began <= ended_at
+
+
 def _on_end(fut: futures.Future[Any], group: ProcGroup, p: int, index: int, actor_id: str, display: str, owner_id: str,
-            incarnation: int) -> None:
+            incarnation: int, ended_at: float) -> None:
     status, data, extra = fut.get()
     if status == messages.DEAD:
-        if p in group.stopping:  # the proc was shutting down at our own stop(): not a failure
+        if _stopped_before(group, p, ended_at):  # the proc was shutting down at our own stop(): not a failure
             return
         report = messages.dead_report(data)
     elif status == peers.LOST:
-        if p in group.stopping or _CLOSED_BY_US in str(data):
+        if _stopped_before(group, p, ended_at) or _CLOSED_BY_US in str(data):
             return
         successor = extra.relinked() if isinstance(extra, peers.Peer) else None  # waits (bounded)
         if successor is not None:  # the same proc, alive behind a broken link: watch it again
