@@ -12,11 +12,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from mesh_client._src import contract
+from mesh_client._src.actor import spawns
 from mesh_client._src.actor.owned_hosts import OwnedHostMesh
 from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.kubernetes import api as api_mod
-from mesh_client._src.kubernetes import attaching, lifetimes, manifests, spawns, terminating
+from mesh_client._src.kubernetes import attaching, lifetimes, manifests, terminating
 from mesh_client._src.kubernetes.errors import KubernetesMeshError
 from mesh_client._src.runtime import futures, offloading
 from mesh_client._src.runtime.futures import Future
