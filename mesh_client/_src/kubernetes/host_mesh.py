@@ -12,11 +12,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from mesh_client._src import contract
+from mesh_client._src.actor import spawns
 from mesh_client._src.actor.owned_hosts import OwnedHostMesh
 from mesh_client._src.actor.proc_mesh import ProcMesh
 from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.kubernetes import api as api_mod
-from mesh_client._src.kubernetes import attaching, lifetimes, manifests, spawns, terminating
+from mesh_client._src.kubernetes import attaching, lifetimes, manifests, terminating
 from mesh_client._src.kubernetes.errors import KubernetesMeshError
 from mesh_client._src.runtime import futures, offloading
 from mesh_client._src.runtime.futures import Future
@@ -178,7 +179,10 @@ class KubernetesHostMesh(MeshTrait, OwnedHostMesh):
         body["spec"]["tokenSecretName"] = f"{name}-token-{secrets.token_hex(4)}"
         if not outlive:
             terminating.install()  # SIGTERM deletes it too, not only a normal exit
-        created = self.api.create_mesh(body)
+        try:
+            created = self.api.create_mesh(body)
+        except KubernetesMeshError as exc:
+            raise older_crd_refusal(body, exc) from None
         lease = None if outlive else lifetimes.LeaseRenewer(self.api, name, self.lease_seconds,
                                                             uid=created["metadata"]["uid"])
         try:
@@ -274,3 +278,16 @@ class KubernetesHostMesh(MeshTrait, OwnedHostMesh):
             terminating.install()  # here, on the loop's thread: the spawn's own thread cannot set it
         return await offloading.run_blocking(blocking, name="procmesh-spawn-procs", discard=lambda mesh: mesh.stop(),
                                              at_exit=True)
+
+
+def older_crd_refusal(body: Mapping[str, Any], exc: KubernetesMeshError) -> KubernetesMeshError:
+    """``exc``, saying what to do where a cluster's CRD (a chart before 2026-12-07) refused a
+    mesh without perHost that ``spawn_procs()`` without ``per_host`` asks for; the API server's
+    words name spec.perHost alone, not the argument."""
+    said = str(exc)
+    if body["spec"].get("perHost") or "spec.perHost" not in said or "at least 1 item" not in said:
+        return exc
+    return KubernetesMeshError(
+        f"{said}; this cluster's ProcMesh CRD is older than meshes without perHost (spawn_procs() without "
+        f"per_host: one proc per host): upgrade the chart (README, \"Upgrade\"), or pass per_host={{'procs': 1}} "
+        f"(extent {{hosts: N, procs: 1}})")

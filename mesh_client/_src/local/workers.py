@@ -21,10 +21,10 @@ import pathlib
 import secrets
 import sys
 import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from mesh_client._src.actor import spawns
 from mesh_client._src.actor.actor import Actor
 from mesh_client._src.actor.actor_mesh import gather
 from mesh_client._src.actor.endpoint import endpoint
@@ -210,10 +210,9 @@ class WorkerHostMesh(MeshTrait, OwnedHostMesh):
         displays = [f"{name}[hosts={i}] ({h}:{p})" for i, (h, p) in enumerate(workers)]
         self._workers = ProcMesh(ProcGroup(name, workers, token, displays), self._shape)
         self._agents = self._workers.spawn("host_agent", HostAgent)
-        self._spawned: list[weakref.ref[ProcMesh]] = []  # stopped first by stop() and shutdown()
-        self._spawned_lock = threading.Lock()  # guards the three fields above and below
+        self._spawns = spawns.Spawns()  # what stop() and shutdown() stop first, spawns in flight too
+        self._agents_lock = threading.Lock()  # guards the two fields above and below
         self._agents_stopped = False  # by stop(): the next spawn_procs ships new ones
-        self._shut_down = False
 
     def _with_shape(self, shape: Shape) -> WorkerHostMesh:
         raise NotImplementedError("slicing a worker host mesh is not supported; attach to fewer workers")
@@ -237,6 +236,31 @@ class WorkerHostMesh(MeshTrait, OwnedHostMesh):
         per_host = dict(per_host or {})
         if "hosts" in per_host:
             raise ValueError("per_host must not name 'hosts': it is the workers' dimension")
+        spawn = self._spawns.begin()  # before the agents are picked: a stop then waits for this spawn
+        if spawn is None:
+            raise self._shut_down_error()
+        try:
+            mesh = self._start(per_host, bootstrap, name)
+        except BaseException:
+            self._spawns.end(spawn, None)
+            raise
+        late = self._spawns.end(spawn, mesh)
+        if late:  # stop() or shutdown() came while this spawn started its procs: theirs to stop
+            failure: BaseException | None = None
+            try:
+                mesh.stop(self._stop_reason()).get()
+            except Exception as exc:  # the stop's future raises it
+                failure = exc
+            for stopping in late:
+                self._spawns.settle(stopping, spawn, failure)
+            if self._spawns.shut_down:
+                raise self._shut_down_error()
+            raise RuntimeError(f"{self!r}.stop() came while this spawn started its procs, so they were stopped as "
+                               f"stop() stops what the host mesh spawned; spawn again")
+        return mesh
+
+    def _start(self, per_host: dict[str, int], bootstrap: Callable[[], Any] | None, name: str | None) -> ProcMesh:
+        """The body of :meth:`spawn_procs`: every agent starts its host's procs, then connect."""
         agents = self._live_agents()
         name = name or f"{self.name}-procs{next(_names)}"
         token = secrets.token_hex(32)
@@ -248,17 +272,12 @@ class WorkerHostMesh(MeshTrait, OwnedHostMesh):
         shape = Shape(["hosts", *per_host], [len(advertised), *per_host.values()])
         group = ProcGroup(name, [a for a, _ in started], token.encode(), proc_displays(name, shape),
                           owner=_WorkerProcs(agents, name), proc_ids=[p for _, p in started])
-        mesh = connected_mesh(group, shape, bootstrap)
-        with self._spawned_lock:
-            self._spawned = [ref for ref in self._spawned if ref() is not None] + [weakref.ref(mesh)]
-        return mesh
+        return connected_mesh(group, shape, bootstrap)
 
     def _live_agents(self) -> HostAgent:
         """The agents to start procs with: new ones after :meth:`stop` (Monarch's host mesh
-        spawns again after its ``stop()``); RuntimeError after :meth:`shutdown`."""
-        with self._spawned_lock:
-            if self._shut_down:
-                raise self._shut_down_error()
+        spawns again after its ``stop()``)."""
+        with self._agents_lock:
             if self._agents_stopped:
                 self._agents = self._workers.spawn("host_agent", HostAgent)
                 self._agents_stopped = False
@@ -267,59 +286,81 @@ class WorkerHostMesh(MeshTrait, OwnedHostMesh):
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Let go of the workers (they keep running, for the next controller to attach, and for
         this host mesh's next ``spawn_procs``); the procs they started for this host mesh stop
-        first, as asked (so their actors' ends are no supervision events), then the agents.
+        first, as asked (so their actors' ends are no supervision events), those of the spawns
+        in flight once started (the spawn then raises, as Monarch drains them), then the agents.
         After :meth:`shutdown` the future raises RuntimeError, as Monarch's."""
-        with self._spawned_lock:
-            if self._shut_down:
-                return futures.failed(self._shut_down_error())
+        with self._agents_lock:  # before the take: a spawn that picked these agents began before it, so is waited for
             agents, self._agents_stopped = self._agents, True
-        return self._after_spawned(reason, lambda: agents.stop(reason))
+        taken = self._spawns.take(shutdown=False)
+        if taken is None:
+            return futures.failed(self._shut_down_error())
+        return self._after_spawned(taken, reason, lambda: agents.stop(reason))
 
     def shutdown(self) -> Future[None]:
         """Stop the worker processes themselves (they cannot be attached to again), after the
-        procs they started for this host mesh. Once only: a later ``shutdown()``, ``stop()``
-        or ``spawn_procs`` raises Monarch's RuntimeError (``stop()``'s and ``shutdown()``'s
-        futures raise it)."""
-        with self._spawned_lock:
-            if self._shut_down:
-                return futures.failed(self._shut_down_error())
-            self._shut_down = True
-        reason = "host mesh shut down"
-        return self._after_spawned(reason, lambda: self._workers.stop(reason))
+        procs they started for this host mesh, those of the spawns in flight too. Once only: a
+        later ``shutdown()``, ``stop()`` or ``spawn_procs`` raises Monarch's RuntimeError
+        (``stop()``'s and ``shutdown()``'s futures raise it)."""
+        taken = self._spawns.take(shutdown=True)
+        if taken is None:
+            return futures.failed(self._shut_down_error())
+        return self._after_spawned(taken, "host mesh shut down", lambda: self._workers.stop("host mesh shut down"))
+
+    def _stop_reason(self) -> str:
+        return "host mesh shut down" if self._spawns.shut_down else "host mesh stopped"
 
     def _is_shut_down(self) -> bool:
-        return self._shut_down
+        return self._spawns.shut_down
 
     def _shut_down_error(self) -> RuntimeError:
         return RuntimeError(f"HostMesh has already been shut down: {self!r}.shutdown() was called, which ended "
                             "its workers; start workers again and attach_to_workers() to spawn more procs")
 
-    def _after_spawned(self, reason: str, then: Callable[[], Future[None]]) -> Future[None]:
+    def _after_spawned(self, taken: tuple[list[ProcMesh], spawns.Stopping], reason: str,
+                       then: Callable[[], Future[None]]) -> Future[None]:
         """Stop the proc meshes spawned here that are still up, as ``ProcMesh.stop`` does (the
         connections that then close are expected: without it the agents' ends took the procs
-        down under live actors, an unhandled supervision event that ended the controller),
-        then ``then()``, whatever became of them; the future raises the first failure."""
-        with self._spawned_lock:
-            spawned, self._spawned = self._spawned, []
+        down under live actors, an unhandled supervision event that ended the controller), and
+        wait for the spawns in flight to stop theirs (the agents' ends took those procs down
+        under their bootstrap), then ``then()``, whatever became of them; the future raises the
+        first failure."""
+        spawned, stopping = taken
         failure: BaseException | None = None
-        for ref in spawned:
-            mesh = ref()
-            if mesh is None:
-                continue
+        for mesh in spawned:
             try:
                 mesh.stop(reason).get()
             except Exception as exc:  # a worker out of reach: the others are still let go
                 failure = failure or exc
-        done = then()
-        if failure is None:
-            return done
+        self._spawns.settle(stopping, spawns.OWN, failure)
         out: Future[None] = Future(None)
 
-        def settle(_: Future[None]) -> None:
-            out.set_exception(failure)
+        def settle(done: Future[None]) -> None:
+            first = _failure_of(stopping.done)
+            if first is None:
+                first = _failure_of(done)
+            if first is None:
+                out.set_result(None)
+            else:
+                out.set_exception(first)
 
-        done.add_done_callback(settle)
+        def drained(_: Future[None]) -> None:  # on the thread of the last spawn in flight, or here
+            try:
+                done = then()
+            except Exception as exc:  # the future raises it, as then()'s own would
+                done = futures.failed(exc)
+            done.add_done_callback(settle)
+
+        stopping.done.add_done_callback(drained)
         return out
+
+
+def _failure_of(fut: Future[None]) -> BaseException | None:
+    """The exception of a future that is done, None if it succeeded."""
+    try:
+        fut.get(timeout=0)
+    except Exception as exc:
+        return exc
+    return None
 
 
 def attach_to_workers(

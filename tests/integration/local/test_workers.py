@@ -12,7 +12,8 @@ closed and the procs it started are gone; ``logging_option`` can set
 the level of procs on workers but not stream their output here; procs on workers stop when
 asked, running their exit handlers (a forked one was killed 5 s later); the host mesh spawns
 again after its ``stop()`` and refuses a second ``shutdown()``, a ``stop()`` and ``spawn_procs``
-after its ``shutdown()``, as Monarch's.
+after its ``shutdown()``, as Monarch's; a spawn in flight when it stops or shuts down is drained
+(its procs stopped once started, and it raises).
 """
 
 import asyncio
@@ -23,13 +24,15 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
 
-from mesh_client import attach_to_workers, run_worker_loop_forever
+from mesh_client import ProcMesh, attach_to_workers, run_worker_loop_forever
 from mesh_client._src.runtime import handshaking, peers, streams
 from mesh_client._src.wire import protocol
+from tests.cluster import testing
 from tests.integration.local.actors import Recorder
 
 TOKEN = "a-test-token-for-workers"
@@ -109,6 +112,56 @@ def test_the_host_mesh_spawns_again_after_stop_and_refuses_all_after_shutdown(wo
             call().get(timeout=10)
     with pytest.raises(RuntimeError, match=shut):
         hosts.spawn_procs()
+
+
+def _started_then_held(marker_dir: str):
+    """A bootstrap that says it started (a file per proc) and waits for ``release`` there, so a
+    spawn stays in flight until the test lets it end (bounded: it gives up after 120 s)."""
+    def bootstrap() -> None:
+        import os
+        import time
+
+        open(os.path.join(marker_dir, f"started-{os.getpid()}"), "w").close()
+        for _ in range(2400):
+            if os.path.exists(os.path.join(marker_dir, "release")):
+                return
+            time.sleep(0.05)
+    return bootstrap
+
+
+@pytest.mark.parametrize("end", ["stop", "shutdown"])
+def test_a_spawn_in_flight_when_the_host_mesh_stops_is_drained(workers, tmp_path, end):
+    """As Monarch drains the spawns in flight, and as KubernetesHostMesh does: the stop waits
+    for the spawn, which then stops its procs and raises a RuntimeError saying why (its procs
+    were killed under its bootstrap by the agents' end, a SupervisionError saying the bootstrap
+    failed); after stop() the host mesh spawns again."""
+    hosts = attach_to_workers(name=f"drain-{end}", ca="trust_all_connections", workers=[a for a, _ in workers],
+                              token=TOKEN)
+    outcome: list[BaseException | ProcMesh] = []
+
+    def spawn() -> None:
+        try:
+            outcome.append(hosts.spawn_procs(per_host={"gpus": 1}, bootstrap=_started_then_held(str(tmp_path))))
+        except BaseException as exc:  # noqa: BLE001 - the test reads it
+            outcome.append(exc)
+
+    spawning = threading.Thread(target=spawn)
+    spawning.start()
+    testing.wait_for(lambda: len(list(tmp_path.glob("started-*"))) == 2, "both procs in their bootstrap")
+    stopped = getattr(hosts, end)()
+    assert not stopped.done()  # it waits for the spawn in flight
+    (tmp_path / "release").touch()
+    spawning.join(timeout=120)
+    assert not spawning.is_alive()
+    words = (r"^HostMesh has already been shut down: " if end == "shutdown"
+             else r"\.stop\(\) came while this spawn started its procs, so they were stopped")
+    assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError), outcome
+    assert re.search(words, str(outcome[0])), outcome[0]
+    assert stopped.get(timeout=60) is None
+    if end == "stop":
+        again = hosts.spawn_procs(per_host={"gpus": 1})
+        assert list(again.spawn("rec", Recorder).echo.call("x").get(timeout=60).values()) == ["x", "x"]
+        hosts.shutdown().get(timeout=60)
 
 
 def _write_at_exit(path: str):

@@ -1,6 +1,7 @@
-"""What a ``KubernetesHostMesh``'s ``stop()`` and ``shutdown()`` must stop: the proc meshes it
+"""What an owned host mesh's ``stop()`` and ``shutdown()`` must stop: the proc meshes it
 spawned, and the spawns still waiting for theirs, which Monarch drains before it stops (their
-procs are stopped once up). Bookkeeping alone, thread-safe; :mod:`.host_mesh` stops the meshes.
+procs are stopped once up). Bookkeeping alone, thread-safe; the host meshes stop the meshes
+(:mod:`..kubernetes.host_mesh`, :mod:`..local.workers`).
 """
 
 from __future__ import annotations

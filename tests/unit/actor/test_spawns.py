@@ -1,4 +1,4 @@
-"""A host mesh's stop bookkeeping (:mod:`mesh_client._src.kubernetes.spawns`).
+"""A host mesh's stop bookkeeping (:mod:`mesh_client._src.actor.spawns`).
 
 Aspects: a stop is done once its own meshes and the spawns in flight when it came have ended;
 a spawn that began after it, or ended before it, is not waited for; a spawn in flight at a stop
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from mesh_client._src.kubernetes import spawns
+from mesh_client._src.actor import spawns
 
 MESH = object()  # a mesh is only kept and handed back here
 
