@@ -44,12 +44,12 @@ def connected_mesh(group: ProcGroup, shape: Shape, bootstrap: Callable[[], Any] 
             peer.connect()
         if bootstrap is not None:
             mesh.run(bootstrap).get()
+        natives.warn_if_missing()  # raises where warnings are errors (-W error): a failed spawn
     except BaseException:
         mesh.stop()
         raise
     ctx_mod.adopt(group.run_id, mesh)  # made by an actor: stopped with it
     shutting_down.made(mesh)
-    natives.warn_if_missing()
     return mesh
 
 

@@ -8,7 +8,9 @@ Aspects:
 - a controller with the modules loaded (as this checkout is built) warns nothing;
 - an install without them (a copy of mesh_client without its built modules), whose actor
   spawns procs of its own: the warning comes once, the controller's, never a proc server's
-  (whose lines reach the same terminal).
+  (whose lines reach the same terminal);
+- warnings made errors (``-W error``, pytest's ``filterwarnings = error``): the first spawn
+  raises the warning, and its procs are stopped, as for any spawn that fails.
 """
 
 import os
@@ -67,17 +69,49 @@ NESTED = textwrap.dedent(
         print("nested", missing, value)
     """
 )
+STRICT = textwrap.dedent(
+    """
+    import os, sys, time
+    sys.modules["mesh_client._src.runtime._waits"] = None
+    sys.modules["mesh_client._src.runtime._sends"] = None
+    from mesh_client import this_host
+
+    pids = sys.argv[1]
+    def note_pid():
+        with open(os.path.join(pids, str(os.getpid())), "w"):
+            pass
+
+    try:
+        this_host().spawn_procs(per_host={"gpus": 2}, bootstrap=note_pid)
+    except RuntimeWarning as e:
+        print("raised", "C compiler" in str(e))
+
+    def running(pid):
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    started = os.listdir(pids)
+    print("procs", len(started))
+    deadline = time.monotonic() + 60
+    while any(running(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    print("stopped" if not any(running(p) for p in started) else "left running")
+    """
+)
 WARNED = "procmesh: the native call-path modules"
 
 
-def run_controller(tmp_path: Path, mode: str, source: str = CONTROLLER,
-                   path: str = ROOT) -> subprocess.CompletedProcess[str]:
+def run_controller(tmp_path: Path, mode: str, source: str = CONTROLLER, path: str = ROOT,
+                   options: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "controller.py"
     script.write_text(source)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}  # Python's default filters
     env["PYTHONPATH"] = path
-    done = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, cwd=path,
-                          env=env, timeout=120)
+    done = subprocess.run([sys.executable, *options, str(script), mode], capture_output=True, text=True,
+                          cwd=path, env=env, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 
@@ -112,3 +146,10 @@ def test_a_proc_server_without_the_native_modules_warns_nothing(tmp_path):
     assert done.stderr.count(WARNED) == 1, done.stderr
     line = next(line for line in done.stderr.splitlines() if WARNED in line)
     assert line.startswith(str(tmp_path / "controller.py:")), line  # the controller's, no proc's prefix
+
+
+def test_a_warning_made_an_error_stops_the_procs_of_the_spawn_it_fails(tmp_path):
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    done = run_controller(tmp_path, str(pids), STRICT, options=("-W", "error::RuntimeWarning"))
+    assert done.stdout.splitlines() == ["raised True", "procs 2", "stopped"], done.stderr
