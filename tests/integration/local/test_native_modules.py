@@ -9,6 +9,8 @@ Aspects:
 - an install without them (a copy of mesh_client without its built modules), whose actor
   spawns procs of its own: the warning comes once, the controller's, never a proc server's
   (whose lines reach the same terminal);
+- an async controller (spawn_procs_async, which spawns on a thread of its own): warned at the
+  user's await, not at a line of threading.py;
 - warnings made errors (``-W error``, pytest's ``filterwarnings = error``): the first spawn
   raises the warning, and its procs are stopped, as for any spawn that fails.
 """
@@ -101,6 +103,21 @@ STRICT = textwrap.dedent(
     print("stopped" if not any(running(p) for p in started) else "left running")
     """
 )
+ASYNC = textwrap.dedent(
+    """
+    import asyncio, sys
+    sys.modules["mesh_client._src.runtime._waits"] = None
+    sys.modules["mesh_client._src.runtime._sends"] = None
+    from mesh_client import this_host
+
+    async def main():
+        procs = await this_host().spawn_procs_async(per_host={"gpus": 1}, name="spawned")  # warned
+        await procs.stop()
+        print("stopped")
+
+    asyncio.run(main())
+    """
+)
 WARNED = "procmesh: the native call-path modules"
 
 
@@ -153,3 +170,12 @@ def test_a_warning_made_an_error_stops_the_procs_of_the_spawn_it_fails(tmp_path)
     pids.mkdir()
     done = run_controller(tmp_path, str(pids), STRICT, options=("-W", "error::RuntimeWarning"))
     assert done.stdout.splitlines() == ["raised True", "procs 2", "stopped"], done.stderr
+
+
+def test_an_async_controller_is_warned_at_its_own_line(tmp_path):
+    done = run_controller(tmp_path, "blocked", ASYNC)
+    assert done.stdout.splitlines() == ["stopped"]
+    lines = done.stderr.splitlines()
+    at = [i for i, line in enumerate(lines) if WARNED in line]
+    assert len(at) == 1 and lines[at[0]].startswith(str(tmp_path / "controller.py:")), done.stderr
+    assert 'name="spawned"' in lines[at[0] + 1]
