@@ -56,7 +56,8 @@ def message(names: list[str]) -> str:
 def warn_if_missing() -> None:
     """Warn (a RuntimeWarning) the first time in this process that a native module is missing;
     nothing where both loaded or once warned. Called by the backends on each mesh they make, and
-    by a local async spawn before the thread it spawns on (whose stack holds no line of the user's)."""
+    by an async spawn or attach before the thread it waits on (whose stack holds no line of the
+    user's)."""
     if not missing or not _warned.acquire(blocking=False):
         return
     warnings.warn(message(missing), RuntimeWarning, stacklevel=_outside_procmesh())
