@@ -2,7 +2,7 @@
 own await (spawn_procs_async, attach_async), not a line of threading.py: both wait for the mesh
 on a thread of their own, whose stack holds no line of the user's.
 
-Aspects: a controller whose import of _waits and _sends fails (a ``None`` in ``sys.modules``, as
+Aspects: a controller whose import of _waits, _sends and _frames fails (a ``None`` in ``sys.modules``, as
 in tests/integration/local/test_native_modules.py) spawns a mesh with ``spawn_procs_async``, or
 attaches one with ``attach_async``: one warning, at the line awaited.
 """
@@ -25,6 +25,7 @@ CONTROLLER = textwrap.dedent(
     import asyncio, sys
     sys.modules["mesh_client._src.runtime._waits"] = None
     sys.modules["mesh_client._src.runtime._sends"] = None
+    sys.modules["mesh_client._src.wire._frames"] = None
     from mesh_client.kubernetes import KubernetesHostMesh, attach_async
 
     how, namespace, kubeconfig = sys.argv[1:4]

@@ -76,6 +76,7 @@ STRICT = textwrap.dedent(
     import os, sys, time
     sys.modules["mesh_client._src.runtime._waits"] = None
     sys.modules["mesh_client._src.runtime._sends"] = None
+    sys.modules["mesh_client._src.wire._frames"] = None
     from mesh_client import this_host
 
     pids = sys.argv[1]
@@ -108,6 +109,7 @@ ASYNC = textwrap.dedent(
     import asyncio, sys
     sys.modules["mesh_client._src.runtime._waits"] = None
     sys.modules["mesh_client._src.runtime._sends"] = None
+    sys.modules["mesh_client._src.wire._frames"] = None
     from mesh_client import this_host
 
     async def main():
@@ -158,7 +160,7 @@ def test_a_proc_server_without_the_native_modules_warns_nothing(tmp_path):
     shutil.copytree(Path(ROOT) / "mesh_client", install / "mesh_client",
                     ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"))
     done = run_controller(tmp_path, "copy", NESTED, str(install))
-    assert done.stdout.splitlines() == ["nested ['_waits', '_sends'] 7"]  # the proc's own modules missing
+    assert done.stdout.splitlines() == ["nested ['_waits', '_sends', '_frames'] 7"]  # the proc's own modules missing
     assert "[outer rank 0] inner spawned" in done.stderr, done.stderr
     assert done.stderr.count(WARNED) == 1, done.stderr
     line = next(line for line in done.stderr.splitlines() if WARNED in line)
