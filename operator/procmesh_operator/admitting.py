@@ -12,7 +12,8 @@ suspended mesh gives its quota back (Kueue evicts it as ``Deactivated``), and re
 reactivates it: it queues again; a Workload Kueue deactivated itself (waitForPodsReady's requeuing
 limit) stays inactive until someone activates it (the suspend's own deactivation is marked, so it
 is never taken for Kueue's: :data:`workloads.SUSPENDED_ANNOTATION`; an older operator's, unmarked,
-is known by its field manager: :func:`workloads.active_set_by_operator`). A template edited while the mesh holds no quota is carried
+is known by its field manager: :func:`workloads.active_set_by_operator`; a suspend leaves to
+Kueue the write of a deactivation it has decided on: :func:`workloads.deactivating`). A template edited while the mesh holds no quota is carried
 into the Workload (:func:`_keep_demand`), so Kueue admits the mesh for what its pods will
 request. The reconcile creates pods only for an admitted mesh; once its status is computed,
 :func:`report_readiness` keeps the Workload's PodsReady condition, which Kueue's
@@ -106,7 +107,8 @@ async def admission(client: kubeclient.KubeClient, mesh: specs.MeshSpec, queue: 
         workload = await _keep_demand(client, mesh, queue, path, workload, settings)
     active = not mesh.suspend
     if bool((workload.get("spec") or {}).get("active", True)) != active \
-            and not (active and workloads.deactivated_by_kueue(workload)):  # Kueue's decision stands
+            and not (workloads.deactivated_by_kueue(workload) if active
+                     else workloads.deactivating(workload)):  # Kueue's decision stands, and its write
         workload = await client.merge_patch(path, workloads.active_patch(active))
     if (reactivation := workloads.reactivation_patch(workload, _now())) is not None:
         workload = await client.merge_patch(

@@ -280,11 +280,19 @@ def deactivated_by_kueue(workload: Mapping[str, Any]) -> bool:
     if not (workload.get("spec") or {}).get("active", True) \
             and (annotations.get(SUSPENDED_ANNOTATION) or active_set_by_operator(workload)):
         return False
-    conditions = (workload.get("status") or {}).get("conditions")
-    if _find(conditions, DEACTIVATION_TARGET).get("status") == "True":
+    if deactivating(workload):
         return True
-    evicted = _find(conditions, EVICTED)
+    evicted = _find((workload.get("status") or {}).get("conditions"), EVICTED)
     return evicted.get("status") == "True" and str(evicted.get("reason") or "").startswith(DEACTIVATED_DUE_TO)
+
+
+def deactivating(workload: Mapping[str, Any]) -> bool:
+    """Whether Kueue has decided to deactivate the Workload (``DeactivationTarget=True``), which
+    its own update of ``spec.active`` then carries out. A suspend leaves that write to Kueue:
+    made by the operator, it would read as the suspend's (:data:`SUSPENDED_ANNOTATION`,
+    :func:`active_set_by_operator`), and the resume would undo Kueue's decision."""
+    conditions = (workload.get("status") or {}).get("conditions")
+    return _find(conditions, DEACTIVATION_TARGET).get("status") == "True"
 
 
 def active_set_by_operator(workload: Mapping[str, Any]) -> bool:

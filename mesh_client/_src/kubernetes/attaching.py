@@ -483,5 +483,6 @@ async def attach_async(
                       api_client=api_client, progress=progress, via_api_server=via_api_server,
                       forward_output=forward_output)
 
+    natives.warn_if_missing()  # here, at the caller's await: the attach runs on a thread of its own
     return await offloading.run_blocking(blocking, name=f"procmesh-attach-{name}", discard=lambda mesh: mesh.stop(),
                                          at_exit=True)

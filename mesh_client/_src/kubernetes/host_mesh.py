@@ -19,7 +19,7 @@ from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.kubernetes import api as api_mod
 from mesh_client._src.kubernetes import attaching, lifetimes, manifests, terminating
 from mesh_client._src.kubernetes.errors import KubernetesMeshError
-from mesh_client._src.runtime import futures, offloading
+from mesh_client._src.runtime import futures, natives, offloading
 from mesh_client._src.runtime.futures import Future
 
 _names = itertools.count()
@@ -274,6 +274,7 @@ class KubernetesHostMesh(MeshTrait, OwnedHostMesh):
                                     restart_policy=restart_policy, max_restarts=max_restarts, port=port,
                                     outlive=outlive)
 
+        natives.warn_if_missing()  # here, at the caller's await: the spawn runs on a thread of its own
         if not outlive:
             terminating.install()  # here, on the loop's thread: the spawn's own thread cannot set it
         return await offloading.run_blocking(blocking, name="procmesh-spawn-procs", discard=lambda mesh: mesh.stop(),

@@ -44,12 +44,12 @@ def connected_mesh(group: ProcGroup, shape: Shape, bootstrap: Callable[[], Any] 
             peer.connect()
         if bootstrap is not None:
             mesh.run(bootstrap).get()
+        natives.warn_if_missing()  # raises where warnings are errors (-W error): a failed spawn
     except BaseException:
         mesh.stop()
         raise
     ctx_mod.adopt(group.run_id, mesh)  # made by an actor: stopped with it
     shutting_down.made(mesh)
-    natives.warn_if_missing()
     return mesh
 
 
@@ -171,6 +171,7 @@ class HostMesh(MeshTrait):
     ) -> ProcMesh:
         """:meth:`spawn_procs` for async controllers: the event loop serves other tasks while
         the procs start and bootstrap (procs started for a cancelled task are stopped)."""
+        natives.warn_if_missing()  # here, at the caller's await: the spawn runs on a thread of its own
         return await offloading.run_blocking(
             lambda: self.spawn_procs(per_host, bootstrap, name, bootstrap_command, forward_output=forward_output),
             name="procmesh-spawn-procs", discard=lambda mesh: mesh.stop())

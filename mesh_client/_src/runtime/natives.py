@@ -6,7 +6,8 @@ whose count survives a Ctrl-C); and what the wire's own, ``_frames`` (the per-me
 ``pip install`` builds them where it finds a C compiler and goes on without them where it does
 not (pyproject.toml), so an install on a slim machine works, only slower, and would say nothing:
 :func:`warn_if_missing` warns once per process, when the backends make the program's first proc
-mesh.
+mesh; never in a proc server, whose lines reach the same terminal (the program that started it
+warns for the install).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ if wire_native.frames is None:  # the wire parses and packs each message in Pyth
 #: call_one's median 75-84 us in a run without them, 47.5 us with them).
 SLOWDOWN = "about 1.6x as long on a host of 8 cores or more"
 
-_warned = threading.Lock()  # taken once, by the one warning, and never released
+_warned = threading.Lock()  # taken once, by the one warning (or by a proc server), never released
 
 
 def message(names: list[str]) -> str:
@@ -54,10 +55,18 @@ def message(names: list[str]) -> str:
 
 def warn_if_missing() -> None:
     """Warn (a RuntimeWarning) the first time in this process that a native module is missing;
-    nothing where both loaded or once warned. Called by the backends on each mesh they make."""
+    nothing where both loaded or once warned. Called by the backends on each mesh they make, and
+    by an async spawn or attach before the thread it waits on (whose stack holds no line of the
+    user's)."""
     if not missing or not _warned.acquire(blocking=False):
         return
     warnings.warn(message(missing), RuntimeWarning, stacklevel=_outside_procmesh())
+
+
+def never_warn() -> None:
+    """This process is a proc server: it never warns. A mesh its actor makes would say again, in
+    the program's terminal, what the program's own first mesh said."""
+    _warned.acquire(blocking=False)
 
 
 def _outside_procmesh() -> int:

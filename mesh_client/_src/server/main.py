@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mesh_client._src import contract
-from mesh_client._src.runtime import unixlinks
+from mesh_client._src.runtime import natives, unixlinks
 from mesh_client._src.server import config as config_mod
 from mesh_client._src.server import finalizing, gpu, logging_mode, output
 from mesh_client._src.server.dispatch import ProcServer
@@ -46,6 +46,7 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None,
         # inherit (this process's own /proc/<pid>/environ keeps its start-up block).
         os.environ.pop(contract.TOKEN, None)
         os.environ.pop(contract.INCARNATION, None)  # nor this proc's id: a proc server it starts is another proc
+        natives.never_warn()  # its program warned where the modules are missing
     for entry in cfg.sys_path:
         if entry not in sys.path:
             sys.path.append(entry)

@@ -162,6 +162,18 @@ def restarted(cluster: controlplane.Cluster, session: Kueue, *,
         start(cluster)
 
 
+@contextlib.contextmanager
+def stopped(cluster: controlplane.Cluster, session: Kueue) -> Iterator[None]:
+    """``session`` (the cluster's running Kueue) stopped for the ``with`` block, as a Kueue
+    down or restarting is, then a Kueue of the default Configuration started in its folder
+    (``session``'s pidfile names it, so the session's fixture stops it)."""
+    session.stop()
+    try:
+        yield
+    finally:
+        start(cluster)
+
+
 def _tail(path: Path, lines: int = 30) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])

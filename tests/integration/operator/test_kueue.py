@@ -8,7 +8,8 @@ Aspects: the procs land on the node of the flavor they were admitted on; 4 + 4 +
 and says ``QuotaReserved=False`` with Kueue's message in its conditions, ``kubectl get pm``,
 ``kubectl describe`` and attach's error; a high-priority mesh preempts a low one, whose procs
 go (the client's call fails naming the preemption) and which returns to Ready once the units
-free up.
+free up; a mesh suspended while Kueue is deactivating its Workload (its DeactivationTarget
+written, spec.active not yet) stays deactivated by Kueue after its resume.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import calendar
 import time
 import uuid
+from typing import Any
 
 import pytest
 from kubernetes.client.exceptions import ApiException
@@ -23,7 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from mesh_client.kubernetes import KubernetesHostMesh, MeshNotReady, attach
 from procmesh_operator import settings, workloads
 from tests.cluster import testing
-from tests.cluster.kueue import configs
+from tests.cluster.kueue import configs, manager
 from tests.cluster.process_node.config import NodeConfig
 from tests.integration.local.actors import Lambda
 from tests.integration.operator import gang_checks, support
@@ -416,3 +418,53 @@ def test_the_python_client_spawns_through_a_queue(operator, kueue, kube, custom,
         assert list(actors.run.call(lambda: 1).get().values()) == [1, 1]
     finally:
         procs.stop().get()
+
+
+def test_a_suspend_while_kueue_deactivates_the_workload_leaves_it_kueues(
+        cluster, operator, kueue, custom, core, namespace, place, queue):
+    """Kueue deactivates a Workload in two writes: ``DeactivationTarget=True`` in its status
+    (at waitForPodsReady's requeuing limit, a rejected admission check, a maximum execution
+    time), then ``spec.active: false`` with an update of its own. A mesh suspended in between
+    (a moment, or as long as Kueue is down) had the operator write ``spec.active: false`` as
+    its suspend's, marked so: Kueue's write then changed nothing, and the resume activated
+    the Workload Kueue had decided to deactivate. The operator leaves that write to Kueue."""
+    create_queued(custom, namespace, "doomed", 2, place, queue)
+    mesh = support.wait_ready(custom, namespace, "doomed")
+    with manager.stopped(cluster, kueue):
+        def targeted():
+            """Kueue's first write (workload.SetDeactivationTarget), as at its requeuing limit."""
+            w = workload_of(custom, namespace, mesh)
+            conditions = [c for c in w["status"]["conditions"] if c["type"] != workloads.DEACTIVATION_TARGET]
+            conditions.append({"type": workloads.DEACTIVATION_TARGET, "status": "True",
+                               "reason": "RequeuingLimitExceeded",
+                               "message": "exceeding the maximum number of re-queuing retries",
+                               "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                               "observedGeneration": w["metadata"]["generation"]})
+            try:
+                custom.patch_namespaced_custom_object_status(
+                    workloads.GROUP, workloads.VERSION, namespace, workloads.PLURAL, w["metadata"]["name"],
+                    {"metadata": {"resourceVersion": w["metadata"]["resourceVersion"]},
+                     "status": {"conditions": conditions}})
+            except ApiException as e:
+                if e.status == 409:  # the operator wrote it meanwhile (PodsReady)
+                    return None
+                raise
+            return True
+        testing.wait_for(targeted, "doomed's Workload a deactivation target, as Kueue marks it")
+        support.patch_mesh(custom, namespace, "doomed", {"suspend": True})
+        wait_reason(custom, namespace, "doomed", "Ready", "Suspended")  # its suspend reconciled
+        workload = workload_of(custom, namespace, mesh)
+        assert workload["spec"]["active"] is True, workload["metadata"]  # left to Kueue's own write
+        assert workloads.SUSPENDED_ANNOTATION not in (workload["metadata"].get("annotations") or {})
+    testing.wait_for(lambda: workload_of(custom, namespace, mesh)["spec"]["active"] is False,
+                     "Kueue, started again, deactivating doomed's Workload")
+    support.patch_mesh(custom, namespace, "doomed", {"suspend": False})
+
+    def told() -> dict[str, Any] | None:
+        """Evicted first (its quota released), then deactivated by Kueue, as the mesh says."""
+        admitted = support.condition(support.get_mesh(custom, namespace, "doomed"), "Admitted")
+        return admitted if admitted.get("reason") == "DeactivatedDueToRequeuingLimitExceeded" \
+            and "Kueue deactivated the mesh's Workload" in admitted.get("message", "") else None
+    testing.wait_for(told, "doomed resumed, its Workload left deactivated by Kueue")
+    assert workload_of(custom, namespace, mesh)["spec"]["active"] is False
+    assert support.mesh_pods(core, namespace, "doomed") == []

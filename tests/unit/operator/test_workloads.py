@@ -176,9 +176,10 @@ def test_a_workload_the_operator_deactivated_last_is_its_own_whatever_kueues_con
     assert workloads.deactivated_by_kueue(kueues)
 
 
-def managed(manager, *spec_fields):
-    """A managedFields entry as the API server writes it for an update or patch by ``manager``."""
-    return {"manager": manager, "operation": "Update", "apiVersion": "kueue.x-k8s.io/v1beta2",
+def managed(manager, *spec_fields, operation="Update"):
+    """A managedFields entry as the API server writes it for an update or patch by ``manager``
+    (``operation`` "Apply": a server-side apply)."""
+    return {"manager": manager, "operation": operation, "apiVersion": "kueue.x-k8s.io/v1beta2",
             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {f"f:{f}": {} for f in spec_fields}}}
 
 
@@ -196,15 +197,17 @@ def test_a_workload_an_older_operator_deactivated_for_a_suspend_is_its_own():
     assert not workloads.deactivated_by_kueue(old_suspend)
     assert workloads.read(old_suspend).reason == "Deactivated"  # spec.suspend, not Kueue
     # Kueue's own deactivation: its update changed spec.active, which the API server then gives
-    # to Kueue's manager alone (the operator keeps the fields it set that Kueue left alone).
+    # to Kueue's manager alone, named after its User-Agent (kueue/v0.17.0 ...; the operator keeps
+    # the fields it set that Kueue left alone).
     by_kueue = {**stale, "spec": {"active": False}}
     by_kueue["metadata"] = {"managedFields": [managed("procmesh-operator", "podSets", "queueName"),
-                                              managed("manager", "active")]}
+                                              managed("kueue", "active")]}
     assert not workloads.active_set_by_operator(by_kueue)
     assert workloads.deactivated_by_kueue(by_kueue)
-    # Shared, or not known (managedFields stripped): Kueue's conditions decide, as before.
+    # Shared (a server-side apply of the same value), or not known (managedFields stripped):
+    # Kueue's conditions decide, as before.
     shared = {**by_kueue, "metadata": {"managedFields": [managed("procmesh-operator", "active"),
-                                                         managed("manager", "active")]}}
+                                                         managed("kubectl", "active", operation="Apply")]}}
     assert workloads.deactivated_by_kueue(shared)
     assert workloads.deactivated_by_kueue({**by_kueue, "metadata": {}})
 
