@@ -212,20 +212,22 @@ class Channel:
                 elif outbox.frames:  # behind the held ones, in the same write
                     pieces = [bytes(outbox.take()), *pieces]
                     coalescing.forget(self)
+                # Writing until what did not go out is back in the outbox: a second Ctrl-C
+                # before that (a storm of them) would lose it, the link kept, unless it is cut.
                 try:
                     self.stream.write(pieces)
                     writing = False
                 except streams.Stalled as stalled:
-                    writing = False
                     over = self._stall(stalled.rest)
+                    writing = False
                     if over is not None:
                         raise ChannelClosed(over) from None
                 except KeyboardInterrupt:  # a Ctrl-C as the write ended (or in it): how far did it get?
                     rest = streams.unsent(self.stream, pieces)
                     if rest is not None:  # known: the frame went out whole, or the reactor ends it
-                        writing = False
                         if rest:
                             self._stall(rest)
+                        writing = False
                     raise
         except OSError as exc:
             self.close(f"connection to {self.display} broke while sending: {exc}", CloseKind.IO_ERROR)
@@ -252,6 +254,8 @@ class Channel:
             try:
                 if not self._outbox.frames:
                     return
+                # Writing (as in send_frame) from taking the held frames until they are out or
+                # back in the outbox: a Ctrl-C in between cuts the link; after, nothing is lost.
                 writing = True
                 if self._backlog:  # the reactor writes it, as the peer reads
                     retry = False
@@ -261,14 +265,16 @@ class Channel:
                     streams.begin_write(self.stream)
                     try:
                         self.stream.write(pieces)
+                        writing = False
                     except streams.Stalled as stalled:
                         self._stall(stalled.rest)
+                        writing = False
                     except KeyboardInterrupt:  # a Ctrl-C of a thread about to wait, as in send_frame
                         rest = streams.unsent(self.stream, pieces)
                         if rest is not None:
-                            writing = False
                             if rest:
                                 self._stall(rest)
+                            writing = False
                         raise
                 elif self._reactor.on_thread or not isinstance(self.stream, streams.SocketStream):
                     if self._write_held_now():
@@ -284,10 +290,11 @@ class Channel:
                     except KeyboardInterrupt:
                         sent = self.stream.written
                         if sent >= 0:  # known: what did not go out waits for the next write
-                            writing = False
                             self._put_back_unwritten(data, sent)
+                            writing = False
                         raise
                     retry = self._put_back_unwritten(data, sent)
+                    writing = False
                     if not retry:
                         self._retry = 0.0
             finally:

@@ -4,7 +4,9 @@ Aspects: a Ctrl-C that lands as a write starts (before any byte went out) leaves
 and the frame goes out, whatever the connection's previous write left as its count (unknown, or
 larger than this frame); held frames, written with a direct frame, by a thread's flush or by a
 thread about to wait (never blocking), go through the write whose count survives a Ctrl-C (the
-native one), so a Ctrl-C right after it is no reason to break the link either.
+native one), so a Ctrl-C right after it is no reason to break the link either; a second Ctrl-C
+(a storm's) before what a cut-short or stalled write left unsent is back in the outbox cuts the
+link (those frames are nowhere else), one after held frames went out (or were put back) does not.
 """
 
 import socket
@@ -149,3 +151,99 @@ def test_held_frames_written_by_a_thread_that_gets_a_ctrl_c_keep_the_link(pair, 
     assert closed == []  # the write's count was known: all of it went out
     got = parse(received(theirs, count * len(encoded(0))))
     assert got == [[b"%08d" % i, b"x" * 8] for i in range(count)]
+
+
+class SecondCtrlC:
+    """A second Ctrl-C of a storm, landing as the channel starts to keep what the first one's
+    write left unsent (the main thread descheduled there on a loaded machine): ``method`` of the
+    channel raises KeyboardInterrupt the first time it is called."""
+
+    def __init__(self, ch, monkeypatch, method):
+        original = getattr(ch, method)
+
+        def interrupted(*args):
+            monkeypatch.setattr(ch, method, original)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(ch, method, interrupted)
+
+
+def cut_before_every_send(ch, monkeypatch, by):
+    """Each write of ``ch`` ends before any byte went out (its count known: 0): a Ctrl-C, or
+    ``BlockingIOError``, the send timeout of a peer that reads nothing passing (Stalled)."""
+
+    def cut(fd, pieces, box, flags=0):
+        raise BlockingIOError if by == "stalled" else KeyboardInterrupt
+
+    monkeypatch.setattr(ch.stream, "_send", cut)
+
+
+@pytest.mark.parametrize("by", ["a direct frame", "a direct frame, stalled", "a flush", "a waiting thread's flush"])
+def test_a_ctrl_c_as_the_unsent_rest_is_kept_cuts_the_link(pair, monkeypatch, by):
+    """Held frames taken for a write that a Ctrl-C (or a stall) cut short, and a Ctrl-C (of a
+    storm) before what did not go out was put back: they are in no outbox and not on the wire,
+    so their callers would wait for ever unless the link is cut (their calls then fail, a live
+    proc is reached again)."""
+    ch, theirs, closed = pair
+    for i in range(3):
+        ch.send([b"%08d" % i, b"x" * 8], hold=True)
+    cut_before_every_send(ch, monkeypatch, "stalled" if by.endswith("stalled") else "ctrl-c")
+    SecondCtrlC(ch, monkeypatch, "_put_back_unwritten" if by == "a waiting thread's flush" else "_stall")
+    with pytest.raises(KeyboardInterrupt):
+        if by.startswith("a direct frame"):
+            ch.send([b"%08d" % 3, b"x" * 8])
+        elif by == "a flush":
+            ch.flush()
+        else:
+            coalescing.flush_all()
+    assert ch.state is channel_mod._CLOSED and ch._outbox.frames == 0, (closed, ch._outbox.frames)
+    assert "interrupted part way" in ch.close_reason
+
+
+class CtrlCAsReleased:
+    """The channel's send lock, with a Ctrl-C landing in the test's thread right after it is
+    released (the write before it done: nothing of it is left to lose)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._thread = threading.get_ident()
+        self.armed = False
+
+    def acquire(self, blocking=True):
+        return self._lock.acquire(blocking)
+
+    def release(self):
+        self._lock.release()
+        if self.armed and threading.get_ident() == self._thread:
+            self.armed = False
+            raise KeyboardInterrupt
+
+    def __enter__(self):
+        return self._lock.__enter__()
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+@pytest.mark.parametrize("by", ["a flush", "a flush that stalled", "a waiting thread's flush"])
+def test_a_ctrl_c_once_held_frames_are_out_or_put_back_keeps_the_link(pair, monkeypatch, by):
+    ch, theirs, closed = pair
+    for i in range(3):
+        ch.send([b"%08d" % i, b"x" * 8], hold=True)
+    if by == "a flush that stalled":  # its send timeout passes with nothing taken: the reactor writes them
+        native = ch.stream._send
+
+        def stalled(fd, pieces, box, flags=0):
+            monkeypatch.setattr(ch.stream, "_send", native)
+            raise BlockingIOError
+
+        monkeypatch.setattr(ch.stream, "_send", stalled)
+    lock = ch._send_lock = CtrlCAsReleased()
+    lock.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        if by.startswith("a flush"):
+            ch.flush()
+        else:
+            coalescing.flush_all()
+    assert closed == [] and ch.state is channel_mod._ACTIVE  # all of it went out (or waits): no reason to break the link
+    assert parse(received(theirs, 3 * len(encoded(0)))) == [[b"%08d" % i, b"x" * 8] for i in range(3)]
