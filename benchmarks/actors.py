@@ -143,7 +143,8 @@ conn, _ = srv.accept()
 if conn.family != socket.AF_UNIX: conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 """
 
-ECHO_SERVER = SERVER_PRELUDE + r"""
+# Exactly n bytes from the connection (the client's close ends the server): for the servers below.
+RECV_EXACT = r"""
 def recv(n):
     buf = bytearray(n); view = memoryview(buf); got = 0
     while got < n:
@@ -151,6 +152,9 @@ def recv(n):
         if not k: sys.exit(0)
         got += k
     return buf
+"""
+
+ECHO_SERVER = SERVER_PRELUDE + RECV_EXACT + r"""
 while True:
     (n,) = struct.unpack("!Q", recv(8))
     msg = pickle.loads(recv(n))

@@ -34,20 +34,13 @@ import time
 from functools import partial
 from typing import Any
 
-from actors import SERVER_PRELUDE, start_server
+from actors import RECV_EXACT, SERVER_PRELUDE, start_server
 
 STEPS_MS = (0.0, 1.0, 5.0, 25.0)
 KINDS = ("spin", "sleep")
 
 # A raw server that works as the actor does: ("spin" | "sleep", ms) -> the seconds inside.
-WORK_SERVER = SERVER_PRELUDE + r"""
-def recv(n):
-    buf = bytearray(n); view = memoryview(buf); got = 0
-    while got < n:
-        k = conn.recv_into(view[got:])
-        if not k: sys.exit(0)
-        got += k
-    return buf
+WORK_SERVER = SERVER_PRELUDE + RECV_EXACT + r"""
 while True:
     (n,) = struct.unpack("!Q", recv(8))
     kind, ms = pickle.loads(recv(n))

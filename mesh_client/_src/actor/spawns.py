@@ -61,6 +61,17 @@ class Spawns:
             return []
         return late
 
+    def stop_late(self, spawn: int, late: list[Stopping], mesh: ProcMesh, reason: str) -> None:
+        """Stop ``mesh``, the mesh of ``spawn`` that the stops ``late`` (from :meth:`end`) took,
+        and settle each of them with the stop's failure, if any."""
+        failure: BaseException | None = None
+        try:
+            mesh.stop(reason).get()
+        except Exception as exc:  # the stop's future raises it
+            failure = exc
+        for stopping in late:
+            self.settle(stopping, spawn, failure)
+
     def take(self, shutdown: bool) -> tuple[list[ProcMesh], Stopping] | None:
         """A stop (``shutdown``: and no more spawns): the meshes to stop now, and the stop, which
         waits for them (:data:`OWN`) and for the spawns now in flight. None once shut down: as

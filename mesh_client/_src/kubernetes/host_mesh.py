@@ -124,13 +124,7 @@ class KubernetesHostMesh(MeshTrait, OwnedHostMesh):
             raise
         late = self._spawns.end(spawn, procs)
         if late:  # stop() or shutdown() came while this spawn waited: its mesh is theirs to stop
-            failure: BaseException | None = None
-            try:
-                procs.stop(self._stop_reason()).get()
-            except Exception as exc:  # the stop's future raises it
-                failure = exc
-            for stopping in late:
-                self._spawns.settle(stopping, spawn, failure)
+            self._spawns.stop_late(spawn, late, procs, self._stop_reason())
             if self._spawns.shut_down:
                 raise self._shut_down_error()
             raise RuntimeError(f"{self!r}.stop() came while this spawn waited for ProcMesh {procs.name}, so it "

@@ -246,13 +246,7 @@ class WorkerHostMesh(MeshTrait, OwnedHostMesh):
             raise
         late = self._spawns.end(spawn, mesh)
         if late:  # stop() or shutdown() came while this spawn started its procs: theirs to stop
-            failure: BaseException | None = None
-            try:
-                mesh.stop(self._stop_reason()).get()
-            except Exception as exc:  # the stop's future raises it
-                failure = exc
-            for stopping in late:
-                self._spawns.settle(stopping, spawn, failure)
+            self._spawns.stop_late(spawn, late, mesh, self._stop_reason())
             if self._spawns.shut_down:
                 raise self._shut_down_error()
             raise RuntimeError(f"{self!r}.stop() came while this spawn started its procs, so they were stopped as "

@@ -453,15 +453,7 @@ class Channel:
     def _write_now(self, data: bytearray) -> bytearray:
         """Write as much of ``data`` as the socket takes without blocking; the rest."""
         assert self._sock is not None
-        view = memoryview(data)
-        sent = 0
-        try:
-            while sent < len(data):
-                sent += self._sock.send(view[sent:], socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            pass
-        finally:
-            view.release()
+        sent = streams.send_available(self._sock, data)
         return data[sent:] if sent < len(data) else bytearray()
 
     # Reading (reactor thread) -----------------------------------------------------------------

@@ -28,6 +28,20 @@ class Stream(Protocol):
 _send: Callable[..., Any] | None = natives.sends_module.send if natives.sends_module is not None else None
 
 
+def send_available(sock: socket.socket, data: bytes | bytearray) -> int:
+    """Send as much of ``data`` as ``sock`` takes now, never blocking; how much went out."""
+    view = memoryview(data)
+    sent = 0
+    try:
+        while sent < len(data):
+            sent += sock.send(view[sent:], socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        pass
+    finally:
+        view.release()
+    return sent
+
+
 def begin_write(stream: Stream) -> None:
     """Before a write that :func:`unsent` may be asked about: see :meth:`SocketStream.begin_write`
     (other streams know no count)."""
@@ -142,17 +156,8 @@ class SocketStream:
         send = self._send
         if send is None or self.sock.gettimeout() is not None:
             box[0] = -1  # socket.send's count is lost to a Ctrl-C
-            view = memoryview(data)
-            sent = 0
-            try:
-                while sent < len(data):
-                    sent += self.sock.send(view[sent:], socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                pass
-            finally:
-                view.release()
-            box[0] = sent
-            return sent
+            box[0] = send_available(self.sock, data)
+            return box[0]
         box[0] = 0
         piece = bytes(data)  # the native send takes bytes (which no other thread can change)
         size = len(piece)
