@@ -10,8 +10,10 @@ call around it. What the call adds is the median of (whole - inside), for steps 
 - ``spin``: the actor thread stays busy, as torch's default CUDA synchronize does (it spins);
 - ``sleep``: the actor thread blocks, as a blocking synchronize or I/O does.
 
-Beside it, in the same run, a raw server (one thread, AF_UNIX, pickle, as local procs use) that
-does the same work per message: its (whole - inside) is the wire's own cost after the same wait.
+The same again with waking ahead turned off (``PROCMESH_WAKE_AHEAD_US=0``, ``runtime/ahead.py``),
+with the count of the waits that woke ahead. Beside it, in the same run, a raw server (one
+thread, AF_UNIX, pickle, as local procs use) that does the same work per message: its
+(whole - inside) is the wire's own cost after the same wait.
 
     python benchmarks/idle_calls.py                 # table
     python benchmarks/idle_calls.py --json          # JSON
@@ -77,21 +79,36 @@ def added_us(call: Any, calls: int) -> float:
     return 1e6 * statistics.median(extra)
 
 
-def procmesh_figures(calls: int) -> dict[str, float]:
-    from mesh_client import Actor, endpoint, this_host
+def procmesh_figures(calls: int, wake_ahead: bool = True) -> dict[str, Any]:
+    """What a call adds around each step, and how many of the calls' waits woke ahead
+    (``runtime/ahead.py``); ``wake_ahead=False``: turned off in the controller and the procs."""
+    from mesh_client import Actor, default_bootstrap_cmd, endpoint, this_host
+    from mesh_client._src.runtime import ahead, waits
 
     class Worker(Actor):
         @endpoint
         def work(self, kind: str, ms: float) -> float:
             return work(kind, ms)
 
-    out = {}
-    with this_host().spawn_procs(per_host={"gpus": 1}, name="idle") as procs:
-        worker = procs.spawn("worker", Worker)
-        for kind in KINDS:
-            for ms in STEPS_MS:
-                out[f"{kind}_{ms:g}ms"] = added_us(partial(lambda k, m: worker.work.call_one(k, m).get(), kind, ms), calls)
-    return out
+    setting = waits.WAKE_AHEAD_NS
+    bootstrap = default_bootstrap_cmd()
+    if not wake_ahead:
+        waits.WAKE_AHEAD_NS = 0
+        bootstrap = bootstrap.with_env({"PROCMESH_WAKE_AHEAD_US": "0"})
+    added, woken = {}, {}
+    try:
+        with this_host().spawn_procs(per_host={"gpus": 1}, bootstrap_command=lambda point: bootstrap,
+                                     name="idle") as procs:
+            worker = procs.spawn("worker", Worker)
+            for kind in KINDS:
+                for ms in STEPS_MS:
+                    before = ahead.woken
+                    key = f"{kind}_{ms:g}ms"
+                    added[key] = added_us(partial(lambda k, m: worker.work.call_one(k, m).get(), kind, ms), calls)
+                    woken[key] = ahead.woken - before
+    finally:
+        waits.WAKE_AHEAD_NS = setting
+    return {"added_us": added, "woke_ahead": woken}
 
 
 def raw_figures(calls: int) -> dict[str, float]:
@@ -119,18 +136,22 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--breakdown", action="store_true", help="also the stages of a call_one, no-op and 25 ms spin")
     args = parser.parse_args()
-    ours, raw = procmesh_figures(args.calls), raw_figures(args.calls)
+    ours, off, raw = procmesh_figures(args.calls), procmesh_figures(args.calls, wake_ahead=False), raw_figures(args.calls)
     stages = {}
     if args.breakdown:
         import call_stages
 
         stages = {f"spin_{ms:g}ms": call_stages.measure(args.calls, ms) for ms in (0.0, 25.0)}
     if args.json:
-        print(json.dumps({"procmesh_added_us": ours, "raw_unix_added_us": raw, "stages": stages}, indent=2))
+        print(json.dumps({"procmesh_added_us": ours["added_us"], "procmesh_woke_ahead": ours["woke_ahead"],
+                          "procmesh_no_wake_ahead_added_us": off["added_us"], "raw_unix_added_us": raw,
+                          "stages": stages}, indent=2))
         return
-    print(f"{'step':>14} | {'procmesh adds (us)':>18} | {'raw unix adds (us)':>18}")
-    for key in ours:
-        print(f"{key:>14} | {ours[key]:18.1f} | {raw[key]:18.1f}")
+    print(f"{'step':>14} | {'procmesh adds (us)':>18} | {'waits woke ahead':>16} | {'wake-ahead off':>14} | "
+          f"{'raw unix adds (us)':>18}")
+    for key in raw:
+        print(f"{key:>14} | {ours['added_us'][key]:18.1f} | {ours['woke_ahead'][key]:16d} | "
+              f"{off['added_us'][key]:14.1f} | {raw[key]:18.1f}")
     if stages:
         print(f"\n{'call_one stage, p50 us':<48} | {'no-op':>8} | {'25 ms spin':>10}")
         for name in stages["spin_0ms"]:

@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from mesh_client._src.runtime import coalescing, waits
+from mesh_client._src.runtime import ahead, coalescing, waits
 from mesh_client._src.runtime import reactor as reactor_mod
 
 if TYPE_CHECKING:
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 R = TypeVar("R")
 
 _UNSET: Any = object()
+_LONGEST = 1e9  # seconds: a longer timeout (math.inf) waits as long as this
 
 
 def check_timeout(timeout: float) -> None:
@@ -148,16 +149,25 @@ class Future(Generic[R]):
             elif bell not in self._waiters:  # a thread polling with timeouts comes back
                 self._waiters.append(bell)
         # The bell is this thread's: a ring left from an earlier future wakes it early, so loop.
+        started = time.monotonic_ns()
+        wake_at = ahead.due(started)  # when to wake ahead of the reply (0: not)
+        deadline = None if timeout is None else started + int(min(max(timeout, 0), _LONGEST) * 1e9)
+        spin, paced = waits.SPIN_NS, True
         try:
-            if timeout is None:
-                while not self._done:
-                    bell.wait(None, waits.SPIN_NS)
-                return
-            deadline = time.monotonic() + max(timeout, 0)
             while not self._done:
-                left = deadline - time.monotonic()
-                if left <= 0 or (not bell.wait(left, waits.SPIN_NS) and not self._done):
-                    raise TimeoutError(f"no result within {timeout} s")
+                if wake_at and (deadline is None or wake_at < deadline):
+                    left = wake_at - time.monotonic_ns()
+                    if (left > 0 and bell.wait(left / 1e9, spin, paced)) or self._done:
+                        continue  # rung (perhaps by an earlier future): look again
+                    wake_at = 0  # the reply is due: spin for it, with the I/O thread that reads it
+                    spin, paced = ahead.wake_io(), False
+                elif deadline is None:
+                    bell.wait(None, spin, paced)
+                else:
+                    left = deadline - time.monotonic_ns()
+                    if left <= 0 or (not bell.wait(left / 1e9, spin, paced) and not self._done):
+                        raise TimeoutError(f"no result within {timeout} s")
+            ahead.waited(started)
         except BaseException:  # a timeout, a Ctrl-C: this thread waits here no more
             self._forget(bell)
             raise

@@ -24,9 +24,15 @@ sends_module: ModuleType | None
 #: The names of the modules that did not load (empty: both did).
 missing: list[str] = []
 
+#: The ``API`` of the ``_waits`` these sources call; one built from older sources (a checkout
+#: pulled and not reinstalled) is left unused, as a missing one.
+WAITS_API = 2
+
 try:
     from mesh_client._src.runtime import _waits as waits_module
 except ImportError:  # built without a C compiler: everything works, nothing spins
+    waits_module = None
+if waits_module is None or getattr(waits_module, "API", 1) != WAITS_API:
     waits_module = None
     missing.append("_waits")
 try:
@@ -46,7 +52,8 @@ _warned = threading.Lock()  # taken once, by the one warning (or by a proc serve
 
 def message(names: list[str]) -> str:
     """The warning for ``names`` missing: what, the cost, and what to do."""
-    return (f"procmesh: the native call-path modules {', '.join(names)} are not built or did not load (an "
+    return (f"procmesh: the native call-path modules {', '.join(names)} are not built, did not load or were "
+            "built from older sources (an "
             "install without a C compiler builds none), so calls run in pure Python: their waits never "
             f"spin, calls take {SLOWDOWN}, and a Ctrl-C during a call's write breaks its connection. "
             "Install a C compiler (gcc) and reinstall procmesh (in a checkout: pip install --no-deps -e .), "

@@ -75,6 +75,9 @@ class Reactor:
         # only then does call_soon need the wake-up pipe (set before the check, so a callback
         # added after the check always sees it; the GIL orders the two).
         self._selecting = True
+        # Until when (time.monotonic_ns) its poll spins whatever its pace: a message is due
+        # (wake_ahead).
+        self._spin_until_ns = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._pid = os.getpid()
         self._thread.start()
@@ -92,6 +95,17 @@ class Reactor:
             self._wake_w.send(b"\0")
         except (BlockingIOError, OSError):
             pass  # the wake-up pipe is full: the loop is already going to wake
+
+    def wake_ahead(self, spin_until_ns: int) -> None:
+        """A message is due soon: have the loop's poll spin until ``spin_until_ns``
+        (``time.monotonic_ns``) rather than sleep, woken now if it sleeps (:mod:`.ahead`)."""
+        if spin_until_ns > self._spin_until_ns:
+            self._spin_until_ns = spin_until_ns
+        if self._selecting and not self.on_thread:
+            try:
+                self._wake_w.send(b"\0")
+            except (BlockingIOError, OSError):
+                pass  # the wake-up pipe is full: the loop is already going to wake
 
     def call_later(self, delay: float, fn: Callable[[], None]) -> Timer:
         """Run ``fn`` on the reactor thread after ``delay`` seconds, unless cancelled first."""
@@ -165,8 +179,9 @@ class Reactor:
             self._selecting = True
             if self._pending:  # added while the loop was awake: do not sleep on them
                 timeout = 0.0
+            spin_until_ns = self._spin_until_ns
             try:
-                ready = self._poller.poll(timeout, rings)
+                ready = self._poller.poll(timeout, rings, spin_until_ns)
             except InterruptedError:
                 ready = []
             self._selecting = False
@@ -180,6 +195,8 @@ class Reactor:
                     (served if getattr(found, "prioritized", False) else others).append(found)
                 elif fd == self._wake_fd:
                     self._drain_wakeups()
+            if spin_until_ns and (served or others) and self._spin_until_ns == spin_until_ns:
+                self._spin_until_ns = 0  # what was due has come (a later wake_ahead stays)
             # The poller is level-triggered: those left out are ready again at the next poll,
             # after prioritized handlers, callbacks and timers have had a turn.
             served += others[: self.OTHERS_PER_PASS]
@@ -226,15 +243,20 @@ class _Poller:
     def unregister(self, fd: int) -> None:
         self._kernel.unregister(fd)
 
-    def poll(self, timeout: float | None, rings: list[waits.Bell]) -> list[tuple[int, int]]:
+    def poll(self, timeout: float | None, rings: list[waits.Bell], spin_until_ns: int = 0) -> list[tuple[int, int]]:
         """Ring ``rings`` (and empty the list), then return the descriptors ready within
         ``timeout`` seconds (None: wait as long as it takes), spinning first where
-        :data:`waits.POLL_SPIN_NS` says so. ``rings`` is this thread's deferred list."""
+        :data:`waits.POLL_SPIN_NS` says so, or until ``spin_until_ns`` (``time.monotonic_ns``)
+        where that is later. ``rings`` is this thread's deferred list."""
         if self._epoll and _native_poll is not None:
             rung = len(rings)
+            spin_ns, pace = waits.POLL_SPIN_NS, self._pace
+            if spin_until_ns:
+                due_spin = spin_until_ns - time.monotonic_ns()
+                if due_spin > 0:
+                    spin_ns, pace = due_spin, None  # a message is due: spin whatever the pace
             try:
-                ready: list[tuple[int, int]] = _native_poll(self._kernel.fileno(), timeout, waits.POLL_SPIN_NS, rings,
-                                                            self._pace)
+                ready: list[tuple[int, int]] = _native_poll(self._kernel.fileno(), timeout, spin_ns, rings, pace)
             except BaseException:
                 waits.flush()  # rung already where the poll got that far: a ring more merges
                 raise

@@ -52,6 +52,10 @@ DEFAULT_SPIN_US = 500
 #: every wait gained less (74 us) and cost 12-22 us of CPU a side (benchmarks/results/actors.md,
 #: 2026-12-06).
 SMALL_HOST_POLL_SPIN_US = 100
+#: How far ahead of a reply that is due (:mod:`.ahead`) the threads that handle it wake, in
+#: microseconds: more than waking a halted vCPU takes (50-110 us a thread on the lent GPU
+#: machines, benchmarks/results/gpu_sharing.md), and each thread spins at most twice this.
+DEFAULT_WAKE_AHEAD_US = 300
 
 
 class Bell(Protocol):
@@ -60,7 +64,7 @@ class Bell(Protocol):
     condition."""
 
     def ring(self) -> None: ...
-    def wait(self, timeout: float | None = None, spin_ns: int = 0, /) -> bool: ...  # positional, as the native one
+    def wait(self, timeout: float | None = None, spin_ns: int = 0, paced: bool = True, /) -> bool: ...  # positional, as the native one
 
 
 class _LockBell:
@@ -78,7 +82,7 @@ class _LockBell:
         except RuntimeError:
             pass  # rung already: rings merge
 
-    def wait(self, timeout: float | None = None, spin_ns: int = 0, /) -> bool:
+    def wait(self, timeout: float | None = None, spin_ns: int = 0, paced: bool = True, /) -> bool:
         if timeout is None or timeout < 0:
             return self._lock.acquire()
         # A lock refuses what time_t cannot hold (get(timeout=math.inf)); the native bell caps it.
@@ -118,7 +122,20 @@ def spins_from(environ: Mapping[str, str], cpus: int) -> Spins:
     return spins
 
 
-def _spin_setting(environ: Mapping[str, str], name: str) -> int | None:
+def wake_ahead_from(environ: Mapping[str, str], spins: Spins) -> int:
+    """How far ahead of a reply that is due its threads wake, in ns (:mod:`.ahead`):
+    ``PROCMESH_WAKE_AHEAD_US`` if set, else :data:`DEFAULT_WAKE_AHEAD_US` where the I/O
+    thread's poll spins at all (a host of 2 cores or more, spinning not turned off), else 0."""
+    ahead = _spin_setting(environ, "PROCMESH_WAKE_AHEAD_US",
+                          "the microseconds ahead of a reply that is due its waiting threads wake (0 turns it off)")
+    if ahead is not None:
+        return ahead
+    return DEFAULT_WAKE_AHEAD_US * 1000 if spins.poll_ns > 0 else 0
+
+
+def _spin_setting(environ: Mapping[str, str], name: str,
+                  meaning: str = "the microseconds a waiting thread spins before it sleeps (0 turns spinning off)",
+                  ) -> int | None:
     """The nanoseconds of the spin setting ``name`` (given in microseconds), if set."""
     raw = environ.get(name, "").strip()
     if not raw:
@@ -126,10 +143,7 @@ def _spin_setting(environ: Mapping[str, str], name: str) -> int | None:
     try:
         micros = float(raw)
     except ValueError:
-        raise ValueError(
-            f"{name}={raw!r} is not a number: give the microseconds a waiting thread spins before "
-            "it sleeps (0 turns spinning off)"
-        ) from None
+        raise ValueError(f"{name}={raw!r} is not a number: give {meaning}") from None
     if not 0 <= micros <= MAX_SPIN_US:  # NaN fails this too
         raise ValueError(f"{name}={raw!r} is out of range: give 0 to {MAX_SPIN_US} microseconds")
     return int(micros * 1000)
@@ -140,13 +154,21 @@ def _spin_setting(environ: Mapping[str, str], name: str) -> int | None:
 #: forked proc takes effect.
 SPIN_NS = 0
 POLL_SPIN_NS = 0
+#: How far ahead of a reply that is due this process's threads wake (:mod:`.ahead`), in ns; 0: they do not.
+WAKE_AHEAD_NS = 0
 
 
 def configure() -> None:
-    """Set :data:`SPIN_NS` and :data:`POLL_SPIN_NS` from this process's environment and CPUs: at
-    import, and again in a proc forked from the zygote once it has its own environment."""
-    global SPIN_NS, POLL_SPIN_NS
-    SPIN_NS, POLL_SPIN_NS = spins_from(os.environ, cores.usable_cores()) if native is not None else Spins(0, 0)
+    """Set :data:`SPIN_NS`, :data:`POLL_SPIN_NS` and :data:`WAKE_AHEAD_NS` from this process's
+    environment and CPUs: at import, and again in a proc forked from the zygote once it has its
+    own environment."""
+    global SPIN_NS, POLL_SPIN_NS, WAKE_AHEAD_NS
+    if native is None:  # nothing spins: a wake ahead would only sleep again
+        SPIN_NS, POLL_SPIN_NS, WAKE_AHEAD_NS = 0, 0, 0
+        return
+    spins = spins_from(os.environ, cores.usable_cores())
+    SPIN_NS, POLL_SPIN_NS = spins
+    WAKE_AHEAD_NS = wake_ahead_from(os.environ, spins)
 
 
 configure()
@@ -258,10 +280,16 @@ class Mailbox(Generic[T]):
             taken.append(items.popleft())
         return taken
 
-    def get(self) -> T:
+    def get(self, spin_ns: int = 0) -> T:
+        """The next item; ``spin_ns``: the first wait spins that long whatever the recent waits
+        were (an item is due soon: :mod:`.ahead`), else :data:`SPIN_NS` while they were short."""
         items = self._items
         while True:
             try:
                 return items.popleft()
             except IndexError:
-                self._bell.wait(None, SPIN_NS)
+                if spin_ns:
+                    self._bell.wait(None, spin_ns, False)
+                    spin_ns = 0
+                else:
+                    self._bell.wait(None, SPIN_NS)

@@ -27,7 +27,7 @@ from mesh_client._src.actor.endpoint import (
     is_endpoint,
 )
 from mesh_client._src.actor.shape import Extent, Point
-from mesh_client._src.runtime import ops, peers, waits
+from mesh_client._src.runtime import ahead, ops, peers, waits
 from mesh_client._src.runtime.channel import Channel, ChannelClosed
 from mesh_client._src.server import finalizing, logs, tracing
 from mesh_client._src.wire import envelopes, packing, serialization
@@ -239,10 +239,12 @@ class ActorRunner:
         held: set[Channel] = set()  # channels this thread may have left replies held on
         clock = time.perf_counter
         quick = self._quick
+        spin = 0  # how long the next wait for work spins whatever the pace (ns): work is due (ahead.py)
         while True:
             if held and work_queue.empty():
                 _flush(held)
-            work = work_queue.get()
+            work = work_queue.get(spin)
+            spin = 0
             if work is None:
                 break
             call_id, channel, header, segments = work
@@ -266,7 +268,8 @@ class ActorRunner:
                 if op == _CALL:
                     started = clock()
                     result = self._call(call_id, channel, header, segments)
-                    if clock() - started < QUICK_SECONDS:
+                    took = clock() - started
+                    if took < QUICK_SECONDS:
                         quick.add(header[3])
                     else:
                         quick.discard(header[3])
@@ -281,6 +284,8 @@ class ActorRunner:
                         reply(channel, call_id, _OK, payload, hold)
                         if hold:
                             held.add(channel)  # type: ignore[arg-type]  # hold: it is a Channel
+                        elif took >= QUICK_SECONDS:  # a long one: a loop's next call follows its reply closely
+                            spin = ahead.after_long_work(took)
                 elif op == ops.SPAWN:
                     self._construct(header, segments)
                     reply(channel, call_id, peers.OK, [])

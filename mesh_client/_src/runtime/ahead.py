@@ -1,0 +1,88 @@
+"""Waking ahead of a message that is due, so that the threads that handle it are awake when it comes.
+
+A thread that slept through a long wait (a 25 ms GPU step) pays its wake-up when the message
+comes, and where idle cores halt (a virtual machine's vCPU halts to its host) that costs 50 to
+110 us a thread. A call crosses four such waits (:mod:`.waits`), so the call around a 25 ms step
+cost 0.66-0.85 ms on the lent GPU machines where a no-op call's round trip is about 0.05 ms, and
+keeping every core busy cut it by half (``benchmarks/results/gpu_sharing.md``). Spinning through
+every step would do that at a core per waiting thread; this spins only around the moment a
+message is due, :data:`.waits.WAKE_AHEAD_NS` (``PROCMESH_WAKE_AHEAD_US``) on either side of it:
+
+- a caller whose recent waits for a reply were long expects this one to be as long as the
+  shortest of them (a loop of steps repeats itself): it sleeps until the wake-ahead before that, then wakes its process's
+  I/O thread, and both spin until the reply comes, twice the wake-ahead at most;
+- an actor whose call ran long, once the reply is out, wakes its proc's I/O thread, and both spin
+  up to twice the wake-ahead for the next call (a loop's next step follows its reply closely).
+
+Waits shorter than :data:`LONG_WAITS` wake-aheads are left to the usual spins: there the
+threads are awake anyway, or a spin would cost much of the wait.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from mesh_client._src.runtime import reactor, waits
+
+#: A wait counts as long, so that the next one wakes ahead, from this many wake-aheads: each
+#: thread then spins at most a fifth of the wait.
+LONG_WAITS = 10
+
+
+#: A wait for a reply is expected to last as long as the shortest of this thread's last few:
+#: one that woke ahead is shorter than one that did not, and expecting the last one alone
+#: would wake the next too late, every other time.
+RECENT_WAITS = 4
+
+
+class _Recent(threading.local):
+    def __init__(self) -> None:
+        self.waits: list[int] = []  # this thread's last waits for a reply, in ns; emptied by a short one
+
+
+_recent = _Recent()
+
+#: How many times this process has woken ahead (a caller's wait, or an actor's after a long
+#: call): what a benchmark reads to tell whether the waits it measured woke ahead.
+woken = 0
+
+
+def due(started_ns: int) -> int:
+    """When (``time.monotonic_ns``) a wait for a reply that began at ``started_ns`` should wake
+    ahead, or 0 if it should not (its thread's last wait was short, or waking ahead is off)."""
+    recent = _recent.waits
+    return started_ns + min(recent) - waits.WAKE_AHEAD_NS if recent else 0
+
+
+def waited(started_ns: int) -> None:
+    """A wait for a reply that began at ``started_ns`` has ended: the next ones expect as long."""
+    ahead = waits.WAKE_AHEAD_NS
+    took = time.monotonic_ns() - started_ns
+    recent = _recent.waits
+    if not ahead or took < LONG_WAITS * ahead:
+        recent.clear()
+        return
+    recent.append(took)
+    if len(recent) > RECENT_WAITS:
+        del recent[0]
+
+
+def wake_io() -> int:
+    """A message is due about now: wake this process's I/O thread to spin for it; returns how long
+    the thread asking should spin (ns, whatever its recent waits were)."""
+    global woken
+    woken += 1
+    spin = 2 * waits.WAKE_AHEAD_NS
+    reactor.get_reactor().wake_ahead(time.monotonic_ns() + spin)
+    return spin
+
+
+def after_long_work(seconds: float) -> int:
+    """An actor's call took ``seconds`` and its reply is out: if that was long, wake the I/O
+    thread to spin for the next call and return how long the actor's thread should spin for it
+    (ns); else 0."""
+    ahead = waits.WAKE_AHEAD_NS
+    if not ahead or seconds * 1e9 < LONG_WAITS * ahead:
+        return 0
+    return wake_io()

@@ -1,0 +1,129 @@
+"""Calls whose waits wake ahead of the reply (runtime/ahead.py): a controller started here with
+PROCMESH_WAKE_AHEAD_US=200 (a wait of 2 ms or more counts as long) calls naps of 50 and 300 ms,
+so that its waits and its procs' wake ahead for certain, and reports what it saw: results,
+order, fan-outs, a timeout, a Ctrl-C and a proc's death while woken ahead, and a proc whose own
+environment turns waking ahead off.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = str(Path(__file__).resolve().parents[3])
+
+CONTROLLER = textwrap.dedent(
+    """
+    import json, os, signal, threading, time
+    import mesh_client.actor
+    from mesh_client import Actor, SupervisionError, default_bootstrap_cmd, endpoint, this_host
+    from mesh_client._src.runtime import ahead, waits
+
+    class Napper(Actor):
+        @endpoint
+        def nap(self, seconds):
+            time.sleep(seconds)
+            return seconds
+
+        @endpoint
+        def add(self, i):
+            return i + 1
+
+        @endpoint
+        def woken(self):
+            return [ahead.woken, waits.WAKE_AHEAD_NS]
+
+        @endpoint
+        def pid(self):
+            return os.getpid()
+
+    def woken_by(fn):
+        before = ahead.woken
+        value = fn()
+        return value, ahead.woken - before
+
+    mesh_client.actor.unhandled_fault_hook = lambda failure: None  # the kill below is expected
+    out = {"controller_ahead_ns": waits.WAKE_AHEAD_NS}
+    with this_host().spawn_procs(per_host={"gpus": 2}, name="ahead") as procs:
+        nappers = procs.spawn("napper", Napper)
+        one = nappers.slice(gpus=0)
+        proc_before, out["proc_ahead_ns"] = one.woken.call_one().get()
+        # 50 ms, then 300 ms: the second wait expects 50 ms and wakes ahead, surely.
+        out["naps"], out["naps_woken"] = woken_by(lambda: [one.nap.call_one(s).get() for s in (0.05, 0.3, 0.3)])
+        out["proc_woken"] = one.woken.call_one().get()[0] - proc_before  # after each of the 3 long calls
+        out["sequential"] = [one.add.call_one(i).get() for i in range(300)]  # quick ones after long ones
+        futures = [one.add.call_one(i) for i in range(1000)]
+        out["pipelined"] = [f.get() for f in futures]
+        one.nap.call_one(0.05).get()
+        out["fanouts"], out["fanouts_woken"] = woken_by(
+            lambda: [sorted(nappers.nap.call(s).get().values()) for s in (0.05, 0.3)])
+        # A timeout after the wait woke ahead (expecting 50 ms).
+        one.nap.call_one(0.05).get()
+        try:
+            one.nap.call_one(1.0).get(timeout=0.2)
+            out["timeout"] = "no TimeoutError"
+        except TimeoutError as exc:
+            out["timeout"] = str(exc)
+        # A Ctrl-C while the main thread waits, woken ahead (expecting 50 ms) and then asleep.
+        victim = nappers.slice(gpus=1)
+        victim_pid = victim.pid.call_one().get()
+        victim.nap.call_one(0.05).get()
+        main = threading.main_thread().ident
+        threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT)).start()
+        started = time.monotonic()
+        try:
+            victim.nap.call_one(60.0).get()
+            out["ctrl_c"] = "no KeyboardInterrupt"
+        except KeyboardInterrupt:
+            out["ctrl_c"] = "KeyboardInterrupt"
+        out["ctrl_c_within_s"] = time.monotonic() - started
+        # The proc dies while a call to it waits, woken ahead.
+        one.nap.call_one(0.05).get()
+        pending = victim.add.call_one(1)  # queued behind the 60 s nap
+        threading.Timer(0.3, os.kill, (victim_pid, signal.SIGKILL)).start()
+        started = time.monotonic()
+        try:
+            pending.get(timeout=20)
+            out["killed"] = "no error"
+        except SupervisionError as exc:
+            out["killed"] = type(exc).__name__
+        out["killed_within_s"] = time.monotonic() - started
+    # A proc's own PROCMESH_WAKE_AHEAD_US counts, also where it is forked from the zygote.
+    off = default_bootstrap_cmd().with_env({"PROCMESH_WAKE_AHEAD_US": "0"})
+    with this_host().spawn_procs(per_host={"gpus": 1}, bootstrap_command=lambda point: off, name="off") as procs:
+        napper = procs.spawn("napper", Napper)
+        before = napper.woken.call_one().get()
+        napper.nap.call_one(0.05).get()
+        out["off_proc_woken"] = [napper.woken.call_one().get()[0] - before[0], before[1]]
+    print(json.dumps(out))
+    """
+)
+
+
+def test_calls_that_wake_ahead_keep_their_results_order_timeouts_and_failures(tmp_path):
+    script = tmp_path / "controller.py"
+    script.write_text(CONTROLLER)
+    env = dict(os.environ, PYTHONPATH=ROOT, PROCMESH_WAKE_AHEAD_US="200")
+    # SIGINT as a terminal's program has it, whatever the runner of these tests inherited
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=240,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    # Where the native waits are built (test_waits checks that they are): 200 us everywhere.
+    assert out["controller_ahead_ns"] == out["proc_ahead_ns"] == 200_000
+    assert out["naps"] == [0.05, 0.3, 0.3]
+    assert out["naps_woken"] >= 1  # the 300 ms reply came after the 50 ms expected
+    assert out["proc_woken"] == 3  # the proc woke its I/O thread after each long call
+    assert out["sequential"] == list(range(1, 301))
+    assert out["pipelined"] == list(range(1, 1001))
+    assert out["fanouts"] == [[0.05, 0.05], [0.3, 0.3]]
+    assert out["fanouts_woken"] >= 1
+    assert out["timeout"] == "no result within 0.2 s"
+    assert out["ctrl_c"] == "KeyboardInterrupt"
+    assert out["ctrl_c_within_s"] < 60  # raised by the signal, not once the 60 s nap ended
+    assert out["killed"] == "SupervisionError"
+    assert out["killed_within_s"] < 20  # failed on the proc's death, not by the bounded wait
+    assert out["off_proc_woken"] == [0, 0]

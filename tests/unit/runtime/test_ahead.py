@@ -1,0 +1,240 @@
+"""Waking ahead of a reply that is due (runtime/ahead.py): what a thread expects from its recent
+waits, a future's wait that wakes its I/O thread before the reply, and the reactor's poll that
+spins while a message is due. Real threads, bells and descriptors; expectations are set by
+waits that really took that long."""
+
+import socket
+import threading
+import time
+
+import pytest
+
+from mesh_client._src.runtime import ahead, reactor, waits
+from mesh_client._src.runtime.futures import Future
+
+native = waits.native
+needs_native = pytest.mark.skipif(native is None, reason="the native waits are not built (test_waits says so)")
+
+AHEAD_NS = 300_000
+MS = 1_000_000
+
+
+def in_fresh_thread(fn):
+    """Run ``fn`` on a new thread (its own recent waits) and return what it returned or raise what it raised."""
+    out: dict[str, object] = {}
+
+    def run():
+        try:
+            out["value"] = fn()
+        except BaseException as exc:
+            out["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive()
+    if "error" in out:
+        raise out["error"]  # type: ignore[misc]
+    return out["value"]
+
+
+def waited_ago(ns):
+    """Record a wait for a reply that began ``ns`` ago."""
+    ahead.waited(time.monotonic_ns() - ns)
+
+
+@pytest.fixture
+def waking_ahead(monkeypatch):
+    monkeypatch.setattr(waits, "WAKE_AHEAD_NS", AHEAD_NS)
+
+
+@pytest.mark.parametrize(
+    ("environ", "poll_ns", "expected"),
+    [
+        ({}, waits.SMALL_HOST_POLL_SPIN_US * 1000, waits.DEFAULT_WAKE_AHEAD_US * 1000),  # a host that spins
+        ({}, 0, 0),  # one core, or spinning turned off: no wake-ahead either
+        ({"PROCMESH_WAKE_AHEAD_US": "0"}, 500_000, 0),
+        ({"PROCMESH_WAKE_AHEAD_US": " 120 "}, 0, 120_000),
+    ],
+)
+def test_how_far_ahead_a_process_wakes(environ, poll_ns, expected):
+    assert waits.wake_ahead_from(environ, waits.Spins(0, poll_ns)) == expected
+
+
+@pytest.mark.parametrize(("raw", "message"), [("soon", "is not a number: give the microseconds ahead"),
+                                              ("-5", "is out of range: give 0 to")])
+def test_a_bad_wake_ahead_setting_says_what_to_give(raw, message):
+    with pytest.raises(ValueError, match=f"PROCMESH_WAKE_AHEAD_US={raw!r} {message}"):
+        waits.wake_ahead_from({"PROCMESH_WAKE_AHEAD_US": raw}, waits.Spins(0, 0))
+
+
+def test_a_thread_expects_the_shortest_of_its_recent_long_waits(waking_ahead):
+    def expectations():
+        seen = [ahead.due(0)]  # nothing waited yet
+        waited_ago(20 * MS)
+        seen.append(ahead.due(0))
+        waited_ago(8 * MS)
+        seen.append(ahead.due(0))
+        for _ in range(ahead.RECENT_WAITS):  # the 8 ms one ages out
+            waited_ago(30 * MS)
+        seen.append(ahead.due(0))
+        waited_ago(1 * MS)  # short (under LONG_WAITS wake-aheads): waking ahead stops
+        seen.append(ahead.due(0))
+        return seen
+
+    nothing, after_20, after_8, after_30s, after_short = in_fresh_thread(expectations)
+    assert nothing == 0 and after_short == 0
+    # Each expectation is the wait's length (at least what was faked) less the wake-ahead.
+    assert 20 * MS - AHEAD_NS <= after_20 < 20 * MS - AHEAD_NS + 1_000 * MS
+    assert 8 * MS - AHEAD_NS <= after_8 < 8 * MS - AHEAD_NS + 1_000 * MS
+    assert 30 * MS - AHEAD_NS <= after_30s < 30 * MS - AHEAD_NS + 1_000 * MS
+
+
+def test_expectations_are_per_thread(waking_ahead):
+    waited_ago(20 * MS)
+    assert ahead.due(0) > 0
+    assert in_fresh_thread(lambda: ahead.due(0)) == 0
+
+
+def test_nothing_wakes_ahead_where_it_is_off(monkeypatch):
+    monkeypatch.setattr(waits, "WAKE_AHEAD_NS", 0)
+
+    def expectation():
+        waited_ago(50 * MS)
+        return ahead.due(0)
+
+    assert in_fresh_thread(expectation) == 0
+    assert ahead.after_long_work(10.0) == 0
+
+
+def completed_later(seconds, value):
+    fut: Future[int] = Future(None)
+    threading.Timer(seconds, fut.set_result, (value,)).start()
+    return fut
+
+
+@needs_native
+@pytest.mark.parametrize("timeout", [None, 30.0])
+def test_a_reply_due_after_the_expected_time_is_woken_ahead_for(waking_ahead, timeout):
+    """The thread expects 20 ms (it waited that long before); the reply takes 300 ms: it wakes
+    ahead once, has the I/O thread spin, and still gets its result."""
+
+    def wait():
+        waited_ago(20 * MS)
+        before = ahead.woken
+        value = completed_later(0.3, 7).get(timeout=timeout)
+        return value, ahead.woken - before, ahead.due(0)
+
+    value, woken, expected = in_fresh_thread(wait)
+    assert value == 7
+    assert woken == 1
+    assert expected >= 20 * MS - AHEAD_NS  # the shortest recent wait stays the expectation
+
+
+@needs_native
+def test_a_reply_before_the_expected_time_wakes_nothing_ahead(waking_ahead):
+    def wait():
+        waited_ago(5_000 * MS)
+        before = ahead.woken
+        value = completed_later(0.05, 3).get()
+        return value, ahead.woken - before, ahead.due(0)
+
+    value, woken, expected = in_fresh_thread(wait)
+    assert (value, woken) == (3, 0)
+    assert 50 * MS - AHEAD_NS <= expected < 5_000 * MS  # the shorter wait is expected next
+
+
+@needs_native
+def test_a_timeout_before_the_expected_time_raises_without_waking_ahead(waking_ahead):
+    def wait():
+        waited_ago(5_000 * MS)
+        before = ahead.woken
+        fut = completed_later(1.0, 0)
+        with pytest.raises(TimeoutError, match="no result within 0.05 s"):
+            fut.get(timeout=0.05)
+        return ahead.woken - before, fut.get(timeout=30)
+
+    assert in_fresh_thread(wait) == (0, 0)
+
+
+@needs_native
+def test_a_timeout_after_waking_ahead_still_raises(waking_ahead):
+    def wait():
+        waited_ago(20 * MS)
+        before = ahead.woken
+        fut = completed_later(2.0, 0)
+        with pytest.raises(TimeoutError, match="no result within 0.2 s"):
+            fut.get(timeout=0.2)
+        return ahead.woken - before
+
+    assert in_fresh_thread(wait) == 1
+
+
+@pytest.mark.parametrize("make", [pytest.param(lambda: native.Bell(), id="native", marks=needs_native),
+                                  pytest.param(waits._LockBell, id="lock")])
+def test_an_unpaced_wait_times_out_and_takes_a_ring(make):
+    bell = make()
+    assert bell.wait(0.002, 1_000_000, False) is False
+    threading.Timer(0.05, bell.ring).start()
+    assert bell.wait(30.0, 1_000_000, False) is True
+
+
+def test_a_mailbox_read_that_spins_first_gets_what_comes_later():
+    box: waits.Mailbox[str] = waits.Mailbox()
+    threading.Timer(0.05, box.put, ("late",)).start()
+    assert box.get(2 * AHEAD_NS) == "late"
+    box.put("next")
+    assert box.get(2 * AHEAD_NS) == "next"
+
+
+@needs_native
+def test_the_poll_spins_unpaced_until_a_message_is_due(monkeypatch):
+    handed = []
+
+    def recording(epfd, timeout, spin_ns, rings, pace):
+        handed.append((spin_ns, pace))
+        return native.poll(epfd, 0.0, 0, rings, pace)
+
+    monkeypatch.setattr(waits, "POLL_SPIN_NS", 222_000)
+    monkeypatch.setattr(reactor, "_native_poll", recording)
+    poller = reactor._Poller()
+    poller.poll(0.0, [], time.monotonic_ns() + 10_000 * MS)
+    poller.poll(0.0, [], time.monotonic_ns() - MS)  # due already past: the usual spin
+    poller.poll(0.0, [])
+    (due_spin, due_pace), past, usual = handed
+    assert 9_000 * MS < due_spin <= 10_000 * MS and due_pace is None
+    assert past == usual == (222_000, poller._pace)
+
+
+class _Reader:
+    def __init__(self, sock):
+        self.sock = sock
+        self.read = threading.Event()
+        self.spin_until_seen = -1
+
+    def fileno(self):
+        return self.sock.fileno()
+
+    def on_readable(self):
+        self.sock.recv(16)
+        self.read.set()
+
+
+@needs_native
+def test_the_loop_spins_until_what_was_due_is_read():
+    loop = reactor.Reactor("test-ahead")
+    a, b = socket.socketpair()
+    try:
+        reader = _Reader(a)
+        loop.register(reader)
+        due = time.monotonic_ns() + 200 * MS
+        loop.wake_ahead(due)
+        loop.wake_ahead(due - 100 * MS)  # an earlier one does not shorten it
+        assert loop._spin_until_ns == due
+        b.send(b"x")
+        assert reader.read.wait(30)
+        assert loop._spin_until_ns == 0  # read: the loop sleeps again when idle
+    finally:
+        loop.unregister(reader)
+        a.close()
+        b.close()
