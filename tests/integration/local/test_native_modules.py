@@ -5,6 +5,8 @@ Aspects:
 - a controller whose import of _waits, _sends and _frames fails (a ``None`` in ``sys.modules``, as
   Python's import system reads it: the module cannot be imported) warns once over two meshes
   spawned at two lines, at the first (the user's own line), and its calls work;
+- a controller whose _waits was built from older sources (no ``API``, or another) leaves it
+  unused and says so, as for a missing one;
 - a controller with the modules loaded (as this checkout is built) warns nothing;
 - an install without them (a copy of mesh_client without its built modules), whose actor
   spawns procs of its own: the warning comes once, the controller's, never a proc server's
@@ -31,6 +33,9 @@ CONTROLLER = textwrap.dedent(
         sys.modules["mesh_client._src.runtime._waits"] = None
         sys.modules["mesh_client._src.runtime._sends"] = None
         sys.modules["mesh_client._src.wire._frames"] = None
+    if sys.argv[1] == "stale":  # a _waits built from older sources (a checkout pulled, not reinstalled)
+        import types
+        sys.modules["mesh_client._src.runtime._waits"] = types.ModuleType("mesh_client._src.runtime._waits")
     from mesh_client import Actor, endpoint, this_host
     from mesh_client._src.runtime import waits
 
@@ -145,6 +150,14 @@ def test_a_controller_without_the_native_modules_warns_once_and_works(tmp_path):
     assert "controller.py:" in line and "RuntimeWarning" in line
     assert 'name="first"' in lines[at + 1]  # warnings shows the source line warned at: the user's first spawn
     assert "_waits, _sends, _frames" in line and "1.6x" in line and "C compiler" in line and "reinstall" in line
+
+
+def test_a_native_module_built_from_older_sources_is_left_unused_and_named(tmp_path):
+    done = run_controller(tmp_path, "stale")
+    assert done.stdout.splitlines() == ["first [7, 7]", "second [7, 7]", "spinning False"]
+    assert done.stderr.count(WARNED) == 1, done.stderr
+    line = next(line for line in done.stderr.splitlines() if WARNED in line)
+    assert "modules _waits are" in line and "built from older sources" in line and "reinstall" in line
 
 
 def test_a_controller_with_the_native_modules_warns_nothing(tmp_path):
