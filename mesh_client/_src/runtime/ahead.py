@@ -11,6 +11,8 @@ message is due, :data:`.waits.WAKE_AHEAD_NS` (``PROCMESH_WAKE_AHEAD_US``) on eit
 - a caller whose recent waits for a reply were long expects this one to be as long as the
   shortest of them (a loop of steps repeats itself): it sleeps until the wake-ahead before that, then wakes its process's
   I/O thread, and both spin until the reply comes, twice the wake-ahead at most;
+- a coroutine that awaits a reply does the same through its I/O thread's timer (its event loop
+  cannot spin: the I/O thread alone is awake when the reply comes);
 - an actor whose call ran long, once the reply is out, wakes its proc's I/O thread, and both spin
   up to twice the wake-ahead for the next call (a loop's next step follows its reply closely).
 
@@ -76,6 +78,20 @@ def wake_io() -> int:
     spin = 2 * waits.WAKE_AHEAD_NS
     reactor.get_reactor().wake_ahead(time.monotonic_ns() + spin)
     return spin
+
+
+def wake_io_at(when_ns: int) -> reactor.Timer:
+    """Have this process's I/O thread wake itself at ``when_ns`` (``time.monotonic_ns``) and
+    spin for a message due then: for an ``await``, whose event loop cannot spin (it is woken
+    from the I/O thread as before)."""
+    io = reactor.get_reactor()
+
+    def wake() -> None:
+        global woken
+        woken += 1
+        io.wake_ahead(time.monotonic_ns() + 2 * waits.WAKE_AHEAD_NS)
+
+    return io.call_later(max(0, when_ns - time.monotonic_ns()) / 1e9, wake)
 
 
 def after_long_work(seconds: float) -> int:

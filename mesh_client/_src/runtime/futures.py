@@ -280,10 +280,16 @@ class Future(Generic[R]):
                     pass
 
             self.add_done_callback(wake)
+            started = time.monotonic_ns()
+            wake_at = ahead.due(started)
+            timer = ahead.wake_io_at(wake_at) if wake_at else None
             try:
                 yield from waiter.__await__()
             finally:
                 self._remove_done_callback(wake)  # cancelled: no callback left per attempt
+                if timer is not None:
+                    timer.cancel()
+            ahead.waited(started)
         return self._outcome()
 
 

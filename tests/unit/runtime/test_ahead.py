@@ -170,6 +170,24 @@ def test_a_timeout_after_waking_ahead_still_raises(waking_ahead):
     assert in_fresh_thread(wait) == 1
 
 
+@needs_native
+def test_an_await_due_after_the_expected_time_has_the_io_thread_woken_ahead(waking_ahead):
+    import asyncio
+
+    async def awaited(fut):
+        return await fut
+
+    def wait(expected_ns, after_s, value):
+        waited_ago(expected_ns)
+        before = ahead.woken
+        got = asyncio.run(awaited(completed_later(after_s, value)))
+        time.sleep(0.4)  # a timer left behind would have fired by now
+        return got, ahead.woken - before
+
+    assert in_fresh_thread(lambda: wait(20 * MS, 0.3, 5)) == (5, 1)
+    assert in_fresh_thread(lambda: wait(300 * MS, 0.05, 6)) == (6, 0)  # early: its timer is cancelled
+
+
 @pytest.mark.parametrize("make", [pytest.param(lambda: native.Bell(), id="native", marks=needs_native),
                                   pytest.param(waits._LockBell, id="lock")])
 def test_an_unpaced_wait_times_out_and_takes_a_ring(make):
