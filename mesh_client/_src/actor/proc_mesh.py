@@ -338,7 +338,9 @@ class ProcMesh(MeshTrait):
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self.stop().get()
+        # stop() waits for the procs to end (their actors' __cleanup__, their finalizers): off
+        # the event loop, which serves its other tasks meanwhile.
+        await offloading.run_blocking(lambda: self.stop().get(), name="procmesh-stop", at_exit=True)
 
     def _check_not_stopped(self) -> None:
         if self._stopped:

@@ -127,6 +127,34 @@ def test_a_stopped_proc_mesh_cannot_be_entered_again():
             pass
 
 
+def test_leaving_an_async_with_block_stops_the_mesh_off_the_event_loop(tmp_path):
+    """The loop serves its other tasks while ``async with`` stops the mesh: here the task that
+    lets the stopping proc end (its atexit handler waits for a file) runs during the stop. A stop
+    that held the loop would end only when the proc was killed 5 s later, the task after it."""
+    from tests.integration.local.actors import Lingering
+
+    started, release = tmp_path / "started", tmp_path / "release"
+    seen: dict[str, bool] = {}
+
+    async def opener() -> None:
+        while not started.exists():
+            await asyncio.sleep(0.005)
+        seen["opened_while_stopping"] = "block_left" not in seen
+        release.touch()
+
+    async def main() -> int:
+        async with this_host().spawn_procs(per_host={"gpus": 1}, name="aexit") as mesh:
+            pid = await mesh.spawn("linger", Lingering).linger_at_exit.call_one(str(started), str(release))
+            task = asyncio.create_task(opener())
+        seen["block_left"] = True
+        await asyncio.wait_for(task, 60)
+        return pid
+
+    pid = asyncio.run(main())
+    assert seen == {"opened_while_stopping": True, "block_left": True}
+    assert _wait_gone([pid]) == []
+
+
 def test_killed_controller_takes_its_procs_along(tmp_path):
     script = tmp_path / "controller.py"
     script.write_text(
