@@ -94,6 +94,9 @@ RESTART_PROC = "RestartProc"
 RESTART_MESH = "RestartMesh"
 RESTART_POLICIES = (RESTART_NEVER, RESTART_PROC, RESTART_MESH)
 DEFAULT_RESTART_POLICY = RESTART_PROC
+#: ``spec.maxRestarts`` where unset (the CRD's default): restarts a mesh may use, over its life,
+#: before a failed proc stays failed (:data:`RESTART_LIMIT_REACHED`).
+DEFAULT_MAX_RESTARTS = 3
 
 #: dra mode: the DeviceClass a claim requests when ``spec.gpus.deviceClassName`` is unset, and the
 #: driver whose attributes ``deviceIDs`` select on: the NVIDIA DRA GPU driver's (docs/dra.md).

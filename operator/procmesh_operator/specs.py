@@ -104,7 +104,7 @@ def parse(body: Mapping[str, Any]) -> MeshSpec:
         colocate_with=spec.get("colocateWith") or None,
         template=spec.get("template") or {},
         restart_policy=str(spec.get("restartPolicy", contract.DEFAULT_RESTART_POLICY)),
-        max_restarts=int(spec.get("maxRestarts", 3)),
+        max_restarts=int(spec.get("maxRestarts", contract.DEFAULT_MAX_RESTARTS)),
         suspend=bool(spec.get("suspend", False)),
         port=int(spec.get("port", contract.PROC_PORT)),
         token_secret_name=spec.get("tokenSecretName") or None,

@@ -287,7 +287,7 @@ def describe_text(mesh: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | N
         lines.append(f"Colocated with: {spec['colocateWith']}")
     lines += [
         f"Restart policy: {spec.get('restartPolicy', contract.DEFAULT_RESTART_POLICY)} "
-        f"({status.get('restarts', 0)} of at most {spec.get('maxRestarts', 3)} restarts used)",
+        f"({status.get('restarts', 0)} of at most {spec.get('maxRestarts', contract.DEFAULT_MAX_RESTARTS)} restarts used)",
         f"Phase:          {phase(mesh, pods)}",
         f"Ready:          {status.get('readyProcs', 0)}/{status.get('desiredProcs', spec_size(spec))}",
         f"Generation:     {meta.get('generation')} (status observed {status.get('observedGeneration', NONE)})",

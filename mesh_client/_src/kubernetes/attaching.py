@@ -83,7 +83,7 @@ class KubernetesProcs:
         the next lost proc's hint see."""
         spec, status = mesh.get("spec") or {}, mesh.get("status") or {}
         self.restart_policy = str(spec.get("restartPolicy") or contract.DEFAULT_RESTART_POLICY)
-        self.max_restarts = int(spec.get("maxRestarts", 3))
+        self.max_restarts = int(spec.get("maxRestarts", contract.DEFAULT_MAX_RESTARTS))
         self.restarts = int(status.get("restarts") or 0)  # status.restarts when last seen
 
     def _where(self, index: int) -> str:

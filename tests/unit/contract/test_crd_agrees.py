@@ -43,6 +43,7 @@ def test_restart_policies():
     policy = SPEC["properties"]["restartPolicy"]
     assert tuple(policy["enum"]) == contract.RESTART_POLICIES
     assert policy["default"] == contract.DEFAULT_RESTART_POLICY
+    assert SPEC["properties"]["maxRestarts"]["default"] == contract.DEFAULT_MAX_RESTARTS
 
 
 def test_length_rules():
