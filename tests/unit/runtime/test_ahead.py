@@ -256,3 +256,43 @@ def test_the_loop_spins_until_what_was_due_is_read():
         loop.unregister(reader)
         a.close()
         b.close()
+
+
+def ctrl_c(*args):
+    raise KeyboardInterrupt
+
+
+@needs_native
+def test_a_ctrl_c_as_a_wait_works_out_when_to_wake_leaves_no_bell_on_the_future(waking_ahead):
+    """The Ctrl-C lands as the wait reads its expectation (after its bell joined the future's):
+    the bell goes with the wait, as for a Ctrl-C while it sleeps."""
+
+    def wait():
+        waited_ago(20 * MS)
+        fut: Future[int] = Future(None)
+        with pytest.MonkeyPatch.context() as patched:
+            patched.setattr(ahead, "due", ctrl_c)
+            with pytest.raises(KeyboardInterrupt):
+                fut.get(timeout=30)
+        return fut._waiters
+
+    assert not in_fresh_thread(wait)
+
+
+@needs_native
+def test_a_ctrl_c_as_an_await_sets_its_wake_timer_leaves_no_callback_on_the_future(waking_ahead):
+    import asyncio
+
+    async def awaited(fut):
+        return await fut
+
+    def wait():
+        waited_ago(20 * MS)
+        fut: Future[int] = Future(None)
+        with pytest.MonkeyPatch.context() as patched:
+            patched.setattr(ahead, "wake_io_at", ctrl_c)
+            with pytest.raises(KeyboardInterrupt):
+                asyncio.run(awaited(fut))
+        return fut._callbacks
+
+    assert not in_fresh_thread(wait)
