@@ -246,9 +246,21 @@ def test_the_loop_spins_until_what_was_due_is_read():
         reader = _Reader(a)
         loop.register(reader)
         due = time.monotonic_ns() + 200 * MS
+        polled_due = threading.Event()
+        poll = loop._poller.poll
+
+        def watched(timeout, rings, spin_until_ns=0):
+            if spin_until_ns == due:
+                polled_due.set()
+            return poll(timeout, rings, spin_until_ns)
+
+        loop._poller.poll = watched
         loop.wake_ahead(due)
         loop.wake_ahead(due - 100 * MS)  # an earlier one does not shorten it
         assert loop._spin_until_ns == due
+        # Sent once the loop polls for it: a message that comes in the poll the wake-ahead cut
+        # short may be another's (the due one still to come), so that poll leaves the spin set.
+        assert polled_due.wait(30)
         b.send(b"x")
         assert reader.read.wait(30)
         assert loop._spin_until_ns == 0  # read: the loop sleeps again when idle
