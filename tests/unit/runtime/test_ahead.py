@@ -46,6 +46,9 @@ def waited_ago(ns):
 @pytest.fixture
 def waking_ahead(monkeypatch):
     monkeypatch.setattr(waits, "WAKE_AHEAD_NS", AHEAD_NS)
+    # What a test records on this (the runner's) thread goes with it: else the later tests of
+    # the run that wait on it would expect that.
+    monkeypatch.setattr(ahead._recent, "waits", [])
 
 
 @pytest.mark.parametrize(
