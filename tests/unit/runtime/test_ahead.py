@@ -311,3 +311,40 @@ def test_a_ctrl_c_as_an_await_sets_its_wake_timer_leaves_no_callback_on_the_futu
         return fut._callbacks
 
     assert not in_fresh_thread(wait)
+
+
+class _Recording:
+    """A bell that records each wait's (spin_ns, paced) and runs ``on_wait(n)`` before the n-th."""
+
+    def __init__(self, bell, on_wait):
+        self.bell = bell
+        self.on_wait = on_wait
+        self.waits = []
+
+    def ring(self):
+        self.bell.ring()
+
+    def wait(self, timeout=None, spin_ns=0, paced=True):
+        self.waits.append((spin_ns, paced))
+        self.on_wait(len(self.waits))
+        return self.bell.wait(timeout, spin_ns, paced)
+
+
+def test_a_mailbox_read_that_spins_first_spins_on_past_a_ring_left_from_an_item_taken_without_waiting():
+    """An item taken without waiting leaves its ring, which ends the next read's first wait at
+    once: the read spins on for what is left of its spin, not as its recent waits say."""
+    box: waits.Mailbox[str] = waits.Mailbox()
+    box.put("queued")
+    assert box.get() == "queued"  # its ring is left on the bell
+
+    def on_wait(n):
+        if n == 2:
+            box.put("due")
+
+    box._bell = _Recording(box._bell, on_wait)
+    window = 10_000 * MS
+    assert box.get(window) == "due"
+    (first, first_paced), (second, second_paced) = box._bell.waits
+    assert first_paced is second_paced is False
+    assert window // 2 < second < first <= window
+
