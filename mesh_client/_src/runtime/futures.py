@@ -154,13 +154,17 @@ class Future(Generic[R]):
             wake_at = ahead.due(started)  # when to wake ahead of the reply (0: not)
             deadline = None if timeout is None else started + int(min(max(timeout, 0), _LONGEST) * 1e9)
             spin, paced = waits.SPIN_NS, True
+            spin_until = 0  # once woken ahead: until when its waits spin (a ring ends one early)
             while not self._done:
+                if spin_until:
+                    spin = max(spin_until - time.monotonic_ns(), 0)
                 if wake_at and (deadline is None or wake_at < deadline):
                     left = wake_at - time.monotonic_ns()
                     if (left > 0 and bell.wait(left / 1e9, spin, paced)) or self._done:
                         continue  # rung (perhaps by an earlier future): look again
                     wake_at = 0  # the reply is due: spin for it, with the I/O thread that reads it
                     spin, paced = ahead.wake_io(), False
+                    spin_until = time.monotonic_ns() + spin
                 elif deadline is None:
                     bell.wait(None, spin, paced)
                 else:

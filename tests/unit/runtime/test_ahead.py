@@ -348,3 +348,27 @@ def test_a_mailbox_read_that_spins_first_spins_on_past_a_ring_left_from_an_item_
     assert first_paced is second_paced is False
     assert window // 2 < second < first <= window
 
+
+@needs_native
+def test_a_wait_that_woke_ahead_spins_what_is_left_of_its_window_past_an_earlier_futures_ring(waking_ahead):
+    """A ring from an earlier future ends the spin after waking ahead early: the wait spins on
+    for the rest of that spin, not a whole one again (at most twice the wake-ahead in all)."""
+
+    def wait():
+        waited_ago(20 * MS)
+        fut: Future[int] = Future(None)
+
+        def on_wait(n):
+            if n == 2:  # the spin after waking ahead: an earlier future's ring ends it at once
+                bell.bell.ring()
+            elif n == 3:
+                fut.set_result(4)
+
+        bell = waits._own.bell = _Recording(native.Bell(), on_wait)
+        return fut.get(), bell.waits
+
+    value, (timed, woke, rest) = in_fresh_thread(wait)
+    assert value == 4
+    assert timed[1] is True  # the sleep until the reply is due
+    assert woke[1] is rest[1] is False
+    assert rest[0] <= woke[0] <= 2 * AHEAD_NS and rest[0] < 2 * AHEAD_NS
