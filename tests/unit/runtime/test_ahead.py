@@ -116,16 +116,44 @@ def completed_later(seconds, value):
     return fut
 
 
+@pytest.fixture
+def completed_after_waking(monkeypatch):
+    """``completed_after_waking(value)``: a future completed 50 ms after this process first wakes
+    its I/O thread ahead (after 30 s at the latest), so its reply comes later than expected
+    however late the waiting thread runs."""
+    woke = threading.Event()
+    wake_ahead = reactor.Reactor.wake_ahead
+
+    def waking(self, spin_until_ns):
+        wake_ahead(self, spin_until_ns)
+        woke.set()
+
+    monkeypatch.setattr(reactor.Reactor, "wake_ahead", waking)
+
+    def completed(value):
+        fut: Future[int] = Future(None)
+
+        def complete():
+            woke.wait(30)
+            time.sleep(0.05)  # past the spin: the reply finds the threads asleep again
+            fut.set_result(value)
+
+        threading.Thread(target=complete, daemon=True).start()
+        return fut
+
+    return completed
+
+
 @needs_native
 @pytest.mark.parametrize("timeout", [None, 30.0])
-def test_a_reply_due_after_the_expected_time_is_woken_ahead_for(waking_ahead, timeout):
-    """The thread expects 20 ms (it waited that long before); the reply takes 300 ms: it wakes
-    ahead once, has the I/O thread spin, and still gets its result."""
+def test_a_reply_due_after_the_expected_time_is_woken_ahead_for(waking_ahead, completed_after_waking, timeout):
+    """The thread expects 20 ms (it waited that long before); the reply comes after that: it
+    wakes ahead once, has the I/O thread spin, and still gets its result."""
 
     def wait():
         waited_ago(20 * MS)
         before = ahead.woken
-        value = completed_later(0.3, 7).get(timeout=timeout)
+        value = completed_after_waking(7).get(timeout=timeout)
         return value, ahead.woken - before, ahead.due(0)
 
     value, woken, expected = in_fresh_thread(wait)
@@ -174,21 +202,46 @@ def test_a_timeout_after_waking_ahead_still_raises(waking_ahead):
 
 
 @needs_native
-def test_an_await_due_after_the_expected_time_has_the_io_thread_woken_ahead(waking_ahead):
+def test_an_await_due_after_the_expected_time_has_the_io_thread_woken_ahead(waking_ahead, completed_after_waking):
     import asyncio
 
     async def awaited(fut):
         return await fut
 
-    def wait(expected_ns, after_s, value):
-        waited_ago(expected_ns)
+    def wait():
+        waited_ago(20 * MS)
         before = ahead.woken
-        got = asyncio.run(awaited(completed_later(after_s, value)))
-        time.sleep(0.4)  # a timer left behind would have fired by now
+        got = asyncio.run(awaited(completed_after_waking(5)))
         return got, ahead.woken - before
 
-    assert in_fresh_thread(lambda: wait(20 * MS, 0.3, 5)) == (5, 1)
-    assert in_fresh_thread(lambda: wait(300 * MS, 0.05, 6)) == (6, 0)  # early: its timer is cancelled
+    assert in_fresh_thread(wait) == (5, 1)
+
+
+@needs_native
+def test_an_await_whose_reply_comes_before_the_expected_time_cancels_its_wake_timer(waking_ahead, monkeypatch):
+    """The thread expects 10 minutes: its timer is due long after the reply, and is cancelled."""
+    import asyncio
+
+    timers = []
+    wake_io_at = ahead.wake_io_at
+
+    def recording(when_ns):
+        timers.append(wake_io_at(when_ns))
+        return timers[-1]
+
+    monkeypatch.setattr(ahead, "wake_io_at", recording)
+
+    async def awaited(fut):
+        return await fut
+
+    def wait():
+        waited_ago(600_000 * MS)
+        before = ahead.woken
+        got = asyncio.run(awaited(completed_later(0.05, 6)))
+        return got, ahead.woken - before
+
+    assert in_fresh_thread(wait) == (6, 0)
+    assert len(timers) == 1 and timers[0].cancelled
 
 
 @pytest.mark.parametrize("make", [pytest.param(lambda: native.Bell(), id="native", marks=needs_native),
