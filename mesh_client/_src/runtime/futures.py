@@ -149,18 +149,22 @@ class Future(Generic[R]):
             elif bell not in self._waiters:  # a thread polling with timeouts comes back
                 self._waiters.append(bell)
         # The bell is this thread's: a ring left from an earlier future wakes it early, so loop.
-        started = time.monotonic_ns()
-        wake_at = ahead.due(started)  # when to wake ahead of the reply (0: not)
-        deadline = None if timeout is None else started + int(min(max(timeout, 0), _LONGEST) * 1e9)
-        spin, paced = waits.SPIN_NS, True
-        try:
+        try:  # from here: a Ctrl-C anywhere takes the bell back off the future
+            started = time.monotonic_ns()
+            wake_at = ahead.due(started)  # when to wake ahead of the reply (0: not)
+            deadline = None if timeout is None else started + int(min(max(timeout, 0), _LONGEST) * 1e9)
+            spin, paced = waits.SPIN_NS, True
+            spin_until = 0  # once woken ahead: until when its waits spin (a ring ends one early)
             while not self._done:
+                if spin_until:
+                    spin = max(spin_until - time.monotonic_ns(), 0)
                 if wake_at and (deadline is None or wake_at < deadline):
                     left = wake_at - time.monotonic_ns()
                     if (left > 0 and bell.wait(left / 1e9, spin, paced)) or self._done:
                         continue  # rung (perhaps by an earlier future): look again
                     wake_at = 0  # the reply is due: spin for it, with the I/O thread that reads it
                     spin, paced = ahead.wake_io(), False
+                    spin_until = time.monotonic_ns() + spin
                 elif deadline is None:
                     bell.wait(None, spin, paced)
                 else:
@@ -279,11 +283,13 @@ class Future(Generic[R]):
                 except RuntimeError:  # the loop was closed (asyncio.run returned): nobody awaits this now
                     pass
 
-            self.add_done_callback(wake)
             started = time.monotonic_ns()
             wake_at = ahead.due(started)
-            timer = ahead.wake_io_at(wake_at) if wake_at else None
-            try:
+            timer: reactor_mod.Timer | None = None
+            self.add_done_callback(wake)
+            try:  # from here: a Ctrl-C anywhere takes the callback back off the future
+                if wake_at:
+                    timer = ahead.wake_io_at(wake_at)
                 yield from waiter.__await__()
             finally:
                 self._remove_done_callback(wake)  # cancelled: no callback left per attempt

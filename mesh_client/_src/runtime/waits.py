@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from types import ModuleType
@@ -281,15 +282,17 @@ class Mailbox(Generic[T]):
         return taken
 
     def get(self, spin_ns: int = 0) -> T:
-        """The next item; ``spin_ns``: the first wait spins that long whatever the recent waits
-        were (an item is due soon: :mod:`.ahead`), else :data:`SPIN_NS` while they were short."""
+        """The next item; ``spin_ns``: its waits spin for that long from now whatever the recent
+        waits were (an item is due soon: :mod:`.ahead`), else :data:`SPIN_NS` while they were
+        short. A ring left from an item taken without waiting ends a wait early: the spin goes on."""
         items = self._items
+        spin_until = time.monotonic_ns() + spin_ns if spin_ns else 0
         while True:
             try:
                 return items.popleft()
             except IndexError:
-                if spin_ns:
-                    self._bell.wait(None, spin_ns, False)
-                    spin_ns = 0
+                left = spin_until - time.monotonic_ns() if spin_until else 0
+                if left > 0:
+                    self._bell.wait(None, left, False)
                 else:
                     self._bell.wait(None, SPIN_NS)

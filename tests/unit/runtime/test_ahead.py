@@ -46,6 +46,9 @@ def waited_ago(ns):
 @pytest.fixture
 def waking_ahead(monkeypatch):
     monkeypatch.setattr(waits, "WAKE_AHEAD_NS", AHEAD_NS)
+    # What a test records on this (the runner's) thread goes with it: else the later tests of
+    # the run that wait on it would expect that.
+    monkeypatch.setattr(ahead._recent, "waits", [])
 
 
 @pytest.mark.parametrize(
@@ -113,16 +116,44 @@ def completed_later(seconds, value):
     return fut
 
 
+@pytest.fixture
+def completed_after_waking(monkeypatch):
+    """``completed_after_waking(value)``: a future completed 50 ms after this process first wakes
+    its I/O thread ahead (after 30 s at the latest), so its reply comes later than expected
+    however late the waiting thread runs."""
+    woke = threading.Event()
+    wake_ahead = reactor.Reactor.wake_ahead
+
+    def waking(self, spin_until_ns):
+        wake_ahead(self, spin_until_ns)
+        woke.set()
+
+    monkeypatch.setattr(reactor.Reactor, "wake_ahead", waking)
+
+    def completed(value):
+        fut: Future[int] = Future(None)
+
+        def complete():
+            woke.wait(30)
+            time.sleep(0.05)  # past the spin: the reply finds the threads asleep again
+            fut.set_result(value)
+
+        threading.Thread(target=complete, daemon=True).start()
+        return fut
+
+    return completed
+
+
 @needs_native
 @pytest.mark.parametrize("timeout", [None, 30.0])
-def test_a_reply_due_after_the_expected_time_is_woken_ahead_for(waking_ahead, timeout):
-    """The thread expects 20 ms (it waited that long before); the reply takes 300 ms: it wakes
-    ahead once, has the I/O thread spin, and still gets its result."""
+def test_a_reply_due_after_the_expected_time_is_woken_ahead_for(waking_ahead, completed_after_waking, timeout):
+    """The thread expects 20 ms (it waited that long before); the reply comes after that: it
+    wakes ahead once, has the I/O thread spin, and still gets its result."""
 
     def wait():
         waited_ago(20 * MS)
         before = ahead.woken
-        value = completed_later(0.3, 7).get(timeout=timeout)
+        value = completed_after_waking(7).get(timeout=timeout)
         return value, ahead.woken - before, ahead.due(0)
 
     value, woken, expected = in_fresh_thread(wait)
@@ -171,21 +202,46 @@ def test_a_timeout_after_waking_ahead_still_raises(waking_ahead):
 
 
 @needs_native
-def test_an_await_due_after_the_expected_time_has_the_io_thread_woken_ahead(waking_ahead):
+def test_an_await_due_after_the_expected_time_has_the_io_thread_woken_ahead(waking_ahead, completed_after_waking):
     import asyncio
 
     async def awaited(fut):
         return await fut
 
-    def wait(expected_ns, after_s, value):
-        waited_ago(expected_ns)
+    def wait():
+        waited_ago(20 * MS)
         before = ahead.woken
-        got = asyncio.run(awaited(completed_later(after_s, value)))
-        time.sleep(0.4)  # a timer left behind would have fired by now
+        got = asyncio.run(awaited(completed_after_waking(5)))
         return got, ahead.woken - before
 
-    assert in_fresh_thread(lambda: wait(20 * MS, 0.3, 5)) == (5, 1)
-    assert in_fresh_thread(lambda: wait(300 * MS, 0.05, 6)) == (6, 0)  # early: its timer is cancelled
+    assert in_fresh_thread(wait) == (5, 1)
+
+
+@needs_native
+def test_an_await_whose_reply_comes_before_the_expected_time_cancels_its_wake_timer(waking_ahead, monkeypatch):
+    """The thread expects 10 minutes: its timer is due long after the reply, and is cancelled."""
+    import asyncio
+
+    timers = []
+    wake_io_at = ahead.wake_io_at
+
+    def recording(when_ns):
+        timers.append(wake_io_at(when_ns))
+        return timers[-1]
+
+    monkeypatch.setattr(ahead, "wake_io_at", recording)
+
+    async def awaited(fut):
+        return await fut
+
+    def wait():
+        waited_ago(600_000 * MS)
+        before = ahead.woken
+        got = asyncio.run(awaited(completed_later(0.05, 6)))
+        return got, ahead.woken - before
+
+    assert in_fresh_thread(wait) == (6, 0)
+    assert len(timers) == 1 and timers[0].cancelled
 
 
 @pytest.mark.parametrize("make", [pytest.param(lambda: native.Bell(), id="native", marks=needs_native),
@@ -246,9 +302,21 @@ def test_the_loop_spins_until_what_was_due_is_read():
         reader = _Reader(a)
         loop.register(reader)
         due = time.monotonic_ns() + 200 * MS
+        polled_due = threading.Event()
+        poll = loop._poller.poll
+
+        def watched(timeout, rings, spin_until_ns=0):
+            if spin_until_ns == due:
+                polled_due.set()
+            return poll(timeout, rings, spin_until_ns)
+
+        loop._poller.poll = watched
         loop.wake_ahead(due)
         loop.wake_ahead(due - 100 * MS)  # an earlier one does not shorten it
         assert loop._spin_until_ns == due
+        # Sent once the loop polls for it: a message that comes in the poll the wake-ahead cut
+        # short may be another's (the due one still to come), so that poll leaves the spin set.
+        assert polled_due.wait(30)
         b.send(b"x")
         assert reader.read.wait(30)
         assert loop._spin_until_ns == 0  # read: the loop sleeps again when idle
@@ -256,3 +324,104 @@ def test_the_loop_spins_until_what_was_due_is_read():
         loop.unregister(reader)
         a.close()
         b.close()
+
+
+def ctrl_c(*args):
+    raise KeyboardInterrupt
+
+
+@needs_native
+def test_a_ctrl_c_as_a_wait_works_out_when_to_wake_leaves_no_bell_on_the_future(waking_ahead):
+    """The Ctrl-C lands as the wait reads its expectation (after its bell joined the future's):
+    the bell goes with the wait, as for a Ctrl-C while it sleeps."""
+
+    def wait():
+        waited_ago(20 * MS)
+        fut: Future[int] = Future(None)
+        with pytest.MonkeyPatch.context() as patched:
+            patched.setattr(ahead, "due", ctrl_c)
+            with pytest.raises(KeyboardInterrupt):
+                fut.get(timeout=30)
+        return fut._waiters
+
+    assert not in_fresh_thread(wait)
+
+
+@needs_native
+def test_a_ctrl_c_as_an_await_sets_its_wake_timer_leaves_no_callback_on_the_future(waking_ahead):
+    import asyncio
+
+    async def awaited(fut):
+        return await fut
+
+    def wait():
+        waited_ago(20 * MS)
+        fut: Future[int] = Future(None)
+        with pytest.MonkeyPatch.context() as patched:
+            patched.setattr(ahead, "wake_io_at", ctrl_c)
+            with pytest.raises(KeyboardInterrupt):
+                asyncio.run(awaited(fut))
+        return fut._callbacks
+
+    assert not in_fresh_thread(wait)
+
+
+class _Recording:
+    """A bell that records each wait's (spin_ns, paced) and runs ``on_wait(n)`` before the n-th."""
+
+    def __init__(self, bell, on_wait):
+        self.bell = bell
+        self.on_wait = on_wait
+        self.waits = []
+
+    def ring(self):
+        self.bell.ring()
+
+    def wait(self, timeout=None, spin_ns=0, paced=True):
+        self.waits.append((spin_ns, paced))
+        self.on_wait(len(self.waits))
+        return self.bell.wait(timeout, spin_ns, paced)
+
+
+def test_a_mailbox_read_that_spins_first_spins_on_past_a_ring_left_from_an_item_taken_without_waiting():
+    """An item taken without waiting leaves its ring, which ends the next read's first wait at
+    once: the read spins on for what is left of its spin, not as its recent waits say."""
+    box: waits.Mailbox[str] = waits.Mailbox()
+    box.put("queued")
+    assert box.get() == "queued"  # its ring is left on the bell
+
+    def on_wait(n):
+        if n == 2:
+            box.put("due")
+
+    box._bell = _Recording(box._bell, on_wait)
+    window = 10_000 * MS
+    assert box.get(window) == "due"
+    (first, first_paced), (second, second_paced) = box._bell.waits
+    assert first_paced is second_paced is False
+    assert window // 2 < second < first <= window
+
+
+@needs_native
+def test_a_wait_that_woke_ahead_spins_what_is_left_of_its_window_past_an_earlier_futures_ring(waking_ahead):
+    """A ring from an earlier future ends the spin after waking ahead early: the wait spins on
+    for the rest of that spin, not a whole one again (at most twice the wake-ahead in all)."""
+
+    def wait():
+        waited_ago(20 * MS)
+        fut: Future[int] = Future(None)
+
+        def on_wait(n):
+            if n == 2:  # the spin after waking ahead: an earlier future's ring ends it at once
+                bell.bell.ring()
+            elif n == 3:
+                fut.set_result(4)
+
+        bell = waits._own.bell = _Recording(native.Bell(), on_wait)
+        return fut.get(), bell.waits
+
+    value, (timed, woke, rest) = in_fresh_thread(wait)
+    assert value == 4
+    assert timed[1] is True  # the sleep until the reply is due
+    assert woke[1] is rest[1] is False
+    assert rest[0] <= woke[0] <= 2 * AHEAD_NS and rest[0] < 2 * AHEAD_NS
