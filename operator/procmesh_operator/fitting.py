@@ -162,6 +162,14 @@ def _tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any
     return False
 
 
+def blocking_taints(node: Mapping[str, Any]) -> frozenset[tuple[str, str, str]]:
+    """A Node object's NoSchedule/NoExecute taints as ``(key, value, effect)``: a mesh waiting
+    for a node is looked at again when one is lifted (:mod:`.reconciling`)."""
+    return frozenset((str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect")))
+                     for t in (node.get("spec") or {}).get("taints") or []
+                     if t.get("effect") in BLOCKING_EFFECTS)
+
+
 def untolerated(tolerations: Sequence[Mapping[str, Any]], taints: Iterable[Mapping[str, Any]]
                 ) -> str | None:
     """The first NoSchedule/NoExecute taint of a node that ``tolerations`` (a pod's) do not

@@ -147,5 +147,13 @@ def test_untolerated_names_the_first_blocking_taint():
     assert fitting.untolerated([{"operator": "Exists"}], taints) is None
 
 
+def test_blocking_taints_are_the_nodes_no_schedule_and_no_execute_ones():
+    body = node("n", taints=[{"key": "soft", "effect": "PreferNoSchedule"},
+                             {"key": "gpu", "value": "a100", "effect": "NoSchedule"},
+                             {"key": "drain", "effect": "NoExecute"}])
+    assert fitting.blocking_taints(body) == {("gpu", "a100", "NoSchedule"), ("drain", "", "NoExecute")}
+    assert fitting.blocking_taints({"metadata": {"name": "bare"}}) == frozenset()
+
+
 def test_no_nodes_at_all():
     assert "the cluster has no nodes" in fitting.fit(gang(1), [], []).message
