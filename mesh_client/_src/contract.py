@@ -296,8 +296,8 @@ FATAL_REASONS = frozenset({INVALID_COLOCATION, DEVICE_NOT_FOUND, BUDGET_EXCEEDED
 
 #: Refusals that clear without a change to the mesh, so the mesh is placed once they do: the
 #: devices it needs hold other meshes' procs (room frees as they end), no ready node fits but a
-#: NotReady or cordoned one may (or its procs' node is gone and they are placed again), the
-#: ``colocateWith`` mesh does not exist yet or its procs are not scheduled yet, the namespace's
+#: NotReady, cordoned or tainted one may (or its procs' node is gone and they are placed again),
+#: the ``colocateWith`` mesh does not exist yet or its procs are not scheduled yet, the namespace's
 #: ResourceQuota has no room for a proc pod yet, failed procs wait out their restart back-off
 #: (:data:`CRASH_LOOP_BACK_OFF`). The operator says
 #: them with Progressing True (it keeps trying) and phase Waiting; the client keeps waiting on

@@ -11,7 +11,7 @@ the first eligible node with room (first-fit decreasing). Eligible means: Ready 
 tolerated, and the required inter-pod (anti-)affinity on ``kubernetes.io/hostname`` holds
 (:mod:`.interpod`: the terms that keep a mesh's hosts on distinct nodes). Other inter-pod terms,
 topology spread and volumes are not simulated (the scheduler still judges them; see the README's
-race windows).
+race windows). Pinned placement (:mod:`.placing`) judges taints with :func:`untolerated` too.
 """
 
 from __future__ import annotations
@@ -145,8 +145,12 @@ def _affinity_matches(pod: Mapping[str, Any], room: Room) -> bool:
         for t in terms)
 
 
-def _tolerates(pod: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    for t in (pod.get("spec") or {}).get("tolerations") or []:
+#: The taint effects that keep a pod off a node (PreferNoSchedule only steers the scheduler).
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def _tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
+    for t in tolerations:
         if t.get("effect") and t.get("effect") != taint.get("effect"):
             continue
         if not t.get("key") and t.get("operator") == "Exists":
@@ -158,6 +162,25 @@ def _tolerates(pod: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     return False
 
 
+def blocking_taints(node: Mapping[str, Any]) -> frozenset[tuple[str, str, str]]:
+    """A Node object's NoSchedule/NoExecute taints as ``(key, value, effect)``: a mesh waiting
+    for a node is looked at again when one is lifted (:mod:`.reconciling`)."""
+    return frozenset((str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect")))
+                     for t in (node.get("spec") or {}).get("taints") or []
+                     if t.get("effect") in BLOCKING_EFFECTS)
+
+
+def untolerated(tolerations: Sequence[Mapping[str, Any]], taints: Iterable[Mapping[str, Any]]
+                ) -> str | None:
+    """The first NoSchedule/NoExecute taint of a node that ``tolerations`` (a pod's) do not
+    tolerate, as the scheduler words it (``untolerated taint KEY``); None if the pod may go
+    there. Shared by the gang's fit check and pinned placement, so both judge taints alike."""
+    for taint in taints:
+        if taint.get("effect") in BLOCKING_EFFECTS and not _tolerates(tolerations, taint):
+            return f"untolerated taint {taint.get('key')}"
+    return None
+
+
 def why_not(pod: Mapping[str, Any], room: Room, space: Sequence[Room] | None = None,
             first: bool | None = None) -> str | None:
     """None if ``pod`` can go to ``room`` now, else a short reason as the scheduler words it.
@@ -167,9 +190,9 @@ def why_not(pod: Mapping[str, Any], room: Room, space: Sequence[Room] | None = N
         return "node is not Ready or is cordoned"
     if not _affinity_matches(pod, room):
         return "node does not match the pod's node selector or affinity"
-    for taint in room.taints:
-        if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(pod, taint):
-            return f"untolerated taint {taint.get('key')}"
+    taint = untolerated((pod.get("spec") or {}).get("tolerations") or [], room.taints)
+    if taint is not None:
+        return taint
     short = [name for name, amount in requests_of(pod).items()
              if amount > 0 and room.free.get(name, 0) < amount]
     if short:

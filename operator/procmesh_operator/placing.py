@@ -11,10 +11,12 @@ proc pod that pins a device); the result feeds :func:`procmesh_operator.renderin
   waiting for the partner); :mod:`.planning` calls :mod:`.claim_budgets` instead of
   :func:`place`, after :func:`check_colocation`.
 * pinned mode otherwise: the operator picks one node per host index (first fit by name, among
-  Ready, schedulable GPU nodes that match template.nodeSelector and where the budget fits), so
-  that it can check devices and budgets before any pod exists; a node other than any other
-  host's unless spec.placement.hosts is Any (:mod:`.spreading` does the rest for the modes the
-  scheduler places).
+  Ready, schedulable GPU nodes that match template.nodeSelector, whose NoSchedule/NoExecute
+  taints the pods tolerate, and where the budget fits), so that it can check devices and budgets
+  before any pod exists; a node other than any other host's unless spec.placement.hosts is Any
+  (:mod:`.spreading` does the rest for the modes the scheduler places). The tolerations are the
+  pods' own (:func:`rendering.pod_tolerations`: a Kueue flavor's included), judged as
+  :mod:`.fitting` judges them; a node kept off only by a taint is waited for, as one not Ready.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import budgets, dimensions, rendering, specs
+from procmesh_operator import budgets, dimensions, fitting, rendering, specs
 from procmesh_operator import settings as settings_
 
 GFD_COUNT_LABEL = "nvidia.com/gpu.count"
@@ -42,6 +44,7 @@ class NodeInfo:
     gpu_count: int
     gpu_memory_mib: int | None
     schedulable: bool
+    taints: tuple[Mapping[str, Any], ...] = ()
 
 
 def node_info(node: Mapping[str, Any], resource_name: str = "nvidia.com/gpu") -> NodeInfo:
@@ -60,6 +63,7 @@ def node_info(node: Mapping[str, Any], resource_name: str = "nvidia.com/gpu") ->
         gpu_count=_int(count),
         gpu_memory_mib=_int(memory) if memory is not None else None,
         schedulable=ready and not unschedulable,
+        taints=tuple((node.get("spec") or {}).get("taints") or ()),
     )
 
 
@@ -338,6 +342,7 @@ def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
         wanted_by_host.setdefault(shape.host_of(rank), {}).setdefault(str(device), []).append(
             budgets.DeviceUse(contract.pod_name(mesh.name, rank), fraction))
     selector = mesh.template.get("nodeSelector") or {}
+    tolerations, _ = rendering.pod_tolerations(mesh, settings)
     for host, wanted in sorted(wanted_by_host.items()):
         if host in host_nodes:
             refusal = _check_node(nodes, host_nodes[host], f"host {host}", wanted, uses, settings,
@@ -362,9 +367,11 @@ def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
                     reasons.append(f"{node.name}: has no GPUs")
                     continue
                 refusal = _fits_on(node, wanted, uses, settings, staying_meshes(mesh))
-                if not node.schedulable:  # worth waiting for if it could take the host once back
-                    if refusal is None or refusal.waits:
-                        reasons.append(f"{node.name}: not ready or unschedulable")
+                blocked = "not ready or unschedulable" if not node.schedulable else \
+                    fitting.untolerated(tolerations, node.taints)
+                if blocked is not None:  # worth waiting for if it could take the host once back
+                    if refusal is None or refusal.waits:  # (or untainted, or tolerated)
+                        reasons.append(f"{node.name}: {blocked}")
                         node_may_come = True
                     else:
                         reasons.append(refusal.message)

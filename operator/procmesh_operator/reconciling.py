@@ -13,7 +13,7 @@ alone at most once per window, :mod:`.coalescing`; the procs' entries of pods un
 last reconcile come from :mod:`.proc_entries`). Pods come from :mod:`.podwatch`. It stops at the first API error, records it in the status, and lets the
 queue retry with backoff. Pinned placement runs under one lock, so two meshes cannot claim the
 same device budget at once; a mesh whose placement waits for room is looked at again when a
-proc pod ends or a node becomes Ready and schedulable. Node events keep a map of lost nodes and the set of Ready ones
+proc pod ends or a node becomes Ready and schedulable, or loses a taint. Node events keep a map of lost nodes and the set of Ready ones
 (:mod:`.losses`): a node's change requeues the meshes with pods on it, every node lost at once
 (an outage) holds them all, and a mesh with procs on a lost node is looked at again when their
 toleration runs out. Every ``resync_seconds`` a relist repairs the pod cache.
@@ -80,7 +80,8 @@ logger = logging.getLogger("procmesh_operator.reconcile")
 
 Key = tuple[str, str]
 WAITING_RECHECK_SECONDS = 5.0
-#: Waits (contract.WAITING_REASONS) that end when a proc pod ends or a node becomes Ready.
+#: Waits (contract.WAITING_REASONS) that end when a proc pod ends or a node becomes Ready (or
+#: loses a taint).
 ROOM_WAITS = frozenset({contract.WAITING_FOR_GPU_BUDGET, contract.WAITING_FOR_NODE})
 #: How far a colocateWith path is followed to find a cycle through other meshes (a cycle of more
 #: meshes than this is not found: no one colocates 64 meshes in a row).
@@ -141,7 +142,8 @@ class Controller:
         self._resync_task: asyncio.Task[None] | None = None
         self._losses: dict[str, losses.NodeLoss] = {}  # lost nodes by name (from the node watch)
         self._ready_nodes: set[str] = set()  # Ready nodes by name (from the node watch)
-        self._placeable_nodes: set[str] = set()  # of those, the ones not cordoned
+        # Of those, the ones not cordoned, with their NoSchedule/NoExecute taints.
+        self._placeable_nodes: dict[str, frozenset[tuple[str, str, str]]] = {}
         self._outage_ended: float | None = None  # when every node was last lost at once, ended
         # Token Secrets: generated names, recorded in status (never a token kept or read).
         self._tokens = token_secrets.TokenSecrets(settings.test_exit_after)
@@ -434,12 +436,14 @@ class Controller:
         else:
             self._ready_nodes.discard(name)
         if name in self._ready_nodes and not (body.get("spec") or {}).get("unschedulable"):
-            if name not in self._placeable_nodes:
+            taints = fitting.blocking_taints(body)
+            was = self._placeable_nodes.get(name)
+            if was is None or not was <= taints:  # joined, back, uncordoned or untainted:
                 for waiting in self._waiting_for_room:
-                    self.enqueue(waiting)  # a node that may fit them joined, is back, uncordoned
-            self._placeable_nodes.add(name)
+                    self.enqueue(waiting)  # it may fit them now
+            self._placeable_nodes[name] = taints
         else:
-            self._placeable_nodes.discard(name)
+            self._placeable_nodes.pop(name, None)
         is_outage = losses.outage(self._losses, len(self._ready_nodes))
         if was_outage != is_outage:
             # kopf's first listing (event type None) hands the nodes over one by one: a lost node

@@ -221,6 +221,16 @@ def node_loss_tolerations(own: list[dict[str, Any]], seconds: int
     return out, ",".join(added) or None
 
 
+def pod_tolerations(mesh: specs.MeshSpec, settings: settings_.Settings
+                    ) -> tuple[list[dict[str, Any]], str | None]:
+    """The tolerations of every pod of ``mesh``, as :func:`node_loss_tolerations` returns them:
+    the template's (with those of a Kueue admission's flavors,
+    :func:`procmesh_operator.workloads.with_flavors`) and the operator's. Pinned placement
+    judges nodes' taints by these: the ones the pods will carry."""
+    own = copy.deepcopy(list(mesh.template.get("tolerations") or []))
+    return node_loss_tolerations(own, settings.node_loss_toleration_seconds)
+
+
 def security_contexts(template: Mapping[str, Any], default_image_non_root: bool = True,
                       ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The pod's and the container's securityContext: Pod Security "restricted" unless the
@@ -299,12 +309,10 @@ def render_pod(mesh: specs.MeshSpec, rank: int, placement: ProcPlacement,
     }
     if mesh.gpus.mode == contract.GPU_MODE_DRA:
         pod_spec["resourceClaims"] = claims.pod_claims(mesh, rank)[0]
-    for field in ("nodeSelector", "tolerations", "schedulerName", "serviceAccountName",
-                  "priorityClassName"):
+    for field in ("nodeSelector", "schedulerName", "serviceAccountName", "priorityClassName"):
         if template.get(field):
             pod_spec[field] = copy.deepcopy(template[field])
-    pod_spec["tolerations"], counted = node_loss_tolerations(
-        pod_spec.get("tolerations") or [], settings.node_loss_toleration_seconds)
+    pod_spec["tolerations"], counted = pod_tolerations(mesh, settings)
     if counted:
         annotations[names.NODE_LOSS_ANNOTATION] = counted
     affinity = _affinity(mesh, rank, placement)

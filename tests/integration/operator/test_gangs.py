@@ -22,8 +22,6 @@ pytestmark = pytest.mark.cluster
 @pytest.fixture(scope="module")
 def place(cluster):
     key = f"procmesh.io/test-gang-{uuid.uuid4().hex[:6]}"
-    # Named to sort after the session's gpu-node: pinned placement takes the first GPU node by
-    # name that fits, and knows nothing of taints, so it must never come to this one first.
     name = f"gpu-zz-gang-{uuid.uuid4().hex[:6]}"
     cluster.add_node(NodeConfig(name, gpus=2, gpu_replicas=3, labels={key: "yes"},
                                 taints=({"key": key, "value": "yes", "effect": "NoSchedule"},)))

@@ -76,13 +76,10 @@ def eventful_operator(operator):
 
 def test_a_device_other_meshes_fill_is_waited_for_and_taken_when_they_end(
         eventful_operator, namespace, custom, core, kube, gpu_node):
-    # Both on gpu-node: another GPU node of the session (test_kueue's, tainted for its own
-    # queue) would otherwise take second, since pinned placement does not read node taints.
-    on_gpu_node = {"nodeSelector": {"kubernetes.io/hostname": gpu_node}}
-    support.create_mesh(custom, namespace, "first", perHost=GPUS_2, template=on_gpu_node,
+    support.create_mesh(custom, namespace, "first", perHost=GPUS_2,
                         gpus={"mode": "pinned", "deviceIDs": [0, 1], "memoryFraction": 0.7})
     support.wait_ready(custom, namespace, "first")
-    support.create_mesh(custom, namespace, "second", perHost=GPUS_2, template=on_gpu_node,
+    support.create_mesh(custom, namespace, "second", perHost=GPUS_2,
                         gpus={"mode": "pinned", "deviceIDs": [0, 1], "memoryFraction": 0.5})
     mesh = support.wait_condition(custom, namespace, "second", "Progressing", "True",
                                   contract.WAITING_FOR_GPU_BUDGET)

@@ -4,7 +4,8 @@ A ClusterQueue of 6 GPU units (plus cpu and memory) whose one ResourceFlavor is 
 time-sliced units (2 GPUs x 3 replicas) that only this flavor's tolerations tolerate; each mesh
 is labelled ``kueue.x-k8s.io/queue-name``, names no node, and becomes one Kueue Workload.
 
-Aspects: the procs land on the node of the flavor they were admitted on; 4 + 4 + 6 procs queue in order (StrictFIFO) with no deadlock, a queued mesh has no pod
+Aspects: the procs land on the node of the flavor they were admitted on, a pinned mesh's too
+(the operator picks its node, and the flavor's toleration counts there); 4 + 4 + 6 procs queue in order (StrictFIFO) with no deadlock, a queued mesh has no pod
 and says ``QuotaReserved=False`` with Kueue's message in its conditions, ``kubectl get pm``,
 ``kubectl describe`` and attach's error; a high-priority mesh preempts a low one, whose procs
 go (the client's call fails naming the preemption) and which returns to Ready once the units
@@ -39,7 +40,6 @@ UNITS = 6
 def node_key(cluster):
     """(the 6-unit node's name, the label and taint key that only it has)."""
     key = f"procmesh.io/test-kueue-{uuid.uuid4().hex[:6]}"
-    # Sorted after the session's gpu-node (see test_gangs.py: pinned placement ignores taints).
     name = f"gpu-zz-kueue-{uuid.uuid4().hex[:6]}"
     cluster.add_node(NodeConfig(name, gpus=2, gpu_replicas=3, labels={key: "yes"},
                                 taints=({"key": key, "value": "yes", "effect": "NoSchedule"},)))
@@ -160,6 +160,25 @@ def test_meshes_queue_in_order_under_the_quota(cluster, operator, kueue, kube, c
         testing.wait_for(lambda gone=running: support.mesh_pods(core, namespace, gone) == [] or None,
                          f"the pods of {running} gone")
     assert order == ["four-a", "four-b", "six"]
+
+
+def test_a_pinned_mesh_goes_to_the_tainted_node_its_flavor_tolerates(
+        operator, kueue, custom, core, namespace, place, queue, node_key):
+    """The operator picks a pinned mesh's node itself, skipping nodes whose taints its pods do
+    not tolerate: the flavor's toleration, which the admission adds and spec.template lacks,
+    counts (judged without it, the flavor's node would be refused and the mesh wait)."""
+    body = support.mesh_manifest("pinned", perHost=[{"name": "gpus", "size": 2}],
+                                 gpus={"mode": "pinned", "deviceIDs": [0, 1], "memoryFraction": 0.4},
+                                 template=place.template)
+    body["metadata"]["labels"] = {workloads.QUEUE_NAME_LABEL: queue}
+    custom.create_namespaced_custom_object(support.contract.GROUP, support.contract.VERSION,
+                                           namespace, support.contract.PLURAL, body)
+    mesh = support.wait_ready(custom, namespace, "pinned")
+    assert "tolerations" not in mesh["spec"]["template"]
+    assert [(p["node"], p["gpu"]) for p in mesh["status"]["procs"]] == [(place.node, "0"),
+                                                                        (place.node, "1")]
+    pod = support.mesh_pods(core, namespace, "pinned")[0]
+    assert node_key[1] in {t.key for t in pod.spec.tolerations}  # from the flavor
 
 
 def test_a_high_priority_mesh_preempts_a_low_one_which_comes_back(

@@ -50,6 +50,7 @@ def pod(m: specs.MeshSpec, rank: int, *, phase: str = "Running", ready: bool = T
 
 
 def node(name: str, *, gpus: int = 2, memory_mib: int | None = 81920, ready: bool = True,
-         labels: dict[str, str] | None = None) -> placing.NodeInfo:
+         labels: dict[str, str] | None = None,
+         taints: tuple[dict[str, str], ...] = ()) -> placing.NodeInfo:
     return placing.NodeInfo(name=name, labels=labels or {}, gpu_count=gpus,
-                            gpu_memory_mib=memory_mib, schedulable=ready)
+                            gpu_memory_mib=memory_mib, schedulable=ready, taints=taints)

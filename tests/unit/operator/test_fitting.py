@@ -132,5 +132,28 @@ def test_taints_need_tolerations():
     assert fitting.fit(gang(1, tolerations=[{"operator": "Exists"}]), nodes, []).fits
 
 
+def test_untolerated_names_the_first_blocking_taint():
+    taints = [{"key": "soft", "effect": "PreferNoSchedule"},
+              {"key": "gpu", "value": "a100", "effect": "NoSchedule"},
+              {"key": "drain", "effect": "NoExecute"}]
+    assert fitting.untolerated([], taints) == "untolerated taint gpu"
+    gpu = {"key": "gpu", "operator": "Equal", "value": "a100"}  # no effect: either one
+    assert fitting.untolerated([gpu], taints) == "untolerated taint drain"
+    assert fitting.untolerated([gpu, {"key": "drain", "operator": "Exists"}], taints) is None
+    assert fitting.untolerated([{**gpu, "value": "h100"}], taints) == "untolerated taint gpu"
+    assert fitting.untolerated([{**gpu, "effect": "NoExecute"}], taints) == "untolerated taint gpu"
+    assert fitting.untolerated([{"operator": "Exists", "effect": "NoSchedule"}], taints) == \
+        "untolerated taint drain"
+    assert fitting.untolerated([{"operator": "Exists"}], taints) is None
+
+
+def test_blocking_taints_are_the_nodes_no_schedule_and_no_execute_ones():
+    body = node("n", taints=[{"key": "soft", "effect": "PreferNoSchedule"},
+                             {"key": "gpu", "value": "a100", "effect": "NoSchedule"},
+                             {"key": "drain", "effect": "NoExecute"}])
+    assert fitting.blocking_taints(body) == {("gpu", "a100", "NoSchedule"), ("drain", "", "NoExecute")}
+    assert fitting.blocking_taints({"metadata": {"name": "bare"}}) == frozenset()
+
+
 def test_no_nodes_at_all():
     assert "the cluster has no nodes" in fitting.fit(gang(1), [], []).message

@@ -2,11 +2,14 @@
 
 Aspects: scheduler's choice for none/plugin; colocateWith waits for, then follows, the partner;
 colocation refusals (missing, shape, mode, devices); pinned hosts on distinct nodes; existing
-pods fix a host's node; budget across meshes; missing devices; node filters.
+pods fix a host's node; budget across meshes; missing devices; node filters; node taints
+against the pods' tolerations (the template's, a Kueue flavor's, the operator's).
 """
 
+import dataclasses
+
 from mesh_client._src import contract
-from procmesh_operator import placing, rendering
+from procmesh_operator import placing, rendering, workloads
 
 from .builders import SETTINGS, mesh, node, pod
 
@@ -159,6 +162,66 @@ def test_missing_devices_and_node_filters():
     assert {p.node for p in place(m, [0, 1], nodes=nodes).procs.values()} == {"n5"}
 
 
+TAINT = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
+TOLERATION = {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def test_a_node_whose_taint_the_pods_do_not_tolerate_is_skipped():
+    nodes = {"a-tainted": node("a-tainted", taints=(TAINT,)), "b-plain": node("b-plain")}
+    result = place(mesh(gpus=PINNED), [0, 1], nodes=nodes)
+    assert {p.node for p in result.procs.values()} == {"b-plain"}
+    # PreferNoSchedule only steers the scheduler: that node is still first.
+    soft = node("a-tainted", taints=({**TAINT, "effect": "PreferNoSchedule"},))
+    result = place(mesh(gpus=PINNED), [0, 1], nodes={**nodes, "a-tainted": soft})
+    assert {p.node for p in result.procs.values()} == {"a-tainted"}
+
+
+def test_only_a_tainted_node_is_waited_for_naming_the_taint():
+    refusal = place(mesh(gpus=PINNED), [0, 1],
+                    nodes={"n1": node("n1", taints=(TAINT,))}).refusal
+    assert refusal is not None and refusal.reason == contract.WAITING_FOR_NODE and refusal.waits
+    assert refusal.message.endswith("(devices 0, 1) now: n1: untolerated taint dedicated")
+    # A NoExecute taint keeps new pods off as well.
+    no_execute = node("n1", taints=({**TAINT, "effect": "NoExecute"},))
+    assert place(mesh(gpus=PINNED), [0, 1], nodes={"n1": no_execute}).refusal.reason == \
+        contract.WAITING_FOR_NODE
+    # A tainted node that could never take the host is no reason to wait (no GPU 3 there).
+    far = mesh(gpus={"mode": "pinned", "deviceIDs": [0, 3]})
+    refusal = place(far, [0, 1], nodes={"n1": node("n1", taints=(TAINT,))}).refusal
+    assert refusal.reason == contract.NO_NODE_FITS and "untolerated" not in refusal.message
+
+
+def test_the_pods_tolerations_open_a_tainted_node():
+    nodes = {"a-tainted": node("a-tainted", taints=(TAINT,)), "b-plain": node("b-plain")}
+    for tolerations in ([TOLERATION], [{"operator": "Exists"}],
+                        [{**TOLERATION, "operator": "Equal", "value": "ml"}]):
+        m = mesh(gpus=PINNED, template={"tolerations": tolerations})
+        assert {p.node for p in place(m, [0, 1], nodes=nodes).procs.values()} == {"a-tainted"}
+    wrong_value = mesh(gpus=PINNED, template={"tolerations": [
+        {**TOLERATION, "operator": "Equal", "value": "web"}]})
+    assert {p.node for p in place(wrong_value, [0, 1], nodes=nodes).procs.values()} == {"b-plain"}
+    # The operator's own node-loss tolerations count: they are on every pod it renders.
+    lost = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}
+    result = place(mesh(gpus=PINNED), [0, 1], nodes={"n1": node("n1", taints=(lost,))})
+    assert {p.node for p in result.procs.values()} == {"n1"}
+
+
+def test_a_kueue_flavors_toleration_opens_its_tainted_node():
+    """A queued mesh is planned with its template as admitted (reconciling's _admit):
+    the flavor's node labels and tolerations added, as they are to its pods."""
+    flavor = {"spec": {"nodeLabels": {"pool": "gpu"}, "tolerations": [TOLERATION]}}
+    nodes = {"a-plain": node("a-plain"),
+             "b-pool": node("b-pool", labels={"pool": "gpu"}, taints=(TAINT,))}
+    m = mesh(gpus=PINNED)
+    queued = dataclasses.replace(m, template=workloads.with_flavors(m.template, [flavor]))
+    assert {p.node for p in place(queued, [0, 1], nodes=nodes).procs.values()} == {"b-pool"}
+    without = dataclasses.replace(m, template=workloads.with_flavors(
+        m.template, [{"spec": {"nodeLabels": {"pool": "gpu"}}}]))
+    refusal = place(without, [0, 1], nodes=nodes).refusal
+    assert refusal.reason == contract.WAITING_FOR_NODE
+    assert "b-pool: untolerated taint dedicated" in refusal.message
+
+
 def test_node_info_reads_gfd_labels_then_capacity():
     info = placing.node_info({"metadata": {"name": "n1", "labels": {
         "nvidia.com/gpu.count": "2", "nvidia.com/gpu.memory": "143771"}},
@@ -167,6 +230,9 @@ def test_node_info_reads_gfd_labels_then_capacity():
     info = placing.node_info({"metadata": {"name": "n2"}, "spec": {"unschedulable": True},
                               "status": {"capacity": {"nvidia.com/gpu": "4"}}})
     assert (info.gpu_count, info.gpu_memory_mib, info.schedulable) == (4, None, False)
+    assert info.taints == ()
+    info = placing.node_info({"metadata": {"name": "n3"}, "spec": {"taints": [TAINT]}})
+    assert info.taints == (TAINT,)
 
 
 def test_device_uses_reads_annotations():

@@ -259,3 +259,15 @@ def test_node_loss_tolerations_are_counted_by_the_operator_unless_the_template_h
     spec = rendering.render_pod(mesh(template={"tolerations": [everything]}), 0,
                                 rendering.ProcPlacement(), short)["spec"]
     assert spec["tolerations"] == [everything]
+
+
+def test_pod_tolerations_are_those_every_pod_carries():
+    """Pinned placement judges taints by pod_tolerations: they are the rendered pods' own."""
+    dedicated = {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
+    m = mesh(template={"tolerations": [dedicated]})
+    tolerations, counted = rendering.pod_tolerations(m, SETTINGS)
+    pod = rendering.render_pod(m, 1, rendering.ProcPlacement("n1", "1"), SETTINGS)
+    assert pod["spec"]["tolerations"] == tolerations and tolerations[0] == dedicated
+    assert pod["metadata"]["annotations"][names.NODE_LOSS_ANNOTATION] == counted
+    tolerations[0]["key"] = "changed"  # a copy: the template is left as it was
+    assert m.template["tolerations"] == [dedicated]

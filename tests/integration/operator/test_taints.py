@@ -1,0 +1,121 @@
+"""Pinned placement and node taints: the operator picks a pinned mesh's nodes itself, so it must
+skip a node whose NoSchedule taint the pods do not tolerate, as the kube-scheduler would (their
+pods sat Unschedulable there). A GPU node of this module, tainted, sorts before the session's
+gpu-node, so first fit by name comes to it first.
+
+Aspects: a mesh that both nodes fit goes to the untainted one; a mesh only the tainted node fits
+waits (WaitingForNode, the taint named as the scheduler words it, no pods) and is placed there
+once the taint is lifted (the node's change wakes it: no resync runs), or once its template
+comes to tolerate the taint. A Kueue flavor's toleration is in test_kueue.py.
+"""
+
+import uuid
+
+import pytest
+
+from mesh_client._src import contract
+from tests.cluster import testing
+from tests.cluster.process_node.config import NodeConfig
+from tests.integration.operator import support
+
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("devices_free")]
+
+GPUS_2 = [{"name": "gpus", "size": 2}]
+PINNED = {"mode": "pinned", "deviceIDs": [0, 1], "memoryFraction": 0.4}
+
+
+@pytest.fixture(scope="module")
+def tainted(cluster, kube):
+    """(the tainted GPU node's name, its taint: a label key only it has, too); gone afterwards."""
+    from kubernetes import client
+
+    key = f"procmesh.io/test-taint-{uuid.uuid4().hex[:6]}"
+    name = f"gpu-a-taint-{key[-6:]}"  # before gpu-node by name
+    cluster.add_node(NodeConfig(name, gpus=2, labels={key: "yes"},
+                                taints=({"key": key, "value": "yes", "effect": "NoSchedule"},)))
+    try:
+        yield name, key
+    finally:
+        cluster.kill_node(name)
+        client.CoreV1Api(kube).delete_node(name)
+
+
+def set_taint(core, name, key, present):
+    """Add or lift the node's taint ``key`` (a read-modify-replace, retried on a conflict with
+    the node's own updates)."""
+    from kubernetes.client.exceptions import ApiException
+
+    def done():
+        node = core.read_node(name)
+        others = [t for t in node.spec.taints or [] if t.key != key]
+        node.spec.taints = others + ([{"key": key, "value": "yes", "effect": "NoSchedule"}]
+                                     if present else [])
+        try:
+            core.replace_node(name, node)
+        except ApiException as e:
+            if e.status == 409:
+                return False
+            raise
+        return True
+
+    testing.wait_for(done, f"node {name} {'tainted' if present else 'untainted'} {key}")
+
+
+def nodes_of(mesh):
+    return {p["node"] for p in mesh["status"]["procs"]}
+
+
+def wait_for_the_taint(custom, core, namespace, name, tainted):
+    node, key = tainted
+    mesh = support.wait_condition(custom, namespace, name, "Progressing", "True",
+                                  contract.WAITING_FOR_NODE)
+    assert mesh["status"]["phase"] == "Waiting"
+    assert f"{node}: untolerated taint {key}" in support.condition(mesh, "Ready")["message"]
+    assert support.mesh_pods(core, namespace, name) == []
+
+
+def test_a_mesh_both_nodes_fit_goes_to_the_untainted_one(operator, namespace, custom, gpu_node,
+                                                          tainted):
+    support.create_mesh(custom, namespace, "plain", perHost=GPUS_2, gpus=PINNED)
+    assert nodes_of(support.wait_ready(custom, namespace, "plain")) == {gpu_node}
+
+
+@pytest.fixture
+def eventful_operator(operator):
+    """The session operator without resync and without gang placement, whose own wake-ups
+    would hide a missing one (as in test_gpus.py)."""
+    with support.session_operator_with(operator, "--resync-seconds", "3600",
+                                       "--gang", "off") as restarted:
+        yield restarted
+
+
+def test_a_mesh_only_a_tainted_node_fits_waits_until_the_taint_is_lifted(
+        eventful_operator, namespace, custom, core, tainted):
+    node, key = tainted
+    support.create_mesh(custom, namespace, "kept", perHost=GPUS_2, gpus=PINNED,
+                        template={"nodeSelector": {key: "yes"}})
+    wait_for_the_taint(custom, core, namespace, "kept", tainted)
+    # A point after every earlier trigger (the echo of the operator's first status writes among
+    # them): once the status says this edit is seen, nothing but the node's change can place it.
+    support.patch_mesh(custom, namespace, "kept", {"template": {
+        "nodeSelector": {key: "yes"}, "annotations": {"edited": "yes"}}})
+    wait_for_the_taint(custom, core, namespace, "kept", tainted)  # of the new generation
+    set_taint(core, node, key, present=False)
+    try:
+        # No resync runs: the node's change is what places it.
+        assert nodes_of(support.wait_ready(custom, namespace, "kept")) == {node}
+    finally:
+        set_taint(core, node, key, present=True)
+
+
+def test_a_waiting_mesh_whose_template_comes_to_tolerate_the_taint_goes_there(
+        operator, namespace, custom, core, tainted):
+    node, key = tainted
+    support.create_mesh(custom, namespace, "edited", perHost=GPUS_2, gpus=PINNED,
+                        template={"nodeSelector": {key: "yes"}})
+    wait_for_the_taint(custom, core, namespace, "edited", tainted)
+    toleration = {"key": key, "operator": "Exists", "effect": "NoSchedule"}
+    support.patch_mesh(custom, namespace, "edited", {"template": {
+        "nodeSelector": {key: "yes"}, "tolerations": [toleration]}})
+    assert nodes_of(support.wait_ready(custom, namespace, "edited")) == {node}
+    assert support.mesh_pods(core, namespace, "edited")[0].spec.tolerations[0].key == key
