@@ -129,18 +129,24 @@ def _expression(expr: Mapping[str, Any], value: str | None) -> bool:
 
 
 def _affinity_matches(pod: Mapping[str, Any], room: Room) -> bool:
-    spec = pod.get("spec") or {}
+    return node_matches(pod.get("spec") or {}, room.labels, room.name)
+
+
+def node_matches(spec: Mapping[str, Any], labels: Mapping[str, str], name: str) -> bool:
+    """Whether a pod ``spec``'s nodeSelector and required node affinity allow the node named
+    ``name`` with ``labels``, as the scheduler judges them: shared by the gang's fit check and
+    pinned placement (:mod:`.placing`), so both judge a node alike."""
     selector = spec.get("nodeSelector") or {}
-    if any(room.labels.get(k) != str(v) for k, v in selector.items()):
+    if any(labels.get(k) != str(v) for k, v in selector.items()):
         return False
     required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
                 .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
     terms = required.get("nodeSelectorTerms") or []
     if not terms:
         return True
-    fields = {"metadata.name": room.name}
+    fields = {"metadata.name": name}
     return any(
-        all(_expression(e, room.labels.get(str(e.get("key")))) for e in t.get("matchExpressions") or [])
+        all(_expression(e, labels.get(str(e.get("key")))) for e in t.get("matchExpressions") or [])
         and all(_expression(e, fields.get(str(e.get("key")))) for e in t.get("matchFields") or [])
         for t in terms)
 

@@ -11,7 +11,8 @@ proc pod that pins a device); the result feeds :func:`procmesh_operator.renderin
   waiting for the partner); :mod:`.planning` calls :mod:`.claim_budgets` instead of
   :func:`place`, after :func:`check_colocation`.
 * pinned mode otherwise: the operator picks one node per host index (first fit by name, among
-  Ready, schedulable GPU nodes that match template.nodeSelector, whose NoSchedule/NoExecute
+  Ready, schedulable GPU nodes that match template.nodeSelector and its required node affinity
+  (as :mod:`.fitting` judges them), whose NoSchedule/NoExecute
   taints the pods tolerate, and where the budget fits), so that it can check devices and budgets
   before any pod exists; a node other than any other host's unless spec.placement.hosts is Any
   (:mod:`.spreading` does the rest for the modes the scheduler places). The tolerations are the
@@ -341,7 +342,6 @@ def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
         device = device_for(mesh, rank, None)
         wanted_by_host.setdefault(shape.host_of(rank), {}).setdefault(str(device), []).append(
             budgets.DeviceUse(contract.pod_name(mesh.name, rank), fraction))
-    selector = mesh.template.get("nodeSelector") or {}
     tolerations, _ = rendering.pod_tolerations(mesh, settings)
     for host, wanted in sorted(wanted_by_host.items()):
         if host in host_nodes:
@@ -360,8 +360,9 @@ def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
                     reasons.append(f"{node.name}: runs host {taken[node.name]} of this mesh "
                                    f"(spec.placement.hosts {contract.HOSTS_ON_DISTINCT_NODES})")
                     continue
-                if any(node.labels.get(k) != v for k, v in selector.items()):
-                    reasons.append(f"{node.name}: does not match template.nodeSelector")
+                if not fitting.node_matches(mesh.template, node.labels, node.name):
+                    reasons.append(f"{node.name}: does not match template.nodeSelector or its required "
+                                   "node affinity")
                     continue
                 if node.gpu_count == 0:
                     reasons.append(f"{node.name}: has no GPUs")

@@ -6,7 +6,8 @@ gpu-node, so first fit by name comes to it first.
 Aspects: a mesh that both nodes fit goes to the untainted one; a mesh only the tainted node fits
 waits (WaitingForNode, the taint named as the scheduler words it, no pods) and is placed there
 once the taint is lifted (the node's change wakes it: no resync runs), or once its template
-comes to tolerate the taint. A Kueue flavor's toleration is in test_kueue.py.
+comes to tolerate the taint; a template's required node affinity is judged too. A Kueue
+flavor's toleration is in test_kueue.py.
 """
 
 import uuid
@@ -119,3 +120,18 @@ def test_a_waiting_mesh_whose_template_comes_to_tolerate_the_taint_goes_there(
         "nodeSelector": {key: "yes"}, "tolerations": [toleration]}})
     assert nodes_of(support.wait_ready(custom, namespace, "edited")) == {node}
     assert support.mesh_pods(core, namespace, "edited")[0].spec.tolerations[0].key == key
+
+
+def test_a_required_node_affinity_is_judged_as_the_scheduler_does(operator, namespace, custom, gpu_node,
+                                                                  tainted):
+    """The tainted node comes first and its taint is tolerated, but the template's required node
+    affinity names gpu-node: placed on the first node, the pods would sit Unschedulable (their
+    affinity would name both)."""
+    _, key = tainted
+    toleration = {"key": key, "operator": "Exists", "effect": "NoSchedule"}
+    support.create_mesh(custom, namespace, "affine", perHost=GPUS_2, gpus=PINNED, template={
+        "tolerations": [toleration],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [gpu_node]}]}]}}}})
+    assert nodes_of(support.wait_ready(custom, namespace, "affine")) == {gpu_node}

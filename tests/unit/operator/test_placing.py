@@ -162,6 +162,32 @@ def test_missing_devices_and_node_filters():
     assert {p.node for p in place(m, [0, 1], nodes=nodes).procs.values()} == {"n5"}
 
 
+def required_affinity(*terms):
+    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": list(terms)}}}}
+
+
+def test_the_templates_required_node_affinity_chooses_among_nodes():
+    """Its required node affinity is judged as the scheduler does: a node it rules out would
+    leave the pods Unschedulable (their affinity is that term and the chosen node's name)."""
+    nodes = {"a": node("a", labels={"zone": "x"}), "b": node("b", labels={"zone": "y"})}
+    by_label = mesh(gpus=PINNED, template=required_affinity(
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["y"]}]}))
+    assert {p.node for p in place(by_label, [0, 1], nodes=nodes).procs.values()} == {"b"}
+    by_name = mesh(gpus=PINNED, template=required_affinity(
+        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["a"]}]}))
+    assert {p.node for p in place(by_name, [0, 1], nodes=nodes).procs.values()} == {"b"}
+    either = mesh(gpus=PINNED, template=required_affinity(  # terms are ORed
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z"]}]},
+        {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}))
+    assert {p.node for p in place(either, [0, 1], nodes=nodes).procs.values()} == {"a"}
+    nowhere = mesh(gpus=PINNED, template=required_affinity(
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z"]}]}))
+    refusal = place(nowhere, [0, 1], nodes=nodes).refusal
+    assert refusal is not None and refusal.reason == contract.NO_NODE_FITS
+    assert "a: does not match template.nodeSelector or its required node affinity" in refusal.message
+
+
 TAINT = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
 TOLERATION = {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
 
