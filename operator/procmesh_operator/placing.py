@@ -300,7 +300,8 @@ def place(mesh: specs.MeshSpec, ranks: Sequence[int], *,
                     budgets.DeviceUse(contract.pod_name(mesh.name, rank), fraction))
             for node_name, wanted in sorted(by_node.items()):
                 refusal = _check_node(nodes, node_name, "the colocated procs", wanted, uses,
-                                      settings, staying_meshes(mesh))
+                                      settings, staying_meshes(mesh)) \
+                    or _check_colocated_pods(mesh, nodes.get(node_name), settings)
                 if refusal is not None:
                     return Placement(refusal=refusal)
         return Placement(procs=out)
@@ -308,6 +309,30 @@ def place(mesh: specs.MeshSpec, ranks: Sequence[int], *,
     if not pinned:
         return Placement(procs={rank: rendering.ProcPlacement() for rank in ranks})
     return _place_pinned_hosts(mesh, ranks, own_pods, nodes, other_pods, settings)
+
+
+def _check_colocated_pods(mesh: specs.MeshSpec, node: NodeInfo | None,
+                          settings: settings_.Settings) -> Refusal | None:
+    """Refuse if this colocated mesh's own pods may not go to ``node``, where its partner's run
+    (its template's nodeSelector, required node affinity or tolerations differ from the
+    partner's): they would sit Unschedulable there. A taint waits (lifted, the mesh is looked at
+    again, :mod:`.reconciling`); the template's terms need an edit of this mesh."""
+    if node is None:
+        return None
+    if not fitting.node_matches(mesh.template, node.labels, node.name):
+        return Refusal(contract.NO_NODE_FITS, (
+            f"the colocated procs must run on node {node.name}, beside ProcMesh "
+            f"{mesh.colocate_with!r}'s, which this mesh's spec.template.nodeSelector or required "
+            "node affinity rules out: give this mesh the same node terms as its partner"))
+    tolerations, _ = rendering.pod_tolerations(mesh, settings)
+    taint = fitting.untolerated(tolerations, node.taints)
+    if taint is not None:
+        return Refusal(contract.WAITING_FOR_NODE, (
+            f"the colocated procs must run on node {node.name}, beside ProcMesh "
+            f"{mesh.colocate_with!r}'s, whose {taint.removeprefix('untolerated ')} this mesh's "
+            "pods do not tolerate: add the partner's toleration to this mesh's "
+            "spec.template.tolerations (or lift the taint)"))
+    return None
 
 
 def _check_node(nodes: Mapping[str, NodeInfo], node_name: str, whose: str,

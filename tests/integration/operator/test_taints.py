@@ -6,7 +6,8 @@ gpu-node, so first fit by name comes to it first.
 Aspects: a mesh that both nodes fit goes to the untainted one; a mesh only the tainted node fits
 waits (WaitingForNode, the taint named as the scheduler words it, no pods) and is placed there
 once the taint is lifted (the node's change wakes it: no resync runs), or once its template
-comes to tolerate the taint; a template's required node affinity is judged too. A Kueue
+comes to tolerate the taint; a template's required node affinity is judged too; a colocated mesh
+that does not tolerate its partner's node waits, saying so. A Kueue
 flavor's toleration is in test_kueue.py.
 """
 
@@ -135,3 +136,24 @@ def test_a_required_node_affinity_is_judged_as_the_scheduler_does(operator, name
             "nodeSelectorTerms": [{"matchFields": [
                 {"key": "metadata.name", "operator": "In", "values": [gpu_node]}]}]}}}})
     assert nodes_of(support.wait_ready(custom, namespace, "affine")) == {gpu_node}
+
+
+def test_a_colocated_mesh_that_does_not_tolerate_its_partners_node_waits_saying_so(
+        operator, namespace, custom, core, tainted):
+    """The policy tolerates the tainted node and runs there; the trainer colocated with it does
+    not: its pods would sit Unschedulable beside the policy's, so it waits, told to add the
+    toleration, and follows the policy once it has."""
+    node, key = tainted
+    toleration = {"key": key, "operator": "Exists", "effect": "NoSchedule"}
+    support.create_mesh(custom, namespace, "policy", perHost=GPUS_2, gpus=PINNED,
+                        template={"nodeSelector": {key: "yes"}, "tolerations": [toleration]})
+    assert nodes_of(support.wait_ready(custom, namespace, "policy")) == {node}
+    support.create_mesh(custom, namespace, "trainer", perHost=GPUS_2, colocateWith="policy",
+                        gpus={"mode": "pinned", "deviceIDs": [0, 1], "memoryFraction": 0.4})
+    mesh = support.wait_condition(custom, namespace, "trainer", "Progressing", "True",
+                                  contract.WAITING_FOR_NODE)
+    assert (f"must run on node {node}, beside ProcMesh 'policy''s, whose taint {key} this mesh's "
+            "pods do not tolerate") in support.condition(mesh, "Ready")["message"]
+    assert support.mesh_pods(core, namespace, "trainer") == []
+    support.patch_mesh(custom, namespace, "trainer", {"template": {"tolerations": [toleration]}})
+    assert nodes_of(support.wait_ready(custom, namespace, "trainer")) == {node}

@@ -83,6 +83,31 @@ def test_colocated_budget_refused_with_both_procs_named():
     assert not result.procs
 
 
+def test_a_colocated_mesh_whose_pods_may_not_go_to_its_partners_node_is_told_why():
+    """The partner's pods tolerate the node's taint and match its terms; this mesh's template
+    must too, or its pods would sit Unschedulable beside them."""
+    policy = mesh("policy", gpus=PINNED)
+    partner_pods = {r: pod(policy, r, node="n1", placement=rendering.ProcPlacement("n1", str(r)))
+                    for r in (0, 1)}
+    tainted = node("n1", labels={"pool": "a"}, taints=(TAINT,))
+
+    def placed(trainer):
+        return place(trainer, [0, 1], partner=policy, partner_pods=partner_pods,
+                     nodes={"n1": tainted}, other_pods=list(partner_pods.values()))
+
+    refusal = placed(mesh("trainer", gpus=PINNED, colocateWith="policy")).refusal
+    assert refusal.reason == contract.WAITING_FOR_NODE and refusal.waits
+    assert ("must run on node n1, beside ProcMesh 'policy''s, whose taint dedicated this mesh's "
+            "pods do not tolerate: add the partner's toleration") in refusal.message
+    elsewhere = placed(mesh("trainer", gpus=PINNED, colocateWith="policy", template={
+        "tolerations": [TOLERATION], "nodeSelector": {"pool": "b"}})).refusal
+    assert elsewhere.reason == contract.NO_NODE_FITS and not elsewhere.waits
+    assert "nodeSelector or required node affinity rules out" in elsewhere.message
+    result = placed(mesh("trainer", gpus=PINNED, colocateWith="policy", template={
+        "tolerations": [TOLERATION], "nodeSelector": {"pool": "a"}}))
+    assert result.refusal is None and {p.node for p in result.procs.values()} == {"n1"}
+
+
 def test_pinned_hosts_get_distinct_nodes_first_fit():
     m = mesh(hosts=2, gpus=PINNED)
     nodes = {n: node(n) for n in ("n3", "n1", "n2")}
