@@ -11,7 +11,8 @@ the first eligible node with room (first-fit decreasing). Eligible means: Ready 
 tolerated, and the required inter-pod (anti-)affinity on ``kubernetes.io/hostname`` holds
 (:mod:`.interpod`: the terms that keep a mesh's hosts on distinct nodes). Other inter-pod terms,
 topology spread and volumes are not simulated (the scheduler still judges them; see the README's
-race windows). Pinned placement (:mod:`.placing`) judges taints with :func:`untolerated` too.
+race windows). Pinned placement (:mod:`.placing`) judges node terms and taints with
+:func:`node_matches` and :func:`untolerated` too.
 """
 
 from __future__ import annotations

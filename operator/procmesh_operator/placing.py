@@ -11,13 +11,13 @@ proc pod that pins a device); the result feeds :func:`procmesh_operator.renderin
   waiting for the partner); :mod:`.planning` calls :mod:`.claim_budgets` instead of
   :func:`place`, after :func:`check_colocation`.
 * pinned mode otherwise: the operator picks one node per host index (first fit by name, among
-  Ready, schedulable GPU nodes that match template.nodeSelector and its required node affinity
-  (as :mod:`.fitting` judges them), whose NoSchedule/NoExecute
-  taints the pods tolerate, and where the budget fits), so that it can check devices and budgets
-  before any pod exists; a node other than any other host's unless spec.placement.hosts is Any
-  (:mod:`.spreading` does the rest for the modes the scheduler places). The tolerations are the
-  pods' own (:func:`rendering.pod_tolerations`: a Kueue flavor's included), judged as
-  :mod:`.fitting` judges them; a node kept off only by a taint is waited for, as one not Ready.
+  Ready, schedulable GPU nodes that match template.nodeSelector and its required node affinity,
+  whose NoSchedule/NoExecute taints the pods tolerate, and where the budget fits), so that it
+  can check devices and budgets before any pod exists; a node other than any other host's
+  unless spec.placement.hosts is Any (:mod:`.spreading` does the rest for the modes the
+  scheduler places). Node terms and taints are judged as :mod:`.fitting` judges them, with the
+  pods' own tolerations (:func:`rendering.pod_tolerations`: a Kueue flavor's included); a node
+  kept off only by a taint is waited for, as one not Ready.
 """
 
 from __future__ import annotations

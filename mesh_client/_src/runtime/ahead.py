@@ -9,8 +9,9 @@ every step would do that at a core per waiting thread; this spins only around th
 message is due, :data:`.waits.WAKE_AHEAD_NS` (``PROCMESH_WAKE_AHEAD_US``) on either side of it:
 
 - a caller whose recent waits for a reply were long expects this one to be as long as the
-  shortest of them (a loop of steps repeats itself): it sleeps until the wake-ahead before that, then wakes its process's
-  I/O thread, and both spin until the reply comes, twice the wake-ahead at most;
+  shortest of them (a loop of steps repeats itself): it sleeps until the wake-ahead before
+  that, then wakes its process's I/O thread, and both spin until the reply comes, twice the
+  wake-ahead at most;
 - a coroutine that awaits a reply does the same through its I/O thread's timer (its event loop
   cannot spin: the I/O thread alone is awake when the reply comes);
 - an actor whose call ran long, once the reply is out, wakes its proc's I/O thread, and both spin
@@ -57,12 +58,18 @@ def due(started_ns: int) -> int:
     return started_ns + min(recent) - waits.WAKE_AHEAD_NS if recent else 0
 
 
+def _long(ns: int) -> bool:
+    """Whether a wait (or a call) of ``ns`` is long enough for the next to wake ahead (never
+    where waking ahead is off)."""
+    ahead = waits.WAKE_AHEAD_NS
+    return ahead > 0 and ns >= LONG_WAITS * ahead
+
+
 def waited(started_ns: int) -> None:
     """A wait for a reply that began at ``started_ns`` has ended: the next ones expect as long."""
-    ahead = waits.WAKE_AHEAD_NS
     took = time.monotonic_ns() - started_ns
     recent = _recent.waits
-    if not ahead or took < LONG_WAITS * ahead:
+    if not _long(took):
         recent.clear()
         return
     recent.append(took)
@@ -84,21 +91,14 @@ def wake_io_at(when_ns: int) -> reactor.Timer:
     """Have this process's I/O thread wake itself at ``when_ns`` (``time.monotonic_ns``) and
     spin for a message due then: for an ``await``, whose event loop cannot spin (it is woken
     from the I/O thread as before)."""
-    io = reactor.get_reactor()
+    def wake() -> None:  # on the I/O thread itself
+        wake_io()
 
-    def wake() -> None:
-        global woken
-        woken += 1
-        io.wake_ahead(time.monotonic_ns() + 2 * waits.WAKE_AHEAD_NS)
-
-    return io.call_later(max(0, when_ns - time.monotonic_ns()) / 1e9, wake)
+    return reactor.get_reactor().call_later(max(0, when_ns - time.monotonic_ns()) / 1e9, wake)
 
 
 def after_long_work(seconds: float) -> int:
     """An actor's call took ``seconds`` and its reply is out: if that was long, wake the I/O
     thread to spin for the next call and return how long the actor's thread should spin for it
     (ns); else 0."""
-    ahead = waits.WAKE_AHEAD_NS
-    if not ahead or seconds * 1e9 < LONG_WAITS * ahead:
-        return 0
-    return wake_io()
+    return wake_io() if _long(int(seconds * 1e9)) else 0
