@@ -346,6 +346,25 @@ def ravel(indices: Sequence[int], sizes: Sequence[int]) -> int:
     return rank
 
 
+# The last dimension is the local one (a host's procs: LOCAL_RANK, a pinned device, a dra
+# claim's request), except in a mesh of hosts alone (no perHost, or sliced to one proc per host):
+# each proc is alone on its machine, local 0 of 1, as torchrun's --nproc-per-node=1. The
+# operator (devices, claims) and the SPMD environment both count so.
+
+def local_size(labels: Sequence[str], sizes: Sequence[int]) -> int:
+    """How many procs share a host: the size of the last dimension, 1 for hosts alone."""
+    return 1 if _hosts_alone(labels) else sizes[-1]
+
+
+def local_index(labels: Sequence[str], indices: Sequence[int]) -> int:
+    """A point's index among its host's procs (``indices``: along each dimension); 0 for hosts alone."""
+    return 0 if _hosts_alone(labels) else indices[-1]
+
+
+def _hosts_alone(labels: Sequence[str]) -> bool:
+    return labels[-1] == HOSTS_DIM
+
+
 def coords_of(rank: int, dims: Sequence[tuple[str, int]]) -> dict[str, int]:
     """The coordinates of ``rank`` in named ``dims``, by name, in dimension order."""
     return dict(zip((name for name, _ in dims), unravel(rank, [s for _, s in dims])))

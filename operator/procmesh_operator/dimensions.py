@@ -41,8 +41,8 @@ class Dimensions:
 
     @property
     def local_size(self) -> int:
-        """The size of the last (local) dimension; 1 for ``hosts`` alone (one proc per host)."""
-        return self.dims[-1][1] if len(self.dims) > 1 else 1
+        """How many procs share a host (:func:`contract.local_size`: the last dimension's size)."""
+        return contract.local_size(self.names, self.sizes)
 
     def coords(self, rank: int) -> dict[str, int]:
         """The coordinates of ``rank`` (row-major: the last dimension varies fastest), a fresh
@@ -61,8 +61,8 @@ class Dimensions:
         return contract.unravel(rank, self.sizes)[0]
 
     def local_index(self, rank: int) -> int:
-        """The index along the last (local) dimension of ``rank``; 0 for ``hosts`` alone."""
-        return contract.unravel(rank, self.sizes)[-1] if len(self.dims) > 1 else 0
+        """``rank``'s index among its host's procs (:func:`contract.local_index`)."""
+        return contract.local_index(self.names, contract.unravel(rank, self.sizes))
 
 
 def mesh_dimensions(hosts: int, per_host: list[tuple[str, int]]) -> Dimensions:

@@ -1,14 +1,15 @@
 """``async with`` on a host mesh the program owns (``KubernetesHostMesh``, the mesh of
 ``attach_to_workers``), as on Monarch's ``HostMesh``: entering one that was shut down raises its
 RuntimeError; leaving shuts it down unless that was done already (so nested blocks shut down
-once). No ``with``: Monarch's host mesh has none. Mixed into :mod:`..kubernetes.host_mesh` and
-:mod:`..local.workers`."""
+once), and waits for that shutdown. One step, not a check then a shutdown: two exits racing
+(two tasks, two threads) shut down once, neither raising "already shut down", and neither goes
+on while the procs still end. No ``with``: Monarch's host mesh has none. Mixed into
+:mod:`..kubernetes.host_mesh` and :mod:`..local.workers`."""
 
 from __future__ import annotations
 
 from typing import TypeVar
 
-from mesh_client._src.runtime import offloading
 from mesh_client._src.runtime.futures import Future
 
 H = TypeVar("H", bound="OwnedHostMesh")
@@ -18,6 +19,10 @@ class OwnedHostMesh:
     """The context-manager half of an owned host mesh; the host mesh gives the rest."""
 
     def shutdown(self) -> Future[None]:
+        raise NotImplementedError
+
+    def _shutdown_once(self) -> Future[None]:
+        """:meth:`shutdown`, or, once shut down, the future of that shutdown (in one step)."""
         raise NotImplementedError
 
     def _is_shut_down(self) -> bool:
@@ -32,6 +37,4 @@ class OwnedHostMesh:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if not self._is_shut_down():
-            # shutdown() stops what the host mesh spawned before it returns: off the event loop.
-            await offloading.run_blocking(lambda: self.shutdown().get(), name="procmesh-host-shutdown", at_exit=True)
+        await self._shutdown_once()  # it stops what the host mesh spawned off the event loop

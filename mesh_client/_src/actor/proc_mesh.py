@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -65,6 +66,8 @@ class ProcMesh(MeshTrait):
         self._shape = shape
         self._root = shape if root is None else root  # the mesh a slice comes from (to_table's hosts)
         self._stopped = False
+        self._stop_lock = threading.Lock()
+        self._stopping: Future[None] | None = None  # the first stop's: every later stop returns it
 
     def _with_shape(self, shape: Shape) -> ProcMesh:
         return ProcMesh(self._group, shape, self._root)
@@ -293,17 +296,26 @@ class ProcMesh(MeshTrait):
         await offloading.run_blocking(set_mode, name="procmesh-logging-option", at_exit=True)
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
-        """Stop every proc of this mesh; the future completes once they are gone."""
-        fut: Future[None] = Future(None)
-        if self._stopped:
-            fut.set_result(None)
-            return fut
-        self._stopped = True
+        """Stop every proc of this mesh; the future completes once they are gone (their actors'
+        ``__cleanup__`` and their finalizers ran), raising what went wrong. Called where the
+        thread runs an asyncio loop (``await procs.stop()``), the stop goes on on a thread of its
+        own, so the loop serves its other tasks meanwhile. A later stop's future is the first's:
+        it completes only when the procs are gone."""
+        with self._stop_lock:  # one stop, whatever thread asks
+            if self._stopping is not None:
+                return self._stopping
+            fut = self._stopping = Future(None)
+            self._stopped = True
         shutting_down.forget(self)
         context_mod.disown(self._group.run_id, len(self._shape))
         began = time.monotonic()
         for p in self._shape.ranks:
             self._group.stopping.setdefault(p, began)
+        offloading.off_the_loop(functools.partial(self._end_procs, reason, fut), name="procmesh-stop")
+        return fut
+
+    def _end_procs(self, reason: str, fut: Future[None]) -> None:
+        """The blocking half of :meth:`stop`: the procs end; ``fut`` completes with the outcome."""
         try:
             if self._group.owner is not None:
                 self._group.owner.stop(list(self._shape.ranks), reason)
@@ -314,14 +326,17 @@ class ProcMesh(MeshTrait):
                     [self._group.peers[p].request((ops.STOP, reason), (), lambda raw: None) for p in self._shape.ranks],
                     lambda values: None,
                 ).get()
-        except BaseException as exc:
-            fut.set_exception(exc)
+        except BaseException as exc:  # the stop's outcome: raised where its future is waited for
+            failure: BaseException | None = exc
         else:
-            fut.set_result(None)
+            failure = None
         if len(self._group.stopping) == len(self._group.addresses):  # every proc: its actor meshes went too
             for actor_id in list(self._group.born):
                 trees.forget_route(actor_id)
-        return fut
+        if failure is None:
+            fut.set_result(None)
+        else:
+            fut.set_exception(failure)
 
     def __enter__(self) -> ProcMesh:
         """``with procs:`` stops the mesh at the end of the block (Monarch has ``async with`` only)."""
@@ -338,9 +353,7 @@ class ProcMesh(MeshTrait):
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        # stop() waits for the procs to end (their actors' __cleanup__, their finalizers): off
-        # the event loop, which serves its other tasks meanwhile.
-        await offloading.run_blocking(lambda: self.stop().get(), name="procmesh-stop", at_exit=True)
+        await self.stop()  # off the event loop, which serves its other tasks meanwhile
 
     def _check_not_stopped(self) -> None:
         if self._stopped:

@@ -1,15 +1,19 @@
 """What an owned host mesh's ``stop()`` and ``shutdown()`` must stop: the proc meshes it
 spawned, and the spawns still waiting for theirs, which Monarch drains before it stops (their
-procs are stopped once up). Bookkeeping alone, thread-safe; the host meshes stop the meshes
-(:mod:`..kubernetes.host_mesh`, :mod:`..local.workers`).
+procs are stopped once up); and the order of the stops, which may come from two threads at
+once: a stop finishes only after the one taken before it. Thread-safe; used by the host meshes
+(:mod:`..kubernetes.host_mesh`, :mod:`..local.workers`), whose stops go off the event loop
+(:func:`~mesh_client._src.runtime.offloading.off_the_loop`).
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable
 
 from mesh_client._src.actor.proc_mesh import ProcMesh
+from mesh_client._src.runtime import offloading
 from mesh_client._src.runtime.futures import Future
 
 #: What a stop waits for besides the spawns in flight: the meshes spawned before it, stopped by it.
@@ -18,12 +22,16 @@ OWN = -1
 
 class Stopping:
     """One ``stop()`` or ``shutdown()``: done once its own meshes and the spawns in flight when
-    it came have stopped, with the first failure among them."""
+    it came have stopped, with the first failure among them; finished (the future its caller
+    holds) once, besides, the stop taken before it has finished and the host mesh's last step
+    is done (:meth:`Spawns.finish`)."""
 
-    def __init__(self, waiting: set[int]) -> None:
+    def __init__(self, waiting: set[int], before: Future[None] | None) -> None:
         self.waiting = waiting
         self.failure: BaseException | None = None
         self.done: Future[None] = Future(None)
+        self.before = before  # the finished future of the stop taken just before, if not finished then
+        self.finished: Future[None] = Future(None)
 
 
 class Spawns:
@@ -35,12 +43,17 @@ class Spawns:
         self._in_flight: set[int] = set()
         self._meshes: list[ProcMesh] = []  # spawned and up, unless stopped by their own stop()
         self._stoppings: list[Stopping] = []  # those still waiting for a spawn in flight
-        self.shut_down = False
+        self._last: Stopping | None = None  # the stop taken last: the next one finishes after it
+        self._shutdown: Stopping | None = None
+
+    @property
+    def shut_down(self) -> bool:
+        return self._shutdown is not None
 
     def begin(self) -> int | None:
         """A spawn starts: its id, or None once shut down (no more spawns)."""
         with self._lock:
-            if self.shut_down:
+            if self._shutdown is not None:
                 return None
             spawn = next(self._ids)
             self._in_flight.add(spawn)
@@ -77,13 +90,52 @@ class Spawns:
         waits for them (:data:`OWN`) and for the spawns now in flight. None once shut down: as
         Monarch's, a host mesh shut down refuses a second ``shutdown()`` and a ``stop()``."""
         with self._lock:
-            if self.shut_down:
+            if self._shutdown is not None:
                 return None
-            self.shut_down = shutdown
-            meshes, self._meshes = self._meshes, []
-            stopping = Stopping({OWN, *self._in_flight})
-            self._stoppings.append(stopping)
-            return meshes, stopping
+            return self._take(shutdown)
+
+    def shutdown_once(self) -> tuple[list[ProcMesh], Stopping] | Future[None]:
+        """``take(shutdown=True)``, or once shut down, that shutdown's future: one step, so that
+        two ``async with`` exits racing shut down once, and both wait for it."""
+        with self._lock:
+            if self._shutdown is not None:
+                return self._shutdown.finished
+            return self._take(True)
+
+    def refusal(self, error: RuntimeError) -> Future[None]:
+        """The future of a stop or shutdown refused after :meth:`take` said shut down: it raises
+        ``error`` once that shutdown has finished, since a caller's future completes only when
+        the meshes are gone."""
+        shutdown = self._shutdown
+        assert shutdown is not None, "refused only once shut down"
+        refused: Future[None] = Future(None)
+
+        def refuse(_: Future[None]) -> None:
+            refused.set_exception(error)
+
+        shutdown.finished.add_done_callback(refuse)
+        return refused
+
+    def _take(self, shutdown: bool) -> tuple[list[ProcMesh], Stopping]:
+        last = self._last
+        stopping = Stopping({OWN, *self._in_flight}, None if last is None or last.finished.done() else last.finished)
+        self._last = stopping
+        if shutdown:
+            self._shutdown = stopping
+        meshes, self._meshes = self._meshes, []
+        self._stoppings.append(stopping)
+        return meshes, stopping
+
+    def stop_own(self, stopping: Stopping, meshes: list[ProcMesh], reason: str) -> None:
+        """Stop ``meshes``, those ``stopping`` took, newest first (as ``shutdown_context()``),
+        each whatever became of the others; settle its :data:`OWN` with the first failure."""
+        failure: BaseException | None = None
+        for mesh in reversed(meshes):
+            try:
+                mesh.stop(reason).get()
+            except Exception as exc:  # a proc out of reach: the others are stopped all the same
+                failure = failure or exc
+        self.settle(stopping, OWN, failure)
 
     def settle(self, stopping: Stopping, member: int, failure: BaseException | None) -> None:
         """``member`` (:data:`OWN` or a spawn) of ``stopping`` has stopped; the last completes it."""
@@ -97,3 +149,45 @@ class Spawns:
             stopping.done.set_result(None)
         else:
             stopping.done.set_exception(stopping.failure)
+
+    def finish(self, stopping: Stopping, then: Callable[[], Future[None]] | None = None) -> Future[None]:
+        """``stopping.finished``: completed once ``stopping`` is done, the stop taken before it
+        has finished (a second stop's future completing while the first still deleted, or its
+        ``then`` ending the agents the first stopped procs through, was a race) and ``then()``
+        (what the host mesh does last, whatever became of the rest) is done; with the first
+        failure of the three, so that each caller hears of a mesh that could not be stopped."""
+        def complete(failure: BaseException | None) -> None:
+            if failure is None:
+                stopping.finished.set_result(None)
+            else:
+                stopping.finished.set_exception(failure)
+
+        def last() -> None:  # where blocking is allowed: then() may wait for procs to end
+            failure = _failure_of(stopping.done)
+            if stopping.before is not None:
+                failure = failure or _failure_of(stopping.before)
+            if then is None:
+                complete(failure)
+                return
+            try:
+                ending = then()
+            except Exception as exc:  # the future raises it, as then()'s own would
+                complete(failure or exc)
+                return
+            ending.add_done_callback(lambda _: complete(failure or _failure_of(ending)))
+
+        def go_on(_: Future[None]) -> None:  # on the thread that completed a future: perhaps a loop's or the I/O thread
+            offloading.off_the_loop(last, name="procmesh-host-stop")
+
+        before = stopping.before
+        stopping.done.add_done_callback(go_on if before is None else lambda _: before.add_done_callback(go_on))
+        return stopping.finished
+
+
+def _failure_of(fut: Future[None]) -> BaseException | None:
+    """What ``fut``, done, raised (None: it succeeded)."""
+    try:
+        fut.get()
+    except Exception as exc:
+        return exc
+    return None

@@ -4,6 +4,7 @@ attaches. The mesh lives as long as its creator (:mod:`.lifetimes`) unless told 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import secrets
@@ -208,9 +209,10 @@ class KubernetesHostMesh(MeshTrait, OwnedHostMesh):
         """Stop every proc mesh spawned here and not stopped yet, as its ``stop()`` does (a mesh
         created here is deleted, ``outlive=True`` ones too), and, as Monarch drains the spawns
         in flight, the mesh of each spawn still waiting once it is up (that spawn then raises);
-        this host mesh spawns again after. The future completes once they are all gone, with
-        the first failure if one could not be. After :meth:`shutdown` the future raises
-        RuntimeError, as Monarch's."""
+        this host mesh spawns again after. The future completes once they are all gone, and
+        after a stop or shutdown called before this one, with the first failure if one could
+        not be; ``await hosts.stop()`` leaves the event loop free meanwhile. After
+        :meth:`shutdown` the future raises RuntimeError, as Monarch's."""
         return self._stop_spawned(shutdown=False)
 
     def shutdown(self) -> Future[None]:
@@ -219,19 +221,22 @@ class KubernetesHostMesh(MeshTrait, OwnedHostMesh):
         raise it)."""
         return self._stop_spawned(shutdown=True)
 
-    def _stop_spawned(self, shutdown: bool) -> Future[None]:
-        taken = self._spawns.take(shutdown)
+    def _shutdown_once(self) -> Future[None]:
+        return self._stop_spawned(shutdown=True, once=True)
+
+    def _stop_spawned(self, shutdown: bool, once: bool = False) -> Future[None]:
+        """The meshes are deleted where blocking is allowed (``await hosts.stop()`` leaves the
+        loop free); the future completes after any stop taken before this one, too."""
+        taken = self._spawns.shutdown_once() if once else self._spawns.take(shutdown)
         if taken is None:
-            return futures.failed(self._shut_down_error())
+            return self._spawns.refusal(self._shut_down_error())
+        if isinstance(taken, Future):  # once: the shutdown already under way, or done
+            return taken
         spawned, stopping = taken
-        failure: BaseException | None = None
-        for procs in reversed(spawned):  # newest first, as shutdown_context()
-            try:
-                procs.stop(self._stop_reason()).get()
-            except Exception as exc:  # the others are stopped all the same
-                failure = failure or exc
-        self._spawns.settle(stopping, spawns.OWN, failure)
-        return stopping.done
+        finished = self._spawns.finish(stopping)
+        offloading.off_the_loop(functools.partial(self._spawns.stop_own, stopping, spawned, self._stop_reason()),
+                                name="procmesh-host-stop")
+        return finished
 
     def _stop_reason(self) -> str:
         return "host mesh shut down" if self._spawns.shut_down else "host mesh stopped"

@@ -7,6 +7,7 @@ process's private directory (:mod:`.rundirs`); clients on this host reach them o
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import secrets
@@ -46,7 +47,8 @@ def connected_mesh(group: ProcGroup, shape: Shape, bootstrap: Callable[[], Any] 
             mesh.run(bootstrap).get()
         natives.warn_if_missing()  # raises where warnings are errors (-W error): a failed spawn
     except BaseException:
-        mesh.stop()
+        with contextlib.suppress(Exception):  # the cause is the error raised
+            mesh.stop().get()  # gone when this raises, also where a loop runs (stop() goes on beside it there)
         raise
     ctx_mod.adopt(group.run_id, mesh)  # made by an actor: stopped with it
     shutting_down.made(mesh)

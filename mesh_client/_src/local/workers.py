@@ -35,7 +35,7 @@ from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.local.bootstrap import default_bootstrap_cmd
 from mesh_client._src.local.host_mesh import connected_mesh, proc_displays
 from mesh_client._src.local.launcher import LocalProcs
-from mesh_client._src.runtime import futures
+from mesh_client._src.runtime import offloading
 from mesh_client._src.runtime.futures import Future
 from mesh_client._src.server import logging_mode
 
@@ -282,12 +282,14 @@ class WorkerHostMesh(MeshTrait, OwnedHostMesh):
         this host mesh's next ``spawn_procs``); the procs they started for this host mesh stop
         first, as asked (so their actors' ends are no supervision events), those of the spawns
         in flight once started (the spawn then raises, as Monarch drains them), then the agents.
-        After :meth:`shutdown` the future raises RuntimeError, as Monarch's."""
+        The future completes after a stop or shutdown called before this one, too;
+        ``await hosts.stop()`` leaves the event loop free meanwhile. After :meth:`shutdown` the
+        future raises RuntimeError, as Monarch's."""
         with self._agents_lock:  # before the take: a spawn that picked these agents began before it, so is waited for
             agents, self._agents_stopped = self._agents, True
         taken = self._spawns.take(shutdown=False)
         if taken is None:
-            return futures.failed(self._shut_down_error())
+            return self._spawns.refusal(self._shut_down_error())
         return self._after_spawned(taken, reason, lambda: agents.stop(reason))
 
     def shutdown(self) -> Future[None]:
@@ -297,8 +299,8 @@ class WorkerHostMesh(MeshTrait, OwnedHostMesh):
         (``stop()``'s and ``shutdown()``'s futures raise it)."""
         taken = self._spawns.take(shutdown=True)
         if taken is None:
-            return futures.failed(self._shut_down_error())
-        return self._after_spawned(taken, "host mesh shut down", lambda: self._workers.stop("host mesh shut down"))
+            return self._spawns.refusal(self._shut_down_error())
+        return self._end_workers(taken)
 
     def _stop_reason(self) -> str:
         return "host mesh shut down" if self._spawns.shut_down else "host mesh stopped"
@@ -310,51 +312,27 @@ class WorkerHostMesh(MeshTrait, OwnedHostMesh):
         return RuntimeError(f"HostMesh has already been shut down: {self!r}.shutdown() was called, which ended "
                             "its workers; start workers again and attach_to_workers() to spawn more procs")
 
+    def _shutdown_once(self) -> Future[None]:
+        taken = self._spawns.shutdown_once()
+        return taken if isinstance(taken, Future) else self._end_workers(taken)  # a Future: the shutdown under way
+
+    def _end_workers(self, taken: tuple[list[ProcMesh], spawns.Stopping]) -> Future[None]:
+        return self._after_spawned(taken, "host mesh shut down", lambda: self._workers.stop("host mesh shut down"))
+
     def _after_spawned(self, taken: tuple[list[ProcMesh], spawns.Stopping], reason: str,
                        then: Callable[[], Future[None]]) -> Future[None]:
         """Stop the proc meshes spawned here that are still up, as ``ProcMesh.stop`` does (the
         connections that then close are expected: without it the agents' ends took the procs
         down under live actors, an unhandled supervision event that ended the controller), and
         wait for the spawns in flight to stop theirs (the agents' ends took those procs down
-        under their bootstrap), then ``then()``, whatever became of them; the future raises the
-        first failure."""
+        under their bootstrap) and for a stop called before this one, then ``then()``, whatever
+        became of them; the future raises the first failure. The blocking work goes off the
+        event loop (``await hosts.stop()`` leaves it free)."""
         spawned, stopping = taken
-        failure: BaseException | None = None
-        for mesh in spawned:
-            try:
-                mesh.stop(reason).get()
-            except Exception as exc:  # a worker out of reach: the others are still let go
-                failure = failure or exc
-        self._spawns.settle(stopping, spawns.OWN, failure)
-        out: Future[None] = Future(None)
-
-        def settle(done: Future[None]) -> None:
-            first = _failure_of(stopping.done)
-            if first is None:
-                first = _failure_of(done)
-            if first is None:
-                out.set_result(None)
-            else:
-                out.set_exception(first)
-
-        def drained(_: Future[None]) -> None:  # on the thread of the last spawn in flight, or here
-            try:
-                done = then()
-            except Exception as exc:  # the future raises it, as then()'s own would
-                done = futures.failed(exc)
-            done.add_done_callback(settle)
-
-        stopping.done.add_done_callback(drained)
-        return out
-
-
-def _failure_of(fut: Future[None]) -> BaseException | None:
-    """The exception of a future that is done, None if it succeeded."""
-    try:
-        fut.get(timeout=0)
-    except Exception as exc:
-        return exc
-    return None
+        finished = self._spawns.finish(stopping, then)
+        offloading.off_the_loop(functools.partial(self._spawns.stop_own, stopping, spawned, reason),
+                                name="procmesh-host-stop")
+        return finished
 
 
 def attach_to_workers(

@@ -8,16 +8,22 @@ is cancelled (or Ctrl-C ends ``asyncio.run``), the thread is told so: waits that
 :func:`sleep` / :func:`check_cancelled` between polls (:mod:`mesh_client._src.kubernetes.attaching`)
 raise ``CancelledError`` there, so the blocking form cleans up as for any error (a mesh it created
 is deleted), and a result that still arrives is handed to ``discard`` (a mesh is stopped).
+
+A call that returns a future, as ``ProcMesh.stop()`` does, has no ``async def`` twin: it does
+its blocking work through :func:`off_the_loop`, on a thread of its own where the caller's thread
+must not block, so ``await procs.stop()`` leaves the loop free and ``procs.stop()`` in a script
+is done when it returns.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from mesh_client._src.runtime import exiting, interrupts
+from mesh_client._src.runtime import exiting, interrupts, reactor
 
 if TYPE_CHECKING:  # asyncio is imported where used: only async programs pay for it
     import asyncio
@@ -83,6 +89,30 @@ async def run_blocking(fn: Callable[[], R], *, name: str, discard: Callable[[R],
         except (asyncio.TimeoutError, asyncio.CancelledError):
             pass  # it overran its grace, or we were cancelled again: go on cancelling
         raise
+
+
+def off_the_loop(work: Callable[[], object], *, name: str) -> None:
+    """``work()`` now, or on a daemon thread named ``name`` where this thread must not block: it
+    runs an asyncio event loop (whose other tasks would wait for ``work``) or it is procmesh's
+    I/O thread (a done callback: the replies ``work`` waits for come through it). ``work``
+    reports its own outcome (it completes a future) and must not raise. The program's exit
+    waits for the thread (runtime/exiting.py): it may be deleting a mesh."""
+    if not _must_not_block():
+        work()
+        return
+    thread = threading.Thread(target=work, name=name, daemon=True)
+    exiting.track(thread, _no_halt)
+    thread.start()
+
+
+def _must_not_block() -> bool:
+    asyncio = sys.modules.get("asyncio")  # not imported: no loop runs anywhere
+    in_loop = asyncio is not None and asyncio.events._get_running_loop() is not None
+    return in_loop or reactor.on_reactor_thread()
+
+
+def _no_halt() -> None:
+    """What the exit tells a stop under way: nothing; it ends by itself (a proc is given 5 s)."""
 
 
 def _discard(discard: Callable[[Any], Any] | None, value: Any) -> None:

@@ -33,10 +33,8 @@ def torchelastic_env(
         labels, sizes, coords = ["rank"], [1], {"rank": 0}
     rank = contract.ravel([coords[label] for label in labels], sizes)
     world = math.prod(sizes)
-    if labels[-1] == contract.HOSTS_DIM:  # one proc per host: each is alone on its machine
-        local_rank, local_world = 0, 1
-    else:
-        local_rank, local_world = coords[labels[-1]], sizes[-1]
+    local_rank = contract.local_index(labels, [coords[label] for label in labels])
+    local_world = contract.local_size(labels, sizes)
     if contract.HOSTS_DIM in labels:
         groups, group_rank = dict(zip(labels, sizes))[contract.HOSTS_DIM], coords[contract.HOSTS_DIM]
     else:

@@ -3,7 +3,10 @@ control plane and operator.
 
 Aspects: ``attach_async`` and ``KubernetesHostMesh.spawn_procs_async`` are awaited while another
 task of the loop keeps running, and give working meshes; cancelling a ``spawn_procs_async``
-whose mesh cannot be placed ends its wait and deletes the ProcMesh; the progress line that
+whose mesh cannot be placed ends its wait and deletes the ProcMesh; an awaited ``stop()`` of a
+mesh the client created (and a host mesh's ``shutdown()``) lets another task run while its
+delete waits on the API server, and raises the delete's error in the awaiting caller; the
+progress line that
 ``attach`` (and ``attach_async``) draws on stderr ends with a newline before the traceback of a
 Ctrl-C (SIGINT) and of a timeout, so the traceback starts on a line of its own.
 """
@@ -17,9 +20,11 @@ import sys
 
 import pytest
 
-from mesh_client.kubernetes import KubernetesHostMesh, attach_async
+from mesh_client._src.kubernetes.api import make_api_client
+from mesh_client.kubernetes import ApiServerUnreachable, KubernetesHostMesh, attach_async
 from tests.cluster import testing
 from tests.integration.cli.support import env
+from tests.integration.kubernetes.relay import Relay, through
 from tests.integration.local.actors import Recorder
 from tests.integration.local.test_async_forms import with_turns
 from tests.integration.operator.support import ROOT, create_mesh, mesh_gone
@@ -63,6 +68,41 @@ def test_cancelling_spawn_procs_async_deletes_its_mesh(kube, custom, namespace, 
 
     asyncio.run(main())
     testing.wait_for(lambda: mesh_gone(custom, namespace, "cancelled"), "the cancelled spawn deleting its mesh")
+
+
+@pytest.mark.parametrize("end", ["procs", "hosts"])
+def test_an_awaited_stop_lets_other_tasks_run_while_it_deletes_and_raises_its_error_there(
+        cluster, namespace, operator, tmp_path, monkeypatch, end):
+    """The client reaches the API server through a relay, which then holds what it is sent (an
+    API server that does not answer): the awaited ``procs.stop()`` (``hosts.shutdown()``) waits
+    for its delete, a task of the same loop runs meanwhile and closes the relay, and the delete's
+    error is raised in the awaiting caller. The stop held the loop until its request timed out,
+    the task after it."""
+    monkeypatch.setenv("PROCMESH_API_TIMEOUT", "30")
+    relay = Relay(("127.0.0.1", cluster.ports.apiserver))
+    api_client = make_api_client(str(through(relay, cluster, tmp_path)))
+    seen: dict[str, bool] = {}
+
+    async def closer() -> None:
+        seen["closed_while_stopping"] = "stopped" not in seen
+        relay.close()
+
+    async def main() -> None:
+        hosts = KubernetesHostMesh(hosts=1, namespace=namespace, api_client=api_client, timeout=120)
+        procs = await hosts.spawn_procs_async(per_host={"gpus": 1}, name=f"held-{end}")
+        relay.holding.set()
+        task = asyncio.create_task(closer())
+        with pytest.raises(ApiServerUnreachable):
+            await (procs.stop() if end == "procs" else hosts.shutdown())
+        seen["stopped"] = True
+        await task
+
+    try:
+        asyncio.run(main())
+    finally:
+        relay.close()
+        api_client.close()
+    assert seen == {"closed_while_stopping": True, "stopped": True}
 
 
 ATTACH = """

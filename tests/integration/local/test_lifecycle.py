@@ -2,7 +2,9 @@
 
 Aspects: bootstrap_command env per point; bootstrap runs before any actor; a failing bootstrap
 fails spawn_procs; stop and the context manager end every process, and a stopped mesh cannot be
-entered again; a controller killed with -9
+entered again; an awaited stop (and leaving ``async with``) lets the loop serve its other tasks;
+stops of one mesh from two threads both complete only once its procs are gone; a controller
+killed with -9
 takes its procs with it; the proc server does not import torch by itself; module-level finalizers
 (``__del__``) run when stop ends a proc, as in Monarch; a terminal's Ctrl-C (SIGINT to the whole
 process group) leaves the zygote running, so each proc's real end is reported; calls on a stopped
@@ -33,6 +35,7 @@ from mesh_client import (
     this_host,
 )
 from mesh_client._src.runtime import ops, peers
+from tests.cluster import testing
 from tests.integration.local.actors import AsyncOrderly, Lingering, Orderly, Recorder, wait_for_file
 
 
@@ -153,6 +156,69 @@ def test_leaving_an_async_with_block_stops_the_mesh_off_the_event_loop(tmp_path)
     pid = asyncio.run(main())
     assert seen == {"opened_while_stopping": True, "block_left": True}
     assert _wait_gone([pid]) == []
+
+
+def test_an_awaited_stop_lets_the_loop_serve_other_tasks(tmp_path):
+    """``await procs.stop()``, as Monarch's async controllers write it: the loop serves its other
+    tasks while the proc ends (here the task that lets it end: its atexit handler waits for a
+    file). A stop that held the loop (stop() did the whole stop when called) ended only when the
+    proc was killed 5 s later, the task after it."""
+    from tests.integration.local.actors import Lingering
+
+    started, release = tmp_path / "started", tmp_path / "release"
+    seen: dict[str, bool] = {}
+
+    async def opener() -> None:
+        while not started.exists():
+            await asyncio.sleep(0.005)
+        seen["opened_while_stopping"] = "stopped" not in seen
+        release.touch()
+
+    async def main() -> int:
+        mesh = await this_host().spawn_procs_async(per_host={"gpus": 1}, name="awaited-stop")
+        pid = await mesh.spawn("linger", Lingering).linger_at_exit.call_one(str(started), str(release))
+        task = asyncio.create_task(opener())
+        assert await mesh.stop() is None
+        seen["stopped"] = True
+        await asyncio.wait_for(task, 60)
+        return pid
+
+    pid = asyncio.run(main())
+    assert seen == {"opened_while_stopping": True, "stopped": True}
+    assert not _alive(pid)
+
+
+def test_stops_of_one_mesh_from_two_threads_both_complete_once_its_procs_are_gone(tmp_path, monkeypatch):
+    """Two threads (each running an event loop, as async controllers do) stop one mesh at once:
+    each future completes only when the proc has ended. The second stop's future was done at
+    once, while the first still waited for the proc."""
+    from mesh_client._src.local import launcher
+    from tests.integration.local.actors import Lingering
+
+    monkeypatch.setattr(launcher, "STOP_TIMEOUT", 60.0)  # the proc ends when the test lets it, not killed at 5 s
+    started, release = tmp_path / "started", tmp_path / "release"
+    mesh = this_host().spawn_procs(per_host={"gpus": 1}, name="stopped-twice")
+    pid = mesh.spawn("linger", Lingering).linger_at_exit.call_one(str(started), str(release)).get(timeout=60)
+    barrier = threading.Barrier(2)
+    stops: list = []
+
+    def stop() -> None:
+        async def call():  # on a loop's thread stop() returns at once; the stop goes on beside it
+            barrier.wait(timeout=60)
+            return mesh.stop()
+        stops.append(asyncio.run(call()))
+
+    threads = [threading.Thread(target=stop, daemon=True) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    try:
+        testing.wait_for(lambda: len(stops) == 2 and started.exists(), "both stops called, the proc holding its end")
+        assert [fut.done() for fut in stops] == [False, False]
+    finally:
+        release.touch()
+    for fut in stops:
+        assert fut.get(timeout=60) is None
+        assert not _alive(pid)
 
 
 def test_killed_controller_takes_its_procs_along(tmp_path):

@@ -13,7 +13,10 @@ the level of procs on workers but not stream their output here; procs on workers
 asked, running their exit handlers (a forked one was killed 5 s later); the host mesh spawns
 again after its ``stop()`` and refuses a second ``shutdown()``, a ``stop()`` and ``spawn_procs``
 after its ``shutdown()``, as Monarch's; a spawn in flight when it stops or shuts down is drained
-(its procs stopped once started, and it raises).
+(its procs stopped once started, and it raises). An awaited ``stop()`` or ``shutdown()`` lets the
+loop serve other tasks; two called at once from two threads both complete only once the procs
+are gone; leaving ``async with`` while another block shuts the host mesh down waits for that
+shutdown.
 """
 
 import asyncio
@@ -33,16 +36,29 @@ from mesh_client import ProcMesh, attach_to_workers, run_worker_loop_forever
 from mesh_client._src.runtime import handshaking, peers, streams
 from mesh_client._src.wire import protocol
 from tests.cluster import testing
-from tests.integration.local.actors import Recorder
+from tests.integration.local.actors import Lingering, Recorder
 
 TOKEN = "a-test-token-for-workers"
 WORKER = "from mesh_client.actor import run_worker_loop_forever; run_worker_loop_forever(address='tcp://127.0.0.1:0', ca='trust_all_connections')"
 
 
+# Workers whose procs are given 60 s to end, not 5: a test holds a stop open until it lets it go.
+PATIENT_WORKER = f"import mesh_client._src.local.launcher as launcher; launcher.STOP_TIMEOUT = 60.0; {WORKER}"
+
+
 @pytest.fixture
 def workers():
+    yield from _workers(WORKER)
+
+
+@pytest.fixture
+def patient_workers():
+    yield from _workers(PATIENT_WORKER)
+
+
+def _workers(command: str):
     env = dict(os.environ, PROCMESH_TOKEN=TOKEN)
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER], env=env, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-c", command], env=env, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     addresses = []
     try:
         for proc in procs:
@@ -162,6 +178,135 @@ def test_a_spawn_in_flight_when_the_host_mesh_stops_is_drained(workers, tmp_path
         again = hosts.spawn_procs(per_host={"gpus": 1})
         assert list(again.spawn("rec", Recorder).echo.call("x").get(timeout=60).values()) == ["x", "x"]
         hosts.shutdown().get(timeout=60)
+
+
+def _lingering(hosts, tmp_path):
+    """A mesh on ``hosts`` whose procs hold their end open (an atexit handler) until the test
+    writes ``release``; each writes ``started`` once it is ending. Its pids."""
+    mesh = hosts.spawn_procs(per_host={"gpus": 1})
+    started, release = tmp_path / "started", tmp_path / "release"
+    return list(mesh.spawn("linger", Lingering).linger_at_exit.call(str(started), str(release)).get(timeout=60).values())
+
+
+@pytest.mark.parametrize("end", ["stop", "shutdown"])
+def test_an_awaited_stop_or_shutdown_lets_the_loop_serve_other_tasks(patient_workers, tmp_path, end):
+    """``await hosts.stop()`` (``shutdown()``): the loop serves its other tasks while the procs
+    the host mesh spawned end (here the task that lets them end). The stop held the loop until
+    the procs gave up waiting; a stop refused after shutdown raises in the awaiting caller."""
+    hosts = attach_to_workers(name=f"awaited-{end}", ca="trust_all_connections",
+                              workers=[a for a, _ in patient_workers], token=TOKEN)
+    pids = _lingering(hosts, tmp_path)
+    seen: dict[str, bool] = {}
+
+    async def opener() -> None:
+        while not (tmp_path / "started").exists():
+            await asyncio.sleep(0.005)
+        seen["opened_while_stopping"] = all(_alive(p) for p in pids)  # they end only once released
+        (tmp_path / "release").touch()
+
+    async def main() -> None:
+        task = asyncio.create_task(opener())
+        assert await getattr(hosts, end)() is None
+        seen["ended"] = True
+        await asyncio.wait_for(task, 60)
+        if end == "shutdown":
+            with pytest.raises(RuntimeError, match=r"^HostMesh has already been shut down: "):
+                await hosts.stop()
+
+    asyncio.run(main())
+    assert seen == {"opened_while_stopping": True, "ended": True}
+    assert not [p for p in pids if _alive(p)]
+    if end == "stop":
+        hosts.shutdown().get(timeout=60)
+
+
+@pytest.mark.parametrize("second", ["stop", "shutdown"])
+def test_a_stop_racing_another_in_two_threads_completes_once_the_procs_are_gone(patient_workers, tmp_path, second):
+    """A ``stop()`` and a second ``stop()`` (or a ``shutdown()``) called at once from two threads
+    (each running an event loop, where stop() returns at once): neither future completes before
+    the procs are gone. The one that came second took nothing to stop, so its future was done at
+    once, and its last step could end the workers or agents that the first still stopped procs
+    through. A stop refused after the shutdown won raises once the shutdown has finished."""
+    hosts = attach_to_workers(name=f"race-{second}", ca="trust_all_connections",
+                              workers=[a for a, _ in patient_workers], token=TOKEN)
+    pids = _lingering(hosts, tmp_path)
+    barrier = threading.Barrier(2)
+    ends: dict[str, object] = {}
+    gone_when_done: list[bool] = []
+
+    def call(key: str, which: str) -> None:
+        async def at_once():
+            barrier.wait(timeout=60)
+            return getattr(hosts, which)()
+        fut = asyncio.run(at_once())
+        fut.add_done_callback(lambda _: gone_when_done.append(not [p for p in pids if _alive(p)]))
+        ends[key] = fut
+
+    threads = [threading.Thread(target=call, args=("first", "stop"), daemon=True),
+               threading.Thread(target=call, args=("second", second), daemon=True)]
+    for thread in threads:
+        thread.start()
+    try:
+        testing.wait_for(lambda: len(ends) == 2 and (tmp_path / "started").exists(),
+                         "both calls made, the procs holding their end")
+        assert [fut.done() for fut in ends.values()] == [False, False]
+    finally:
+        (tmp_path / "release").touch()
+    outcomes = []
+    for key in ("first", "second"):
+        try:
+            outcomes.append(ends[key].get(timeout=60))
+        except RuntimeError as exc:  # a stop that came after the shutdown, as Monarch refuses it
+            assert second == "shutdown" and key == "first" and "already been shut down" in str(exc), exc
+            outcomes.append("refused")
+    assert gone_when_done == [True, True]
+    if second == "stop":
+        assert outcomes == [None, None]
+        hosts.shutdown().get(timeout=60)
+    else:
+        assert outcomes[1] is None
+
+
+def test_leaving_async_with_while_another_block_shuts_down_waits_for_that_shutdown(patient_workers, tmp_path):
+    """Two blocks on one host mesh: the one left second finds it shutting down, and waits for that
+    shutdown, in one step with the check (it found it shut down and went on while the procs were
+    still ending; two blocks left at once could both shut down, the second raising)."""
+    hosts = attach_to_workers(name="two-blocks", ca="trust_all_connections",
+                              workers=[a for a, _ in patient_workers], token=TOKEN)
+    pids = _lingering(hosts, tmp_path)
+    seen: dict[str, bool] = {}
+
+    async def shutting() -> None:
+        async with hosts:
+            pass  # leaving it shuts down: the procs hold their end until released
+
+    async def waiting() -> None:
+        async with hosts:
+            while not (tmp_path / "started").exists():  # the other block's shutdown is under way
+                await asyncio.sleep(0.005)
+            seen["leaving"] = True
+        seen["released_when_left"] = (tmp_path / "release").exists()
+
+    async def releaser() -> None:
+        while "leaving" not in seen:
+            await asyncio.sleep(0.005)
+        (tmp_path / "release").touch()
+
+    async def main() -> None:
+        await asyncio.wait_for(asyncio.gather(waiting(), shutting(), releaser()), 120)
+
+    asyncio.run(main())
+    assert seen == {"leaving": True, "released_when_left": True}
+    assert not [p for p in pids if _alive(p)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie is gone for our purposes
+        return f.read().split(")")[1].split()[0] != "Z"
 
 
 def _write_at_exit(path: str):

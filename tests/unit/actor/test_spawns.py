@@ -4,7 +4,10 @@ Aspects: a stop is done once its own meshes and the spawns in flight when it cam
 a spawn that began after it, or ended before it, is not waited for; a spawn in flight at a stop
 gets that stop back (its mesh is the stop's to stop); a failed spawn releases the stop; the first
 failure is the stop's; no spawn begins after shutdown, nor a stop (Monarch's second shutdown()
-raises); a shutdown after a stop is one.
+raises); a shutdown after a stop is one. A stop finishes (its caller's future) only after the
+stop taken before it, with that one's failure, and runs its last step after it; a refused stop
+raises once the shutdown has finished; shutting down once hands later callers the shutdown's
+future.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import pytest
 
 from mesh_client._src.actor import spawns
+from mesh_client._src.runtime import futures
 
 MESH = object()  # a mesh is only kept and handed back here
 
@@ -61,3 +65,48 @@ def test_after_a_shutdown_no_stop_is_taken_but_a_shutdown_after_a_stop_is():
     assert ledger.take(shutdown=True) is not None
     assert ledger.shut_down
     assert ledger.take(shutdown=True) is None and ledger.take(shutdown=False) is None
+
+
+def test_a_stop_finishes_after_the_one_taken_before_it_with_that_one_s_failure():
+    """The first stop took the meshes; the second has nothing of its own to stop. Its future
+    completed at once, while the first was still stopping them, and never heard that the first
+    failed; its last step (a worker host mesh ends its agents or workers) ran before the first
+    was done with them."""
+    ledger = spawns.Spawns()
+    spawn = ledger.begin()
+    assert spawn is not None and ledger.end(spawn, MESH) == []
+    first = ledger.take(shutdown=False)
+    assert first is not None and first[0] == [MESH]
+    first_finished = ledger.finish(first[1])
+    second = ledger.take(shutdown=True)
+    assert second is not None and second[0] == []
+    first_done_at_last_step: list[bool] = []
+
+    def last_step():
+        first_done_at_last_step.append(first_finished.done())
+        return futures.completed(None)
+
+    second_finished = ledger.finish(second[1], last_step)
+    ledger.stop_own(second[1], second[0], "host mesh shut down")
+    assert second[1].done.done()  # its own part: nothing
+    assert not second_finished.done() and first_done_at_last_step == []
+    ledger.settle(first[1], spawns.OWN, RuntimeError("could not delete mesh-a"))
+    for finished in (first_finished, second_finished):
+        with pytest.raises(RuntimeError, match="could not delete mesh-a"):
+            finished.get(timeout=0)
+    assert first_done_at_last_step == [True]
+
+
+def test_a_refused_stop_raises_once_the_shutdown_has_finished_and_shutting_down_once_joins_it():
+    ledger = spawns.Spawns()
+    taken = ledger.shutdown_once()
+    assert isinstance(taken, tuple)
+    finished = ledger.finish(taken[1])
+    assert ledger.shutdown_once() is finished  # a second async with's exit: the same shutdown
+    assert ledger.take(shutdown=False) is None
+    refused = ledger.refusal(RuntimeError("HostMesh has already been shut down"))
+    assert not refused.done()
+    ledger.stop_own(taken[1], taken[0], "host mesh shut down")
+    assert finished.get(timeout=0) is None
+    with pytest.raises(RuntimeError, match="already been shut down"):
+        refused.get(timeout=0)

@@ -2,7 +2,8 @@
 
 Aspects: unravel and ravel are inverse; out-of-range ranks and coordinates are refused; the
 operator's pod coordinates, the actor layer's points and the SPMD environment's RANK give the
-same rank for every point.
+same rank for every point; the operator's local index and size (devices, claims) are the SPMD
+environment's LOCAL_RANK and LOCAL_WORLD_SIZE, a mesh of hosts alone (local 0 of 1) included.
 """
 
 import itertools
@@ -15,7 +16,7 @@ from mesh_client._src.spmd import elastic_env
 from procmesh_operator import dimensions
 
 SHAPES = [[("hosts", 1), ("gpus", 1)], [("hosts", 2), ("gpus", 3)],
-          [("hosts", 3), ("node", 2), ("gpus", 4)], [("hosts", 2), ("x", 1), ("y", 3)]]
+          [("hosts", 3), ("node", 2), ("gpus", 4)], [("hosts", 2), ("x", 1), ("y", 3)], [("hosts", 3)]]
 
 
 def test_last_dimension_varies_fastest():
@@ -51,3 +52,5 @@ def test_operator_client_and_spmd_count_alike(dims):
         env = elastic_env.torchelastic_env(coords, labels, sizes, master_addr="h", master_port=1,
                                            run_id="r")
         assert env["RANK"] == str(point.rank)
+        assert (env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"]) == (str(operator.local_index(point.rank)),
+                                                                str(operator.local_size))
