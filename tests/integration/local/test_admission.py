@@ -1,13 +1,15 @@
 """What a proc server gives connections that have not authenticated, on a real proc server.
 
 Aspects: a TCP connect and close (a probe) is never logged; garbage is logged as a refusal, and
-a burst of refusals as one line; at most PROCMESH_MAX_UNAUTHENTICATED connections may be in the
+a burst of refusals as one line; the refusals a stopping proc counted but had not written yet
+are written as it stops; at most PROCMESH_MAX_UNAUTHENTICATED connections may be in the
 handshake, a newcomer beyond it closes the oldest, so connections held idle lock out neither the
 authenticated client nor a new one; with
 RLIMIT_NOFILE=64 and 100 idle connections the server backs off instead of spinning, keeps
 serving its client, and serves a new client once descriptors are free.
 """
 
+import re
 import select
 import socket
 import time
@@ -88,6 +90,28 @@ def closed_by_the_proc(sock):
     except ConnectionResetError:
         pass
     return True
+
+
+def refusals_told(lines):
+    """Refused connections the log tells of: one per full line, N per "N more" summary."""
+    told = 0
+    for line in lines:
+        if line.startswith("procmesh: refused connection from"):
+            told += 1
+        elif found := re.match(r"procmesh: (\d+) more refused connections in the last ", line):
+            told += int(found.group(1))
+    return told
+
+
+def test_refusals_not_yet_summarised_are_written_as_the_proc_stops(tmp_path):
+    with single_proc(tmp_path) as proc:
+        for _ in range(5):
+            with connect(proc.port) as attacker:
+                attacker.sendall(b"GET / HTTP/1.1\r\n\r\n")
+                closed_by_the_proc(attacker)
+        # The proc stops within the 10 s period that counts the last four.
+    wait_until(lambda: refusals_told(proc.log_lines()) >= 5, "the stopped proc to tell of its 5 refusals")
+    assert refusals_told(proc.log_lines()) == 5, proc.log_lines()
 
 
 def test_beyond_the_cap_the_oldest_stranger_makes_room(tmp_path):
