@@ -16,7 +16,9 @@ garbage, an oversized frame header, a wrong token, idle connections held open; s
 :mod:`benchmarks.flooding`), once as is and once with the proc server's ``RLIMIT_NOFILE`` at 64.
 Figures: the proc server's RSS before, at peak and after, its CPU seconds during the flood, a
 legitimate client's call latency (p50, p99) during the flood beside the same client with no
-flood, the legitimate calls that failed, and the log lines the proc server wrote.
+flood, the legitimate calls that failed, and the log lines the proc server wrote. Flood rounds:
+the same kinds of connection in rounds (10 x 500 by default), the proc's RSS, live connection
+objects and Python heap after each, to tell a leak (growth every round) from a plateau.
 
 A dead member of a mesh-wide call (issue 12, item 4): one proc of four SIGKILLed while every
 actor sleeps 60 s; time from the kill to ``call()`` raising SupervisionError, beside the time
@@ -182,6 +184,83 @@ def flood_nofile_scenario(ctx: scenarios.Context) -> dict[str, Any]:
     return flood_figures(ctx.args.connections, nofile=64, hold=100, deadline=ctx.args.deadline)
 
 
+def _inspector() -> type:
+    from mesh_client import Actor, endpoint
+
+    class Inspector(Actor):
+        @endpoint
+        def pid(self) -> int:
+            return os.getpid()
+
+        @endpoint
+        def live(self) -> dict[str, int]:
+            """After a full collection: connection objects still alive in the proc (its own
+            caller's included), and the interpreter's allocated blocks (Python's heap)."""
+            import gc
+
+            from mesh_client._src.runtime import channel
+
+            gc.collect()
+            channels = sum(1 for o in gc.get_objects() if isinstance(o, channel.Channel))
+            return {"channels": channels, "python_blocks": sys.getallocatedblocks()}
+
+    return Inspector
+
+
+def flood_rounds_figures(rounds: int, per_round: int, *, hold: int = 300, settle_limit: float = 60.0) -> dict[str, Any]:
+    """Rounds of hostile connections to one proc server; after each, once the proc has
+    accepted and closed them all: its RSS, descriptors, live connection objects and Python heap.
+    A leak grows with every round; an allocator's high-water mark stops growing."""
+    from mesh_client import this_host
+
+    with tempfile.TemporaryDirectory(prefix="procmesh-rounds-") as tmp:
+        command = flooding.proc_command(None, os.path.join(tmp, "proc.stderr"))
+        with this_host().spawn_procs(per_host={"procs": 1}, name="rounds", bootstrap_command=command) as mesh:
+            inspector = mesh.spawn("inspector", _inspector()).slice(procs=0)
+            pid = inspector.pid.call_one().get(timeout=30)
+            port = flooding.listening_port(pid)
+            descriptors = flooding.open_descriptors(pid)
+            rows: list[dict[str, Any]] = []
+
+            def measure(made: int) -> None:
+                live = inspector.live.call_one().get(timeout=60)
+                rows.append({"connections": made, "rss_kib": flooding.rss_bytes(pid) >> 10,
+                             "descriptors": flooding.open_descriptors(pid), **live})
+
+            measure(0)
+            for _ in range(rounds):
+                flood = flooding.flood(port, per_round, hold=hold, deadline=settle_limit)
+                deadline = time.monotonic() + settle_limit
+                # Taken from the backlog and closed: a proc that has accepted none holds no more
+                # descriptors than before either.
+                while (flooding.accept_backlog(pid, port) or flooding.open_descriptors(pid) > descriptors) \
+                        and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                measure(sum(flood.get(k, 0) for k in flooding.KINDS))
+    rss = [row["rss_kib"] for row in rows]
+    half = rounds // 2
+    return {
+        "rounds": rounds,
+        "connections_per_round": per_round,
+        "connections_made": sum(row["connections"] for row in rows),
+        "rss_before_kib": rss[0],
+        "rss_after_first_kib": rss[1] if rounds else rss[0],
+        "rss_after_last_kib": rss[-1],
+        "rss_growth_last_half_kib": rss[-1] - rss[half],
+        "live_channels_before": rows[0]["channels"],
+        "live_channels_after_last": rows[-1]["channels"],
+        "python_blocks_before": rows[0]["python_blocks"],
+        "python_blocks_after_first": rows[1]["python_blocks"] if rounds else rows[0]["python_blocks"],
+        "python_blocks_after_last": rows[-1]["python_blocks"],
+        "per_round": rows,
+    }
+
+
+@scenario("flood-rounds", "rounds of hostile connections to one proc server: its memory after each (--flood-rounds, --round-connections)")
+def flood_rounds_scenario(ctx: scenarios.Context) -> dict[str, Any]:
+    return flood_rounds_figures(ctx.args.flood_rounds, ctx.args.round_connections)
+
+
 # A dead member of a mesh-wide call ------------------------------------------------------------
 
 
@@ -259,6 +338,7 @@ from benchmarks import fault_kills, link_breaks  # noqa: E402, F401  (their scen
 TARGETS = {
     "rss_peak_mib": "<= before + 64",
     "rss_after_mib": "<= before + 64",
+    "live_channels_after_last": "= before",
     "legit_p99_us": "<= 10000",
     "legit_calls_failed": "0",
     "call_error_max_ms": "<= 100",
@@ -295,6 +375,8 @@ def parser() -> argparse.ArgumentParser:
     floods.add_argument("--connections", type=int, default=100_000, help="hostile connections per flood")
     floods.add_argument("--deadline", type=float, default=60.0, help="seconds a flood may last at most")
     floods.add_argument("--rounds", type=int, default=20, help="kills for call-fail-fast")
+    floods.add_argument("--flood-rounds", type=int, default=10, help="rounds of flood-rounds")
+    floods.add_argument("--round-connections", type=int, default=500, help="hostile connections per round of flood-rounds")
     kills = p.add_argument_group("kills (one local control plane for all of them)")
     kills.add_argument("--kills", type=int, default=10, help="proc kills per restart policy")
     kills.add_argument("--caller-kills", type=int, default=5,

@@ -109,6 +109,18 @@ def listening_port(pid: int) -> int:
     raise LookupError(f"process {pid} has no listening IPv4 socket")
 
 
+def accept_backlog(pid: int, port: int) -> int:
+    """Connections waiting in the accept queue of the process's TCP listener on ``port``: a
+    proc that has taken none of a burst yet also holds no descriptor for it."""
+    with open(f"/proc/{pid}/net/tcp") as f:
+        next(f)
+        for line in f:
+            parts = line.split()
+            if parts[3] == "0A" and int(parts[1].split(":")[1], 16) == port:  # rx_queue of a LISTEN socket
+                return int(parts[4].split(":")[1], 16)
+    raise LookupError(f"process {pid} has no IPv4 listener on port {port}")
+
+
 # The flooder -------------------------------------------------------------------------------
 
 # A frame header (magic, version 1, kind AUTH, one segment) and one segment length.

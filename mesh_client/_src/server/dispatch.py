@@ -90,9 +90,9 @@ class ProcServer:
         self.reactor = reactor.get_reactor()
         self.refusals = throttling.RateLimitedLog("refused connections", self.reactor.call_later, period=log_period)
         self.drops = throttling.RateLimitedLog("dropped connections", self.reactor.call_later, period=log_period)
-        accept_failures = throttling.RateLimitedLog("accept() failures", self.reactor.call_later, period=log_period)
+        self.accept_failures = throttling.RateLimitedLog("accept() failures", self.reactor.call_later, period=log_period)
         # The pod IP's listener first; others (the pod's own loopback) share its budgets.
-        self.acceptors = [accepting.Acceptor(sock, self.reactor, self._admit, log=accept_failures)
+        self.acceptors = [accepting.Acceptor(sock, self.reactor, self._admit, log=self.accept_failures)
                           for sock in (listener, *also_listening)]
 
     def __repr__(self) -> str:
@@ -114,6 +114,12 @@ class ProcServer:
                 self.reactor.unregister(acceptor)  # at once on the reactor's thread, before the close
                 acceptor.listener.close()  # a paused acceptor's resume finds it closed and stays out
         self._on_reactor(close_listeners)
+
+    def flush_logs(self) -> None:
+        """Write what the rate-limited logs counted but have not written yet (any thread): the
+        proc is stopping, and the refusals of its last period would otherwise never be told."""
+        for log in (self.refusals, self.drops, self.accept_failures):
+            log.flush()
 
     def close_connections(self, why: str) -> None:
         """Close every connection still open, and return once they are closed: a worker loop

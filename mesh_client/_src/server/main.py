@@ -114,6 +114,9 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None,
             pass
     except KeyboardInterrupt:
         why.append("it received SIGINT")
+    # The refusals counted since the last summary line: now, in case the proc is killed while
+    # it stops, and again at the end for those that come meanwhile.
+    server.flush_logs()
     if unix is not None:  # no new local connections from here; the ones open finish below
         unixlinks.bury((host, port), cfg.token)  # nor over TCP from its mesh: its port is free soon
     reason = why[0] if why else "it was asked to stop"
@@ -126,6 +129,7 @@ def serve(cfg: config_mod.ServerConfig, announce: tuple[int, int] | None = None,
         server.close_connections(f"the worker loop ended: {reason}")
         if on_main_thread:
             signal.signal(signal.SIGTERM, previous)
+    server.flush_logs()
     # 0 unless told otherwise (contract.SIGTERM_EXIT): a pod's proc says 143, as the cluster
     # stopped it; one a local controller or systemd stops with SIGTERM on purpose, 0.
     return cfg.sigterm_exit if finalize and reason == SIGTERM_REASON else 0

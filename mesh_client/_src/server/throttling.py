@@ -1,7 +1,8 @@
 """Log lines that an attacker cannot multiply: one line at once, then one summary per period.
 
 Used by :mod:`.dispatch` for refused connections and by :mod:`.accepting` for descriptor
-exhaustion. Pure logic: the clock and the scheduler are injected, so tests drive time.
+exhaustion; :mod:`.main` flushes the summaries as the proc stops, so the events of its last
+period are counted too. Pure logic: the clock and the scheduler are injected, so tests drive time.
 """
 
 from __future__ import annotations
@@ -57,16 +58,32 @@ class RateLimitedLog:
         self._emit(line)
         self._schedule(self.period, self._end_period)
 
+    def flush(self) -> None:
+        """Write the summary of the period running now, if it counted any event: a process that
+        ends before the period does (a proc stopped within 10 s of a flood) would lose them."""
+        with self._lock:
+            count, last = self._take()
+        if count:
+            self._summarize(count, last)
+
     def _end_period(self) -> None:
         with self._lock:
-            count, last = self._count, self._last
-            self._count, self._last = 0, ""
+            count, last = self._take()
             if not count:
                 self._open = False
                 return
+        self._summarize(count, last)
+        self._schedule(self.period, self._end_period)
+
+    def _take(self) -> tuple[int, str]:
+        """With the lock held: the events counted since the last line, and the last of them."""
+        count, last = self._count, self._last
+        self._count, self._last = 0, ""
+        return count, last
+
+    def _summarize(self, count: int, last: str) -> None:
         last = last.removeprefix("procmesh: ")  # the summary line has the prefix once
         self._emit(f"procmesh: {count} more {self.what} in the last {self.period:g} s (the last: {last})")
-        self._schedule(self.period, self._end_period)
 
     def _emit(self, line: str) -> None:
         self.lines_written += 1

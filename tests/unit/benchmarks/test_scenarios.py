@@ -1,6 +1,6 @@
 """The one fault-scenario registry: every scenario, kills included, behind one command line.
 
-Aspects: faults.py's registry holds the flood, fail-fast, kill and broken-link scenarios (one registry, so
+Aspects: faults.py's registry holds the flood (and flood-rounds), fail-fast, kill and broken-link scenarios (one registry, so
 one ``--scenario``); a name registered twice is refused; the cluster is opened once, on first
 use, and torn down with the run; nested figures flatten to dotted keys.
 """
@@ -13,7 +13,7 @@ from benchmarks import faults, scenarios
 
 
 def test_one_registry_and_one_parser_for_every_scenario():
-    assert list(scenarios.SCENARIOS) == ["flood", "flood-nofile64", "call-fail-fast", "proc-kills",
+    assert list(scenarios.SCENARIOS) == ["flood", "flood-nofile64", "flood-rounds", "call-fail-fast", "proc-kills",
                                          "operator-kills", "node-kills", "node-silences",
                                          "leader-failovers", "apiserver-restarts", "broken-link"]
     args = faults.parser().parse_args(["--scenario", "proc-kills", "--scenario", "flood",

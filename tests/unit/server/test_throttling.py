@@ -1,8 +1,9 @@
 """Rate-limited log lines and back-off delays, driven by a fake scheduler.
 
 Aspects: the first event of a quiet spell is written at once; later ones become one summary per
-period with their count and the last line; a quiet period ends the spell; back-off delays
-double up to a cap and start again after a reset.
+period with their count and the last line; a quiet period ends the spell; a flush writes the
+summary of the period running now (a process that ends before it would lose it) and nothing
+when it counted none; back-off delays double up to a cap and start again after a reset.
 """
 
 from mesh_client._src.server import throttling
@@ -65,6 +66,19 @@ def test_a_quiet_period_ends_the_spell_and_the_next_event_is_written_in_full():
     assert lines == ["first"] and not scheduler.due
     log.note("second")
     assert lines == ["first", "second"] and len(scheduler.due) == 1
+
+
+def test_a_flush_writes_what_the_running_period_counted_once():
+    log, lines, scheduler = make_log()
+    log.flush()  # nothing happened: nothing to say
+    for i in range(3):
+        log.note(f"refused {i}")
+    log.flush()
+    log.flush()
+    assert lines == ["refused 0", "procmesh: 2 more refused connections in the last 10 s (the last: refused 2)"]
+    scheduler.fire()  # the period ends with nothing more counted: the spell ends, no second summary
+    assert len(lines) == 2 and not scheduler.due
+    assert log.events == 3
 
 
 def test_backoff_doubles_up_to_its_cap_and_resets():
