@@ -103,7 +103,11 @@ def test_not_ready_and_cordoned_nodes_are_not_candidates():
     assert not fitting.fit(gang(1), [node("n", ready=False)], []).fits
     cordoned = node("n")
     cordoned["spec"]["unschedulable"] = True
-    assert "cordoned" in fitting.fit(gang(1), [cordoned], []).message
+    assert "n: unschedulable (cordoned)" in fitting.fit(gang(1), [cordoned], []).message
+    # Unless the pod tolerates the cordon's taint, as the scheduler's NodeUnschedulable allows.
+    tolerant = [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists",
+                 "effect": "NoSchedule"}]
+    assert fitting.fit(gang(1, tolerations=tolerant), [cordoned], []).fits
 
 
 def test_node_selector_and_required_affinity():
