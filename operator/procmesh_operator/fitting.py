@@ -6,13 +6,14 @@ room), then calls :func:`fit` with the gated pods of one mesh. Each node's room 
 allocatable resources (every resource name: cpu, memory, ``nvidia.com/gpu``, pods) minus the
 requests of the live pods bound to it. Pods already released but not bound yet (another mesh
 a moment ago) are placed first, as reservations; then the gang's pods, largest first, each on
-the first eligible node with room (first-fit decreasing). Eligible means: Ready and schedulable,
+the first eligible node with room (first-fit decreasing). Eligible means: Ready, not cordoned
+(unless the pod tolerates the cordon's taint, as the scheduler lets it),
 ``nodeSelector`` and required node affinity match, and every NoSchedule/NoExecute taint is
 tolerated, and the required inter-pod (anti-)affinity on ``kubernetes.io/hostname`` holds
 (:mod:`.interpod`: the terms that keep a mesh's hosts on distinct nodes). Other inter-pod terms,
 topology spread and volumes are not simulated (the scheduler still judges them; see the README's
-race windows). Pinned placement (:mod:`.placing`) judges node terms and taints with
-:func:`node_matches` and :func:`untolerated` too.
+race windows). Pinned placement (:mod:`.placing`) judges node terms, readiness, cordons and
+taints with :func:`node_matches` and :func:`unfit` too.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from procmesh_operator import interpod
+from procmesh_operator import interpod, names
 
 #: Requests are compared in thousandths (millicores for cpu), as integers.
 _SCALE = 1000
@@ -80,7 +81,8 @@ class Room:
     name: str
     labels: Mapping[str, str]
     taints: Sequence[Mapping[str, Any]]
-    schedulable: bool
+    ready: bool
+    unschedulable: bool  # cordoned
     free: dict[str, int]
     allocatable: Mapping[str, int]
     pods: list[Mapping[str, Any]] = dataclasses.field(default_factory=list)  # live, on it
@@ -94,12 +96,10 @@ def rooms(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]])
         meta = node.get("metadata") or {}
         status = node.get("status") or {}
         allocatable = {str(k): quantity(v) for k, v in (status.get("allocatable") or {}).items()}
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                    for c in status.get("conditions") or [])
         out[str(meta.get("name"))] = Room(
             name=str(meta.get("name")), labels=meta.get("labels") or {},
             taints=(node.get("spec") or {}).get("taints") or [],
-            schedulable=ready and not (node.get("spec") or {}).get("unschedulable"),
+            ready=is_ready(node), unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
             free=dict(allocatable), allocatable=allocatable)
     for pod in pods:
         room = out.get(str((pod.get("spec") or {}).get("nodeName") or ""))
@@ -107,6 +107,12 @@ def rooms(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]])
             continue
         _take(pod, room)
     return [out[name] for name in sorted(out)]
+
+
+def is_ready(node: Mapping[str, Any]) -> bool:
+    """Whether a Node object's Ready condition is True."""
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (node.get("status") or {}).get("conditions") or [])
 
 
 def _expression(expr: Mapping[str, Any], value: str | None) -> bool:
@@ -157,16 +163,54 @@ BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 def _tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
-    for t in tolerations:
-        if t.get("effect") and t.get("effect") != taint.get("effect"):
-            continue
-        if not t.get("key") and t.get("operator") == "Exists":
-            return True
-        if t.get("key") != taint.get("key"):
-            continue
-        if t.get("operator") == "Exists" or str(t.get("value") or "") == str(taint.get("value") or ""):
-            return True
+    return any(tolerates(t, taint) for t in tolerations)
+
+
+def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """Whether one toleration tolerates ``taint``, as v1.36's ``Toleration.ToleratesTaint``
+    (k8s.io/api core/v1 toleration.go) judges it: an empty effect or key matches every effect or
+    key; operator Equal (or none) needs the same value, Exists matches any; Lt and Gt (KEP-5471)
+    compare the taint's value with the toleration's as integers (Lt: the taint's is less) and
+    match nothing when either is not a plain decimal int64 (``"0"``, ``"-5"``, ``"42"``: no
+    leading zero or plus sign, no blank); any other operator matches nothing. The scheduler
+    compares only while its TaintTolerationComparisonOperators gate (alpha in 1.35, off by
+    default) is on; with it off, the API server refuses a new pod that uses Lt or Gt, so such a
+    pod is never created to be judged."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    if key and key != taint.get("key"):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    value, taint_value = _text(toleration.get("value")), _text(taint.get("value"))
+    if operator == "Equal":
+        return value == taint_value
+    if operator == "Exists":
+        return True
+    if operator in ("Lt", "Gt"):
+        mine, theirs = _int64(value), _int64(taint_value)
+        if mine is None or theirs is None:
+            return False
+        return theirs < mine if operator == "Lt" else theirs > mine
     return False
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+#: A decimal integer as the API server validates Lt/Gt values (apimachinery
+#: content.IsDecimalInteger): 0, or an optional minus and a first digit 1-9.
+_DECIMAL_INTEGER = re.compile(r"0|-?[1-9][0-9]*")
+
+
+def _int64(value: str) -> int | None:
+    """``value`` as a 64-bit integer, or None where the scheduler's parse fails."""
+    if _DECIMAL_INTEGER.fullmatch(value) is None:
+        return None
+    number = int(value)
+    return number if -2**63 <= number < 2**63 else None
 
 
 def blocking_taints(node: Mapping[str, Any]) -> frozenset[tuple[str, str, str]]:
@@ -188,16 +232,44 @@ def untolerated(tolerations: Sequence[Mapping[str, Any]], taints: Iterable[Mappi
     return None
 
 
+#: What a cordoned node (spec.unschedulable) is judged by, whether or not the node lifecycle
+#: controller has put it in spec.taints yet: the scheduler's NodeUnschedulable filter lets a pod
+#: that tolerates this taint go there (v1.36 pkg/scheduler/framework/plugins/nodeunschedulable).
+CORDON: Mapping[str, str] = {"key": names.UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}
+
+
+def unfit(tolerations: Sequence[Mapping[str, Any]], taints: Iterable[Mapping[str, Any]], *,
+          ready: bool, unschedulable: bool) -> str | None:
+    """Why a pod with ``tolerations`` may not go to a node now, as the scheduler words it, or
+    None: not Ready, cordoned (unless the pod tolerates :data:`CORDON`), or a NoSchedule/NoExecute
+    taint it does not tolerate. Each clears by the node's own change (Ready again, uncordoned,
+    untainted), which a waiting mesh is woken by. Shared by the gang's fit check and pinned
+    placement, a host's first procs and its later ones alike."""
+    return _closed(tolerations, ready=ready, unschedulable=unschedulable) \
+        or untolerated(tolerations, taints)
+
+
+def _closed(tolerations: Sequence[Mapping[str, Any]], *, ready: bool, unschedulable: bool
+            ) -> str | None:
+    if not ready:
+        return "not Ready"
+    if unschedulable and not _tolerates(tolerations, CORDON):
+        return "unschedulable (cordoned)"
+    return None
+
+
 def why_not(pod: Mapping[str, Any], room: Room, space: Sequence[Room] | None = None,
             first: bool | None = None) -> str | None:
     """None if ``pod`` can go to ``room`` now, else a short reason as the scheduler words it.
     ``space``: every room (for inter-pod affinity; None: only ``room``'s pods are known);
     ``first``: :func:`interpod.first_of_group` of ``pod`` over ``space``, if known already."""
-    if not room.schedulable:
-        return "node is not Ready or is cordoned"
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    closed = _closed(tolerations, ready=room.ready, unschedulable=room.unschedulable)
+    if closed is not None:
+        return closed
     if not _affinity_matches(pod, room):
         return "node does not match the pod's node selector or affinity"
-    taint = untolerated((pod.get("spec") or {}).get("tolerations") or [], room.taints)
+    taint = untolerated(tolerations, room.taints)
     if taint is not None:
         return taint
     short = [name for name, amount in requests_of(pod).items()

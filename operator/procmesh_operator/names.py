@@ -1,6 +1,6 @@
 """What only the operator names: the token mount inside a proc pod, the labels and selector of a
-mesh's children, the node-loss taints it tolerates, the node label that means "one node", and
-the name of this operator replica.
+mesh's children, the node-loss taints it tolerates and the cordon's taint, the node label that
+means "one node", and the name of this operator replica.
 
 Every name the client must agree on (API coordinates, child names, label and annotation keys,
 the token key, the port) is in :mod:`mesh_client._src.contract`; this module builds on it.
@@ -18,6 +18,8 @@ from mesh_client._src import contract
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"  # node Ready=False
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"  # node Ready=Unknown (no heartbeat)
 NODE_LOSS_TAINTS = (NOT_READY_TAINT, UNREACHABLE_TAINT)
+#: The taint a cordoned node (spec.unschedulable) is judged by, NoSchedule (:mod:`.fitting`).
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 #: On a proc pod: ``taint=seconds,...``, the node-loss tolerations the operator rendered (without
 #: end, so that the taint eviction controller never evicts by them) and the seconds after which
 #: the operator itself counts the proc failed (:mod:`.losses`).

@@ -11,13 +11,15 @@ proc pod that pins a device); the result feeds :func:`procmesh_operator.renderin
   waiting for the partner); :mod:`.planning` calls :mod:`.claim_budgets` instead of
   :func:`place`, after :func:`check_colocation`.
 * pinned mode otherwise: the operator picks one node per host index (first fit by name, among
-  Ready, schedulable GPU nodes that match template.nodeSelector and its required node affinity,
+  Ready, uncordoned GPU nodes that match template.nodeSelector and its required node affinity,
   whose NoSchedule/NoExecute taints the pods tolerate, and where the budget fits), so that it
   can check devices and budgets before any pod exists; a node other than any other host's
   unless spec.placement.hosts is Any (:mod:`.spreading` does the rest for the modes the
-  scheduler places). Node terms and taints are judged as :mod:`.fitting` judges them, with the
-  pods' own tolerations (:func:`rendering.pod_tolerations`: a Kueue flavor's included); a node
-  kept off only by a taint is waited for, as one not Ready.
+  scheduler places). Node terms, cordons and taints are judged as :mod:`.fitting` judges them,
+  with the pods' own tolerations (:func:`rendering.pod_tolerations`: a Kueue flavor's
+  included); a node kept off only by a cordon or a taint is waited for, as one not Ready. A
+  host's later procs (a restart) go to the node its running procs are on, and wait while that
+  node cannot take them (:func:`_unfit_host_node`).
 """
 
 from __future__ import annotations
@@ -44,8 +46,14 @@ class NodeInfo:
     labels: Mapping[str, str]
     gpu_count: int
     gpu_memory_mib: int | None
-    schedulable: bool
+    ready: bool
+    unschedulable: bool = False  # cordoned
     taints: tuple[Mapping[str, Any], ...] = ()
+
+    def unfit(self, tolerations: Sequence[Mapping[str, Any]]) -> str | None:
+        """Why pods with ``tolerations`` may not go here now (:func:`fitting.unfit`), or None."""
+        return fitting.unfit(tolerations, self.taints, ready=self.ready,
+                             unschedulable=self.unschedulable)
 
 
 def node_info(node: Mapping[str, Any], resource_name: str = "nvidia.com/gpu") -> NodeInfo:
@@ -55,15 +63,13 @@ def node_info(node: Mapping[str, Any], resource_name: str = "nvidia.com/gpu") ->
     labels = meta.get("labels") or {}
     count = labels.get(GFD_COUNT_LABEL) or (status.get("capacity") or {}).get(resource_name) or 0
     memory = labels.get(GFD_MEMORY_LABEL)
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                for c in status.get("conditions") or [])
-    unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
     return NodeInfo(
         name=str(meta.get("name", "")),
         labels=labels,
         gpu_count=_int(count),
         gpu_memory_mib=_int(memory) if memory is not None else None,
-        schedulable=ready and not unschedulable,
+        ready=fitting.is_ready(node),
+        unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
         taints=tuple((node.get("spec") or {}).get("taints") or ()),
     )
 
@@ -315,8 +321,9 @@ def _check_colocated_pods(mesh: specs.MeshSpec, node: NodeInfo | None,
                           settings: settings_.Settings) -> Refusal | None:
     """Refuse if this colocated mesh's own pods may not go to ``node``, where its partner's run
     (its template's nodeSelector, required node affinity or tolerations differ from the
-    partner's): they would sit Unschedulable there. A taint waits (lifted, the mesh is looked at
-    again, :mod:`.reconciling`); the template's terms need an edit of this mesh."""
+    partner's, or the node is no longer Ready or is cordoned since the partner went there): they
+    would sit Unschedulable there. A taint, a cordon or readiness waits (the node's change wakes
+    the mesh, :mod:`.reconciling`); the template's terms need an edit of this mesh."""
     if node is None:
         return None
     if not fitting.node_matches(mesh.template, node.labels, node.name):
@@ -332,6 +339,11 @@ def _check_colocated_pods(mesh: specs.MeshSpec, node: NodeInfo | None,
             f"{mesh.colocate_with!r}'s, whose {taint.removeprefix('untolerated ')} this mesh's "
             "pods do not tolerate: add the partner's toleration to this mesh's "
             "spec.template.tolerations (or lift the taint)"))
+    unfit = node.unfit(tolerations)  # not Ready, or cordoned, since the partner went there
+    if unfit is not None:
+        return Refusal(contract.WAITING_FOR_NODE, (
+            f"the colocated procs must run on node {node.name}, beside ProcMesh "
+            f"{mesh.colocate_with!r}'s, which is {unfit} now: they wait for it"))
     return None
 
 
@@ -346,6 +358,23 @@ def _check_node(nodes: Mapping[str, NodeInfo], node_name: str, whose: str,
         return Refusal(contract.WAITING_FOR_NODE, f"node {node_name} of {whose} is not found; "
                                                   f"its procs are placed again once they are gone")
     return _fits_on(node, wanted, uses, settings, staying)
+
+
+def _unfit_host_node(node: NodeInfo | None, host: int,
+                     tolerations: Sequence[Mapping[str, Any]]) -> Refusal | None:
+    """Wait if the node of ``host``, where procs of it still run, cannot take its new procs now
+    (no longer Ready, cordoned or tainted since the host was placed): they would sit Pending
+    there, and they go to no other node, as a host is one machine (its procs share a node, and
+    in a colocated pair their partners' devices). The node's change wakes the mesh
+    (:mod:`.reconciling`); once none of the host's procs is left (drained, evicted by a NoExecute
+    taint, lost with the node), the host is placed anew."""
+    unfit = node.unfit(tolerations) if node is not None else None
+    if node is None or unfit is None:
+        return None
+    return Refusal(contract.WAITING_FOR_NODE, (
+        f"host {host}'s new procs wait for its node {node.name}, where its other procs run: "
+        f"{unfit} (a host is one machine: it is placed anew only once none of its procs is "
+        "left)"))
 
 
 def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
@@ -372,6 +401,9 @@ def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
         if host in host_nodes:
             refusal = _check_node(nodes, host_nodes[host], f"host {host}", wanted, uses, settings,
                                   staying_meshes(mesh))
+            if refusal is None or refusal.waits:  # (a node that could never take them: no wait)
+                refusal = _unfit_host_node(nodes.get(host_nodes[host]), host, tolerations) \
+                    or refusal
             if refusal is not None:
                 return Placement(refusal=refusal)
         else:
@@ -393,8 +425,7 @@ def _place_pinned_hosts(mesh: specs.MeshSpec, ranks: Sequence[int],
                     reasons.append(f"{node.name}: has no GPUs")
                     continue
                 refusal = _fits_on(node, wanted, uses, settings, staying_meshes(mesh))
-                blocked = "not ready or unschedulable" if not node.schedulable else \
-                    fitting.untolerated(tolerations, node.taints)
+                blocked = node.unfit(tolerations)
                 if blocked is not None:  # worth waiting for if it could take the host once back
                     if refusal is None or refusal.waits:  # (or untainted, or tolerated)
                         reasons.append(f"{node.name}: {blocked}")

@@ -50,7 +50,8 @@ def pod(m: specs.MeshSpec, rank: int, *, phase: str = "Running", ready: bool = T
 
 
 def node(name: str, *, gpus: int = 2, memory_mib: int | None = 81920, ready: bool = True,
-         labels: dict[str, str] | None = None,
+         cordoned: bool = False, labels: dict[str, str] | None = None,
          taints: tuple[dict[str, str], ...] = ()) -> placing.NodeInfo:
     return placing.NodeInfo(name=name, labels=labels or {}, gpu_count=gpus,
-                            gpu_memory_mib=memory_mib, schedulable=ready, taints=taints)
+                            gpu_memory_mib=memory_mib, ready=ready, unschedulable=cordoned,
+                            taints=taints)

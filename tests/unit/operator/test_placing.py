@@ -169,7 +169,7 @@ def test_missing_devices_and_node_filters():
     refusal = place(m, [0, 1], nodes=nodes).refusal
     assert refusal.reason == contract.WAITING_FOR_NODE  # n3 may become Ready
     for fragment in ("GPU 3 does not exist on node n1", "n2: does not match",
-                     "n3: not ready", "n4: has no GPUs"):
+                     "n3: not Ready", "n4: has no GPUs"):
         assert fragment in refusal.message
     # No ready node can ever take it, and none may come: refused, not waited for (a pinned
     # mesh refused creates no pods, so no autoscaler adds a node for it).
@@ -182,7 +182,7 @@ def test_missing_devices_and_node_filters():
                   node("n3", gpus=4, ready=False)):
         refusal = place(m, [0, 1], nodes={"n1": nodes["n1"], "n3": never}).refusal
         assert refusal.reason == contract.NO_NODE_FITS, never
-        assert "n3: not ready" not in refusal.message  # what keeps it out for good instead
+        assert "n3: not Ready" not in refusal.message  # what keeps it out for good instead
     nodes["n5"] = node("n5", gpus=4, labels={"a": "b"})
     assert {p.node for p in place(m, [0, 1], nodes=nodes).procs.values()} == {"n5"}
 
@@ -257,6 +257,62 @@ def test_the_pods_tolerations_open_a_tainted_node():
     assert {p.node for p in result.procs.values()} == {"n1"}
 
 
+def test_a_cordoned_or_not_ready_node_is_waited_for_and_a_tolerated_cordon_is_not():
+    for unfit, said in ((node("n1", cordoned=True), "unschedulable (cordoned)"),
+                        (node("n1", ready=False), "not Ready")):
+        refusal = place(mesh(gpus=PINNED), [0, 1], nodes={"n1": unfit}).refusal
+        assert refusal.reason == contract.WAITING_FOR_NODE
+        assert refusal.message.endswith(f"(devices 0, 1) now: n1: {said}")
+    # The scheduler lets a pod that tolerates node.kubernetes.io/unschedulable onto a cordoned
+    # node (as a DaemonSet's): so does placement.
+    for toleration in ({"key": "node.kubernetes.io/unschedulable", "operator": "Exists"},
+                       {"operator": "Exists"}):
+        m = mesh(gpus=PINNED, template={"tolerations": [toleration]})
+        result = place(m, [0, 1], nodes={"n1": node("n1", cordoned=True)})
+        assert {p.node for p in result.procs.values()} == {"n1"}
+
+
+def test_a_hosts_new_procs_wait_for_its_node_to_take_them_again():
+    """Rank 0 runs on n2; rank 1 is to be restarted. It goes nowhere but n2 (its host's
+    node): while n2 cannot take it, it waits, saying why, rather than sit Pending there."""
+    m = mesh(gpus=PINNED)
+    own = {0: pod(m, 0, node="n2", placement=rendering.ProcPlacement("n2", "0"))}
+    for unfit, said in ((node("n2", cordoned=True), "unschedulable (cordoned)"),
+                        (node("n2", ready=False), "not Ready"),
+                        (node("n2", taints=(TAINT,)), "untolerated taint dedicated"),
+                        (node("n2", taints=({**TAINT, "effect": "NoExecute"},)),
+                         "untolerated taint dedicated")):
+        result = place(m, [1], own_pods=own, nodes={"n1": node("n1"), "n2": unfit})
+        assert result.procs == {} and result.refusal.reason == contract.WAITING_FOR_NODE
+        assert result.refusal.waits
+        assert result.refusal.message.startswith(
+            f"host 0's new procs wait for its node n2, where its other procs run: {said} ")
+    # Fit again (or the pods tolerate what keeps others off): it goes there.
+    tolerant = mesh(gpus=PINNED, template={"tolerations": [TOLERATION]})
+    for m_, n2 in ((m, node("n2")), (tolerant, node("n2", taints=(TAINT,)))):
+        result = place(m_, [1], own_pods=own, nodes={"n1": node("n1"), "n2": n2})
+        assert result.procs == {1: rendering.ProcPlacement("n2", "1")}
+    # A device the node could never give is no reason to wait: the refusal stands.
+    far = mesh(gpus={"mode": "pinned", "deviceIDs": [0, 3]})
+    refusal = place(far, [1], own_pods={0: pod(far, 0, node="n2")},
+                    nodes={"n2": node("n2", cordoned=True)}).refusal
+    assert refusal.reason == contract.DEVICE_NOT_FOUND
+
+
+def test_a_colocated_mesh_waits_while_its_partners_node_is_cordoned_or_not_ready():
+    policy = mesh("policy", gpus=PINNED)
+    partner_pods = {r: pod(policy, r, node="n1", placement=rendering.ProcPlacement("n1", str(r)))
+                    for r in (0, 1)}
+    trainer = mesh("trainer", gpus=PINNED, colocateWith="policy")
+    for unfit, said in ((node("n1", cordoned=True), "unschedulable (cordoned)"),
+                        (node("n1", ready=False), "not Ready")):
+        refusal = place(trainer, [0, 1], partner=policy, partner_pods=partner_pods,
+                        nodes={"n1": unfit}, other_pods=list(partner_pods.values())).refusal
+        assert refusal.reason == contract.WAITING_FOR_NODE
+        assert refusal.message == ("the colocated procs must run on node n1, beside ProcMesh "
+                                   f"'policy''s, which is {said} now: they wait for it")
+
+
 def test_a_kueue_flavors_toleration_opens_its_tainted_node():
     """A queued mesh is planned with its template as admitted (reconciling's _admit):
     the flavor's node labels and tolerations added, as they are to its pods."""
@@ -277,10 +333,12 @@ def test_node_info_reads_gfd_labels_then_capacity():
     info = placing.node_info({"metadata": {"name": "n1", "labels": {
         "nvidia.com/gpu.count": "2", "nvidia.com/gpu.memory": "143771"}},
         "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
-    assert (info.gpu_count, info.gpu_memory_mib, info.schedulable) == (2, 143771, True)
+    assert (info.gpu_count, info.gpu_memory_mib, info.ready, info.unschedulable) == \
+        (2, 143771, True, False)
     info = placing.node_info({"metadata": {"name": "n2"}, "spec": {"unschedulable": True},
                               "status": {"capacity": {"nvidia.com/gpu": "4"}}})
-    assert (info.gpu_count, info.gpu_memory_mib, info.schedulable) == (4, None, False)
+    assert (info.gpu_count, info.gpu_memory_mib, info.ready, info.unschedulable) == \
+        (4, None, False, True)
     assert info.taints == ()
     info = placing.node_info({"metadata": {"name": "n3"}, "spec": {"taints": [TAINT]}})
     assert info.taints == (TAINT,)
