@@ -31,7 +31,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from procmesh_operator import names
+from procmesh_operator import names, tolerations
 
 GONE = "Gone"  # NodeLoss.status of a node whose object was deleted
 #: Reason the taint eviction controller gives in the pod's DisruptionTarget condition.
@@ -150,16 +150,19 @@ def toleration_seconds(pod: Mapping[str, Any], taint: str | None) -> float:
     if taint in counted:
         return counted[taint]
     best: float | None = None
+    lost = node_loss_taint(taint)
     for t in (pod.get("spec") or {}).get("tolerations") or []:
-        key, effect = t.get("key"), t.get("effect")
-        if (key and key != taint) or (effect and effect != "NoExecute"):
-            continue
-        if not key and t.get("operator") != "Exists":
+        if not tolerations.tolerates(t, lost):
             continue
         seconds = t.get("tolerationSeconds")
         value = math.inf if seconds is None else max(0.0, float(seconds))
         best = value if best is None else min(best, value)
     return 0.0 if best is None else best
+
+
+def node_loss_taint(key: str) -> dict[str, str]:
+    """The taint the node lifecycle controller puts on a lost node (no value, NoExecute)."""
+    return {"key": key, "effect": "NoExecute"}
 
 
 def _counted(pod: Mapping[str, Any]) -> dict[str, float]:

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import claims, names, specs, spreading
+from procmesh_operator import claims, losses, names, specs, spreading, tolerations
 from procmesh_operator import settings as settings_
 
 PROC_SERVER_COMMAND = ["python", "-m", "mesh_client.proc_server"]
@@ -213,9 +213,10 @@ def node_loss_tolerations(own: list[dict[str, Any]], seconds: int
     out = list(own)
     added = []
     for key in names.NODE_LOSS_TAINTS:
-        # A keyless Exists toleration matches every taint: the user chose to stay forever.
-        if not any(t.get("key") == key or (not t.get("key") and t.get("operator") == "Exists")
-                   for t in own):
+        # One of the template's that tolerates it (a keyless Exists: every taint) is the user's
+        # choice; one that does not (another effect, a value) leaves it to the operator.
+        lost = losses.node_loss_taint(key)
+        if not any(tolerations.tolerates(t, lost) for t in own):
             out.append({"key": key, "operator": "Exists", "effect": "NoExecute"})
             added.append(f"{key}={seconds}")
     return out, ",".join(added) or None

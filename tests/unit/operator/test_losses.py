@@ -83,6 +83,21 @@ def test_toleration_seconds_of_a_pod():
     assert losses.toleration_seconds(rendered, None) == 0  # node gone
 
 
+def test_toleration_seconds_count_only_tolerations_of_the_taint():
+    """As the taint eviction controller: a toleration of another effect, or with a value (the
+    node-loss taints have none), does not keep the pod on the lost node."""
+    body = pod(mesh(), 0)
+    body["metadata"]["annotations"].pop(NODE_LOSS)
+    unreachable = "node.kubernetes.io/unreachable"
+    for own, seconds in (({"key": unreachable, "operator": "Exists", "effect": "NoSchedule",
+                           "tolerationSeconds": 600}, 0),
+                         ({"key": unreachable, "operator": "Equal", "value": "x", "tolerationSeconds": 600}, 0),
+                         ({"key": unreachable, "operator": "Equal", "tolerationSeconds": 600}, 600),
+                         ({"operator": "Exists", "tolerationSeconds": 90}, 90)):
+        body["spec"]["tolerations"] = [own]
+        assert losses.toleration_seconds(body, unreachable) == seconds, own
+
+
 def plan(m, pods, restarts=0, **kw):
     return planning.plan(m, restarts=restarts, pods=pods, settings=SETTINGS, now=NOW, **kw)
 

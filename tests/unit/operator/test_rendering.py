@@ -261,6 +261,29 @@ def test_node_loss_tolerations_are_counted_by_the_operator_unless_the_template_h
     assert spec["tolerations"] == [everything]
 
 
+def test_a_template_toleration_that_does_not_tolerate_a_node_loss_taint_leaves_it_to_the_operator():
+    """Only a toleration the taint eviction controller would match covers a node-loss taint: one
+    of another effect, or with a value (the taint has none), does not, and without the
+    operator's the pod would be evicted at once from a lost node."""
+    short = dataclasses.replace(SETTINGS, node_loss_toleration_seconds=7)
+    for own in ({"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoSchedule"},
+                {"key": "node.kubernetes.io/unreachable", "operator": "Equal", "value": "yes"}):
+        pod = rendering.render_pod(mesh(template={"tolerations": [own]}), 0,
+                                   rendering.ProcPlacement(), short)
+        assert pod["spec"]["tolerations"] == [
+            own,
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}]
+        assert pod["metadata"]["annotations"]["procmesh.io/node-loss-toleration-seconds"] == \
+            "node.kubernetes.io/not-ready=7,node.kubernetes.io/unreachable=7"
+    valueless = {"key": "node.kubernetes.io/unreachable", "operator": "Equal", "effect": "NoExecute",
+                 "tolerationSeconds": 60}  # Equal without a value matches the value-less taint
+    pod = rendering.render_pod(mesh(template={"tolerations": [valueless]}), 0,
+                               rendering.ProcPlacement(), short)
+    assert [t["key"] for t in pod["spec"]["tolerations"]] == [
+        "node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"]
+
+
 def test_pod_tolerations_are_those_every_pod_carries():
     """Pinned placement judges taints by pod_tolerations: they are the rendered pods' own."""
     dedicated = {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
