@@ -719,13 +719,22 @@ def _json(env: Mapping[str, str], name: str, default: object) -> object:
 MAX_POD_MESSAGE = 300
 
 
+#: The reason the kubelet writes, with exit code 137, for a container whose end it did not see
+#: (it marked the pod terminal before the runtime reported the container's end): the code is its
+#: stand-in, not the proc's.
+UNKNOWN_END = "ContainerStatusUnknown"
+
+
 def pod_termination(term: Mapping[str, Any], exit_word: str = "exit code") -> str:
-    """``exit code 137, signal 9, OOMKilled`` from a container's ``terminated`` state."""
+    """``exit code 137, signal 9, OOMKilled`` from a container's ``terminated`` state; for
+    :data:`UNKNOWN_END`, a note that the code is not the proc's (a 137 reads as a kill)."""
     bits = [f"{exit_word} {term.get('exitCode')}"]
     if term.get("signal"):
         bits.append(f"signal {term['signal']}")
     if term.get("reason"):
         bits.append(str(term["reason"]))
+    if term.get("reason") == UNKNOWN_END:
+        bits.append("the kubelet's stand-in: it did not see the container end, so how the proc ended is unknown")
     return ", ".join(bits)
 
 

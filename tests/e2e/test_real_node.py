@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from mesh_client._src import contract
 from mesh_client.kubernetes import MeshNotReady, attach
 from tests.cluster import testing
 from tests.cluster.real_node import images, netns
@@ -302,7 +303,7 @@ def test_a_proc_evicted_by_the_kubelet_is_reported_with_the_kubelets_reason(
     # (exit code 137 too, and a restart count it may raise by one) when it marks the pod terminated
     # before the runtime has reported the container's end: a race inside the kubelet. The status
     # repeats what the kubelet says either way.
-    endings = [f"exit code 137, {reason}" for reason in ("Error", "ContainerStatusUnknown")]
+    endings = [contract.pod_termination({"exitCode": 137, "reason": reason}) for reason in ("Error", contract.UNKNOWN_END)]
     assert any(degraded["message"].startswith(f"proc 1 ({end}{why}) failed") for end in endings), degraded
     with pytest.raises(MeshNotReady) as info:
         attach("evicted", namespace, api_client=kube, timeout=60)
@@ -345,7 +346,7 @@ def test_an_idle_proc_evicted_by_the_kubelet_reads_as_evicted_not_completed(
     assert pod["status"]["phase"] == "Failed" and pod["status"]["reason"] == "Evicted", seen
     # The proc's own end (143), or the kubelet's ContainerStatusUnknown (137) where it marked the
     # pod terminated before the runtime reported the container's end (see the test above).
-    endings = ("exit code 143, Error", "exit code 137, ContainerStatusUnknown")
+    endings = ("exit code 143, Error", contract.pod_termination({"exitCode": 137, "reason": contract.UNKNOWN_END}))
     assert any(degraded["message"].startswith(f"proc 1 ({end}{why}) failed") for end in endings), (degraded, seen)
 
 

@@ -271,6 +271,18 @@ def test_a_failed_procs_message_says_how_its_pod_ended():
     assert c["Degraded"]["message"].startswith("proc 1 (exit code 0, Completed) failed and restartPolicy is Never")
 
 
+def test_a_kubelets_stand_in_exit_code_is_not_told_as_the_procs():
+    """137 with ContainerStatusUnknown is the kubelet's stand-in for an end it did not see
+    (seen in tests/e2e): the message says so, as 137 alone reads as a kill."""
+    m = mesh(maxRestarts=0)
+    pods = {0: _ended(m, 0, 137, contract.UNKNOWN_END, "Evicted", "The node was low on memory.")}
+    message = conds(statuses.compute_status(m, None, pods, planning.Plan(failed=(0,), restart_limit_reached=True),
+                                            now=T0))["Degraded"]["message"]
+    assert message.startswith(
+        "proc 0 (exit code 137, ContainerStatusUnknown, the kubelet's stand-in: it did not see the container "
+        "end, so how the proc ended is unknown; pod Evicted: The node was low on memory.) failed")
+
+
 def test_a_failed_procs_message_tells_a_few_ends():
     m = mesh(hosts=1, perHost=[{"name": "gpus", "size": 5}], maxRestarts=0)
     pods = {r: _ended(m, r, 137, "OOMKilled") for r in range(5)}
