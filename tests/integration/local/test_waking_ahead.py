@@ -1,8 +1,8 @@
 """Calls whose waits wake ahead of the reply (runtime/ahead.py): a controller started here with
 PROCMESH_WAKE_AHEAD_US=200 (a wait of 2 ms or more counts as long) calls naps of 50 and 300 ms,
 so that its waits and its procs' wake ahead for certain, and reports what it saw: results,
-order, fan-outs, a timeout, a Ctrl-C and a proc's death while woken ahead, and a proc whose own
-environment turns waking ahead off.
+order, fan-outs, a timeout, a Ctrl-C and a proc's death while woken ahead, what each endpoint
+of a loop that takes turns expects, and a proc whose own environment turns waking ahead off.
 """
 
 import json
@@ -25,6 +25,11 @@ CONTROLLER = textwrap.dedent(
     class Napper(Actor):
         @endpoint
         def nap(self, seconds):
+            time.sleep(seconds)
+            return seconds
+
+        @endpoint
+        def doze(self, seconds):
             time.sleep(seconds)
             return seconds
 
@@ -54,6 +59,13 @@ CONTROLLER = textwrap.dedent(
         # 50 ms, then 300 ms: the second wait expects 50 ms and wakes ahead, surely.
         out["naps"], out["naps_woken"] = woken_by(lambda: [one.nap.call_one(s).get() for s in (0.05, 0.3, 0.3)])
         out["proc_woken"] = one.woken.call_one().get()[0] - proc_before  # after each of the 3 long calls
+        # Taking turns on one thread (a policy's generate, a trainer's train): each endpoint
+        # expects its own wait, whatever slice it is called through; quick calls between clear neither.
+        for _ in range(3):
+            one.nap.call_one(0.05).get()
+            one.add.call_one(0).get()
+            one.doze.call_one(0.3).get()
+        out["turns_expected_ms"] = [ahead.due(0, e._key) / 1e6 for e in (one.nap, one.doze, nappers.doze)]
         out["sequential"] = [one.add.call_one(i).get() for i in range(300)]  # quick ones after long ones
         futures = [one.add.call_one(i) for i in range(1000)]
         out["pipelined"] = [f.get() for f in futures]
@@ -117,6 +129,9 @@ def test_calls_that_wake_ahead_keep_their_results_order_timeouts_and_failures(tm
     assert out["naps"] == [0.05, 0.3, 0.3]
     assert out["naps_woken"] >= 1  # the 300 ms reply came after the 50 ms expected
     assert out["proc_woken"] == 3  # the proc woke its I/O thread after each long call
+    nap_ms, doze_ms, doze_whole_mesh_ms = out["turns_expected_ms"]
+    assert 50 - 0.2 <= nap_ms < 300 - 0.2  # its shortest recent wait: about 50 ms, not the doze's
+    assert doze_ms >= 300 - 0.2 and doze_whole_mesh_ms == doze_ms
     assert out["sequential"] == list(range(1, 301))
     assert out["pipelined"] == list(range(1, 1001))
     assert out["fanouts"] == [[0.05, 0.05], [0.3, 0.3]]
