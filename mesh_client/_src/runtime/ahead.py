@@ -15,8 +15,11 @@ message is due, :data:`.waits.WAKE_AHEAD_NS` (``PROCMESH_WAKE_AHEAD_US``) on eit
   comes, twice the wake-ahead at most;
 - a coroutine that awaits a reply does the same through its I/O thread's timer (its event loop
   cannot spin: the I/O thread alone is awake when the reply comes);
-- an actor whose call ran long, once the reply is out, wakes its proc's I/O thread, and both spin
-  up to twice the wake-ahead for the next call (a loop's next step follows its reply closely).
+- an actor whose call ran long, once the reply is out, wakes its proc's I/O thread, and the
+  actor's thread, if it sent the reply, spins with it up to twice the wake-ahead for the next call
+  (a loop's next step follows its reply closely); a reply sent later, from the actor's loop (a
+  concurrent endpoint) or through a port (from whichever thread sends it), wakes the I/O thread
+  alone (an event loop cannot spin, and the actor's thread may be busy with the next call).
 
 A wait's expectation is kept per what it waits for (a *key*: an endpoint of an actor mesh, see
 :mod:`mesh_client._src.actor.actor_mesh`; the last :data:`KEYS_KEPT` of them per thread); a
@@ -127,6 +130,6 @@ def wake_io_at(when_ns: int) -> reactor.Timer:
 def after_long_work(seconds: float) -> int:
     """An actor's call took ``seconds`` and its reply is out: if that was long, wake the I/O
     thread to spin for the next call and return how long the actor's thread should spin for it
-    (ns); else 0."""
+    (ns; a reply sent later, from the actor's loop or through a port, ignores it); else 0."""
     return wake_io() if _long(int(seconds * 1e9)) else 0
 

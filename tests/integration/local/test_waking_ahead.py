@@ -17,9 +17,9 @@ ROOT = str(Path(__file__).resolve().parents[3])
 
 CONTROLLER = textwrap.dedent(
     """
-    import json, os, signal, threading, time
+    import asyncio, json, os, signal, threading, time
     import mesh_client.actor
-    from mesh_client import Actor, SupervisionError, default_bootstrap_cmd, endpoint, this_host
+    from mesh_client import Actor, SupervisionError, concurrent_endpoint, default_bootstrap_cmd, endpoint, this_host
     from mesh_client._src.runtime import ahead, waits
 
     class Napper(Actor):
@@ -44,6 +44,50 @@ CONTROLLER = textwrap.dedent(
         @endpoint
         def pid(self):
             return os.getpid()
+
+    class Porter(Actor):  # replies through an explicit port from the actor's thread, inside the endpoint
+
+        @endpoint(explicit_response_port=True)
+        def nap(self, port, seconds):
+            time.sleep(seconds)
+            port.send(seconds)
+
+        @endpoint(explicit_response_port=True)
+        def add(self, port, i):
+            port.send(i + 1)
+
+        @endpoint
+        def woken(self):
+            return ahead.woken
+
+    class Looper(Actor):
+        # Concurrent endpoints: their replies (a port's too) go out from the actor's loop. A
+        # loop runs one task at a time: woken() reads after what came before.
+
+        @concurrent_endpoint
+        async def nap(self, seconds):
+            await asyncio.sleep(seconds)
+            return seconds
+
+        @concurrent_endpoint(explicit_response_port=True)
+        async def nap_port(self, port, seconds):
+            await asyncio.sleep(seconds)
+            port.send(seconds)
+
+        @concurrent_endpoint
+        async def add(self, i):
+            return i + 1
+
+        @endpoint
+        async def woken(self):
+            return ahead.woken
+
+    def proc_woken_by(actor, fn):
+        # What fn returned, and how often the proc of actor (it alone at work there) woke
+        # ahead meanwhile: read through the actor, after what it did.
+        before = actor.woken.call_one().get()
+        value = fn()
+        return value, actor.woken.call_one().get() - before
 
     def woken_by(fn):
         before = ahead.woken
@@ -103,6 +147,21 @@ CONTROLLER = textwrap.dedent(
         except SupervisionError as exc:
             out["killed"] = type(exc).__name__
         out["killed_within_s"] = time.monotonic() - started
+    # Replies sent after the endpoint's own: a port's, a concurrent endpoint's. Each actor on a
+    # proc of its own (another's wake-up after its reply could come after the reads here), which
+    # wakes 5 ms ahead: a call of 50 ms or more is long, a quick one (a hand-off to the loop
+    # included) is not, however busy the machine.
+    slow = default_bootstrap_cmd().with_env({"PROCMESH_WAKE_AHEAD_US": "5000"})
+    with this_host().spawn_procs(per_host={"gpus": 2}, bootstrap_command=lambda point: slow, name="later") as procs:
+        porter = procs.slice(gpus=0).spawn("porter", Porter)
+        looper = procs.slice(gpus=1).spawn("looper", Looper)
+        for actor in (porter, looper):
+            actor.woken.call_one().get()  # a first call (a loop made) may be long: it wakes ahead
+        for name, actor in (("port", porter), ("concurrent", looper)):
+            out[name] = proc_woken_by(actor, lambda: [actor.nap.call_one(s).get() for s in (0.1, 0.3, 0.3)])
+            out[name + "_quick"] = proc_woken_by(actor, lambda: [actor.add.call_one(i).get() for i in range(100)])
+        out["concurrent_port"] = proc_woken_by(
+            looper, lambda: [looper.nap_port.call_one(s).get() for s in (0.1, 0.3, 0.3)])
     # A proc's own PROCMESH_WAKE_AHEAD_US counts, also where it is forked from the zygote.
     off = default_bootstrap_cmd().with_env({"PROCMESH_WAKE_AHEAD_US": "0"})
     with this_host().spawn_procs(per_host={"gpus": 1}, bootstrap_command=lambda point: off, name="off") as procs:
@@ -110,6 +169,9 @@ CONTROLLER = textwrap.dedent(
         before = napper.woken.call_one().get()
         napper.nap.call_one(0.05).get()
         out["off_proc_woken"] = [napper.woken.call_one().get()[0] - before[0], before[1]]
+        looper = procs.spawn("looper", Looper)
+        out["off_later_woken"] = proc_woken_by(looper, lambda: [looper.nap.call_one(0.05).get(),
+                                                                looper.nap_port.call_one(0.05).get()])[1]
     print(json.dumps(out))
     """
 )
@@ -142,3 +204,10 @@ def test_calls_that_wake_ahead_keep_their_results_order_timeouts_and_failures(tm
     assert out["killed"] == "SupervisionError"
     assert out["killed_within_s"] < 20  # failed on the proc's death, not by the bounded wait
     assert out["off_proc_woken"] == [0, 0]
+    # A reply sent later (a port's, a concurrent endpoint's from the actor's loop) woke the
+    # proc's I/O thread after each long call, and never after a quick one.
+    assert out["port"] == [[0.1, 0.3, 0.3], 3]
+    assert out["concurrent"] == [[0.1, 0.3, 0.3], 3]
+    assert out["concurrent_port"] == [[0.1, 0.3, 0.3], 3]
+    assert out["port_quick"] == out["concurrent_quick"] == [list(range(1, 101)), 0]
+    assert out["off_later_woken"] == 0
