@@ -15,6 +15,8 @@ message is due, :data:`.waits.WAKE_AHEAD_NS` (``PROCMESH_WAKE_AHEAD_US``) on eit
   comes, twice the wake-ahead at most;
 - a coroutine that awaits a reply does the same through its I/O thread's timer (its event loop
   cannot spin: the I/O thread alone is awake when the reply comes);
+- an actor's thread that waits for its ``async def`` endpoint to end on the actor's loop does
+  the same for that endpoint's end (:func:`wait_on`), without the I/O thread (no message comes);
 - an actor whose call ran long, once the reply is out, wakes its proc's I/O thread, and the
   actor's thread, if it sent the reply, spins with it up to twice the wake-ahead for the next call
   (a loop's next step follows its reply closely); a reply sent later, from the actor's loop (a
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 from mesh_client._src.runtime import reactor, waits
 
@@ -63,8 +65,9 @@ class _Recent(threading.local):
 
 _recent = _Recent()
 
-#: How many times this process has woken ahead (a caller's wait, or an actor's after a long
-#: call): what a benchmark reads to tell whether the waits it measured woke ahead.
+#: How many times this process has woken ahead (a caller's wait, an actor's wait for its async
+#: endpoint, or an actor's after a long call): what a benchmark reads to tell whether the waits
+#: it measured woke ahead.
 woken = 0
 
 
@@ -133,3 +136,27 @@ def after_long_work(seconds: float) -> int:
     (ns; a reply sent later, from the actor's loop or through a port, ignores it); else 0."""
     return wake_io() if _long(int(seconds * 1e9)) else 0
 
+
+def wait_on(bell: waits.Bell, done: Callable[[], bool], key: Hashable) -> None:
+    """Wait on ``bell`` (rung when ``done()`` turns true) for something of ``key`` another
+    thread of this process completes: an actor's thread waiting for its ``async def`` endpoint
+    on the actor's loop. As a caller's wait, it wakes ahead of the end its recent waits for
+    ``key`` expect and spins for it, up to twice the wake-ahead; no I/O thread is woken (no
+    message is due: the reply goes out from this thread once it is done)."""
+    global woken
+    started = time.monotonic_ns()
+    wake_at = due(started, key)
+    spin_until = 0
+    while not done():
+        if wake_at:
+            left = wake_at - time.monotonic_ns()
+            if (left > 0 and bell.wait(left / 1e9, waits.SPIN_NS, True)) or done():
+                continue  # rung (perhaps by an earlier ring): look again
+            wake_at = 0
+            woken += 1
+            spin_until = time.monotonic_ns() + 2 * waits.WAKE_AHEAD_NS
+        elif spin_until:  # woken ahead: spin what is left of the window, then sleep
+            bell.wait(None, max(spin_until - time.monotonic_ns(), 0), False)
+        else:
+            bell.wait(None, waits.SPIN_NS)
+    waited(started, key)

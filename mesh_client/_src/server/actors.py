@@ -123,6 +123,7 @@ class ActorRunner:
         self.abandoned: str | None = None
         self._closing: str | None = None  # why its proc shuts down, once it does (close)
         self._held: concurrent.futures.Future[Any] | None = None  # the async endpoint awaited now
+        self._bell = waits.make_bell()  # rung as it ends (_wait_for)
         self._cleaned = threading.Event()  # and ended
         self._supervising: asyncio.Lock | None = None  # made on the loop: one __supervise__ at a time there
         self._thread = threading.Thread(target=self._run, name=f"actor:{name}", daemon=True)
@@ -525,7 +526,7 @@ class ActorRunner:
                 if self._closing is not None:  # close() came before _held was set: it did not see it
                     held.cancel()
                 try:
-                    result = held.result()
+                    result = self._wait_for(held, method)
                 finally:
                     self._held = None
         except BaseException as exc:
@@ -533,6 +534,16 @@ class ActorRunner:
                 raise _Fatal(exc) from exc
             raise
         return _NO_REPLY_YET if explicit else result
+
+    def _wait_for(self, held: concurrent.futures.Future[Any], method: str) -> Any:
+        """The outcome of the ``async def`` endpoint ``method`` running on the actor's loop. The
+        loop's thread rings this thread's bell as it ends, and the wait wakes ahead of the end
+        its recent runs expect (runtime/ahead.py): after a long step this thread, which sends
+        the reply, is awake for it, where a plain wait for the future paid a wake-up first."""
+        bell = self._bell
+        held.add_done_callback(lambda _: bell.ring())  # at once if done already: a ring left, harmless
+        ahead.wait_on(bell, held.done, method)
+        return held.result()
 
     def _plan(self, method: str) -> _Plan:
         """How to call ``method``: looked up and checked on its first call, then kept (the class

@@ -82,6 +82,22 @@ CONTROLLER = textwrap.dedent(
         async def woken(self):
             return ahead.woken
 
+    class Waiter(Actor):
+        # async def endpoints the actor's thread waits for (they run on its loop), then replies.
+
+        @endpoint
+        async def nap(self, seconds):
+            await asyncio.sleep(seconds)
+            return seconds
+
+        @endpoint
+        async def add(self, i):
+            return i + 1
+
+        @endpoint
+        async def woken(self):
+            return ahead.woken
+
     def proc_woken_by(actor, fn):
         # What fn returned, and how often the proc of actor (it alone at work there) woke
         # ahead meanwhile: read through the actor, after what it did.
@@ -152,12 +168,13 @@ CONTROLLER = textwrap.dedent(
     # wakes 5 ms ahead: a call of 50 ms or more is long, a quick one (a hand-off to the loop
     # included) is not, however busy the machine.
     slow = default_bootstrap_cmd().with_env({"PROCMESH_WAKE_AHEAD_US": "5000"})
-    with this_host().spawn_procs(per_host={"gpus": 2}, bootstrap_command=lambda point: slow, name="later") as procs:
+    with this_host().spawn_procs(per_host={"gpus": 3}, bootstrap_command=lambda point: slow, name="later") as procs:
         porter = procs.slice(gpus=0).spawn("porter", Porter)
         looper = procs.slice(gpus=1).spawn("looper", Looper)
-        for actor in (porter, looper):
+        waiter = procs.slice(gpus=2).spawn("waiter", Waiter)
+        for actor in (porter, looper, waiter):
             actor.woken.call_one().get()  # a first call (a loop made) may be long: it wakes ahead
-        for name, actor in (("port", porter), ("concurrent", looper)):
+        for name, actor in (("port", porter), ("concurrent", looper), ("async", waiter)):
             out[name] = proc_woken_by(actor, lambda: [actor.nap.call_one(s).get() for s in (0.1, 0.3, 0.3)])
             out[name + "_quick"] = proc_woken_by(actor, lambda: [actor.add.call_one(i).get() for i in range(100)])
         out["concurrent_port"] = proc_woken_by(
@@ -172,6 +189,8 @@ CONTROLLER = textwrap.dedent(
         looper = procs.spawn("looper", Looper)
         out["off_later_woken"] = proc_woken_by(looper, lambda: [looper.nap.call_one(0.05).get(),
                                                                 looper.nap_port.call_one(0.05).get()])[1]
+        waiter = procs.spawn("waiter", Waiter)
+        out["off_async_woken"] = proc_woken_by(waiter, lambda: [waiter.nap.call_one(s).get() for s in (0.05, 0.3)])[1]
     print(json.dumps(out))
     """
 )
@@ -211,3 +230,10 @@ def test_calls_that_wake_ahead_keep_their_results_order_timeouts_and_failures(tm
     assert out["concurrent_port"] == [[0.1, 0.3, 0.3], 3]
     assert out["port_quick"] == out["concurrent_quick"] == [list(range(1, 101)), 0]
     assert out["off_later_woken"] == 0
+    # An async def endpoint: the actor's thread woke ahead of its end where it expected 100 ms
+    # and it took 300 (each of the two later calls, unless the thread ran 200 ms late), then
+    # after each reply as before (3); quick ones never, nor where waking ahead is off.
+    naps, woken = out["async"]
+    assert naps == [0.1, 0.3, 0.3] and 4 <= woken <= 5
+    assert out["async_quick"] == [list(range(1, 101)), 0]
+    assert out["off_async_woken"] == 0

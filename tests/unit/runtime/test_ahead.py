@@ -165,6 +165,35 @@ def test_a_keyed_reply_after_its_own_expected_time_is_woken_ahead_for(waking_ahe
     assert in_fresh_thread(wait) == (7, 1)
 
 
+@needs_native
+@pytest.mark.parametrize(("expected_ms", "woken"), [(20, 1), (5_000, 0)])
+def test_a_wait_for_an_async_endpoint_wakes_ahead_of_its_expected_end_alone(waking_ahead, monkeypatch, expected_ms,
+                                                                            woken):
+    """An actor's thread waiting for its endpoint on its loop wakes ahead where the endpoint's
+    last runs say its end is due (not before), without waking its I/O thread: no message comes."""
+    io_woken = []
+    monkeypatch.setattr(reactor.Reactor, "wake_ahead", lambda self, until: io_woken.append(until))
+
+    def wait():
+        waited_ago(expected_ms * MS, "step")
+        waited_ago(1 * MS)  # the thread's own last wait was short: only the key's counts
+        bell = native.Bell()
+        ended = threading.Event()
+
+        def end():
+            ended.set()
+            bell.ring()
+
+        threading.Timer(0.5, end).start()
+        before = ahead.woken
+        ahead.wait_on(bell, ended.is_set, "step")
+        return ahead.woken - before, ahead.due(0, "step")
+
+    got, expected = in_fresh_thread(wait)
+    assert got == woken and io_woken == []
+    assert 0 < expected < 5_000 * MS - AHEAD_NS  # this wait (about 0.5 s, however late it began) is recorded too
+
+
 def test_nothing_wakes_ahead_where_it_is_off(monkeypatch):
     monkeypatch.setattr(waits, "WAKE_AHEAD_NS", 0)
 
