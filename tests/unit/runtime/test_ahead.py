@@ -267,7 +267,9 @@ def test_a_reply_before_the_expected_time_wakes_nothing_ahead(waking_ahead):
 
     value, woken, expected = in_fresh_thread(wait)
     assert (value, woken) == (3, 0)
-    assert 50 * MS - AHEAD_NS <= expected < 5_000 * MS  # the shorter wait is expected next
+    # The shorter wait is expected next: about 50 ms, less by however late the wait began
+    # after the timer that completes it (under a busy machine, more than the wake-ahead).
+    assert 0 < expected < 5_000 * MS - AHEAD_NS
 
 
 @needs_native
