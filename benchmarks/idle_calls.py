@@ -15,9 +15,17 @@ with the count of the waits that woke ahead. Beside it, in the same run, a raw s
 thread, AF_UNIX, pickle, as local procs use) that does the same work per message: its
 (whole - inside) is the wire's own cost after the same wait.
 
+Two more arms, on request: ``--async`` runs each step in an ``async def`` endpoint (on the
+actor's loop; a sleep step awaits ``asyncio.sleep``), which the actor's thread waits for;
+``--turns A,B`` alternates a step of A ms and one of B ms through two endpoints on one thread
+(a policy's generate, then a trainer's train), each figure that step's own (the raw server
+alternates them too).
+
     python benchmarks/idle_calls.py                 # table
     python benchmarks/idle_calls.py --json          # JSON
     python benchmarks/idle_calls.py --calls 100     # calls per figure (default 60)
+    python benchmarks/idle_calls.py --async         # also async def endpoints
+    python benchmarks/idle_calls.py --turns 10,25   # also a 10 ms and a 25 ms step taking turns
     python benchmarks/idle_calls.py --breakdown     # also call_one's stages, no-op against a 25 ms spin
 
 The breakdown (``call_stages.py``'s instrumented run) says which of the call's hand-offs a long
@@ -27,12 +35,14 @@ step makes dear: each thread that slept through the step pays its wake-up.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import pickle
 import statistics
 import struct
 import tempfile
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -67,6 +77,35 @@ def work(kind: str, ms: float) -> float:
     return time.perf_counter() - start
 
 
+async def work_async(kind: str, ms: float) -> float:
+    """Work for ``ms`` ms on an event loop: spinning (it holds the loop, as a blocking CUDA call
+    does) or awaiting a sleep; the seconds it took."""
+    if kind == "spin":
+        return work(kind, ms)
+    start = time.perf_counter()
+    if ms:
+        await asyncio.sleep(ms / 1000)
+    return time.perf_counter() - start
+
+
+def alternating_added_us(call_a: Callable[[], float], call_b: Callable[[], float], calls: int) -> tuple[float, float]:
+    """Median microseconds each of ``call_a()`` and ``call_b()`` (-> seconds inside) takes beyond
+    its inside, called in turns on this thread, after 3 warm-up turns."""
+    extra: tuple[list[float], list[float]] = ([], [])
+    for turn in range(3 + calls):
+        for call, kept in ((call_a, extra[0]), (call_b, extra[1])):
+            start = time.perf_counter()
+            inside = call()
+            if turn >= 3:
+                kept.append(time.perf_counter() - start - inside)
+    return 1e6 * statistics.median(extra[0]), 1e6 * statistics.median(extra[1])
+
+
+def turns_keys(kind: str, turns: tuple[float, float]) -> tuple[str, str]:
+    """The figures' names of the first and the second step of a turn."""
+    return f"turn1_{kind}_{turns[0]:g}ms", f"turn2_{kind}_{turns[1]:g}ms"
+
+
 def added_us(call: Any, calls: int) -> float:
     """Median microseconds that ``call()`` (-> seconds inside) takes beyond its inside, after 3 warm-ups."""
     for _ in range(3):
@@ -79,9 +118,11 @@ def added_us(call: Any, calls: int) -> float:
     return 1e6 * statistics.median(extra)
 
 
-def procmesh_figures(calls: int, wake_ahead: bool = True) -> dict[str, Any]:
+def procmesh_figures(calls: int, wake_ahead: bool = True, asynchronous: bool = False,
+                     turns: tuple[float, float] | None = None) -> dict[str, Any]:
     """What a call adds around each step, and how many of the calls' waits woke ahead
-    (``runtime/ahead.py``); ``wake_ahead=False``: turned off in the controller and the procs."""
+    (``runtime/ahead.py``); ``wake_ahead=False``: turned off in the controller and the procs;
+    ``asynchronous``: through ``async def`` endpoints; ``turns``: also two steps taking turns."""
     from mesh_client import Actor, default_bootstrap_cmd, endpoint, this_host
     from mesh_client._src.runtime import ahead, waits
 
@@ -89,6 +130,19 @@ def procmesh_figures(calls: int, wake_ahead: bool = True) -> dict[str, Any]:
         @endpoint
         def work(self, kind: str, ms: float) -> float:
             return work(kind, ms)
+
+        @endpoint
+        def other(self, kind: str, ms: float) -> float:  # the second endpoint of a turn
+            return work(kind, ms)
+
+    class AsyncWorker(Actor):
+        @endpoint
+        async def work(self, kind: str, ms: float) -> float:
+            return await work_async(kind, ms)
+
+        @endpoint
+        async def other(self, kind: str, ms: float) -> float:
+            return await work_async(kind, ms)
 
     setting = waits.WAKE_AHEAD_NS
     bootstrap = default_bootstrap_cmd()
@@ -99,19 +153,26 @@ def procmesh_figures(calls: int, wake_ahead: bool = True) -> dict[str, Any]:
     try:
         with this_host().spawn_procs(per_host={"gpus": 1}, bootstrap_command=lambda point: bootstrap,
                                      name="idle") as procs:
-            worker = procs.spawn("worker", Worker)
+            worker = procs.spawn("worker", AsyncWorker if asynchronous else Worker)
             for kind in KINDS:
                 for ms in STEPS_MS:
                     before = ahead.woken
                     key = f"{kind}_{ms:g}ms"
                     added[key] = added_us(partial(lambda k, m: worker.work.call_one(k, m).get(), kind, ms), calls)
                     woken[key] = ahead.woken - before
+                if turns is not None:
+                    before = ahead.woken
+                    first, second = turns_keys(kind, turns)
+                    added[first], added[second] = alternating_added_us(
+                        partial(lambda k, m: worker.work.call_one(k, m).get(), kind, turns[0]),
+                        partial(lambda k, m: worker.other.call_one(k, m).get(), kind, turns[1]), calls)
+                    woken[first] = woken[second] = ahead.woken - before  # the turns' together
     finally:
         waits.WAKE_AHEAD_NS = setting
     return {"added_us": added, "woke_ahead": woken}
 
 
-def raw_figures(calls: int) -> dict[str, float]:
+def raw_figures(calls: int, turns: tuple[float, float] | None = None) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as workdir:
         server, sock = start_server(WORK_SERVER, "unix", workdir)
         try:
@@ -121,37 +182,75 @@ def raw_figures(calls: int) -> dict[str, float]:
                 (n,) = struct.unpack("!Q", sock.recv(8, 0x100))  # MSG_WAITALL
                 return float(pickle.loads(sock.recv(n, 0x100)))
 
-            return {
+            figures = {
                 f"{kind}_{ms:g}ms": added_us(partial(roundtrip, kind, ms), calls)
                 for kind in KINDS for ms in STEPS_MS
             }
+            if turns is not None:
+                for kind in KINDS:
+                    first, second = turns_keys(kind, turns)
+                    figures[first], figures[second] = alternating_added_us(
+                        partial(roundtrip, kind, turns[0]), partial(roundtrip, kind, turns[1]), calls)
+            return figures
         finally:
             sock.close()
             server.wait(10)
+
+
+def parse_turns(raw: str) -> tuple[float, float]:
+    """``--turns A,B``: two step lengths in ms."""
+    try:
+        a, b = (float(part) for part in raw.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--turns {raw!r}: give two step lengths in ms, e.g. 10,25") from None
+    if a < 0 or b < 0:
+        raise argparse.ArgumentTypeError(f"--turns {raw!r}: step lengths cannot be negative")
+    return a, b
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=60, help="calls per figure")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--async", dest="asynchronous", action="store_true",
+                        help="also through async def endpoints, waking ahead on and off")
+    parser.add_argument("--turns", type=parse_turns, metavar="A,B",
+                        help="also a step of A ms and one of B ms taking turns through two endpoints")
     parser.add_argument("--breakdown", action="store_true", help="also the stages of a call_one, no-op and 25 ms spin")
     args = parser.parse_args()
-    ours, off, raw = procmesh_figures(args.calls), procmesh_figures(args.calls, wake_ahead=False), raw_figures(args.calls)
+    turns = args.turns
+    arms = {"def": (procmesh_figures(args.calls, turns=turns),
+                    procmesh_figures(args.calls, wake_ahead=False, turns=turns))}
+    if args.asynchronous:
+        arms["async def"] = (procmesh_figures(args.calls, asynchronous=True, turns=turns),
+                             procmesh_figures(args.calls, wake_ahead=False, asynchronous=True, turns=turns))
+    raw = raw_figures(args.calls, turns)
     stages = {}
     if args.breakdown:
         import call_stages
 
         stages = {f"spin_{ms:g}ms": call_stages.measure(args.calls, ms) for ms in (0.0, 25.0)}
     if args.json:
-        print(json.dumps({"procmesh_added_us": ours["added_us"], "procmesh_woke_ahead": ours["woke_ahead"],
-                          "procmesh_no_wake_ahead_added_us": off["added_us"], "raw_unix_added_us": raw,
-                          "stages": stages}, indent=2))
+        ours, off = arms["def"]
+        out: dict[str, Any] = {"procmesh_added_us": ours["added_us"], "procmesh_woke_ahead": ours["woke_ahead"],
+                               "procmesh_no_wake_ahead_added_us": off["added_us"], "raw_unix_added_us": raw,
+                               "stages": stages}
+        if args.asynchronous:
+            ours, off = arms["async def"]
+            out.update({"procmesh_async_added_us": ours["added_us"], "procmesh_async_woke_ahead": ours["woke_ahead"],
+                        "procmesh_async_no_wake_ahead_added_us": off["added_us"]})
+        print(json.dumps(out, indent=2))
         return
-    print(f"{'step':>14} | {'procmesh adds (us)':>18} | {'waits woke ahead':>16} | {'wake-ahead off':>14} | "
-          f"{'raw unix adds (us)':>18}")
-    for key in raw:
-        print(f"{key:>14} | {ours['added_us'][key]:18.1f} | {ours['woke_ahead'][key]:16d} | "
-              f"{off['added_us'][key]:14.1f} | {raw[key]:18.1f}")
+    for name, (ours, off) in arms.items():
+        print(f"{name + ' endpoint':>18} | {'procmesh adds (us)':>18} | {'waits woke ahead':>16} | "
+              f"{'wake-ahead off':>14} | {'raw unix adds (us)':>18}")
+        for key in raw:
+            print(f"{key:>18} | {ours['added_us'][key]:18.1f} | {ours['woke_ahead'][key]:16d} | "
+                  f"{off['added_us'][key]:14.1f} | {raw[key]:18.1f}")
+        print()
+    if turns is not None:
+        print(f"turn1_KIND: the {turns[0]:g} ms step, turn2_KIND: the {turns[1]:g} ms one, taking turns on one "
+              "thread through two endpoints; waits woke ahead counts both")
     if stages:
         print(f"\n{'call_one stage, p50 us':<48} | {'no-op':>8} | {'25 ms spin':>10}")
         for name in stages["spin_0ms"]:

@@ -10,7 +10,7 @@ import functools
 import queue
 import random
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, ParamSpec, TypeVar, cast
 
 from mesh_client._src.actor import (
@@ -171,6 +171,9 @@ class ActorEndpoint(Generic[R]):
         self._mesh = mesh
         self._method = method
         self._what = f"Actor call {mesh._name}.{method}"  # Monarch's words: "Actor call m.f failed"
+        # Its futures' key: waits for them expect as long as the last for this endpoint of this
+        # actor mesh, whatever the slice (runtime/ahead.py); a str, its hash kept.
+        self._key = f"{method}@{mesh._actor_id}"
         self._fields: dict[int, bytes] = {}  # index in the slice -> the envelope fields of a call there
         self._decoders: dict[int, Callable[[Any], Any]] = {}  # index in the slice -> how its replies decode
         self._check = mesh._checks.get(method)  # None: the arguments are the actor's to judge
@@ -196,15 +199,16 @@ class ActorEndpoint(Generic[R]):
             self._check.bind(args, kwargs)  # a wrong call raises TypeError here, as in Monarch
         payload = self._dumps(args, kwargs) if args or kwargs else _NO_ARGUMENTS
         if trees.routed(mesh):  # a big mesh: through a tree of its procs (trees.py says why)
-            futs = trees.send(mesh, self._method, self._what, indices, payload, reply)
+            futs = trees.send(mesh, self._method, self._what, indices, payload, reply, key=self._key)
         elif len(indices) == 1 and reply:  # call_one, choose: one future, one send, no loops
             i = indices[0]
-            fut: Future[Any] = Future(self._decoders.get(i) or self._decoder(i))
+            fut: Future[Any] = Future(self._decoders.get(i) or self._decoder(i), self._key)
             self._post_one(i, payload, fut)
             futs = [fut]
         else:
             decoders = self._decoders
-            futs = [Future(decoders.get(i) or self._decoder(i)) for i in indices]
+            key = self._key
+            futs = [Future(decoders.get(i) or self._decoder(i), key) for i in indices]
             self._post(indices, payload, futs if reply else None)
             if not reply:
                 for fut in futs:
@@ -253,7 +257,7 @@ class ActorEndpoint(Generic[R]):
         result: Future[ValueMesh[R]]
         if trees.routed(mesh):
             futs = self._send(range(n), args, kwargs, guard=False)  # the whole is guarded: members must fail fast
-            result = gather(futs, lambda values: ValueMesh(shape, values), fail_fast=messages.failed)
+            result = gather(futs, lambda values: ValueMesh(shape, values), fail_fast=messages.failed, key=self._key)
         else:
             if (kwargs or not self._least <= len(args) <= self._most) and self._check is not None:
                 self._check.bind(args, kwargs)  # a wrong call raises TypeError here, as in Monarch
@@ -265,7 +269,7 @@ class ActorEndpoint(Generic[R]):
 
             # One object counts the replies: no future, lock pair or done callback per member.
             whole: gathering.Gather[ValueMesh[R]] = gathering.Gather(n, decode, lambda values: ValueMesh(shape, values),
-                                                                     _failed)
+                                                                     _failed, self._key)
             self._post(range(n), payload, [whole.slot(i) for i in range(n)])
             result = whole.future
         here = _messages_run_here()
@@ -380,11 +384,12 @@ def gather(
     build: Callable[[list[Any]], B],
     *,
     fail_fast: Callable[[Future[Any]], bool] | None = None,
+    key: Hashable | None = None,
 ) -> Future[B]:
     """One future for many: done when all are, then ``build([values])`` (first error raises).
 
     A member for which ``fail_fast`` says so completes the whole at once, with that member's
-    error, without waiting for the others.
+    error, without waiting for the others. ``key``: the future's (:class:`Future`).
     """
     failed: list[Future[Any]] = []
 
@@ -395,7 +400,7 @@ def gather(
                 raise error
         return build([f.get() for f in futs])
 
-    out: Future[B] = Future(decode)
+    out: Future[B] = Future(decode, key)
     if not futs:
         out.set_raw(None)
         return out

@@ -72,7 +72,7 @@ class OwnCall(Future[R]):
     def __init__(self, inner: Future[R], what: str, holds_messages: bool, task: Any) -> None:
         """``holds_messages``: any wait on this thread holds up the actor's messages; ``task``:
         the running task, which the actor's thread waits for (None if it does not)."""
-        super().__init__(self._inner_outcome)
+        super().__init__(self._inner_outcome, inner._key)  # waits for it expect as for the call
         self._inner = inner
         self._thread = threading.get_ident()
         self._what = what

@@ -37,7 +37,7 @@ from __future__ import annotations
 import functools
 import pickle
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mesh_client._src.actor import messages, restarts, tree_policy
@@ -221,16 +221,18 @@ def send(
     payload: Sequence[Any],
     reply: bool,
     reason: str = "",
+    key: Hashable | None = None,
 ) -> list[futures.Future[Any]]:
     """One future per index of ``mesh``'s slice, the messages sent through the group's tree;
-    ``method=None`` stops the actors (``reason``), behind every message sent them before."""
+    ``method=None`` stops the actors (``reason``), behind every message sent them before;
+    ``key``: the futures' (:class:`~mesh_client._src.runtime.futures.Future`)."""
     group, shape = mesh._group, mesh._shape
     spawned = mesh._spawned
     if spawned is not None and not spawned.done():
         spawned.exception()  # spawns go direct: the actors must exist before a forwarded call
     k = branching(mesh)
     outs: dict[int, futures.Future[Any]] = {
-        i: futures.Future(functools.partial(_decode, what, group.displays[shape.ranks[i]])) for i in indices
+        i: futures.Future(functools.partial(_decode, what, group.displays[shape.ranks[i]]), key) for i in indices
     }
     born = group.born.get(mesh._actor_id)
     index_of = {}

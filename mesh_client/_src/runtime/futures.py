@@ -14,7 +14,7 @@ import threading
 import time
 import types
 import warnings
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Hashable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from mesh_client._src.runtime import ahead, coalescing, waits
@@ -39,11 +39,15 @@ def check_timeout(timeout: float) -> None:
 
 class Future(Generic[R]):
     """The eventual result of a call: ``fut.get(timeout=None)``, ``await fut``, or
-    ``fut.as_asyncio()`` (an ``asyncio.Future`` for ``asyncio.gather``, ``wait_for``...)."""
+    ``fut.as_asyncio()`` (an ``asyncio.Future`` for ``asyncio.gather``, ``wait_for``...).
 
-    __slots__ = ("_waiters", "_lock", "_done", "_raw", "_decode", "_value", "_error", "_callbacks")
+    ``key``: what the future's result comes from (an endpoint of an actor mesh), by which a wait
+    for it expects as long as the last waits for the same (:mod:`.ahead`); None: as this
+    thread's last waits for futures without one."""
 
-    def __init__(self, decode: Callable[[Any], R] | None = _UNSET) -> None:
+    __slots__ = ("_waiters", "_lock", "_done", "_raw", "_decode", "_value", "_error", "_callbacks", "_key")
+
+    def __init__(self, decode: Callable[[Any], R] | None = _UNSET, key: Hashable | None = None) -> None:
         if decode is _UNSET:  # as Monarch's: nothing would ever complete a Future made by hand
             raise TypeError("Future objects are returned by mesh_client operations and cannot be constructed directly; "
                             "for a future of your own, use @returns_future or asyncio.Future")
@@ -57,6 +61,7 @@ class Future(Generic[R]):
         self._value: Any = _UNSET
         self._error: BaseException | None = None
         self._callbacks: list[Callable[[Future[R]], None]] | None = None
+        self._key = key
 
     def __repr__(self) -> str:
         return f"<Future {'done' if self._done else 'pending'}>"
@@ -150,8 +155,8 @@ class Future(Generic[R]):
                 self._waiters.append(bell)
         # The bell is this thread's: a ring left from an earlier future wakes it early, so loop.
         try:  # from here: a Ctrl-C anywhere takes the bell back off the future
-            started = time.monotonic_ns()
-            wake_at = ahead.due(started)  # when to wake ahead of the reply (0: not)
+            started, key = time.monotonic_ns(), self._key
+            wake_at = ahead.due(started, key)  # when to wake ahead of the reply (0: not)
             deadline = None if timeout is None else started + int(min(max(timeout, 0), _LONGEST) * 1e9)
             spin, paced = waits.SPIN_NS, True
             spin_until = 0  # once woken ahead: until when its waits spin (a ring ends one early)
@@ -171,7 +176,7 @@ class Future(Generic[R]):
                     left = deadline - time.monotonic_ns()
                     if left <= 0 or (not bell.wait(left / 1e9, spin, paced) and not self._done):
                         raise TimeoutError(f"no result within {timeout} s")
-            ahead.waited(started)
+            ahead.waited(started, key)
         except BaseException:  # a timeout, a Ctrl-C: this thread waits here no more
             self._forget(bell)
             raise
@@ -283,8 +288,8 @@ class Future(Generic[R]):
                 except RuntimeError:  # the loop was closed (asyncio.run returned): nobody awaits this now
                     pass
 
-            started = time.monotonic_ns()
-            wake_at = ahead.due(started)
+            started, key = time.monotonic_ns(), self._key
+            wake_at = ahead.due(started, key)
             timer: reactor_mod.Timer | None = None
             self.add_done_callback(wake)
             try:  # from here: a Ctrl-C anywhere takes the callback back off the future
@@ -295,7 +300,7 @@ class Future(Generic[R]):
                 self._remove_done_callback(wake)  # cancelled: no callback left per attempt
                 if timer is not None:
                     timer.cancel()
-            ahead.waited(started)
+            ahead.waited(started, key)
         return self._outcome()
 
 

@@ -14,7 +14,7 @@ Used by :mod:`mesh_client._src.actor.actor_mesh` for ``call()``.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
 from mesh_client._src.runtime import futures
@@ -28,7 +28,7 @@ class Gather(Generic[B]):
     """``size`` raw outcomes; ``future`` gives ``build([decode(i, raw_i) for each i])``.
 
     ``fail_fast(raw)`` true for an outcome completes the whole at once; its ``decode`` then
-    raises that member's error. Slots may be filled from any thread (replies come on the I/O
+    raises that member's error; ``key``: the future's (:class:`~.futures.Future`). Slots may be filled from any thread (replies come on the I/O
     thread, a lost connection's failures on whichever thread saw it drop).
     """
 
@@ -40,6 +40,7 @@ class Gather(Generic[B]):
         decode: Callable[[int, Any], Any],
         build: Callable[[list[Any]], B],
         fail_fast: Callable[[Any], bool],
+        key: Hashable | None = None,
     ) -> None:
         self._raws: list[Any] = [_PENDING] * size
         self._remaining = size
@@ -48,7 +49,7 @@ class Gather(Generic[B]):
         self._decode = decode
         self._build = build
         self._fail_fast = fail_fast
-        self.future: futures.Future[B] = futures.Future(self._result)
+        self.future: futures.Future[B] = futures.Future(self._result, key)
         if size == 0:
             self.future.set_raw(None)
 

@@ -123,6 +123,7 @@ class ActorRunner:
         self.abandoned: str | None = None
         self._closing: str | None = None  # why its proc shuts down, once it does (close)
         self._held: concurrent.futures.Future[Any] | None = None  # the async endpoint awaited now
+        self._bell = waits.make_bell()  # rung as it ends (_wait_for)
         self._cleaned = threading.Event()  # and ended
         self._supervising: asyncio.Lock | None = None  # made on the loop: one __supervise__ at a time there
         self._thread = threading.Thread(target=self._run, name=f"actor:{name}", daemon=True)
@@ -267,7 +268,7 @@ class ActorRunner:
             try:
                 if op == _CALL:
                     started = clock()
-                    result = self._call(call_id, channel, header, segments)
+                    result = self._call(call_id, channel, header, segments, started)
                     took = clock() - started
                     if took < QUICK_SECONDS:
                         quick.add(header[3])
@@ -487,7 +488,10 @@ class ActorRunner:
         the proc's as it shuts down)."""
         return self._schedule(awaitable, held=threading.get_ident() == self._thread.ident).result()
 
-    def _call(self, call_id: int, channel: Channel | None, header: tuple[Any, ...], segments: envelopes.Received) -> Any:
+    def _call(self, call_id: int, channel: Channel | None, header: tuple[Any, ...], segments: envelopes.Received,
+              started: float) -> Any:
+        """Run the call (``started``: when, by ``time.perf_counter``); its result, or
+        ``_NO_REPLY_YET`` where the reply goes out later (a port, a concurrent endpoint's task)."""
         _, _, _, method, index, labels, sizes = header
         args: tuple[Any, ...]
         kwargs: dict[str, Any]
@@ -502,7 +506,7 @@ class ActorRunner:
         _enter(context)
         fn, explicit, untraced, concurrent, coroutine = self._plans.get(method) or self._plan(method)
         if explicit:
-            args = (ports.response_port(functools.partial(self._port_reply, channel, call_id, method)), *args)
+            args = (ports.response_port(functools.partial(self._port_reply, channel, call_id, method, started)), *args)
         traced = None if untraced else method
         # No OpenTelemetry loaded (the common case): no tracer, without asking tracing.tracer().
         tracer = None if traced is None or tracing.OPENTELEMETRY not in sys.modules else tracing.tracer()
@@ -515,14 +519,14 @@ class ActorRunner:
                 traced = None  # its span has ended (an awaitable it returned runs untraced)
             if concurrent:
                 self._schedule(result, traced).add_done_callback(
-                    functools.partial(self._task_done, channel, call_id, method, explicit))
+                    functools.partial(self._task_done, channel, call_id, method, explicit, started))
                 return _NO_REPLY_YET
             if result is not None and inspect.isawaitable(result):
                 held = self._held = self._schedule(result, traced, held=True)
                 if self._closing is not None:  # close() came before _held was set: it did not see it
                     held.cancel()
                 try:
-                    result = held.result()
+                    result = self._wait_for(held, method)
                 finally:
                     self._held = None
         except BaseException as exc:
@@ -530,6 +534,16 @@ class ActorRunner:
                 raise _Fatal(exc) from exc
             raise
         return _NO_REPLY_YET if explicit else result
+
+    def _wait_for(self, held: concurrent.futures.Future[Any], method: str) -> Any:
+        """The outcome of the ``async def`` endpoint ``method`` running on the actor's loop. The
+        loop's thread rings this thread's bell as it ends, and the wait wakes ahead of the end
+        its recent runs expect (runtime/ahead.py): after a long step this thread, which sends
+        the reply, is awake for it, where a plain wait for the future paid a wake-up first."""
+        bell = self._bell
+        held.add_done_callback(lambda _: bell.ring())  # at once if done already: a ring left, harmless
+        ahead.wait_on(bell, held.done, method)
+        return held.result()
 
     def _plan(self, method: str) -> _Plan:
         """How to call ``method``: looked up and checked on its first call, then kept (the class
@@ -565,27 +579,32 @@ class ActorRunner:
             found = self._contexts[key] = ctx_mod.Context(self._context.actor_instance, Point(index, Extent(labels, sizes)))
         return found
 
-    def _port_reply(self, channel: Channel | None, call_id: int, method: str, ok: bool, value: Any) -> None:
+    def _port_reply(self, channel: Channel | None, call_id: int, method: str, started: float, ok: bool, value: Any) -> None:
+        """An explicit port's reply, from whichever thread sends it (the actor's, its loop's,
+        another of the actor's, the I/O thread for a port sent from another proc)."""
         if isinstance(value, ports.Encoded):  # sent from another proc: pass the bytes on as they are
             reply(channel, call_id, peers.OK if ok else peers.ERROR, value.segments)
         elif ok:
             _reply_value(channel, call_id, method, value)
         else:  # port.exception(e): the caller raises e itself
             reply(channel, call_id, peers.ERROR, messages.encode_failure(value, sent=True))
+        _replied_after(started, call_id)
 
-    def _task_done(self, channel: Channel | None, call_id: int, method: str, explicit: bool,
+    def _task_done(self, channel: Channel | None, call_id: int, method: str, explicit: bool, started: float,
                    task: concurrent.futures.Future[Any]) -> None:
-        """A concurrent endpoint finished (on the loop's thread)."""
+        """A concurrent endpoint (its call ``started`` then, by ``time.perf_counter``) finished
+        (on the loop's thread)."""
         if task.cancelled():  # the actor stopped or failed under it: its caller must hear, not wait
             why = self.end_report or self._closing or f"actor {self.display} ended while the call ran, which was cancelled"
             reply(channel, call_id, messages.DEAD, [why.encode()])
             return
         exc = task.exception()
         if exc is None:
-            if not explicit:
+            if not explicit:  # a port's reply went out through _port_reply
                 _reply_value(channel, call_id, method, task.result())
+                _replied_after(started, call_id)
         elif call_id != peers.NO_REPLY and isinstance(exc, Exception) and not isinstance(exc, _Fatal) and not explicit:
-            reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))
+            reply(channel, call_id, peers.ERROR, messages.encode_failure(exc))  # no wake: as a plain one that raised
         else:  # no caller to tell: the actor fails, on its own thread
             self.submit((call_id, channel, (call_id, FAILED_TASK, exc), []))
 
@@ -666,6 +685,15 @@ class _Fatal(Exception):
 
 class _Unhandled(Exception):
     """``__supervise__`` is missing or returned a falsy value: the failure climbs to the owner."""
+
+
+def _replied_after(started: float, call_id: int) -> None:
+    """A reply sent from a thread that is not to spin for the actor's next call (the actor's
+    loop, which cannot; a port's sender, which may be any) for a call ``started`` then (by
+    ``time.perf_counter``): if the call ran long, wake the proc's I/O thread for the next one
+    (runtime/ahead.py), as the actor's thread does after a plain endpoint's reply."""
+    if call_id != _NO_REPLY and waits.WAKE_AHEAD_NS:
+        ahead.after_long_work(time.perf_counter() - started)
 
 
 def _reply_value(channel: Channel | None, call_id: int, method: str, value: Any) -> None:
