@@ -76,14 +76,17 @@ class Spawns:
 
     def stop_late(self, spawn: int, late: list[Stopping], mesh: ProcMesh, reason: str) -> None:
         """Stop ``mesh``, the mesh of ``spawn`` that the stops ``late`` (from :meth:`end`) took,
-        and settle each of them with the stop's failure, if any."""
+        and settle each of them with the stop's failure, if any (a Ctrl-C too, raised here)."""
         failure: BaseException | None = None
         try:
             mesh.stop(reason).get()
-        except Exception as exc:  # the stop's future raises it
-            failure = exc
-        for stopping in late:
-            self.settle(stopping, spawn, failure)
+        except BaseException as exc:  # the stop's future raises it
+            failure = _failure(exc)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            for stopping in late:
+                self.settle(stopping, spawn, failure)
 
     def take(self, shutdown: bool) -> tuple[list[ProcMesh], Stopping] | None:
         """A stop (``shutdown``: and no more spawns): the meshes to stop now, and the stop, which
@@ -128,14 +131,20 @@ class Spawns:
 
     def stop_own(self, stopping: Stopping, meshes: list[ProcMesh], reason: str) -> None:
         """Stop ``meshes``, those ``stopping`` took, newest first (as ``shutdown_context()``),
-        each whatever became of the others; settle its :data:`OWN` with the first failure."""
+        each whatever became of the others; settle its :data:`OWN` with the first failure. A
+        Ctrl-C is raised to this caller, and settles it too: the stops after it wait for it."""
         failure: BaseException | None = None
-        for mesh in reversed(meshes):
-            try:
-                mesh.stop(reason).get()
-            except Exception as exc:  # a proc out of reach: the others are stopped all the same
-                failure = failure or exc
-        self.settle(stopping, OWN, failure)
+        try:
+            for mesh in reversed(meshes):
+                try:
+                    mesh.stop(reason).get()
+                except Exception as exc:  # a proc out of reach: the others are stopped all the same
+                    failure = failure or exc
+        except BaseException as exc:
+            failure = failure or _failure(exc)
+            raise
+        finally:
+            self.settle(stopping, OWN, failure)
 
     def settle(self, stopping: Stopping, member: int, failure: BaseException | None) -> None:
         """``member`` (:data:`OWN` or a spawn) of ``stopping`` has stopped; the last completes it."""
@@ -171,8 +180,10 @@ class Spawns:
                 return
             try:
                 ending = then()
-            except Exception as exc:  # the future raises it, as then()'s own would
-                complete(failure or exc)
+            except BaseException as exc:  # the future raises it, as then()'s own would
+                complete(failure or _failure(exc))
+                if not isinstance(exc, Exception):  # a Ctrl-C: also this thread's to raise
+                    raise
                 return
             ending.add_done_callback(lambda _: complete(failure or _failure_of(ending)))
 
@@ -184,10 +195,17 @@ class Spawns:
         return stopping.finished
 
 
-def _failure_of(fut: Future[None]) -> BaseException | None:
-    """What ``fut``, done, raised (None: it succeeded)."""
-    try:
-        fut.get()
-    except Exception as exc:
-        return exc
-    return None
+def _failure_of(fut: Future[None]) -> Exception | None:
+    """What ``fut``, done, raised (None: it succeeded), as :func:`_failure` hands it on."""
+    error = fut.exception(timeout=0)
+    return None if error is None else _failure(error)
+
+
+def _failure(error: BaseException) -> Exception:
+    """What a stop's future raises for ``error``: itself, or, for a Ctrl-C (KeyboardInterrupt,
+    raised to the thread it came to), a RuntimeError saying that the stop was cut short: the
+    callers of the stops after it were not interrupted, and some meshes may be left."""
+    if isinstance(error, Exception):
+        return error
+    return RuntimeError(f"a stop of this host mesh was interrupted ({type(error).__name__}) "
+                        "before it had stopped every proc mesh it took: stop those meshes yourself")
