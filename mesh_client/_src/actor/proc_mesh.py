@@ -300,7 +300,8 @@ class ProcMesh(MeshTrait):
         ``__cleanup__`` and their finalizers ran), raising what went wrong. Called where the
         thread runs an asyncio loop (``await procs.stop()``), the stop goes on on a thread of its
         own, so the loop serves its other tasks meanwhile. A later stop's future is the first's:
-        it completes only when the procs are gone."""
+        it completes only when the procs are gone. A Ctrl-C while it waits is raised by this
+        call; the future then says the stop was cut short."""
         with self._stop_lock:  # one stop, whatever thread asks
             if self._stopping is not None:
                 return self._stopping
@@ -335,8 +336,13 @@ class ProcMesh(MeshTrait):
                 trees.forget_route(actor_id)
         if failure is None:
             fut.set_result(None)
-        else:
+        elif isinstance(failure, Exception):
             fut.set_exception(failure)
+        else:  # a Ctrl-C: raised here, to the caller it came to; the future is every later stop's too
+            fut.set_exception(RuntimeError(
+                f"the stop of this proc mesh was interrupted ({type(failure).__name__}) before its "
+                "procs were gone: they may still be ending"))
+            raise failure
 
     def __enter__(self) -> ProcMesh:
         """``with procs:`` stops the mesh at the end of the block (Monarch has ``async with`` only)."""

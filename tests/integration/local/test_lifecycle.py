@@ -3,8 +3,8 @@
 Aspects: bootstrap_command env per point; bootstrap runs before any actor; a failing bootstrap
 fails spawn_procs; stop and the context manager end every process, and a stopped mesh cannot be
 entered again; an awaited stop (and leaving ``async with``) lets the loop serve its other tasks;
-stops of one mesh from two threads both complete only once its procs are gone; a controller
-killed with -9
+stops of one mesh from two threads both complete only once its procs are gone; a Ctrl-C during
+stop() is raised there, and a later stop says the stop was cut short; a controller killed with -9
 takes its procs with it; the proc server does not import torch by itself; module-level finalizers
 (``__del__``) run when stop ends a proc, as in Monarch; a terminal's Ctrl-C (SIGINT to the whole
 process group) leaves the zygote running, so each proc's real end is reported; calls on a stopped
@@ -219,6 +219,38 @@ def test_stops_of_one_mesh_from_two_threads_both_complete_once_its_procs_are_gon
     for fut in stops:
         assert fut.get(timeout=60) is None
         assert not _alive(pid)
+
+
+def test_a_ctrl_c_during_stop_is_raised_there_and_later_stops_say_it_was_cut_short(tmp_path, monkeypatch):
+    """Ctrl-C (SIGINT) while ``procs.stop()`` waits for the proc to end: that call raises the
+    KeyboardInterrupt, and a later ``stop()`` (a ``finally:``, a host mesh's stop) raises a
+    RuntimeError saying the stop was cut short. The future kept the KeyboardInterrupt instead:
+    ``stop()`` returned as if done, the Ctrl-C lost unless its future was waited for, and every
+    later stop of the mesh, the first's future, raised that stale Ctrl-C."""
+    from mesh_client._src.local import launcher
+
+    assert threading.current_thread() is threading.main_thread()  # where Python raises a SIGINT
+    monkeypatch.setattr(launcher, "STOP_TIMEOUT", 60.0)  # the proc ends when the test lets it, not killed at 5 s
+    started, release = tmp_path / "started", tmp_path / "release"
+    mesh = this_host().spawn_procs(per_host={"gpus": 1}, name="interrupted-stop")
+    pid = mesh.spawn("linger", Lingering).linger_at_exit.call_one(str(started), str(release)).get(timeout=60)
+    main = threading.get_ident()
+
+    def interrupt() -> None:  # once the proc is ending, held: stop() is waiting for it
+        testing.wait_for(started.exists, "the proc ending, held")
+        signal.pthread_kill(main, signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt, daemon=True)
+    interrupter.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            mesh.stop()
+    finally:
+        release.touch()
+        interrupter.join(60)
+    with pytest.raises(RuntimeError, match=r"^the stop of this proc mesh was interrupted \(KeyboardInterrupt\)"):
+        mesh.stop().get(timeout=60)
+    assert _wait_gone([pid]) == []
 
 
 def test_killed_controller_takes_its_procs_along(tmp_path):
