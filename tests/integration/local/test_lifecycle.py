@@ -4,7 +4,8 @@ Aspects: bootstrap_command env per point; bootstrap runs before any actor; a fai
 fails spawn_procs; stop and the context manager end every process, and a stopped mesh cannot be
 entered again; an awaited stop (and leaving ``async with``) lets the loop serve its other tasks;
 stops of one mesh from two threads both complete only once its procs are gone; a Ctrl-C during
-stop() is raised there, and a later stop says the stop was cut short; a controller killed with -9
+stop() is raised there, and a later stop says the stop was cut short; a stop() from a signal
+handler that interrupted the mesh's stop does not wait for it; a controller killed with -9
 takes its procs with it; the proc server does not import torch by itself; module-level finalizers
 (``__del__``) run when stop ends a proc, as in Monarch; a terminal's Ctrl-C (SIGINT to the whole
 process group) leaves the zygote running, so each proc's real end is reported; calls on a stopped
@@ -256,6 +257,47 @@ def test_a_ctrl_c_during_stop_is_raised_there_and_later_stops_say_it_was_cut_sho
         interrupter.join(60)
     with pytest.raises(RuntimeError, match=r"^the stop of this proc mesh was interrupted \(KeyboardInterrupt\)"):
         mesh.stop().get(timeout=60)
+    assert _wait_gone([pid]) == []
+
+
+def test_a_signal_handler_that_stops_the_mesh_its_thread_is_stopping_does_not_hang(tmp_path, monkeypatch):
+    """A program's signal handler (a SIGTERM handler that stops its meshes, then exits) runs
+    ``procs.stop().get()`` on the main thread while that thread is inside ``procs.stop()``: it
+    cannot wait for that stop, which goes on only once the handler returns, so its future is
+    done at once (a second stop is quiet), and the first stop ends as usual. It got the first
+    stop's future, still pending: the handler waited for ever."""
+    from mesh_client._src.local import launcher
+
+    assert threading.current_thread() is threading.main_thread()  # where Python runs signal handlers
+    monkeypatch.setattr(launcher, "STOP_TIMEOUT", 60.0)  # the proc ends when the test lets it, not killed at 5 s
+    started, release = tmp_path / "started", tmp_path / "release"
+    mesh = this_host().spawn_procs(per_host={"gpus": 1}, name="reentered-stop")
+    pid = mesh.spawn("linger", Lingering).linger_at_exit.call_one(str(started), str(release)).get(timeout=60)
+    handled: list[object] = []
+
+    def handler(signum, frame) -> None:
+        try:
+            handled.append(mesh.stop().get(timeout=20))  # bounded: the test fails, not hangs, without the fix
+        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
+            handled.append(exc)
+        release.touch()
+
+    main = threading.get_ident()
+
+    def signal_once_stopping() -> None:  # once the proc is ending, held: stop() is waiting for it
+        testing.wait_for(started.exists, "the proc ending, held")
+        signal.pthread_kill(main, signal.SIGUSR1)
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    signaller = threading.Thread(target=signal_once_stopping, daemon=True)
+    signaller.start()
+    try:
+        assert mesh.stop().get(timeout=60) is None
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        release.touch()
+        signaller.join(60)
+    assert handled == [None]
     assert _wait_gone([pid]) == []
 
 
