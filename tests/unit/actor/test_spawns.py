@@ -8,7 +8,8 @@ raises); a shutdown after a stop is one. A stop finishes (its caller's future) o
 stop taken before it, with that one's failure, and runs its last step after it; a refused stop
 raises once the shutdown has finished; shutting down once hands later callers the shutdown's
 future. A stop a Ctrl-C interrupts (in its own part or its last step) still finishes, so the
-stops after it do.
+stops after it do. A stop or refusal on the thread that runs an earlier stop (a signal handler
+that interrupted it) does not wait for that stop.
 """
 
 from __future__ import annotations
@@ -170,3 +171,38 @@ def test_a_drained_spawn_s_stop_that_a_ctrl_c_interrupts_still_settles_the_stops
         ledger.stop_late(spawn, late, Interrupted(), "host mesh stopped")
     with pytest.raises(RuntimeError, match="interrupted"):
         taken[1].done.get(timeout=0)
+
+
+def test_a_stop_on_the_thread_that_runs_an_earlier_stop_does_not_wait_for_it():
+    """A signal handler's ``hosts.shutdown().get()`` (then a ``hosts.stop().get()``, refused)
+    on the main thread while it runs ``hosts.stop()``, here from inside a mesh's stop: the
+    earlier stop goes on only once the handler returns, so neither may wait for it. They
+    finished after it and waited for ever."""
+    ledger = spawns.Spawns()
+    inner: dict[str, futures.Future[None]] = {}
+    done_in_handler: list[bool] = []
+
+    class Reentering:
+        _stopped = False
+
+        def stop(self, reason: str) -> futures.Future[None]:
+            second = ledger.take(shutdown=True)
+            assert second is not None and second[0] == []
+            inner["shutdown"] = ledger.finish(second[1], lambda: futures.completed(None))
+            ledger.stop_own(second[1], second[0], "host mesh shut down")
+            assert ledger.take(shutdown=False) is None
+            inner["refused"] = ledger.refusal(RuntimeError("HostMesh has already been shut down"))
+            done_in_handler.extend(inner[key].done() for key in ("shutdown", "refused"))
+            return futures.completed(None)
+
+    spawn = ledger.begin()
+    assert spawn is not None and ledger.end(spawn, Reentering()) == []
+    first = ledger.take(shutdown=False)
+    assert first is not None
+    first_finished = ledger.finish(first[1])
+    ledger.stop_own(first[1], first[0], "host mesh stopped")
+    assert done_in_handler == [True, True]  # a wait there would never end
+    assert inner["shutdown"].get(timeout=0) is None
+    with pytest.raises(RuntimeError, match="already been shut down"):
+        inner["refused"].get(timeout=0)
+    assert first_finished.get(timeout=0) is None
