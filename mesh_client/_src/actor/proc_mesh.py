@@ -68,6 +68,7 @@ class ProcMesh(MeshTrait):
         self._stopped = False
         self._stop_lock = threading.Lock()
         self._stopping: Future[None] | None = None  # the first stop's: every later stop returns it
+        self._ending_on: int | None = None  # the thread that runs the stop's blocking half, while it does
 
     def _with_shape(self, shape: Shape) -> ProcMesh:
         return ProcMesh(self._group, shape, self._root)
@@ -300,9 +301,17 @@ class ProcMesh(MeshTrait):
         ``__cleanup__`` and their finalizers ran), raising what went wrong. Called where the
         thread runs an asyncio loop (``await procs.stop()``), the stop goes on on a thread of its
         own, so the loop serves its other tasks meanwhile. A later stop's future is the first's:
-        it completes only when the procs are gone."""
+        it completes only when the procs are gone, except in a signal handler that interrupted
+        the stop on its own thread, which could never wait for it (done at once, as before). A
+        Ctrl-C while it waits is raised by this call; the future then says the stop was cut
+        short."""
         with self._stop_lock:  # one stop, whatever thread asks
             if self._stopping is not None:
+                if self._ending_on == threading.get_ident():
+                    # Re-entered by the thread that runs the stop (a signal handler interrupted
+                    # it): that stop goes on only once this caller returns, so it cannot be
+                    # waited for here. Quiet, as a second stop.
+                    return futures.completed(None)
                 return self._stopping
             fut = self._stopping = Future(None)
             self._stopped = True
@@ -316,6 +325,7 @@ class ProcMesh(MeshTrait):
 
     def _end_procs(self, reason: str, fut: Future[None]) -> None:
         """The blocking half of :meth:`stop`: the procs end; ``fut`` completes with the outcome."""
+        self._ending_on = threading.get_ident()
         try:
             if self._group.owner is not None:
                 self._group.owner.stop(list(self._shape.ranks), reason)
@@ -330,13 +340,20 @@ class ProcMesh(MeshTrait):
             failure: BaseException | None = exc
         else:
             failure = None
+        finally:
+            self._ending_on = None
         if len(self._group.stopping) == len(self._group.addresses):  # every proc: its actor meshes went too
             for actor_id in list(self._group.born):
                 trees.forget_route(actor_id)
         if failure is None:
             fut.set_result(None)
-        else:
+        elif isinstance(failure, Exception):
             fut.set_exception(failure)
+        else:  # a Ctrl-C: raised here, to the caller it came to; the future is every later stop's too
+            fut.set_exception(RuntimeError(
+                f"the stop of this proc mesh was interrupted ({type(failure).__name__}) before its "
+                "procs were gone: they may still be ending"))
+            raise failure
 
     def __enter__(self) -> ProcMesh:
         """``with procs:`` stops the mesh at the end of the block (Monarch has ``async with`` only)."""

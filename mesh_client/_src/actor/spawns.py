@@ -1,19 +1,21 @@
 """What an owned host mesh's ``stop()`` and ``shutdown()`` must stop: the proc meshes it
 spawned, and the spawns still waiting for theirs, which Monarch drains before it stops (their
 procs are stopped once up); and the order of the stops, which may come from two threads at
-once: a stop finishes only after the one taken before it. Thread-safe; used by the host meshes
+once: a stop finishes only after the one taken before it (unless taken on the thread that runs
+that one, by a signal handler that interrupted it). Thread-safe; used by the host meshes
 (:mod:`..kubernetes.host_mesh`, :mod:`..local.workers`), whose stops go off the event loop
 (:func:`~mesh_client._src.runtime.offloading.off_the_loop`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from mesh_client._src.actor.proc_mesh import ProcMesh
-from mesh_client._src.runtime import offloading
+from mesh_client._src.runtime import futures, offloading
 from mesh_client._src.runtime.futures import Future
 
 #: What a stop waits for besides the spawns in flight: the meshes spawned before it, stopped by it.
@@ -45,6 +47,7 @@ class Spawns:
         self._stoppings: list[Stopping] = []  # those still waiting for a spawn in flight
         self._last: Stopping | None = None  # the stop taken last: the next one finishes after it
         self._shutdown: Stopping | None = None
+        self._here = threading.local()  # .depth: this thread runs a stop's blocking part (how deep)
 
     @property
     def shut_down(self) -> bool:
@@ -76,14 +79,18 @@ class Spawns:
 
     def stop_late(self, spawn: int, late: list[Stopping], mesh: ProcMesh, reason: str) -> None:
         """Stop ``mesh``, the mesh of ``spawn`` that the stops ``late`` (from :meth:`end`) took,
-        and settle each of them with the stop's failure, if any."""
+        and settle each of them with the stop's failure, if any (a Ctrl-C too, raised here)."""
         failure: BaseException | None = None
         try:
-            mesh.stop(reason).get()
-        except Exception as exc:  # the stop's future raises it
-            failure = exc
-        for stopping in late:
-            self.settle(stopping, spawn, failure)
+            with self._stops_here():
+                mesh.stop(reason).get()
+        except BaseException as exc:  # the stop's future raises it
+            failure = _failure(exc)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            for stopping in late:
+                self.settle(stopping, spawn, failure)
 
     def take(self, shutdown: bool) -> tuple[list[ProcMesh], Stopping] | None:
         """A stop (``shutdown``: and no more spawns): the meshes to stop now, and the stop, which
@@ -108,6 +115,8 @@ class Spawns:
         the meshes are gone."""
         shutdown = self._shutdown
         assert shutdown is not None, "refused only once shut down"
+        if self._stopping_here():  # its shutdown goes on only once this caller returns
+            return futures.failed(error)
         refused: Future[None] = Future(None)
 
         def refuse(_: Future[None]) -> None:
@@ -118,7 +127,10 @@ class Spawns:
 
     def _take(self, shutdown: bool) -> tuple[list[ProcMesh], Stopping]:
         last = self._last
-        stopping = Stopping({OWN, *self._in_flight}, None if last is None or last.finished.done() else last.finished)
+        # Not after a stop that this thread runs (a signal handler interrupted it): that one goes
+        # on only once this caller returns, and a wait for it would never end.
+        before = None if last is None or last.finished.done() or self._stopping_here() else last.finished
+        stopping = Stopping({OWN, *self._in_flight}, before)
         self._last = stopping
         if shutdown:
             self._shutdown = stopping
@@ -128,14 +140,21 @@ class Spawns:
 
     def stop_own(self, stopping: Stopping, meshes: list[ProcMesh], reason: str) -> None:
         """Stop ``meshes``, those ``stopping`` took, newest first (as ``shutdown_context()``),
-        each whatever became of the others; settle its :data:`OWN` with the first failure."""
+        each whatever became of the others; settle its :data:`OWN` with the first failure. A
+        Ctrl-C is raised to this caller, and settles it too: the stops after it wait for it."""
         failure: BaseException | None = None
-        for mesh in reversed(meshes):
-            try:
-                mesh.stop(reason).get()
-            except Exception as exc:  # a proc out of reach: the others are stopped all the same
-                failure = failure or exc
-        self.settle(stopping, OWN, failure)
+        try:
+            with self._stops_here():
+                for mesh in reversed(meshes):
+                    try:
+                        mesh.stop(reason).get()
+                    except Exception as exc:  # a proc out of reach: the others are stopped all the same
+                        failure = failure or exc
+        except BaseException as exc:
+            failure = failure or _failure(exc)
+            raise
+        finally:
+            self.settle(stopping, OWN, failure)
 
     def settle(self, stopping: Stopping, member: int, failure: BaseException | None) -> None:
         """``member`` (:data:`OWN` or a spawn) of ``stopping`` has stopped; the last completes it."""
@@ -170,9 +189,12 @@ class Spawns:
                 complete(failure)
                 return
             try:
-                ending = then()
-            except Exception as exc:  # the future raises it, as then()'s own would
-                complete(failure or exc)
+                with self._stops_here():
+                    ending = then()
+            except BaseException as exc:  # the future raises it, as then()'s own would
+                complete(failure or _failure(exc))
+                if not isinstance(exc, Exception):  # a Ctrl-C: also this thread's to raise
+                    raise
                 return
             ending.add_done_callback(lambda _: complete(failure or _failure_of(ending)))
 
@@ -183,11 +205,31 @@ class Spawns:
         stopping.done.add_done_callback(go_on if before is None else lambda _: before.add_done_callback(go_on))
         return stopping.finished
 
+    @contextlib.contextmanager
+    def _stops_here(self) -> Iterator[None]:
+        """Mark this thread as running a stop's blocking part, for :meth:`_stopping_here`."""
+        self._here.depth = getattr(self._here, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            self._here.depth -= 1
 
-def _failure_of(fut: Future[None]) -> BaseException | None:
-    """What ``fut``, done, raised (None: it succeeded)."""
-    try:
-        fut.get()
-    except Exception as exc:
-        return exc
-    return None
+    def _stopping_here(self) -> bool:
+        """Whether this thread is inside a stop's blocking part (re-entered by a signal handler)."""
+        return bool(getattr(self._here, "depth", 0))
+
+
+def _failure_of(fut: Future[None]) -> Exception | None:
+    """What ``fut``, done, raised (None: it succeeded), as :func:`_failure` hands it on."""
+    error = fut.exception(timeout=0)
+    return None if error is None else _failure(error)
+
+
+def _failure(error: BaseException) -> Exception:
+    """What a stop's future raises for ``error``: itself, or, for a Ctrl-C (KeyboardInterrupt,
+    raised to the thread it came to), a RuntimeError saying that the stop was cut short: the
+    callers of the stops after it were not interrupted, and some meshes may be left."""
+    if isinstance(error, Exception):
+        return error
+    return RuntimeError(f"a stop of this host mesh was interrupted ({type(error).__name__}) "
+                        "before it had stopped every proc mesh it took: stop those meshes yourself")

@@ -95,8 +95,9 @@ def off_the_loop(work: Callable[[], object], *, name: str) -> None:
     """``work()`` now, or on a daemon thread named ``name`` where this thread must not block: it
     runs an asyncio event loop (whose other tasks would wait for ``work``) or it is procmesh's
     I/O thread (a done callback: the replies ``work`` waits for come through it). ``work``
-    reports its own outcome (it completes a future) and must not raise. The program's exit
-    waits for the thread (runtime/exiting.py): it may be deleting a mesh."""
+    reports its own outcome (it completes a future) and raises only an interrupt (a Ctrl-C,
+    which comes to a caller it runs for inline). The program's exit waits for the thread
+    (runtime/exiting.py): it may be deleting a mesh."""
     if not _must_not_block():
         work()
         return
