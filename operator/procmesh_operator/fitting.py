@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from procmesh_operator import interpod, names
+from procmesh_operator import interpod, losses, names
 from procmesh_operator import tolerations as tolerations_
 
 #: Requests are compared in thousandths (millicores for cpu), as integers.
@@ -100,7 +100,7 @@ def rooms(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]])
         out[str(meta.get("name"))] = Room(
             name=str(meta.get("name")), labels=meta.get("labels") or {},
             taints=(node.get("spec") or {}).get("taints") or [],
-            ready=is_ready(node), unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
+            ready=losses.is_ready(node), unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
             free=dict(allocatable), allocatable=allocatable)
     for pod in pods:
         room = out.get(str((pod.get("spec") or {}).get("nodeName") or ""))
@@ -108,12 +108,6 @@ def rooms(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]])
             continue
         _take(pod, room)
     return [out[name] for name in sorted(out)]
-
-
-def is_ready(node: Mapping[str, Any]) -> bool:
-    """Whether a Node object's Ready condition is True."""
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (node.get("status") or {}).get("conditions") or [])
 
 
 def _expression(expr: Mapping[str, Any], value: str | None) -> bool:

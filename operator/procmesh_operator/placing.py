@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from mesh_client._src import contract
-from procmesh_operator import budgets, dimensions, fitting, rendering, specs
+from procmesh_operator import budgets, dimensions, fitting, losses, rendering, specs
 from procmesh_operator import settings as settings_
 
 GFD_COUNT_LABEL = "nvidia.com/gpu.count"
@@ -68,7 +68,7 @@ def node_info(node: Mapping[str, Any], resource_name: str = "nvidia.com/gpu") ->
         labels=labels,
         gpu_count=_int(count),
         gpu_memory_mib=_int(memory) if memory is not None else None,
-        ready=fitting.is_ready(node),
+        ready=losses.is_ready(node),
         unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
         taints=tuple((node.get("spec") or {}).get("taints") or ()),
     )
