@@ -66,9 +66,10 @@ class ProcMesh(MeshTrait):
         self._shape = shape
         self._root = shape if root is None else root  # the mesh a slice comes from (to_table's hosts)
         self._stopped = False
-        self._stop_lock = threading.Lock()
-        self._stopping: Future[None] | None = None  # the first stop's: every later stop returns it
-        self._ending_on: int | None = None  # the thread that runs the stop's blocking half, while it does
+        # "first": the first stop, set by dict.setdefault, one step for threads and for a signal
+        # handler (Python runs those between bytecodes); no lock, which a handler that re-entered
+        # stop() while its thread held it would wait for, for ever.
+        self._stops: dict[str, _Stop] = {}
 
     def _with_shape(self, shape: Shape) -> ProcMesh:
         return ProcMesh(self._group, shape, self._root)
@@ -305,27 +306,31 @@ class ProcMesh(MeshTrait):
         the stop on its own thread, which could never wait for it (done at once, as before). A
         Ctrl-C while it waits is raised by this call; the future then says the stop was cut
         short."""
-        with self._stop_lock:  # one stop, whatever thread asks
-            if self._stopping is not None:
-                if self._ending_on == threading.get_ident():
-                    # Re-entered by the thread that runs the stop (a signal handler interrupted
-                    # it): that stop goes on only once this caller returns, so it cannot be
-                    # waited for here. Quiet, as a second stop.
-                    return futures.completed(None)
-                return self._stopping
-            fut = self._stopping = Future(None)
-            self._stopped = True
-        shutting_down.forget(self)
-        context_mod.disown(self._group.run_id, len(self._shape))
-        began = time.monotonic()
-        for p in self._shape.ranks:
-            self._group.stopping.setdefault(p, began)
-        offloading.off_the_loop(functools.partial(self._end_procs, reason, fut), name="procmesh-stop")
-        return fut
+        stop = _Stop()
+        first = self._stops.setdefault("first", stop)  # one stop, whatever thread asks
+        if first is not stop:
+            if threading.get_ident() in (first.caller, first.ending_on):
+                # Re-entered by the thread that runs the stop (a signal handler interrupted
+                # it): that stop goes on only once this caller returns, so it cannot be
+                # waited for here. Quiet, as a second stop.
+                return futures.completed(None)
+            return first.future
+        self._stopped = True
+        try:
+            shutting_down.forget(self)
+            context_mod.disown(self._group.run_id, len(self._shape))
+            began = time.monotonic()
+            for p in self._shape.ranks:
+                self._group.stopping.setdefault(p, began)
+            offloading.off_the_loop(functools.partial(self._end_procs, reason, stop), name="procmesh-stop")
+        finally:
+            stop.caller = None
+        return stop.future
 
-    def _end_procs(self, reason: str, fut: Future[None]) -> None:
-        """The blocking half of :meth:`stop`: the procs end; ``fut`` completes with the outcome."""
-        self._ending_on = threading.get_ident()
+    def _end_procs(self, reason: str, stop: _Stop) -> None:
+        """The blocking half of :meth:`stop`: the procs end; ``stop.future`` completes with the outcome."""
+        fut = stop.future
+        stop.ending_on = threading.get_ident()
         try:
             if self._group.owner is not None:
                 self._group.owner.stop(list(self._shape.ranks), reason)
@@ -341,7 +346,7 @@ class ProcMesh(MeshTrait):
         else:
             failure = None
         finally:
-            self._ending_on = None
+            stop.ending_on = None
         if len(self._group.stopping) == len(self._group.addresses):  # every proc: its actor meshes went too
             for actor_id in list(self._group.born):
                 trees.forget_route(actor_id)
@@ -376,6 +381,16 @@ class ProcMesh(MeshTrait):
         if self._stopped:
             raise RuntimeError(f"`ProcMesh` has already been stopped: {self!r} cannot be entered again; spawn new "
                                "procs")
+
+
+class _Stop:
+    """A proc mesh's first stop: the future every later stop returns, and the threads that run
+    it now, where a later stop (a signal handler's) could never wait for it."""
+
+    def __init__(self) -> None:
+        self.future: Future[None] = Future(None)
+        self.caller: int | None = threading.get_ident()  # inside stop(), until it returns
+        self.ending_on: int | None = None  # the blocking half's, while it runs
 
 
 def _run_everywhere(group: ProcGroup, shape: Shape, fn: Callable[[], Any]) -> Future[list[Any]]:

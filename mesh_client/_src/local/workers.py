@@ -35,7 +35,7 @@ from mesh_client._src.actor.shape import MeshTrait, Shape
 from mesh_client._src.local.bootstrap import default_bootstrap_cmd
 from mesh_client._src.local.host_mesh import connected_mesh, proc_displays
 from mesh_client._src.local.launcher import LocalProcs
-from mesh_client._src.runtime import offloading
+from mesh_client._src.runtime import futures, offloading
 from mesh_client._src.runtime.futures import Future
 from mesh_client._src.server import logging_mode
 
@@ -209,9 +209,13 @@ class WorkerHostMesh(MeshTrait, OwnedHostMesh):
         self.name = name
         displays = [f"{name}[hosts={i}] ({h}:{p})" for i, (h, p) in enumerate(workers)]
         self._workers = ProcMesh(ProcGroup(name, workers, token, displays), self._shape)
-        self._agents = self._workers.spawn("host_agent", HostAgent)
+        self._first_agents = self._workers.spawn("host_agent", HostAgent)
+        # The agents spawn_procs starts procs with; pending while a spawn_procs ships new ones
+        # (the others wait on it). Never held across a network wait: a stop from a done
+        # callback on the I/O thread, which delivers the agents' replies, takes the lock.
+        self._agents: Future[HostAgent] = futures.completed(self._first_agents)
         self._spawns = spawns.Spawns()  # what stop() and shutdown() stop first, spawns in flight too
-        self._agents_lock = threading.Lock()  # guards the two fields above and below
+        self._agents_lock = threading.Lock()  # guards the two agents fields
         self._agents_stopped = False  # by stop(): the next spawn_procs ships new ones
 
     def _with_shape(self, shape: Shape) -> WorkerHostMesh:
@@ -223,7 +227,7 @@ class WorkerHostMesh(MeshTrait, OwnedHostMesh):
     @property
     def initialized(self) -> Future[Literal[True]]:
         """Done, with True as Monarch's, once every worker answered (raises if one cannot be reached)."""
-        return gather([self._agents.initialized], lambda values: True)
+        return gather([self._first_agents.initialized], lambda values: True)
 
     def spawn_procs(
         self,
@@ -270,12 +274,24 @@ class WorkerHostMesh(MeshTrait, OwnedHostMesh):
 
     def _live_agents(self) -> HostAgent:
         """The agents to start procs with: new ones after :meth:`stop` (Monarch's host mesh
-        spawns again after its ``stop()``)."""
+        spawns again after its ``stop()``), shipped by the first caller outside the lock (with
+        ``options.spawn_waits`` the spawn waits for the workers' replies), the others waiting
+        for that spawn; one that failed is tried again by the next caller."""
         with self._agents_lock:
-            if self._agents_stopped:
-                self._agents = self._workers.spawn("host_agent", HostAgent)
-                self._agents_stopped = False
-            return self._agents
+            shipping = self._agents_stopped
+            if shipping:
+                self._agents, self._agents_stopped = Future(None), False
+            agents = self._agents
+        if shipping:
+            try:
+                agents.set_result(self._workers.spawn("host_agent", HostAgent))
+            except BaseException as exc:
+                with self._agents_lock:
+                    if self._agents is agents:  # no stop since: the next spawn_procs ships again
+                        self._agents_stopped = True
+                agents.set_exception(exc)
+                raise
+        return agents.get()
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Let go of the workers (they keep running, for the next controller to attach, and for
@@ -290,7 +306,7 @@ class WorkerHostMesh(MeshTrait, OwnedHostMesh):
         taken = self._spawns.take(shutdown=False)
         if taken is None:
             return self._spawns.refusal(self._shut_down_error())
-        return self._after_spawned(taken, reason, lambda: agents.stop(reason))
+        return self._after_spawned(taken, reason, functools.partial(_stop_agents, agents, reason))
 
     def shutdown(self) -> Future[None]:
         """Stop the worker processes themselves (they cannot be attached to again), after the
@@ -333,6 +349,14 @@ class WorkerHostMesh(MeshTrait, OwnedHostMesh):
         offloading.off_the_loop(functools.partial(self._spawns.stop_own, stopping, spawned, reason),
                                 name="procmesh-host-stop")
         return finished
+
+
+def _stop_agents(agents: Future[HostAgent], reason: str) -> Future[None]:
+    """A stop's last step: end the agents it took. Their spawn is over by then (it began before
+    the stop's take, which waited for it), so this does not wait; none to end if it failed."""
+    if agents.exception() is not None:
+        return futures.completed(None)
+    return agents.get().stop(reason)
 
 
 def attach_to_workers(

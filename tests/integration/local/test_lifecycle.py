@@ -5,7 +5,7 @@ fails spawn_procs; stop and the context manager end every process, and a stopped
 entered again; an awaited stop (and leaving ``async with``) lets the loop serve its other tasks;
 stops of one mesh from two threads both complete only once its procs are gone; a Ctrl-C during
 stop() is raised there, and a later stop says the stop was cut short; a stop() from a signal
-handler that interrupted the mesh's stop does not wait for it; a controller killed with -9
+handler that interrupted the mesh's stop does not wait for it, wherever in stop() it came; a controller killed with -9
 takes its procs with it; the proc server does not import torch by itself; module-level finalizers
 (``__del__``) run when stop ends a proc, as in Monarch; a terminal's Ctrl-C (SIGINT to the whole
 process group) leaves the zygote running, so each proc's real end is reported; calls on a stopped
@@ -29,6 +29,7 @@ import pytest
 
 from mesh_client import (
     ActorError,
+    ProcMesh,
     ProcStartError,
     SupervisionError,
     default_bootstrap_cmd,
@@ -299,6 +300,64 @@ def test_a_signal_handler_that_stops_the_mesh_its_thread_is_stopping_does_not_ha
         signaller.join(60)
     assert handled == [None]
     assert _wait_gone([pid]) == []
+
+
+def _stop_traced(mesh: ProcMesh, on_line) -> BaseException | None:
+    """``mesh.stop().get()`` on a thread of its own, calling ``on_line(line)`` at each line of
+    ``ProcMesh.stop`` as it runs there, as a signal handler would between two steps (a trace
+    function runs on the traced thread, untraced itself). What it raised; bounded."""
+    outcome: list[BaseException | None] = []
+
+    def local(frame, event, arg):
+        if event == "line":
+            on_line(frame.f_lineno)
+        return local
+
+    def run() -> None:
+        sys.settrace(lambda frame, event, arg: local if frame.f_code is ProcMesh.stop.__code__ else None)
+        try:
+            mesh.stop().get(timeout=60)
+        except BaseException as exc:  # noqa: BLE001 - read by the test
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+        finally:
+            sys.settrace(None)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=90)
+    assert not thread.is_alive(), "the stop never returned: a stop re-entered on its thread waits for ever"
+    return outcome[0]
+
+
+def test_a_stop_re_entered_on_its_thread_between_any_two_steps_of_stop_is_done(monkeypatch):
+    """A signal handler may run between any two steps of the stop() it interrupts; a handler that
+    stops the same mesh there must not wait for that stop (which goes on only once the handler
+    returns) nor for anything the stop holds: stop() took a plain Lock, so a handler that came
+    while it was held waited for it for ever, and one that came after the lock but before the
+    blocking half began got the pending future. At each line of stop() in turn, a stop() of
+    the same mesh on the same thread is done (or done the whole stop, before the first took
+    it), and the first stop ends the procs."""
+    lines: list[int] = []
+    first = this_host().spawn_procs(per_host={"gpus": 1}, name="traced-stop")
+    assert _stop_traced(first, lines.append) is None  # the lines a stop runs
+    assert lines
+    for line in dict.fromkeys(lines):
+        mesh = this_host().spawn_procs(per_host={"gpus": 1}, name=f"reentered-at-{line}")
+        pid = mesh.spawn("rec", Recorder).where.call_one().get(timeout=60)["pid"]
+        handled: list[BaseException | None] = []
+
+        def handler(at: int, mesh=mesh, line=line, handled=handled) -> None:
+            if at == line and not handled:
+                try:
+                    handled.append(mesh.stop().get(timeout=20))  # bounded: it got a stop it cannot wait for
+                except BaseException as exc:  # noqa: BLE001 - read by the test
+                    handled.append(exc)
+
+        assert _stop_traced(mesh, handler) is None, f"line {line}"
+        assert handled == [None], f"line {line}"
+        assert _wait_gone([pid]) == [], f"line {line}"
 
 
 def test_killed_controller_takes_its_procs_along(tmp_path):

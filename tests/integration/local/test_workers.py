@@ -16,13 +16,14 @@ after its ``shutdown()``, as Monarch's; a spawn in flight when it stops or shuts
 (its procs stopped once started, and it raises). An awaited ``stop()`` or ``shutdown()`` lets the
 loop serve other tasks; two called at once from two threads both complete only once the procs
 are gone; leaving ``async with`` while another block shuts the host mesh down waits for that
-shutdown.
+shutdown; a stop from a done callback while another thread ships new agents does not deadlock.
 """
 
 import asyncio
 import logging
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -32,7 +33,7 @@ import time
 
 import pytest
 
-from mesh_client import ProcMesh, attach_to_workers, run_worker_loop_forever
+from mesh_client import ProcMesh, attach_to_workers, options, run_worker_loop_forever, this_host
 from mesh_client._src.runtime import handshaking, peers, streams
 from mesh_client._src.wire import protocol
 from tests.cluster import testing
@@ -178,6 +179,68 @@ def test_a_spawn_in_flight_when_the_host_mesh_stops_is_drained(workers, tmp_path
         again = hosts.spawn_procs(per_host={"gpus": 1})
         assert list(again.spawn("rec", Recorder).echo.call("x").get(timeout=60).values()) == ["x", "x"]
         hosts.shutdown().get(timeout=60)
+
+
+def test_a_stop_from_a_done_callback_while_new_agents_are_shipped_does_not_deadlock(workers, monkeypatch):
+    """A hosts.stop() in a done callback, which procmesh's I/O thread runs, while another thread
+    ships the host mesh's new agents (the first spawn_procs after a stop; with spawn_waits that
+    spawn waits for the worker's replies, which the I/O thread delivers) returns, and the spawn
+    goes on (drained by that stop): the spawn held the lock stop() takes, so the I/O thread
+    waited for the spawn and the spawn for the I/O thread, for ever. The worker is held with
+    SIGSTOP while the spawn is in flight, and the callback comes from a held proc's reply."""
+    monkeypatch.setattr(options, "spawn_waits", True)
+    (address, worker_pid), _ = workers
+    hosts = attach_to_workers(name="callback-stop", ca="trust_all_connections", workers=[address], token=TOKEN)
+    hosts.stop().get(timeout=60)  # the next spawn_procs ships new agents
+    shipping = threading.Event()
+    ship = hosts._workers.spawn
+
+    def ship_agents(*args, **kwargs):
+        shipping.set()
+        return ship(*args, **kwargs)
+
+    monkeypatch.setattr(hosts._workers, "spawn", ship_agents)
+    outcome: list[BaseException | ProcMesh] = []
+
+    def spawn() -> None:
+        try:
+            outcome.append(hosts.spawn_procs(per_host={"gpus": 1}))
+        except BaseException as exc:  # noqa: BLE001 - the test reads it
+            outcome.append(exc)
+
+    with this_host().spawn_procs(per_host={"gpus": 1}, name="beside") as beside:
+        rec = beside.spawn("rec", Recorder)
+        proc_pid = rec.where.call_one().get(timeout=60)["pid"]
+        spawning = threading.Thread(target=spawn, daemon=True)
+        stops: list = []
+        called = threading.Event()
+
+        def stop_hosts(_) -> None:
+            called.set()
+            stops.append(hosts.stop())
+
+        os.kill(worker_pid, signal.SIGSTOP)
+        try:
+            spawning.start()
+            assert shipping.wait(timeout=60)  # the agents' spawn waits for the held worker
+            os.kill(proc_pid, signal.SIGSTOP)
+            try:
+                answered = rec.echo.call_one("x")  # answered once the proc goes on: on the I/O thread
+                answered.add_done_callback(stop_hosts)
+            finally:
+                os.kill(proc_pid, signal.SIGCONT)
+            assert called.wait(timeout=60)
+        finally:
+            os.kill(worker_pid, signal.SIGCONT)
+        spawning.join(timeout=60)
+        assert not spawning.is_alive(), "the spawn and the callback's stop wait for each other"
+        assert answered.get(timeout=10) == "x"
+    assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError), outcome
+    assert re.search(r"\.stop\(\) came while this spawn started its procs", str(outcome[0])), outcome[0]
+    assert len(stops) == 1 and stops[0].get(timeout=60) is None
+    again = hosts.spawn_procs(per_host={"gpus": 1})  # new agents again: the stop ended those it came during
+    assert again.spawn("rec", Recorder).echo.call_one("y").get(timeout=60) == "y"
+    hosts.shutdown().get(timeout=60)
 
 
 def _lingering(hosts, tmp_path):
