@@ -15,6 +15,7 @@ import time
 import pytest
 
 from mesh_client import SupervisionError, context, this_host
+from tests.cluster import processes
 from tests.integration.local.actors import (
     AwaitsItsChildren,
     Concurrent,
@@ -24,13 +25,7 @@ from tests.integration.local.actors import (
     Tally,
 )
 
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
+_alive = processes.alive  # a zombie, or a process gone meanwhile, is not
 
 
 def _wait_gone(pid: int, seconds: float = 60.0) -> bool:

@@ -37,18 +37,10 @@ from mesh_client import (
     this_host,
 )
 from mesh_client._src.runtime import ops, peers
-from tests.cluster import testing
+from tests.cluster import processes, testing
 from tests.integration.local.actors import AsyncOrderly, Lingering, Orderly, Recorder, wait_for_file
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is gone for our purposes
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().split()[2] != "Z"
+_alive = processes.alive  # a zombie, or a process gone meanwhile, is not
 
 
 def _wait_gone(pids, seconds=10.0):

@@ -36,7 +36,7 @@ import pytest
 from mesh_client import ProcMesh, attach_to_workers, options, run_worker_loop_forever, this_host
 from mesh_client._src.runtime import handshaking, peers, streams
 from mesh_client._src.wire import protocol
-from tests.cluster import testing
+from tests.cluster import processes, testing
 from tests.integration.local.actors import Lingering, Recorder
 
 TOKEN = "a-test-token-for-workers"
@@ -363,13 +363,7 @@ def test_leaving_async_with_while_another_block_shuts_down_waits_for_that_shutdo
     assert not [p for p in pids if _alive(p)]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:  # a zombie is gone for our purposes
-        return f.read().split(")")[1].split()[0] != "Z"
+_alive = processes.alive  # a zombie, or a process gone meanwhile, is not
 
 
 def _write_at_exit(path: str):
