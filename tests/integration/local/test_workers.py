@@ -322,6 +322,8 @@ def test_a_stop_racing_another_in_two_threads_completes_once_the_procs_are_gone(
         except RuntimeError as exc:  # a stop that came after the shutdown, as Monarch refuses it
             assert second == "shutdown" and key == "first" and "already been shut down" in str(exc), exc
             outcomes.append("refused")
+    # A future wakes its waiters before it runs its done callbacks: wait for both to have run.
+    testing.wait_for(lambda: len(gone_when_done) == 2, "both futures' done callbacks run")
     assert gone_when_done == [True, True]
     if second == "stop":
         assert outcomes == [None, None]
