@@ -244,6 +244,36 @@ def mesh_pods(core: Any, namespace: str, name: str) -> list[Any]:
     return core.list_namespaced_pod(namespace, label_selector=contract.mesh_label_selector(name)).items
 
 
+def edit_node(core: Any, name: str, change: Any, what: str) -> None:
+    """``change(node)`` on the Node ``name`` and replace it, retried on a conflict with the
+    node's own status updates (a read-modify-replace); ``what`` names it in a timeout."""
+    from kubernetes.client.exceptions import ApiException
+
+    def done() -> bool:
+        node = core.read_node(name)
+        change(node)
+        try:
+            core.replace_node(name, node)
+        except ApiException as e:
+            if e.status == 409:
+                return False
+            raise
+        return True
+
+    testing.wait_for(done, what)
+
+
+def with_taint(node: Any, key: str, present: bool) -> None:
+    """Give ``node`` (a client Node) the NoSchedule taint ``key``, or take it off."""
+    others = [t for t in node.spec.taints or [] if t.key != key]
+    node.spec.taints = others + ([{"key": key, "value": "yes", "effect": "NoSchedule"}] if present else [])
+
+
+def nodes_of(mesh: dict[str, Any]) -> set[str]:
+    """The nodes a mesh's status says its procs run on."""
+    return {p["node"] for p in mesh["status"]["procs"]}
+
+
 def token_secret(core: Any, namespace: str, name: str) -> str:
     """The name of mesh ``name``'s token Secret, as its body says: spec.tokenSecretName, else
     the operator's generated one in status.tokenSecretName (waited for: it is recorded at the

@@ -16,7 +16,6 @@ import uuid
 import pytest
 
 from mesh_client._src import contract
-from tests.cluster import testing
 from tests.cluster.process_node.config import NodeConfig
 from tests.integration.operator import support
 
@@ -43,28 +42,12 @@ def tainted(cluster, kube):
 
 
 def set_taint(core, name, key, present):
-    """Add or lift the node's taint ``key`` (a read-modify-replace, retried on a conflict with
-    the node's own updates)."""
-    from kubernetes.client.exceptions import ApiException
-
-    def done():
-        node = core.read_node(name)
-        others = [t for t in node.spec.taints or [] if t.key != key]
-        node.spec.taints = others + ([{"key": key, "value": "yes", "effect": "NoSchedule"}]
-                                     if present else [])
-        try:
-            core.replace_node(name, node)
-        except ApiException as e:
-            if e.status == 409:
-                return False
-            raise
-        return True
-
-    testing.wait_for(done, f"node {name} {'tainted' if present else 'untainted'} {key}")
+    """Add or lift the node's taint ``key``."""
+    support.edit_node(core, name, lambda node: support.with_taint(node, key, present),
+                      f"node {name} {'tainted' if present else 'untainted'} {key}")
 
 
-def nodes_of(mesh):
-    return {p["node"] for p in mesh["status"]["procs"]}
+nodes_of = support.nodes_of
 
 
 def wait_for_the_taint(custom, core, namespace, name, tainted):

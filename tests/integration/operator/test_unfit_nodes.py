@@ -45,31 +45,17 @@ def own_node(cluster, kube):
 
 
 def make_unfit(core, name, key, how, unfit):
-    """Cordon (``how`` "cordoned") or taint the node, or undo it (a read-modify-replace,
-    retried on a conflict with the node's own updates)."""
-    from kubernetes.client.exceptions import ApiException
-
-    def done():
-        node = core.read_node(name)
+    """Cordon (``how`` "cordoned") or taint the node, or undo it."""
+    def change(node):
         if how == "cordoned":
             node.spec.unschedulable = unfit or None
         else:
-            others = [t for t in node.spec.taints or [] if t.key != key]
-            node.spec.taints = others + ([{"key": key, "value": "yes", "effect": "NoSchedule"}]
-                                         if unfit else [])
-        try:
-            core.replace_node(name, node)
-        except ApiException as e:
-            if e.status == 409:
-                return False
-            raise
-        return True
+            support.with_taint(node, key, unfit)
 
-    testing.wait_for(done, f"node {name} {how if unfit else 'fit again'}")
+    support.edit_node(core, name, change, f"node {name} {how if unfit else 'fit again'}")
 
 
-def nodes_of(mesh):
-    return {p["node"] for p in mesh["status"]["procs"]}
+nodes_of = support.nodes_of
 
 
 @pytest.fixture
